@@ -1,0 +1,51 @@
+import { performance } from 'node:perf_hooks';
+import type { Coordination } from '../../core/ports/coordination.ts';
+import { MemoryCache } from './memory-cache.ts';
+import { MemoryLeaseStore } from './memory-leases.ts';
+import { MemoryPubSub } from './memory-pubsub.ts';
+import { MemoryRateLimiter } from './memory-rate-limiter.ts';
+
+/** Entries are purged lazily when touched; this sweep catches the ones nobody touches again. */
+const SWEEP_INTERVAL_MS = 30_000;
+
+export interface MemoryCoordinationOptions {
+  /**
+   * Milliseconds on any monotonic scale; tests inject a fake clock. The default is
+   * performance.now(): monotonic (a wall-clock jump cannot refill or drain buckets) and small, so
+   * doubles keep sub-microsecond precision in the GCRA arithmetic.
+   */
+  now?: () => number;
+}
+
+/** Coordination for a single process. State lives in this instance and dies with it. */
+export function createMemoryCoordination(options: MemoryCoordinationOptions = {}): Coordination {
+  const now = options.now ?? (() => performance.now());
+  const rateLimiter = new MemoryRateLimiter(now);
+  const leases = new MemoryLeaseStore(now);
+  const cache = new MemoryCache(now);
+  const pubsub = new MemoryPubSub();
+
+  const sweeper = setInterval(() => {
+    const at = now();
+    rateLimiter.sweep(at);
+    leases.sweep(at);
+    cache.sweep(at);
+  }, SWEEP_INTERVAL_MS);
+  // The sweep is housekeeping only; it must never be what keeps the process alive.
+  sweeper.unref();
+
+  return {
+    kind: 'memory',
+    rateLimiter,
+    leases,
+    cache,
+    pubsub,
+    async close() {
+      clearInterval(sweeper);
+      rateLimiter.clear();
+      leases.clear();
+      cache.clear();
+      pubsub.clear();
+    },
+  };
+}

@@ -1,0 +1,55 @@
+import type { Coordination } from '../../core/ports/coordination.ts';
+import { closeClient, connectWithin, makeClient, reportErrors } from './redis-client.ts';
+import { RedisCache } from './redis-cache.ts';
+import { RedisLeaseStore } from './redis-leases.ts';
+import { RedisPubSub } from './redis-pubsub.ts';
+import { RedisRateLimiter } from './redis-rate-limiter.ts';
+import { loadScripts } from './redis-scripts.ts';
+
+export interface RedisCoordinationOptions {
+  url: string;
+  /**
+   * Namespace for every key and channel (default `svc:`), so several deployments or test runs can
+   * share one server. Keys are `<prefix>rl:`, `<prefix>lease:` and `<prefix>kv:` plus the caller's
+   * key; channels are `<prefix>ch:<channel>`.
+   */
+  keyPrefix?: string;
+}
+
+/**
+ * Coordination shared by every replica through one Redis server. Resolves once connected and the
+ * scripts are loaded; rejects if Redis is not reachable within a few seconds. Multi-key scripts
+ * need all their keys on one node: this speaks to a single server, not a Cluster.
+ */
+export async function createRedisCoordination(options: RedisCoordinationOptions): Promise<Coordination> {
+  const prefix = options.keyPrefix ?? 'svc:';
+  const client = makeClient(options.url);
+  reportErrors(client, 'command');
+  await connectWithin(client, 'command');
+  try {
+    await loadScripts(client);
+  } catch (err) {
+    await closeClient(client);
+    throw err;
+  }
+
+  const pubsub = new RedisPubSub(client, prefix, async () => {
+    const subscriber = client.duplicate();
+    reportErrors(subscriber, 'subscriber');
+    await connectWithin(subscriber, 'subscriber');
+    return subscriber;
+  });
+
+  let closing: Promise<void> | undefined;
+  return {
+    kind: 'redis',
+    rateLimiter: new RedisRateLimiter(client, prefix),
+    leases: new RedisLeaseStore(client, prefix),
+    cache: new RedisCache(client, prefix),
+    pubsub,
+    close() {
+      closing ??= Promise.all([pubsub.close(closeClient), closeClient(client)]).then(() => undefined);
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,175 @@
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../../core/ports/database.ts';
+import type {
+  ApiKey, ApiKeyPatch, ApiKeyStore, CapMode, CredentialLookup, KeyAuthRecord, NewApiKey, Person,
+  Session, SessionAuthRecord, SessionStore, SpendPeriod,
+} from '../../core/ports/identity.ts';
+import type { Scope } from '../../core/scopes.ts';
+import { bigintOrNull, bool, date, dateOrNull, str, strOrNull, strings, type Row } from './rows.ts';
+
+const toApiKey = (row: Row): ApiKey => {
+  const cap = bigintOrNull(row, 'spend_cap_micros');
+  return {
+    id: str(row, 'id'),
+    organizationId: str(row, 'organization_id'),
+    projectId: str(row, 'project_id'),
+    appId: strOrNull(row, 'app_id'),
+    name: str(row, 'name'),
+    hint: str(row, 'hint'),
+    scopes: (strings(row, 'scopes') ?? []) as Scope[],
+    modelAllowList: strings(row, 'model_allow_list'),
+    disabled: bool(row, 'disabled'),
+    expiresAt: dateOrNull(row, 'expires_at'),
+    spendCap: cap === null ? null : {
+      limitMicros: cap,
+      period: str(row, 'spend_cap_period') as SpendPeriod,
+      mode: str(row, 'spend_cap_mode') as CapMode,
+    },
+    createdAt: date(row, 'created_at'),
+    updatedAt: date(row, 'updated_at'),
+    revokedAt: dateOrNull(row, 'revoked_at'),
+    lastUsedAt: dateOrNull(row, 'last_used_at'),
+    createdByPersonId: strOrNull(row, 'created_by_person_id'),
+    createdByKeyId: strOrNull(row, 'created_by_key_id'),
+  };
+};
+
+export class SqlApiKeyStore implements ApiKeyStore {
+  constructor(private readonly db: Queryable) {}
+
+  async create(input: NewApiKey): Promise<ApiKey> {
+    const { rows } = await this.db.query(
+      `INSERT INTO api_keys (id, organization_id, project_id, app_id, name, token_hash, hint, scopes, model_allow_list,
+         expires_at, spend_cap_micros, spend_cap_period, spend_cap_mode, created_by_person_id, created_by_key_id)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING *`,
+      [
+        randomUUID(), input.organizationId, input.projectId, input.appId ?? null, input.name, input.tokenHash, input.hint,
+        input.scopes, input.modelAllowList, input.expiresAt, input.spendCap?.limitMicros ?? null,
+        input.spendCap?.period ?? null, input.spendCap?.mode ?? null, input.createdByPersonId, input.createdByKeyId,
+      ],
+    );
+    return toApiKey(rows[0]!);
+  }
+
+  async get(organizationId: string, id: string) {
+    const { rows } = await this.db.query('SELECT * FROM api_keys WHERE organization_id = $1 AND id = $2', [organizationId, id]);
+    return rows[0] ? toApiKey(rows[0]) : null;
+  }
+
+  async list(organizationId: string, filter: { projectId?: string } = {}) {
+    const { rows } = await this.db.query(
+      `SELECT * FROM api_keys WHERE organization_id = $1 AND ($2::uuid IS NULL OR project_id = $2)
+       ORDER BY created_at DESC, id`,
+      [organizationId, filter.projectId ?? null],
+    );
+    return rows.map(toApiKey);
+  }
+
+  async update(organizationId: string, id: string, patch: ApiKeyPatch) {
+    // Nullable fields carry a "was it sent" flag so that null can mean "clear it".
+    const { rows } = await this.db.query(
+      `UPDATE api_keys SET
+         name = COALESCE($3, name),
+         project_id = COALESCE($4, project_id),
+         scopes = COALESCE($5, scopes),
+         model_allow_list = CASE WHEN $6::boolean THEN $7::text[] ELSE model_allow_list END,
+         disabled = COALESCE($8, disabled),
+         expires_at = CASE WHEN $9::boolean THEN $10::timestamptz ELSE expires_at END,
+         spend_cap_micros = CASE WHEN $11::boolean THEN $12::bigint ELSE spend_cap_micros END,
+         spend_cap_period = CASE WHEN $11::boolean THEN $13::text ELSE spend_cap_period END,
+         spend_cap_mode = CASE WHEN $11::boolean THEN $14::text ELSE spend_cap_mode END,
+         updated_at = now()
+       WHERE organization_id = $1 AND id = $2 RETURNING *`,
+      [
+        organizationId, id, patch.name ?? null, patch.projectId ?? null, patch.scopes ?? null,
+        patch.modelAllowList !== undefined, patch.modelAllowList ?? null,
+        patch.disabled ?? null,
+        patch.expiresAt !== undefined, patch.expiresAt ?? null,
+        patch.spendCap !== undefined, patch.spendCap?.limitMicros ?? null, patch.spendCap?.period ?? null, patch.spendCap?.mode ?? null,
+      ],
+    );
+    return rows[0] ? toApiKey(rows[0]) : null;
+  }
+
+  async revoke(organizationId: string, id: string) {
+    const { rows } = await this.db.query(
+      `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()), updated_at = now()
+       WHERE organization_id = $1 AND id = $2 RETURNING *`,
+      [organizationId, id],
+    );
+    return rows[0] ? toApiKey(rows[0]) : null;
+  }
+
+  async delete(organizationId: string, id: string) {
+    const { rowCount } = await this.db.query('DELETE FROM api_keys WHERE organization_id = $1 AND id = $2', [organizationId, id]);
+    return rowCount > 0;
+  }
+}
+
+const toSession = (row: Row): Session => ({
+  id: str(row, 'id'),
+  personId: str(row, 'person_id'),
+  createdAt: date(row, 'created_at'),
+  expiresAt: date(row, 'expires_at'),
+  revokedAt: dateOrNull(row, 'revoked_at'),
+});
+
+export class SqlSessionStore implements SessionStore {
+  constructor(private readonly db: Queryable) {}
+
+  async create(input: { personId: string; tokenHash: string; expiresAt: Date }) {
+    const { rows } = await this.db.query(
+      'INSERT INTO sessions (id, person_id, token_hash, expires_at) VALUES ($1, $2, $3, $4) RETURNING *',
+      [randomUUID(), input.personId, input.tokenHash, input.expiresAt],
+    );
+    return toSession(rows[0]!);
+  }
+
+  async findByTokenHash(tokenHash: string) {
+    const { rows } = await this.db.query('SELECT * FROM sessions WHERE token_hash = $1', [tokenHash]);
+    return rows[0] ? toSession(rows[0]) : null;
+  }
+
+  async revoke(id: string) {
+    const { rowCount } = await this.db.query('UPDATE sessions SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1', [id]);
+    return rowCount > 0;
+  }
+}
+
+export class SqlCredentialLookup implements CredentialLookup {
+  constructor(private readonly db: Queryable) {}
+
+  async findKeyByTokenHash(tokenHash: string): Promise<KeyAuthRecord | null> {
+    const { rows } = await this.db.query(
+      `SELECT k.*, o.status AS organization_status, p.model_allow_list AS project_model_allow_list
+       FROM api_keys k JOIN organizations o ON o.id = k.organization_id JOIN projects p ON p.id = k.project_id
+       WHERE k.token_hash = $1`,
+      [tokenHash],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    return {
+      key: toApiKey(row),
+      organizationStatus: str(row, 'organization_status') as KeyAuthRecord['organizationStatus'],
+      projectModelAllowList: strings(row, 'project_model_allow_list'),
+    };
+  }
+
+  async findSessionByTokenHash(tokenHash: string): Promise<SessionAuthRecord | null> {
+    const { rows } = await this.db.query(
+      `SELECT s.*, p.email, p.name, p.default_organization_id, p.created_at AS person_created_at
+       FROM sessions s JOIN people p ON p.id = s.person_id WHERE s.token_hash = $1`,
+      [tokenHash],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    const person: Person = {
+      id: str(row, 'person_id'),
+      email: str(row, 'email'),
+      name: str(row, 'name'),
+      defaultOrganizationId: strOrNull(row, 'default_organization_id'),
+      createdAt: date(row, 'person_created_at'),
+    };
+    return { session: toSession(row), person };
+  }
+}

@@ -1,0 +1,121 @@
+import type { Migration } from '../../core/ports/database.ts';
+
+/** Schema owned by the kernel: identity, keys and the request log that spend is read from. */
+export const coreMigrations: Migration[] = [
+  {
+    owner: 'core',
+    version: 1,
+    name: 'identity and keys',
+    sql: `
+CREATE TABLE organizations (
+  id uuid PRIMARY KEY,
+  name text NOT NULL,
+  status text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended')),
+  request_logging boolean NOT NULL DEFAULT false,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE people (
+  id uuid PRIMARY KEY,
+  email text NOT NULL,
+  name text NOT NULL,
+  default_organization_id uuid REFERENCES organizations(id) ON DELETE SET NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX people_email_key ON people (lower(email));
+
+CREATE TABLE memberships (
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  person_id uuid NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+  role text NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+  status text NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'suspended')),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (organization_id, person_id)
+);
+CREATE INDEX memberships_person ON memberships (person_id);
+
+CREATE TABLE projects (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  name text NOT NULL,
+  is_default boolean NOT NULL DEFAULT false,
+  model_allow_list text[],
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX projects_org_name ON projects (organization_id, lower(name));
+CREATE UNIQUE INDEX projects_one_default ON projects (organization_id) WHERE is_default;
+
+CREATE TABLE project_members (
+  project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  person_id uuid NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+  role text NOT NULL CHECK (role IN ('admin', 'developer', 'viewer')),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (project_id, person_id)
+);
+
+CREATE TABLE sessions (
+  id uuid PRIMARY KEY,
+  person_id uuid NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+  token_hash text NOT NULL UNIQUE,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  expires_at timestamptz NOT NULL,
+  revoked_at timestamptz
+);
+
+CREATE TABLE api_keys (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid NOT NULL REFERENCES projects(id),
+  app_id uuid,
+  name text NOT NULL,
+  token_hash text NOT NULL UNIQUE,
+  hint text NOT NULL,
+  scopes text[] NOT NULL,
+  model_allow_list text[],
+  disabled boolean NOT NULL DEFAULT false,
+  expires_at timestamptz,
+  spend_cap_micros bigint CHECK (spend_cap_micros IS NULL OR spend_cap_micros >= 0),
+  spend_cap_period text CHECK (spend_cap_period IN ('day', 'week', 'month', 'total')),
+  spend_cap_mode text CHECK (spend_cap_mode IN ('blocking', 'alert')),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  revoked_at timestamptz,
+  last_used_at timestamptz,
+  created_by_person_id uuid,
+  created_by_key_id uuid,
+  CHECK ((spend_cap_micros IS NULL) = (spend_cap_period IS NULL) AND (spend_cap_micros IS NULL) = (spend_cap_mode IS NULL))
+);
+CREATE INDEX api_keys_org_project ON api_keys (organization_id, project_id, created_at);
+
+-- One row per gateway call. Metering fills it; spend windows are read from it. key_id is not a
+-- foreign key on purpose: deleting a key permanently keeps its usage history.
+CREATE TABLE request_logs (
+  id text PRIMARY KEY,
+  organization_id uuid NOT NULL,
+  project_id uuid,
+  key_id uuid,
+  endpoint text NOT NULL,
+  model text,
+  provider text,
+  status_code integer NOT NULL,
+  error_code text,
+  input_tokens integer NOT NULL DEFAULT 0,
+  cached_input_tokens integer NOT NULL DEFAULT 0,
+  cache_write_tokens integer NOT NULL DEFAULT 0,
+  output_tokens integer NOT NULL DEFAULT 0,
+  reasoning_tokens integer NOT NULL DEFAULT 0,
+  usage_estimated boolean NOT NULL DEFAULT false,
+  cost_micros bigint NOT NULL DEFAULT 0,
+  latency_ms integer NOT NULL DEFAULT 0,
+  ttft_ms integer,
+  streamed boolean NOT NULL DEFAULT false,
+  attempts integer NOT NULL DEFAULT 1,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX request_logs_key_time ON request_logs (key_id, created_at) INCLUDE (cost_micros);
+CREATE INDEX request_logs_project_time ON request_logs (project_id, created_at) INCLUDE (cost_micros);
+CREATE INDEX request_logs_org_time ON request_logs (organization_id, created_at) INCLUDE (cost_micros);
+`,
+  },
+];

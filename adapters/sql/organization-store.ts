@@ -1,0 +1,119 @@
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../../core/ports/database.ts';
+import type {
+  Membership, MembershipStore, Organization, OrganizationStore, Person, PersonStore,
+} from '../../core/ports/identity.ts';
+import type { OrgRole } from '../../core/scopes.ts';
+import { bool, date, str, strOrNull, type Row } from './rows.ts';
+
+const toOrganization = (row: Row): Organization => ({
+  id: str(row, 'id'),
+  name: str(row, 'name'),
+  status: str(row, 'status') as Organization['status'],
+  requestLogging: bool(row, 'request_logging'),
+  createdAt: date(row, 'created_at'),
+});
+
+export class SqlOrganizationStore implements OrganizationStore {
+  constructor(private readonly db: Queryable) {}
+
+  async create(input: { name: string }): Promise<Organization> {
+    const { rows } = await this.db.query('INSERT INTO organizations (id, name) VALUES ($1, $2) RETURNING *', [randomUUID(), input.name]);
+    return toOrganization(rows[0]!);
+  }
+
+  async get(id: string): Promise<Organization | null> {
+    const { rows } = await this.db.query('SELECT * FROM organizations WHERE id = $1', [id]);
+    return rows[0] ? toOrganization(rows[0]) : null;
+  }
+
+  async update(id: string, patch: { name?: string; status?: Organization['status']; requestLogging?: boolean }) {
+    const { rows } = await this.db.query(
+      `UPDATE organizations SET name = COALESCE($2, name), status = COALESCE($3, status),
+         request_logging = COALESCE($4, request_logging) WHERE id = $1 RETURNING *`,
+      [id, patch.name ?? null, patch.status ?? null, patch.requestLogging ?? null],
+    );
+    return rows[0] ? toOrganization(rows[0]) : null;
+  }
+
+  async count(): Promise<number> {
+    const { rows } = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM organizations');
+    return rows[0]?.n ?? 0;
+  }
+}
+
+const toPerson = (row: Row): Person => ({
+  id: str(row, 'id'),
+  email: str(row, 'email'),
+  name: str(row, 'name'),
+  defaultOrganizationId: strOrNull(row, 'default_organization_id'),
+  createdAt: date(row, 'created_at'),
+});
+
+export class SqlPersonStore implements PersonStore {
+  constructor(private readonly db: Queryable) {}
+
+  async create(input: { email: string; name: string }): Promise<Person> {
+    const { rows } = await this.db.query('INSERT INTO people (id, email, name) VALUES ($1, $2, $3) RETURNING *', [randomUUID(), input.email, input.name]);
+    return toPerson(rows[0]!);
+  }
+
+  async get(id: string): Promise<Person | null> {
+    const { rows } = await this.db.query('SELECT * FROM people WHERE id = $1', [id]);
+    return rows[0] ? toPerson(rows[0]) : null;
+  }
+
+  async getByEmail(email: string): Promise<Person | null> {
+    const { rows } = await this.db.query('SELECT * FROM people WHERE lower(email) = lower($1)', [email]);
+    return rows[0] ? toPerson(rows[0]) : null;
+  }
+
+  async setDefaultOrganization(personId: string, organizationId: string | null): Promise<void> {
+    await this.db.query('UPDATE people SET default_organization_id = $2 WHERE id = $1', [personId, organizationId]);
+  }
+}
+
+const MEMBERSHIP_SELECT = `SELECT m.*, o.name AS organization_name, o.status AS organization_status
+  FROM memberships m JOIN organizations o ON o.id = m.organization_id`;
+
+const toMembership = (row: Row): Membership => ({
+  organizationId: str(row, 'organization_id'),
+  organizationName: str(row, 'organization_name'),
+  organizationStatus: str(row, 'organization_status') as Membership['organizationStatus'],
+  personId: str(row, 'person_id'),
+  role: str(row, 'role') as OrgRole,
+  status: str(row, 'status') as Membership['status'],
+  createdAt: date(row, 'created_at'),
+});
+
+export class SqlMembershipStore implements MembershipStore {
+  constructor(private readonly db: Queryable) {}
+
+  async add(input: { organizationId: string; personId: string; role: OrgRole }): Promise<Membership> {
+    await this.db.query('INSERT INTO memberships (organization_id, person_id, role) VALUES ($1, $2, $3)', [input.organizationId, input.personId, input.role]);
+    return (await this.get(input.organizationId, input.personId))!;
+  }
+
+  async get(organizationId: string, personId: string): Promise<Membership | null> {
+    const { rows } = await this.db.query(`${MEMBERSHIP_SELECT} WHERE m.organization_id = $1 AND m.person_id = $2`, [organizationId, personId]);
+    return rows[0] ? toMembership(rows[0]) : null;
+  }
+
+  async listForPerson(personId: string): Promise<Membership[]> {
+    const { rows } = await this.db.query(`${MEMBERSHIP_SELECT} WHERE m.person_id = $1 ORDER BY m.created_at, o.name`, [personId]);
+    return rows.map(toMembership);
+  }
+
+  async listForOrganization(organizationId: string): Promise<Membership[]> {
+    const { rows } = await this.db.query(`${MEMBERSHIP_SELECT} WHERE m.organization_id = $1 ORDER BY m.created_at`, [organizationId]);
+    return rows.map(toMembership);
+  }
+
+  async update(organizationId: string, personId: string, patch: { role?: OrgRole; status?: Membership['status'] }) {
+    const { rowCount } = await this.db.query(
+      'UPDATE memberships SET role = COALESCE($3, role), status = COALESCE($4, status) WHERE organization_id = $1 AND person_id = $2',
+      [organizationId, personId, patch.role ?? null, patch.status ?? null],
+    );
+    return rowCount ? this.get(organizationId, personId) : null;
+  }
+}

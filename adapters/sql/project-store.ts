@@ -1,0 +1,97 @@
+import { randomUUID } from 'node:crypto';
+import type { Queryable } from '../../core/ports/database.ts';
+import type { Project, ProjectMember, ProjectMemberStore, ProjectRole, ProjectStore } from '../../core/ports/identity.ts';
+import { bool, date, str, strings, type Row } from './rows.ts';
+
+const toProject = (row: Row): Project => ({
+  id: str(row, 'id'),
+  organizationId: str(row, 'organization_id'),
+  name: str(row, 'name'),
+  isDefault: bool(row, 'is_default'),
+  modelAllowList: strings(row, 'model_allow_list'),
+  createdAt: date(row, 'created_at'),
+  updatedAt: date(row, 'updated_at'),
+});
+
+export class SqlProjectStore implements ProjectStore {
+  constructor(private readonly db: Queryable) {}
+
+  async create(input: { organizationId: string; name: string; isDefault?: boolean; modelAllowList?: string[] | null }) {
+    const { rows } = await this.db.query(
+      'INSERT INTO projects (id, organization_id, name, is_default, model_allow_list) VALUES ($1, $2, $3, $4, $5) RETURNING *',
+      [randomUUID(), input.organizationId, input.name, input.isDefault ?? false, input.modelAllowList ?? null],
+    );
+    return toProject(rows[0]!);
+  }
+
+  async get(organizationId: string, id: string) {
+    const { rows } = await this.db.query('SELECT * FROM projects WHERE organization_id = $1 AND id = $2', [organizationId, id]);
+    return rows[0] ? toProject(rows[0]) : null;
+  }
+
+  async list(organizationId: string) {
+    const { rows } = await this.db.query('SELECT * FROM projects WHERE organization_id = $1 ORDER BY is_default DESC, created_at, id', [organizationId]);
+    return rows.map(toProject);
+  }
+
+  async update(organizationId: string, id: string, patch: { name?: string; modelAllowList?: string[] | null }) {
+    const setAllowList = patch.modelAllowList !== undefined;
+    const { rows } = await this.db.query(
+      `UPDATE projects SET name = COALESCE($3, name),
+         model_allow_list = CASE WHEN $4::boolean THEN $5::text[] ELSE model_allow_list END,
+         updated_at = now()
+       WHERE organization_id = $1 AND id = $2 RETURNING *`,
+      [organizationId, id, patch.name ?? null, setAllowList, patch.modelAllowList ?? null],
+    );
+    return rows[0] ? toProject(rows[0]) : null;
+  }
+
+  async delete(organizationId: string, id: string) {
+    const { rowCount } = await this.db.query('DELETE FROM projects WHERE organization_id = $1 AND id = $2', [organizationId, id]);
+    return rowCount > 0;
+  }
+
+  async getDefault(organizationId: string) {
+    const { rows } = await this.db.query('SELECT * FROM projects WHERE organization_id = $1 AND is_default', [organizationId]);
+    return rows[0] ? toProject(rows[0]) : null;
+  }
+}
+
+const toMember = (row: Row): ProjectMember => ({
+  projectId: str(row, 'project_id'),
+  personId: str(row, 'person_id'),
+  email: str(row, 'email'),
+  name: str(row, 'name'),
+  role: str(row, 'role') as ProjectRole,
+  createdAt: date(row, 'created_at'),
+});
+
+const MEMBER_SELECT = 'SELECT pm.*, p.email, p.name FROM project_members pm JOIN people p ON p.id = pm.person_id';
+
+export class SqlProjectMemberStore implements ProjectMemberStore {
+  constructor(private readonly db: Queryable) {}
+
+  async list(projectId: string) {
+    const { rows } = await this.db.query(`${MEMBER_SELECT} WHERE pm.project_id = $1 ORDER BY pm.created_at, p.email`, [projectId]);
+    return rows.map(toMember);
+  }
+
+  async get(projectId: string, personId: string) {
+    const { rows } = await this.db.query(`${MEMBER_SELECT} WHERE pm.project_id = $1 AND pm.person_id = $2`, [projectId, personId]);
+    return rows[0] ? toMember(rows[0]) : null;
+  }
+
+  async upsert(input: { projectId: string; personId: string; role: ProjectRole }) {
+    await this.db.query(
+      `INSERT INTO project_members (project_id, person_id, role) VALUES ($1, $2, $3)
+       ON CONFLICT (project_id, person_id) DO UPDATE SET role = EXCLUDED.role`,
+      [input.projectId, input.personId, input.role],
+    );
+    return (await this.get(input.projectId, input.personId))!;
+  }
+
+  async remove(projectId: string, personId: string) {
+    const { rowCount } = await this.db.query('DELETE FROM project_members WHERE project_id = $1 AND person_id = $2', [projectId, personId]);
+    return rowCount > 0;
+  }
+}

@@ -1,0 +1,14 @@
+/** Small helpers for mapping rows; columns come back snake_case. */
+export type Row = Record<string, unknown>;
+
+export const str = (row: Row, column: string): string => row[column] as string;
+export const strOrNull = (row: Row, column: string): string | null => (row[column] as string | null) ?? null;
+export const date = (row: Row, column: string): Date => row[column] as Date;
+export const dateOrNull = (row: Row, column: string): Date | null => (row[column] as Date | null) ?? null;
+export const bool = (row: Row, column: string): boolean => row[column] as boolean;
+export const strings = (row: Row, column: string): string[] | null => (row[column] as string[] | null) ?? null;
+export const bigintOrNull = (row: Row, column: string): bigint | null => {
+  const value = row[column];
+  return value === null || value === undefined ? null : BigInt(value as bigint | string | number);
+};
+export const bigintOf = (row: Row, column: string): bigint => bigintOrNull(row, column) ?? 0n;

@@ -1,0 +1,120 @@
+import { readFileSync } from 'node:fs';
+import { resolve, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parse as parseYaml } from 'yaml';
+import type { z } from 'zod';
+import { configSchema, type AppConfig } from './schema.ts';
+
+/**
+ * The only module that reads the process environment. Everything else receives the parsed,
+ * validated AppConfig.
+ */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export const DEFAULT_CONFIG_PATH = resolve(dirname(fileURLToPath(import.meta.url)), 'default.yaml');
+
+type Env = Record<string, string | undefined>;
+
+export interface LoadOptions {
+  /** Config file; defaults to SVC_CONFIG, then config/default.yaml. */
+  path?: string;
+  env?: Env;
+}
+
+export function loadConfig(options: LoadOptions = {}): AppConfig {
+  const env = options.env ?? process.env;
+  const path = options.path ?? env.SVC_CONFIG ?? DEFAULT_CONFIG_PATH;
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`config: cannot read ${path}: ${(error as Error).message}`);
+  }
+  let raw: unknown;
+  try {
+    raw = parseYaml(text) ?? {};
+  } catch (error) {
+    throw new ConfigError(`config: ${path} is not valid YAML: ${(error as Error).message.split('\n')[0]}`);
+  }
+  return parseConfig(raw, env);
+}
+
+/** Validates an already-read config object (tests build these in code). */
+export function parseConfig(raw: unknown, env: Env = {}): AppConfig {
+  const interpolated = interpolate(raw, env, []);
+  const withOverrides = applyEnvOverrides(interpolated, env);
+  const parsed = configSchema.safeParse(withOverrides);
+  if (!parsed.success) throw new ConfigError(describeIssue(parsed.error.issues[0]));
+  return parsed.data;
+}
+
+/** One line naming the field, for a boot failure the operator can act on. */
+export function describeIssue(issue: z.core.$ZodIssue | undefined, prefix: readonly PropertyKey[] = []): string {
+  if (!issue) return 'config: invalid';
+  const path = [...prefix, ...issue.path];
+  const where = path.length ? path.map(String).join('.') : '(top level)';
+  if (issue.code === 'unrecognized_keys') {
+    const keys = issue.keys.map((k) => [...path, k].map(String).join('.'));
+    return `config: unknown field ${keys.join(', ')}`;
+  }
+  return `config: ${where}: ${issue.message}`;
+}
+
+const PLACEHOLDER = /\$\{([A-Z0-9_]+)(?::-([^}]*))?\}/g;
+
+/** Replaces ${VAR} and ${VAR:-default} in every string value, so secrets stay out of the file. */
+function interpolate(value: unknown, env: Env, path: string[]): unknown {
+  if (typeof value === 'string') {
+    return value.replace(PLACEHOLDER, (_match, name: string, fallback: string | undefined) => {
+      const found = env[name];
+      if (found !== undefined && found !== '') return found;
+      if (fallback !== undefined) return fallback;
+      throw new ConfigError(`config: ${path.join('.') || '(top level)'}: environment variable ${name} is not set`);
+    });
+  }
+  if (Array.isArray(value)) return value.map((item, i) => interpolate(item, env, [...path, String(i)]));
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [key, item] of Object.entries(value)) out[key] = interpolate(item, env, [...path, key]);
+    return out;
+  }
+  return value;
+}
+
+function asRecord(value: unknown): Record<string, unknown> {
+  return value && typeof value === 'object' && !Array.isArray(value) ? { ...(value as Record<string, unknown>) } : {};
+}
+
+/** PORT, HOST, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN win over the file. */
+function applyEnvOverrides(raw: unknown, env: Env): unknown {
+  const config = asRecord(raw);
+  const server = asRecord(config.server);
+  if (env.PORT) {
+    const port = Number(env.PORT);
+    if (!Number.isInteger(port)) throw new ConfigError(`config: PORT: expected an integer, got ${JSON.stringify(env.PORT)}`);
+    server.port = port;
+  }
+  if (env.HOST) server.host = env.HOST;
+  if (env.LOG_LEVEL) server.logLevel = env.LOG_LEVEL;
+  config.server = server;
+
+  const storage = asRecord(config.storage);
+  if (env.DATABASE_URL) {
+    storage.database = { driver: 'postgres', url: env.DATABASE_URL };
+  } else if (env.SVC_DATA_DIR) {
+    const database = asRecord(storage.database);
+    if ((database.driver ?? 'pglite') === 'pglite') {
+      storage.database = { ...database, driver: 'pglite', dataDir: resolve(env.SVC_DATA_DIR, 'pglite') };
+    }
+  }
+  if (env.REDIS_URL) storage.coordination = { driver: 'redis', url: env.REDIS_URL };
+  config.storage = storage;
+
+  if (env.SVC_OWNER_TOKEN) config.bootstrap = { ...asRecord(config.bootstrap), ownerToken: env.SVC_OWNER_TOKEN };
+  return config;
+}

@@ -1,0 +1,173 @@
+import './http/fastify-types.ts';
+import { randomUUID } from 'node:crypto';
+import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import type { AppConfig } from '../config/schema.ts';
+import { createCoordination } from '../adapters/create-coordination.ts';
+import { createDatabase } from '../adapters/create-database.ts';
+import { coreMigrations } from '../adapters/sql/core-migrations.ts';
+import { sqlIdentityStores } from '../adapters/sql/identity-stores.ts';
+import { runMigrations } from '../adapters/sql/migrator.ts';
+import { Authenticator } from './authenticator.ts';
+import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts';
+import { Container } from './container.ts';
+import { installAuthHook } from './http/auth-hook.ts';
+import { installErrorHandling } from './http/error-handler.ts';
+import { MANAGEMENT_PREFIXES, mountOperations } from './http/mount-operations.ts';
+import { buildOpenApiDocument } from './openapi.ts';
+import { OperationRegistry } from './operations.ts';
+import type { AnyPlugin, PluginContext } from './plugin.ts';
+import { resolvePlugins } from './plugin-loader.ts';
+import type { Coordination } from './ports/coordination.ts';
+import type { Database } from './ports/database.ts';
+import { Tokens } from './tokens.ts';
+
+export interface AppOptions {
+  /** The plugins the operator may enable (plugins/index.ts in production). */
+  manifest: readonly AnyPlugin[];
+  clock?: () => Date;
+  logger?: FastifyServerOptions['logger'];
+}
+
+export interface ServiceHandle {
+  readonly container: Container;
+  readonly config: AppConfig;
+  /** Set on the start that created the first organisation; its owner token is shown once. */
+  readonly bootstrap: BootstrapResult | null;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    svc: ServiceHandle;
+  }
+}
+
+const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/**
+ * The composition root: validates plugins against config, opens storage, migrates, bootstraps the
+ * first organisation, binds the kernel's services, then lets each enabled plugin bind, declare
+ * operations and mount routes. Start/stop of plugins ride on Fastify's onReady/onClose.
+ */
+export async function buildApp(config: AppConfig, options: AppOptions): Promise<FastifyInstance> {
+  const plugins = resolvePlugins(options.manifest, config.plugins);
+  const clock = options.clock ?? (() => new Date());
+
+  const app = Fastify({
+    logger: options.logger ?? {
+      level: config.server.logLevel,
+      redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.api_key', '*.token'], censor: '[redacted]' },
+    },
+    bodyLimit: config.server.bodyLimitBytes,
+    trustProxy: config.server.trustProxy,
+    // Request lines are the request log's job (metering); the process log carries problems.
+    logController: new LogController({ disableRequestLogging: true }),
+    routerOptions: { ignoreTrailingSlash: true },
+    forceCloseConnections: 'idle',
+    genReqId: (request) => {
+      const incoming = request.headers['x-request-id'];
+      return typeof incoming === 'string' && SAFE_REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID().replaceAll('-', '')}`;
+    },
+  });
+
+  let database: Database | null = null;
+  let coordination: Coordination | null = null;
+  try {
+    database = await createDatabase(config.storage.database);
+    coordination = await createCoordination(config.storage.coordination);
+    await runMigrations(database, [...coreMigrations, ...plugins.flatMap(({ plugin }) => plugin.migrations ?? [])]);
+    const bootstrap = await bootstrapFirstOrganization(database, sqlIdentityStores, config, clock());
+
+    const container = Container.create();
+    const identity = sqlIdentityStores(database);
+    const authenticator = new Authenticator(identity.credentials, identity.memberships, coordination.pubsub, {
+      cacheTtlMs: config.auth.credentialCacheTtlMs,
+      maxEntries: config.auth.credentialCacheMaxEntries,
+      now: () => clock().getTime(),
+    });
+    const registry = new OperationRegistry();
+    container.bindValue(Tokens.Config, config);
+    container.bindValue(Tokens.Logger, app.log);
+    container.bindValue(Tokens.Clock, clock);
+    container.bindValue(Tokens.Database, database);
+    container.bindValue(Tokens.Coordination, coordination);
+    container.bindValue(Tokens.Operations, registry);
+    container.bindValue(Tokens.Authenticator, authenticator);
+    container.bindValue(Tokens.Identity, identity);
+    container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
+    app.decorate('svc', { container, config, bootstrap });
+
+    app.addHook('onRequest', async (request, reply) => {
+      void reply.header('x-request-id', request.id);
+    });
+    installErrorHandling(app);
+    installAuthHook(app, authenticator);
+
+    const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
+      plugin,
+      ctx: { config: pluginConfig, appConfig: config, container, logger: app.log.child({ plugin: plugin.name }) } satisfies PluginContext<unknown>,
+    }));
+    for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
+    for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation);
+
+    mountCoreRoutes(app, registry, config);
+    mountOperations(app, registry.list());
+    for (const { plugin, ctx } of contexts) {
+      if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));
+    }
+
+    const db = database;
+    const coord = coordination;
+    app.addHook('onReady', async () => {
+      await authenticator.start();
+      for (const { plugin, ctx } of contexts) await plugin.start?.(ctx);
+    });
+    app.addHook('onClose', async () => {
+      for (const { plugin, ctx } of [...contexts].reverse()) {
+        try {
+          await plugin.stop?.(ctx);
+        } catch (error) {
+          app.log.error({ err: error, plugin: plugin.name }, 'plugin failed to stop cleanly');
+        }
+      }
+      await authenticator.stop();
+      await coord.close();
+      await db.close();
+    });
+    return app;
+  } catch (error) {
+    await coordination?.close().catch(() => undefined);
+    await database?.close().catch(() => undefined);
+    await app.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, config: AppConfig): void {
+  app.get('/', { config: { auth: false, surface: 'root' } }, async () => ({
+    object: 'service',
+    surfaces: { inference: '/v1', management: '/client', regionalManagement: '/platform/v1', mcp: '/mcp', toolGateway: '/mcp/gateway' },
+    openapi: '/client/openapi.json',
+  }));
+  app.get('/health', { config: { auth: false, surface: 'root' } }, async () => ({ status: 'ok' }));
+
+  let document: unknown = null;
+  app.get('/client/openapi.json', { config: { auth: false, surface: 'client' } }, async () => {
+    document ??= buildOpenApiDocument(registry.list(), { serverUrl: config.server.publicUrl });
+    return document;
+  });
+
+  for (const prefix of MANAGEMENT_PREFIXES) {
+    app.get(`${prefix}/`, { config: { auth: { scope: null }, surface: 'client' } }, async (request) => {
+      const credential = request.credential!;
+      return {
+        object: 'surface',
+        surface: 'management',
+        openapi: '/client/openapi.json',
+        operations: registry
+          .list()
+          .filter((op) => op.scope === null || credential.scopes.has(op.scope))
+          .map((op) => ({ name: op.name, method: op.method, path: prefix + op.path, summary: op.summary })),
+      };
+    });
+  }
+}

@@ -1,0 +1,215 @@
+import type { Credential, KeyCredential, SessionCredential } from './credential.ts';
+import { ApiError } from './errors.ts';
+import type { PubSub, Unsubscribe } from './ports/coordination.ts';
+import type { CredentialLookup, KeyAuthRecord, MembershipStore, SessionAuthRecord } from './ports/identity.ts';
+import { isScope, scopesForRole, type Scope } from './scopes.ts';
+import { hashToken, KEY_PREFIX, SESSION_PREFIX } from './secrets.ts';
+
+const INVALIDATION_CHANNEL = 'credentials:invalidate';
+
+type Invalidation = { kind: 'key'; id: string } | { kind: 'session'; id: string } | { kind: 'all' };
+
+interface CachedKey {
+  kind: 'key';
+  record: KeyAuthRecord;
+  credential: KeyCredential;
+  cachedUntil: number;
+}
+
+interface CachedSession {
+  kind: 'session';
+  record: SessionAuthRecord;
+  credential: SessionCredential | null;
+  cachedUntil: number;
+}
+
+interface CachedMiss {
+  kind: 'miss';
+  cachedUntil: number;
+}
+
+type CacheEntry = CachedKey | CachedSession | CachedMiss;
+
+export interface AuthenticatorOptions {
+  cacheTtlMs: number;
+  maxEntries: number;
+  now?: () => number;
+}
+
+const invalid = () => new ApiError(401, 'invalid_api_key', 'Invalid credential: send a valid key as "Authorization: Bearer svc_live_…"');
+
+/**
+ * Turns a bearer token into a Credential. Lookups are cached per token hash for a short TTL
+ * (concurrent misses share one query); disabling, revoking or editing a key is pushed to every
+ * replica over pub/sub, and the TTL bounds staleness even if a message is lost.
+ */
+export class Authenticator {
+  private readonly cache = new Map<string, CacheEntry>();
+  private readonly inFlight = new Map<string, Promise<CacheEntry>>();
+  private readonly hashesByKeyId = new Map<string, string>();
+  private readonly hashesBySessionId = new Map<string, string>();
+  private unsubscribe: Unsubscribe | null = null;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly lookup: CredentialLookup,
+    private readonly memberships: MembershipStore,
+    private readonly pubsub: PubSub,
+    private readonly options: AuthenticatorOptions,
+  ) {
+    this.now = options.now ?? Date.now;
+  }
+
+  async start(): Promise<void> {
+    this.unsubscribe = await this.pubsub.subscribe(INVALIDATION_CHANNEL, (message) => this.applyInvalidation(message));
+  }
+
+  async stop(): Promise<void> {
+    await this.unsubscribe?.();
+    this.unsubscribe = null;
+  }
+
+  /** Tell every replica (this one included) to forget a credential now. */
+  async invalidate(message: Invalidation): Promise<void> {
+    this.applyInvalidation(JSON.stringify(message));
+    await this.pubsub.publish(INVALIDATION_CHANNEL, JSON.stringify(message));
+  }
+
+  async authenticate(authorization: string | undefined): Promise<Credential> {
+    const token = bearerToken(authorization);
+    if (!token) {
+      throw new ApiError(401, 'missing_api_key', 'Missing credential: send "Authorization: Bearer svc_live_…"');
+    }
+    if (!token.startsWith(KEY_PREFIX) && !token.startsWith(SESSION_PREFIX)) throw invalid();
+    const hash = hashToken(token);
+    const entry = await this.entryFor(hash);
+    return this.credentialFrom(entry);
+  }
+
+  private credentialFrom(entry: CacheEntry): Credential {
+    const now = this.now();
+    if (entry.kind === 'miss') throw invalid();
+    if (entry.kind === 'key') {
+      const { key, organizationStatus } = entry.record;
+      if (key.revokedAt) throw new ApiError(401, 'key_revoked', 'This API key has been revoked');
+      if (key.disabled) throw new ApiError(401, 'key_disabled', 'This API key is disabled; re-enable it to use it again');
+      if (key.expiresAt && key.expiresAt.getTime() <= now) throw new ApiError(401, 'key_expired', 'This API key has expired');
+      if (organizationStatus !== 'active') throw new ApiError(401, 'account_suspended', 'The account this key belongs to is suspended');
+      return entry.credential;
+    }
+    const { session } = entry.record;
+    if (session.revokedAt) throw new ApiError(401, 'session_revoked', 'This session has been signed out');
+    if (session.expiresAt.getTime() <= now) throw new ApiError(401, 'session_expired', 'This session has expired; sign in again');
+    if (!entry.credential) throw new ApiError(401, 'no_organization', 'This person belongs to no active organisation');
+    return entry.credential;
+  }
+
+  private async entryFor(hash: string): Promise<CacheEntry> {
+    const cached = this.cache.get(hash);
+    if (cached && cached.cachedUntil > this.now()) return cached;
+    const pending = this.inFlight.get(hash);
+    if (pending) return pending;
+    const load = this.load(hash).finally(() => this.inFlight.delete(hash));
+    this.inFlight.set(hash, load);
+    return load;
+  }
+
+  private async load(hash: string): Promise<CacheEntry> {
+    const cachedUntil = this.now() + this.options.cacheTtlMs;
+    const keyRecord = await this.lookup.findKeyByTokenHash(hash);
+    let entry: CacheEntry;
+    if (keyRecord) {
+      entry = { kind: 'key', record: keyRecord, credential: keyCredential(keyRecord), cachedUntil };
+      this.hashesByKeyId.set(keyRecord.key.id, hash);
+    } else {
+      const sessionRecord = await this.lookup.findSessionByTokenHash(hash);
+      if (sessionRecord) {
+        entry = { kind: 'session', record: sessionRecord, credential: await this.sessionCredential(sessionRecord), cachedUntil };
+        this.hashesBySessionId.set(sessionRecord.session.id, hash);
+      } else {
+        entry = { kind: 'miss', cachedUntil };
+      }
+    }
+    this.remember(hash, entry);
+    return entry;
+  }
+
+  private remember(hash: string, entry: CacheEntry): void {
+    if (this.options.cacheTtlMs <= 0) return;
+    this.cache.delete(hash);
+    this.cache.set(hash, entry);
+    // Maps iterate in insertion order, so the first entry is the oldest.
+    while (this.cache.size > this.options.maxEntries) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest === undefined) break;
+      this.cache.delete(oldest);
+    }
+  }
+
+  private async sessionCredential(record: SessionAuthRecord): Promise<SessionCredential | null> {
+    const memberships = (await this.memberships.listForPerson(record.person.id)).filter(
+      (m) => m.status === 'active' && m.organizationStatus === 'active',
+    );
+    const chosen = memberships.find((m) => m.organizationId === record.person.defaultOrganizationId) ?? memberships[0];
+    if (!chosen) return null;
+    return {
+      kind: 'session',
+      sessionId: record.session.id,
+      personId: record.person.id,
+      email: record.person.email,
+      organizationId: chosen.organizationId,
+      role: chosen.role,
+      scopes: scopesForRole(chosen.role),
+    };
+  }
+
+  private applyInvalidation(message: string): void {
+    let parsed: Invalidation;
+    try {
+      parsed = JSON.parse(message) as Invalidation;
+    } catch {
+      return;
+    }
+    if (parsed.kind === 'all') {
+      this.cache.clear();
+      this.hashesByKeyId.clear();
+      this.hashesBySessionId.clear();
+      return;
+    }
+    const index = parsed.kind === 'key' ? this.hashesByKeyId : this.hashesBySessionId;
+    const hash = index.get(parsed.id);
+    if (hash) {
+      this.cache.delete(hash);
+      index.delete(parsed.id);
+    }
+  }
+}
+
+function bearerToken(authorization: string | undefined): string | null {
+  if (!authorization) return null;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+  return match?.[1] ?? null;
+}
+
+function keyCredential(record: KeyAuthRecord): KeyCredential {
+  const { key, projectModelAllowList } = record;
+  return {
+    kind: 'key',
+    keyId: key.id,
+    keyName: key.name,
+    organizationId: key.organizationId,
+    projectId: key.projectId,
+    appId: key.appId,
+    scopes: new Set(key.scopes.filter(isScope) as Scope[]),
+    modelAllowList: intersectAllowLists(key.modelAllowList, projectModelAllowList),
+  };
+}
+
+/** null means "no restriction"; two lists narrow each other. */
+function intersectAllowLists(a: string[] | null, b: string[] | null): ReadonlySet<string> | null {
+  if (!a && !b) return null;
+  if (!a) return new Set(b);
+  if (!b) return new Set(a);
+  const other = new Set(b);
+  return new Set(a.filter((model) => other.has(model)));
+}

@@ -1,0 +1,34 @@
+import type { OrgRole, Scope } from './scopes.ts';
+
+/** Who is calling, as every route and operation sees it after authentication. */
+export interface KeyCredential {
+  readonly kind: 'key';
+  readonly keyId: string;
+  readonly keyName: string;
+  readonly organizationId: string;
+  readonly projectId: string;
+  readonly appId: string | null;
+  readonly scopes: ReadonlySet<Scope>;
+  /** Models this key may use after the project's list is applied; null means every model. */
+  readonly modelAllowList: ReadonlySet<string> | null;
+}
+
+export interface SessionCredential {
+  readonly kind: 'session';
+  readonly sessionId: string;
+  readonly personId: string;
+  readonly email: string;
+  readonly organizationId: string;
+  readonly role: OrgRole;
+  readonly scopes: ReadonlySet<Scope>;
+}
+
+export type Credential = KeyCredential | SessionCredential;
+
+export function isOwner(credential: Credential): boolean {
+  return credential.kind === 'session' && credential.role === 'owner';
+}
+
+export function hasScope(credential: Credential, scope: Scope): boolean {
+  return credential.scopes.has(scope);
+}

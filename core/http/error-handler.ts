@@ -1,0 +1,77 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import { ApiError } from '../errors.ts';
+
+const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
+
+/**
+ * Every failure leaves in the spec's envelope: our ApiErrors as they are, Fastify's own errors
+ * (bad JSON, too large, wrong content type) translated, unknown routes as 404, a known path with
+ * the wrong method as 405 with Allow, and anything unexpected as a masked 500.
+ */
+export function installErrorHandling(app: FastifyInstance): void {
+  // A shadow router of every registered route, so the not-found handler can tell 404 from 405.
+  const shadow = FindMyWay({ ignoreTrailingSlash: true });
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      if (METHODS.includes(method as HTTPMethod)) {
+        try {
+          shadow.on(method as HTTPMethod, route.url, () => undefined);
+        } catch {
+          // Same route declared under two prefixes that normalise alike: already known.
+        }
+      }
+    }
+  });
+
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0] ?? '/';
+    const allowed = METHODS.filter((method) => method !== request.method && shadow.find(method, path));
+    if (allowed.length > 0) {
+      void reply.header('allow', allowed.join(', '));
+      return sendError(reply, new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`));
+    }
+    return sendError(reply, new ApiError(404, 'route_not_found', `No route ${request.method} ${path}`));
+  });
+
+  app.setErrorHandler((error: FastifyError | ApiError | Error, request, reply) => {
+    return sendError(reply, toApiError(error, request));
+  });
+}
+
+export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
+  return reply.code(error.status).type('application/json; charset=utf-8').send(error.toEnvelope());
+}
+
+export function toApiError(error: unknown, request: FastifyRequest): ApiError {
+  if (error instanceof ApiError) {
+    if (error.status >= 500) request.log.error({ err: error.cause ?? error }, error.message);
+    return error;
+  }
+  const fastifyError = error as FastifyError;
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError(413, 'request_too_large', 'Request body is larger than the 10 MB limit');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError(415, 'unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send application/json`);
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError(400, 'invalid_json', 'The body is empty but content-type says application/json');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new ApiError(400, 'invalid_content_length', 'Content-Length does not match the body');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ApiError(400, 'invalid_json', `The body is not valid JSON: ${fastifyError.message}`);
+    default:
+      break;
+  }
+  if (error instanceof SyntaxError || fastifyError.code === 'FST_ERR_CTP_INVALID_JSON') {
+    return new ApiError(400, 'invalid_json', `The body is not valid JSON: ${error instanceof Error ? error.message : ''}`);
+  }
+  const status = fastifyError.statusCode;
+  if (status && status >= 400 && status < 500) {
+    return new ApiError(status, fastifyError.code?.toLowerCase() ?? 'invalid_request', fastifyError.message);
+  }
+  request.log.error({ err: error }, 'unhandled error');
+  return new ApiError(500, 'internal_error', `Internal server error; quote request id ${request.id} when reporting it`);
+}

@@ -1,0 +1,23 @@
+import type { Credential } from '../credential.ts';
+import type { Scope } from '../scopes.ts';
+
+/**
+ * Route-level settings the kernel's hooks read from `config`. Every route is authenticated unless
+ * it says `auth: false`; `scope: null` means any valid credential.
+ */
+export interface RouteAuth {
+  scope: Scope | null;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: false | RouteAuth;
+    /** Which surface the route belongs to, for the error handler and logs. */
+    surface?: 'v1' | 'client' | 'mcp' | 'root';
+  }
+  interface FastifyRequest {
+    credential: Credential | null;
+  }
+}
+
+export {};

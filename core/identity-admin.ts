@@ -1,0 +1,49 @@
+import type { Database } from './ports/database.ts';
+import type { IdentityStores, IdentityStoresFactory, Organization, Person, Project } from './ports/identity.ts';
+import type { OrgRole } from './scopes.ts';
+import { generateToken, hashToken, SESSION_PREFIX } from './secrets.ts';
+
+/**
+ * The operator's acts on identity, shared by first-start bootstrap, the CLI and tests: create an
+ * organisation with its default project and owner, add people, issue session tokens.
+ */
+export async function createOrganizationWithOwner(
+  db: Database,
+  storesFor: IdentityStoresFactory,
+  input: { name: string; ownerEmail: string; ownerName: string },
+): Promise<{ organization: Organization; project: Project; owner: Person }> {
+  return db.transaction(async (tx) => {
+    const stores = storesFor(tx);
+    const organization = await stores.organizations.create({ name: input.name });
+    const project = await stores.projects.create({ organizationId: organization.id, name: 'Default project', isDefault: true });
+    const owner = await addPersonTo(stores, { organizationId: organization.id, email: input.ownerEmail, name: input.ownerName, role: 'owner' });
+    return { organization, project, owner };
+  });
+}
+
+/** Adds a person (created if their email is new) to an organisation with a role. */
+export async function addPersonTo(
+  stores: IdentityStores,
+  input: { organizationId: string; email: string; name: string; role: OrgRole },
+): Promise<Person> {
+  const person = (await stores.people.getByEmail(input.email)) ?? (await stores.people.create({ email: input.email, name: input.name }));
+  const existing = await stores.memberships.get(input.organizationId, person.id);
+  if (existing) await stores.memberships.update(input.organizationId, person.id, { role: input.role, status: 'active' });
+  else await stores.memberships.add({ organizationId: input.organizationId, personId: person.id, role: input.role });
+  if (!person.defaultOrganizationId) {
+    await stores.people.setDefaultOrganization(person.id, input.organizationId);
+    return { ...person, defaultOrganizationId: input.organizationId };
+  }
+  return person;
+}
+
+/** Issues a session token for a person; the token is returned once and stored hashed. */
+export async function issueSession(
+  stores: IdentityStores,
+  input: { personId: string; ttlDays: number; now: Date; token?: string },
+): Promise<{ token: string; expiresAt: Date }> {
+  const token = input.token ?? generateToken(SESSION_PREFIX);
+  const expiresAt = new Date(input.now.getTime() + input.ttlDays * 86_400_000);
+  await stores.sessions.create({ personId: input.personId, tokenHash: hashToken(token), expiresAt });
+  return { token, expiresAt };
+}

@@ -1,0 +1,165 @@
+import { z } from 'zod';
+import type { FastifyBaseLogger } from 'fastify';
+import { ApiError } from './errors.ts';
+import type { Credential } from './credential.ts';
+import type { Scope } from './scopes.ts';
+
+/**
+ * A management operation is declared once and served three ways: as a /client (and /platform/v1)
+ * route, as an entry in the OpenAPI document, and as an MCP tool. Nothing about it is written twice.
+ */
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+type AnyObjectSchema = z.ZodObject<z.ZodRawShape>;
+
+export interface OperationContext {
+  readonly credential: Credential;
+  readonly requestId: string;
+  readonly logger: FastifyBaseLogger;
+}
+
+export interface OperationInput<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+}
+
+export interface OperationDefinition<
+  P extends AnyObjectSchema = AnyObjectSchema,
+  Q extends AnyObjectSchema = AnyObjectSchema,
+  B extends z.ZodType = z.ZodType,
+  O extends z.ZodType = z.ZodType,
+> {
+  /** Dotted name, e.g. `keys.create`; the MCP tool is named with underscores (`keys_create`). */
+  readonly name: string;
+  readonly method: HttpMethod;
+  /** Relative to the surface, Fastify syntax: `/keys/:id`. */
+  readonly path: string;
+  readonly summary: string;
+  readonly description?: string;
+  /** Scope the credential must hold; null when any authenticated credential of the account may call it. */
+  readonly scope: Scope | null;
+  readonly params?: P;
+  readonly query?: Q;
+  /** Strict object schemas reject unknown fields (400 naming them). */
+  readonly body?: B;
+  /** Whether a missing body is an error (default: true when a body schema is given). */
+  readonly bodyRequired?: boolean;
+  readonly output: O;
+  /** HTTP status on success (default 200). */
+  readonly status?: number;
+  /** Only read operations are offered to MCP clients that asked for read-only tools. */
+  readonly readOnly?: boolean;
+  handler(
+    input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>,
+    ctx: OperationContext,
+  ): Promise<z.input<O>>;
+}
+
+// Heterogeneous collections of operations; each one is type-checked inside defineOperation.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyOperation = OperationDefinition<any, any, any, any>;
+
+export function defineOperation<
+  P extends AnyObjectSchema = z.ZodObject<{}>,
+  Q extends AnyObjectSchema = z.ZodObject<{}>,
+  B extends z.ZodType = z.ZodUndefined,
+  O extends z.ZodType = z.ZodType,
+>(definition: OperationDefinition<P, Q, B, O>): OperationDefinition<P, Q, B, O> {
+  return definition;
+}
+
+export type InputLocation = 'path' | 'query' | 'body';
+
+/** Turns the first zod issue into a 400 that names the field, as the envelope's `param`. */
+export function validationError(error: z.ZodError, location: InputLocation): ApiError {
+  const issue = error.issues[0];
+  if (!issue) return new ApiError(400, 'invalid_request', `Invalid ${location}`);
+  const base = issue.path.map(String);
+  if (issue.code === 'unrecognized_keys') {
+    const fields = issue.keys.map((key) => [...base, key].join('.'));
+    const noun = fields.length > 1 ? 'fields' : 'field';
+    return new ApiError(400, 'unknown_field', `Unknown ${noun} in ${location}: ${fields.join(', ')}`, { param: fields[0] ?? null });
+  }
+  const param = base.join('.') || null;
+  const where = param ? `'${param}'` : `the ${location}`;
+  const code = location === 'body' && !param ? 'invalid_body' : 'invalid_parameter';
+  return new ApiError(400, code, `Invalid ${where} in ${location}: ${issue.message}`, { param });
+}
+
+export function parseInput<S extends z.ZodType>(schema: S | undefined, value: unknown, location: InputLocation): z.output<S> {
+  if (!schema) return (value ?? {}) as z.output<S>;
+  const result = schema.safeParse(value);
+  if (!result.success) throw validationError(result.error, location);
+  return result.data;
+}
+
+/** Runs an operation for a credential that is already authenticated and authorised. */
+export async function runOperation(
+  operation: AnyOperation,
+  raw: { params: unknown; query: unknown; body: unknown },
+  ctx: OperationContext,
+): Promise<unknown> {
+  const bodyRequired = operation.bodyRequired ?? operation.body !== undefined;
+  if (operation.body && bodyRequired && (raw.body === undefined || raw.body === null)) {
+    throw new ApiError(400, 'missing_body', 'A JSON request body is required');
+  }
+  if (!operation.body && raw.body !== undefined && raw.body !== null && !isEmptyObject(raw.body)) {
+    throw new ApiError(400, 'unexpected_body', 'This operation takes no request body');
+  }
+  const input = {
+    params: parseInput(operation.params, raw.params ?? {}, 'path'),
+    query: parseInput(operation.query, raw.query ?? {}, 'query'),
+    body: operation.body ? parseInput(operation.body, raw.body ?? (bodyRequired ? undefined : {}), 'body') : undefined,
+  };
+  const result = await operation.handler(input, ctx);
+  const checked = operation.output.safeParse(result);
+  if (!checked.success) {
+    // Our own answer broke its documented shape: a bug, surfaced as a masked 500.
+    throw new Error(`Operation ${operation.name} produced output outside its schema: ${checked.error.issues[0]?.message ?? ''} at ${checked.error.issues[0]?.path.join('.') ?? ''}`);
+  }
+  return checked.data;
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && Object.keys(value).length === 0;
+}
+
+/** Holds every operation the enabled plugins declared. */
+export class OperationRegistry {
+  private readonly operations = new Map<string, AnyOperation>();
+
+  add(operation: AnyOperation): void {
+    if (this.operations.has(operation.name)) throw new Error(`Operation ${operation.name} is declared twice`);
+    for (const existing of this.operations.values()) {
+      if (existing.method === operation.method && existing.path === operation.path) {
+        throw new Error(`Operations ${existing.name} and ${operation.name} share ${operation.method} ${operation.path}`);
+      }
+    }
+    this.operations.set(operation.name, operation);
+  }
+
+  get(name: string): AnyOperation | undefined {
+    return this.operations.get(name);
+  }
+
+  list(): AnyOperation[] {
+    return [...this.operations.values()];
+  }
+}
+
+/** The merged input of an operation, as one object: what an MCP tool takes. */
+export function combinedInputSchema(operation: AnyOperation): z.ZodObject<z.ZodRawShape> {
+  const shape: z.ZodRawShape = {};
+  const bodyShape = operation.body instanceof z.ZodObject ? (operation.body.shape as z.ZodRawShape) : {};
+  Object.assign(shape, operation.params?.shape ?? {}, operation.query?.shape ?? {}, bodyShape);
+  return z.strictObject(shape);
+}
+
+/** Splits one flat tool input back into path, query and body. */
+export function splitCombinedInput(operation: AnyOperation, input: Record<string, unknown>) {
+  const pick = (keys: string[]) => Object.fromEntries(Object.entries(input).filter(([key]) => keys.includes(key)));
+  const paramKeys = Object.keys(operation.params?.shape ?? {});
+  const queryKeys = Object.keys(operation.query?.shape ?? {});
+  const bodyKeys = Object.keys(input).filter((key) => !paramKeys.includes(key) && !queryKeys.includes(key));
+  return { params: pick(paramKeys), query: pick(queryKeys), body: operation.body ? pick(bodyKeys) : undefined };
+}

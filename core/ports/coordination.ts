@@ -1,0 +1,95 @@
+/**
+ * Fast shared state for admission control: rate limits, concurrency leases, small caches and
+ * pub/sub. One in-memory implementation (a single process) and one Redis implementation (many
+ * replicas); both pass the same contract suite (test/contracts/coordination.test.ts).
+ *
+ * Every multi-entry call is all-or-nothing: either each entry is admitted, or none is changed.
+ */
+
+export interface RateEntry {
+  /** Counter identity, e.g. `rpm:key:<id>`. The adapter adds its own namespace prefix. */
+  key: string;
+  /** Units allowed per period; the burst is the whole limit (a full bucket). */
+  limit: number;
+  periodMs: number;
+  /** Units this call takes (1 for a request, an estimate for tokens). May exceed what is left only if `limit` allows it at all. */
+  cost: number;
+}
+
+export interface RateDecision {
+  key: string;
+  limit: number;
+  /** Units still available right now after this call (never negative). */
+  remaining: number;
+  /** Milliseconds until the bucket is full again. */
+  resetMs: number;
+  /** When refused: milliseconds until `cost` units would fit; 0 when allowed. */
+  retryAfterMs: number;
+}
+
+export interface RateResult {
+  allowed: boolean;
+  decisions: RateDecision[];
+}
+
+/** Generic cell rate algorithm (a leaky bucket kept as one "theoretical arrival time" per key). */
+export interface RateLimiter {
+  /** Admit all entries or none. */
+  consume(entries: RateEntry[]): Promise<RateResult>;
+  /** Read the state without taking anything. */
+  peek(entries: Omit<RateEntry, 'cost'>[]): Promise<RateDecision[]>;
+  /**
+   * Correct an earlier consume once the real cost is known: a positive cost takes more (the bucket
+   * may go into debt, which later calls then wait out), a negative cost gives units back.
+   */
+  adjust(entries: RateEntry[]): Promise<void>;
+}
+
+export interface LeaseEntry {
+  key: string;
+  /** Maximum simultaneous leases under this key. */
+  limit: number;
+}
+
+export interface LeaseResult {
+  acquired: boolean;
+  /** When refused: the first key that was full. */
+  fullKey?: string;
+}
+
+/**
+ * Expiring leases for concurrency caps. A lease that is never released (crashed process, lost
+ * client) frees itself after its TTL, unlike a counter that must be decremented.
+ */
+export interface LeaseStore {
+  acquire(entries: LeaseEntry[], leaseId: string, ttlMs: number): Promise<LeaseResult>;
+  /** Extend a live lease (long streams heartbeat); false if it had already expired. */
+  renew(keys: string[], leaseId: string, ttlMs: number): Promise<boolean>;
+  release(keys: string[], leaseId: string): Promise<void>;
+  /** Unexpired leases under a key. */
+  active(key: string): Promise<number>;
+}
+
+export interface KeyValueCache {
+  get(key: string): Promise<string | null>;
+  set(key: string, value: string, ttlMs: number): Promise<void>;
+  delete(key: string): Promise<void>;
+  /** Atomic add; a missing key starts at 0 and gets `ttlMs` (an existing key keeps its expiry). */
+  increment(key: string, by: number, ttlMs: number): Promise<number>;
+}
+
+export type Unsubscribe = () => Promise<void>;
+
+export interface PubSub {
+  publish(channel: string, message: string): Promise<void>;
+  subscribe(channel: string, handler: (message: string) => void): Promise<Unsubscribe>;
+}
+
+export interface Coordination {
+  readonly kind: 'memory' | 'redis';
+  readonly rateLimiter: RateLimiter;
+  readonly leases: LeaseStore;
+  readonly cache: KeyValueCache;
+  readonly pubsub: PubSub;
+  close(): Promise<void>;
+}

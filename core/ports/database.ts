@@ -1,0 +1,29 @@
+/**
+ * The SQL port. One SQL dialect (PostgreSQL) serves both the embedded default (PGlite) and real
+ * PostgreSQL (pg), so stores in adapters/sql/ are written once against this interface.
+ * Parameters use $1, $2… placeholders. bigint parameters are sent as text; bigint/int8 columns
+ * come back as JavaScript bigint (money is integer micro-USD).
+ */
+export interface QueryResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+export interface Queryable {
+  query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface Database extends Queryable {
+  readonly kind: 'pglite' | 'postgres';
+  /** Runs fn in one transaction (BEGIN … COMMIT, ROLLBACK on throw) on one connection. */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** A versioned schema change. Versions are ordered per owner ("core" or a plugin's name). */
+export interface Migration {
+  owner: string;
+  version: number;
+  name: string;
+  sql: string;
+}

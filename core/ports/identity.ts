@@ -1,0 +1,216 @@
+import type { OrgRole, Scope } from '../scopes.ts';
+
+/** Storage ports for who may call the service: organisations, people, projects, sessions, keys. */
+
+export interface Organization {
+  id: string;
+  name: string;
+  status: 'active' | 'suspended';
+  requestLogging: boolean;
+  createdAt: Date;
+}
+
+export interface Person {
+  id: string;
+  email: string;
+  name: string;
+  defaultOrganizationId: string | null;
+  createdAt: Date;
+}
+
+export interface Membership {
+  organizationId: string;
+  organizationName: string;
+  organizationStatus: 'active' | 'suspended';
+  personId: string;
+  role: OrgRole;
+  status: 'active' | 'suspended';
+  createdAt: Date;
+}
+
+export interface OrganizationStore {
+  create(input: { name: string }): Promise<Organization>;
+  get(id: string): Promise<Organization | null>;
+  update(id: string, patch: { name?: string; status?: Organization['status']; requestLogging?: boolean }): Promise<Organization | null>;
+  count(): Promise<number>;
+}
+
+export interface PersonStore {
+  create(input: { email: string; name: string }): Promise<Person>;
+  get(id: string): Promise<Person | null>;
+  getByEmail(email: string): Promise<Person | null>;
+  setDefaultOrganization(personId: string, organizationId: string | null): Promise<void>;
+}
+
+export interface MembershipStore {
+  add(input: { organizationId: string; personId: string; role: OrgRole }): Promise<Membership>;
+  get(organizationId: string, personId: string): Promise<Membership | null>;
+  listForPerson(personId: string): Promise<Membership[]>;
+  listForOrganization(organizationId: string): Promise<Membership[]>;
+  update(organizationId: string, personId: string, patch: { role?: OrgRole; status?: Membership['status'] }): Promise<Membership | null>;
+}
+
+export type ProjectRole = 'admin' | 'developer' | 'viewer';
+
+export interface Project {
+  id: string;
+  organizationId: string;
+  name: string;
+  isDefault: boolean;
+  /** Models keys of this project may use; null means every model. */
+  modelAllowList: string[] | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+export interface ProjectStore {
+  create(input: { organizationId: string; name: string; isDefault?: boolean; modelAllowList?: string[] | null }): Promise<Project>;
+  get(organizationId: string, id: string): Promise<Project | null>;
+  list(organizationId: string): Promise<Project[]>;
+  update(organizationId: string, id: string, patch: { name?: string; modelAllowList?: string[] | null }): Promise<Project | null>;
+  /** Deletes an empty project; false when it does not exist. */
+  delete(organizationId: string, id: string): Promise<boolean>;
+  getDefault(organizationId: string): Promise<Project | null>;
+}
+
+export interface ProjectMember {
+  projectId: string;
+  personId: string;
+  email: string;
+  name: string;
+  role: ProjectRole;
+  createdAt: Date;
+}
+
+export interface ProjectMemberStore {
+  list(projectId: string): Promise<ProjectMember[]>;
+  get(projectId: string, personId: string): Promise<ProjectMember | null>;
+  upsert(input: { projectId: string; personId: string; role: ProjectRole }): Promise<ProjectMember>;
+  remove(projectId: string, personId: string): Promise<boolean>;
+}
+
+export interface Session {
+  id: string;
+  personId: string;
+  createdAt: Date;
+  expiresAt: Date;
+  revokedAt: Date | null;
+}
+
+export interface SessionStore {
+  create(input: { personId: string; tokenHash: string; expiresAt: Date }): Promise<Session>;
+  findByTokenHash(tokenHash: string): Promise<Session | null>;
+  revoke(id: string): Promise<boolean>;
+}
+
+export type SpendPeriod = 'day' | 'week' | 'month' | 'total';
+export type CapMode = 'blocking' | 'alert';
+
+export interface SpendCap {
+  limitMicros: bigint;
+  period: SpendPeriod;
+  mode: CapMode;
+}
+
+export interface ApiKey {
+  id: string;
+  organizationId: string;
+  projectId: string;
+  appId: string | null;
+  name: string;
+  /** Last characters of the secret, to tell keys apart in lists. */
+  hint: string;
+  scopes: Scope[];
+  modelAllowList: string[] | null;
+  disabled: boolean;
+  expiresAt: Date | null;
+  spendCap: SpendCap | null;
+  createdAt: Date;
+  updatedAt: Date;
+  revokedAt: Date | null;
+  lastUsedAt: Date | null;
+  createdByPersonId: string | null;
+  createdByKeyId: string | null;
+}
+
+export interface NewApiKey {
+  organizationId: string;
+  projectId: string;
+  appId?: string | null;
+  name: string;
+  tokenHash: string;
+  hint: string;
+  scopes: Scope[];
+  modelAllowList: string[] | null;
+  expiresAt: Date | null;
+  spendCap: SpendCap | null;
+  createdByPersonId: string | null;
+  createdByKeyId: string | null;
+}
+
+export interface ApiKeyPatch {
+  name?: string;
+  projectId?: string;
+  scopes?: Scope[];
+  modelAllowList?: string[] | null;
+  disabled?: boolean;
+  expiresAt?: Date | null;
+  spendCap?: SpendCap | null;
+}
+
+export interface ApiKeyStore {
+  create(input: NewApiKey): Promise<ApiKey>;
+  get(organizationId: string, id: string): Promise<ApiKey | null>;
+  list(organizationId: string, filter?: { projectId?: string }): Promise<ApiKey[]>;
+  update(organizationId: string, id: string, patch: ApiKeyPatch): Promise<ApiKey | null>;
+  /** Marks revoked (stays listed); returns the key or null. */
+  revoke(organizationId: string, id: string): Promise<ApiKey | null>;
+  /** Removes the row; usage rows that name the key stay. */
+  delete(organizationId: string, id: string): Promise<boolean>;
+}
+
+/** The one read the hot path makes: everything authentication needs, in one query. */
+export interface KeyAuthRecord {
+  key: ApiKey;
+  organizationStatus: Organization['status'];
+  projectModelAllowList: string[] | null;
+}
+
+export interface SessionAuthRecord {
+  session: Session;
+  person: Person;
+}
+
+export interface CredentialLookup {
+  findKeyByTokenHash(tokenHash: string): Promise<KeyAuthRecord | null>;
+  findSessionByTokenHash(tokenHash: string): Promise<SessionAuthRecord | null>;
+}
+
+export interface SpendWindows {
+  totalMicros: bigint;
+  todayMicros: bigint;
+  weekMicros: bigint;
+  monthMicros: bigint;
+}
+
+/** Spend read from metered usage; windows are UTC (week starts Monday). */
+export interface SpendReader {
+  forKey(keyId: string, now: Date): Promise<SpendWindows>;
+  forProject(projectId: string, now: Date): Promise<SpendWindows>;
+  forOrganization(organizationId: string, now: Date): Promise<SpendWindows>;
+}
+
+export interface IdentityStores {
+  organizations: OrganizationStore;
+  people: PersonStore;
+  memberships: MembershipStore;
+  projects: ProjectStore;
+  projectMembers: ProjectMemberStore;
+  sessions: SessionStore;
+  apiKeys: ApiKeyStore;
+  credentials: CredentialLookup;
+  spend: SpendReader;
+}
+
+/** Builds the stores over a connection or an open transaction (for multi-step writes). */
+export type IdentityStoresFactory = (db: import('./database.ts').Queryable) => IdentityStores;

@@ -1,0 +1,31 @@
+import { createHash, randomBytes } from 'node:crypto';
+
+export const KEY_PREFIX = 'svc_live_';
+export const SESSION_PREFIX = 'svc_sess_';
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** 43 base62 characters: about 256 bits of entropy, so a plain SHA-256 is a sufficient hash. */
+export function generateToken(prefix: string, length = 43): string {
+  let out = '';
+  // Rejection sampling keeps every character uniformly likely (248 = 4 * 62).
+  while (out.length < length) {
+    for (const byte of randomBytes(length * 2)) {
+      if (byte < 248 && out.length < length) out += ALPHABET[byte % 62];
+    }
+  }
+  return prefix + out;
+}
+
+/**
+ * Tokens are stored only as this hash. The secrets are random and long, so a slow password hash
+ * would add latency to every call and no safety.
+ */
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token).digest('hex');
+}
+
+/** What lists show to tell keys apart: the prefix and the last four characters. */
+export function tokenHint(token: string): string {
+  return `${KEY_PREFIX}…${token.slice(-4)}`;
+}

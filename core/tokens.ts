@@ -1,0 +1,24 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { createToken } from './container.ts';
+import type { AppConfig } from '../config/schema.ts';
+import type { Authenticator } from './authenticator.ts';
+import type { OperationRegistry } from './operations.ts';
+import type { Coordination } from './ports/coordination.ts';
+import type { Database } from './ports/database.ts';
+import type { IdentityStores, IdentityStoresFactory } from './ports/identity.ts';
+
+/** Container tokens for what the kernel provides to every plugin. */
+export const Tokens = {
+  Config: createToken<AppConfig>('Config'),
+  Logger: createToken<FastifyBaseLogger>('Logger'),
+  /** The clock every component reads, so tests can move time. */
+  Clock: createToken<() => Date>('Clock'),
+  Database: createToken<Database>('Database'),
+  Coordination: createToken<Coordination>('Coordination'),
+  Operations: createToken<OperationRegistry>('OperationRegistry'),
+  Authenticator: createToken<Authenticator>('Authenticator'),
+  /** Identity stores over the shared pool. */
+  Identity: createToken<IdentityStores>('IdentityStores'),
+  /** The same stores over a given transaction, for multi-step writes. */
+  IdentityFactory: createToken<IdentityStoresFactory>('IdentityStoresFactory'),
+} as const;

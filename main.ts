@@ -1,0 +1,48 @@
+import { loadConfig, ConfigError } from './config/load.ts';
+import { buildApp } from './core/app.ts';
+import { manifest } from './plugins/index.ts';
+
+/** Starts the service: load config, build, listen, and drain in-flight work on SIGTERM/SIGINT. */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  const app = await buildApp(config, { manifest });
+  const { bootstrap } = app.svc;
+  if (bootstrap?.ownerToken && config.bootstrap.printOwnerToken && !config.bootstrap.ownerToken) {
+    // Shown once, on the start that created the organisation; it is stored only as a hash.
+    process.stdout.write(
+      `\nFirst start: created organisation "${config.bootstrap.organizationName}" and owner ${config.bootstrap.ownerEmail}.\n` +
+        `Owner session token (shown once, keep it safe):\n\n  ${bootstrap.ownerToken}\n\n`,
+    );
+  }
+  await app.listen({ host: config.server.host, port: config.server.port });
+
+  let closing = false;
+  const shutdown = (signal: string) => {
+    if (closing) return;
+    closing = true;
+    app.log.info({ signal }, 'shutting down: draining in-flight requests');
+    const force = setTimeout(() => {
+      app.log.warn('grace period over; exiting with requests still open');
+      process.exit(1);
+    }, config.server.shutdownGraceMs);
+    force.unref();
+    app.close().then(
+      () => process.exit(0),
+      (error: unknown) => {
+        app.log.error({ err: error }, 'error while shutting down');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', () => shutdown('SIGTERM'));
+  process.on('SIGINT', () => shutdown('SIGINT'));
+}
+
+main().catch((error: unknown) => {
+  if (error instanceof ConfigError) {
+    process.stderr.write(`${error.message}\n`);
+  } else {
+    process.stderr.write(`failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  }
+  process.exit(1);
+});

@@ -1,0 +1,116 @@
+import { z } from 'zod';
+import { ApiError } from '../../core/errors.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import type { IdentityStores } from '../../core/ports/identity.ts';
+import type { Authenticator } from '../../core/authenticator.ts';
+import { SCOPES } from '../../core/scopes.ts';
+
+interface Deps {
+  identity: IdentityStores;
+  authenticator: Authenticator;
+}
+
+const whoamiView = z.object({
+  object: z.literal('whoami'),
+  account: z.object({ id: z.uuid(), name: z.string() }),
+  project: z.object({ id: z.uuid(), name: z.string() }).nullable().describe("The key's project; null for a person"),
+  credential: z.discriminatedUnion('type', [
+    z.object({ type: z.literal('api_key'), id: z.uuid(), name: z.string() }),
+    z.object({ type: z.literal('session'), personId: z.uuid(), email: z.string(), role: z.enum(['owner', 'admin', 'member']) }),
+  ]),
+  scopes: z.array(z.enum(SCOPES)),
+});
+
+const organizationView = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  role: z.enum(['owner', 'admin', 'member']),
+  status: z.enum(['active', 'suspended']),
+});
+
+export function accountOperations({ identity, authenticator }: Deps): AnyOperation[] {
+  const whoami = defineOperation({
+    name: 'account.whoami',
+    method: 'GET',
+    path: '/whoami',
+    summary: 'The account, project and scopes of the calling credential',
+    scope: null,
+    readOnly: true,
+    output: whoamiView,
+    async handler(_input, { credential }) {
+      const organization = await identity.organizations.get(credential.organizationId);
+      if (!organization) throw new ApiError(404, 'account_not_found', 'The account of this credential no longer exists');
+      const project = credential.kind === 'key' ? await identity.projects.get(credential.organizationId, credential.projectId) : null;
+      return {
+        object: 'whoami' as const,
+        account: { id: organization.id, name: organization.name },
+        project: project ? { id: project.id, name: project.name } : null,
+        credential:
+          credential.kind === 'key'
+            ? { type: 'api_key' as const, id: credential.keyId, name: credential.keyName }
+            : { type: 'session' as const, personId: credential.personId, email: credential.email, role: credential.role },
+        scopes: SCOPES.filter((scope) => credential.scopes.has(scope)),
+      };
+    },
+  });
+
+  const organizations = defineOperation({
+    name: 'organizations.list',
+    method: 'GET',
+    path: '/organizations',
+    summary: "The caller's organisations and which one it acts in",
+    scope: null,
+    readOnly: true,
+    output: z.object({
+      object: z.literal('list'),
+      data: z.array(organizationView),
+      current: z.uuid(),
+      defaultOrganizationId: z.uuid().nullable(),
+      fixed: z.boolean().describe('True for API keys: a key always acts in the organisation it was issued in'),
+    }),
+    async handler(_input, { credential }) {
+      if (credential.kind === 'key') {
+        return { object: 'list' as const, data: [], current: credential.organizationId, defaultOrganizationId: null, fixed: true };
+      }
+      const person = await identity.people.get(credential.personId);
+      const memberships = await identity.memberships.listForPerson(credential.personId);
+      return {
+        object: 'list' as const,
+        data: memberships.map((m) => ({
+          id: m.organizationId,
+          name: m.organizationName,
+          role: m.role,
+          status: m.status === 'active' && m.organizationStatus === 'active' ? ('active' as const) : ('suspended' as const),
+        })),
+        current: credential.organizationId,
+        defaultOrganizationId: person?.defaultOrganizationId ?? null,
+        fixed: false,
+      };
+    },
+  });
+
+  const setDefault = defineOperation({
+    name: 'organizations.setDefault',
+    method: 'POST',
+    path: '/organizations/default',
+    summary: "Choose the organisation a person's sessions act in",
+    scope: null,
+    body: z.strictObject({ organizationId: z.uuid() }),
+    output: z.object({ object: z.literal('ack'), ok: z.literal(true), defaultOrganizationId: z.uuid() }),
+    async handler({ body }, { credential }) {
+      if (credential.kind === 'key') {
+        throw new ApiError(400, 'key_organization_fixed', 'An API key always acts in the organisation it was issued in', { param: 'organizationId' });
+      }
+      const membership = await identity.memberships.get(body.organizationId, credential.personId);
+      if (!membership) throw new ApiError(404, 'organization_not_found', `No organisation ${body.organizationId} among yours`, { param: 'organizationId' });
+      if (membership.status !== 'active' || membership.organizationStatus !== 'active') {
+        throw new ApiError(400, 'organization_inactive', 'That organisation or your membership in it is not active', { param: 'organizationId' });
+      }
+      await identity.people.setDefaultOrganization(credential.personId, body.organizationId);
+      await authenticator.invalidate({ kind: 'session', id: credential.sessionId });
+      return { object: 'ack' as const, ok: true as const, defaultOrganizationId: body.organizationId };
+    },
+  });
+
+  return [whoami, organizations, setDefault];
+}

@@ -1,0 +1,10 @@
+import { definePlugin } from '../../core/plugin.ts';
+import { Tokens } from '../../core/tokens.ts';
+import { accountOperations } from './account-operations.ts';
+
+export const accountPlugin = definePlugin({
+  name: 'account',
+  description: 'Who am I, organisations and the default organisation',
+  operations: ({ container }) =>
+    accountOperations({ identity: container.resolve(Tokens.Identity), authenticator: container.resolve(Tokens.Authenticator) }),
+});

@@ -1,0 +1,14 @@
+import { definePlugin } from '../../core/plugin.ts';
+import { Tokens } from '../../core/tokens.ts';
+import { keyOperations } from './key-operations.ts';
+
+export const keysPlugin = definePlugin({
+  name: 'keys',
+  description: 'API keys: create (shown once), list, detail with spend, update, revoke, delete',
+  operations: ({ container }) =>
+    keyOperations({
+      identity: container.resolve(Tokens.Identity),
+      authenticator: container.resolve(Tokens.Authenticator),
+      clock: container.resolve(Tokens.Clock),
+    }),
+});

@@ -1,0 +1,203 @@
+import { z } from 'zod';
+import type { Authenticator } from '../../core/authenticator.ts';
+import { ApiError } from '../../core/errors.ts';
+import { usdToMicros } from '../../core/money.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import type { ApiKey, IdentityStores, SpendCap } from '../../core/ports/identity.ts';
+import { requireProject } from '../../core/project-access.ts';
+import type { Credential } from '../../core/credential.ts';
+import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
+import {
+  createdKeyView, createKeyRequest, keyDetailView, keyView, spendCapInput, updateKeyRequest,
+} from './key-schemas.ts';
+import { assertNoEscalation, assertOwnerFor } from './key-rules.ts';
+import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
+
+interface Deps {
+  identity: IdentityStores;
+  authenticator: Authenticator;
+  clock: () => Date;
+}
+
+const idParams = z.strictObject({ id: z.uuid() });
+
+const toSpendCap = (input: z.output<typeof spendCapInput> | null): SpendCap | null =>
+  input ? { limitMicros: usdToMicros(input.usd), period: input.period, mode: input.mode } : null;
+
+/** A key the caller may see: keys see their own project's keys; people see the projects they can. */
+async function findVisibleKey(deps: Deps, credential: Credential, id: string, mode: 'read' | 'write'): Promise<ApiKey> {
+  const key = await deps.identity.apiKeys.get(credential.organizationId, id);
+  const missing = new ApiError(404, 'key_not_found', `No API key ${id}`, { param: 'id' });
+  if (!key) throw missing;
+  if (credential.kind === 'key' && key.projectId !== credential.projectId) throw missing;
+  try {
+    await requireProject(deps.identity, credential, key.projectId, mode);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) throw missing;
+    throw error;
+  }
+  return key;
+}
+
+export function keyOperations(deps: Deps): AnyOperation[] {
+  const { identity, authenticator, clock } = deps;
+
+  const list = defineOperation({
+    name: 'keys.list',
+    method: 'GET',
+    path: '/keys',
+    summary: 'List API keys (never their plaintext)',
+    scope: 'keys:read',
+    readOnly: true,
+    query: z.object({ projectId: z.uuid().optional().describe('Only keys of this project') }),
+    output: z.object({ object: z.literal('list'), data: z.array(keyView) }),
+    async handler({ query }, { credential }) {
+      const now = clock();
+      let projectId = query.projectId;
+      if (credential.kind === 'key') {
+        if (projectId && projectId !== credential.projectId) return { object: 'list' as const, data: [] };
+        projectId = credential.projectId;
+      } else if (projectId) {
+        await requireProject(identity, credential, projectId, 'read');
+      }
+      const keys = await identity.apiKeys.list(credential.organizationId, { projectId });
+      const visible: ApiKey[] = [];
+      const access = new Map<string, boolean>();
+      for (const key of keys) {
+        if (!access.has(key.projectId)) {
+          access.set(key.projectId, await requireProject(identity, credential, key.projectId, 'read').then(() => true, () => false));
+        }
+        if (access.get(key.projectId)) visible.push(key);
+      }
+      return { object: 'list' as const, data: visible.map((key) => toKeyView(key, now)) };
+    },
+  });
+
+  const create = defineOperation({
+    name: 'keys.create',
+    method: 'POST',
+    path: '/keys',
+    summary: 'Create an API key; the plaintext is returned once',
+    scope: 'keys:write',
+    body: createKeyRequest,
+    output: createdKeyView,
+    status: 201,
+    async handler({ body }, { credential }) {
+      let projectId: string;
+      if (credential.kind === 'key') {
+        if (body.projectId && body.projectId !== credential.projectId) {
+          throw new ApiError(403, 'cross_project', 'An API key can only create keys in its own project', { param: 'projectId' });
+        }
+        projectId = credential.projectId;
+      } else {
+        const target = body.projectId ?? (await identity.projects.getDefault(credential.organizationId))?.id;
+        if (!target) throw new ApiError(400, 'project_required', 'This account has no default project; name one in projectId', { param: 'projectId' });
+        projectId = (await requireProject(identity, credential, target, 'write')).id;
+      }
+      const scopes = body.scopes ?? ['inference'];
+      assertNoEscalation(credential, scopes);
+      if (body.expiresAt !== undefined && body.expiresAt !== null) assertOwnerFor(credential, 'expiresAt');
+      if (body.spendCap !== undefined && body.spendCap !== null) assertOwnerFor(credential, 'spendCap');
+      const expiresAt = body.expiresAt ? new Date(body.expiresAt) : null;
+      if (expiresAt && expiresAt <= clock()) {
+        throw new ApiError(400, 'invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
+      }
+      const token = generateToken(KEY_PREFIX);
+      const key = await identity.apiKeys.create({
+        organizationId: credential.organizationId,
+        projectId,
+        name: body.name,
+        tokenHash: hashToken(token),
+        hint: tokenHint(token),
+        scopes,
+        modelAllowList: body.models ?? null,
+        expiresAt,
+        spendCap: toSpendCap(body.spendCap ?? null),
+        createdByPersonId: credential.kind === 'session' ? credential.personId : null,
+        createdByKeyId: credential.kind === 'key' ? credential.keyId : null,
+      });
+      return { ...toKeyView(key, clock()), key: token };
+    },
+  });
+
+  const get = defineOperation({
+    name: 'keys.get',
+    method: 'GET',
+    path: '/keys/:id',
+    summary: 'One API key with spend windows and budget status',
+    scope: 'keys:read',
+    readOnly: true,
+    params: idParams,
+    output: keyDetailView,
+    async handler({ params }, { credential }) {
+      const key = await findVisibleKey(deps, credential, params.id, 'read');
+      const now = clock();
+      const windows = await identity.spend.forKey(key.id, now);
+      return { ...toKeyView(key, now), spend: toSpendView(windows), budget: toBudgetView(key, windows) };
+    },
+  });
+
+  const update = defineOperation({
+    name: 'keys.update',
+    method: 'PATCH',
+    path: '/keys/:id',
+    summary: 'Rename, re-scope, pause/resume, or change the model list, expiry or spend cap of a key',
+    scope: 'keys:write',
+    params: idParams,
+    body: updateKeyRequest,
+    output: z.object({ object: z.literal('ack'), ok: z.literal(true), key: keyView }),
+    async handler({ params, body }, { credential }) {
+      const key = await findVisibleKey(deps, credential, params.id, 'write');
+      if (body.projectId !== undefined && body.projectId !== key.projectId) {
+        if (credential.kind === 'key') {
+          throw new ApiError(403, 'key_cannot_move_key', "An API key cannot move a key to another project; that is a person's act", { param: 'projectId' });
+        }
+        if (key.appId) {
+          throw new ApiError(409, 'app_owned_key', 'This key belongs to an app and moves only with it; move the app instead', { param: 'projectId' });
+        }
+        await requireProject(identity, credential, body.projectId, 'write');
+      }
+      if (body.scopes) assertNoEscalation(credential, body.scopes);
+      if (body.expiresAt !== undefined) assertOwnerFor(credential, 'expiresAt');
+      if (body.spendCap !== undefined) assertOwnerFor(credential, 'spendCap');
+      if (body.disabled !== undefined && key.revokedAt) {
+        throw new ApiError(409, 'key_revoked', 'This key is revoked; a revoked key cannot be paused or resumed', { param: 'disabled' });
+      }
+      const updated = await identity.apiKeys.update(credential.organizationId, key.id, {
+        name: body.name,
+        projectId: body.projectId,
+        scopes: body.scopes,
+        modelAllowList: body.models,
+        disabled: body.disabled,
+        expiresAt: body.expiresAt === undefined ? undefined : body.expiresAt === null ? null : new Date(body.expiresAt),
+        spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
+      });
+      if (!updated) throw new ApiError(404, 'key_not_found', `No API key ${params.id}`, { param: 'id' });
+      await authenticator.invalidate({ kind: 'key', id: key.id });
+      return { object: 'ack' as const, ok: true as const, key: toKeyView(updated, clock()) };
+    },
+  });
+
+  const remove = defineOperation({
+    name: 'keys.delete',
+    method: 'DELETE',
+    path: '/keys/:id',
+    summary: 'Revoke a key (it stays listed), or delete it with permanent=true (its usage history stays)',
+    scope: 'keys:write',
+    params: idParams,
+    query: z.object({ permanent: z.enum(['true']).optional().describe('Only value: true') }),
+    output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid(), status: z.enum(['revoked', 'deleted']) }),
+    async handler({ params, query }, { credential }) {
+      const key = await findVisibleKey(deps, credential, params.id, 'write');
+      if (query.permanent === 'true') {
+        await identity.apiKeys.delete(credential.organizationId, key.id);
+      } else {
+        await identity.apiKeys.revoke(credential.organizationId, key.id);
+      }
+      await authenticator.invalidate({ kind: 'key', id: key.id });
+      return { object: 'ack' as const, ok: true as const, id: key.id, status: query.permanent === 'true' ? ('deleted' as const) : ('revoked' as const) };
+    },
+  });
+
+  return [list, create, get, update, remove];
+}

@@ -1,0 +1,82 @@
+import { z } from 'zod';
+import { usdAmount } from '../../core/money.ts';
+import { SCOPES } from '../../core/scopes.ts';
+
+export const scopeList = z
+  .array(z.enum(SCOPES))
+  .max(SCOPES.length * 2)
+  .transform((scopes) => [...new Set(scopes)]);
+
+export const modelList = z.array(z.string().min(1).max(200)).max(500).nullable();
+
+export const spendCapInput = z.strictObject({
+  usd: usdAmount.describe('Cap in USD for the period'),
+  period: z.enum(['day', 'week', 'month', 'total']).default('month'),
+  mode: z.enum(['blocking', 'alert']).default('blocking').describe('blocking answers 402 at the cap; alert only warns'),
+});
+
+const keyName = z.string().trim().min(1).max(100);
+
+export const createKeyRequest = z.strictObject({
+  name: keyName,
+  projectId: z.uuid().optional().describe("Defaults to the caller's project (a key) or the default project (a person)"),
+  scopes: scopeList.optional().describe('Defaults to ["inference"]'),
+  models: modelList.optional().describe('Model allow-list; null or absent means every model'),
+  expiresAt: z.iso.datetime({ offset: true }).nullable().optional().describe('Owner only'),
+  spendCap: spendCapInput.nullable().optional().describe('Owner only'),
+});
+
+export const updateKeyRequest = z
+  .strictObject({
+    name: keyName.optional(),
+    projectId: z.uuid().optional().describe("Moving a key is a person's act; app keys move with their app"),
+    scopes: scopeList.optional(),
+    models: modelList.optional(),
+    disabled: z.boolean().optional(),
+    expiresAt: z.iso.datetime({ offset: true }).nullable().optional().describe('Owner only; null clears'),
+    spendCap: spendCapInput.nullable().optional().describe('Owner only; null clears'),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
+
+const spendCapView = z.object({ usd: z.number(), period: z.enum(['day', 'week', 'month', 'total']), mode: z.enum(['blocking', 'alert']) });
+
+export const keyView = z.object({
+  object: z.literal('api_key'),
+  id: z.uuid(),
+  name: z.string(),
+  hint: z.string().describe('Prefix and last four characters; the whole key is shown only once'),
+  projectId: z.uuid(),
+  appId: z.uuid().nullable(),
+  scopes: z.array(z.enum(SCOPES)),
+  models: z.array(z.string()).nullable(),
+  status: z.enum(['active', 'disabled', 'expired', 'revoked']),
+  disabled: z.boolean(),
+  expiresAt: z.string().nullable(),
+  spendCap: spendCapView.nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  lastUsedAt: z.string().nullable(),
+  revokedAt: z.string().nullable(),
+});
+
+export const createdKeyView = keyView.extend({
+  key: z.string().startsWith('svc_live_').describe('The plaintext key. Shown once: store it now.'),
+});
+
+export const spendWindowsView = z.object({
+  totalUsd: z.number(),
+  todayUsd: z.number(),
+  weekUsd: z.number(),
+  monthUsd: z.number(),
+});
+
+export const budgetStatusView = z.object({
+  state: z.enum(['uncapped', 'ok', 'alerting', 'exceeded']),
+  capUsd: z.number().nullable(),
+  period: z.enum(['day', 'week', 'month', 'total']).nullable(),
+  mode: z.enum(['blocking', 'alert']).nullable(),
+  spentUsd: z.number().nullable().describe('Spend in the current period of the cap'),
+  remainingUsd: z.number().nullable(),
+});
+
+export const keyDetailView = keyView.extend({ spend: spendWindowsView, budget: budgetStatusView });

@@ -1,0 +1,15 @@
+import { definePlugin } from '../../core/plugin.ts';
+import { Tokens } from '../../core/tokens.ts';
+import { projectOperations } from './project-operations.ts';
+
+export const projectsPlugin = definePlugin({
+  name: 'projects',
+  description: 'Projects and their members',
+  operations: ({ container }) =>
+    projectOperations({
+      identity: container.resolve(Tokens.Identity),
+      identityFor: container.resolve(Tokens.IdentityFactory),
+      database: container.resolve(Tokens.Database),
+      authenticator: container.resolve(Tokens.Authenticator),
+    }),
+});

@@ -1,0 +1,239 @@
+import { z } from 'zod';
+import type { Authenticator } from '../../core/authenticator.ts';
+import { ApiError } from '../../core/errors.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import type { Database } from '../../core/ports/database.ts';
+import type { IdentityStores, IdentityStoresFactory, Project, ProjectMember } from '../../core/ports/identity.ts';
+import { requireProject, visibleProjects } from '../../core/project-access.ts';
+
+interface Deps {
+  identity: IdentityStores;
+  identityFor: IdentityStoresFactory;
+  database: Database;
+  authenticator: Authenticator;
+}
+
+const projectView = z.object({
+  object: z.literal('project'),
+  id: z.uuid(),
+  name: z.string(),
+  isDefault: z.boolean(),
+  models: z.array(z.string()).nullable().describe('Models keys of this project may use; null means every model'),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+});
+
+const memberView = z.object({
+  object: z.literal('project_member'),
+  personId: z.uuid(),
+  email: z.string(),
+  name: z.string(),
+  role: z.enum(['admin', 'developer', 'viewer']),
+  addedAt: z.string(),
+});
+
+const toProjectView = (p: Project): z.infer<typeof projectView> => ({
+  object: 'project',
+  id: p.id,
+  name: p.name,
+  isDefault: p.isDefault,
+  models: p.modelAllowList,
+  createdAt: p.createdAt.toISOString(),
+  updatedAt: p.updatedAt.toISOString(),
+});
+
+const toMemberView = (m: ProjectMember): z.infer<typeof memberView> => ({
+  object: 'project_member',
+  personId: m.personId,
+  email: m.email,
+  name: m.name,
+  role: m.role,
+  addedAt: m.createdAt.toISOString(),
+});
+
+const projectName = z.string().trim().min(1).max(100);
+const models = z.array(z.string().min(1).max(200)).max(500).nullable();
+const role = z.enum(['admin', 'developer', 'viewer']);
+const idParams = z.strictObject({ id: z.uuid() });
+const memberParams = z.strictObject({ id: z.uuid(), userId: z.uuid() });
+
+function isUniqueViolation(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { code?: string }).code === '23505';
+}
+
+export function projectOperations({ identity, identityFor, database, authenticator }: Deps): AnyOperation[] {
+  const nameTaken = (name: string) => new ApiError(409, 'project_name_taken', `A project named ${JSON.stringify(name)} already exists`, { param: 'name' });
+
+  const list = defineOperation({
+    name: 'projects.list',
+    method: 'GET',
+    path: '/projects',
+    summary: 'Projects the caller can see',
+    scope: null,
+    readOnly: true,
+    output: z.object({ object: z.literal('list'), data: z.array(projectView) }),
+    async handler(_input, { credential }) {
+      return { object: 'list' as const, data: (await visibleProjects(identity, credential)).map(toProjectView) };
+    },
+  });
+
+  const create = defineOperation({
+    name: 'projects.create',
+    method: 'POST',
+    path: '/projects',
+    summary: 'Create a project',
+    scope: 'projects:write',
+    body: z.strictObject({ name: projectName, models: models.optional() }),
+    output: projectView,
+    status: 201,
+    async handler({ body }, { credential }) {
+      try {
+        const project = await database.transaction(async (tx) => {
+          const stores = identityFor(tx);
+          const created = await stores.projects.create({ organizationId: credential.organizationId, name: body.name, modelAllowList: body.models ?? null });
+          // The person who creates a project administers it, whatever their organisation role.
+          if (credential.kind === 'session') await stores.projectMembers.upsert({ projectId: created.id, personId: credential.personId, role: 'admin' });
+          return created;
+        });
+        return toProjectView(project);
+      } catch (error) {
+        if (isUniqueViolation(error)) throw nameTaken(body.name);
+        throw error;
+      }
+    },
+  });
+
+  const get = defineOperation({
+    name: 'projects.get',
+    method: 'GET',
+    path: '/projects/:id',
+    summary: 'One project',
+    scope: null,
+    readOnly: true,
+    params: idParams,
+    output: projectView,
+    async handler({ params }, { credential }) {
+      return toProjectView(await requireProject(identity, credential, params.id, 'read', 'id'));
+    },
+  });
+
+  const update = defineOperation({
+    name: 'projects.update',
+    method: 'PATCH',
+    path: '/projects/:id',
+    summary: "Rename a project or change its model allow-list",
+    scope: 'projects:write',
+    params: idParams,
+    body: z.strictObject({ name: projectName.optional(), models: models.optional() }).refine((b) => Object.keys(b).length > 0, 'send at least one field to change'),
+    output: projectView,
+    async handler({ params, body }, { credential }) {
+      await requireProject(identity, credential, params.id, 'write', 'id');
+      try {
+        const updated = await identity.projects.update(credential.organizationId, params.id, { name: body.name, modelAllowList: body.models });
+        if (!updated) throw new ApiError(404, 'project_not_found', `No project ${params.id}`, { param: 'id' });
+        // Cached key credentials carry the project's allow-list.
+        if (body.models !== undefined) await authenticator.invalidate({ kind: 'all' });
+        return toProjectView(updated);
+      } catch (error) {
+        if (isUniqueViolation(error) && body.name) throw nameTaken(body.name);
+        throw error;
+      }
+    },
+  });
+
+  const remove = defineOperation({
+    name: 'projects.delete',
+    method: 'DELETE',
+    path: '/projects/:id',
+    summary: 'Delete an empty project',
+    description: 'The default project cannot be deleted; a project that still has keys (revoked ones too) answers 409.',
+    scope: 'projects:write',
+    params: idParams,
+    output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() }),
+    async handler({ params }, { credential }) {
+      const project = await requireProject(identity, credential, params.id, 'write', 'id');
+      if (project.isDefault) throw new ApiError(400, 'default_project', 'The default project cannot be deleted', { param: 'id' });
+      const keys = await identity.apiKeys.list(credential.organizationId, { projectId: project.id });
+      if (keys.length > 0) {
+        throw new ApiError(409, 'project_not_empty', `Project still has ${keys.length} key(s); delete them permanently or move them first`);
+      }
+      await identity.projects.delete(credential.organizationId, project.id);
+      return { object: 'ack' as const, ok: true as const, id: project.id };
+    },
+  });
+
+  const listMembers = defineOperation({
+    name: 'projects.members.list',
+    method: 'GET',
+    path: '/projects/:id/members',
+    summary: 'People with a role on a project',
+    scope: null,
+    readOnly: true,
+    params: idParams,
+    output: z.object({ object: z.literal('list'), data: z.array(memberView) }),
+    async handler({ params }, { credential }) {
+      const project = await requireProject(identity, credential, params.id, 'read', 'id');
+      return { object: 'list' as const, data: (await identity.projectMembers.list(project.id)).map(toMemberView) };
+    },
+  });
+
+  const addMember = defineOperation({
+    name: 'projects.members.add',
+    method: 'POST',
+    path: '/projects/:id/members',
+    summary: 'Give a person of the organisation a role on a project',
+    scope: 'projects:write',
+    params: idParams,
+    body: z
+      .strictObject({ personId: z.uuid().optional(), email: z.email().optional(), role })
+      .refine((b) => (b.personId === undefined) !== (b.email === undefined), 'send exactly one of personId or email'),
+    output: memberView,
+    status: 201,
+    async handler({ params, body }, { credential }) {
+      const project = await requireProject(identity, credential, params.id, 'write', 'id');
+      const person = body.personId ? await identity.people.get(body.personId) : await identity.people.getByEmail(body.email!);
+      const membership = person ? await identity.memberships.get(credential.organizationId, person.id) : null;
+      if (!person || !membership) {
+        throw new ApiError(404, 'person_not_found', 'No such person in this organisation', { param: body.personId ? 'personId' : 'email' });
+      }
+      return toMemberView(await identity.projectMembers.upsert({ projectId: project.id, personId: person.id, role: body.role }));
+    },
+  });
+
+  const updateMember = defineOperation({
+    name: 'projects.members.update',
+    method: 'PATCH',
+    path: '/projects/:id/members/:userId',
+    summary: "Change a person's role on a project",
+    scope: 'projects:write',
+    params: memberParams,
+    body: z.strictObject({ role }),
+    output: memberView,
+    async handler({ params, body }, { credential }) {
+      const project = await requireProject(identity, credential, params.id, 'write', 'id');
+      if (!(await identity.projectMembers.get(project.id, params.userId))) {
+        throw new ApiError(404, 'member_not_found', 'That person has no role on this project', { param: 'userId' });
+      }
+      return toMemberView(await identity.projectMembers.upsert({ projectId: project.id, personId: params.userId, role: body.role }));
+    },
+  });
+
+  const removeMember = defineOperation({
+    name: 'projects.members.remove',
+    method: 'DELETE',
+    path: '/projects/:id/members/:userId',
+    summary: "Remove a person's role on a project",
+    scope: 'projects:write',
+    params: memberParams,
+    output: z.object({ object: z.literal('ack'), ok: z.literal(true) }),
+    async handler({ params }, { credential }) {
+      const project = await requireProject(identity, credential, params.id, 'write', 'id');
+      if (!(await identity.projectMembers.remove(project.id, params.userId))) {
+        throw new ApiError(404, 'member_not_found', 'That person has no role on this project', { param: 'userId' });
+      }
+      return { object: 'ack' as const, ok: true as const };
+    },
+  });
+
+  return [list, create, get, update, remove, listMembers, addMember, updateMember, removeMember];
+}

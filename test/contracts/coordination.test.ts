@@ -1,0 +1,389 @@
+/**
+ * Contract for core/ports/coordination.ts. The same subtests run against the memory adapter
+ * (always, on a fake clock) and the Redis adapter (when TEST_REDIS_URL is set, on real time with
+ * short periods and a random key prefix that teardown deletes).
+ */
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import t from 'tap';
+import { createClient } from 'redis';
+import type { Coordination, RateEntry } from '../../core/ports/coordination.ts';
+import { createMemoryCoordination } from '../../adapters/memory/memory-coordination.ts';
+import { createRedisCoordination } from '../../adapters/redis/redis-coordination.ts';
+
+/** The type of a subtest's `t` (the last overload of t.test takes just the callback). */
+type Test = Parameters<Parameters<typeof t.test>[0]>[0];
+
+interface Harness {
+  coordination: Coordination;
+  /** Lets time pass: moves the fake clock, or sleeps on real time. */
+  advance(ms: number): Promise<void>;
+  /**
+   * How far a duration read back later may have shrunk because real time passed between calls
+   * (0 on the fake clock, where every expected value is exact).
+   */
+  slack: number;
+  /** A second instance sharing the same state through another connection (Redis only). */
+  another?: () => Promise<Coordination>;
+}
+
+let unique = 0;
+function key(name: string): string {
+  unique += 1;
+  return `${name}:${unique}`;
+}
+
+/** actual is expected, or at most `slack` below it (time only ever runs forward). */
+function near(t: Test, actual: number | undefined, expected: number, slack: number, what: string): void {
+  t.ok(
+    actual !== undefined && actual <= expected && actual >= expected - slack,
+    `${what}: ${actual} should be ${slack === 0 ? '' : `within ${slack} below `}${expected}`,
+  );
+}
+
+async function eventually(condition: () => boolean, what: string, timeoutMs = 2_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(5);
+  }
+}
+
+function contract(t: Test, h: Harness): void {
+  const { coordination: c } = h;
+  const rate = (k: string, limit: number, periodMs: number, cost: number): RateEntry => ({ key: k, limit, periodMs, cost });
+
+  // Rate limiter
+
+  t.test('a fresh bucket admits exactly limit units, then refuses with a positive retryAfterMs', async (t) => {
+    const k = key('fresh');
+    for (let i = 1; i <= 5; i++) {
+      const r = await c.rateLimiter.consume([rate(k, 5, 60_000, 1)]);
+      t.equal(r.allowed, true, `unit ${i} admitted`);
+      t.equal(r.decisions[0]?.remaining, 5 - i);
+      t.equal(r.decisions[0]?.retryAfterMs, 0);
+    }
+    const refused = await c.rateLimiter.consume([rate(k, 5, 60_000, 1)]);
+    t.equal(refused.allowed, false);
+    t.equal(refused.decisions[0]?.remaining, 0);
+    t.ok((refused.decisions[0]?.retryAfterMs ?? 0) > 0, 'retryAfterMs is positive');
+    // One unit drips back every T = 12 s.
+    near(t, refused.decisions[0]?.retryAfterMs, 12_000, h.slack, 'retryAfterMs');
+  });
+
+  t.test('consume is all-or-nothing: a full second entry leaves the first unchanged', async (t) => {
+    const wide = key('wide');
+    const narrow = key('narrow');
+    t.equal((await c.rateLimiter.consume([rate(narrow, 1, 60_000, 1)])).allowed, true);
+    const r = await c.rateLimiter.consume([rate(wide, 10, 60_000, 3), rate(narrow, 1, 60_000, 1)]);
+    t.equal(r.allowed, false);
+    t.equal(r.decisions[0]?.retryAfterMs, 0, 'the entry that fits has nothing to wait for');
+    t.equal(r.decisions[0]?.remaining, 10, 'the entry that fits reports its untouched bucket');
+    t.ok((r.decisions[1]?.retryAfterMs ?? 0) > 0, 'the full entry says how long to wait');
+    const [peeked] = await c.rateLimiter.peek([{ key: wide, limit: 10, periodMs: 60_000 }]);
+    t.equal(peeked?.remaining, 10, 'nothing was taken from the first bucket');
+    t.equal(peeked?.resetMs, 0);
+  });
+
+  t.test('units refill over time', async (t) => {
+    const k = key('refill');
+    // T = 100 ms; 110 ms later exactly one unit is back (with ~90 ms margin on real time).
+    t.equal((await c.rateLimiter.consume([rate(k, 2, 200, 2)])).allowed, true);
+    t.equal((await c.rateLimiter.consume([rate(k, 2, 200, 1)])).allowed, false);
+    await h.advance(110);
+    t.equal((await c.rateLimiter.consume([rate(k, 2, 200, 1)])).allowed, true, 'one unit came back');
+    t.equal((await c.rateLimiter.consume([rate(k, 2, 200, 1)])).allowed, false, 'but only one');
+    await h.advance(250);
+    const [peeked] = await c.rateLimiter.peek([{ key: k, limit: 2, periodMs: 200 }]);
+    t.equal(peeked?.remaining, 2, 'full again after a whole period');
+    t.equal(peeked?.resetMs, 0);
+  });
+
+  t.test('remaining and resetMs describe the bucket after the call', async (t) => {
+    const k = key('values');
+    // limit 10 per minute: T = 6 s.
+    const r = await c.rateLimiter.consume([rate(k, 10, 60_000, 3)]);
+    t.same(r.decisions[0], { key: k, limit: 10, remaining: 7, resetMs: 18_000, retryAfterMs: 0 });
+    const [peeked] = await c.rateLimiter.peek([{ key: k, limit: 10, periodMs: 60_000 }]);
+    t.equal(peeked?.remaining, 7);
+    near(t, peeked?.resetMs, 18_000, h.slack, 'resetMs');
+    t.equal(peeked?.retryAfterMs, 0, 'a unit fits right now');
+    const [untouched] = await c.rateLimiter.peek([{ key: key('untouched'), limit: 10, periodMs: 60_000 }]);
+    t.equal(untouched?.remaining, 10);
+    t.equal(untouched?.resetMs, 0);
+  });
+
+  t.test('adjust gives units back and takes more', async (t) => {
+    const k = key('adjust');
+    const peek = async () => (await c.rateLimiter.peek([{ key: k, limit: 10, periodMs: 60_000 }]))[0];
+    await c.rateLimiter.consume([rate(k, 10, 60_000, 5)]);
+    await c.rateLimiter.adjust([rate(k, 10, 60_000, -3)]);
+    t.equal((await peek())?.remaining, 8, 'a refund returns units');
+    await c.rateLimiter.adjust([rate(k, 10, 60_000, -100)]);
+    const full = await peek();
+    t.equal(full?.remaining, 10, 'a refund stops at a full bucket');
+    t.equal(full?.resetMs, 0, 'it banks no extra burst');
+    await c.rateLimiter.adjust([rate(k, 10, 60_000, 12)]);
+    const indebted = await peek();
+    t.equal(indebted?.remaining, 0, 'a charge may go into debt');
+    near(t, indebted?.resetMs, 72_000, h.slack, 'resetMs includes the debt');
+    const r = await c.rateLimiter.consume([rate(k, 10, 60_000, 1)]);
+    t.equal(r.allowed, false);
+    // 13 units owed against a 10-unit burst: 3 units of 6 s.
+    near(t, r.decisions[0]?.retryAfterMs, 18_000, h.slack, 'retryAfterMs waits out the debt');
+  });
+
+  t.test('a cost above the limit is always refused', async (t) => {
+    const k = key('oversize');
+    const fresh = await c.rateLimiter.consume([rate(k, 3, 60_000, 4)]);
+    t.equal(fresh.allowed, false, 'even from a full bucket');
+    t.equal(fresh.decisions[0]?.retryAfterMs, 0, 'retryAfterMs is the time to a full bucket: none');
+    t.equal((await c.rateLimiter.peek([{ key: k, limit: 3, periodMs: 60_000 }]))[0]?.remaining, 3, 'nothing taken');
+    await c.rateLimiter.consume([rate(k, 3, 60_000, 1)]);
+    const later = await c.rateLimiter.consume([rate(k, 3, 60_000, 4)]);
+    t.equal(later.allowed, false);
+    near(t, later.decisions[0]?.retryAfterMs, 20_000, h.slack, 'retryAfterMs is the time to a full bucket');
+  });
+
+  t.test('a limit of zero refuses every call', async (t) => {
+    const r = await c.rateLimiter.consume([rate(key('zero'), 0, 60_000, 1)]);
+    t.equal(r.allowed, false);
+    t.equal(r.decisions[0]?.remaining, 0);
+  });
+
+  // Leases
+
+  t.test('leases: the limit caps simultaneous holders', async (t) => {
+    const k = key('lease-cap');
+    t.same(await c.leases.acquire([{ key: k, limit: 2 }], 'a', 60_000), { acquired: true });
+    t.same(await c.leases.acquire([{ key: k, limit: 2 }], 'b', 60_000), { acquired: true });
+    t.same(await c.leases.acquire([{ key: k, limit: 2 }], 'c', 60_000), { acquired: false, fullKey: k });
+    t.equal(await c.leases.active(k), 2);
+  });
+
+  t.test('leases: acquire is all-or-nothing across keys', async (t) => {
+    const roomy = key('lease-roomy');
+    const tight = key('lease-tight');
+    await c.leases.acquire([{ key: tight, limit: 1 }], 'x', 60_000);
+    const r = await c.leases.acquire([{ key: roomy, limit: 5 }, { key: tight, limit: 1 }], 'y', 60_000);
+    t.same(r, { acquired: false, fullKey: tight });
+    t.equal(await c.leases.active(roomy), 0, 'the first key was not taken');
+  });
+
+  t.test('leases: release frees a slot', async (t) => {
+    const k = key('lease-release');
+    await c.leases.acquire([{ key: k, limit: 1 }], 'a', 60_000);
+    t.equal((await c.leases.acquire([{ key: k, limit: 1 }], 'b', 60_000)).acquired, false);
+    await c.leases.release([k], 'a');
+    t.equal(await c.leases.active(k), 0);
+    t.equal((await c.leases.acquire([{ key: k, limit: 1 }], 'b', 60_000)).acquired, true);
+  });
+
+  t.test('leases: an expired lease frees its slot', async (t) => {
+    const k = key('lease-expiry');
+    await c.leases.acquire([{ key: k, limit: 1 }], 'a', 100);
+    t.equal(await c.leases.active(k), 1);
+    await h.advance(150);
+    t.equal(await c.leases.active(k), 0);
+    t.equal((await c.leases.acquire([{ key: k, limit: 1 }], 'b', 60_000)).acquired, true);
+  });
+
+  t.test('leases: renew extends a live lease and fails once it has expired', async (t) => {
+    const k = key('lease-renew');
+    await c.leases.acquire([{ key: k, limit: 1 }], 'a', 150);
+    await h.advance(100);
+    t.equal(await c.leases.renew([k], 'a', 150), true);
+    await h.advance(100);
+    t.equal(await c.leases.active(k), 1, 'alive past its first expiry');
+    await h.advance(200);
+    t.equal(await c.leases.renew([k], 'a', 150), false);
+    t.equal(await c.leases.active(k), 0, 'a failed renew does not resurrect it');
+  });
+
+  t.test('leases: re-acquiring the same id counts once', async (t) => {
+    const k = key('lease-same');
+    t.equal((await c.leases.acquire([{ key: k, limit: 2 }], 'a', 60_000)).acquired, true);
+    t.equal((await c.leases.acquire([{ key: k, limit: 2 }], 'a', 60_000)).acquired, true);
+    t.equal(await c.leases.active(k), 1);
+    t.equal((await c.leases.acquire([{ key: k, limit: 2 }], 'b', 60_000)).acquired, true);
+    t.equal((await c.leases.acquire([{ key: k, limit: 2 }], 'a', 60_000)).acquired, true, 'a holder refreshes even when full');
+    t.equal((await c.leases.acquire([{ key: k, limit: 2 }], 'c', 60_000)).acquired, false);
+  });
+
+  t.test('leases: a limit of zero or less is refused', async (t) => {
+    const k = key('lease-zero');
+    t.same(await c.leases.acquire([{ key: k, limit: 0 }], 'a', 60_000), { acquired: false, fullKey: k });
+    t.equal(await c.leases.active(k), 0);
+  });
+
+  // Cache
+
+  t.test('cache: set then get; a missing key is null', async (t) => {
+    const k = key('kv');
+    t.equal(await c.cache.get(k), null);
+    await c.cache.set(k, 'hello', 60_000);
+    t.equal(await c.cache.get(k), 'hello');
+  });
+
+  t.test('cache: a value expires after its ttl', async (t) => {
+    const k = key('kv-ttl');
+    await c.cache.set(k, 'soon gone', 100);
+    await h.advance(150);
+    t.equal(await c.cache.get(k), null);
+  });
+
+  t.test('cache: delete removes a value', async (t) => {
+    const k = key('kv-delete');
+    await c.cache.set(k, 'x', 60_000);
+    await c.cache.delete(k);
+    t.equal(await c.cache.get(k), null);
+  });
+
+  t.test('cache: increment starts at zero and keeps the expiry of its first call', async (t) => {
+    const k = key('kv-incr');
+    t.equal(await c.cache.increment(k, 2, 100), 2);
+    t.equal(await c.cache.increment(k, 3, 60_000), 5);
+    t.equal(await c.cache.get(k), '5');
+    await h.advance(150);
+    t.equal(await c.cache.get(k), null, 'the first ttl still applied');
+    t.equal(await c.cache.increment(k, 1, 60_000), 1, 'and a new count starts afterwards');
+  });
+
+  // Pub/sub
+
+  t.test('pubsub: a subscriber receives published messages', async (t) => {
+    const channel = key('ch');
+    const got: string[] = [];
+    const unsubscribe = await c.pubsub.subscribe(channel, (m) => got.push(m));
+    t.teardown(unsubscribe);
+    await c.pubsub.publish(channel, 'one');
+    await c.pubsub.publish(channel, 'two');
+    await eventually(() => got.length === 2, 'two messages');
+    t.same(got, ['one', 'two']);
+  });
+
+  t.test('pubsub: every handler on a channel receives each message', async (t) => {
+    const channel = key('ch-many');
+    const first: string[] = [];
+    const second: string[] = [];
+    const offs = [await c.pubsub.subscribe(channel, (m) => first.push(m)), await c.pubsub.subscribe(channel, (m) => second.push(m))];
+    t.teardown(() => Promise.all(offs.map((off) => off())));
+    await c.pubsub.publish(channel, 'hi');
+    await eventually(() => first.length === 1 && second.length === 1, 'both handlers');
+    t.same([first, second], [['hi'], ['hi']]);
+  });
+
+  t.test('pubsub: unsubscribe removes only that handler', async (t) => {
+    const channel = key('ch-unsub');
+    const first: string[] = [];
+    const second: string[] = [];
+    const offFirst = await c.pubsub.subscribe(channel, (m) => first.push(m));
+    const offSecond = await c.pubsub.subscribe(channel, (m) => second.push(m));
+    t.teardown(offSecond);
+    await offFirst();
+    await offFirst();
+    await c.pubsub.publish(channel, 'after');
+    // Both handlers share one ordered stream, so once the second has it the first would have too.
+    await eventually(() => second.length === 1, 'the remaining handler');
+    t.same(first, []);
+    t.same(second, ['after']);
+  });
+
+  t.test('pubsub: channels are separate', async (t) => {
+    const here = key('ch-here');
+    const there = key('ch-there');
+    const got: string[] = [];
+    const offs = [await c.pubsub.subscribe(here, (m) => got.push(`here:${m}`)), await c.pubsub.subscribe(there, (m) => got.push(`there:${m}`))];
+    t.teardown(() => Promise.all(offs.map((off) => off())));
+    await c.pubsub.publish(there, 'x');
+    await eventually(() => got.length === 1, 'one message');
+    t.same(got, ['there:x']);
+  });
+
+  // Shared state across instances
+
+  const another = h.another;
+  if (!another) return;
+
+  t.test('concurrency: two instances racing 200 consumes against limit 50 admit exactly 50', async (t) => {
+    const other = await another();
+    t.teardown(() => other.close());
+    const k = key('race-rate');
+    // An hour-long period: nothing refills while the race runs.
+    const calls = Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? c : other).rateLimiter.consume([rate(k, 50, 3_600_000, 1)]));
+    const results = await Promise.all(calls);
+    t.equal(results.filter((r) => r.allowed).length, 50);
+  });
+
+  t.test('concurrency: two instances racing lease acquires against limit 5 grant exactly 5', async (t) => {
+    const other = await another();
+    t.teardown(() => other.close());
+    const k = key('race-lease');
+    const calls = Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? c : other).leases.acquire([{ key: k, limit: 5 }], `lease-${i}`, 60_000));
+    const results = await Promise.all(calls);
+    t.equal(results.filter((r) => r.acquired).length, 5);
+    t.equal(await other.leases.active(k), 5, 'both instances see the same holders');
+  });
+}
+
+t.test('memory', async (t) => {
+  let now = 1_000_000;
+  const coordination = createMemoryCoordination({ now: () => now });
+  t.teardown(() => coordination.close());
+  t.equal(coordination.kind, 'memory');
+  contract(t, {
+    coordination,
+    slack: 0,
+    async advance(ms) {
+      now += ms;
+    },
+  });
+});
+
+const redisUrl = process.env.TEST_REDIS_URL;
+t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async (t) => {
+  if (!redisUrl) return;
+  const keyPrefix = `svc-test:${randomUUID()}:`;
+  const open: Coordination[] = [];
+  const create = async (): Promise<Coordination> => {
+    const instance = await createRedisCoordination({ url: redisUrl, keyPrefix });
+    open.push(instance);
+    return instance;
+  };
+  const coordination = await create();
+  t.teardown(async () => {
+    await Promise.all(open.map((instance) => instance.close()));
+    const admin = createClient({ url: redisUrl });
+    await admin.connect();
+    try {
+      for await (const keys of admin.scanIterator({ MATCH: `${keyPrefix}*`, COUNT: 500 })) {
+        if (keys.length > 0) await admin.del(keys);
+      }
+    } finally {
+      await admin.close();
+    }
+  });
+  t.equal(coordination.kind, 'redis');
+
+  t.test('keys carry the prefix and expire on their own', async (t) => {
+    const admin = createClient({ url: redisUrl });
+    await admin.connect();
+    t.teardown(() => admin.close());
+    const k = key('ttl-check');
+    await coordination.rateLimiter.consume([{ key: k, limit: 10, periodMs: 60_000, cost: 1 }]);
+    await coordination.leases.acquire([{ key: k, limit: 1 }], 'a', 60_000);
+    await coordination.cache.increment(k, 1, 60_000);
+    for (const full of [`${keyPrefix}rl:${k}`, `${keyPrefix}lease:${k}`, `${keyPrefix}kv:${k}`]) {
+      const ttl = await admin.pTTL(full);
+      t.ok(ttl > 0 && ttl <= 61_000, `${full} expires (pttl ${ttl})`);
+    }
+  });
+
+  contract(t, {
+    coordination,
+    // Real time passes between calls; values read back may be this much lower than exact.
+    slack: 50,
+    advance: (ms) => sleep(ms),
+    another: create,
+  });
+});

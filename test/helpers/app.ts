@@ -1,0 +1,112 @@
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { parseConfig } from '../../config/load.ts';
+import type { AppConfig, AppConfigInput } from '../../config/schema.ts';
+import { buildApp } from '../../core/app.ts';
+import type { AnyPlugin } from '../../core/plugin.ts';
+import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
+import { addPersonTo, issueSession } from '../../core/identity-admin.ts';
+import { Tokens } from '../../core/tokens.ts';
+import { manifest as defaultManifest } from '../../plugins/index.ts';
+import { randomSchemaName, testPgUrl } from './databases.ts';
+
+export interface TapLike {
+  teardown(fn: () => unknown): void;
+}
+
+export interface TestAppOptions {
+  /** Raw config merged over the test defaults (in-memory PGlite, memory coordination, quiet logs). */
+  config?: AppConfigInput;
+  /** `plugins:` section; defaults to every plugin in the manifest with its defaults. */
+  plugins?: Record<string, unknown>;
+  manifest?: readonly AnyPlugin[];
+  clock?: () => Date;
+  /** Ready the app (start plugins) before returning; default true. */
+  ready?: boolean;
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  config: AppConfig;
+  /** The bootstrap owner's session token. */
+  ownerToken: string;
+  organizationId: string;
+  defaultProjectId: string;
+  /** app.inject with the given bearer token and a JSON body. */
+  call(method: string, url: string, options?: { token?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<LightMyRequestResponse>;
+}
+
+export function allPlugins(manifest: readonly AnyPlugin[] = defaultManifest): Record<string, unknown> {
+  return Object.fromEntries(manifest.map((plugin) => [plugin.name, {}]));
+}
+
+export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Promise<TestApp> {
+  const ownerToken = options.config?.bootstrap?.ownerToken ?? generateToken(SESSION_PREFIX);
+  const manifest = options.manifest ?? defaultManifest;
+  const raw: AppConfigInput = {
+    ...options.config,
+    server: { logLevel: 'silent', ...options.config?.server },
+    storage: { database: { driver: 'pglite', dataDir: 'memory://' }, coordination: { driver: 'memory' }, ...options.config?.storage },
+    bootstrap: { printOwnerToken: false, ...options.config?.bootstrap, ownerToken },
+    plugins: options.plugins ?? options.config?.plugins ?? allPlugins(manifest),
+  };
+  const config = parseConfig(raw);
+  const app = await buildApp(config, { manifest, clock: options.clock });
+  t.teardown(() => app.close());
+  if (options.ready !== false) await app.ready();
+  const bootstrap = app.svc.bootstrap;
+  const organizationId = bootstrap?.organizationId ?? '';
+  const defaultProjectId = bootstrap?.projectId ?? '';
+  return {
+    app,
+    config,
+    ownerToken,
+    organizationId,
+    defaultProjectId,
+    call(method, url, callOptions = {}) {
+      const token = callOptions.token === undefined ? ownerToken : callOptions.token;
+      return app.inject({
+        method: method as 'GET',
+        url,
+        headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...callOptions.headers },
+        ...(callOptions.body !== undefined ? { payload: callOptions.body as object } : {}),
+      });
+    },
+  };
+}
+
+/** Storage config for the real servers when CI provides them: a fresh schema and key prefix. */
+export function realServersConfig(): { storage: AppConfigInput['storage']; schema: string; prefix: string } | null {
+  const pgUrl = testPgUrl();
+  const redisUrl = process.env.TEST_REDIS_URL;
+  if (!pgUrl || !redisUrl) return null;
+  const schema = randomSchemaName();
+  const prefix = `test:${schema}:`;
+  return {
+    schema,
+    prefix,
+    storage: {
+      database: { driver: 'postgres', url: pgUrl, schema, poolSize: 5 },
+      coordination: { driver: 'redis', url: redisUrl, keyPrefix: prefix },
+    },
+  };
+}
+
+/** Creates a key through the API as the owner and returns its plaintext and id. */
+export async function createKey(test: TestApp, body: Record<string, unknown> = {}, token?: string): Promise<{ id: string; key: string; body: Record<string, unknown> }> {
+  const response = await test.call('POST', '/client/keys', { token, body: { name: 'test key', ...body } });
+  if (response.statusCode !== 201) throw new Error(`key creation failed: ${response.statusCode} ${response.body}`);
+  const created = response.json() as { id: string; key: string };
+  return { id: created.id, key: created.key, body: created as unknown as Record<string, unknown> };
+}
+
+/** Adds a person to the test organisation with a role and returns a session token for them. */
+export async function addPerson(
+  test: TestApp,
+  input: { role: 'owner' | 'admin' | 'member'; email?: string; name?: string },
+): Promise<{ personId: string; token: string }> {
+  const identity = test.app.svc.container.resolve(Tokens.Identity);
+  const email = input.email ?? `${input.role}-${Math.random().toString(36).slice(2)}@example.com`;
+  const person = await addPersonTo(identity, { organizationId: test.organizationId, email, name: input.name ?? email, role: input.role });
+  const { token } = await issueSession(identity, { personId: person.id, ttlDays: 1, now: new Date() });
+  return { personId: person.id, token };
+}

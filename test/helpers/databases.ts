@@ -1,0 +1,76 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Database } from '../../core/ports/database.ts';
+import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
+import { createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
+import { quoteIdentifier } from '../../adapters/sql/script-runner.ts';
+
+export interface DatabaseBackend {
+  name: 'pglite' | 'postgres';
+  create(): Promise<{ db: Database; cleanup(): Promise<void> }>;
+}
+
+export function testPgUrl(): string | undefined {
+  const url = process.env.TEST_PG_URL;
+  return url === undefined || url === '' ? undefined : url;
+}
+
+export function randomSchemaName(): string {
+  return `t_${randomBytes(6).toString('hex')}`;
+}
+
+async function dropSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS ${quoteIdentifier(schema)} CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+/**
+ * In-memory PGlite always; PostgreSQL only when TEST_PG_URL is set. Each create() is a fresh,
+ * empty database (PGlite: a new instance; PostgreSQL: a new random schema dropped on cleanup).
+ */
+export function databaseBackends(): DatabaseBackend[] {
+  const backends: DatabaseBackend[] = [
+    {
+      name: 'pglite',
+      async create() {
+        const db = await createPgliteDatabase({ reuseClusterImage: true });
+        return { db, cleanup: () => db.close() };
+      },
+    },
+  ];
+  const url = testPgUrl();
+  if (url !== undefined) {
+    backends.push({
+      name: 'postgres',
+      async create() {
+        const schema = randomSchemaName();
+        const db = await createPgDatabase({ url, schema, poolSize: 5, applicationName: 'svc-gateway-test' });
+        return {
+          db,
+          async cleanup() {
+            await db.close();
+            await dropSchema(url, schema);
+          },
+        };
+      },
+    });
+  }
+  return backends;
+}
+
+/**
+ * A fresh schema for tests that need several independent Database objects on the same data (two
+ * replicas). Open as many createPgDatabase(options) as needed, close them, then call cleanup().
+ * Requires TEST_PG_URL.
+ */
+export async function createSharedPgSchema(): Promise<{ options: { url: string; schema: string }; cleanup(): Promise<void> }> {
+  const url = testPgUrl();
+  if (url === undefined) throw new Error('createSharedPgSchema needs TEST_PG_URL');
+  const schema = randomSchemaName();
+  return { options: { url, schema }, cleanup: () => dropSchema(url, schema) };
+}
