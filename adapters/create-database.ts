@@ -10,7 +10,8 @@ export type DatabaseConfig =
 export async function createDatabase(config: DatabaseConfig): Promise<Database> {
   switch (config.driver) {
     case 'pglite':
-      return createPgliteDatabase(config);
+      // In-memory databases are throwaway (tests, demos): start each from a cached cluster image.
+      return createPgliteDatabase({ ...config, reuseClusterImage: config.reuseClusterImage ?? config.dataDir === 'memory://' });
     case 'postgres':
       return createPgDatabase(config);
   }

@@ -7,7 +7,7 @@ import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
 import { addPersonTo, issueSession } from '../../core/identity-admin.ts';
 import { Tokens } from '../../core/tokens.ts';
 import { manifest as defaultManifest } from '../../plugins/index.ts';
-import { randomSchemaName, testPgUrl } from './databases.ts';
+import { dropSchema, randomSchemaName, testPgUrl } from './databases.ts';
 
 export interface TapLike {
   teardown(fn: () => unknown): void;
@@ -75,7 +75,7 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
 }
 
 /** Storage config for the real servers when CI provides them: a fresh schema and key prefix. */
-export function realServersConfig(): { storage: AppConfigInput['storage']; schema: string; prefix: string } | null {
+export function realServersConfig(): { storage: AppConfigInput['storage']; schema: string; prefix: string; dropSchema(): Promise<void> } | null {
   const pgUrl = testPgUrl();
   const redisUrl = process.env.TEST_REDIS_URL;
   if (!pgUrl || !redisUrl) return null;
@@ -84,6 +84,7 @@ export function realServersConfig(): { storage: AppConfigInput['storage']; schem
   return {
     schema,
     prefix,
+    dropSchema: () => dropSchema(pgUrl, schema),
     storage: {
       database: { driver: 'postgres', url: pgUrl, schema, poolSize: 5 },
       coordination: { driver: 'redis', url: redisUrl, keyPrefix: prefix },

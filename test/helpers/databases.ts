@@ -19,7 +19,7 @@ export function randomSchemaName(): string {
   return `t_${randomBytes(6).toString('hex')}`;
 }
 
-async function dropSchema(url: string, schema: string): Promise<void> {
+export async function dropSchema(url: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {

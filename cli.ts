@@ -1,0 +1,104 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig } from './config/load.ts';
+import { createDatabase } from './adapters/create-database.ts';
+import { coreMigrations } from './adapters/sql/core-migrations.ts';
+import { sqlIdentityStores } from './adapters/sql/identity-stores.ts';
+import { runMigrations } from './adapters/sql/migrator.ts';
+import { addPersonTo, createOrganizationWithOwner, issueSession } from './core/identity-admin.ts';
+import { ORG_ROLES, type OrgRole } from './core/scopes.ts';
+
+const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
+With the embedded database, stop the service first: PGlite allows one process at a time.
+
+  npm run cli -- orgs list
+  npm run cli -- orgs create --name NAME --owner-email EMAIL [--owner-name NAME]
+  npm run cli -- people add --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
+  npm run cli -- sessions create --email EMAIL [--days N]
+`;
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      name: { type: 'string' },
+      'owner-email': { type: 'string' },
+      'owner-name': { type: 'string' },
+      org: { type: 'string' },
+      email: { type: 'string' },
+      role: { type: 'string' },
+      days: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [noun, verb] = positionals;
+  if (values.help || !noun) {
+    process.stdout.write(USAGE);
+    return values.help ? 0 : 2;
+  }
+  const need = (value: string | undefined, flag: string): string => {
+    if (!value) throw new UsageError(`missing --${flag}`);
+    return value;
+  };
+
+  const config = loadConfig();
+  const db = await createDatabase(config.storage.database);
+  try {
+    await runMigrations(db, coreMigrations);
+    const stores = sqlIdentityStores(db);
+    const command = `${noun} ${verb ?? ''}`.trim();
+    switch (command) {
+      case 'orgs list': {
+        const { rows } = await db.query<{ id: string; name: string; status: string }>('SELECT id, name, status FROM organizations ORDER BY created_at');
+        for (const row of rows) process.stdout.write(`${row.id}  ${row.status.padEnd(9)}  ${row.name}\n`);
+        return 0;
+      }
+      case 'orgs create': {
+        const email = need(values['owner-email'], 'owner-email');
+        const created = await createOrganizationWithOwner(db, sqlIdentityStores, {
+          name: need(values.name, 'name'),
+          ownerEmail: email,
+          ownerName: values['owner-name'] ?? email,
+        });
+        process.stdout.write(`organisation ${created.organization.id}\ndefault project ${created.project.id}\nowner ${created.owner.id} <${email}>\n`);
+        return 0;
+      }
+      case 'people add': {
+        const role = (values.role ?? 'member') as OrgRole;
+        if (!ORG_ROLES.includes(role)) throw new UsageError(`--role must be one of ${ORG_ROLES.join(', ')}`);
+        const organizationId = need(values.org, 'org');
+        if (!(await stores.organizations.get(organizationId))) throw new UsageError(`no organisation ${organizationId}`);
+        const email = need(values.email, 'email');
+        const person = await addPersonTo(stores, { organizationId, email, name: values.name ?? email, role });
+        process.stdout.write(`person ${person.id} <${person.email}> is ${role} of ${organizationId}\n`);
+        return 0;
+      }
+      case 'sessions create': {
+        const email = need(values.email, 'email');
+        const person = await stores.people.getByEmail(email);
+        if (!person) throw new UsageError(`no person with email ${email}`);
+        const days = Number(values.days ?? config.auth.sessionTtlDays);
+        if (!Number.isInteger(days) || days < 1 || days > 365) throw new UsageError('--days must be a whole number from 1 to 365');
+        const { token, expiresAt } = await issueSession(stores, { personId: person.id, ttlDays: days, now: new Date() });
+        process.stdout.write(`session token for ${email} (shown once, expires ${expiresAt.toISOString()}):\n${token}\n`);
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown command "${command}"`);
+    }
+  } finally {
+    await db.close();
+  }
+}
+
+class UsageError extends Error {}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof UsageError) process.stderr.write(`${error.message}\n\n${USAGE}`);
+    else if (error instanceof ConfigError) process.stderr.write(`${error.message}\n`);
+    else process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
+    process.exit(error instanceof UsageError ? 2 : 1);
+  },
+);

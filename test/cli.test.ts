@@ -1,0 +1,49 @@
+import t from 'tap';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+
+/** Runs the CLI against an embedded database in a temporary directory. */
+async function cli(dataDir: string, ...args: string[]) {
+  const env = { ...process.env, SVC_DATA_DIR: dataDir, DATABASE_URL: '' };
+  try {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'cli.ts', ...args], { env, timeout: 60_000 });
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    return { code: failed.code, stdout: failed.stdout, stderr: failed.stderr };
+  }
+}
+
+t.test('operator CLI', async (t) => {
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-cli-'));
+  t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+
+  let organizationId = '';
+  t.test('creates an organisation with its owner', async (t) => {
+    const result = await cli(dataDir, 'orgs', 'create', '--name', 'Acme', '--owner-email', 'boss@acme.test');
+    t.equal(result.code, 0, result.stderr);
+    organizationId = /organisation ([0-9a-f-]{36})/.exec(result.stdout)?.[1] ?? '';
+    t.ok(organizationId);
+  });
+
+  t.test('adds a person with a role and issues them a session token', async (t) => {
+    const added = await cli(dataDir, 'people', 'add', '--org', organizationId, '--email', 'dev@acme.test', '--role', 'admin');
+    t.equal(added.code, 0, added.stderr);
+    const session = await cli(dataDir, 'sessions', 'create', '--email', 'dev@acme.test', '--days', '2');
+    t.equal(session.code, 0, session.stderr);
+    t.match(session.stdout, /svc_sess_[A-Za-z0-9]{43}/);
+  });
+
+  t.test('refuses a bad role and an unknown command with usage and exit code 2', async (t) => {
+    const badRole = await cli(dataDir, 'people', 'add', '--org', organizationId, '--email', 'x@acme.test', '--role', 'king');
+    t.equal(badRole.code, 2);
+    t.match(badRole.stderr, /--role must be one of/);
+    const unknown = await cli(dataDir, 'frobnicate');
+    t.equal(unknown.code, 2);
+  });
+});

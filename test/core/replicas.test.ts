@@ -1,0 +1,67 @@
+import t from 'tap';
+import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
+import { buildTestApp, createKey, realServersConfig } from '../helpers/app.ts';
+import { Tokens } from '../../core/tokens.ts';
+
+// Cross-replica behaviour needs the real servers; CI provides them (TEST_PG_URL, TEST_REDIS_URL).
+const servers = realServersConfig();
+
+t.test('two replicas sharing PostgreSQL and Redis', { skip: servers ? false : 'needs TEST_PG_URL and TEST_REDIS_URL' }, async (t) => {
+  const shared = servers!;
+  t.teardown(() => shared.dropSchema());
+  const ownerToken = generateToken(SESSION_PREFIX);
+  // A long cache TTL proves the refusal comes from the pushed invalidation, not from expiry.
+  const config = { storage: shared.storage, auth: { credentialCacheTtlMs: 60_000 }, bootstrap: { ownerToken } };
+  const a = await buildTestApp(t, { config });
+  const b = await buildTestApp(t, { config });
+
+  t.test('a key revoked on one replica is refused by the other within a second', async (t) => {
+    const { id, key } = await createKey(a);
+    const before = await b.call('GET', '/client/whoami', { token: key });
+    t.equal(before.statusCode, 200, 'replica B has the key cached');
+    const revoked = await a.call('DELETE', `/client/keys/${id}`);
+    t.equal(revoked.statusCode, 200);
+    const started = Date.now();
+    let status = 200;
+    while (Date.now() - started < 1000) {
+      status = (await b.call('GET', '/client/whoami', { token: key })).statusCode;
+      if (status === 401) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    t.equal(status, 401, `refused after ${Date.now() - started} ms`);
+  });
+
+  t.test('a key disabled on one replica is refused by the other within a second', async (t) => {
+    const { id, key } = await createKey(b);
+    t.equal((await a.call('GET', '/client/whoami', { token: key })).statusCode, 200);
+    await b.call('PATCH', `/client/keys/${id}`, { body: { disabled: true } });
+    const started = Date.now();
+    let response = await a.call('GET', '/client/whoami', { token: key });
+    while (response.statusCode !== 401 && Date.now() - started < 1000) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      response = await a.call('GET', '/client/whoami', { token: key });
+    }
+    t.equal(response.statusCode, 401);
+    t.equal(response.json().error.code, 'key_disabled');
+  });
+
+  t.test('both replicas share one bootstrapped organisation', async (t) => {
+    t.equal(a.app.svc.bootstrap === null || b.app.svc.bootstrap === null, true, 'only one replica bootstrapped');
+    const whoA = (await a.call('GET', '/client/whoami')).json();
+    const whoB = (await b.call('GET', '/client/whoami')).json();
+    t.equal(whoA.account.id, whoB.account.id);
+  });
+});
+
+t.test('replicas starting at the same moment bootstrap one organisation', { skip: servers ? false : 'needs TEST_PG_URL and TEST_REDIS_URL' }, async (t) => {
+  const fresh = realServersConfig()!;
+  t.teardown(() => fresh.dropSchema());
+  const ownerToken = generateToken(SESSION_PREFIX);
+  const config = { storage: fresh.storage, bootstrap: { ownerToken } };
+  const apps = await Promise.all([buildTestApp(t, { config }), buildTestApp(t, { config }), buildTestApp(t, { config })]);
+  t.equal(apps.filter((app) => app.app.svc.bootstrap !== null).length, 1);
+  const db = apps[0]!.app.svc.container.resolve(Tokens.Database);
+  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM organizations');
+  t.equal(rows[0]?.n, 1);
+});
+
