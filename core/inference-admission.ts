@@ -1,0 +1,55 @@
+import { createToken } from './container.ts';
+import type { Credential } from './credential.ts';
+import type { Usage } from './provider.ts';
+
+/**
+ * The governance seam on the /v1 hot path. Before the upstream call the gateway asks for an
+ * Admission (rate limits, concurrency, budget and credit reservations all happen in admit, which
+ * throws 429/402); afterwards it reports the outcome exactly once, whatever happened (success,
+ * upstream failure, client gone), so everything admit took is settled or released.
+ */
+export interface AdmissionRequest {
+  credential: Credential;
+  requestId: string;
+  endpoint: string;
+  model: string;
+  stream: boolean;
+  /** Upper-bound estimate for reservations. */
+  estimate: { inputTokens: number; maxOutputTokens: number };
+}
+
+export interface CallOutcome {
+  /** HTTP status the client saw (499 when it went away first). */
+  status: number;
+  errorCode: string | null;
+  /** What the upstream reported (or we estimated); null when no upstream call produced anything. */
+  usage: Usage | null;
+  provider: string | null;
+  upstreamModel: string | null;
+  attempts: number;
+  latencyMs: number;
+  /** Time to first streamed content. */
+  ttftMs: number | null;
+  /** Request and response bodies, kept only where the account logs them. */
+  bodies?: { request: unknown; response: unknown };
+}
+
+export interface Admission {
+  /** Response headers to add (x-ratelimit-*). */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Settles everything admit took. Never throws; calling it twice has no further effect. */
+  finish(outcome: CallOutcome): void;
+}
+
+export interface InferenceAdmission {
+  admit(request: AdmissionRequest): Promise<Admission>;
+}
+
+const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** Used when no metering plugin is enabled: admits everything and records nothing. */
+export const openAdmission: InferenceAdmission = {
+  admit: async () => ({ headers: EMPTY_HEADERS, finish: () => undefined }),
+};
+
+export const InferenceAdmissionToken = createToken<InferenceAdmission>('InferenceAdmission');

@@ -1,0 +1,16 @@
+import type { FastifyRequest } from 'fastify';
+import { ApiError } from '../../core/errors.ts';
+
+/**
+ * A request from a web page (it carries Origin) would expose the key to the page's users, so it is
+ * refused unless the caller opts in with x-svc-dangerous-browser-access: true.
+ */
+export function enforceBrowserRule(request: FastifyRequest): void {
+  if (request.headers.origin === undefined) return;
+  if (request.headers['x-svc-dangerous-browser-access'] === 'true') return;
+  throw new ApiError(
+    403,
+    'browser_access_denied',
+    'Requests from a browser (with an Origin header) are refused: they would expose your API key. Call from a server, or send x-svc-dangerous-browser-access: true if you accept the risk.',
+  );
+}

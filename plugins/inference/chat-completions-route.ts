@@ -1,0 +1,266 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ApiError } from '../../core/errors.ts';
+import type { Admission, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
+import { UpstreamError, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
+import { estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
+import { toOpenAIUsage } from '../../providers/usage-format.ts';
+import { carriesContent, outputBytesOf, parseChatRequest, upstreamChatBody, type ParsedChatRequest } from './chat-request.ts';
+import type { CircuitBreaker } from './circuit-breaker.ts';
+import { ClientGoneError, FailoverError, runWithFailover, type FailoverSettings } from './failover.ts';
+import type { InferenceConfig } from './inference-config.ts';
+import type { CatalogueModel, ModelCatalogue } from './model-catalogue.ts';
+import type { ProviderRegistry } from './provider-registry.ts';
+import { planRoutes, type RouteCandidate } from './route-planner.ts';
+import { SseResponse } from './sse-response.ts';
+
+export interface ChatRouteDeps {
+  catalogue: ModelCatalogue;
+  providers: ProviderRegistry;
+  breaker: CircuitBreaker;
+  admission: InferenceAdmission;
+  config: InferenceConfig;
+}
+
+const ENDPOINT = '/v1/chat/completions';
+
+/** Aborted when the client goes away before the response is complete. */
+function clientSignal(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) controller.abort(new ClientGoneError());
+  });
+  return controller.signal;
+}
+
+function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
+  const asked = request.max_completion_tokens ?? request.max_tokens ?? model.maxOutputTokens;
+  return {
+    inputTokens: estimateChatInputTokens(request as unknown as Parameters<typeof estimateChatInputTokens>[0]),
+    maxOutputTokens: Math.min(asked, model.maxOutputTokens),
+  };
+}
+
+function failureOutcome(error: unknown, started: number, base: Partial<CallOutcome>): CallOutcome {
+  const gone = error instanceof ClientGoneError;
+  return {
+    status: gone ? 499 : error instanceof ApiError ? error.status : 500,
+    errorCode: gone ? 'client_closed_request' : error instanceof ApiError ? error.code : 'internal_error',
+    usage: null,
+    provider: null,
+    upstreamModel: null,
+    attempts: error instanceof FailoverError ? error.attempts : 0,
+    latencyMs: Math.round(performance.now() - started),
+    ttftMs: null,
+    ...base,
+  };
+}
+
+export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRouteDeps): void {
+  const settings: FailoverSettings = deps.config.failover;
+
+  app.post(ENDPOINT, { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async (request, reply) => {
+    const body = parseChatRequest(request.body);
+    const credential = request.credential!;
+    const model = deps.catalogue.require(credential, body.model);
+    const stream = body.stream === true;
+    const candidates = planRoutes(model, stream ? 'stream' : 'chat', deps.providers, deps.breaker);
+    const admission = await deps.admission.admit({
+      credential,
+      requestId: request.id,
+      endpoint: ENDPOINT,
+      model: model.id,
+      stream,
+      estimate: estimateFor(body, model),
+    });
+    const started = performance.now();
+    const signal = clientSignal(reply);
+    return stream
+      ? streamCompletion(request, reply, { deps, body, model, candidates, admission, started, signal, settings })
+      : completeOnce(request, reply, { deps, body, model, candidates, admission, started, signal, settings });
+  });
+}
+
+interface CallContext {
+  deps: ChatRouteDeps;
+  body: ParsedChatRequest;
+  model: CatalogueModel;
+  candidates: RouteCandidate[];
+  admission: Admission;
+  started: number;
+  signal: AbortSignal;
+  settings: FailoverSettings;
+}
+
+async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: CallContext) {
+  const { deps, body, model, candidates, admission, started, signal, settings } = call;
+  try {
+    const outcome = await runWithFailover(
+      candidates,
+      (candidate, attemptSignal) => candidate.provider.chat!(upstreamChatBody(body, candidate.upstreamModel), { signal: attemptSignal, requestId: request.id }),
+      { settings, breaker: deps.breaker, signal },
+    );
+    const { completion, usage } = outcome.value;
+    admission.finish({
+      status: 200,
+      errorCode: null,
+      usage,
+      provider: outcome.candidate.provider.name,
+      upstreamModel: outcome.candidate.upstreamModel,
+      attempts: outcome.attempts,
+      latencyMs: Math.round(performance.now() - started),
+      ttftMs: null,
+    });
+    void reply.headers({ ...admission.headers, 'x-svc-provider': outcome.candidate.provider.name, 'x-svc-attempts': String(outcome.attempts) });
+    return reply.send({ ...completion, model: model.id, usage: completion.usage ?? toOpenAIUsage(usage) });
+  } catch (error) {
+    admission.finish(failureOutcome(error, started, {}));
+    void reply.headers(admission.headers);
+    throw error;
+  }
+}
+
+interface OpenedStream {
+  iterator: AsyncIterator<ChatStreamEvent>;
+  /** Events read before and including the first content chunk. */
+  buffered: ChatStreamEvent[];
+  firstContentAt: number;
+}
+
+/**
+ * Opens a stream on one route and reads until the first content chunk (the commit point) or the
+ * time-to-first-token limit. Until then nothing has reached the client, so a failure here can
+ * still fail over to the next route.
+ */
+async function openUntilFirstContent(candidate: RouteCandidate, call: CallContext, attemptSignal: AbortSignal, requestId: string): Promise<OpenedStream> {
+  const ttftMs = call.model.ttftTimeoutMs ?? call.deps.config.failover.ttftTimeoutMs;
+  const upstream = new AbortController();
+  const forward = () => upstream.abort(attemptSignal.reason);
+  attemptSignal.addEventListener('abort', forward, { once: true });
+  let timer: NodeJS.Timeout | undefined;
+  const ttft = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      upstream.abort();
+      reject(new UpstreamError('timeout', `no content within ${ttftMs} ms`));
+    }, ttftMs);
+  });
+  const iterator = candidate.provider
+    .chatStream!(upstreamChatBody(call.body, candidate.upstreamModel), { signal: upstream.signal, requestId })
+    [Symbol.asyncIterator]();
+  const buffered: ChatStreamEvent[] = [];
+  try {
+    for (;;) {
+      const pending = iterator.next();
+      // If the timeout wins the race, the abandoned read rejects later: keep that quiet.
+      pending.catch(() => undefined);
+      const next = await Promise.race([pending, ttft]);
+      if (next.done) throw new UpstreamError('protocol', 'the stream ended before any content');
+      buffered.push(next.value);
+      if (next.value.type === 'chunk' && carriesContent(next.value.chunk)) {
+        return { iterator, buffered, firstContentAt: performance.now() };
+      }
+    }
+  } catch (error) {
+    upstream.abort();
+    void iterator.return?.().catch(() => undefined);
+    throw error;
+  } finally {
+    clearTimeout(timer);
+    attemptSignal.removeEventListener('abort', forward);
+  }
+}
+
+async function streamCompletion(request: FastifyRequest, reply: FastifyReply, call: CallContext) {
+  const { deps, body, model, candidates, admission, started, signal, settings } = call;
+  let opened: { value: OpenedStream; candidate: RouteCandidate; attempts: number };
+  try {
+    opened = await runWithFailover(candidates, (candidate, attemptSignal) => openUntilFirstContent(candidate, call, attemptSignal, request.id), {
+      settings,
+      breaker: deps.breaker,
+      signal,
+    });
+  } catch (error) {
+    admission.finish(failureOutcome(error, started, {}));
+    void reply.headers(admission.headers);
+    throw error;
+  }
+
+  reply.hijack();
+  const sse = new SseResponse(reply.raw);
+  sse.open({
+    ...(reply.getHeaders() as Record<string, string>),
+    ...admission.headers,
+    'x-svc-provider': opened.candidate.provider.name,
+    'x-svc-attempts': String(opened.attempts),
+  });
+
+  const includeUsage = body.stream_options?.include_usage === true;
+  const { iterator, buffered, firstContentAt } = opened.value;
+  let usage: Usage | null = null;
+  let outputBytes = 0;
+  let last: ChatCompletionChunk | null = null;
+  let status = 200;
+  let errorCode: string | null = null;
+
+  const forward = async (event: ChatStreamEvent) => {
+    if (event.type === 'usage') {
+      usage = event.usage;
+      return;
+    }
+    event.chunk.model = model.id;
+    last = event.chunk;
+    outputBytes += outputBytesOf(event.chunk);
+    await sse.data(event.chunk);
+  };
+
+  try {
+    for (const event of buffered) await forward(event);
+    for (;;) {
+      if (signal.aborted) throw new ClientGoneError();
+      const next = await iterator.next();
+      if (next.done) break;
+      await forward(next.value);
+    }
+    if (includeUsage && usage) {
+      const tail = last as ChatCompletionChunk | null;
+      await sse.data({ id: tail?.id ?? request.id, object: 'chat.completion.chunk', created: tail?.created ?? Math.floor(Date.now() / 1000), model: model.id, choices: [], usage: toOpenAIUsage(usage) });
+    }
+    await sse.data('[DONE]');
+  } catch (error) {
+    if (signal.aborted || error instanceof ClientGoneError) {
+      status = 499;
+      errorCode = 'client_closed_request';
+    } else {
+      // Past the commit point a failure can only be reported in-band.
+      status = 502;
+      errorCode = 'upstream_error';
+      request.log.warn({ err: error, route: opened.candidate.key }, 'stream failed after first content');
+      await sse.data({ error: { message: 'The upstream stream failed part-way; the response is incomplete. It is safe to retry.', type: 'upstream_error', code: 'upstream_error', param: null } });
+    }
+    void iterator.return?.().catch(() => undefined);
+  } finally {
+    sse.end();
+    admission.finish({
+      status,
+      errorCode,
+      usage: usage ?? partialUsage(body, outputBytes),
+      provider: opened.candidate.provider.name,
+      upstreamModel: opened.candidate.upstreamModel,
+      attempts: opened.attempts,
+      latencyMs: Math.round(performance.now() - started),
+      ttftMs: Math.round(firstContentAt - started),
+    });
+  }
+  return reply;
+}
+
+/** When a stream broke before its usage arrived: what was sent, counted locally. */
+function partialUsage(body: ParsedChatRequest, outputBytes: number): Usage {
+  return {
+    inputTokens: estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]),
+    cachedInputTokens: 0,
+    cacheWriteTokens: 0,
+    outputTokens: tokensFromUtf8Bytes(outputBytes),
+    reasoningTokens: 0,
+    estimated: true,
+  };
+}

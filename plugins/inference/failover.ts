@@ -1,0 +1,127 @@
+import { ApiError } from '../../core/errors.ts';
+import { UpstreamError } from '../../core/provider.ts';
+import type { CircuitBreaker } from './circuit-breaker.ts';
+import type { RouteCandidate } from './route-planner.ts';
+
+export interface FailoverSettings {
+  maxAttempts: number;
+  retriesPerRoute: number;
+  initialBackoffMs: number;
+  maxBackoffMs: number;
+  maxRetryAfterMs: number;
+  deadlineMs: number;
+}
+
+export interface FailoverOutcome<T> {
+  value: T;
+  candidate: RouteCandidate;
+  attempts: number;
+}
+
+/** Thrown when the client went away: nothing is sent, everything held is released by the caller. */
+export class ClientGoneError extends Error {
+  constructor() {
+    super('client disconnected');
+    this.name = 'ClientGoneError';
+  }
+}
+
+/** An ApiError that also says how many upstream attempts were made (for headers and logs). */
+export class FailoverError extends ApiError {
+  constructor(
+    status: number,
+    code: string,
+    message: string,
+    readonly attempts: number,
+    readonly lastRoute: string | null,
+  ) {
+    super(status, code, message, { headers: { 'x-svc-attempts': String(attempts) } });
+  }
+}
+
+export interface FailoverOptions {
+  settings: FailoverSettings;
+  breaker: CircuitBreaker;
+  /** The client's signal: aborting it stops the current attempt and any wait. */
+  signal: AbortSignal;
+  now?: () => number;
+  random?: () => number;
+}
+
+/**
+ * Tries the candidates in order. Connect errors, timeouts, 5xx and 429 are retried on the same
+ * route with exponential backoff and full jitter (honouring the upstream's retry-after when it is
+ * short), then the next route is tried; an upstream that says the request itself is wrong (4xx)
+ * ends the search at once. No new attempt starts after the deadline.
+ */
+export async function runWithFailover<T>(
+  candidates: readonly RouteCandidate[],
+  attempt: (candidate: RouteCandidate, signal: AbortSignal) => Promise<T>,
+  options: FailoverOptions,
+): Promise<FailoverOutcome<T>> {
+  const { settings, breaker, signal } = options;
+  const now = options.now ?? Date.now;
+  const random = options.random ?? Math.random;
+  const deadline = now() + settings.deadlineMs;
+  let attempts = 0;
+  let last: { error: UpstreamError; route: string } | null = null;
+
+  if (candidates.length === 0) {
+    throw new FailoverError(502, 'upstream_error', 'No upstream route can serve this model right now; it is safe to retry later', 0, null);
+  }
+
+  search: for (const candidate of candidates) {
+    for (let onRoute = 0; ; onRoute += 1) {
+      if (attempts >= settings.maxAttempts || (attempts > 0 && now() >= deadline)) break search;
+      if (signal.aborted) throw new ClientGoneError();
+      attempts += 1;
+      const controller = new AbortController();
+      const forward = () => controller.abort(signal.reason);
+      signal.addEventListener('abort', forward, { once: true });
+      try {
+        const value = await attempt(candidate, controller.signal);
+        return { value, candidate, attempts };
+      } catch (caught) {
+        controller.abort();
+        if (signal.aborted) throw new ClientGoneError();
+        if (!(caught instanceof UpstreamError)) throw caught;
+        last = { error: caught, route: candidate.key };
+        if (caught.kind === 'client' && caught.status !== 404) {
+          throw new FailoverError(400, 'upstream_rejected_request', `The model rejected the request: ${caught.message}`, attempts, candidate.key);
+        }
+        void breaker.recordFailure(candidate.key);
+        const retryAfter = caught.retryAfterMs;
+        const sameRouteAgain =
+          caught.retryable && onRoute < settings.retriesPerRoute && !(caught.kind === 'rate_limited' && (retryAfter === null || retryAfter > settings.maxRetryAfterMs));
+        if (!sameRouteAgain) continue search;
+        const backoff = random() * Math.min(settings.maxBackoffMs, settings.initialBackoffMs * 2 ** onRoute);
+        const delay = retryAfter ?? backoff;
+        if (now() + delay >= deadline) continue search;
+        await sleep(delay, signal);
+      } finally {
+        signal.removeEventListener('abort', forward);
+      }
+    }
+  }
+  const detail = last ? ` (last: ${describe(last.error)} from ${last.route})` : '';
+  throw new FailoverError(502, 'upstream_error', `The model could not be reached after ${attempts} attempt(s)${detail}; it is safe to retry`, attempts, last?.route ?? null);
+}
+
+function describe(error: UpstreamError): string {
+  return error.status ? `${error.kind} ${error.status}` : error.kind;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal.aborted) return reject(new ClientGoneError());
+    const timer = setTimeout(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(new ClientGoneError());
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,64 @@
+import type { FastifyInstance } from 'fastify';
+import { InferenceAdmissionToken, openAdmission } from '../../core/inference-admission.ts';
+import { definePlugin } from '../../core/plugin.ts';
+import { Tokens } from '../../core/tokens.ts';
+import { enforceBrowserRule } from './browser-rule.ts';
+import { registerChatCompletionsRoute } from './chat-completions-route.ts';
+import { CircuitBreaker } from './circuit-breaker.ts';
+import { inferenceConfigSchema } from './inference-config.ts';
+import { ModelCatalogue } from './model-catalogue.ts';
+import { registerModelsRoutes } from './models-routes.ts';
+import { ProviderRegistry } from './provider-registry.ts';
+import { createToken } from '../../core/container.ts';
+
+export const InferenceTokens = {
+  Catalogue: createToken<ModelCatalogue>('ModelCatalogue'),
+  Providers: createToken<ProviderRegistry>('ProviderRegistry'),
+  CircuitBreaker: createToken<CircuitBreaker>('CircuitBreaker'),
+};
+
+/** Routes that the browser rule covers (the spec: models list and retrieve, chat, speech). */
+const BROWSER_RULE_PREFIXES = ['/v1/models', '/v1/chat/completions', '/v1/audio/speech'];
+
+export const inferencePlugin = definePlugin({
+  name: 'inference',
+  description: 'The OpenAI-compatible gateway at /v1: models, chat completions (JSON and SSE) with failover',
+  configSchema: inferenceConfigSchema,
+  register({ container, config }) {
+    container.bindValue(InferenceTokens.Catalogue, new ModelCatalogue(config));
+    container.bindValue(InferenceTokens.Providers, new ProviderRegistry());
+    container.bindValue(
+      InferenceTokens.CircuitBreaker,
+      new CircuitBreaker(container.resolve(Tokens.Coordination), config.circuitBreaker),
+    );
+  },
+  routes(app: FastifyInstance, { container, config }) {
+    const catalogue = container.resolve(InferenceTokens.Catalogue);
+    app.addHook('onRequest', async (request) => {
+      const path = request.url.split('?')[0] ?? '';
+      if (BROWSER_RULE_PREFIXES.some((prefix) => path.startsWith(prefix))) enforceBrowserRule(request);
+    });
+    app.get('/v1', { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async () => ({
+      object: 'surface',
+      surface: 'inference',
+      endpoints: ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions'],
+    }));
+    registerModelsRoutes(app, catalogue);
+    registerChatCompletionsRoute(app, {
+      catalogue,
+      providers: container.resolve(InferenceTokens.Providers),
+      breaker: container.resolve(InferenceTokens.CircuitBreaker),
+      // Every plugin has registered by now, so a metering plugin's binding is visible here.
+      admission: container.tryResolve(InferenceAdmissionToken) ?? openAdmission,
+      config,
+    });
+  },
+  async start({ container, config }) {
+    await container.resolve(InferenceTokens.Providers).load(config);
+    await container.resolve(InferenceTokens.CircuitBreaker).start();
+  },
+  async stop({ container }) {
+    await container.resolve(InferenceTokens.CircuitBreaker).stop();
+    await container.resolve(InferenceTokens.Providers).close();
+  },
+});

@@ -1,0 +1,108 @@
+import { z } from 'zod';
+import { usdAmount } from '../../core/money.ts';
+
+/** Prices in USD; token prices per million tokens. Metering bills with these. */
+export const priceSchema = z.strictObject({
+  inputPerMTokUsd: usdAmount,
+  cachedInputPerMTokUsd: usdAmount.optional(),
+  cacheWritePerMTokUsd: usdAmount.optional(),
+  outputPerMTokUsd: usdAmount,
+  perImageUsd: usdAmount.optional(),
+  perAudioSecondUsd: usdAmount.optional(),
+  perCharacterUsd: usdAmount.optional(),
+  perWebSearchUsd: usdAmount.optional(),
+});
+
+const routeSchema = z.strictObject({
+  /** A provider instance named under `providers`. */
+  provider: z.string().min(1),
+  /** The model name the upstream knows (for Azure: the deployment name). */
+  model: z.string().min(1),
+  /** Routes of equal priority share traffic by weight; lower priority numbers are tried first. */
+  weight: z.number().positive().default(1),
+  priority: z.number().int().optional(),
+});
+
+const modality = z.enum(['text', 'image', 'audio', 'embedding']);
+
+export const modelSchema = z.strictObject({
+  routes: z.array(routeSchema).min(1),
+  modalities: z
+    .strictObject({ input: z.array(modality).min(1).default(['text']), output: z.array(modality).min(1).default(['text']) })
+    .prefault({}),
+  /** Whether /v1/batches accepts this model (`svc_batch`). */
+  batch: z.boolean().default(false),
+  contextWindow: z.number().int().positive().default(128_000),
+  maxOutputTokens: z.number().int().positive().default(16_384),
+  prices: priceSchema.optional(),
+  /** Streams whose first content takes longer than this fail over to the next route. */
+  ttftTimeoutMs: z.number().int().positive().optional(),
+  ownedBy: z.string().default('svc'),
+  /** Marked so lists and logs can say it is a development model (the mock). */
+  development: z.boolean().default(false),
+});
+
+const timeoutsSchema = z.strictObject({
+  connectMs: z.number().int().positive().optional(),
+  firstByteMs: z.number().int().positive().optional(),
+  totalMs: z.number().int().positive().optional(),
+});
+
+/** `type` names a built-in provider, `package` an npm package; the rest is the type's own config. */
+export const providerEntrySchema = z
+  .looseObject({
+    type: z.string().min(1).optional(),
+    package: z.string().min(1).optional(),
+    timeouts: timeoutsSchema.optional(),
+  })
+  .refine((entry) => Boolean(entry.type) || Boolean(entry.package), 'a provider needs `type` (built in) or `package` (npm)');
+
+export const inferenceConfigSchema = z
+  .strictObject({
+    providers: z.record(z.string().regex(/^[a-z0-9][a-z0-9_-]*$/i, 'provider names are letters, digits, - and _'), providerEntrySchema).default({}),
+    models: z.record(z.string().min(1).max(200), modelSchema).default({}),
+    timeouts: timeoutsSchema.prefault({}),
+    failover: z
+      .strictObject({
+        /** Upstream attempts per request, across every route. */
+        maxAttempts: z.number().int().min(1).max(10).default(4),
+        /** Extra tries on the same route before moving on (connect errors, 5xx, timeouts). */
+        retriesPerRoute: z.number().int().min(0).max(5).default(1),
+        initialBackoffMs: z.number().int().min(0).default(100),
+        maxBackoffMs: z.number().int().min(0).default(2_000),
+        /** An upstream retry-after longer than this moves to the next route instead of waiting. */
+        maxRetryAfterMs: z.number().int().min(0).default(5_000),
+        /** No new attempt starts after this long; the client then gets 502. */
+        deadlineMs: z.number().int().positive().default(30_000),
+        /** Time to first streamed content before failing over (per model: ttftTimeoutMs). */
+        ttftTimeoutMs: z.number().int().positive().default(60_000),
+      })
+      .prefault({}),
+    circuitBreaker: z
+      .strictObject({
+        /** Failures of one route within the window that open its circuit. */
+        failureThreshold: z.number().int().min(1).default(5),
+        windowMs: z.number().int().positive().default(30_000),
+        /** How long an open route is skipped (while others remain). */
+        cooldownMs: z.number().int().positive().default(30_000),
+      })
+      .prefault({}),
+  })
+  .superRefine((config, ctx) => {
+    for (const [modelId, model] of Object.entries(config.models)) {
+      model.routes.forEach((route, index) => {
+        if (!Object.hasOwn(config.providers, route.provider)) {
+          ctx.addIssue({
+            code: 'custom',
+            path: ['models', modelId, 'routes', index, 'provider'],
+            message: `no provider named '${route.provider}' under providers`,
+          });
+        }
+      });
+    }
+  });
+
+export type InferenceConfig = z.output<typeof inferenceConfigSchema>;
+export type ModelConfig = z.output<typeof modelSchema>;
+export type RouteConfig = z.output<typeof routeSchema>;
+export type ProviderEntry = z.output<typeof providerEntrySchema>;

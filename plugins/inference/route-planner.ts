@@ -1,0 +1,58 @@
+import type { Capability, Provider } from '../../core/provider.ts';
+import type { CircuitBreaker } from './circuit-breaker.ts';
+import type { CatalogueModel } from './model-catalogue.ts';
+import type { ProviderRegistry } from './provider-registry.ts';
+
+export interface RouteCandidate {
+  /** `provider/model`, the circuit breaker's key and what logs show. */
+  key: string;
+  provider: Provider;
+  upstreamModel: string;
+}
+
+/**
+ * Orders a model's routes for one request: by priority (config order when none is given), routes
+ * of equal priority in a weighted random order, routes whose circuit is open moved to the back
+ * (still tried if nothing else works), and routes whose provider lacks the capability dropped.
+ */
+export function planRoutes(
+  model: CatalogueModel,
+  capability: Capability,
+  providers: ProviderRegistry,
+  breaker: CircuitBreaker,
+  random: () => number = Math.random,
+): RouteCandidate[] {
+  const tiers = new Map<number, Array<{ candidate: RouteCandidate; weight: number }>>();
+  model.routes.forEach((route, index) => {
+    const provider = providers.get(route.provider);
+    if (!provider || !provider.capabilities.has(capability)) return;
+    const priority = route.priority ?? index;
+    const tier = tiers.get(priority) ?? [];
+    tier.push({ candidate: { key: `${route.provider}/${route.model}`, provider, upstreamModel: route.model }, weight: route.weight });
+    tiers.set(priority, tier);
+  });
+  const ordered: RouteCandidate[] = [];
+  for (const priority of [...tiers.keys()].sort((a, b) => a - b)) ordered.push(...weightedOrder(tiers.get(priority)!, random));
+  const healthy = ordered.filter((c) => !breaker.isOpen(c.key));
+  const cooling = ordered.filter((c) => breaker.isOpen(c.key));
+  return [...healthy, ...cooling];
+}
+
+/** Weighted sampling without replacement. */
+function weightedOrder(items: Array<{ candidate: RouteCandidate; weight: number }>, random: () => number): RouteCandidate[] {
+  if (items.length === 1) return [items[0]!.candidate];
+  const pool = [...items];
+  const out: RouteCandidate[] = [];
+  while (pool.length > 0) {
+    const total = pool.reduce((sum, item) => sum + item.weight, 0);
+    let pick = random() * total;
+    let index = 0;
+    while (index < pool.length - 1 && pick >= pool[index]!.weight) {
+      pick -= pool[index]!.weight;
+      index += 1;
+    }
+    out.push(pool[index]!.candidate);
+    pool.splice(index, 1);
+  }
+  return out;
+}

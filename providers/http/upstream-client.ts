@@ -1,0 +1,168 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { LookupFunction } from 'node:net';
+import { Pool, type Dispatcher } from 'undici';
+import type { UpstreamTimeouts } from '../../core/provider.ts';
+import { assertPublicUrlSync, guardedLookup } from '../../core/outbound-url-guard.ts';
+import { CallDeadlines } from './call-deadlines.ts';
+import { timedConnector } from './timed-connector.ts';
+import { errorFromStatus, errorFromTransport, protocolError, type ErrorContext } from './upstream-errors.ts';
+
+export interface UpstreamClientOptions {
+  /** Where calls go; request paths are appended to its path (`https://api.groq.com/openai/v1`). */
+  baseUrl: string;
+  timeouts: UpstreamTimeouts;
+  /** Provider instance name, used in error messages. */
+  label: string;
+  /** Values (API keys) that must never appear in an error message. */
+  secrets?: readonly string[];
+  /** Skip the SSRF guard: for upstreams on the operator's own network and loopback test fakes. */
+  allowPrivateNetwork?: boolean;
+  /** Resolver under the SSRF guard (default: the system's). */
+  lookup?: LookupFunction;
+  /** Most sockets to the origin at once (default: unlimited, the gateway's own limits apply first). */
+  connections?: number;
+}
+
+export interface UpstreamRequest {
+  /** Appended to the base URL's path; may carry a query string. */
+  path: string;
+  /** Serialised as JSON. */
+  body: unknown;
+  headers?: Record<string, string>;
+  signal: AbortSignal;
+}
+
+export interface JsonResponse<T = unknown> {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: T;
+}
+
+export interface StreamResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  /**
+   * The body's bytes. Failures while reading surface as UpstreamError; stopping early (break,
+   * return) closes the upstream connection so the upstream stops generating.
+   */
+  body: AsyncIterable<Uint8Array>;
+}
+
+/** Upstream error bodies are for logs; no need to hold a megabyte of HTML. */
+const ERROR_BODY_LIMIT = 64 * 1024;
+
+/**
+ * HTTP to one upstream origin: a keep-alive undici pool, the three deadlines, the caller's signal,
+ * and every failure turned into UpstreamError.
+ */
+export class UpstreamHttpClient {
+  private readonly pool: Pool;
+  private readonly basePath: string;
+  private readonly timeouts: UpstreamTimeouts;
+  private readonly errors: ErrorContext;
+
+  constructor(options: UpstreamClientOptions) {
+    const url = assertPublicUrlSync(options.baseUrl, { allowPrivate: options.allowPrivateNetwork ?? false });
+    this.basePath = url.pathname.replace(/\/+$/, '');
+    this.timeouts = options.timeouts;
+    this.errors = { label: options.label, secrets: (options.secrets ?? []).filter((secret) => secret !== '') };
+    const lookup = options.allowPrivateNetwork ? options.lookup : guardedLookup(options.lookup);
+    this.pool = new Pool(url.origin, {
+      connections: options.connections ?? null,
+      // our own deadlines are the ones that count; undici's only back them up
+      headersTimeout: options.timeouts.firstByteMs,
+      bodyTimeout: options.timeouts.totalMs,
+      connect: timedConnector(options.timeouts.connectMs, lookup),
+    });
+  }
+
+  /** POST a JSON body and read a JSON answer; non-2xx statuses throw. */
+  async postJson<T = unknown>(request: UpstreamRequest): Promise<JsonResponse<T>> {
+    const deadlines = new CallDeadlines(request.signal, this.timeouts);
+    try {
+      const response = await this.send(request, 'application/json', deadlines);
+      let text: string;
+      try {
+        text = await response.body.text();
+      } catch (error) {
+        throw errorFromTransport(this.errors, error, 'body', deadlines.cause, this.timeouts);
+      }
+      try {
+        return { status: response.statusCode, headers: response.headers, body: JSON.parse(text) as T };
+      } catch {
+        throw protocolError(this.errors, `upstream answered ${response.statusCode} with a body that is not JSON`, text.slice(0, 2000));
+      }
+    } finally {
+      deadlines.finish();
+    }
+  }
+
+  /** POST a JSON body and stream the answer; non-2xx statuses throw before anything is yielded. */
+  async postStream(request: UpstreamRequest): Promise<StreamResponse> {
+    const deadlines = new CallDeadlines(request.signal, this.timeouts);
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.send(request, 'text/event-stream', deadlines);
+    } catch (error) {
+      deadlines.finish();
+      throw error;
+    }
+    return { status: response.statusCode, headers: response.headers, body: this.guardBody(response, deadlines) };
+  }
+
+  async close(): Promise<void> {
+    await this.pool.destroy();
+  }
+
+  private async *guardBody(response: Dispatcher.ResponseData, deadlines: CallDeadlines): AsyncGenerator<Uint8Array> {
+    try {
+      for await (const chunk of response.body) yield chunk as Uint8Array;
+    } catch (error) {
+      throw errorFromTransport(this.errors, error, 'body', deadlines.cause, this.timeouts);
+    } finally {
+      // a consumer that stops early must not leave the upstream generating into a dead socket
+      if (!response.body.readableEnded) response.body.destroy();
+      deadlines.finish();
+    }
+  }
+
+  private async send(request: UpstreamRequest, accept: string, deadlines: CallDeadlines): Promise<Dispatcher.ResponseData> {
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.pool.request({
+        method: 'POST',
+        path: this.basePath + request.path,
+        headers: { ...request.headers, 'content-type': 'application/json', accept },
+        body: JSON.stringify(request.body),
+        signal: deadlines.signal,
+      });
+    } catch (error) {
+      throw errorFromTransport(this.errors, error, 'before_headers', deadlines.cause, this.timeouts);
+    }
+    deadlines.headersArrived();
+    if (response.statusCode >= 200 && response.statusCode < 300) return response;
+
+    let text = '';
+    try {
+      text = await readCapped(response.body, ERROR_BODY_LIMIT);
+    } catch {
+      // the status alone still says what happened
+    }
+    throw errorFromStatus(this.errors, response.statusCode, response.headers, text);
+  }
+}
+
+async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buffer = chunk as Buffer;
+    chunks.push(buffer);
+    size += buffer.length;
+    if (size >= limit) {
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+}

@@ -1,0 +1,13 @@
+import { defineProviderType } from '../../core/provider.ts';
+import { mockConfigSchema } from './config.ts';
+import { MockProvider } from './mock-provider.ts';
+
+export { mockConfigSchema, type MockConfig } from './config.ts';
+export { MockProvider } from './mock-provider.ts';
+
+/** `type: mock` — the offline development provider (see MockProvider). */
+export const mockProviderType = defineProviderType({
+  type: 'mock',
+  configSchema: mockConfigSchema,
+  create: (name, config) => new MockProvider(name, config),
+});

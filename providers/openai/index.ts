@@ -1,0 +1,13 @@
+import { defineProviderType } from '../../core/provider.ts';
+import { openAIConfigSchema } from './config.ts';
+import { OpenAIProvider } from './openai-provider.ts';
+
+export { openAIConfigSchema, type OpenAIConfig } from './config.ts';
+export { OpenAIProvider } from './openai-provider.ts';
+
+/** `type: openai` — any OpenAI-compatible API (OpenAI, Azure OpenAI, Groq, Together, vLLM, Ollama, …). */
+export const openAIProviderType = defineProviderType({
+  type: 'openai',
+  configSchema: openAIConfigSchema,
+  create: (name, config, context) => new OpenAIProvider(name, config, context),
+});

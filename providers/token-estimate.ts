@@ -1,0 +1,73 @@
+import type { ChatMessage, ChatRequestBody, EmbeddingsRequestBody, JsonObject } from '../core/provider.ts';
+
+/**
+ * Local token counts for when an upstream reports none (and for the mock, which has no tokenizer).
+ * About four bytes of UTF-8 per token: right for English, and it does not undercount scripts
+ * whose characters take several bytes (and usually a token or more each).
+ */
+export function estimateTokens(text: string): number {
+  if (text === '') return 0;
+  return tokensFromUtf8Bytes(Buffer.byteLength(text, 'utf8'));
+}
+
+/** For streams: add up `Buffer.byteLength` of each fragment and convert once at the end. */
+export function tokensFromUtf8Bytes(bytes: number): number {
+  return Math.ceil(bytes / 4);
+}
+
+/** Roughly what a hosted model charges for one image in a prompt. */
+const IMAGE_TOKENS = 85;
+/** Per-message framing (role markers) that chat formats add. */
+const MESSAGE_OVERHEAD = 4;
+/** The assistant-reply primer at the end of a chat prompt. */
+const REPLY_PRIMER = 3;
+
+function contentTokens(content: ChatMessage['content']): number {
+  if (content === undefined || content === null) return 0;
+  if (typeof content === 'string') return estimateTokens(content);
+  let total = 0;
+  for (const part of content) total += partTokens(part);
+  return total;
+}
+
+function partTokens(part: JsonObject): number {
+  if (typeof part['text'] === 'string') return estimateTokens(part['text']);
+  if (part['type'] === 'image_url' || part['type'] === 'image' || part['type'] === 'input_image') return IMAGE_TOKENS;
+  return estimateTokens(JSON.stringify(part));
+}
+
+export function estimateMessageTokens(message: ChatMessage): number {
+  let total = MESSAGE_OVERHEAD + contentTokens(message.content);
+  if (message.name) total += estimateTokens(message.name);
+  for (const call of message.tool_calls ?? []) {
+    total += estimateTokens(call.function.name) + estimateTokens(call.function.arguments);
+  }
+  return total;
+}
+
+/** The prompt side of a chat request: messages plus tool definitions. */
+export function estimateChatInputTokens(body: Pick<ChatRequestBody, 'messages' | 'tools'>): number {
+  let total = REPLY_PRIMER;
+  for (const message of body.messages) total += estimateMessageTokens(message);
+  if (body.tools && body.tools.length > 0) total += estimateTokens(JSON.stringify(body.tools));
+  return total;
+}
+
+/** The completion side: text, reasoning and tool-call arguments produced. */
+export function estimateOutputTokens(output: { text?: string; reasoning?: string; toolCalls?: ReadonlyArray<{ name: string; arguments: string }> }): number {
+  let total = estimateTokens(output.text ?? '') + estimateTokens(output.reasoning ?? '');
+  for (const call of output.toolCalls ?? []) total += estimateTokens(call.name) + estimateTokens(call.arguments);
+  return total;
+}
+
+/** Embedding inputs: text counts by estimate, pre-tokenised input by its length. */
+export function estimateEmbeddingInputTokens(input: EmbeddingsRequestBody['input']): number {
+  if (typeof input === 'string') return estimateTokens(input);
+  let total = 0;
+  for (const item of input as unknown[]) {
+    if (typeof item === 'string') total += estimateTokens(item);
+    else if (typeof item === 'number') total += 1;
+    else if (Array.isArray(item)) total += item.length;
+  }
+  return total;
+}

@@ -1,0 +1,142 @@
+import t from 'tap';
+import type { LookupFunction } from 'node:net';
+import {
+  assertPublicUrl,
+  assertPublicUrlSync,
+  createOutboundUrlChecker,
+  guardedLookup,
+  isPrivateAddress,
+  OutboundUrlRefusedError,
+} from '../../core/outbound-url-guard.ts';
+
+function refusalReason(check: () => unknown): string | null {
+  try {
+    check();
+    return null;
+  } catch (error) {
+    return error instanceof OutboundUrlRefusedError ? error.reason : 'not-a-refusal';
+  }
+}
+
+const refused = (url: string) => {
+  try {
+    assertPublicUrlSync(url);
+    return false;
+  } catch (error) {
+    return error instanceof OutboundUrlRefusedError;
+  }
+};
+
+t.test('refuses non-http schemes', async (t) => {
+  for (const url of ['file:///etc/passwd', 'ftp://example.com/', 'gopher://example.com/', 'javascript:alert(1)', 'data:text/plain,hi']) {
+    t.equal(refusalReason(() => assertPublicUrlSync(url)), 'scheme', url);
+  }
+});
+
+t.test('refuses text that is not a URL', async (t) => {
+  t.equal(refusalReason(() => assertPublicUrlSync('not a url')), 'invalid_url');
+});
+
+t.test('allows public http and https URLs', async (t) => {
+  for (const url of ['https://api.openai.com/v1', 'http://example.com:8080/x', 'https://8.8.8.8/', 'https://[2606:4700:4700::1111]/']) {
+    t.equal(assertPublicUrlSync(url).href, new URL(url).href, url);
+  }
+});
+
+t.test('refuses private, loopback, link-local, CGNAT and reserved IPv4 literals', async (t) => {
+  const hosts = [
+    '127.0.0.1', '127.255.255.254', '10.0.0.1', '10.255.255.255', '172.16.0.1', '172.31.255.255', '192.168.1.1',
+    '169.254.169.254', '100.64.0.1', '100.127.255.255', '0.0.0.0', '0.1.2.3', '224.0.0.1', '239.255.255.250',
+    '255.255.255.255', '240.0.0.1', '198.18.0.1', '192.0.2.1',
+  ];
+  for (const host of hosts) t.ok(refused(`http://${host}/`), host);
+});
+
+t.test('allows public IPv4 addresses at the edges of private ranges', async (t) => {
+  for (const host of ['172.15.255.255', '172.32.0.0', '100.63.255.255', '100.128.0.0', '11.0.0.1', '169.253.255.255', '1.1.1.1']) {
+    t.notOk(refused(`http://${host}/`), host);
+  }
+});
+
+t.test('refuses IPv4 literals in every notation the URL parser accepts', async (t) => {
+  const spellings = ['http://2130706433/', 'http://0x7f000001/', 'http://0x7f.1/', 'http://017700000001/', 'http://0177.0.0.1/', 'http://127.1/', 'http://0/', 'http://0xA9.0xFE.0xA9.0xFE/', 'http://169.254.43518/', 'http://127.0.0.1./', 'http://%31%32%37.0.0.1/', 'http://\u2460\u2461\u2466.0.0.1/'];
+  for (const url of spellings) t.ok(refused(url), url);
+});
+
+t.test('refuses IPv6 loopback, unspecified, unique-local, link-local and multicast literals', async (t) => {
+  for (const host of ['::1', '::', 'fc00::1', 'fd12:3456::1', 'fe80::1', 'febf::1', 'ff02::1', 'fec0::1', '0:0:0:0:0:0:0:1']) {
+    t.ok(refused(`http://[${host}]/`), host);
+  }
+});
+
+t.test('refuses IPv4-mapped, translated, NAT64 and 6to4 forms of private IPv4', async (t) => {
+  for (const host of ['::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:169.254.169.254', '::ffff:10.0.0.1', '::ffff:0:192.168.0.1', '64:ff9b::10.0.0.1', '2002:7f00:1::', '::127.0.0.1']) {
+    t.ok(refused(`http://[${host}]/`), host);
+  }
+  t.notOk(refused('http://[::ffff:8.8.8.8]/'), 'mapped public address');
+  t.notOk(refused('http://[64:ff9b::8.8.8.8]/'), 'NAT64 public address');
+});
+
+t.test('refuses localhost names without resolving them', async (t) => {
+  for (const url of ['http://localhost/', 'http://LOCALHOST:8080/', 'http://api.localhost/', 'http://localhost./']) t.ok(refused(url), url);
+});
+
+t.test('allowPrivate lets private addresses through but still checks the scheme', async (t) => {
+  t.equal(assertPublicUrlSync('http://127.0.0.1:8000/v1', { allowPrivate: true }).hostname, '127.0.0.1');
+  t.equal(refusalReason(() => assertPublicUrlSync('file:///etc/passwd', { allowPrivate: true })), 'scheme');
+});
+
+t.test('isPrivateAddress classifies bare and bracketed addresses and ignores names', async (t) => {
+  t.ok(isPrivateAddress('[::1]'));
+  t.ok(isPrivateAddress('fe80::1%eth0'));
+  t.notOk(isPrivateAddress('2606:4700:4700::1111'));
+  t.notOk(isPrivateAddress('example.com'));
+});
+
+t.test('assertPublicUrl refuses a hostname that resolves to a private address', async (t) => {
+  const lookupAll = async () => [{ address: '93.184.216.34', family: 4 }, { address: '10.1.2.3', family: 4 }];
+  await t.rejects(assertPublicUrl('https://rebind.example/', { lookupAll }), { reason: 'private_address', message: /10\.1\.2\.3/ });
+});
+
+t.test('assertPublicUrl accepts a hostname that resolves only to public addresses', async (t) => {
+  const lookupAll = async () => [{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }];
+  const url = await assertPublicUrl('https://example.com/hook', { lookupAll });
+  t.equal(url.hostname, 'example.com');
+});
+
+t.test('assertPublicUrl skips resolution when private networks are allowed', async (t) => {
+  const lookupAll = async () => {
+    throw new Error('should not resolve');
+  };
+  await t.resolves(assertPublicUrl('http://vllm.lan:8000/', { allowPrivate: true, lookupAll }));
+});
+
+const fakeLookup = (answer: string | Array<{ address: string; family: number }>): LookupFunction =>
+  ((_hostname: string, _options: unknown, callback: (error: NodeJS.ErrnoException | null, address: any, family?: number) => void) => {
+    callback(null, answer, typeof answer === 'string' ? 4 : undefined);
+  }) as unknown as LookupFunction;
+
+t.test('guardedLookup refuses a private answer at connect time (DNS rebinding)', async (t) => {
+  const lookup = guardedLookup(fakeLookup('169.254.169.254'));
+  const error = await new Promise<unknown>((resolve) => lookup('metadata.example', { family: 0 }, (err) => resolve(err)));
+  t.type(error, OutboundUrlRefusedError);
+});
+
+t.test('guardedLookup refuses when any of several answers is private', async (t) => {
+  const lookup = guardedLookup(fakeLookup([{ address: '8.8.8.8', family: 4 }, { address: '::1', family: 6 }]));
+  const error = await new Promise<unknown>((resolve) => lookup('mixed.example', { all: true }, (err) => resolve(err)));
+  t.type(error, OutboundUrlRefusedError);
+});
+
+t.test('guardedLookup passes public answers through unchanged', async (t) => {
+  const lookup = guardedLookup(fakeLookup([{ address: '8.8.8.8', family: 4 }]));
+  const result = await new Promise<unknown>((resolve) => lookup('public.example', { all: true }, (err, address) => resolve(err ?? address)));
+  t.same(result, [{ address: '8.8.8.8', family: 4 }]);
+});
+
+t.test('createOutboundUrlChecker is the sync checker a ProviderContext exposes', async (t) => {
+  const check = createOutboundUrlChecker();
+  t.throws(() => check('http://10.0.0.5/v1'), OutboundUrlRefusedError);
+  t.doesNotThrow(() => check('https://api.anthropic.com'));
+  t.doesNotThrow(() => createOutboundUrlChecker({ allowPrivate: true })('http://10.0.0.5/v1'));
+});

@@ -1,0 +1,228 @@
+import { createHash } from 'node:crypto';
+import {
+  sendBrokenSse,
+  sendJson,
+  sendSse,
+  sleep,
+  startFakeServer,
+  type Exchange,
+  type FakeServerOptions,
+  type FakeUpstream,
+  type FaultBehaviour,
+} from './fake-upstream-server.ts';
+
+/**
+ * A fake OpenAI-compatible upstream: POST …/chat/completions (JSON or SSE) and …/embeddings, under
+ * any prefix (`/v1`, Azure's `/openai/deployments/{d}`).
+ *
+ *   const fake = await startFakeOpenAIUpstream();
+ *   fake.enqueue({ kind: 'reply', content: 'Hi', usage: { prompt_tokens: 5, completion_tokens: 1 } },
+ *                { kind: 'status', status: 429, retryAfter: '2' });
+ *   // point a client at fake.baseUrl (= fake.url + '/v1'); read fake.requests; await fake.close()
+ */
+
+export interface FakeOpenAIUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cached_tokens?: number;
+  reasoning_tokens?: number;
+}
+
+export interface FakeToolCall {
+  id?: string;
+  name: string;
+  /** A JSON string, or an object to serialise. */
+  arguments?: string | Record<string, unknown>;
+}
+
+export interface OpenAIReply {
+  kind: 'reply';
+  /** Default `Hello from the fake upstream.` */
+  content?: string;
+  toolCalls?: FakeToolCall[];
+  /** Default `tool_calls` when there are tool calls, else `stop`. */
+  finishReason?: string;
+  /** Reported usage; `false` reports none (no usage field, no usage chunk). Default: a fixed small count. */
+  usage?: FakeOpenAIUsage | false;
+  /** Wait this long before the status line: a slow time to first byte. */
+  delayMs?: number;
+  /** Streams: wait this long between chunks. */
+  chunkDelayMs?: number;
+  /** Extra top-level fields on the completion / every chunk. */
+  extra?: Record<string, unknown>;
+}
+
+/** Stream a few content chunks, then drop the connection without finishing. */
+export interface OpenAIStreamCut {
+  kind: 'stream-cut';
+  afterChunks: number;
+  content?: string;
+}
+
+/** Stream a few content chunks, then an in-band `{"error": …}` frame. */
+export interface OpenAIStreamError {
+  kind: 'stream-error';
+  afterChunks: number;
+  error?: { message: string; type?: string; code?: string | null };
+  content?: string;
+}
+
+export type OpenAIBehaviour = OpenAIReply | OpenAIStreamCut | OpenAIStreamError | FaultBehaviour;
+
+export interface FakeOpenAIUpstream extends FakeUpstream<OpenAIBehaviour> {
+  /** `url + '/v1'`, what an OpenAI client takes as its base URL. */
+  baseUrl: string;
+}
+
+export interface FakeOpenAIOptions extends FakeServerOptions {
+  /** What unscripted requests get (default: a plain reply). */
+  defaultReply?: Omit<OpenAIReply, 'kind'>;
+}
+
+const DEFAULT_CONTENT = 'Hello from the fake upstream.';
+const DEFAULT_USAGE: FakeOpenAIUsage = { prompt_tokens: 12, completion_tokens: 6 };
+const EMBEDDING_DIMENSIONS = 8;
+
+let sequence = 0;
+const nextId = (prefix: string) => `${prefix}-fake-${++sequence}`;
+
+/** Content split like a model streams it: a few words per chunk. */
+function contentPieces(content: string): string[] {
+  const words = content.match(/\S+\s*/g) ?? [];
+  if (words.length === 0) return content === '' ? [] : [content];
+  const pieces: string[] = [];
+  for (let i = 0; i < words.length; i += 2) pieces.push(words.slice(i, i + 2).join(''));
+  return pieces;
+}
+
+function usageBody(usage: FakeOpenAIUsage) {
+  return {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    total_tokens: usage.prompt_tokens + usage.completion_tokens,
+    prompt_tokens_details: { cached_tokens: usage.cached_tokens ?? 0 },
+    completion_tokens_details: { reasoning_tokens: usage.reasoning_tokens ?? 0 },
+  };
+}
+
+function toolCallsBody(calls: FakeToolCall[]) {
+  return calls.map((call, index) => ({
+    id: call.id ?? `call_fake_${index}`,
+    type: 'function' as const,
+    function: { name: call.name, arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {}) },
+  }));
+}
+
+function modelOf(body: any): string {
+  return typeof body?.model === 'string' ? body.model : 'fake-model';
+}
+
+function answerCompletion(exchange: Exchange, reply: Omit<OpenAIReply, 'kind'>): void {
+  const content = reply.content ?? (reply.toolCalls ? null : DEFAULT_CONTENT);
+  const usage = reply.usage ?? DEFAULT_USAGE;
+  const message: Record<string, unknown> = { role: 'assistant', content };
+  if (reply.toolCalls) message['tool_calls'] = toolCallsBody(reply.toolCalls);
+  sendJson(exchange.res, 200, {
+    id: nextId('chatcmpl'),
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: modelOf(exchange.request.body),
+    choices: [{ index: 0, message, finish_reason: reply.finishReason ?? (reply.toolCalls ? 'tool_calls' : 'stop'), logprobs: null }],
+    ...(usage === false ? {} : { usage: usageBody(usage) }),
+    ...reply.extra,
+  });
+}
+
+/** The chunks of a streamed answer, finish chunk included; the usage chunk is separate. */
+function streamFrames(exchange: Exchange, reply: Omit<OpenAIReply, 'kind'>, wantsUsage: boolean) {
+  const base = { id: nextId('chatcmpl'), object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model: modelOf(exchange.request.body), ...reply.extra };
+  const frame = (delta: Record<string, unknown>, finish: string | null) =>
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }], ...(wantsUsage ? { usage: null } : {}) })}\n\n`;
+
+  const frames = [frame({ role: 'assistant', content: '' }, null)];
+  const content = reply.content ?? (reply.toolCalls ? '' : DEFAULT_CONTENT);
+  for (const piece of contentPieces(content)) frames.push(frame({ content: piece }, null));
+  toolCallsBody(reply.toolCalls ?? []).forEach((call, index) => {
+    frames.push(frame({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }] }, null));
+    const args = call.function.arguments;
+    const half = Math.ceil(args.length / 2);
+    for (const part of [args.slice(0, half), args.slice(half)]) {
+      if (part !== '') frames.push(frame({ tool_calls: [{ index, function: { arguments: part } }] }, null));
+    }
+  });
+  frames.push(frame({}, reply.finishReason ?? (reply.toolCalls ? 'tool_calls' : 'stop')));
+  const usage = reply.usage ?? DEFAULT_USAGE;
+  const usageFrame = wantsUsage && usage !== false ? `data: ${JSON.stringify({ ...base, choices: [], usage: usageBody(usage) })}\n\n` : null;
+  return { frames, usageFrame };
+}
+
+async function answerStream(exchange: Exchange, reply: Omit<OpenAIReply, 'kind'>): Promise<void> {
+  const wantsUsage = exchange.request.body?.stream_options?.include_usage === true;
+  const { frames, usageFrame } = streamFrames(exchange, reply, wantsUsage);
+  if (usageFrame) frames.push(usageFrame);
+  frames.push('data: [DONE]\n\n');
+  await sendSse(exchange, frames, reply.chunkDelayMs);
+}
+
+async function answerBrokenStream(exchange: Exchange, behaviour: OpenAIStreamCut | OpenAIStreamError): Promise<void> {
+  const { frames } = streamFrames(exchange, { content: behaviour.content ?? 'one two three four five six seven eight' }, false);
+  if (behaviour.kind === 'stream-cut') {
+    await sendBrokenSse(exchange, frames, behaviour.afterChunks, 'cut');
+    return;
+  }
+  const error = { message: 'The server had an error while processing your request.', type: 'server_error', code: null, ...behaviour.error };
+  await sendBrokenSse(exchange, frames, behaviour.afterChunks, { lastFrame: `data: ${JSON.stringify({ error: { ...error, param: null } })}\n\n` });
+}
+
+function embedding(text: string): number[] {
+  const digest = createHash('sha256').update(text).digest();
+  const vector = Array.from({ length: EMBEDDING_DIMENSIONS }, (_, i) => digest[i]! / 255 - 0.5);
+  const norm = Math.hypot(...vector) || 1;
+  return vector.map((value) => value / norm);
+}
+
+function answerEmbeddings(exchange: Exchange, reply: Omit<OpenAIReply, 'kind'>): void {
+  const body = exchange.request.body;
+  const inputs: unknown[] = Array.isArray(body?.input) ? body.input : [body?.input ?? ''];
+  const usage = reply.usage ?? DEFAULT_USAGE;
+  sendJson(exchange.res, 200, {
+    object: 'list',
+    model: modelOf(body),
+    data: inputs.map((input, index) => ({ object: 'embedding', index, embedding: embedding(JSON.stringify(input)) })),
+    ...(usage === false ? {} : { usage: { prompt_tokens: usage.prompt_tokens, total_tokens: usage.prompt_tokens } }),
+  });
+}
+
+export async function startFakeOpenAIUpstream(options: FakeOpenAIOptions = {}): Promise<FakeOpenAIUpstream> {
+  const defaultReply: OpenAIReply = { ...options.defaultReply, kind: 'reply' };
+  const fake = await startFakeServer<OpenAIBehaviour>(
+    {
+      errorBody: (status, message) => ({
+        error: { message, type: status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: null },
+      }),
+      answer: async (exchange, behaviour) => {
+        const reply = behaviour ?? defaultReply;
+        if (reply.kind !== 'reply' && reply.kind !== 'stream-cut' && reply.kind !== 'stream-error') return;
+        if (reply.kind === 'reply' && reply.delayMs) {
+          await sleep(reply.delayMs);
+          if (exchange.clientGone) return;
+        }
+        if (!exchange.pathname.endsWith('/chat/completions') && !exchange.pathname.endsWith('/embeddings')) {
+          sendJson(exchange.res, 404, { error: { message: `No route ${exchange.pathname}`, type: 'invalid_request_error', param: null, code: null } });
+          return;
+        }
+        if (reply.kind !== 'reply') {
+          await answerBrokenStream(exchange, reply);
+        } else if (exchange.pathname.endsWith('/embeddings')) {
+          answerEmbeddings(exchange, reply);
+        } else if (exchange.request.body?.stream === true) {
+          await answerStream(exchange, reply);
+        } else {
+          answerCompletion(exchange, reply);
+        }
+      },
+    },
+    options,
+  );
+  return { ...fake, baseUrl: `${fake.url}/v1` };
+}

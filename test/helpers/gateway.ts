@@ -1,0 +1,56 @@
+import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
+import { startFakeAnthropicUpstream, type FakeAnthropicUpstream } from '../fakes/fake-anthropic-upstream.ts';
+import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
+import { allPlugins, buildTestApp, createKey, type TapLike, type TestApp, type TestAppOptions } from './app.ts';
+
+export interface Gateway {
+  test: TestApp;
+  /** http://127.0.0.1:port */
+  url: string;
+  key: string;
+  client: OpenAI;
+  primary: FakeOpenAIUpstream;
+  secondary: FakeOpenAIUpstream;
+  anthropic: FakeAnthropicUpstream;
+}
+
+/**
+ * A listening gateway with three fake upstreams (two OpenAI-compatible, one Anthropic) and an
+ * official OpenAI SDK client pointed at it. Models:
+ *   `duo`     primary, then secondary
+ *   `solo`    primary only
+ *   `claude`  the Anthropic fake
+ *   `mock-small` the in-process mock
+ */
+export async function startGateway(t: TapLike, overrides: { inference?: Record<string, unknown>; config?: TestAppOptions['config'] } = {}): Promise<Gateway> {
+  const primary = await startFakeOpenAIUpstream();
+  const secondary = await startFakeOpenAIUpstream();
+  const anthropic = await startFakeAnthropicUpstream();
+  t.teardown(() => Promise.all([primary.close(), secondary.close(), anthropic.close()]));
+  const fast = { connectMs: 500, firstByteMs: 1_000, totalMs: 5_000 };
+  const inference = {
+    providers: {
+      primary: { type: 'openai', baseUrl: primary.baseUrl, apiKey: 'sk-primary-secret', allowPrivateNetwork: true },
+      secondary: { type: 'openai', baseUrl: secondary.baseUrl, apiKey: 'sk-secondary-secret', allowPrivateNetwork: true },
+      claude: { type: 'anthropic', baseUrl: anthropic.url, apiKey: 'sk-ant-secret', allowPrivateNetwork: true },
+      mock: { type: 'mock' },
+    },
+    models: {
+      duo: { routes: [{ provider: 'primary', model: 'up-primary' }, { provider: 'secondary', model: 'up-secondary' }] },
+      solo: { routes: [{ provider: 'primary', model: 'up-solo' }] },
+      claude: { routes: [{ provider: 'claude', model: 'claude-test' }] },
+      'mock-small': { routes: [{ provider: 'mock', model: 'mock-small' }] },
+    },
+    timeouts: fast,
+    failover: { initialBackoffMs: 5, maxBackoffMs: 20, deadlineMs: 5_000, ttftTimeoutMs: 500, maxRetryAfterMs: 1_500 },
+    circuitBreaker: { failureThreshold: 1_000 },
+    ...overrides.inference,
+  };
+  const test = await buildTestApp(t, { config: overrides.config, plugins: { ...allPlugins(), inference } });
+  await test.app.listen({ host: '127.0.0.1', port: 0 });
+  const url = `http://127.0.0.1:${(test.app.server.address() as AddressInfo).port}`;
+  const { key } = await createKey(test, { name: 'gateway test', scopes: ['inference'] });
+  const client = new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0, timeout: 20_000 });
+  return { test, url, key, client, primary, secondary, anthropic };
+}

@@ -1,0 +1,179 @@
+import t from 'tap';
+import type { ChatRequestBody, Provider } from '../../core/provider.ts';
+import { mockProviderType } from '../../providers/mock/index.ts';
+import { createProviderContext } from '../../providers/provider-context.ts';
+import { callOptions as options, collect, failure } from './provider-test-kit.ts';
+import { estimateTokens } from '../../providers/token-estimate.ts';
+
+function provider(config: Record<string, unknown> = {}): Provider {
+  return mockProviderType.create('mock', mockProviderType.configSchema.parse(config), createProviderContext());
+}
+
+const body = (content: string, extra: Partial<ChatRequestBody> = {}): ChatRequestBody => ({ model: 'mock-small', messages: [{ role: 'user', content }], ...extra });
+const tools = [
+  { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { type: 'string', enum: ['c', 'f'] } }, required: ['city', 'days', 'unit'] } } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
+];
+
+
+t.test('the reply echoes part of the last user message', async (t) => {
+  const result = await provider().chat!(body('What is the capital of Norway?'), options());
+  t.match(result.completion.choices[0]?.message.content, 'What is the capital of Norway?');
+  t.equal(result.completion.choices[0]?.finish_reason, 'stop');
+  t.equal(result.completion.model, 'mock-small');
+});
+
+t.test('the same request gets the same reply', async (t) => {
+  const a = await provider().chat!(body('Repeat after me'), options());
+  const b = await provider().chat!(body('Repeat after me'), options());
+  t.equal(a.completion.choices[0]?.message.content, b.completion.choices[0]?.message.content);
+  t.equal(a.completion.id, b.completion.id);
+  const c = await provider().chat!(body('Something else'), options());
+  t.not(a.completion.choices[0]?.message.content, c.completion.choices[0]?.message.content);
+});
+
+t.test('usage is counted with the shared estimator and is not marked estimated', async (t) => {
+  const result = await provider().chat!(body('Count me'), options());
+  const text = result.completion.choices[0]?.message.content as string;
+  t.equal(result.usage.outputTokens, estimateTokens(text));
+  t.ok(result.usage.inputTokens > 0);
+  t.equal(result.usage.estimated, false);
+  t.match(result.completion.usage, { prompt_tokens: result.usage.inputTokens, completion_tokens: result.usage.outputTokens });
+});
+
+t.test('stream sends a role chunk, word chunks, the finish chunk, then usage', async (t) => {
+  const p = provider();
+  const events = await collect(p.chatStream!(body('Stream this please'), options()));
+  const chunks = events.flatMap((event) => (event.type === 'chunk' ? [event.chunk] : []));
+  t.same(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '' });
+  t.ok(chunks.length > 5, 'several word chunks');
+  t.equal(chunks.at(-1)?.choices[0]?.finish_reason, 'stop');
+  t.equal(events.at(-1)?.type, 'usage');
+  const streamed = chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('');
+  const whole = await p.chat!(body('Stream this please'), options());
+  t.equal(streamed, whole.completion.choices[0]?.message.content);
+  const usage = events.at(-1);
+  if (usage?.type === 'usage') t.same(usage.usage, whole.usage);
+});
+
+t.test('max_tokens truncates the reply with finish_reason length', async (t) => {
+  const result = await provider().chat!(body('Tell me a long story about many things', { max_tokens: 5 }), options());
+  const text = result.completion.choices[0]?.message.content as string;
+  t.equal(result.completion.choices[0]?.finish_reason, 'length');
+  t.ok(estimateTokens(text) <= 5);
+  t.ok(result.usage.outputTokens <= 5);
+  const events = await collect(provider().chatStream!(body('Tell me a long story about many things', { max_completion_tokens: 5 }), options()));
+  const finish = events.flatMap((event) => (event.type === 'chunk' ? [event.chunk.choices[0]?.finish_reason] : [])).at(-1);
+  t.equal(finish, 'length');
+});
+
+t.test('tool_choice required calls the first tool with arguments from its schema', async (t) => {
+  const result = await provider().chat!(body('Oslo please', { tools, tool_choice: 'required' }), options());
+  const choice = result.completion.choices[0];
+  t.equal(choice?.finish_reason, 'tool_calls');
+  t.equal(choice?.message.content, null);
+  const call = choice?.message.tool_calls?.[0];
+  t.equal(call?.function.name, 'get_weather');
+  t.same(JSON.parse(call?.function.arguments ?? ''), { city: 'Oslo please', days: 1, unit: 'c' });
+  t.match(call?.id, /^call_/);
+});
+
+t.test('a named tool_choice calls that tool', async (t) => {
+  const result = await provider().chat!(body('hi', { tools, tool_choice: { type: 'function', function: { name: 'get_time' } } }), options());
+  const call = result.completion.choices[0]?.message.tool_calls?.[0];
+  t.equal(call?.function.name, 'get_time');
+  t.equal(call?.function.arguments, '{}');
+});
+
+t.test('"call <tool>" in the last user message calls that tool', async (t) => {
+  const result = await provider().chat!(body('Please call get_time now', { tools }), options());
+  t.equal(result.completion.choices[0]?.message.tool_calls?.[0]?.function.name, 'get_time');
+});
+
+t.test('no tool call without tools, with tool_choice none, or for an unknown tool name', async (t) => {
+  const p = provider();
+  for (const request of [body('call get_time'), body('call get_time', { tools, tool_choice: 'none' }), body('call nothing_here', { tools })]) {
+    const result = await p.chat!(request, options());
+    t.notOk(result.completion.choices[0]?.message.tool_calls);
+  }
+});
+
+t.test('after a tool result the mock answers in text', async (t) => {
+  const result = await provider().chat!(
+    {
+      model: 'mock-small',
+      tools,
+      messages: [
+        { role: 'user', content: 'call get_time' },
+        { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_time', arguments: '{}' } }] },
+        { role: 'tool', tool_call_id: 'call_1', content: '12:00' },
+      ],
+    },
+    options(),
+  );
+  t.match(result.completion.choices[0]?.message.content, /get_time tool returned: "12:00"/);
+  t.equal(result.completion.choices[0]?.finish_reason, 'stop');
+});
+
+t.test('streamed tool calls arrive as OpenAI tool-call deltas', async (t) => {
+  const events = await collect(provider().chatStream!(body('x', { tools, tool_choice: 'required' }), options()));
+  const deltas = events.flatMap((event) => (event.type === 'chunk' ? ((event.chunk.choices[0]?.delta.tool_calls as any[]) ?? []) : []));
+  t.equal(deltas[0].function.name, 'get_weather');
+  t.ok(JSON.parse(deltas.map((delta) => delta.function.arguments).join('')));
+  const finish = events.flatMap((event) => (event.type === 'chunk' ? [event.chunk.choices[0]?.finish_reason] : [])).at(-1);
+  t.equal(finish, 'tool_calls');
+});
+
+t.test('embeddings are deterministic unit vectors of the configured size', async (t) => {
+  const p = provider({ embeddingDimensions: 16 });
+  const result = await p.embeddings!({ model: 'mock-embed', input: ['alpha', 'beta', 'alpha'] }, options());
+  const data = result.body['data'] as Array<{ embedding: number[]; index: number }>;
+  t.equal(data.length, 3);
+  t.equal(data[0]?.embedding.length, 16);
+  t.same(data[0]?.embedding, data[2]?.embedding);
+  t.notSame(data[0]?.embedding, data[1]?.embedding);
+  t.ok(Math.abs(Math.hypot(...(data[1]?.embedding ?? [])) - 1) < 1e-6);
+  t.equal(result.usage.inputTokens, 5);
+  t.equal(result.usage.estimated, false);
+});
+
+t.test('embeddings default to 64 dimensions and honour the request’s dimensions', async (t) => {
+  const p = provider();
+  const byDefault = await p.embeddings!({ model: 'e', input: 'x' }, options());
+  t.equal((byDefault.body['data'] as any[])[0].embedding.length, 64);
+  const asked = await p.embeddings!({ model: 'e', input: 'x', dimensions: 5 }, options());
+  t.equal((asked.body['data'] as any[])[0].embedding.length, 5);
+});
+
+t.test('embeddings can be base64 float32, as the SDKs ask by default', async (t) => {
+  const p = provider({ embeddingDimensions: 8 });
+  const floats = await p.embeddings!({ model: 'e', input: 'x' }, options());
+  const packed = await p.embeddings!({ model: 'e', input: 'x', encoding_format: 'base64' }, options());
+  const bytes = Buffer.from((packed.body['data'] as any[])[0].embedding as string, 'base64');
+  const decoded = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4));
+  t.same(decoded, (floats.body['data'] as any[])[0].embedding);
+});
+
+t.test('latency can be cut short by the caller', async (t) => {
+  const controller = new AbortController();
+  setTimeout(() => controller.abort(), 20);
+  const started = Date.now();
+  t.equal((await failure(() => provider({ latencyMs: 5000 }).chat!(body('x'), options(controller.signal)))).kind, 'aborted');
+  t.ok(Date.now() - started < 1000);
+});
+
+t.test('an abort between chunks stops the stream', async (t) => {
+  const controller = new AbortController();
+  let chunks = 0;
+  const { kind } = await failure(async () => {
+    for await (const event of provider({ chunkDelayMs: 5 }).chatStream!(body('one two three four five six'), options(controller.signal))) {
+      if (event.type === 'chunk' && ++chunks === 2) controller.abort();
+    }
+  });
+  t.equal(kind, 'aborted');
+  t.equal(chunks, 2);
+});
+
+t.test('declares chat, stream and embeddings', async (t) => {
+  t.same([...provider().capabilities].sort(), ['chat', 'embeddings', 'stream']);
+});
