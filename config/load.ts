@@ -86,14 +86,24 @@ function interpolate(value: unknown, env: Env, path: string[]): unknown {
   return value;
 }
 
-function asRecord(value: unknown): Record<string, unknown> {
-  return value && typeof value === 'object' && !Array.isArray(value) ? { ...(value as Record<string, unknown>) } : {};
+const isMapping = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/** A section to merge overrides into; anything that is not a mapping is left for the schema to refuse. */
+function section(config: Record<string, unknown>, name: string): Record<string, unknown> | null {
+  const value = config[name];
+  if (value === undefined || value === null) return {};
+  return isMapping(value) ? { ...value } : null;
 }
 
 /** PORT, HOST, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN win over the file. */
 function applyEnvOverrides(raw: unknown, env: Env): unknown {
-  const config = asRecord(raw);
-  const server = asRecord(config.server);
+  if (raw !== undefined && raw !== null && !isMapping(raw)) {
+    throw new ConfigError('config: (top level): expected a mapping of sections (server, storage, plugins, …)');
+  }
+  const config: Record<string, unknown> = { ...(raw ?? {}) };
+  const server = section(config, 'server');
+  if (!server) return config;
   if (env.PORT) {
     const port = Number(env.PORT);
     if (!Number.isInteger(port)) throw new ConfigError(`config: PORT: expected an integer, got ${JSON.stringify(env.PORT)}`);
@@ -103,18 +113,20 @@ function applyEnvOverrides(raw: unknown, env: Env): unknown {
   if (env.LOG_LEVEL) server.logLevel = env.LOG_LEVEL;
   config.server = server;
 
-  const storage = asRecord(config.storage);
+  const storage = section(config, 'storage');
+  if (!storage) return config;
   if (env.DATABASE_URL) {
     storage.database = { driver: 'postgres', url: env.DATABASE_URL };
   } else if (env.SVC_DATA_DIR) {
-    const database = asRecord(storage.database);
-    if ((database.driver ?? 'pglite') === 'pglite') {
+    const database = section(storage, 'database');
+    if (database && (database.driver ?? 'pglite') === 'pglite') {
       storage.database = { ...database, driver: 'pglite', dataDir: resolve(env.SVC_DATA_DIR, 'pglite') };
     }
   }
   if (env.REDIS_URL) storage.coordination = { driver: 'redis', url: env.REDIS_URL };
   config.storage = storage;
 
-  if (env.SVC_OWNER_TOKEN) config.bootstrap = { ...asRecord(config.bootstrap), ownerToken: env.SVC_OWNER_TOKEN };
+  const bootstrap = section(config, 'bootstrap');
+  if (env.SVC_OWNER_TOKEN && bootstrap) config.bootstrap = { ...bootstrap, ownerToken: env.SVC_OWNER_TOKEN };
   return config;
 }

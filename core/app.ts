@@ -11,7 +11,7 @@ import { Authenticator } from './authenticator.ts';
 import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts';
 import { Container } from './container.ts';
 import { installAuthHook } from './http/auth-hook.ts';
-import { installErrorHandling } from './http/error-handler.ts';
+import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from './http/mount-operations.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { OperationRegistry } from './operations.ts';
@@ -61,7 +61,8 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     trustProxy: config.server.trustProxy,
     // Request lines are the request log's job (metering); the process log carries problems.
     logController: new LogController({ disableRequestLogging: true }),
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    frameworkErrors: frameworkErrorHandler,
     forceCloseConnections: 'idle',
     genReqId: (request) => {
       const incoming = request.headers['x-request-id'];

@@ -202,6 +202,8 @@ function keyCredential(record: KeyAuthRecord): KeyCredential {
     appId: key.appId,
     scopes: new Set(key.scopes.filter(isScope) as Scope[]),
     modelAllowList: intersectAllowLists(key.modelAllowList, projectModelAllowList),
+    spendCap: key.spendCap,
+    rateLimits: key.rateLimits,
   };
 }
 

@@ -1,3 +1,4 @@
+import type { KeyRateLimits, SpendCap } from './ports/identity.ts';
 import type { OrgRole, Scope } from './scopes.ts';
 
 /** Who is calling, as every route and operation sees it after authentication. */
@@ -11,6 +12,8 @@ export interface KeyCredential {
   readonly scopes: ReadonlySet<Scope>;
   /** Models this key may use after the project's list is applied; null means every model. */
   readonly modelAllowList: ReadonlySet<string> | null;
+  readonly spendCap: SpendCap | null;
+  readonly rateLimits: KeyRateLimits;
 }
 
 export interface SessionCredential {

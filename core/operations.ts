@@ -81,16 +81,41 @@ export function validationError(error: z.ZodError, location: InputLocation): Api
     return new ApiError(400, 'unknown_field', `Unknown ${noun} in ${location}: ${fields.join(', ')}`, { param: fields[0] ?? null });
   }
   const param = base.join('.') || null;
-  const where = param ? `'${param}'` : `the ${location}`;
   const code = location === 'body' && !param ? 'invalid_body' : 'invalid_parameter';
-  return new ApiError(400, code, `Invalid ${where} in ${location}: ${issue.message}`, { param });
+  const message = param ? `Invalid '${param}' in ${location}: ${issue.message}` : `Invalid ${location}: ${issue.message}`;
+  return new ApiError(400, code, message, { param });
 }
 
 export function parseInput<S extends z.ZodType>(schema: S | undefined, value: unknown, location: InputLocation): z.output<S> {
   if (!schema) return (value ?? {}) as z.output<S>;
   const result = schema.safeParse(value);
   if (!result.success) throw validationError(result.error, location);
+  const nul = findNulCharacter(result.data, []);
+  if (nul) {
+    // PostgreSQL text and jsonb cannot hold U+0000; refuse it here rather than fail at storage.
+    throw new ApiError(400, 'invalid_parameter', `Invalid '${nul}' in ${location}: the NUL character (U+0000) is not allowed`, { param: nul });
+  }
   return result.data;
+}
+
+/** Path of the first string (or key) holding U+0000, or null. */
+function findNulCharacter(value: unknown, path: string[]): string | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? path.join('.') || '(value)' : null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i += 1) {
+      const found = findNulCharacter(value[i], [...path, String(i)]);
+      if (found) return found;
+    }
+    return null;
+  }
+  if (value && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      if (key.includes('\u0000')) return [...path, key].join('.');
+      const found = findNulCharacter(item, [...path, key]);
+      if (found) return found;
+    }
+  }
+  return null;
 }
 
 /** Runs an operation for a credential that is already authenticated and authorised. */

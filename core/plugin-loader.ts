@@ -48,7 +48,7 @@ export function resolvePlugins(manifest: readonly AnyPlugin[], enabled: Record<s
     const section = enabled[plugin.name];
     const raw = section === true || section === null || section === undefined ? {} : section;
     if (!plugin.configSchema) {
-      if (raw && typeof raw === 'object' && Object.keys(raw).length > 0) {
+      if (typeof raw !== 'object' || Object.keys(raw).length > 0) {
         throw new ConfigError(`config: plugins.${plugin.name}: this plugin takes no settings`);
       }
       return { plugin, config: {} };

@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
 import type {
-  ApiKey, ApiKeyPatch, ApiKeyStore, CapMode, CredentialLookup, KeyAuthRecord, NewApiKey, Person,
-  Session, SessionAuthRecord, SessionStore, SpendPeriod,
+  ApiKey, ApiKeyPatch, ApiKeyStore, CredentialLookup, KeyAuthRecord, NewApiKey, Person,
+  Session, SessionAuthRecord, SessionStore,
 } from '../../core/ports/identity.ts';
 import type { Scope } from '../../core/scopes.ts';
-import { bigintOrNull, bool, date, dateOrNull, str, strOrNull, strings, type Row } from './rows.ts';
+import { bool, date, dateOrNull, rateLimitsOf, spendCapOf, str, strOrNull, strings, type Row } from './rows.ts';
 
 const toApiKey = (row: Row): ApiKey => {
-  const cap = bigintOrNull(row, 'spend_cap_micros');
   return {
     id: str(row, 'id'),
     organizationId: str(row, 'organization_id'),
@@ -20,11 +19,8 @@ const toApiKey = (row: Row): ApiKey => {
     modelAllowList: strings(row, 'model_allow_list'),
     disabled: bool(row, 'disabled'),
     expiresAt: dateOrNull(row, 'expires_at'),
-    spendCap: cap === null ? null : {
-      limitMicros: cap,
-      period: str(row, 'spend_cap_period') as SpendPeriod,
-      mode: str(row, 'spend_cap_mode') as CapMode,
-    },
+    spendCap: spendCapOf(row),
+    rateLimits: rateLimitsOf(row),
     createdAt: date(row, 'created_at'),
     updatedAt: date(row, 'updated_at'),
     revokedAt: dateOrNull(row, 'revoked_at'),
@@ -40,12 +36,14 @@ export class SqlApiKeyStore implements ApiKeyStore {
   async create(input: NewApiKey): Promise<ApiKey> {
     const { rows } = await this.db.query(
       `INSERT INTO api_keys (id, organization_id, project_id, app_id, name, token_hash, hint, scopes, model_allow_list,
-         expires_at, spend_cap_micros, spend_cap_period, spend_cap_mode, created_by_person_id, created_by_key_id)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING *`,
+         expires_at, spend_cap_micros, spend_cap_period, spend_cap_mode, created_by_person_id, created_by_key_id,
+         rpm_limit, tpm_limit, concurrency_limit)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING *`,
       [
         randomUUID(), input.organizationId, input.projectId, input.appId ?? null, input.name, input.tokenHash, input.hint,
         input.scopes, input.modelAllowList, input.expiresAt, input.spendCap?.limitMicros ?? null,
         input.spendCap?.period ?? null, input.spendCap?.mode ?? null, input.createdByPersonId, input.createdByKeyId,
+        input.rateLimits?.requestsPerMinute ?? null, input.rateLimits?.tokensPerMinute ?? null, input.rateLimits?.concurrency ?? null,
       ],
     );
     return toApiKey(rows[0]!);
@@ -78,6 +76,9 @@ export class SqlApiKeyStore implements ApiKeyStore {
          spend_cap_micros = CASE WHEN $11::boolean THEN $12::bigint ELSE spend_cap_micros END,
          spend_cap_period = CASE WHEN $11::boolean THEN $13::text ELSE spend_cap_period END,
          spend_cap_mode = CASE WHEN $11::boolean THEN $14::text ELSE spend_cap_mode END,
+         rpm_limit = CASE WHEN $15::boolean THEN $16::integer ELSE rpm_limit END,
+         tpm_limit = CASE WHEN $15::boolean THEN $17::integer ELSE tpm_limit END,
+         concurrency_limit = CASE WHEN $15::boolean THEN $18::integer ELSE concurrency_limit END,
          updated_at = now()
        WHERE organization_id = $1 AND id = $2 RETURNING *`,
       [
@@ -86,6 +87,7 @@ export class SqlApiKeyStore implements ApiKeyStore {
         patch.disabled ?? null,
         patch.expiresAt !== undefined, patch.expiresAt ?? null,
         patch.spendCap !== undefined, patch.spendCap?.limitMicros ?? null, patch.spendCap?.period ?? null, patch.spendCap?.mode ?? null,
+        patch.rateLimits !== undefined, patch.rateLimits?.requestsPerMinute ?? null, patch.rateLimits?.tokensPerMinute ?? null, patch.rateLimits?.concurrency ?? null,
       ],
     );
     return rows[0] ? toApiKey(rows[0]) : null;

@@ -118,4 +118,20 @@ CREATE INDEX request_logs_project_time ON request_logs (project_id, created_at) 
 CREATE INDEX request_logs_org_time ON request_logs (organization_id, created_at) INCLUDE (cost_micros);
 `,
   },
+  {
+    owner: 'core',
+    version: 2,
+    name: 'spend caps on projects and accounts, rate limits on keys',
+    sql: `
+ALTER TABLE organizations ADD COLUMN spend_cap_micros bigint CHECK (spend_cap_micros IS NULL OR spend_cap_micros >= 0);
+ALTER TABLE organizations ADD COLUMN spend_cap_period text CHECK (spend_cap_period IN ('day', 'week', 'month', 'total'));
+ALTER TABLE organizations ADD COLUMN spend_cap_mode text CHECK (spend_cap_mode IN ('blocking', 'alert'));
+ALTER TABLE projects ADD COLUMN spend_cap_micros bigint CHECK (spend_cap_micros IS NULL OR spend_cap_micros >= 0);
+ALTER TABLE projects ADD COLUMN spend_cap_period text CHECK (spend_cap_period IN ('day', 'week', 'month', 'total'));
+ALTER TABLE projects ADD COLUMN spend_cap_mode text CHECK (spend_cap_mode IN ('blocking', 'alert'));
+ALTER TABLE api_keys ADD COLUMN rpm_limit integer CHECK (rpm_limit IS NULL OR rpm_limit > 0);
+ALTER TABLE api_keys ADD COLUMN tpm_limit integer CHECK (tpm_limit IS NULL OR tpm_limit > 0);
+ALTER TABLE api_keys ADD COLUMN concurrency_limit integer CHECK (concurrency_limit IS NULL OR concurrency_limit > 0);
+`,
+  },
 ];

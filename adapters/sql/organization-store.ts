@@ -1,16 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
 import type {
-  Membership, MembershipStore, Organization, OrganizationStore, Person, PersonStore,
+  Membership, MembershipStore, Organization, OrganizationStore, Person, PersonStore, SpendCap,
 } from '../../core/ports/identity.ts';
 import type { OrgRole } from '../../core/scopes.ts';
-import { bool, date, str, strOrNull, type Row } from './rows.ts';
+import { bool, date, spendCapOf, str, strOrNull, type Row } from './rows.ts';
 
 const toOrganization = (row: Row): Organization => ({
   id: str(row, 'id'),
   name: str(row, 'name'),
   status: str(row, 'status') as Organization['status'],
   requestLogging: bool(row, 'request_logging'),
+  spendCap: spendCapOf(row),
   createdAt: date(row, 'created_at'),
 });
 
@@ -27,11 +28,18 @@ export class SqlOrganizationStore implements OrganizationStore {
     return rows[0] ? toOrganization(rows[0]) : null;
   }
 
-  async update(id: string, patch: { name?: string; status?: Organization['status']; requestLogging?: boolean }) {
+  async update(id: string, patch: { name?: string; status?: Organization['status']; requestLogging?: boolean; spendCap?: SpendCap | null }) {
     const { rows } = await this.db.query(
       `UPDATE organizations SET name = COALESCE($2, name), status = COALESCE($3, status),
-         request_logging = COALESCE($4, request_logging) WHERE id = $1 RETURNING *`,
-      [id, patch.name ?? null, patch.status ?? null, patch.requestLogging ?? null],
+         request_logging = COALESCE($4, request_logging),
+         spend_cap_micros = CASE WHEN $5::boolean THEN $6::bigint ELSE spend_cap_micros END,
+         spend_cap_period = CASE WHEN $5::boolean THEN $7::text ELSE spend_cap_period END,
+         spend_cap_mode = CASE WHEN $5::boolean THEN $8::text ELSE spend_cap_mode END
+       WHERE id = $1 RETURNING *`,
+      [
+        id, patch.name ?? null, patch.status ?? null, patch.requestLogging ?? null,
+        patch.spendCap !== undefined, patch.spendCap?.limitMicros ?? null, patch.spendCap?.period ?? null, patch.spendCap?.mode ?? null,
+      ],
     );
     return rows[0] ? toOrganization(rows[0]) : null;
   }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
-import type { Project, ProjectMember, ProjectMemberStore, ProjectRole, ProjectStore } from '../../core/ports/identity.ts';
-import { bool, date, str, strings, type Row } from './rows.ts';
+import type { Project, ProjectMember, ProjectMemberStore, ProjectRole, ProjectStore, SpendCap } from '../../core/ports/identity.ts';
+import { bool, date, spendCapOf, str, strings, type Row } from './rows.ts';
 
 const toProject = (row: Row): Project => ({
   id: str(row, 'id'),
@@ -9,6 +9,7 @@ const toProject = (row: Row): Project => ({
   name: str(row, 'name'),
   isDefault: bool(row, 'is_default'),
   modelAllowList: strings(row, 'model_allow_list'),
+  spendCap: spendCapOf(row),
   createdAt: date(row, 'created_at'),
   updatedAt: date(row, 'updated_at'),
 });
@@ -34,14 +35,19 @@ export class SqlProjectStore implements ProjectStore {
     return rows.map(toProject);
   }
 
-  async update(organizationId: string, id: string, patch: { name?: string; modelAllowList?: string[] | null }) {
-    const setAllowList = patch.modelAllowList !== undefined;
+  async update(organizationId: string, id: string, patch: { name?: string; modelAllowList?: string[] | null; spendCap?: SpendCap | null }) {
     const { rows } = await this.db.query(
       `UPDATE projects SET name = COALESCE($3, name),
          model_allow_list = CASE WHEN $4::boolean THEN $5::text[] ELSE model_allow_list END,
+         spend_cap_micros = CASE WHEN $6::boolean THEN $7::bigint ELSE spend_cap_micros END,
+         spend_cap_period = CASE WHEN $6::boolean THEN $8::text ELSE spend_cap_period END,
+         spend_cap_mode = CASE WHEN $6::boolean THEN $9::text ELSE spend_cap_mode END,
          updated_at = now()
        WHERE organization_id = $1 AND id = $2 RETURNING *`,
-      [organizationId, id, patch.name ?? null, setAllowList, patch.modelAllowList ?? null],
+      [
+        organizationId, id, patch.name ?? null, patch.modelAllowList !== undefined, patch.modelAllowList ?? null,
+        patch.spendCap !== undefined, patch.spendCap?.limitMicros ?? null, patch.spendCap?.period ?? null, patch.spendCap?.mode ?? null,
+      ],
     );
     return rows[0] ? toProject(rows[0]) : null;
   }

@@ -12,3 +12,22 @@ export const bigintOrNull = (row: Row, column: string): bigint | null => {
   return value === null || value === undefined ? null : BigInt(value as bigint | string | number);
 };
 export const bigintOf = (row: Row, column: string): bigint => bigintOrNull(row, column) ?? 0n;
+
+/** The three spend_cap_* columns as one value. */
+export const spendCapOf = (row: Row): import('../../core/ports/identity.ts').SpendCap | null => {
+  const limit = bigintOrNull(row, 'spend_cap_micros');
+  if (limit === null) return null;
+  return {
+    limitMicros: limit,
+    period: row['spend_cap_period'] as import('../../core/ports/identity.ts').SpendPeriod,
+    mode: row['spend_cap_mode'] as import('../../core/ports/identity.ts').CapMode,
+  };
+};
+
+const intOrNull = (row: Row, column: string): number | null => (row[column] === null || row[column] === undefined ? null : Number(row[column]));
+
+export const rateLimitsOf = (row: Row): import('../../core/ports/identity.ts').KeyRateLimits => ({
+  requestsPerMinute: intOrNull(row, 'rpm_limit'),
+  tokensPerMinute: intOrNull(row, 'tpm_limit'),
+  concurrency: intOrNull(row, 'concurrency_limit'),
+});

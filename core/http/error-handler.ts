@@ -9,7 +9,16 @@ const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 
  * (bad JSON, too large, wrong content type) translated, unknown routes as 404, a known path with
  * the wrong method as 405 with Allow, and anything unexpected as a masked 500.
  */
+/** Router errors (bad percent-encoding, over-long path segments) that never reach a route. */
+export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  void reply.header('x-request-id', request.id);
+  const code = error.code === 'FST_ERR_BAD_URL' ? 'invalid_url' : error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'path_too_long' : 'invalid_request';
+  sendError(reply, new ApiError(error.statusCode && error.statusCode < 500 ? error.statusCode : 400, code, error.message));
+}
+
 export function installErrorHandling(app: FastifyInstance): void {
+  // Only JSON bodies (and the multipart parsers routes add) are accepted; text/plain is a 415.
+  app.removeContentTypeParser('text/plain');
   // A shadow router of every registered route, so the not-found handler can tell 404 from 405.
   const shadow = FindMyWay({ ignoreTrailingSlash: true });
   app.addHook('onRoute', (route) => {
@@ -70,7 +79,9 @@ export function toApiError(error: unknown, request: FastifyRequest): ApiError {
   }
   const status = fastifyError.statusCode;
   if (status && status >= 400 && status < 500) {
-    return new ApiError(status, fastifyError.code?.toLowerCase() ?? 'invalid_request', fastifyError.message);
+    // Fastify's own client errors say what was wrong; other libraries' messages may say too much.
+    const ours = typeof fastifyError.code === 'string' && fastifyError.code.startsWith('FST_');
+    return new ApiError(status, fastifyError.code?.toLowerCase() ?? 'invalid_request', ours ? fastifyError.message : 'The request could not be processed');
   }
   request.log.error({ err: error }, 'unhandled error');
   return new ApiError(500, 'internal_error', `Internal server error; quote request id ${request.id} when reporting it`);

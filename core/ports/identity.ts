@@ -7,6 +7,7 @@ export interface Organization {
   name: string;
   status: 'active' | 'suspended';
   requestLogging: boolean;
+  spendCap: SpendCap | null;
   createdAt: Date;
 }
 
@@ -31,7 +32,7 @@ export interface Membership {
 export interface OrganizationStore {
   create(input: { name: string }): Promise<Organization>;
   get(id: string): Promise<Organization | null>;
-  update(id: string, patch: { name?: string; status?: Organization['status']; requestLogging?: boolean }): Promise<Organization | null>;
+  update(id: string, patch: { name?: string; status?: Organization['status']; requestLogging?: boolean; spendCap?: SpendCap | null }): Promise<Organization | null>;
   count(): Promise<number>;
 }
 
@@ -59,6 +60,7 @@ export interface Project {
   isDefault: boolean;
   /** Models keys of this project may use; null means every model. */
   modelAllowList: string[] | null;
+  spendCap: SpendCap | null;
   createdAt: Date;
   updatedAt: Date;
 }
@@ -67,7 +69,7 @@ export interface ProjectStore {
   create(input: { organizationId: string; name: string; isDefault?: boolean; modelAllowList?: string[] | null }): Promise<Project>;
   get(organizationId: string, id: string): Promise<Project | null>;
   list(organizationId: string): Promise<Project[]>;
-  update(organizationId: string, id: string, patch: { name?: string; modelAllowList?: string[] | null }): Promise<Project | null>;
+  update(organizationId: string, id: string, patch: { name?: string; modelAllowList?: string[] | null; spendCap?: SpendCap | null }): Promise<Project | null>;
   /** Deletes an empty project; false when it does not exist. */
   delete(organizationId: string, id: string): Promise<boolean>;
   getDefault(organizationId: string): Promise<Project | null>;
@@ -112,6 +114,13 @@ export interface SpendCap {
   mode: CapMode;
 }
 
+/** Per-key rate limits; null falls back to the operator's default for keys. */
+export interface KeyRateLimits {
+  requestsPerMinute: number | null;
+  tokensPerMinute: number | null;
+  concurrency: number | null;
+}
+
 export interface ApiKey {
   id: string;
   organizationId: string;
@@ -125,6 +134,7 @@ export interface ApiKey {
   disabled: boolean;
   expiresAt: Date | null;
   spendCap: SpendCap | null;
+  rateLimits: KeyRateLimits;
   createdAt: Date;
   updatedAt: Date;
   revokedAt: Date | null;
@@ -144,6 +154,7 @@ export interface NewApiKey {
   modelAllowList: string[] | null;
   expiresAt: Date | null;
   spendCap: SpendCap | null;
+  rateLimits?: KeyRateLimits;
   createdByPersonId: string | null;
   createdByKeyId: string | null;
 }
@@ -156,6 +167,7 @@ export interface ApiKeyPatch {
   disabled?: boolean;
   expiresAt?: Date | null;
   spendCap?: SpendCap | null;
+  rateLimits?: KeyRateLimits;
 }
 
 export interface ApiKeyStore {

@@ -1,14 +1,14 @@
 import { z } from 'zod';
 import type { Authenticator } from '../../core/authenticator.ts';
 import { ApiError } from '../../core/errors.ts';
-import { usdToMicros } from '../../core/money.ts';
+import { toSpendCap } from '../../core/spend-cap.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
-import type { ApiKey, IdentityStores, SpendCap } from '../../core/ports/identity.ts';
+import type { ApiKey, IdentityStores, KeyRateLimits } from '../../core/ports/identity.ts';
 import { requireProject } from '../../core/project-access.ts';
 import type { Credential } from '../../core/credential.ts';
 import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
 import {
-  createdKeyView, createKeyRequest, keyDetailView, keyView, spendCapInput, updateKeyRequest,
+  createdKeyView, createKeyRequest, keyDetailView, keyView, rateLimitsInput, updateKeyRequest,
 } from './key-schemas.ts';
 import { assertNoEscalation, assertOwnerFor } from './key-rules.ts';
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
@@ -21,8 +21,12 @@ interface Deps {
 
 const idParams = z.strictObject({ id: z.uuid() });
 
-const toSpendCap = (input: z.output<typeof spendCapInput> | null): SpendCap | null =>
-  input ? { limitMicros: usdToMicros(input.usd), period: input.period, mode: input.mode } : null;
+
+const toRateLimits = (input: z.output<typeof rateLimitsInput> | undefined): KeyRateLimits => ({
+  requestsPerMinute: input?.requestsPerMinute ?? null,
+  tokensPerMinute: input?.tokensPerMinute ?? null,
+  concurrency: input?.concurrency ?? null,
+});
 
 /** A key the caller may see: keys see their own project's keys; people see the projects they can. */
 async function findVisibleKey(deps: Deps, credential: Credential, id: string, mode: 'read' | 'write'): Promise<ApiKey> {
@@ -98,6 +102,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       assertNoEscalation(credential, scopes);
       if (body.expiresAt !== undefined && body.expiresAt !== null) assertOwnerFor(credential, 'expiresAt');
       if (body.spendCap !== undefined && body.spendCap !== null) assertOwnerFor(credential, 'spendCap');
+      if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
       const expiresAt = body.expiresAt ? new Date(body.expiresAt) : null;
       if (expiresAt && expiresAt <= clock()) {
         throw new ApiError(400, 'invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
@@ -113,6 +118,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         modelAllowList: body.models ?? null,
         expiresAt,
         spendCap: toSpendCap(body.spendCap ?? null),
+        rateLimits: toRateLimits(body.rateLimits),
         createdByPersonId: credential.kind === 'session' ? credential.personId : null,
         createdByKeyId: credential.kind === 'key' ? credential.keyId : null,
       });
@@ -160,6 +166,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       if (body.scopes) assertNoEscalation(credential, body.scopes);
       if (body.expiresAt !== undefined) assertOwnerFor(credential, 'expiresAt');
       if (body.spendCap !== undefined) assertOwnerFor(credential, 'spendCap');
+      if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
       if (body.disabled !== undefined && key.revokedAt) {
         throw new ApiError(409, 'key_revoked', 'This key is revoked; a revoked key cannot be paused or resumed', { param: 'disabled' });
       }
@@ -171,6 +178,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         disabled: body.disabled,
         expiresAt: body.expiresAt === undefined ? undefined : body.expiresAt === null ? null : new Date(body.expiresAt),
         spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
+        rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),
       });
       if (!updated) throw new ApiError(404, 'key_not_found', `No API key ${params.id}`, { param: 'id' });
       await authenticator.invalidate({ kind: 'key', id: key.id });

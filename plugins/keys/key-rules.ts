@@ -15,9 +15,9 @@ export function assertNoEscalation(credential: Credential, requested: readonly S
   }
 }
 
-export function assertOwnerFor(credential: Credential, field: 'expiresAt' | 'spendCap'): void {
+export function assertOwnerFor(credential: Credential, field: 'expiresAt' | 'spendCap' | 'rateLimits'): void {
   if (!isOwner(credential)) {
-    const what = field === 'spendCap' ? 'a spend cap' : 'an expiry';
+    const what = field === 'spendCap' ? 'a spend cap' : field === 'rateLimits' ? 'rate limits' : 'an expiry';
     throw new ApiError(403, 'owner_required', `Only an owner may set ${what} on a key`, { param: field });
   }
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { usdAmount } from '../../core/money.ts';
+import { spendCapInput, spendCapView } from '../../core/spend-cap.ts';
 import { SCOPES } from '../../core/scopes.ts';
 
 export const scopeList = z
@@ -9,13 +9,20 @@ export const scopeList = z
 
 export const modelList = z.array(z.string().min(1).max(200)).max(500).nullable();
 
-export const spendCapInput = z.strictObject({
-  usd: usdAmount.describe('Cap in USD for the period'),
-  period: z.enum(['day', 'week', 'month', 'total']).default('month'),
-  mode: z.enum(['blocking', 'alert']).default('blocking').describe('blocking answers 402 at the cap; alert only warns'),
-});
 
 const keyName = z.string().trim().min(1).max(100);
+
+const positiveLimit = z.number().int().positive().max(1_000_000_000).nullable().optional();
+export const rateLimitsInput = z.strictObject({
+  requestsPerMinute: positiveLimit,
+  tokensPerMinute: positiveLimit,
+  concurrency: z.number().int().positive().max(100_000).nullable().optional(),
+});
+const rateLimitsView = z.object({
+  requestsPerMinute: z.number().nullable(),
+  tokensPerMinute: z.number().nullable(),
+  concurrency: z.number().nullable(),
+});
 
 export const createKeyRequest = z.strictObject({
   name: keyName,
@@ -24,6 +31,7 @@ export const createKeyRequest = z.strictObject({
   models: modelList.optional().describe('Model allow-list; null or absent means every model'),
   expiresAt: z.iso.datetime({ offset: true }).nullable().optional().describe('Owner only'),
   spendCap: spendCapInput.nullable().optional().describe('Owner only'),
+  rateLimits: rateLimitsInput.optional().describe("Owner only; null or absent fields use the operator's defaults"),
 });
 
 export const updateKeyRequest = z
@@ -35,10 +43,10 @@ export const updateKeyRequest = z
     disabled: z.boolean().optional(),
     expiresAt: z.iso.datetime({ offset: true }).nullable().optional().describe('Owner only; null clears'),
     spendCap: spendCapInput.nullable().optional().describe('Owner only; null clears'),
+    rateLimits: rateLimitsInput.optional().describe('Owner only; replaces all three; null fields use the defaults'),
   })
   .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
 
-const spendCapView = z.object({ usd: z.number(), period: z.enum(['day', 'week', 'month', 'total']), mode: z.enum(['blocking', 'alert']) });
 
 export const keyView = z.object({
   object: z.literal('api_key'),
@@ -53,6 +61,7 @@ export const keyView = z.object({
   disabled: z.boolean(),
   expiresAt: z.string().nullable(),
   spendCap: spendCapView.nullable(),
+  rateLimits: rateLimitsView.describe('This key’s own limits; null means the default applies'),
   createdAt: z.string(),
   updatedAt: z.string(),
   lastUsedAt: z.string().nullable(),

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { microsToUsd } from '../../core/money.ts';
+import { toSpendCapView } from '../../core/spend-cap.ts';
 import type { ApiKey, SpendWindows } from '../../core/ports/identity.ts';
 import type { budgetStatusView, keyView, spendWindowsView } from './key-schemas.ts';
 
@@ -25,7 +26,8 @@ export function toKeyView(key: ApiKey, now: Date): z.infer<typeof keyView> {
     status: keyStatus(key, now),
     disabled: key.disabled,
     expiresAt: iso(key.expiresAt),
-    spendCap: key.spendCap ? { usd: microsToUsd(key.spendCap.limitMicros), period: key.spendCap.period, mode: key.spendCap.mode } : null,
+    spendCap: toSpendCapView(key.spendCap),
+    rateLimits: key.rateLimits,
     createdAt: key.createdAt.toISOString(),
     updatedAt: key.updatedAt.toISOString(),
     lastUsedAt: iso(key.lastUsedAt),

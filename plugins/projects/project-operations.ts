@@ -5,6 +5,8 @@ import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { Database } from '../../core/ports/database.ts';
 import type { IdentityStores, IdentityStoresFactory, Project, ProjectMember } from '../../core/ports/identity.ts';
 import { requireProject, visibleProjects } from '../../core/project-access.ts';
+import { isOwner } from '../../core/credential.ts';
+import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/spend-cap.ts';
 
 interface Deps {
   identity: IdentityStores;
@@ -19,6 +21,7 @@ const projectView = z.object({
   name: z.string(),
   isDefault: z.boolean(),
   models: z.array(z.string()).nullable().describe('Models keys of this project may use; null means every model'),
+  spendCap: spendCapView.nullable(),
   createdAt: z.string(),
   updatedAt: z.string(),
 });
@@ -38,6 +41,7 @@ const toProjectView = (p: Project): z.infer<typeof projectView> => ({
   name: p.name,
   isDefault: p.isDefault,
   models: p.modelAllowList,
+  spendCap: toSpendCapView(p.spendCap),
   createdAt: p.createdAt.toISOString(),
   updatedAt: p.updatedAt.toISOString(),
 });
@@ -124,12 +128,21 @@ export function projectOperations({ identity, identityFor, database, authenticat
     summary: "Rename a project or change its model allow-list",
     scope: 'projects:write',
     params: idParams,
-    body: z.strictObject({ name: projectName.optional(), models: models.optional() }).refine((b) => Object.keys(b).length > 0, 'send at least one field to change'),
+    body: z
+      .strictObject({ name: projectName.optional(), models: models.optional(), spendCap: spendCapInput.nullable().optional().describe('Owner only; null clears') })
+      .refine((b) => Object.keys(b).length > 0, 'send at least one field to change'),
     output: projectView,
     async handler({ params, body }, { credential }) {
       await requireProject(identity, credential, params.id, 'write', 'id');
+      if (body.spendCap !== undefined && !isOwner(credential)) {
+        throw new ApiError(403, 'owner_required', 'Only an owner may set a spend cap on a project', { param: 'spendCap' });
+      }
       try {
-        const updated = await identity.projects.update(credential.organizationId, params.id, { name: body.name, modelAllowList: body.models });
+        const updated = await identity.projects.update(credential.organizationId, params.id, {
+          name: body.name,
+          modelAllowList: body.models,
+          spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
+        });
         if (!updated) throw new ApiError(404, 'project_not_found', `No project ${params.id}`, { param: 'id' });
         // Cached key credentials carry the project's allow-list.
         if (body.models !== undefined) await authenticator.invalidate({ kind: 'all' });

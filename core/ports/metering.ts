@@ -1,0 +1,85 @@
+import type { Queryable } from './database.ts';
+
+/** The credit ledger: append-only lines whose balance_after chains exactly, per organisation. */
+export type LedgerKind = 'payment' | 'adjustment' | 'ai_usage' | 'hosting' | 'hosting_base_fee';
+
+export interface LedgerLine {
+  id: string;
+  organizationId: string;
+  kind: LedgerKind;
+  /** Signed: credits positive, charges negative. */
+  amountMicros: bigint;
+  balanceAfterMicros: bigint;
+  note: string | null;
+  reference: string | null;
+  coversUtcDay: string | null;
+  coversEntries: number | null;
+  createdAt: Date;
+}
+
+export interface NewLedgerLine {
+  kind: LedgerKind;
+  amountMicros: bigint;
+  note?: string | null;
+  /** Idempotency: a second line with the same organisation, kind and reference is refused. */
+  reference?: string | null;
+  coversUtcDay?: string | null;
+  coversEntries?: number | null;
+}
+
+export interface LedgerSummary {
+  openingMicros: bigint;
+  paymentsMicros: bigint;
+  adjustmentsMicros: bigint;
+  hostingMicros: bigint;
+  aiMicros: bigint;
+  closingMicros: bigint;
+}
+
+export interface CreditLedger {
+  /** Creates the balance with its opening credit once; later calls change nothing. */
+  ensureAccount(organizationId: string, initialCreditMicros: bigint): Promise<void>;
+  /** Appends a line and moves the balance in one transaction; null when the reference was used already. */
+  append(organizationId: string, line: NewLedgerLine, tx?: Queryable): Promise<LedgerLine | null>;
+  balance(organizationId: string): Promise<bigint | null>;
+  /** Newest first; `to` exclusive. */
+  lines(organizationId: string, filter: { kinds?: LedgerKind[]; from?: Date; to?: Date; limit: number }): Promise<LedgerLine[]>;
+  summary(organizationId: string, window: { from?: Date; to?: Date }): Promise<LedgerSummary>;
+}
+
+/** One metered call, as the request-log writer stores it. */
+export interface RequestLogRow {
+  id: string;
+  organizationId: string;
+  projectId: string | null;
+  keyId: string | null;
+  endpoint: string;
+  model: string | null;
+  provider: string | null;
+  upstreamModel: string | null;
+  statusCode: number;
+  errorCode: string | null;
+  inputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  usageEstimated: boolean;
+  costMicros: bigint;
+  priceVersion: string | null;
+  latencyMs: number;
+  ttftMs: number | null;
+  streamed: boolean;
+  attempts: number;
+  createdAt: Date;
+  bodies: { request: unknown; response: unknown } | null;
+}
+
+export interface UsageRecorder {
+  /**
+   * Stores a batch of calls and charges each organisation's balance for them, in one transaction:
+   * request rows (idempotent on id), one ai_usage ledger line per organisation, bodies where given.
+   * Returns how many rows were new.
+   */
+  record(rows: RequestLogRow[]): Promise<number>;
+}

@@ -1,0 +1,159 @@
+import { Validator } from '@seriousme/openapi-schema-validator';
+import t from 'tap';
+import type { z } from 'zod';
+import type { AnyOperation } from '../../core/operations.ts';
+import { SCOPES } from '../../core/scopes.ts';
+import { Tokens } from '../../core/tokens.ts';
+import { isStrictObject, pathParamNames, type JsonSchema } from '../fixtures/operation-inputs.ts';
+import { buildTestApp } from '../helpers/app.ts';
+
+interface DocOperation {
+  operationId?: string;
+  'x-required-scope'?: string | null;
+  parameters?: Array<{ name: string; in: string; required?: boolean; schema?: JsonSchema }>;
+  requestBody?: { required?: boolean; content?: Record<string, { schema?: JsonSchema }> };
+  responses?: Record<string, { content?: Record<string, { schema?: JsonSchema & { $ref?: string } }> }>;
+}
+
+interface OpenApiDocument {
+  openapi: string;
+  info: { version: string; title: string };
+  paths: Record<string, Record<string, DocOperation>>;
+  components: { schemas: Record<string, JsonSchema & { properties?: Record<string, JsonSchema> }> };
+}
+
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+const test = await buildTestApp(t);
+const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
+const response = await test.call('GET', '/client/openapi.json', { token: null });
+const doc = response.json() as OpenApiDocument;
+
+const docPath = (operation: AnyOperation) => '/client' + operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+const documented = (operation: AnyOperation): DocOperation | undefined => doc.paths[docPath(operation)]?.[operation.method.toLowerCase()];
+
+t.test('GET /client/openapi.json is served as JSON without a credential', async (t) => {
+  t.equal(response.statusCode, 200);
+  t.match(String(response.headers['content-type']), /^application\/json/);
+});
+
+t.test('the document validates as OpenAPI 3.1', async (t) => {
+  const validator = new Validator();
+  const result = await validator.validate(structuredClone(doc) as unknown as Record<string, unknown>);
+  t.equal(result.valid, true, `valid: ${JSON.stringify(result.errors ?? null).slice(0, 2000)}`);
+  t.equal(validator.version, '3.1', 'validated against the 3.1 schema');
+  t.match(doc.openapi, /^3\.1\.\d+$/);
+});
+
+t.test('info.version is 1.0.0', async (t) => {
+  t.equal(doc.info.version, '1.0.0');
+});
+
+t.test('the registry is not empty', async (t) => {
+  t.ok(operations.length > 0);
+});
+
+t.test('every registered operation appears with its method, path, operationId and x-required-scope', async (t) => {
+  for (const operation of operations) {
+    const entry = documented(operation);
+    t.ok(entry, `${operation.method} ${docPath(operation)} is documented (${operation.name})`);
+    if (!entry) continue;
+    t.equal(entry.operationId, operation.name, `${operation.name}: operationId`);
+    t.ok(Object.hasOwn(entry, 'x-required-scope'), `${operation.name}: has x-required-scope`);
+    t.equal(entry['x-required-scope'], operation.scope, `${operation.name}: x-required-scope is ${String(operation.scope)}`);
+  }
+});
+
+t.test('every x-required-scope is a scope the spec lists, or null', async (t) => {
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, entry] of Object.entries(item)) {
+      if (!HTTP_METHODS.includes(method)) continue;
+      const scope = entry['x-required-scope'];
+      t.ok(scope === null || (SCOPES as readonly unknown[]).includes(scope), `${method.toUpperCase()} ${path}: ${String(scope)}`);
+    }
+  }
+});
+
+t.test('the document lists no operation that is not registered', async (t) => {
+  const ids: string[] = [];
+  for (const item of Object.values(doc.paths)) {
+    for (const [method, entry] of Object.entries(item)) if (HTTP_METHODS.includes(method)) ids.push(entry.operationId ?? '');
+  }
+  t.same(ids.sort(), operations.map((op) => op.name).sort());
+});
+
+t.test('every path template variable is a required path parameter', async (t) => {
+  for (const operation of operations) {
+    const entry = documented(operation);
+    if (!entry) continue;
+    const declared = (entry.parameters ?? []).filter((p) => p.in === 'path');
+    t.same(declared.map((p) => p.name).sort(), pathParamNames(operation).sort(), `${operation.name}: path parameters`);
+    for (const parameter of declared) t.equal(parameter.required, true, `${operation.name}: ${parameter.name} is required`);
+  }
+});
+
+t.test('query parameters are documented with their schemas', async (t) => {
+  for (const operation of operations) {
+    const entry = documented(operation);
+    if (!entry || !operation.query) continue;
+    const declared = new Map((entry.parameters ?? []).filter((p) => p.in === 'query').map((p) => [p.name, p]));
+    for (const [name, field] of Object.entries(operation.query.shape as Record<string, z.ZodType>)) {
+      const parameter = declared.get(name);
+      t.ok(parameter?.schema, `${operation.name}: query ${name} is documented with a schema`);
+      t.equal(parameter?.required, !field.safeParse(undefined).success, `${operation.name}: query ${name} required flag`);
+    }
+  }
+});
+
+t.test('operations with a body document it as application/json', async (t) => {
+  for (const operation of operations) {
+    const entry = documented(operation);
+    if (!entry) continue;
+    if (!operation.body) {
+      t.notOk(entry.requestBody, `${operation.name}: takes no body`);
+      continue;
+    }
+    t.ok(entry.requestBody?.content?.['application/json']?.schema, `${operation.name}: JSON body schema`);
+    t.equal(entry.requestBody?.required, operation.bodyRequired ?? true, `${operation.name}: body required flag`);
+  }
+});
+
+t.test('strict bodies have additionalProperties: false', async (t) => {
+  let strict = 0;
+  for (const operation of operations) {
+    if (!isStrictObject(operation.body)) continue;
+    strict += 1;
+    const schema = documented(operation)?.requestBody?.content?.['application/json']?.schema;
+    t.equal(schema?.additionalProperties, false, `${operation.name}: additionalProperties false`);
+  }
+  t.ok(strict > 0, `there are strict bodies to check (${strict})`);
+});
+
+t.test('nested strict objects in a body also have additionalProperties: false', async (t) => {
+  const keysCreate = operations.find((op) => op.name === 'keys.create');
+  if (!keysCreate) {
+    t.pass('keys.create is not registered: nothing to check');
+    return;
+  }
+  const schema = documented(keysCreate)?.requestBody?.content?.['application/json']?.schema;
+  const spendCap = schema?.properties?.spendCap;
+  const object = spendCap?.anyOf?.find((option) => option.type === 'object') ?? spendCap;
+  t.equal(object?.additionalProperties, false);
+});
+
+t.test('every operation documents its success answer and the 400, 401, 403 and 404 envelopes', async (t) => {
+  for (const operation of operations) {
+    const responses = documented(operation)?.responses ?? {};
+    t.ok(responses[String(operation.status ?? 200)]?.content?.['application/json']?.schema, `${operation.name}: ${operation.status ?? 200} schema`);
+    for (const status of ['400', '401', '403', '404']) {
+      t.equal(responses[status]?.content?.['application/json']?.schema?.$ref, '#/components/schemas/Error', `${operation.name}: ${status} is the error envelope`);
+    }
+  }
+});
+
+t.test('the Error schema is the envelope with exactly message, type, code and param', async (t) => {
+  const error = doc.components.schemas.Error?.properties?.error;
+  t.same(doc.components.schemas.Error?.required, ['error']);
+  t.same([...(error?.required ?? [])].sort(), ['code', 'message', 'param', 'type']);
+  t.same(Object.keys(error?.properties ?? {}).sort(), ['code', 'message', 'param', 'type']);
+});
