@@ -68,6 +68,13 @@ export const configSchema = z.strictObject({
       printOwnerToken: z.boolean().default(true),
     })
     .prefault({}),
+  metrics: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** When set, GET /metrics needs "Authorization: Bearer <token>"; otherwise keep the port internal. */
+      bearerToken: z.string().min(16).optional(),
+    })
+    .prefault({}),
   /** Enabled plugins by name, each with its own settings (`{}` or `true` for the defaults). */
   plugins: z.record(z.string(), z.unknown()).default({}),
 });

@@ -15,6 +15,8 @@ import { frameworkErrorHandler, installErrorHandling } from './http/error-handle
 import { MANAGEMENT_PREFIXES, mountOperations } from './http/mount-operations.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { OperationRegistry } from './operations.ts';
+import { GatewayMetrics } from './metrics.ts';
+import { ApiError } from './errors.ts';
 import type { AnyPlugin, PluginContext } from './plugin.ts';
 import { resolvePlugins } from './plugin-loader.ts';
 import type { Coordination } from './ports/coordination.ts';
@@ -86,6 +88,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
       now: () => clock().getTime(),
     });
     const registry = new OperationRegistry();
+    const metrics = new GatewayMetrics();
     container.bindValue(Tokens.Config, config);
     container.bindValue(Tokens.Logger, app.log);
     container.bindValue(Tokens.Clock, clock);
@@ -93,6 +96,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Coordination, coordination);
     container.bindValue(Tokens.Operations, registry);
     container.bindValue(Tokens.Authenticator, authenticator);
+    container.bindValue(Tokens.Metrics, metrics);
     container.bindValue(Tokens.Identity, identity);
     container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
     app.decorate('svc', { container, config, bootstrap });
@@ -110,7 +114,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
     for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation);
 
-    mountCoreRoutes(app, registry, config);
+    mountCoreRoutes(app, registry, config, metrics);
     mountOperations(app, registry.list());
     for (const { plugin, ctx } of contexts) {
       if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));
@@ -143,13 +147,23 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
   }
 }
 
-function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, config: AppConfig): void {
+function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, config: AppConfig, metrics: GatewayMetrics): void {
   app.get('/', { config: { auth: false, surface: 'root' } }, async () => ({
     object: 'service',
     surfaces: { inference: '/v1', management: '/client', regionalManagement: '/platform/v1', mcp: '/mcp', toolGateway: '/mcp/gateway' },
     openapi: '/client/openapi.json',
   }));
   app.get('/health', { config: { auth: false, surface: 'root' } }, async () => ({ status: 'ok' }));
+
+  if (config.metrics.enabled) {
+    const token = config.metrics.bearerToken;
+    app.get('/metrics', { config: { auth: false, surface: 'root' } }, async (request, reply) => {
+      if (token && request.headers.authorization !== `Bearer ${token}`) {
+        throw new ApiError(401, 'invalid_metrics_token', 'GET /metrics needs the operator metrics token');
+      }
+      return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+    });
+  }
 
   let document: unknown = null;
   app.get('/client/openapi.json', { config: { auth: false, surface: 'client' } }, async () => {

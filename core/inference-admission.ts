@@ -37,6 +37,8 @@ export interface CallOutcome {
 export interface Admission {
   /** Response headers to add (x-ratelimit-*). */
   readonly headers: Readonly<Record<string, string>>;
+  /** Whether the account keeps prompt and response bodies: pass them in the outcome if so. */
+  readonly logBodies: boolean;
   /** Settles everything admit took. Never throws; calling it twice has no further effect. */
   finish(outcome: CallOutcome): void;
 }
@@ -49,7 +51,7 @@ const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Used when no metering plugin is enabled: admits everything and records nothing. */
 export const openAdmission: InferenceAdmission = {
-  admit: async () => ({ headers: EMPTY_HEADERS, finish: () => undefined }),
+  admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, finish: () => undefined }),
 };
 
 export const InferenceAdmissionToken = createToken<InferenceAdmission>('InferenceAdmission');

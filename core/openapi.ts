@@ -66,6 +66,7 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
       ...(operation.description ? { description: operation.description } : {}),
       tags: [operation.name.split('.')[0]],
       'x-required-scope': operation.scope,
+      ...(operation.ownerOnly ? { 'x-owner-only': true } : {}),
       ...(parameters.length ? { parameters } : {}),
       ...(operation.body
         ? { requestBody: { required: operation.bodyRequired ?? true, content: { 'application/json': { schema: toSchema(operation.body, 'input') } } } }

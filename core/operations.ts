@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError } from './errors.ts';
-import type { Credential } from './credential.ts';
+import { isOwner, type Credential } from './credential.ts';
 import type { Scope } from './scopes.ts';
 
 /**
@@ -49,6 +49,8 @@ export interface OperationDefinition<
   readonly status?: number;
   /** Only read operations are offered to MCP clients that asked for read-only tools. */
   readonly readOnly?: boolean;
+  /** An owner's act (money, account-wide policy): only an owner's session may call it. */
+  readonly ownerOnly?: boolean;
   handler(
     input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>,
     ctx: OperationContext,
@@ -124,6 +126,9 @@ export async function runOperation(
   raw: { params: unknown; query: unknown; body: unknown },
   ctx: OperationContext,
 ): Promise<unknown> {
+  if (operation.ownerOnly && !isOwner(ctx.credential)) {
+    throw new ApiError(403, 'owner_required', `Only an owner may call ${operation.name}: sign in as an owner (API keys cannot)`);
+  }
   const bodyRequired = operation.bodyRequired ?? operation.body !== undefined;
   if (operation.body && bodyRequired && (raw.body === undefined || raw.body === null)) {
     throw new ApiError(400, 'missing_body', 'A JSON request body is required');

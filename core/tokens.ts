@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import { createToken } from './container.ts';
 import type { AppConfig } from '../config/schema.ts';
 import type { Authenticator } from './authenticator.ts';
+import type { GatewayMetrics } from './metrics.ts';
 import type { OperationRegistry } from './operations.ts';
 import type { Coordination } from './ports/coordination.ts';
 import type { Database } from './ports/database.ts';
@@ -17,6 +18,7 @@ export const Tokens = {
   Coordination: createToken<Coordination>('Coordination'),
   Operations: createToken<OperationRegistry>('OperationRegistry'),
   Authenticator: createToken<Authenticator>('Authenticator'),
+  Metrics: createToken<GatewayMetrics>('GatewayMetrics'),
   /** Identity stores over the shared pool. */
   Identity: createToken<IdentityStores>('IdentityStores'),
   /** The same stores over a given transaction, for multi-step writes. */

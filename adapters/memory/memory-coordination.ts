@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Coordination } from '../../core/ports/coordination.ts';
+import { MemoryAllowances } from './memory-allowances.ts';
 import { MemoryCache } from './memory-cache.ts';
 import { MemoryLeaseStore } from './memory-leases.ts';
 import { MemoryPubSub } from './memory-pubsub.ts';
@@ -23,6 +24,7 @@ export function createMemoryCoordination(options: MemoryCoordinationOptions = {}
   const rateLimiter = new MemoryRateLimiter(now);
   const leases = new MemoryLeaseStore(now);
   const cache = new MemoryCache(now);
+  const allowances = new MemoryAllowances(now);
   const pubsub = new MemoryPubSub();
 
   const sweeper = setInterval(() => {
@@ -30,6 +32,7 @@ export function createMemoryCoordination(options: MemoryCoordinationOptions = {}
     rateLimiter.sweep(at);
     leases.sweep(at);
     cache.sweep(at);
+    allowances.sweep(at);
   }, SWEEP_INTERVAL_MS);
   // The sweep is housekeeping only; it must never be what keeps the process alive.
   sweeper.unref();
@@ -37,6 +40,7 @@ export function createMemoryCoordination(options: MemoryCoordinationOptions = {}
   return {
     kind: 'memory',
     rateLimiter,
+    allowances,
     leases,
     cache,
     pubsub,
@@ -45,6 +49,7 @@ export function createMemoryCoordination(options: MemoryCoordinationOptions = {}
       rateLimiter.clear();
       leases.clear();
       cache.clear();
+      allowances.clear();
       pubsub.clear();
     },
   };

@@ -226,7 +226,63 @@ end
 return value
 `);
 
+/**
+ * Allowance take: KEYS are counters, ARGV = ttl, then (amount, shrink) per key. Replies
+ * {0, missingIndexes...} when a counter is missing, {-1, index, remaining} when one is short, or
+ * {1, taken...}. Checks everything before writing anything: all or nothing.
+ */
+export const ALLOWANCE_TAKE = lua('svc_allowance_take_v1', `
+local ttl = ARGV[1]
+local values = {}
+local missing = {}
+for i = 1, #KEYS do
+  local stored = redis.call('GET', KEYS[i])
+  if stored == false then missing[#missing + 1] = i else values[i] = tonumber(stored) end
+end
+if #missing > 0 then
+  local reply = {0}
+  for _, i in ipairs(missing) do reply[#reply + 1] = i end
+  return reply
+end
+local pending = {}
+local taken = {}
+for i = 1, #KEYS do
+  local amount = tonumber(ARGV[2 * i])
+  local shrink = ARGV[2 * i + 1] == '1'
+  local left = values[i] - (pending[KEYS[i]] or 0)
+  local take = amount
+  if shrink then
+    if left <= 0 and amount > 0 then return {-1, i, left} end
+    if left < amount then take = math.max(left, 0) end
+  elseif left < amount then
+    return {-1, i, left}
+  end
+  pending[KEYS[i]] = (pending[KEYS[i]] or 0) + take
+  taken[i] = take
+end
+for key, amount in pairs(pending) do
+  redis.call('DECRBY', key, amount)
+  redis.call('PEXPIRE', key, ttl)
+end
+local reply = {1}
+for i = 1, #KEYS do reply[#reply + 1] = taken[i] end
+return reply
+`);
+
+/** Allowance give: ARGV = ttl, then an amount per key; counters that do not exist stay absent. */
+export const ALLOWANCE_GIVE = lua('svc_allowance_give_v1', `
+for i = 1, #KEYS do
+  if redis.call('EXISTS', KEYS[i]) == 1 then
+    redis.call('INCRBY', KEYS[i], ARGV[i + 1])
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+  end
+end
+return 1
+`);
+
 export const ALL_SCRIPTS: readonly LuaScript[] = [
+  ALLOWANCE_TAKE,
+  ALLOWANCE_GIVE,
   GCRA_CONSUME,
   GCRA_PEEK,
   GCRA_ADJUST,

@@ -85,9 +85,43 @@ export interface PubSub {
   subscribe(channel: string, handler: (message: string) => void): Promise<Unsubscribe>;
 }
 
+export interface AllowanceTake {
+  key: string;
+  /** Integer units (micro-USD for money). */
+  amount: number;
+  /**
+   * false: refuse unless the whole amount is there. true: take what is left if anything is (the
+   * last call may overdraw by the difference), refuse only at zero.
+   */
+  shrink: boolean;
+}
+
+export type AllowanceResult =
+  | { ok: true; taken: number[] }
+  /** Counters that do not exist yet: seed them from the durable store and try again. */
+  | { ok: false; reason: 'missing'; keys: string[] }
+  | { ok: false; reason: 'insufficient'; key: string; remaining: number };
+
+/**
+ * Remaining allowances (credit balance, spend caps) as integer counters, for reserve-then-settle.
+ * Counters are seeded from the durable store when missing; every take and give refreshes their
+ * TTL, so a counter is re-read from the durable store only after it has been idle that long.
+ */
+export interface AllowanceStore {
+  /** Creates the counter unless it exists (first seeder wins). */
+  seed(key: string, value: number, ttlMs: number): Promise<void>;
+  /** All or nothing across the entries. */
+  take(entries: AllowanceTake[], ttlMs: number): Promise<AllowanceResult>;
+  /** Adds (negative: subtracts, without any floor); a missing counter is left missing. */
+  give(entries: Array<{ key: string; amount: number }>, ttlMs: number): Promise<void>;
+  peek(keys: string[]): Promise<Array<number | null>>;
+  delete(keys: string[]): Promise<void>;
+}
+
 export interface Coordination {
   readonly kind: 'memory' | 'redis';
   readonly rateLimiter: RateLimiter;
+  readonly allowances: AllowanceStore;
   readonly leases: LeaseStore;
   readonly cache: KeyValueCache;
   readonly pubsub: PubSub;

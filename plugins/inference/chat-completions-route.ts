@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.ts';
 import type { Admission, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
+import type { GatewayMetrics } from '../../core/metrics.ts';
 import { UpstreamError, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
 import { estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
 import { toOpenAIUsage } from '../../providers/usage-format.ts';
@@ -19,6 +20,7 @@ export interface ChatRouteDeps {
   breaker: CircuitBreaker;
   admission: InferenceAdmission;
   config: InferenceConfig;
+  metrics: GatewayMetrics;
 }
 
 const ENDPOINT = '/v1/chat/completions';
@@ -64,7 +66,7 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
     const model = deps.catalogue.require(credential, body.model);
     const stream = body.stream === true;
     const candidates = planRoutes(model, stream ? 'stream' : 'chat', deps.providers, deps.breaker);
-    const admission = await deps.admission.admit({
+    const admitted = await deps.admission.admit({
       credential,
       requestId: request.id,
       endpoint: ENDPOINT,
@@ -72,11 +74,19 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
       stream,
       estimate: estimateFor(body, model),
     });
+    const admission: Admission = {
+      headers: admitted.headers,
+      logBodies: admitted.logBodies,
+      finish(outcome) {
+        deps.metrics.observeCall(ENDPOINT, model.id, outcome);
+        admitted.finish(outcome);
+      },
+    };
     const started = performance.now();
     const signal = clientSignal(reply);
-    return stream
-      ? streamCompletion(request, reply, { deps, body, model, candidates, admission, started, signal, settings })
-      : completeOnce(request, reply, { deps, body, model, candidates, admission, started, signal, settings });
+    const onAttemptFailed = (candidate: RouteCandidate, error: UpstreamError) => deps.metrics.upstreamError(candidate.provider.name, error.kind);
+    const call: CallContext = { deps, body, model, candidates, admission, started, signal, settings, onAttemptFailed };
+    return stream ? streamCompletion(request, reply, call) : completeOnce(request, reply, call);
   });
 }
 
@@ -89,6 +99,7 @@ interface CallContext {
   started: number;
   signal: AbortSignal;
   settings: FailoverSettings;
+  onAttemptFailed(candidate: RouteCandidate, error: UpstreamError): void;
 }
 
 async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: CallContext) {
@@ -97,7 +108,7 @@ async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: 
     const outcome = await runWithFailover(
       candidates,
       (candidate, attemptSignal) => candidate.provider.chat!(upstreamChatBody(body, candidate.upstreamModel), { signal: attemptSignal, requestId: request.id }),
-      { settings, breaker: deps.breaker, signal },
+      { settings, breaker: deps.breaker, signal, onAttemptFailed: call.onAttemptFailed },
     );
     const { completion, usage } = outcome.value;
     admission.finish({
@@ -109,6 +120,7 @@ async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: 
       attempts: outcome.attempts,
       latencyMs: Math.round(performance.now() - started),
       ttftMs: null,
+      ...(admission.logBodies ? { bodies: { request: body, response: completion } } : {}),
     });
     void reply.headers({ ...admission.headers, 'x-svc-provider': outcome.candidate.provider.name, 'x-svc-attempts': String(outcome.attempts) });
     return reply.send({ ...completion, model: model.id, usage: completion.usage ?? toOpenAIUsage(usage) });
@@ -177,6 +189,7 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
       settings,
       breaker: deps.breaker,
       signal,
+      onAttemptFailed: call.onAttemptFailed,
     });
   } catch (error) {
     admission.finish(failureOutcome(error, started, {}));
@@ -200,6 +213,8 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
   let last: ChatCompletionChunk | null = null;
   let status = 200;
   let errorCode: string | null = null;
+  // Only when the account keeps bodies: the streamed answer, reassembled.
+  const transcript = admission.logBodies ? { content: '', toolCalls: [] as unknown[], finishReason: null as string | null } : null;
 
   const forward = async (event: ChatStreamEvent) => {
     if (event.type === 'usage') {
@@ -209,6 +224,13 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
     event.chunk.model = model.id;
     last = event.chunk;
     outputBytes += outputBytesOf(event.chunk);
+    if (transcript) {
+      for (const choice of event.chunk.choices) {
+        if (typeof choice.delta.content === 'string') transcript.content += choice.delta.content;
+        if (Array.isArray(choice.delta.tool_calls)) transcript.toolCalls.push(...choice.delta.tool_calls);
+        transcript.finishReason = choice.finish_reason ?? transcript.finishReason;
+      }
+    }
     await sse.data(event.chunk);
   };
 
@@ -248,6 +270,7 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
       attempts: opened.attempts,
       latencyMs: Math.round(performance.now() - started),
       ttftMs: Math.round(firstContentAt - started),
+      ...(transcript ? { bodies: { request: body, response: transcript } } : {}),
     });
   }
   return reply;

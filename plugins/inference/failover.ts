@@ -46,6 +46,8 @@ export interface FailoverOptions {
   signal: AbortSignal;
   now?: () => number;
   random?: () => number;
+  /** Told about every failed attempt (metrics). */
+  onAttemptFailed?(candidate: RouteCandidate, error: UpstreamError): void;
 }
 
 /**
@@ -86,6 +88,7 @@ export async function runWithFailover<T>(
         if (signal.aborted) throw new ClientGoneError();
         if (!(caught instanceof UpstreamError)) throw caught;
         last = { error: caught, route: candidate.key };
+        options.onAttemptFailed?.(candidate, caught);
         if (caught.kind === 'client' && caught.status !== 404) {
           throw new FailoverError(400, 'upstream_rejected_request', `The model rejected the request: ${caught.message}`, attempts, candidate.key);
         }

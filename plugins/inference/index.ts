@@ -51,6 +51,7 @@ export const inferencePlugin = definePlugin({
       // Every plugin has registered by now, so a metering plugin's binding is visible here.
       admission: container.tryResolve(InferenceAdmissionToken) ?? openAdmission,
       config,
+      metrics: container.resolve(Tokens.Metrics),
     });
   },
   async start({ container, config }) {

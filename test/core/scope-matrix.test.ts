@@ -87,8 +87,16 @@ for (const prefix of MANAGEMENT_PREFIXES) {
     }
   });
 
+  t.test(`${prefix}: every owner-only operation answers 403 owner_required to a key holding every scope`, async (t) => {
+    for (const operation of operations.filter((op) => op.ownerOnly)) {
+      const response = await request(prefix, operation, allScopesKey);
+      t.equal(response.statusCode, 403, label(prefix, operation, response));
+      t.equal(envelopeCode(response), 'owner_required', `${operation.name}: code owner_required`);
+    }
+  });
+
   t.test(`${prefix}: every operation lets a key holding its scope past authorisation`, async (t) => {
-    for (const operation of operations) {
+    for (const operation of operations.filter((op) => !op.ownerOnly)) {
       const response = await request(prefix, operation, allScopesKey);
       t.notOk([401, 403].includes(response.statusCode), label(prefix, operation, response));
       t.ok(response.statusCode < 500, `${operation.name}: no server error`);

@@ -35,8 +35,11 @@ export interface TestApp {
   call(method: string, url: string, options?: { token?: string | null; body?: unknown; headers?: Record<string, string> }): Promise<LightMyRequestResponse>;
 }
 
+/** Settings tests need that differ from a plugin's defaults: enough credit to make calls. */
+const TEST_PLUGIN_SETTINGS: Record<string, unknown> = { metering: { initialCreditUsd: 100 } };
+
 export function allPlugins(manifest: readonly AnyPlugin[] = defaultManifest): Record<string, unknown> {
-  return Object.fromEntries(manifest.map((plugin) => [plugin.name, {}]));
+  return Object.fromEntries(manifest.map((plugin) => [plugin.name, TEST_PLUGIN_SETTINGS[plugin.name] ?? {}]));
 }
 
 export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Promise<TestApp> {

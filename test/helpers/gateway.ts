@@ -4,6 +4,9 @@ import { startFakeAnthropicUpstream, type FakeAnthropicUpstream } from '../fakes
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
 import { allPlugins, buildTestApp, createKey, type TapLike, type TestApp, type TestAppOptions } from './app.ts';
 
+/** $1 per million input tokens, $2 per million output tokens: easy to check by hand. */
+export const TEST_PRICES = { inputPerMTokUsd: 1, cachedInputPerMTokUsd: 0.5, outputPerMTokUsd: 2 };
+
 export interface Gateway {
   test: TestApp;
   /** http://127.0.0.1:port */
@@ -37,10 +40,10 @@ export async function startGateway(t: TapLike, overrides: { inference?: Record<s
       mock: { type: 'mock' },
     },
     models: {
-      duo: { routes: [{ provider: 'primary', model: 'up-primary' }, { provider: 'secondary', model: 'up-secondary' }] },
-      solo: { routes: [{ provider: 'primary', model: 'up-solo' }] },
-      claude: { routes: [{ provider: 'claude', model: 'claude-test' }] },
-      'mock-small': { routes: [{ provider: 'mock', model: 'mock-small' }] },
+      duo: { routes: [{ provider: 'primary', model: 'up-primary' }, { provider: 'secondary', model: 'up-secondary' }], prices: TEST_PRICES },
+      solo: { routes: [{ provider: 'primary', model: 'up-solo' }], prices: TEST_PRICES },
+      claude: { routes: [{ provider: 'claude', model: 'claude-test' }], prices: TEST_PRICES },
+      'mock-small': { routes: [{ provider: 'mock', model: 'mock-small' }], prices: TEST_PRICES },
     },
     timeouts: fast,
     failover: { initialBackoffMs: 5, maxBackoffMs: 20, deadlineMs: 5_000, ttftTimeoutMs: 500, maxRetryAfterMs: 1_500 },

@@ -1,6 +1,6 @@
 import t from 'tap';
 import OpenAI from 'openai';
-import { startGateway } from '../../helpers/gateway.ts';
+import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 const user = (content: string) => [{ role: 'user' as const, content }];
 
@@ -148,7 +148,7 @@ t.test('a provider from an npm package serves a model', async (t) => {
   const gw = await startGateway(t, {
     inference: {
       providers: { echo: { package: 'svc-provider-echo', prefix: 'echo: ' } },
-      models: { echoed: { routes: [{ provider: 'echo', model: 'echo-1' }] } },
+      models: { echoed: { routes: [{ provider: 'echo', model: 'echo-1' }], prices: TEST_PRICES } },
     },
   });
   const completion = await gw.client.chat.completions.create({ model: 'echoed', messages: user('hello package') });

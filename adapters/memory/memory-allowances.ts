@@ -1,0 +1,88 @@
+import type { AllowanceResult, AllowanceStore, AllowanceTake } from '../../core/ports/coordination.ts';
+import { wholeTtlMs } from './ttl.ts';
+
+interface Counter {
+  value: number;
+  expiresAt: number;
+}
+
+export class MemoryAllowances implements AllowanceStore {
+  private readonly counters = new Map<string, Counter>();
+
+  constructor(private readonly now: () => number) {}
+
+  async seed(key: string, value: number, ttlMs: number): Promise<void> {
+    assertInteger(value, 'seed');
+    const now = this.now();
+    if (!this.live(key, now)) this.counters.set(key, { value, expiresAt: now + wholeTtlMs(ttlMs, 'allowance seed') });
+  }
+
+  async take(entries: AllowanceTake[], ttlMs: number): Promise<AllowanceResult> {
+    const ttl = wholeTtlMs(ttlMs, 'allowance take');
+    const now = this.now();
+    const counters = entries.map((entry) => this.live(entry.key, now));
+    const missing = entries.filter((_, i) => !counters[i]).map((entry) => entry.key);
+    if (missing.length > 0) return { ok: false, reason: 'missing', keys: [...new Set(missing)] };
+    // Several entries may name one counter: check against what the earlier ones took.
+    const pending = new Map<string, number>();
+    const taken: number[] = [];
+    for (const [i, entry] of entries.entries()) {
+      assertInteger(entry.amount, 'take');
+      const left = counters[i]!.value - (pending.get(entry.key) ?? 0);
+      const amount = entry.shrink ? Math.min(entry.amount, Math.max(left, 0)) : entry.amount;
+      if (entry.shrink ? left <= 0 && entry.amount > 0 : left < entry.amount) {
+        return { ok: false, reason: 'insufficient', key: entry.key, remaining: left };
+      }
+      pending.set(entry.key, (pending.get(entry.key) ?? 0) + amount);
+      taken.push(amount);
+    }
+    for (const [key, amount] of pending) {
+      const counter = this.counters.get(key)!;
+      counter.value -= amount;
+      counter.expiresAt = now + ttl;
+    }
+    return { ok: true, taken };
+  }
+
+  async give(entries: Array<{ key: string; amount: number }>, ttlMs: number): Promise<void> {
+    const ttl = wholeTtlMs(ttlMs, 'allowance give');
+    const now = this.now();
+    for (const entry of entries) {
+      assertInteger(entry.amount, 'give');
+      const counter = this.live(entry.key, now);
+      if (!counter) continue;
+      counter.value += entry.amount;
+      counter.expiresAt = now + ttl;
+    }
+  }
+
+  async peek(keys: string[]): Promise<Array<number | null>> {
+    const now = this.now();
+    return keys.map((key) => this.live(key, now)?.value ?? null);
+  }
+
+  async delete(keys: string[]): Promise<void> {
+    for (const key of keys) this.counters.delete(key);
+  }
+
+  sweep(now: number): void {
+    for (const [key, counter] of this.counters) if (counter.expiresAt <= now) this.counters.delete(key);
+  }
+
+  clear(): void {
+    this.counters.clear();
+  }
+
+  private live(key: string, now: number): Counter | undefined {
+    const counter = this.counters.get(key);
+    if (counter && counter.expiresAt <= now) {
+      this.counters.delete(key);
+      return undefined;
+    }
+    return counter;
+  }
+}
+
+function assertInteger(value: number, what: string): void {
+  if (!Number.isSafeInteger(value)) throw new RangeError(`allowance ${what}: amounts must be safe integers`);
+}

@@ -1,0 +1,50 @@
+import type { IdentityStores, SpendCap } from '../ports/identity.ts';
+
+interface Cached<T> {
+  value: T;
+  until: number;
+}
+
+export interface AccountPolicy {
+  cap: SpendCap | null;
+  requestLogging: boolean;
+}
+
+/**
+ * Account and project settings that admission reads on every call, cached for a short TTL so the
+ * hot path does not query the database; changes apply within that TTL on every replica.
+ */
+export class CapPolicies {
+  private readonly accounts = new Map<string, Cached<AccountPolicy>>();
+  private readonly projects = new Map<string, Cached<SpendCap | null>>();
+
+  constructor(
+    private readonly identity: IdentityStores,
+    private readonly ttlMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async account(organizationId: string): Promise<AccountPolicy> {
+    const hit = this.accounts.get(organizationId);
+    if (hit && hit.until > this.now()) return hit.value;
+    const organization = await this.identity.organizations.get(organizationId);
+    const value = { cap: organization?.spendCap ?? null, requestLogging: organization?.requestLogging ?? false };
+    this.accounts.set(organizationId, { value, until: this.now() + this.ttlMs });
+    return value;
+  }
+
+  async project(organizationId: string, projectId: string): Promise<SpendCap | null> {
+    const hit = this.projects.get(projectId);
+    if (hit && hit.until > this.now()) return hit.value;
+    const project = await this.identity.projects.get(organizationId, projectId);
+    const value = project?.spendCap ?? null;
+    this.projects.set(projectId, { value, until: this.now() + this.ttlMs });
+    return value;
+  }
+
+  /** After an owner changes a setting on this replica: read it again now. */
+  forget(organizationId: string, projectId?: string): void {
+    this.accounts.delete(organizationId);
+    if (projectId) this.projects.delete(projectId);
+  }
+}

@@ -1,0 +1,108 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { RequestLogRow, UsageRecorder } from '../ports/metering.ts';
+
+export interface WriterSettings {
+  flushIntervalMs: number;
+  batchSize: number;
+  /** Rows held at most (waiting plus failed); past it new rows are dropped and counted. */
+  maxQueue: number;
+}
+
+export interface WriterStats {
+  queued: number;
+  written: number;
+  dropped: number;
+  failedFlushes: number;
+}
+
+/**
+ * Keeps request-log writes off the hot path: calls are queued in memory and written in batches
+ * (one transaction per batch, which also charges the balances). A failed flush keeps its rows and
+ * tries again; the queue is bounded so a database outage cannot grow memory without limit. On
+ * stop, everything queued is written before the process exits.
+ */
+export class RequestLogWriter {
+  private queue: RequestLogRow[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private flushing: Promise<void> | null = null;
+  private readonly stats: WriterStats = { queued: 0, written: 0, dropped: 0, failedFlushes: 0 };
+  /** Cost queued but not yet stored, per organisation / project / key: what seeding must subtract. */
+  private readonly pending = new Map<string, bigint>();
+
+  constructor(
+    private readonly recorder: UsageRecorder,
+    private readonly settings: WriterSettings,
+    private readonly logger: FastifyBaseLogger,
+  ) {}
+
+  start(): void {
+    this.timer ??= setInterval(() => void this.flush(), this.settings.flushIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Never blocks and never throws: the caller is the request path. */
+  enqueue(row: RequestLogRow): void {
+    if (this.queue.length >= this.settings.maxQueue) {
+      this.stats.dropped += 1;
+      this.logger.error({ requestId: row.id }, 'request log queue full: row dropped (its charge is lost from the ledger)');
+      return;
+    }
+    this.queue.push(row);
+    this.track(row, 1n);
+    if (this.queue.length >= this.settings.batchSize) void this.flush();
+  }
+
+  /** Spend queued but not yet in the database for a scope (`org:…`, `project:…`, `key:…`). */
+  pendingMicros(scope: string): bigint {
+    return this.pending.get(scope) ?? 0n;
+  }
+
+  snapshot(): WriterStats {
+    return { ...this.stats, queued: this.queue.length };
+  }
+
+  /** Writes everything queued now (one flush at a time). */
+  async flush(): Promise<void> {
+    if (this.flushing) return this.flushing;
+    if (this.queue.length === 0) return;
+    this.flushing = this.flushBatches().finally(() => {
+      this.flushing = null;
+    });
+    return this.flushing;
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = null;
+    await this.flushing;
+    // Drain: keep flushing until empty or the database keeps failing.
+    for (let round = 0; round < 5 && this.queue.length > 0; round += 1) await this.flush();
+    if (this.queue.length > 0) this.logger.error({ rows: this.queue.length }, 'request log rows could not be written before shutdown');
+  }
+
+  private async flushBatches(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.queue.slice(0, this.settings.batchSize);
+      try {
+        await this.recorder.record(batch);
+      } catch (error) {
+        this.stats.failedFlushes += 1;
+        this.logger.error({ err: error, rows: batch.length }, 'request log flush failed; will retry');
+        return;
+      }
+      this.queue = this.queue.slice(batch.length);
+      this.stats.written += batch.length;
+      for (const row of batch) this.track(row, -1n);
+    }
+  }
+
+  private track(row: RequestLogRow, sign: bigint): void {
+    if (row.costMicros === 0n) return;
+    for (const scope of [`org:${row.organizationId}`, row.projectId && `project:${row.projectId}`, row.keyId && `key:${row.keyId}`]) {
+      if (!scope) continue;
+      const next = (this.pending.get(scope) ?? 0n) + sign * row.costMicros;
+      if (next === 0n) this.pending.delete(scope);
+      else this.pending.set(scope, next);
+    }
+  }
+}

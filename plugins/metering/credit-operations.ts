@@ -1,0 +1,164 @@
+import { z } from 'zod';
+import type { Coordination } from '../../core/ports/coordination.ts';
+import { microsToUsd, usdAmount, usdToMicros } from '../../core/money.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import type { CreditLedger, LedgerKind, LedgerLine } from '../../core/ports/metering.ts';
+import type { PaymentProvider } from './payment-provider.ts';
+
+interface Deps {
+  ledger: CreditLedger;
+  payments: PaymentProvider;
+  coordination: Coordination;
+  counterTtlMs: number;
+  initialCreditMicros: bigint;
+}
+
+const lineView = z.object({
+  id: z.string(),
+  kind: z.enum(['payment', 'adjustment', 'ai_usage', 'hosting', 'hosting_base_fee']),
+  amountUsd: z.number().describe('Signed: credits positive, charges negative'),
+  balanceAfterUsd: z.number(),
+  note: z.string().nullable(),
+  reference: z.string().nullable(),
+  coversUtcDay: z.string().nullable(),
+  coversEntries: z.number().nullable(),
+  createdAt: z.string(),
+});
+
+const toLineView = (line: LedgerLine): z.infer<typeof lineView> => ({
+  id: line.id,
+  kind: line.kind,
+  amountUsd: microsToUsd(line.amountMicros),
+  balanceAfterUsd: microsToUsd(line.balanceAfterMicros),
+  note: line.note,
+  reference: line.reference,
+  coversUtcDay: line.coversUtcDay,
+  coversEntries: line.coversEntries,
+  createdAt: line.createdAt.toISOString(),
+});
+
+const instant = z.iso.datetime({ offset: true }).or(z.iso.date()).transform((value) => new Date(value));
+
+const LENS_KINDS: Record<string, LedgerKind[]> = {
+  payments: ['payment'],
+  usage: ['ai_usage'],
+  hosting: ['hosting', 'hosting_base_fee'],
+};
+
+export function creditOperations(deps: Deps): AnyOperation[] {
+  const { ledger } = deps;
+  const ensure = (organizationId: string) => ledger.ensureAccount(organizationId, deps.initialCreditMicros);
+
+  const get = defineOperation({
+    name: 'credits.get',
+    method: 'GET',
+    path: '/credits',
+    summary: 'Credit balance and recent movements',
+    description: 'Scope usage:read.',
+    scope: 'usage:read',
+    readOnly: true,
+    output: z.object({ object: z.literal('credits'), balanceUsd: z.number(), balanceMicros: z.string(), recent: z.array(lineView) }),
+    async handler(_input, { credential }) {
+      await ensure(credential.organizationId);
+      const balance = (await ledger.balance(credential.organizationId)) ?? 0n;
+      const recent = await ledger.lines(credential.organizationId, { limit: 10 });
+      return { object: 'credits' as const, balanceUsd: microsToUsd(balance), balanceMicros: balance.toString(), recent: recent.map(toLineView) };
+    },
+  });
+
+  const statement = defineOperation({
+    name: 'credits.statement',
+    method: 'GET',
+    path: '/credits/statement',
+    summary: 'Ledger lines, newest first',
+    description: 'Scope usage:read. lens narrows to payments, usage (AI) or hosting lines; `to` is exclusive.',
+    scope: 'usage:read',
+    readOnly: true,
+    query: z.object({
+      lens: z.enum(['payments', 'usage', 'hosting']).optional(),
+      limit: z.coerce.number().int().min(1).max(500).default(100),
+      from: instant.optional(),
+      to: instant.optional(),
+    }),
+    output: z.object({ object: z.literal('list'), data: z.array(lineView) }),
+    async handler({ query }, { credential }) {
+      await ensure(credential.organizationId);
+      const lines = await ledger.lines(credential.organizationId, { kinds: query.lens ? LENS_KINDS[query.lens] : undefined, from: query.from, to: query.to, limit: query.limit });
+      return { object: 'list' as const, data: lines.map(toLineView) };
+    },
+  });
+
+  const summary = defineOperation({
+    name: 'credits.summary',
+    method: 'GET',
+    path: '/credits/summary',
+    summary: 'Ledger summary: opening + payments + adjustments − hosting − AI = closing, exactly',
+    description: 'Scope usage:read. Without `from` the opening balance is zero; `to` is exclusive. The micros fields carry the exact integers.',
+    scope: 'usage:read',
+    readOnly: true,
+    query: z.object({ from: instant.optional(), to: instant.optional() }),
+    output: z.object({
+      object: z.literal('credit_summary'),
+      openingBalanceUsd: z.number(),
+      paymentsUsd: z.number(),
+      adjustmentsUsd: z.number(),
+      hostingUsd: z.number(),
+      aiUsd: z.number(),
+      closingBalanceUsd: z.number(),
+      micros: z.object({ opening: z.string(), payments: z.string(), adjustments: z.string(), hosting: z.string(), ai: z.string(), closing: z.string() }),
+    }),
+    async handler({ query }, { credential }) {
+      await ensure(credential.organizationId);
+      const s = await ledger.summary(credential.organizationId, { from: query.from, to: query.to });
+      return {
+        object: 'credit_summary' as const,
+        openingBalanceUsd: microsToUsd(s.openingMicros),
+        paymentsUsd: microsToUsd(s.paymentsMicros),
+        adjustmentsUsd: microsToUsd(s.adjustmentsMicros),
+        hostingUsd: microsToUsd(s.hostingMicros),
+        aiUsd: microsToUsd(s.aiMicros),
+        closingBalanceUsd: microsToUsd(s.closingMicros),
+        micros: {
+          opening: s.openingMicros.toString(),
+          payments: s.paymentsMicros.toString(),
+          adjustments: s.adjustmentsMicros.toString(),
+          hosting: s.hostingMicros.toString(),
+          ai: s.aiMicros.toString(),
+          closing: s.closingMicros.toString(),
+        },
+      };
+    },
+  });
+
+  const topup = defineOperation({
+    name: 'credits.topup',
+    method: 'POST',
+    path: '/credits/topup',
+    summary: 'Record a payment that adds credit (owner only)',
+    description: 'Goes through the payment provider (by default a manual, operator-recorded payment). A repeated reference is not charged twice.',
+    scope: null,
+    ownerOnly: true,
+    body: z.strictObject({
+      amountUsd: usdAmount.refine((v) => v > 0, 'must be more than zero'),
+      reference: z.string().trim().min(1).max(200).optional().describe('Idempotency: the payment reference'),
+      note: z.string().trim().max(500).optional(),
+    }),
+    output: z.object({ object: z.literal('credit_payment'), duplicate: z.boolean(), line: lineView.nullable(), balanceUsd: z.number() }),
+    status: 201,
+    async handler({ body }, { credential }) {
+      await ensure(credential.organizationId);
+      const line = await deps.payments.recordPayment(credential.organizationId, {
+        amountMicros: usdToMicros(body.amountUsd),
+        reference: body.reference ?? null,
+        note: body.note ?? null,
+      });
+      if (line) {
+        await deps.coordination.allowances.give([{ key: `credit:${credential.organizationId}`, amount: Number(line.amountMicros) }], deps.counterTtlMs);
+      }
+      const balance = (await ledger.balance(credential.organizationId)) ?? 0n;
+      return { object: 'credit_payment' as const, duplicate: line === null, line: line ? toLineView(line) : null, balanceUsd: microsToUsd(balance) };
+    },
+  });
+
+  return [get, statement, summary, topup];
+}

@@ -1,0 +1,119 @@
+import { ConfigError } from '../../config/load.ts';
+import { SqlCreditLedger } from '../../adapters/sql/credit-ledger-store.ts';
+import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
+import { createToken } from '../../core/container.ts';
+import { InferenceAdmissionToken } from '../../core/inference-admission.ts';
+import { BudgetAlerts, BudgetAlertSinkToken, loggingAlertSink } from '../../core/metering/budget-alerts.ts';
+import { CapPolicies } from '../../core/metering/cap-policies.ts';
+import { GovernedAdmission } from '../../core/metering/governed-admission.ts';
+import { priceSheet, type PriceSheet } from '../../core/metering/pricing.ts';
+import { RequestLogWriter } from '../../core/metering/request-log-writer.ts';
+import { usdToMicros } from '../../core/money.ts';
+import { definePlugin } from '../../core/plugin.ts';
+import type { CreditLedger } from '../../core/ports/metering.ts';
+import { Tokens } from '../../core/tokens.ts';
+import { InferenceTokens } from '../inference/index.ts';
+import { budgetOperations } from './budget-operations.ts';
+import { creditOperations } from './credit-operations.ts';
+import { meteringConfigSchema } from './metering-config.ts';
+import { meteringMigrations } from './metering-migrations.ts';
+import { manualPayments, PaymentProviderToken } from './payment-provider.ts';
+
+export const MeteringTokens = {
+  Ledger: createToken<CreditLedger>('CreditLedger'),
+  Writer: createToken<RequestLogWriter>('RequestLogWriter'),
+  Policies: createToken<CapPolicies>('CapPolicies'),
+  Prices: createToken<ReadonlyMap<string, PriceSheet>>('PriceSheets'),
+};
+
+export const meteringPlugin = definePlugin({
+  name: 'metering',
+  description: 'Prices, the credit ledger, spend caps, rate limits and the request log behind every /v1 call',
+  dependsOn: ['inference'],
+  configSchema: meteringConfigSchema,
+  migrations: meteringMigrations,
+  register({ container, config, logger }) {
+    const database = container.resolve(Tokens.Database);
+    const identity = container.resolve(Tokens.Identity);
+    const catalogue = container.resolve(InferenceTokens.Catalogue);
+
+    // Every model must be priced: an unpriced model would be served free, silently.
+    const prices = new Map<string, PriceSheet>();
+    for (const model of catalogue.all()) {
+      if (!model.prices) throw new ConfigError(`config: plugins.inference.models.${model.id}.prices: required while the metering plugin is enabled`);
+      prices.set(model.id, priceSheet(model.id, model.prices));
+    }
+    const ledger = new SqlCreditLedger(database);
+    const writer = new RequestLogWriter(new SqlUsageRecorder(database), config.requestLog, logger);
+    const policies = new CapPolicies(identity, config.policyCacheTtlMs);
+    container.bindValue(MeteringTokens.Ledger, ledger);
+    container.bindValue(MeteringTokens.Writer, writer);
+    container.bindValue(MeteringTokens.Policies, policies);
+    container.bindValue(MeteringTokens.Prices, prices);
+    container.bindValue(PaymentProviderToken, manualPayments(ledger));
+    const metrics = container.resolve(Tokens.Metrics);
+    metrics.gauge('svc_request_log_queue_depth', 'Request-log rows waiting to be written', () => writer.snapshot().queued);
+    metrics.gauge('svc_request_log_dropped_rows', 'Request-log rows dropped because the queue was full', () => writer.snapshot().dropped);
+    metrics.gauge('svc_request_log_failed_flushes', 'Request-log flushes that failed and were retried', () => writer.snapshot().failedFlushes);
+    const alerts = new BudgetAlerts(database, () => container.tryResolve(BudgetAlertSinkToken) ?? loggingAlertSink(logger));
+    container.bindValue(
+      InferenceAdmissionToken,
+      new GovernedAdmission({
+        coordination: container.resolve(Tokens.Coordination),
+        ledger,
+        spend: identity.spend,
+        policies,
+        writer,
+        alerts,
+        prices,
+        clock: container.resolve(Tokens.Clock),
+        logger,
+        onRejected: (kind) => metrics.rejected(kind),
+        onCharged: (model, micros) => metrics.observeCost(model, micros),
+        settings: {
+          keyDefaults: config.limits.keyDefaults,
+          project: config.limits.project,
+          account: config.limits.account,
+          leaseTtlMs: config.leaseTtlMs,
+          counterTtlMs: config.counterTtlMs,
+          initialCreditMicros: usdToMicros(config.initialCreditUsd),
+        },
+      }),
+    );
+  },
+  operations({ container, config }) {
+    const initialCreditMicros = usdToMicros(config.initialCreditUsd);
+    const ledger = container.resolve(MeteringTokens.Ledger);
+    return [
+      ...creditOperations({
+        ledger,
+        payments: container.resolve(PaymentProviderToken),
+        coordination: container.resolve(Tokens.Coordination),
+        counterTtlMs: config.counterTtlMs,
+        initialCreditMicros,
+      }),
+      ...budgetOperations({
+        identity: container.resolve(Tokens.Identity),
+        ledger,
+        writer: container.resolve(MeteringTokens.Writer),
+        policies: container.resolve(MeteringTokens.Policies),
+        clock: container.resolve(Tokens.Clock),
+        initialCreditMicros,
+      }),
+    ];
+  },
+  async start({ container }) {
+    const database = container.resolve(Tokens.Database);
+    for (const sheet of container.resolve(MeteringTokens.Prices).values()) {
+      await database.query('INSERT INTO price_versions (id, model, prices) VALUES ($1, $2, $3::jsonb) ON CONFLICT (id) DO NOTHING', [
+        sheet.version,
+        sheet.model,
+        JSON.stringify(sheet.prices),
+      ]);
+    }
+    container.resolve(MeteringTokens.Writer).start();
+  },
+  async stop({ container }) {
+    await container.resolve(MeteringTokens.Writer).stop();
+  },
+});

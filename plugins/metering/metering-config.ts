@@ -1,0 +1,36 @@
+import { z } from 'zod';
+import { usdAmount } from '../../core/money.ts';
+
+const limitSet = z.strictObject({
+  requestsPerMinute: z.number().int().positive().nullable().default(null),
+  tokensPerMinute: z.number().int().positive().nullable().default(null),
+  concurrency: z.number().int().positive().nullable().default(null),
+});
+
+export const meteringConfigSchema = z.strictObject({
+  /** Credit a new organisation starts with, in USD (an opening adjustment line). */
+  initialCreditUsd: usdAmount.default(0),
+  limits: z
+    .strictObject({
+      /** For keys without limits of their own. */
+      keyDefaults: limitSet.prefault({ requestsPerMinute: 600, concurrency: 50 }),
+      project: limitSet.prefault({}),
+      account: limitSet.prefault({}),
+    })
+    .prefault({}),
+  requestLog: z
+    .strictObject({
+      flushIntervalMs: z.number().int().min(10).default(100),
+      batchSize: z.number().int().min(1).max(2000).default(500),
+      maxQueue: z.number().int().min(100).default(20_000),
+    })
+    .prefault({}),
+  /** Concurrency leases lapse after this unless renewed (streams renew them). */
+  leaseTtlMs: z.number().int().min(1000).default(60_000),
+  /** Money counters idle this long are re-read from the ledger. */
+  counterTtlMs: z.number().int().min(1000).default(30 * 60_000),
+  /** How long account and project caps are cached per replica. */
+  policyCacheTtlMs: z.number().int().min(0).default(2_000),
+});
+
+export type MeteringConfig = z.output<typeof meteringConfigSchema>;

@@ -1,0 +1,64 @@
+import type { Migration } from '../../core/ports/database.ts';
+
+/** Prices, the credit ledger, budgets and request bodies. request_logs itself is the kernel's. */
+export const meteringMigrations: Migration[] = [
+  {
+    owner: 'metering',
+    version: 1,
+    name: 'prices, credit ledger, caps, request bodies',
+    sql: `
+-- Every price set that ever billed a call; request_logs.price_version points here so costs can be recomputed.
+CREATE TABLE price_versions (
+  id text PRIMARY KEY,
+  model text NOT NULL,
+  prices jsonb NOT NULL,
+  first_seen_at timestamptz NOT NULL DEFAULT now()
+);
+
+ALTER TABLE request_logs ADD COLUMN price_version text;
+ALTER TABLE request_logs ADD COLUMN upstream_model text;
+CREATE INDEX request_logs_org_created ON request_logs (organization_id, created_at DESC, id DESC);
+
+-- Prompt and response bodies, kept only while the account has request logging on.
+CREATE TABLE request_log_bodies (
+  request_id text PRIMARY KEY REFERENCES request_logs(id) ON DELETE CASCADE,
+  request_body jsonb,
+  response_body jsonb
+);
+
+CREATE TABLE credit_balances (
+  organization_id uuid PRIMARY KEY REFERENCES organizations(id) ON DELETE CASCADE,
+  balance_micros bigint NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- Append-only. amount is signed (credits positive); balance_after chains every line exactly.
+CREATE TABLE credit_ledger (
+  id bigserial PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  kind text NOT NULL CHECK (kind IN ('payment', 'adjustment', 'ai_usage', 'hosting', 'hosting_base_fee')),
+  amount_micros bigint NOT NULL,
+  balance_after_micros bigint NOT NULL,
+  note text,
+  reference text,
+  covers_utc_day date,
+  covers_entries integer,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX credit_ledger_org_time ON credit_ledger (organization_id, created_at DESC, id DESC);
+CREATE UNIQUE INDEX credit_ledger_reference ON credit_ledger (organization_id, kind, reference) WHERE reference IS NOT NULL;
+
+-- One alert per scope and period: the unique key makes "once" hold across replicas.
+CREATE TABLE budget_alerts (
+  scope text NOT NULL CHECK (scope IN ('key', 'project', 'account')),
+  scope_id uuid NOT NULL,
+  organization_id uuid NOT NULL,
+  period_start timestamptz NOT NULL,
+  cap_micros bigint NOT NULL,
+  spent_micros bigint NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (scope, scope_id, period_start)
+);
+`,
+  },
+];

@@ -1,0 +1,96 @@
+import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import type { IdentityStores } from '../../core/ports/identity.ts';
+import { usageVisibility, VISIBILITY } from './usage-access.ts';
+import { previousRange, resolveGranularity, resolveRange } from './usage-query.ts';
+import { comparisonQuery, comparisonView, seriesQuery, seriesView, usageQuery, usageReportView } from './usage-schemas.ts';
+import type { UsageStore } from './usage-store.ts';
+import { toDeltasView, toRequestRowView, toSeriesBucketView, toTotalsView } from './usage-view.ts';
+
+export interface UsageDeps {
+  store: UsageStore;
+  identity: IdentityStores;
+  clock: () => Date;
+}
+
+export function usageOperations({ store, identity, clock }: UsageDeps): AnyOperation[] {
+  const report = defineOperation({
+    name: 'usage.get',
+    method: 'GET',
+    path: '/usage',
+    summary: 'Usage report: headline totals, per-model breakdown and recent requests',
+    description: `Model calls in [from, to) (default: the last 30 days): requests, errors, tokens, cost and latency, per model, and the latest \`limit\` requests (newest first). ${VISIBILITY} Scope usage:read.`,
+    scope: 'usage:read',
+    readOnly: true,
+    query: usageQuery,
+    output: usageReportView,
+    async handler({ query }, { credential }) {
+      const range = resolveRange(query, clock());
+      const filter = { visibility: await usageVisibility(identity, credential), ...range, keyId: query.keyId };
+      const [totals, models, recent] = await Promise.all([store.totals(filter), store.byModel(filter), store.list(filter, query.limit)]);
+      return {
+        object: 'usage_report' as const,
+        from: range.from.toISOString(),
+        to: range.to.toISOString(),
+        keyId: query.keyId ?? null,
+        totals: toTotalsView(totals),
+        models: models.map((m) => ({ model: m.model, ...toTotalsView(m) })),
+        recent: recent.map(toRequestRowView),
+      };
+    },
+  });
+
+  const series = defineOperation({
+    name: 'usage.series',
+    method: 'GET',
+    path: '/usage/series',
+    summary: 'Requests, tokens and cost per hour or per day',
+    description: `UTC buckets over [from, to) (default: the last 30 days), newest first, empty buckets included. Granularity defaults to hour for a window of two days or less, else day; at most 2000 buckets. ${VISIBILITY} Scope usage:read, like the usage report it charts.`,
+    scope: 'usage:read',
+    readOnly: true,
+    query: seriesQuery,
+    output: seriesView,
+    async handler({ query }, { credential }) {
+      const range = resolveRange(query, clock());
+      const granularity = resolveGranularity(range, query.granularity);
+      const buckets = await store.series({ visibility: await usageVisibility(identity, credential), ...range, keyId: query.keyId }, granularity);
+      return {
+        object: 'usage_series' as const,
+        from: range.from.toISOString(),
+        to: range.to.toISOString(),
+        keyId: query.keyId ?? null,
+        granularity,
+        buckets: buckets.map(toSeriesBucketView),
+      };
+    },
+  });
+
+  const comparison = defineOperation({
+    name: 'usage.comparison',
+    method: 'GET',
+    path: '/usage/comparison',
+    summary: 'This window against the previous window of the same length',
+    description: `Totals of [from, to) (default: the last 30 days) and of the same length just before it, with absolute and percentage changes (percentage null when the previous figure is 0). ${VISIBILITY} Scope usage:read, like the usage report.`,
+    scope: 'usage:read',
+    readOnly: true,
+    query: comparisonQuery,
+    output: comparisonView,
+    async handler({ query }, { credential }) {
+      const current = resolveRange(query, clock());
+      const previous = previousRange(current);
+      const visibility = await usageVisibility(identity, credential);
+      const [now, before] = await Promise.all([
+        store.totals({ visibility, ...current, keyId: query.keyId }),
+        store.totals({ visibility, ...previous, keyId: query.keyId }),
+      ]);
+      return {
+        object: 'usage_comparison' as const,
+        keyId: query.keyId ?? null,
+        current: { from: current.from.toISOString(), to: current.to.toISOString(), totals: toTotalsView(now) },
+        previous: { from: previous.from.toISOString(), to: previous.to.toISOString(), totals: toTotalsView(before) },
+        deltas: toDeltasView(now, before),
+      };
+    },
+  });
+
+  return [report, series, comparison];
+}

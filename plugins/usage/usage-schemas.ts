@@ -1,0 +1,198 @@
+import { z } from 'zod';
+
+/** Query parameters and wire shapes of the usage and request-log operations. */
+
+export const USAGE_RECENT_DEFAULT = 100;
+export const USAGE_RECENT_MAX = 1_000;
+export const REQUESTS_PAGE_DEFAULT = 50;
+export const REQUESTS_PAGE_MAX = 200;
+export const RECENT_REQUESTS = 20;
+export const WINDOW_MINUTES_DEFAULT = 60;
+export const WINDOW_MINUTES_MAX = 1_440;
+
+/** Request ids as the gateway issues or accepts them (x-request-id). */
+export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+const dateOrTimestamp = z.union([z.iso.date(), z.iso.datetime({ offset: true })], {
+  error: 'expected a date (YYYY-MM-DD, midnight UTC) or an ISO 8601 timestamp',
+});
+
+const from = dateOrTimestamp.optional().describe('Start of the window, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
+const to = dateOrTimestamp.optional().describe('End of the window, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
+const keyId = z.uuid().optional().describe("Only calls made with this key; a key outside what the caller sees gives no rows");
+
+export const usageQuery = z.object({
+  from: from.describe('Start of the window, inclusive (default: 30 days before `to`)'),
+  to: to.describe('End of the window, exclusive (default: now)'),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(USAGE_RECENT_MAX)
+    .default(USAGE_RECENT_DEFAULT)
+    .describe(`How many recent requests to include (default ${USAGE_RECENT_DEFAULT}, max ${USAGE_RECENT_MAX})`),
+  keyId,
+});
+
+export const seriesQuery = z.object({
+  from: from.describe('Start of the window, inclusive (default: 30 days before `to`)'),
+  to: to.describe('End of the window, exclusive (default: now)'),
+  keyId,
+  granularity: z.enum(['hour', 'day']).optional().describe('Bucket size, UTC; default hour for a window of two days or less, else day'),
+});
+
+export const comparisonQuery = z.object({
+  from: from.describe('Start of this window, inclusive (default: 30 days before `to`)'),
+  to: to.describe('End of this window, exclusive (default: now)'),
+  keyId,
+});
+
+export const requestsQuery = z.object({
+  from,
+  to,
+  keyId,
+  model: z.string().min(1).max(200).optional().describe('Exact model name'),
+  q: z.string().min(1).max(200).optional().describe('A request id, or text contained in the model or endpoint (case-insensitive)'),
+  band: z.enum(['errors', 'slow']).optional().describe('errors: status 400 or above; slow: streamed first token over 5 s, or unstreamed over 30 s'),
+  cursor: z.string().min(1).max(512).optional().describe('nextCursor of the previous page'),
+  limit: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(REQUESTS_PAGE_MAX)
+    .default(REQUESTS_PAGE_DEFAULT)
+    .describe(`Rows per page (default ${REQUESTS_PAGE_DEFAULT}, max ${REQUESTS_PAGE_MAX})`),
+});
+
+export const windowQuery = z.object({
+  minutes: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(WINDOW_MINUTES_MAX)
+    .default(WINDOW_MINUTES_DEFAULT)
+    .describe(`Length of the window in minutes, ending with the current minute (default ${WINDOW_MINUTES_DEFAULT}, max ${WINDOW_MINUTES_MAX})`),
+});
+
+export const requestIdParams = z.strictObject({
+  id: z.string().regex(REQUEST_ID_PATTERN, 'a request id: 1 to 128 letters, digits, or . _ : -').describe('Request id (x-request-id of the call)'),
+});
+
+const count = z.number().int().nonnegative();
+const msOrNull = z.number().nullable();
+
+export const tokenTotalsView = z.object({
+  input: count,
+  cachedInput: count,
+  cacheWrite: count,
+  output: count,
+  reasoning: count,
+});
+
+export const requestRowView = z.object({
+  object: z.literal('request_log'),
+  id: z.string(),
+  createdAt: z.string(),
+  keyId: z.string().nullable(),
+  projectId: z.string().nullable(),
+  endpoint: z.string(),
+  model: z.string().nullable(),
+  provider: z.string().nullable(),
+  upstreamModel: z.string().nullable(),
+  status: z.number().int(),
+  errorCode: z.string().nullable(),
+  tokens: tokenTotalsView.extend({ estimated: z.boolean().describe('Counted by the gateway because the provider reported no usage') }),
+  costUsd: z.number(),
+  latencyMs: z.number().int(),
+  ttftMs: z.number().int().nullable().describe('Time to first token, streamed calls'),
+  streamed: z.boolean(),
+  attempts: z.number().int(),
+  priceVersion: z.string().nullable(),
+});
+
+export const requestDetailView = requestRowView.extend({
+  request: z.unknown().describe('The prompt as sent; null when hidden or not logged'),
+  response: z.unknown().describe('The response as returned; null when hidden or not logged'),
+  bodiesHidden: z
+    .enum(['role', 'not_logged'])
+    .nullable()
+    .describe("Why the bodies are null: 'role' the caller may not read them; 'not_logged' request logging was off for this call"),
+});
+
+export const totalsView = z.object({
+  requests: count,
+  errors: count.describe('Calls answered with status 400 or above'),
+  tokens: tokenTotalsView,
+  costUsd: z.number(),
+  avgLatencyMs: msOrNull,
+  p50LatencyMs: msOrNull,
+  p95LatencyMs: msOrNull,
+});
+
+export const modelTotalsView = totalsView.extend({ model: z.string().nullable() });
+
+export const usageReportView = z.object({
+  object: z.literal('usage_report'),
+  from: z.string(),
+  to: z.string(),
+  keyId: z.string().nullable(),
+  totals: totalsView,
+  models: z.array(modelTotalsView).describe('Per model, costliest first'),
+  recent: z.array(requestRowView).describe('The latest requests of the window, newest first'),
+});
+
+export const seriesView = z.object({
+  object: z.literal('usage_series'),
+  from: z.string(),
+  to: z.string(),
+  keyId: z.string().nullable(),
+  granularity: z.enum(['hour', 'day']),
+  buckets: z
+    .array(z.object({ start: z.string(), requests: count, errors: count, tokens: tokenTotalsView, costUsd: z.number() }))
+    .describe('UTC buckets, newest first, empty ones included'),
+});
+
+const deltaView = z.object({
+  absolute: z.number().nullable().describe('This window minus the previous; null when either figure is null'),
+  percent: z.number().nullable().describe('Change relative to the previous window, in percent; null when the previous is 0 or null'),
+});
+
+export const comparisonView = z.object({
+  object: z.literal('usage_comparison'),
+  keyId: z.string().nullable(),
+  current: z.object({ from: z.string(), to: z.string(), totals: totalsView }),
+  previous: z.object({ from: z.string(), to: z.string(), totals: totalsView }),
+  deltas: z.object({
+    requests: deltaView,
+    errors: deltaView,
+    tokens: z.object({ input: deltaView, cachedInput: deltaView, cacheWrite: deltaView, output: deltaView, reasoning: deltaView }),
+    costUsd: deltaView,
+    avgLatencyMs: deltaView,
+    p50LatencyMs: deltaView,
+    p95LatencyMs: deltaView,
+  }),
+});
+
+const windowStatsShape = {
+  requests: count,
+  errors: count,
+  costUsd: z.number(),
+  p50LatencyMs: msOrNull,
+  p95LatencyMs: msOrNull,
+  p50TtftMs: msOrNull.describe('Median time to first token of streamed calls'),
+};
+
+export const windowView = z.object({
+  object: z.literal('request_window'),
+  minutes: z.number().int(),
+  from: z.string(),
+  to: z.string(),
+  ...windowStatsShape,
+  buckets: z.array(z.object({ start: z.string(), ...windowStatsShape })).describe('One per minute, newest first, empty ones included'),
+});
+
+export const requestListView = z.object({
+  object: z.literal('list'),
+  data: z.array(requestRowView),
+  nextCursor: z.string().nullable(),
+});

@@ -1,0 +1,388 @@
+import type { Queryable } from '../../core/ports/database.ts';
+import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
+
+/**
+ * The read side of metering: aggregates and rows from request_logs (one row per gateway model
+ * call) and the optional bodies in request_log_bodies. Every query filters organization_id and a
+ * created_at range first, so it runs on request_logs_org_created (organization_id, created_at DESC,
+ * id DESC). SQL is parameterised throughout; no caller value is ever spliced into the text.
+ */
+
+/** Which rows a caller may see: projectIds null means every row of the organisation. */
+export interface Visibility {
+  organizationId: string;
+  projectIds: readonly string[] | null;
+}
+
+export interface UsageFilter {
+  visibility: Visibility;
+  /** Inclusive. */
+  from?: Date;
+  /** Exclusive. */
+  to?: Date;
+  keyId?: string;
+}
+
+export type Band = 'errors' | 'slow';
+
+/** A position in the newest-first order: created_at as text with microseconds, and the id. */
+export interface Cursor {
+  at: string;
+  id: string;
+}
+
+export interface RequestFilter extends UsageFilter {
+  model?: string;
+  q?: string;
+  band?: Band;
+  cursor?: Cursor;
+}
+
+export interface RequestLog {
+  id: string;
+  createdAt: Date;
+  /** created_at at full (microsecond) precision, for cursors. */
+  position: Cursor;
+  organizationId: string;
+  projectId: string | null;
+  keyId: string | null;
+  endpoint: string;
+  model: string | null;
+  provider: string | null;
+  upstreamModel: string | null;
+  statusCode: number;
+  errorCode: string | null;
+  inputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  usageEstimated: boolean;
+  costMicros: bigint;
+  latencyMs: number;
+  ttftMs: number | null;
+  streamed: boolean;
+  attempts: number;
+  priceVersion: string | null;
+}
+
+export interface UsageTotals {
+  requests: number;
+  errors: number;
+  inputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  costMicros: bigint;
+  avgLatencyMs: number | null;
+  p50LatencyMs: number | null;
+  p95LatencyMs: number | null;
+}
+
+export interface ModelTotals extends UsageTotals {
+  model: string | null;
+}
+
+export type Granularity = 'hour' | 'day';
+
+export interface SeriesBucket {
+  start: Date;
+  requests: number;
+  errors: number;
+  inputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  costMicros: bigint;
+}
+
+export interface WindowStats {
+  requests: number;
+  errors: number;
+  costMicros: bigint;
+  p50LatencyMs: number | null;
+  p95LatencyMs: number | null;
+  p50TtftMs: number | null;
+}
+
+export interface WindowBucket extends WindowStats {
+  start: Date;
+}
+
+export interface RequestBodies {
+  request: unknown;
+  response: unknown;
+}
+
+/** The slow band: a streamed first token over 5 s, or an unstreamed call over 30 s (exactly 5 s / 30 s is not slow). */
+export const SLOW_TTFT_MS = 5_000;
+export const SLOW_LATENCY_MS = 30_000;
+
+/** Collects WHERE clauses and their $n parameters together, so placeholders always line up. */
+class Conditions {
+  readonly params: unknown[] = [];
+  private readonly clauses: string[] = [];
+
+  param(value: unknown): string {
+    this.params.push(value);
+    return `$${this.params.length}`;
+  }
+
+  add(clause: string): void {
+    this.clauses.push(clause);
+  }
+
+  get sql(): string {
+    return this.clauses.length ? this.clauses.join(' AND ') : 'TRUE';
+  }
+}
+
+function usageConditions(filter: UsageFilter): Conditions {
+  const c = new Conditions();
+  c.add(`organization_id = ${c.param(filter.visibility.organizationId)}::uuid`);
+  if (filter.from) c.add(`created_at >= ${c.param(filter.from)}::timestamptz`);
+  if (filter.to) c.add(`created_at < ${c.param(filter.to)}::timestamptz`);
+  if (filter.visibility.projectIds !== null) c.add(`project_id = ANY(${c.param([...filter.visibility.projectIds])}::uuid[])`);
+  if (filter.keyId) c.add(`key_id = ${c.param(filter.keyId)}::uuid`);
+  return c;
+}
+
+function requestConditions(filter: RequestFilter): Conditions {
+  const c = usageConditions(filter);
+  if (filter.model !== undefined) c.add(`model = ${c.param(filter.model)}`);
+  if (filter.q !== undefined && filter.q !== '') {
+    // strpos, not LIKE: the text is matched literally, with no wildcards to escape.
+    const q = c.param(filter.q);
+    c.add(`(id = ${q} OR strpos(lower(COALESCE(model, '')), lower(${q})) > 0 OR strpos(lower(endpoint), lower(${q})) > 0)`);
+  }
+  if (filter.band === 'errors') c.add('status_code >= 400');
+  if (filter.band === 'slow') {
+    c.add(`((streamed AND ttft_ms > ${SLOW_TTFT_MS}) OR (NOT streamed AND latency_ms > ${SLOW_LATENCY_MS}))`);
+  }
+  if (filter.cursor) {
+    const at = c.param(filter.cursor.at);
+    // The plain bound lets the planner narrow the index range; the row comparison breaks ties on id.
+    c.add(`created_at <= ${at}::timestamptz`);
+    c.add(`(created_at, id) < (${at}::timestamptz, ${c.param(filter.cursor.id)}::text)`);
+  }
+  return c;
+}
+
+const ROW_COLUMNS = `id, created_at,
+  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_text,
+  organization_id, project_id, key_id, endpoint, model, provider, upstream_model, status_code, error_code,
+  input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, usage_estimated,
+  cost_micros, latency_ms, ttft_ms, streamed, attempts, price_version`;
+
+const TOTAL_COLUMNS = `count(*)::bigint AS requests,
+  count(*) FILTER (WHERE status_code >= 400)::bigint AS errors,
+  COALESCE(sum(input_tokens), 0)::bigint AS input_tokens,
+  COALESCE(sum(cached_input_tokens), 0)::bigint AS cached_input_tokens,
+  COALESCE(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens,
+  COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
+  COALESCE(sum(reasoning_tokens), 0)::bigint AS reasoning_tokens,
+  COALESCE(sum(cost_micros), 0)::bigint AS cost_micros,
+  round(avg(latency_ms))::float8 AS avg_latency_ms,
+  (percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p50_latency_ms,
+  (percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p95_latency_ms`;
+
+const WINDOW_COLUMNS = `count(*)::bigint AS requests,
+  count(*) FILTER (WHERE status_code >= 400)::bigint AS errors,
+  COALESCE(sum(cost_micros), 0)::bigint AS cost_micros,
+  (percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p50_latency_ms,
+  (percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p95_latency_ms,
+  (percentile_disc(0.5) WITHIN GROUP (ORDER BY ttft_ms))::float8 AS p50_ttft_ms`;
+
+const num = (row: Row, column: string): number => Number(row[column] ?? 0);
+const numOrNull = (row: Row, column: string): number | null => (row[column] === null || row[column] === undefined ? null : Number(row[column]));
+const strOrNull = (row: Row, column: string): string | null => (row[column] as string | null | undefined) ?? null;
+
+function toRequestLog(row: Row): RequestLog {
+  const id = row['id'] as string;
+  return {
+    id,
+    createdAt: row['created_at'] as Date,
+    position: { at: row['created_at_text'] as string, id },
+    organizationId: row['organization_id'] as string,
+    projectId: strOrNull(row, 'project_id'),
+    keyId: strOrNull(row, 'key_id'),
+    endpoint: row['endpoint'] as string,
+    model: strOrNull(row, 'model'),
+    provider: strOrNull(row, 'provider'),
+    upstreamModel: strOrNull(row, 'upstream_model'),
+    statusCode: num(row, 'status_code'),
+    errorCode: strOrNull(row, 'error_code'),
+    inputTokens: num(row, 'input_tokens'),
+    cachedInputTokens: num(row, 'cached_input_tokens'),
+    cacheWriteTokens: num(row, 'cache_write_tokens'),
+    outputTokens: num(row, 'output_tokens'),
+    reasoningTokens: num(row, 'reasoning_tokens'),
+    usageEstimated: row['usage_estimated'] === true,
+    costMicros: bigintOf(row, 'cost_micros'),
+    latencyMs: num(row, 'latency_ms'),
+    ttftMs: numOrNull(row, 'ttft_ms'),
+    streamed: row['streamed'] === true,
+    attempts: num(row, 'attempts'),
+    priceVersion: strOrNull(row, 'price_version'),
+  };
+}
+
+function toTotals(row: Row | undefined): UsageTotals {
+  const r = row ?? {};
+  return {
+    requests: num(r, 'requests'),
+    errors: num(r, 'errors'),
+    inputTokens: num(r, 'input_tokens'),
+    cachedInputTokens: num(r, 'cached_input_tokens'),
+    cacheWriteTokens: num(r, 'cache_write_tokens'),
+    outputTokens: num(r, 'output_tokens'),
+    reasoningTokens: num(r, 'reasoning_tokens'),
+    costMicros: bigintOf(r, 'cost_micros'),
+    avgLatencyMs: numOrNull(r, 'avg_latency_ms'),
+    p50LatencyMs: numOrNull(r, 'p50_latency_ms'),
+    p95LatencyMs: numOrNull(r, 'p95_latency_ms'),
+  };
+}
+
+function toWindowStats(r: Row): WindowStats {
+  return {
+    requests: num(r, 'requests'),
+    errors: num(r, 'errors'),
+    costMicros: bigintOf(r, 'cost_micros'),
+    p50LatencyMs: numOrNull(r, 'p50_latency_ms'),
+    p95LatencyMs: numOrNull(r, 'p95_latency_ms'),
+    p50TtftMs: numOrNull(r, 'p50_ttft_ms'),
+  };
+}
+
+export class UsageStore {
+  constructor(private readonly db: Queryable) {}
+
+  async totals(filter: UsageFilter): Promise<UsageTotals> {
+    const c = usageConditions(filter);
+    const { rows } = await this.db.query(`SELECT ${TOTAL_COLUMNS} FROM request_logs WHERE ${c.sql}`, c.params);
+    return toTotals(rows[0]);
+  }
+
+  /** Per model, costliest first. */
+  async byModel(filter: UsageFilter): Promise<ModelTotals[]> {
+    const c = usageConditions(filter);
+    const { rows } = await this.db.query(
+      `SELECT model, ${TOTAL_COLUMNS} FROM request_logs WHERE ${c.sql}
+       GROUP BY model ORDER BY cost_micros DESC, requests DESC, model ASC NULLS LAST`,
+      c.params,
+    );
+    return rows.map((row) => ({ model: strOrNull(row, 'model'), ...toTotals(row) }));
+  }
+
+  /**
+   * Buckets over [from, to), newest first, empty ones included. Buckets are UTC hours or days;
+   * the first may start before `from` (it is the bucket `from` falls in), and counts only rows in range.
+   */
+  async series(filter: UsageFilter & { from: Date; to: Date }, granularity: Granularity): Promise<SeriesBucket[]> {
+    const c = usageConditions(filter);
+    const unit = c.param(granularity);
+    const step = c.param(`1 ${granularity}`);
+    const from = c.param(filter.from);
+    const to = c.param(filter.to);
+    const { rows } = await this.db.query(
+      `WITH buckets AS (
+         SELECT generate_series(
+           date_trunc(${unit}::text, ${from}::timestamptz AT TIME ZONE 'UTC'),
+           (${to}::timestamptz AT TIME ZONE 'UTC') - interval '1 microsecond',
+           ${step}::interval) AS local_start
+       ), sums AS (
+         SELECT date_trunc(${unit}::text, created_at AT TIME ZONE 'UTC') AS local_start,
+                count(*)::bigint AS requests,
+                count(*) FILTER (WHERE status_code >= 400)::bigint AS errors,
+                sum(input_tokens)::bigint AS input_tokens,
+                sum(cached_input_tokens)::bigint AS cached_input_tokens,
+                sum(cache_write_tokens)::bigint AS cache_write_tokens,
+                sum(output_tokens)::bigint AS output_tokens,
+                sum(reasoning_tokens)::bigint AS reasoning_tokens,
+                sum(cost_micros)::bigint AS cost_micros
+         FROM request_logs WHERE ${c.sql}
+         GROUP BY 1
+       )
+       SELECT b.local_start AT TIME ZONE 'UTC' AS start,
+              COALESCE(s.requests, 0)::bigint AS requests, COALESCE(s.errors, 0)::bigint AS errors,
+              COALESCE(s.input_tokens, 0)::bigint AS input_tokens, COALESCE(s.cached_input_tokens, 0)::bigint AS cached_input_tokens,
+              COALESCE(s.cache_write_tokens, 0)::bigint AS cache_write_tokens, COALESCE(s.output_tokens, 0)::bigint AS output_tokens,
+              COALESCE(s.reasoning_tokens, 0)::bigint AS reasoning_tokens, COALESCE(s.cost_micros, 0)::bigint AS cost_micros
+       FROM buckets b LEFT JOIN sums s ON s.local_start = b.local_start
+       ORDER BY b.local_start DESC`,
+      c.params,
+    );
+    return rows.map((row) => ({
+      start: row['start'] as Date,
+      requests: num(row, 'requests'),
+      errors: num(row, 'errors'),
+      inputTokens: num(row, 'input_tokens'),
+      cachedInputTokens: num(row, 'cached_input_tokens'),
+      cacheWriteTokens: num(row, 'cache_write_tokens'),
+      outputTokens: num(row, 'output_tokens'),
+      reasoningTokens: num(row, 'reasoning_tokens'),
+      costMicros: bigintOf(row, 'cost_micros'),
+    }));
+  }
+
+  /** Rows newest first (created_at, then id, both descending), at most `limit`. */
+  async list(filter: RequestFilter, limit: number): Promise<RequestLog[]> {
+    const c = requestConditions(filter);
+    const { rows } = await this.db.query(
+      `SELECT ${ROW_COLUMNS} FROM request_logs WHERE ${c.sql} ORDER BY created_at DESC, id DESC LIMIT ${c.param(limit)}::int`,
+      c.params,
+    );
+    return rows.map(toRequestLog);
+  }
+
+  /** One row, or null when it does not exist or lies outside what the caller sees. */
+  async get(visibility: Visibility, id: string): Promise<RequestLog | null> {
+    const c = usageConditions({ visibility });
+    c.add(`id = ${c.param(id)}::text`);
+    const { rows } = await this.db.query(`SELECT ${ROW_COLUMNS} FROM request_logs WHERE ${c.sql}`, c.params);
+    return rows[0] ? toRequestLog(rows[0]) : null;
+  }
+
+  /** Stored prompt and response, or null when nothing was logged for the call. */
+  async bodies(id: string): Promise<RequestBodies | null> {
+    const { rows } = await this.db.query(
+      'SELECT request_body, response_body FROM request_log_bodies WHERE request_id = $1',
+      [id],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    const request = row['request_body'] ?? null;
+    const response = row['response_body'] ?? null;
+    if (request === null && response === null) return null;
+    return { request, response };
+  }
+
+  /** Totals and per-minute buckets (newest first, empty ones included) over [from, to); both minute-aligned. */
+  async window(filter: UsageFilter & { from: Date; to: Date }): Promise<{ totals: WindowStats; buckets: WindowBucket[] }> {
+    const c = usageConditions(filter);
+    const totals = await this.db.query(`SELECT ${WINDOW_COLUMNS} FROM request_logs WHERE ${c.sql}`, [...c.params]);
+    const from = c.param(filter.from);
+    const to = c.param(filter.to);
+    const { rows } = await this.db.query(
+      `WITH buckets AS (
+         SELECT generate_series(${from}::timestamptz, ${to}::timestamptz - interval '1 minute', interval '1 minute') AS start
+       ), stats AS (
+         SELECT date_trunc('minute', created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS start, ${WINDOW_COLUMNS}
+         FROM request_logs WHERE ${c.sql}
+         GROUP BY 1
+       )
+       SELECT b.start, COALESCE(s.requests, 0)::bigint AS requests, COALESCE(s.errors, 0)::bigint AS errors,
+              COALESCE(s.cost_micros, 0)::bigint AS cost_micros, s.p50_latency_ms, s.p95_latency_ms, s.p50_ttft_ms
+       FROM buckets b LEFT JOIN stats s ON s.start = b.start
+       ORDER BY b.start DESC`,
+      c.params,
+    );
+    return {
+      totals: toWindowStats(totals.rows[0] ?? {}),
+      buckets: rows.map((row) => ({ start: row['start'] as Date, ...toWindowStats(row) })),
+    };
+  }
+}

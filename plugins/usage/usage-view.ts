@@ -1,0 +1,103 @@
+import type { z } from 'zod';
+import { microsToUsd } from '../../core/money.ts';
+import type { comparisonView, requestRowView, totalsView, windowView } from './usage-schemas.ts';
+import type { RequestLog, SeriesBucket, UsageTotals, WindowStats } from './usage-store.ts';
+
+/** Store records to wire shapes: USD numbers from integer micros, ISO timestamps. */
+
+type Tokens = Pick<UsageTotals, 'inputTokens' | 'cachedInputTokens' | 'cacheWriteTokens' | 'outputTokens' | 'reasoningTokens'>;
+
+const tokensOf = (t: Tokens) => ({
+  input: t.inputTokens,
+  cachedInput: t.cachedInputTokens,
+  cacheWrite: t.cacheWriteTokens,
+  output: t.outputTokens,
+  reasoning: t.reasoningTokens,
+});
+
+export function toRequestRowView(row: RequestLog): z.infer<typeof requestRowView> {
+  return {
+    object: 'request_log',
+    id: row.id,
+    createdAt: row.createdAt.toISOString(),
+    keyId: row.keyId,
+    projectId: row.projectId,
+    endpoint: row.endpoint,
+    model: row.model,
+    provider: row.provider,
+    upstreamModel: row.upstreamModel,
+    status: row.statusCode,
+    errorCode: row.errorCode,
+    tokens: { ...tokensOf(row), estimated: row.usageEstimated },
+    costUsd: microsToUsd(row.costMicros),
+    latencyMs: row.latencyMs,
+    ttftMs: row.ttftMs,
+    streamed: row.streamed,
+    attempts: row.attempts,
+    priceVersion: row.priceVersion,
+  };
+}
+
+export function toTotalsView(totals: UsageTotals): z.infer<typeof totalsView> {
+  return {
+    requests: totals.requests,
+    errors: totals.errors,
+    tokens: tokensOf(totals),
+    costUsd: microsToUsd(totals.costMicros),
+    avgLatencyMs: totals.avgLatencyMs,
+    p50LatencyMs: totals.p50LatencyMs,
+    p95LatencyMs: totals.p95LatencyMs,
+  };
+}
+
+export function toSeriesBucketView(bucket: SeriesBucket) {
+  return {
+    start: bucket.start.toISOString(),
+    requests: bucket.requests,
+    errors: bucket.errors,
+    tokens: tokensOf(bucket),
+    costUsd: microsToUsd(bucket.costMicros),
+  };
+}
+
+export function toWindowStatsView(stats: WindowStats): Omit<z.infer<typeof windowView>['buckets'][number], 'start'> {
+  return {
+    requests: stats.requests,
+    errors: stats.errors,
+    costUsd: microsToUsd(stats.costMicros),
+    p50LatencyMs: stats.p50LatencyMs,
+    p95LatencyMs: stats.p95LatencyMs,
+    p50TtftMs: stats.p50TtftMs,
+  };
+}
+
+type Delta = { absolute: number | null; percent: number | null };
+const round2 = (value: number) => Math.round(value * 100) / 100;
+
+function delta(current: number | null, previous: number | null): Delta {
+  if (current === null || previous === null) return { absolute: null, percent: null };
+  return { absolute: round2(current - previous), percent: previous === 0 ? null : round2(((current - previous) / previous) * 100) };
+}
+
+function moneyDelta(current: bigint, previous: bigint): Delta {
+  const change = current - previous;
+  return { absolute: microsToUsd(change), percent: previous === 0n ? null : round2((Number(change) / Number(previous)) * 100) };
+}
+
+export function toDeltasView(current: UsageTotals, previous: UsageTotals): z.infer<typeof comparisonView>['deltas'] {
+  return {
+    requests: delta(current.requests, previous.requests),
+    errors: delta(current.errors, previous.errors),
+    tokens: {
+      input: delta(current.inputTokens, previous.inputTokens),
+      cachedInput: delta(current.cachedInputTokens, previous.cachedInputTokens),
+      cacheWrite: delta(current.cacheWriteTokens, previous.cacheWriteTokens),
+      output: delta(current.outputTokens, previous.outputTokens),
+      reasoning: delta(current.reasoningTokens, previous.reasoningTokens),
+    },
+    costUsd: moneyDelta(current.costMicros, previous.costMicros),
+    avgLatencyMs: delta(current.avgLatencyMs, previous.avgLatencyMs),
+    p50LatencyMs: delta(current.p50LatencyMs, previous.p50LatencyMs),
+    p95LatencyMs: delta(current.p95LatencyMs, previous.p95LatencyMs),
+  };
+}
