@@ -381,8 +381,8 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
 
   contract(t, {
     coordination,
-    // Real time passes between calls; values read back may be this much lower than exact.
-    // Real time passes between calls; a loaded CI machine can take a second.
+    // Real time passes between calls (a loaded CI machine can take a second): values read back
+    // may be this much lower than exact.
     slack: 1_000,
     advance: (ms) => sleep(ms),
     another: create,
