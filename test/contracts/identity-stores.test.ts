@@ -1,0 +1,139 @@
+import t, { type Test } from 'tap';
+import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
+import { SqlCreditLedger } from '../../adapters/sql/credit-ledger-store.ts';
+import { sqlIdentityStores } from '../../adapters/sql/identity-stores.ts';
+import { runMigrations } from '../../adapters/sql/migrator.ts';
+import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
+import { addPersonTo, createOrganizationWithOwner } from '../../core/identity-admin.ts';
+import type { Database } from '../../core/ports/database.ts';
+import type { RequestLogRow } from '../../core/ports/metering.ts';
+import { meteringMigrations } from '../../plugins/metering/metering-migrations.ts';
+import { databaseBackends } from '../helpers/databases.ts';
+
+/** The SQL stores, run against every database backend the machine offers. */
+async function storeContract(t: Test, db: Database) {
+  await runMigrations(db, [...coreMigrations, ...meteringMigrations]);
+  const stores = sqlIdentityStores(db);
+  const { organization, project, owner } = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Acme', ownerEmail: 'Boss@Acme.test', ownerName: 'Boss' });
+
+  t.test('an organisation starts with a default project and an owner', async (t) => {
+    t.equal((await stores.projects.getDefault(organization.id))?.id, project.id);
+    t.equal((await stores.memberships.get(organization.id, owner.id))?.role, 'owner');
+    t.equal((await stores.people.get(owner.id))?.defaultOrganizationId, organization.id);
+  });
+
+  t.test('people are found by email whatever its case, and not created twice', async (t) => {
+    t.equal((await stores.people.getByEmail('boss@acme.TEST'))?.id, owner.id);
+    const again = await addPersonTo(stores, { organizationId: organization.id, email: 'BOSS@acme.test', name: 'x', role: 'admin' });
+    t.equal(again.id, owner.id);
+    t.equal((await stores.memberships.get(organization.id, owner.id))?.role, 'admin');
+    await stores.memberships.update(organization.id, owner.id, { role: 'owner' });
+  });
+
+  t.test('project names are unique per organisation, ignoring case', async (t) => {
+    await stores.projects.create({ organizationId: organization.id, name: 'Research' });
+    await t.rejects(stores.projects.create({ organizationId: organization.id, name: 'research' }));
+  });
+
+  t.test('project members are upserted, listed and removed', async (t) => {
+    const dev = await addPersonTo(stores, { organizationId: organization.id, email: 'dev@acme.test', name: 'Dev', role: 'member' });
+    await stores.projectMembers.upsert({ projectId: project.id, personId: dev.id, role: 'viewer' });
+    await stores.projectMembers.upsert({ projectId: project.id, personId: dev.id, role: 'developer' });
+    t.same((await stores.projectMembers.list(project.id)).map((m) => [m.email, m.role]), [['dev@acme.test', 'developer']]);
+    t.equal(await stores.projectMembers.remove(project.id, dev.id), true);
+    t.equal(await stores.projectMembers.remove(project.id, dev.id), false);
+  });
+
+  t.test('a key round-trips every field, caps as exact bigints', async (t) => {
+    const tokenHash = `hash-${Math.random()}`;
+    const key = await stores.apiKeys.create({
+      organizationId: organization.id,
+      projectId: project.id,
+      name: 'k',
+      tokenHash,
+      hint: 'svc_live_…abcd',
+      scopes: ['inference', 'usage:read'],
+      modelAllowList: ['a', 'b'],
+      expiresAt: new Date('2030-01-01T00:00:00Z'),
+      spendCap: { limitMicros: 9_007_199_254_740_993n, period: 'week', mode: 'alert' },
+      rateLimits: { requestsPerMinute: 10, tokensPerMinute: null, concurrency: 2 },
+      createdByPersonId: owner.id,
+      createdByKeyId: null,
+    });
+    const read = await stores.apiKeys.get(organization.id, key.id);
+    t.same(read?.spendCap, { limitMicros: 9_007_199_254_740_993n, period: 'week', mode: 'alert' });
+    t.same(read?.rateLimits, { requestsPerMinute: 10, tokensPerMinute: null, concurrency: 2 });
+    t.same(read?.modelAllowList, ['a', 'b']);
+    const updated = await stores.apiKeys.update(organization.id, key.id, { spendCap: null, modelAllowList: null, disabled: true });
+    t.equal(updated?.spendCap, null);
+    t.equal(updated?.modelAllowList, null);
+    t.equal(updated?.disabled, true);
+    t.same(updated?.scopes, ['inference', 'usage:read'], 'fields not sent are kept');
+    const auth = await stores.credentials.findKeyByTokenHash(tokenHash);
+    t.equal(auth?.key.id, key.id);
+    t.equal(auth?.organizationStatus, 'active');
+    t.equal(await stores.apiKeys.delete(organization.id, key.id), true);
+    t.equal(await stores.apiKeys.get(organization.id, key.id), null);
+  });
+
+  t.test('keys are invisible across organisations', async (t) => {
+    const other = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Other', ownerEmail: 'o@other.test', ownerName: 'O' });
+    const key = await stores.apiKeys.create({
+      organizationId: other.organization.id, projectId: other.project.id, name: 'theirs', tokenHash: `h-${Math.random()}`, hint: 'h',
+      scopes: ['inference'], modelAllowList: null, expiresAt: null, spendCap: null, createdByPersonId: null, createdByKeyId: null,
+    });
+    t.equal(await stores.apiKeys.get(organization.id, key.id), null);
+    t.equal(await stores.apiKeys.revoke(organization.id, key.id), null);
+    t.equal(await stores.apiKeys.delete(organization.id, key.id), false);
+  });
+
+  t.test('the ledger chains balance_after exactly under concurrent appends', async (t) => {
+    const ledger = new SqlCreditLedger(db);
+    await ledger.ensureAccount(organization.id, 1_000_000n);
+    await ledger.ensureAccount(organization.id, 1_000_000n);
+    await Promise.all(Array.from({ length: 40 }, (_, i) => ledger.append(organization.id, { kind: i % 2 ? 'payment' : 'adjustment', amountMicros: BigInt(i * 1000 - 7000) })));
+    const { rows } = await db.query<{ amount_micros: bigint; balance_after_micros: bigint }>(
+      'SELECT amount_micros, balance_after_micros FROM credit_ledger WHERE organization_id = $1 ORDER BY id',
+      [organization.id],
+    );
+    let running = 0n;
+    for (const row of rows) {
+      running += row.amount_micros;
+      t.equal(row.balance_after_micros, running);
+    }
+    t.equal(await ledger.balance(organization.id), running);
+    const summary = await ledger.summary(organization.id, {});
+    t.equal(summary.closingMicros, running);
+  });
+
+  t.test('a reference is charged once', async (t) => {
+    const ledger = new SqlCreditLedger(db);
+    t.ok(await ledger.append(organization.id, { kind: 'payment', amountMicros: 5n, reference: 'inv-1' }));
+    t.equal(await ledger.append(organization.id, { kind: 'payment', amountMicros: 5n, reference: 'inv-1' }), null);
+  });
+
+  t.test('recording usage stores rows once and charges exactly them', async (t) => {
+    const ledger = new SqlCreditLedger(db);
+    const before = (await ledger.balance(organization.id)) ?? 0n;
+    const row = (id: string, cost: bigint): RequestLogRow => ({
+      id, organizationId: organization.id, projectId: project.id, keyId: null, endpoint: '/v1/chat/completions', model: 'm', provider: 'p',
+      upstreamModel: 'u', statusCode: 200, errorCode: null, inputTokens: 1, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 1,
+      reasoningTokens: 0, usageEstimated: false, costMicros: cost, priceVersion: 'v1', latencyMs: 1, ttftMs: null, streamed: false, attempts: 1,
+      createdAt: new Date(), bodies: id === 'r1' ? { request: { text: 'a\u0000b' }, response: null } : null,
+    });
+    const recorder = new SqlUsageRecorder(db);
+    t.equal(await recorder.record([row('r1', 100n), row('r2', 250n)]), 2);
+    t.equal(await recorder.record([row('r2', 250n), row('r3', 1n)]), 1, 'a retried row is not stored or charged again');
+    t.equal(await ledger.balance(organization.id), before - 351n);
+    const stored = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM request_log_bodies WHERE request_id = 'r1'");
+    t.equal(stored.rows[0]?.n, 1, 'a NUL character in a body does not stop the write');
+  });
+}
+
+for (const backend of databaseBackends()) {
+  t.test(`SQL stores on ${backend.name}`, async (t) => {
+    const { db, cleanup } = await backend.create();
+    t.teardown(cleanup);
+    await storeContract(t, db);
+  });
+}
