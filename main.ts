@@ -26,6 +26,10 @@ async function main(): Promise<void> {
       process.exit(1);
     }, config.server.shutdownGraceMs);
     force.unref();
+    // close() ends connections idle at that moment; ones still answering become idle later and
+    // would otherwise hold the process until their keep-alive timeout.
+    const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+    sweep.unref();
     app.close().then(
       () => process.exit(0),
       (error: unknown) => {
