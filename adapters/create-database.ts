@@ -1,6 +1,4 @@
 import type { Database } from '../core/ports/database.ts';
-import { createPgDatabase } from './pg/pg-database.ts';
-import { createPgliteDatabase } from './pglite/pglite-database.ts';
 
 export type DatabaseConfig =
   | { driver: 'pglite'; dataDir?: string; reuseClusterImage?: boolean }
@@ -9,10 +7,15 @@ export type DatabaseConfig =
 /** The returned adapters also implement ScriptQueryable (exec), which runMigrations relies on. */
 export async function createDatabase(config: DatabaseConfig): Promise<Database> {
   switch (config.driver) {
-    case 'pglite':
+    // Imported on use: each driver is tens of MiB of code the other deployments never need.
+    case 'pglite': {
+      const { createPgliteDatabase } = await import('./pglite/pglite-database.ts');
       // In-memory databases are throwaway (tests, demos): start each from a cached cluster image.
       return createPgliteDatabase({ ...config, reuseClusterImage: config.reuseClusterImage ?? config.dataDir === 'memory://' });
-    case 'postgres':
+    }
+    case 'postgres': {
+      const { createPgDatabase } = await import('./pg/pg-database.ts');
       return createPgDatabase(config);
+    }
   }
 }

@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { resolve, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import type { z } from 'zod';
 import { configSchema, type AppConfig } from './schema.ts';
@@ -16,7 +15,8 @@ export class ConfigError extends Error {
   }
 }
 
-export const DEFAULT_CONFIG_PATH = resolve(dirname(fileURLToPath(import.meta.url)), 'default.yaml');
+/** Relative to the working directory, like ./data: `npm start` and `npm run start:prod` run from the project root. */
+export const DEFAULT_CONFIG_PATH = resolve('config/default.yaml');
 
 type Env = Record<string, string | undefined>;
 

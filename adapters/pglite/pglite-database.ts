@@ -21,18 +21,25 @@ const parsers: NonNullable<PGliteOptions['parsers']> = {
   [types.INT8]: (text: string) => BigInt(text),
 };
 
+/**
+ * PostgreSQL's default 128 MB of shared buffers is sized for a server; embedded in the gateway's
+ * process it would be most of its memory. 16 MB holds a small deployment's working set.
+ */
+const postgresqlconf = ['shared_buffers = 16MB'];
+const base = { parsers, postgresqlconf } as PGliteOptions;
+
 let clusterImage: Promise<File | Blob> | undefined;
 
 async function openInMemory(reuseImage: boolean): Promise<PGlite> {
-  if (!reuseImage) return PGlite.create({ parsers });
+  if (!reuseImage) return PGlite.create(base);
   if (clusterImage !== undefined) {
     // A failed image only costs speed: fall back to a normal initdb.
     const image = await clusterImage.catch(() => undefined);
-    return PGlite.create(image === undefined ? { parsers } : { parsers, loadDataDir: image });
+    return PGlite.create(image === undefined ? base : { ...base, loadDataDir: image });
   }
   // The first instance donates its freshly initialised files before anyone has written to it, so
   // no separate seed instance (another full initdb) is needed.
-  const first = PGlite.create({ parsers });
+  const first = PGlite.create(base);
   const image = first.then((db) => db.dumpDataDir('none'));
   clusterImage = image;
   image.catch(() => {
@@ -67,7 +74,7 @@ export async function createPgliteDatabase(options: PgliteDatabaseOptions = {}):
     pglite = await openInMemory(options.reuseClusterImage === true);
   } else {
     await mkdir(dataDir, { recursive: true });
-    pglite = await PGlite.create({ dataDir, parsers });
+    pglite = await PGlite.create({ ...base, dataDir });
   }
 
   return {

@@ -55,6 +55,10 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 }
 
 export function toApiError(error: unknown, request: FastifyRequest): ApiError {
+  // The client went away: nobody reads this answer, and it is no server fault.
+  if (error instanceof Error && error.name === 'ClientGoneError') {
+    return new ApiError(499, 'client_closed_request', 'The client closed the request');
+  }
   if (error instanceof ApiError) {
     if (error.status >= 500) request.log.error({ err: error.cause ?? error }, error.message);
     return error;

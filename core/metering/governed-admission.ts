@@ -92,10 +92,14 @@ export class GovernedAdmission implements InferenceAdmission {
     // 1. requests per minute
     const rpm: RateEntry[] = scopes.flatMap((s) => (s.limits.requestsPerMinute ? [{ key: `rpm:${s.kind}:${s.id}`, limit: s.limits.requestsPerMinute, periodMs: MINUTE, cost: 1 }] : []));
     const rpmResult = await coordination.rateLimiter.consume(rpm);
+    const tokenEstimate = request.estimate.inputTokens + request.estimate.maxOutputTokens;
+    const tpm: RateEntry[] = scopes.flatMap((s) => (s.limits.tokensPerMinute ? [{ key: `tpm:${s.kind}:${s.id}`, limit: s.limits.tokensPerMinute, periodMs: MINUTE, cost: tokenEstimate }] : []));
+    // A refusal before the tokens check still reports the token family when a limit is set (absent means "not measured").
+    const tokenState = async () => (tpm.length > 0 ? coordination.rateLimiter.peek(tpm.map(({ cost: _cost, ...entry }) => entry)).catch(() => []) : []);
     const undo: Array<() => Promise<unknown>> = [];
     if (!rpmResult.allowed) {
       this.deps.onRejected?.('requests');
-      throw tooMany('Too many requests per minute for this key, project or account; retry after the time in retry-after', maxRetry(rpmResult.decisions), rateLimitHeaders(rpmResult.decisions, []));
+      throw tooMany('Too many requests per minute for this key, project or account; retry after the time in retry-after', maxRetry(rpmResult.decisions), rateLimitHeaders(rpmResult.decisions, await tokenState()));
     }
     undo.push(() => coordination.rateLimiter.adjust(rpm.map((e) => ({ ...e, cost: -1 }))));
 
@@ -108,14 +112,12 @@ export class GovernedAdmission implements InferenceAdmission {
         const lease = await coordination.leases.acquire(leases, leaseId, settings.leaseTtlMs);
         if (!lease.acquired) {
           this.deps.onRejected?.('concurrency');
-          throw tooMany('Too many requests in flight at once for this key, project or account', 1000, rateLimitHeaders(rpmResult.decisions, []));
+          throw tooMany('Too many requests in flight at once for this key, project or account', 1000, rateLimitHeaders(rpmResult.decisions, await tokenState()));
         }
         undo.push(() => coordination.leases.release(leaseKeys, leaseId));
       }
 
       // 3. tokens per minute: reserve the estimate now, settle to the real count afterwards
-      const tokenEstimate = request.estimate.inputTokens + request.estimate.maxOutputTokens;
-      const tpm: RateEntry[] = scopes.flatMap((s) => (s.limits.tokensPerMinute ? [{ key: `tpm:${s.kind}:${s.id}`, limit: s.limits.tokensPerMinute, periodMs: MINUTE, cost: tokenEstimate }] : []));
       let tokenDecisions: RateDecision[] = [];
       if (tpm.length > 0) {
         const tpmResult = await coordination.rateLimiter.consume(tpm);
@@ -142,8 +144,8 @@ export class GovernedAdmission implements InferenceAdmission {
         { key: `credit:${credential.organizationId}`, amount: Number(estimate), shrink: true },
         ...caps.filter((c) => c.cap.mode === 'blocking').map((c) => ({ key: c.counter, amount: Number(estimate), shrink: false })),
       ];
-      const taken = await this.reserve(takes, caps, credential);
       const headers = rateLimitHeaders(rpmResult.decisions, tokenDecisions);
+      const taken = await this.reserve(takes, caps, credential, headers);
       return this.admission({ request, sheet, takes, taken, tpm, tokenEstimate, leaseKeys, leaseId, caps, headers, logBodies: account.requestLogging });
     } catch (error) {
       await Promise.allSettled(undo.reverse().map((step) => step()));
@@ -188,7 +190,8 @@ export class GovernedAdmission implements InferenceAdmission {
     return entries;
   }
 
-  private async reserve(takes: AllowanceTake[], caps: CapEntry[], credential: Credential): Promise<number[]> {
+  /** `headers`: the rate-limit headers a refusal carries too (every gateway response has them). */
+  private async reserve(takes: AllowanceTake[], caps: CapEntry[], credential: Credential, headers: Record<string, string>): Promise<number[]> {
     const { allowances } = this.deps.coordination;
     const ttl = this.deps.settings.counterTtlMs;
     for (let round = 0; round < 3; round += 1) {
@@ -200,7 +203,7 @@ export class GovernedAdmission implements InferenceAdmission {
       }
       if (result.key.startsWith('credit:')) {
         this.deps.onRejected?.('credit');
-        throw new ApiError(402, 'insufficient_credit', 'The account’s credit balance is used up; top up to continue (GET /client/credits shows the balance)');
+        throw new ApiError(402, 'insufficient_credit', 'The account’s credit balance is used up; top up to continue (GET /client/credits shows the balance)', { headers });
       }
       this.deps.onRejected?.('budget');
       const cap = caps.find((c) => c.counter === result.key)!;
@@ -211,6 +214,7 @@ export class GovernedAdmission implements InferenceAdmission {
         `The ${cap.scope} spend cap of $${microsToUsd(cap.cap.limitMicros)} per ${cap.cap.period} is used up` +
           (left > 0 ? ` for a request of this size: $${microsToUsd(BigInt(left))} is left, and this request may cost up to $${microsToUsd(BigInt(takes[0]!.amount))}; lower max_tokens` : '') +
           '. GET /client/budget shows every cap.',
+        { headers },
       );
     }
     throw new ApiError(503, 'metering_unavailable', 'Spend counters could not be prepared; it is safe to retry');

@@ -77,14 +77,12 @@ export async function runWithFailover<T>(
       if (attempts >= settings.maxAttempts || (attempts > 0 && now() >= deadline)) break search;
       if (signal.aborted) throw new ClientGoneError();
       attempts += 1;
-      const controller = new AbortController();
-      const forward = () => controller.abort(signal.reason);
-      signal.addEventListener('abort', forward, { once: true });
       try {
-        const value = await attempt(candidate, controller.signal);
+        // Attempts run one after another and each ends before the next starts, so the client's
+        // signal is the only cancellation an attempt needs.
+        const value = await attempt(candidate, signal);
         return { value, candidate, attempts };
       } catch (caught) {
-        controller.abort();
         if (signal.aborted) throw new ClientGoneError();
         if (!(caught instanceof UpstreamError)) throw caught;
         last = { error: caught, route: candidate.key };
@@ -101,8 +99,6 @@ export async function runWithFailover<T>(
         const delay = retryAfter ?? backoff;
         if (now() + delay >= deadline) continue search;
         await sleep(delay, signal);
-      } finally {
-        signal.removeEventListener('abort', forward);
       }
     }
   }

@@ -61,4 +61,10 @@ CREATE TABLE budget_alerts (
 );
 `,
   },
+  {
+    owner: 'metering',
+    version: 2,
+    name: 'drop an index that request_logs_org_time already covers',
+    sql: 'DROP INDEX IF EXISTS request_logs_org_created;',
+  },
 ];

@@ -4,8 +4,7 @@ import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
 /**
  * The read side of metering: aggregates and rows from request_logs (one row per gateway model
  * call) and the optional bodies in request_log_bodies. Every query filters organization_id and a
- * created_at range first, so it runs on request_logs_org_created (organization_id, created_at DESC,
- * id DESC). SQL is parameterised throughout; no caller value is ever spliced into the text.
+ * created_at range first, so it runs on request_logs_org_time (organization_id, created_at). SQL is parameterised throughout; no caller value is ever spliced into the text.
  */
 
 /** Which rows a caller may see: projectIds null means every row of the organisation. */

@@ -1,0 +1,774 @@
+/**
+ * `npm run bench`: the gateway's overhead over a loopback fake OpenAI upstream.
+ *
+ * Three processes: this one (the load generator: autocannon and a sequential undici client), the
+ * fake upstream (bench/upstream-process.ts) and the gateway (bench/gateway-process.ts), so each has
+ * its own event loop and the gateway's RSS is its own. Every request is made twice, straight to the
+ * fake and through the gateway (real `svc_live_` key, auth and every kernel hook on, the `openai`
+ * provider type), and the difference is the gateway's cost:
+ *
+ *   1. requests/s at 32 connections (non-streamed), direct vs gateway, and their ratio; plus the CPU
+ *      each process used meanwhile and the gateway's CPU time per request (the figure a busy
+ *      machine disturbs least)
+ *   2. added latency p50/p99 at 1 connection
+ *   3. added time to first token on streams (first `data:` frame with content)
+ *   4. the gateway's peak RSS (VmHWM of its process). The deployment's first start (PGlite initdb,
+ *      migrations, bootstrap) runs in a separate short-lived process first and is reported apart:
+ *      the measured gateway starts like every later restart, on an existing data directory.
+ *
+ * Prints the figures with their goals and writes bench/results.json.
+ * BENCH_PROFILE=1 also CPU-profiles the gateway and prints where its time goes; its figures are
+ * inflated, so they go to bench/profiles/results.json next to the .cpuprofile.
+ * BENCH_GATEWAY_NODE_ARGS="--max-old-space-size=96" passes extra flags to the gateway's node.
+ * BENCH_DATABASE_URL=postgres://… runs the gateway on PostgreSQL instead of embedded PGlite (in a
+ * fresh schema, dropped afterwards), to see what the embedded database costs in memory.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { build as esbuild } from 'esbuild';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { Client } from 'undici';
+import { generateToken, SESSION_PREFIX } from '../core/secrets.ts';
+import { isChildMessage, type ChildMessage, type ParentMessage } from './ipc.ts';
+import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
+
+// ---- Settings (every loop below is bounded by one of these) ---------------------------------------
+
+const MODEL = 'gpt-4o-mini';
+const CONNECTIONS = 32;
+const THROUGHPUT_WARMUP_S = 3;
+/** Direct and gateway are measured alternately, this many rounds of this many seconds each. */
+const THROUGHPUT_ROUNDS = 2;
+const THROUGHPUT_ROUND_S = 6;
+const LATENCY_WARMUP = 300;
+const LATENCY_REQUESTS = 3_000;
+const TTFT_WARMUP = 50;
+const TTFT_STREAMS = 400;
+const REQUEST_TIMEOUT_MS = 10_000;
+/** The whole run, start-up included, is cut off after this. */
+const HARD_LIMIT_MS = 170_000;
+
+const GOALS = { ratio: 0.2, addedP50Ms: 0.4, addedTtftMs: 1, peakRssMiB: 150 };
+
+const PROFILE = process.env.BENCH_PROFILE === '1';
+const DATABASE_URL = process.env.BENCH_DATABASE_URL || null;
+const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+const DATABASE_SCHEMA = `bench_${Date.now().toString(36)}_${process.pid}`;
+const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
+const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+const PROFILE_DIR = join(BENCH_DIR, 'profiles');
+/** A profiled run's figures are inflated: they go next to the profile, not over the real results. */
+const RESULTS_FILE = PROFILE ? join(PROFILE_DIR, 'results.json') : join(BENCH_DIR, 'results.json');
+
+/** A small, realistic chat request: system prompt, one user turn, a few sampling fields. */
+const CHAT_BODY = {
+  model: MODEL,
+  messages: [
+    { role: 'system', content: 'You are a concise assistant for a developer tools company. Answer in at most two sentences.' },
+    { role: 'user', content: 'What is the difference between a process and a thread? Give one example of when to use each.' },
+  ],
+  max_tokens: 128,
+  temperature: 0.7,
+  user: 'bench-user-42',
+};
+const JSON_BODY = JSON.stringify(CHAT_BODY);
+const STREAM_BODY = JSON.stringify({ ...CHAT_BODY, stream: true, stream_options: { include_usage: true } });
+const CHAT_PATH = '/v1/chat/completions';
+
+// ---- autocannon (untyped CommonJS) ------------------------------------------------------------------
+
+interface AutocannonHistogram {
+  average: number;
+  mean: number;
+  p50: number;
+  p99: number;
+  total: number;
+}
+interface AutocannonResult {
+  requests: AutocannonHistogram;
+  latency: AutocannonHistogram;
+  duration: number;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+  '2xx': number;
+  statusCodeStats: Record<string, { count: number }>;
+}
+interface AutocannonOptions {
+  url: string;
+  connections: number;
+  duration: number;
+  method: 'POST';
+  headers: Record<string, string>;
+  body: string;
+  timeout: number;
+}
+const autocannon = createRequire(import.meta.url)('autocannon') as (options: AutocannonOptions) => Promise<AutocannonResult>;
+
+// ---- Child processes --------------------------------------------------------------------------------
+
+interface Child {
+  name: string;
+  process: ChildProcess;
+  /** Log lines about clients that went away mid-request (counted, not printed). */
+  clientGoneLogs: number;
+  next(type: ChildMessage['type'], timeoutMs: number): Promise<ChildMessage>;
+}
+
+const children: Child[] = [];
+
+/**
+ * autocannon closes its sockets with requests still in flight when a phase ends; the gateway logs
+ * each of those (ClientGoneError). They are expected, so they are counted instead of printed.
+ */
+const CLIENT_GONE_LINE = /"ClientGoneError"|client disconnected/;
+
+/**
+ * The gateway runs as a deployment would: compiled to one JavaScript file (as `npm run build`
+ * does) and started with plain node, so no TypeScript loader thread sits in its memory.
+ */
+async function buildGateway(): Promise<string> {
+  const outfile = join(BENCH_DIR, '.build', 'gateway-process.mjs');
+  await esbuild({
+    entryPoints: [join(BENCH_DIR, 'gateway-process.ts')],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    logLevel: 'warning',
+  });
+  return outfile;
+}
+
+function startChild(name: string, file: string, env: Record<string, string>, nodeArgs: string[] = []): Child {
+  const entry = file.endsWith('.mjs') ? [file] : ['--import', 'tsx', join(BENCH_DIR, file)];
+  const child = spawn(process.execPath, [...nodeArgs, ...entry], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env, NODE_ENV: 'production' },
+    stdio: ['ignore', 'pipe', 'inherit', 'ipc'],
+  });
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    if (CLIENT_GONE_LINE.test(line)) handle.clientGoneLogs += 1;
+    else process.stdout.write(`  [${name}] ${line}\n`);
+  });
+  const inbox: ChildMessage[] = [];
+  const waiters: Array<() => void> = [];
+  let exited: string | null = null;
+  child.on('message', (message) => {
+    if (!isChildMessage(message)) return;
+    inbox.push(message);
+    waiters.splice(0).forEach((wake) => wake());
+  });
+  child.on('exit', (code, signal) => {
+    exited = `${name} exited (code ${code}, signal ${signal})`;
+    waiters.splice(0).forEach((wake) => wake());
+  });
+  const handle: Child = {
+    name,
+    process: child,
+    clientGoneLogs: 0,
+    async next(type, timeoutMs) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const index = inbox.findIndex((m) => m.type === type || m.type === 'error');
+        if (index !== -1) {
+          const [message] = inbox.splice(index, 1);
+          if (message!.type === 'error') throw new Error(`${name}: ${message!.message}`);
+          return message!;
+        }
+        if (exited) throw new Error(exited);
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`${name}: no '${type}' message within ${timeoutMs} ms`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, left);
+          waiters.push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      }
+    },
+  };
+  children.push(handle);
+  return handle;
+}
+
+function send(child: Child, message: ParentMessage): void {
+  if (child.process.connected) child.process.send(message);
+}
+
+/** Ask politely (so --cpu-prof can write its file), then SIGKILL whatever is still running. */
+async function stopChildren(graceMs = 8_000): Promise<void> {
+  await Promise.all(
+    children.map(async (child) => {
+      const proc = child.process;
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
+      send(child, { type: 'shutdown' });
+      const timer = setTimeout(() => proc.kill('SIGKILL'), graceMs);
+      await exited;
+      clearTimeout(timer);
+    }),
+  );
+}
+
+/** Temporary directories to remove however the run ends. */
+const scratch: string[] = [];
+
+/** The last resort (failure, signal, time limit): SIGKILL the children, drop the scratch files. */
+function killChildrenNow(): void {
+  for (const child of children) {
+    if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGKILL');
+  }
+  for (const dir of scratch.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
+// ---- Memory of the gateway process ------------------------------------------------------------------
+
+function procStatusKiB(pid: number, field: 'VmRSS' | 'VmHWM'): number | null {
+  try {
+    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) : null;
+  } catch {
+    return null;
+  }
+}
+
+class RssSampler {
+  maxKiB = 0;
+  lastHwmKiB = 0;
+  private timer: NodeJS.Timeout | null = null;
+  constructor(private readonly pid: number) {}
+  start(everyMs = 100): void {
+    this.sample();
+    this.timer = setInterval(() => this.sample(), everyMs);
+    this.timer.unref();
+  }
+  sample(): void {
+    const rss = procStatusKiB(this.pid, 'VmRSS');
+    if (rss !== null) this.maxKiB = Math.max(this.maxKiB, rss);
+    const hwm = procStatusKiB(this.pid, 'VmHWM');
+    if (hwm !== null) this.lastHwmKiB = Math.max(this.lastHwmKiB, hwm);
+  }
+  stop(): void {
+    this.sample();
+    if (this.timer) clearInterval(this.timer);
+  }
+}
+
+// ---- CPU accounting ---------------------------------------------------------------------------------
+
+/** USER_HZ: /proc/<pid>/stat counts CPU time in these ticks (100 on every mainstream Linux). */
+const CLOCK_TICKS_PER_S = 100;
+
+/** CPU seconds (user + system) a process has used so far, or NaN when it cannot be read. */
+function processCpuSeconds(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+  } catch {
+    return NaN;
+  }
+}
+
+interface CpuShares {
+  /** CPU used by each process during the window, as a share of one core (1 = one full core). */
+  gateway: number;
+  upstream: number;
+  loadGenerator: number;
+  /** Every process on the machine (from /proc/stat), in cores; above the sum of ours means other work competed. */
+  machine: number;
+}
+
+function machineBusySeconds(): number {
+  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line;
+  return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS_PER_S;
+}
+
+/** Runs `work` and reports the CPU each process (and the machine) used meanwhile. */
+async function withCpu<T>(pids: { gateway: number; upstream: number }, work: () => Promise<T>): Promise<{ value: T; cpu: CpuShares; seconds: number }> {
+  const before = { gateway: processCpuSeconds(pids.gateway), upstream: processCpuSeconds(pids.upstream), self: process.cpuUsage(), machine: machineBusySeconds() };
+  const started = performance.now();
+  const value = await work();
+  const seconds = (performance.now() - started) / 1000;
+  const self = process.cpuUsage(before.self);
+  return {
+    value,
+    seconds,
+    cpu: {
+      gateway: (processCpuSeconds(pids.gateway) - before.gateway) / seconds,
+      upstream: (processCpuSeconds(pids.upstream) - before.upstream) / seconds,
+      loadGenerator: (self.user + self.system) / 1e6 / seconds,
+      machine: (machineBusySeconds() - before.machine) / seconds,
+    },
+  };
+}
+
+// ---- Measurement helpers ----------------------------------------------------------------------------
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
+}
+
+function stats(samples: number[]) {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const mean = sorted.reduce((sum, x) => sum + x, 0) / (sorted.length || 1);
+  return { n: sorted.length, mean, p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99), max: sorted[sorted.length - 1] ?? NaN };
+}
+
+interface Target {
+  name: 'direct' | 'gateway';
+  origin: string;
+  headers: Record<string, string>;
+  client: Client;
+}
+
+function makeTarget(name: Target['name'], origin: string, bearer: string): Target {
+  return {
+    name,
+    origin,
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${bearer}` },
+    // one keep-alive connection, no pipelining: a plain sequential client
+    client: new Client(origin, { pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS }),
+  };
+}
+
+/** One non-streamed completion; milliseconds until the whole body was read. */
+async function timedCompletion(target: Target): Promise<number> {
+  const started = performance.now();
+  const response = await target.client.request({ path: CHAT_PATH, method: 'POST', headers: target.headers, body: JSON_BODY });
+  const text = await response.body.text();
+  const elapsed = performance.now() - started;
+  if (response.statusCode !== 200) throw new Error(`${target.name}: HTTP ${response.statusCode}: ${text.slice(0, 300)}`);
+  return elapsed;
+}
+
+function carriesContent(data: string): boolean {
+  try {
+    const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: unknown } }> };
+    return (chunk.choices ?? []).some((choice) => typeof choice.delta?.content === 'string' && choice.delta.content.length > 0);
+  } catch {
+    return false;
+  }
+}
+
+/** One streamed completion; milliseconds until the first `data:` frame carrying content. */
+async function timedStream(target: Target): Promise<number> {
+  const started = performance.now();
+  const response = await target.client.request({ path: CHAT_PATH, method: 'POST', headers: target.headers, body: STREAM_BODY });
+  if (response.statusCode !== 200) throw new Error(`${target.name}: stream HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 300)}`);
+  const decoder = new TextDecoder();
+  let buffer = '';
+  let ttft = -1;
+  let done = false;
+  for await (const chunk of response.body) {
+    buffer += decoder.decode(chunk as Uint8Array, { stream: true });
+    for (let end = buffer.indexOf('\n\n'); end !== -1; end = buffer.indexOf('\n\n')) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      for (const line of event.split('\n')) {
+        if (!line.startsWith('data:')) continue;
+        const data = line.slice(5).trim();
+        if (data === '[DONE]') done = true;
+        else if (ttft < 0 && carriesContent(data)) ttft = performance.now() - started;
+      }
+    }
+  }
+  if (ttft < 0) throw new Error(`${target.name}: the stream carried no content`);
+  if (!done) throw new Error(`${target.name}: the stream ended without [DONE]`);
+  return ttft;
+}
+
+/** Alternates the two targets request by request (order swapped each time), so drift hits both. */
+async function alternate(direct: Target, gateway: Target, count: number, once: (target: Target) => Promise<number>) {
+  const samples = { direct: [] as number[], gateway: [] as number[] };
+  for (let i = 0; i < count; i++) {
+    const pair = i % 2 === 0 ? [direct, gateway] : [gateway, direct];
+    for (const target of pair) samples[target.name].push(await once(target));
+  }
+  return samples;
+}
+
+async function load(target: Target, durationS: number): Promise<AutocannonResult> {
+  const result = await autocannon({
+    url: target.origin + CHAT_PATH,
+    connections: CONNECTIONS,
+    duration: durationS,
+    method: 'POST',
+    headers: target.headers,
+    body: JSON_BODY,
+    timeout: REQUEST_TIMEOUT_MS / 1000,
+  });
+  const bad = result.non2xx + result.errors + result.timeouts;
+  if (bad > 0) {
+    throw new Error(`${target.name}: ${bad} failed requests under load (non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts}; status codes ${JSON.stringify(result.statusCodeStats)})`);
+  }
+  return result;
+}
+
+// ---- Output -----------------------------------------------------------------------------------------
+
+const f = (value: number, digits = 2) => (Number.isFinite(value) ? value.toFixed(digits) : 'n/a');
+const mark = (pass: boolean) => (pass ? '[PASS]' : '[MISS]');
+const log = (line = '') => process.stdout.write(`${line}\n`);
+
+function machine() {
+  let cpu = 'unknown';
+  try {
+    cpu = /^model name\s*:\s*(.+)$/m.exec(readFileSync('/proc/cpuinfo', 'utf8'))?.[1]?.trim() ?? cpu;
+  } catch {
+    cpu = os.cpus()[0]?.model ?? cpu;
+  }
+  return {
+    cpu,
+    cores: os.availableParallelism(),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
+    memoryGiB: Math.round((os.totalmem() / 2 ** 30) * 10) / 10,
+  };
+}
+
+function newestProfile(since: number): string | null {
+  try {
+    const files = readdirSync(PROFILE_DIR)
+      .filter((name) => name.endsWith('.cpuprofile'))
+      .map((name) => ({ path: join(PROFILE_DIR, name), mtime: statSync(join(PROFILE_DIR, name)).mtimeMs, size: statSync(join(PROFILE_DIR, name)).size }))
+      .filter((file) => file.mtime >= since);
+    // the main thread's profile is the big one (tsx's loader thread writes a small one too)
+    files.sort((a, b) => b.size - a.size);
+    return files[0]?.path ?? null;
+  } catch {
+    return null;
+  }
+}
+
+// ---- The run ----------------------------------------------------------------------------------------
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  const host = machine();
+  log('svc gateway overhead bench');
+  log(`  date     ${startedAt.toISOString()}`);
+  log(`  machine  ${host.cpu}, ${host.cores} cores, ${host.memoryGiB} GiB, ${host.platform}`);
+  log(`  node     ${host.node}`);
+  log(`  note     load generator, gateway and fake upstream are 3 processes sharing these ${host.cores} cores (loopback only)`);
+  const loadAtStart = os.loadavg();
+  log(`  load     average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} before starting${loadAtStart[0]! > 0.5 ? '  <- other work is running: figures will be noisy' : ''}`);
+  if (PROFILE) log('  PROFILING: the gateway runs under --cpu-prof; its figures are inflated');
+  if (GATEWAY_NODE_ARGS.length > 0) log(`  gateway node flags: ${GATEWAY_NODE_ARGS.join(' ')}`);
+  log(`  database ${DATABASE_URL ? `PostgreSQL from BENCH_DATABASE_URL, schema ${DATABASE_SCHEMA} (not what npm start runs)` : 'embedded PGlite on disk (as npm start)'}`);
+  log();
+
+  const dataDir = mkdtempSync(join(os.tmpdir(), 'svc-bench-'));
+  scratch.push(dataDir);
+  let sampler: RssSampler | null = null;
+  const profileSince = Date.now();
+  try {
+    const upstream = startChild('fake upstream', 'upstream-process.ts', {});
+    const upstreamReady = await upstream.next('ready', 30_000);
+    if (upstreamReady.type !== 'ready') throw new Error('unreachable');
+
+    const ownerToken = generateToken(SESSION_PREFIX);
+    const gatewayEnv: Record<string, string> = { BENCH_UPSTREAM_URL: upstreamReady.url, BENCH_OWNER_TOKEN: ownerToken, BENCH_DATA_DIR: dataDir, BENCH_MODEL: MODEL };
+    if (DATABASE_URL) Object.assign(gatewayEnv, { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: DATABASE_SCHEMA });
+
+    // First start of the deployment (PGlite initdb, migrations, bootstrap) in its own short-lived
+    // process: a one-time cost, reported apart, so the measured gateway starts like any restart.
+    const gatewayEntry = await buildGateway();
+    const prepare = startChild('gateway first start', gatewayEntry, { ...gatewayEnv, BENCH_PREPARE: '1' });
+    const prepared = await prepare.next('stats', 90_000);
+    const firstStartPeakKiB = prepared.type === 'stats' ? prepared.maxRssKiB : 0;
+    await new Promise<void>((resolve) => (prepare.process.exitCode !== null ? resolve() : prepare.process.once('exit', () => resolve())));
+
+    const profileArgs = PROFILE ? (mkdirSync(PROFILE_DIR, { recursive: true }), ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, '--cpu-prof-interval=200']) : [];
+    // --expose-gc only lets the end-of-run stats tell retained memory from garbage.
+    const gatewayChild = startChild('gateway', gatewayEntry, gatewayEnv, ['--expose-gc', ...GATEWAY_NODE_ARGS, ...profileArgs]);
+    const gatewayReady = await gatewayChild.next('ready', 60_000);
+    if (gatewayReady.type !== 'ready') throw new Error('unreachable');
+    sampler = new RssSampler(gatewayChild.process.pid!);
+    sampler.start();
+    const rssAfterStartKiB = procStatusKiB(gatewayChild.process.pid!, 'VmRSS') ?? 0;
+    send(gatewayChild, { type: 'stats', gc: true });
+    const startStats = await gatewayChild.next('stats', 10_000);
+    const heapAfterStartMiB = startStats.type === 'stats' ? startStats.heapUsedBytes / 2 ** 20 : NaN;
+    log(`fake upstream ${upstreamReady.url} (pid ${upstream.process.pid})`);
+    log(`first start   initdb + migrations + bootstrap in a separate process: peak RSS ${f(firstStartPeakKiB / 1024, 1)} MiB (one-time, not the measured run)`);
+    log(`gateway       ${gatewayReady.url} (pid ${gatewayChild.process.pid}), plugins: ${gatewayReady.plugins?.join(', ')}; RSS after start ${f(rssAfterStartKiB / 1024, 1)} MiB`);
+
+    // A real key, through the management API, as a client would get one.
+    const created = await fetch(`${gatewayReady.url}/client/keys`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${ownerToken}` },
+      body: JSON.stringify({ name: 'bench', scopes: ['inference'] }),
+    });
+    const createdBody = (await created.json()) as { key?: string };
+    if (created.status !== 201 || !createdBody.key?.startsWith('svc_live_')) throw new Error(`key creation failed: ${created.status} ${JSON.stringify(createdBody)}`);
+
+    const direct = makeTarget('direct', upstreamReady.url, 'sk-bench-upstream');
+    const gateway = makeTarget('gateway', gatewayReady.url, createdBody.key);
+    try {
+      // Smoke: both paths answer both kinds of request before anything is measured.
+      for (const target of [direct, gateway]) {
+        await timedCompletion(target);
+        await timedStream(target);
+      }
+
+      // 1. Throughput at 32 connections.
+      log();
+      log(`[1/3] throughput: ${CONNECTIONS} connections, non-streamed, warm-up ${THROUGHPUT_WARMUP_S} s each, then ${THROUGHPUT_ROUNDS} alternating rounds of ${THROUGHPUT_ROUND_S} s…`);
+      await load(direct, THROUGHPUT_WARMUP_S);
+      await load(gateway, THROUGHPUT_WARMUP_S);
+      const rounds = { direct: [] as AutocannonResult[], gateway: [] as AutocannonResult[] };
+      const cpu = { direct: [] as Array<{ cpu: CpuShares; seconds: number; requests: number }>, gateway: [] as Array<{ cpu: CpuShares; seconds: number; requests: number }> };
+      const pids = { gateway: gatewayChild.process.pid!, upstream: upstream.process.pid! };
+      for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+        for (const target of [direct, gateway]) {
+          const measured = await withCpu(pids, () => load(target, THROUGHPUT_ROUND_S));
+          rounds[target.name].push(measured.value);
+          cpu[target.name].push({ cpu: measured.cpu, seconds: measured.seconds, requests: measured.value['2xx'] });
+        }
+      }
+      const rps = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r['2xx'] / r.duration, 0) / results.length;
+      const meanLatency = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r.latency.mean, 0) / results.length;
+      const directRps = rps(rounds.direct);
+      const gatewayRps = rps(rounds.gateway);
+      const ratio = gatewayRps / directRps;
+      const meanCpu = (rows: Array<{ cpu: CpuShares }>): CpuShares => ({
+        gateway: rows.reduce((sum, r) => sum + r.cpu.gateway, 0) / rows.length,
+        upstream: rows.reduce((sum, r) => sum + r.cpu.upstream, 0) / rows.length,
+        loadGenerator: rows.reduce((sum, r) => sum + r.cpu.loadGenerator, 0) / rows.length,
+        machine: rows.reduce((sum, r) => sum + r.cpu.machine, 0) / rows.length,
+      });
+      const cpuDirect = meanCpu(cpu.direct);
+      const cpuGateway = meanCpu(cpu.gateway);
+      /** Gateway CPU per proxied request: the overhead figure least disturbed by a noisy machine. */
+      const perRequestUs = (rows: Array<{ cpu: CpuShares; seconds: number; requests: number }>, who: 'gateway' | 'upstream') =>
+        (1e6 * rows.reduce((sum, r) => sum + r.cpu[who] * r.seconds, 0)) / rows.reduce((sum, r) => sum + r.requests, 0);
+      const gatewayCpuPerRequestUs = perRequestUs(cpu.gateway, 'gateway');
+      const upstreamCpuPerRequestUs = perRequestUs(cpu.direct, 'upstream');
+
+      // 2. Latency at 1 connection.
+      log(`[2/3] latency: 1 connection, ${LATENCY_WARMUP} warm-up + ${LATENCY_REQUESTS} requests per target, alternating…`);
+      await alternate(direct, gateway, LATENCY_WARMUP, timedCompletion);
+      const latency = await alternate(direct, gateway, LATENCY_REQUESTS, timedCompletion);
+      const latencyDirect = stats(latency.direct);
+      const latencyGateway = stats(latency.gateway);
+
+      // 3. Time to first token on streams.
+      log(`[3/3] time to first token: ${TTFT_WARMUP} warm-up + ${TTFT_STREAMS} sequential streams per target, alternating…`);
+      await alternate(direct, gateway, TTFT_WARMUP, timedStream);
+      const ttft = await alternate(direct, gateway, TTFT_STREAMS, timedStream);
+      const ttftDirect = stats(ttft.direct);
+      const ttftGateway = stats(ttft.gateway);
+
+      // 4. Memory.
+      send(gatewayChild, { type: 'stats' });
+      const childStats = await gatewayChild.next('stats', 10_000);
+      sampler.stop();
+      const peakHwmKiB = Math.max(sampler.lastHwmKiB, childStats.type === 'stats' ? childStats.maxRssKiB : 0);
+      const externalMiB = childStats.type === 'stats' ? childStats.externalBytes / 2 ** 20 : NaN;
+      const heapMiB = childStats.type === 'stats' ? childStats.heapUsedBytes / 2 ** 20 : NaN;
+      send(gatewayChild, { type: 'stats', gc: true });
+      const endStats = await gatewayChild.next('stats', 10_000);
+      const heapAfterGcMiB = endStats.type === 'stats' ? endStats.heapUsedBytes / 2 ** 20 : NaN;
+      const peakRssMiB = peakHwmKiB / 1024;
+
+      const added = {
+        p50: latencyGateway.p50 - latencyDirect.p50,
+        p99: latencyGateway.p99 - latencyDirect.p99,
+        ttftP50: ttftGateway.p50 - ttftDirect.p50,
+        ttftP99: ttftGateway.p99 - ttftDirect.p99,
+      };
+      const pass = {
+        ratio: ratio >= GOALS.ratio,
+        addedP50: added.p50 <= GOALS.addedP50Ms,
+        addedTtft: added.ttftP50 <= GOALS.addedTtftMs,
+        peakRss: peakRssMiB <= GOALS.peakRssMiB,
+      };
+
+      log();
+      log('Results' + (PROFILE ? ' (PROFILING: gateway figures inflated)' : ''));
+      log(`  (load generator, gateway and fake upstream share ${host.cores} cores: ${host.cpu}; node ${host.node}; ${startedAt.toISOString()})`);
+      log();
+      log(`  1. Throughput, ${CONNECTIONS} connections, non-streamed chat completions (${THROUGHPUT_ROUNDS} x ${THROUGHPUT_ROUND_S} s each)`);
+      log(`       direct   ${f(directRps, 0).padStart(8)} req/s   mean latency ${f(meanLatency(rounds.direct))} ms`);
+      log(`       gateway  ${f(gatewayRps, 0).padStart(8)} req/s   mean latency ${f(meanLatency(rounds.gateway))} ms`);
+      log(`       ratio gateway/direct  ${f(ratio, 3)}   goal >= ${GOALS.ratio}   ${mark(pass.ratio)}   <- headline`);
+      const share = (c: CpuShares) => `gateway ${f(c.gateway * 100, 0)}%, upstream ${f(c.upstream * 100, 0)}%, load generator ${f(c.loadGenerator * 100, 0)}%, whole machine ${f(c.machine * 100, 0)}% of ${host.cores * 100}%`;
+      log(`       CPU (share of one core) during direct rounds:  ${share(cpuDirect)}`);
+      log(`       CPU (share of one core) during gateway rounds: ${share(cpuGateway)}`);
+      log(`       CPU per request: gateway ${f(gatewayCpuPerRequestUs, 0)} µs (proxying), fake upstream ${f(upstreamCpuPerRequestUs, 0)} µs (answering)`);
+      log();
+      log(`  2. Latency, 1 connection, non-streamed (${LATENCY_REQUESTS} requests each)`);
+      log(`       direct   p50 ${f(latencyDirect.p50, 3)} ms   p99 ${f(latencyDirect.p99, 3)} ms`);
+      log(`       gateway  p50 ${f(latencyGateway.p50, 3)} ms   p99 ${f(latencyGateway.p99, 3)} ms`);
+      log(`       added    p50 ${f(added.p50, 3)} ms   p99 ${f(added.p99, 3)} ms   goal p50 <= ${GOALS.addedP50Ms} ms   ${mark(pass.addedP50)}`);
+      log();
+      log(`  3. Time to first token, streamed, sequential (${TTFT_STREAMS} streams each; first data: frame with content)`);
+      log(`       direct   p50 ${f(ttftDirect.p50, 3)} ms   p99 ${f(ttftDirect.p99, 3)} ms`);
+      log(`       gateway  p50 ${f(ttftGateway.p50, 3)} ms   p99 ${f(ttftGateway.p99, 3)} ms`);
+      log(`       added    p50 ${f(added.ttftP50, 3)} ms   p99 ${f(added.ttftP99, 3)} ms   goal p50 <= ${GOALS.addedTtftMs} ms   ${mark(pass.addedTtft)}`);
+      log();
+      log('  4. Gateway memory (its own process)');
+      log(`       peak RSS ${f(peakRssMiB, 1)} MiB (VmHWM: start from the existing data directory + the whole run)   goal <= ${GOALS.peakRssMiB} MiB   ${mark(pass.peakRss)}`);
+      log(`       RSS after start ${f(rssAfterStartKiB / 1024, 1)} MiB, max sampled under load ${f(sampler.maxKiB / 1024, 1)} MiB; external (incl. PGlite WebAssembly memory) ${f(externalMiB, 1)} MiB`);
+      log(`       JS heap used: after start ${f(heapAfterStartMiB, 1)} MiB (after GC), end of run ${f(heapMiB, 1)} MiB, end of run after GC ${f(heapAfterGcMiB, 1)} MiB`);
+      log(`       first start (initdb, one-time, separate process) peaked at ${f(firstStartPeakKiB / 1024, 1)} MiB`);
+      log();
+      const allPass = Object.values(pass).every(Boolean);
+      if (gatewayChild.clientGoneLogs > 0) {
+        log(`  note: the gateway logged ${gatewayChild.clientGoneLogs} 'client disconnected' errors, from autocannon closing sockets mid-request at the end of each load phase`);
+      }
+      log(`  goals: ${allPass ? 'all met' : `missed: ${Object.entries(pass).filter(([, ok]) => !ok).map(([name]) => name).join(', ')}`}`);
+
+      const results = {
+        date: startedAt.toISOString(),
+        machine: { ...host, loadAverageAtStart: loadAtStart.map((x) => Number(x.toFixed(2))), note: `load generator, gateway and fake upstream are separate processes sharing ${host.cores} cores; loopback only` },
+        profiling: PROFILE,
+        setup: {
+          gateway: 'child process, bench/gateway-process.ts compiled with esbuild and run with plain node (as `npm run build`): memory coordination, logLevel warn, auth + all kernel hooks, openai provider type (allowPrivateNetwork)',
+          gatewayNodeArgs: GATEWAY_NODE_ARGS,
+          database: DATABASE_URL ? 'postgres (BENCH_DATABASE_URL)' : 'pglite on disk, data directory created by a separate first-start process',
+          plugins: gatewayReady.plugins ?? [],
+          upstream: 'child process, test/fakes/fake-openai-upstream.ts (record: false), SSE sent in one write',
+          loadGenerator: 'this process: autocannon for throughput, sequential undici Client (1 keep-alive connection) for latency and TTFT',
+          requestBody: CHAT_BODY,
+        },
+        throughput: {
+          connections: CONNECTIONS,
+          warmupSeconds: THROUGHPUT_WARMUP_S,
+          rounds: THROUGHPUT_ROUNDS,
+          roundSeconds: THROUGHPUT_ROUND_S,
+          directRps: Math.round(directRps),
+          gatewayRps: Math.round(gatewayRps),
+          ratio: Number(ratio.toFixed(4)),
+          directMeanLatencyMs: Number(meanLatency(rounds.direct).toFixed(3)),
+          gatewayMeanLatencyMs: Number(meanLatency(rounds.gateway).toFixed(3)),
+          perRound: { direct: rounds.direct.map((r) => Math.round(r['2xx'] / r.duration)), gateway: rounds.gateway.map((r) => Math.round(r['2xx'] / r.duration)) },
+          cpuCoresDuringDirectRounds: roundCpu(cpuDirect),
+          cpuCoresDuringGatewayRounds: roundCpu(cpuGateway),
+          gatewayCpuPerRequestUs: Math.round(gatewayCpuPerRequestUs),
+          upstreamCpuPerRequestUs: Math.round(upstreamCpuPerRequestUs),
+          goal: `>= ${GOALS.ratio}`,
+          pass: pass.ratio,
+        },
+        latency: {
+          connections: 1,
+          requests: LATENCY_REQUESTS,
+          warmup: LATENCY_WARMUP,
+          directMs: round3(latencyDirect),
+          gatewayMs: round3(latencyGateway),
+          addedP50Ms: Number(added.p50.toFixed(3)),
+          addedP99Ms: Number(added.p99.toFixed(3)),
+          goal: `added p50 <= ${GOALS.addedP50Ms} ms`,
+          pass: pass.addedP50,
+        },
+        ttft: {
+          streams: TTFT_STREAMS,
+          warmup: TTFT_WARMUP,
+          directMs: round3(ttftDirect),
+          gatewayMs: round3(ttftGateway),
+          addedP50Ms: Number(added.ttftP50.toFixed(3)),
+          addedP99Ms: Number(added.ttftP99.toFixed(3)),
+          goal: `added p50 <= ${GOALS.addedTtftMs} ms`,
+          pass: pass.addedTtft,
+        },
+        memory: {
+          peakRssMiB: Number(peakRssMiB.toFixed(1)),
+          rssAfterStartMiB: Number((rssAfterStartKiB / 1024).toFixed(1)),
+          maxSampledRssMiB: Number((sampler.maxKiB / 1024).toFixed(1)),
+          childReportedMaxRssMiB: childStats.type === 'stats' ? Number((childStats.maxRssKiB / 1024).toFixed(1)) : null,
+          heapUsedAfterStartMiB: Number(heapAfterStartMiB.toFixed(1)),
+          heapUsedEndMiB: Number(heapMiB.toFixed(1)),
+          heapUsedEndAfterGcMiB: Number(heapAfterGcMiB.toFixed(1)),
+          externalMiB: Number(externalMiB.toFixed(1)),
+          firstStartPeakRssMiB: Number((firstStartPeakKiB / 1024).toFixed(1)),
+          note: 'peakRssMiB is the measured gateway process (started on an existing data directory); the first start (PGlite initdb) ran in a separate process',
+          goal: `<= ${GOALS.peakRssMiB} MiB`,
+          pass: pass.peakRss,
+        },
+        gatewayClientGoneLogLines: gatewayChild.clientGoneLogs,
+        allGoalsMet: allPass,
+      };
+      mkdirSync(dirname(RESULTS_FILE), { recursive: true });
+      writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
+      log(`  written: ${RESULTS_FILE.slice(REPO_ROOT.length)}`);
+    } finally {
+      await Promise.allSettled([direct.client.close(), gateway.client.close()]);
+    }
+  } finally {
+    sampler?.stop();
+    await stopChildren();
+    rmSync(dataDir, { recursive: true, force: true });
+    if (DATABASE_URL) await dropBenchSchema(DATABASE_URL).catch((error: unknown) => log(`could not drop schema ${DATABASE_SCHEMA}: ${String(error)}`));
+  }
+
+  if (PROFILE) {
+    const file = newestProfile(profileSince);
+    log();
+    if (!file) {
+      log('profile: no .cpuprofile was written');
+    } else {
+      log(`Gateway CPU profile: ${file.slice(REPO_ROOT.length)}`);
+      printProfileSummary(summarizeProfile(file), log);
+    }
+  }
+}
+
+async function dropBenchSchema(url: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS "${DATABASE_SCHEMA}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+function roundCpu(c: CpuShares) {
+  const r = (x: number) => Number(x.toFixed(2));
+  return { gateway: r(c.gateway), upstream: r(c.upstream), loadGenerator: r(c.loadGenerator), machine: r(c.machine) };
+}
+
+function round3(s: ReturnType<typeof stats>) {
+  const r = (x: number) => Number(x.toFixed(3));
+  return { n: s.n, mean: r(s.mean), p50: r(s.p50), p90: r(s.p90), p99: r(s.p99), max: r(s.max) };
+}
+
+// Bounded, and never leaves a child behind.
+const hardLimit = setTimeout(() => {
+  process.stderr.write(`bench: over ${HARD_LIMIT_MS / 1000} s, giving up\n`);
+  killChildrenNow();
+  process.exit(1);
+}, HARD_LIMIT_MS);
+hardLimit.unref();
+process.on('exit', killChildrenNow);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    killChildrenNow();
+    process.exit(130);
+  });
+}
+
+main().then(
+  () => {
+    clearTimeout(hardLimit);
+    process.exit(0);
+  },
+  (error: unknown) => {
+    process.stderr.write(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    killChildrenNow();
+    process.exit(1);
+  },
+);

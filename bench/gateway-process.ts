@@ -1,0 +1,150 @@
+/**
+ * Child process: the gateway under test, alone in its process so its RSS is its own. Built from
+ * code like test/helpers/app.ts does, but with what `npm start` runs: embedded PGlite on disk,
+ * memory coordination, authentication and every kernel hook on, and the plugin set of
+ * config/default.yaml. The inference plugin reaches the fake upstream through the `openai`
+ * provider type. Started by bench/gateway-overhead.ts with:
+ *
+ *   BENCH_UPSTREAM_URL  origin of the fake upstream (http://127.0.0.1:port)
+ *   BENCH_OWNER_TOKEN   bootstrap owner session token (the parent creates a key with it)
+ *   BENCH_DATA_DIR      an empty directory for PGlite
+ *   BENCH_MODEL         the model name the bench asks for (same name upstream)
+ *   BENCH_DATABASE_URL, BENCH_DATABASE_SCHEMA
+ *                       optional: PostgreSQL instead of PGlite (to see what PGlite costs)
+ *   BENCH_PREPARE=1     first start only: create the database (initdb, migrations, bootstrap),
+ *                       report this process's peak memory and exit, so the measured run starts
+ *                       like every later start of a deployment (existing data directory)
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { parse as parseYaml } from 'yaml';
+import { DEFAULT_CONFIG_PATH, parseConfig } from '../config/load.ts';
+import type { AppConfigInput } from '../config/schema.ts';
+import { buildApp } from '../core/app.ts';
+import { manifest } from '../plugins/index.ts';
+import { exitWithParent, tellParent, type ChildMessage } from './ipc.ts';
+
+function required(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set (this file is started by bench/gateway-overhead.ts)`);
+  return value;
+}
+
+type PluginSections = Record<string, unknown>;
+
+function record(value: unknown): Record<string, unknown> {
+  return value && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : {};
+}
+
+/**
+ * The plugin section: exactly the plugins `npm start` enables (config/default.yaml `plugins:`),
+ * with default.yaml's settings, then the bench's overrides below.
+ */
+function benchPlugins(upstreamOrigin: string, model: string): PluginSections {
+  const defaults = record(record(parseYaml(readFileSync(DEFAULT_CONFIG_PATH, 'utf8'))).plugins);
+  const defaultInference = record(defaults.inference);
+  const overrides: PluginSections = {};
+
+  // The /v1 gateway: default.yaml's providers and models (the mock) stay, plus the fake upstream
+  // through the real `openai` provider type. Timeouts, failover and circuit breaker: defaults.
+  overrides.inference = {
+    ...defaultInference,
+    providers: {
+      ...record(defaultInference.providers),
+      upstream: { type: 'openai', baseUrl: `${upstreamOrigin}/v1`, apiKey: 'sk-bench-upstream', allowPrivateNetwork: true },
+    },
+    models: {
+      ...record(defaultInference.models),
+      [model]: {
+        routes: [{ provider: 'upstream', model }],
+        contextWindow: 128_000,
+        maxOutputTokens: 16_384,
+        prices: { inputPerMTokUsd: 0.15, cachedInputPerMTokUsd: 0.075, outputPerMTokUsd: 0.6 },
+      },
+    },
+  };
+
+  // ---- Governance plugins on the /v1 hot path ---------------------------------------------------
+  // Metering, rate limits, budgets, usage: whatever config/default.yaml enables is enabled here too,
+  // with default.yaml's settings, because the bench must measure what `npm start` runs. Override a
+  // plugin below only where the bench needs other numbers, and only if default.yaml enables it
+  // (an entry in `overrides` enables the plugin).
+
+  // Metering: every check stays on (request and token windows, concurrency leases, credit
+  // reservations, the request log); only the numbers are raised so that a few hundred thousand
+  // requests from one key within a minute never answer 429 or 402.
+  if ('metering' in defaults) {
+    const metering = record(defaults.metering);
+    const limits = record(metering.limits);
+    overrides.metering = {
+      ...metering,
+      initialCreditUsd: 10_000,
+      limits: {
+        ...limits,
+        keyDefaults: { ...record(limits.keyDefaults), requestsPerMinute: 100_000_000, tokensPerMinute: 100_000_000_000, concurrency: 10_000 },
+      },
+    };
+  }
+
+  return { ...defaults, ...overrides };
+}
+
+function stats(collect = false): ChildMessage {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (collect && gc) gc();
+  const memory = process.memoryUsage();
+  return {
+    type: 'stats',
+    // resourceUsage().maxRSS is in KiB on Linux
+    maxRssKiB: process.resourceUsage().maxRSS,
+    rssBytes: memory.rss,
+    heapUsedBytes: memory.heapUsed,
+    // WebAssembly memories (PGlite) count here
+    externalBytes: memory.external,
+    afterGc: collect && gc !== undefined,
+  };
+}
+
+async function main(): Promise<void> {
+  const upstreamOrigin = required('BENCH_UPSTREAM_URL');
+  const ownerToken = required('BENCH_OWNER_TOKEN');
+  const dataDir = required('BENCH_DATA_DIR');
+  const model = required('BENCH_MODEL');
+
+  const raw: AppConfigInput = {
+    server: { host: '127.0.0.1', port: 0, logLevel: 'warn' },
+    storage: {
+      database: process.env.BENCH_DATABASE_URL
+        ? { driver: 'postgres', url: process.env.BENCH_DATABASE_URL, schema: required('BENCH_DATABASE_SCHEMA') }
+        : { driver: 'pglite', dataDir: join(dataDir, 'pglite') },
+      coordination: { driver: 'memory' },
+    },
+    bootstrap: { ownerToken, printOwnerToken: false },
+    plugins: benchPlugins(upstreamOrigin, model),
+  };
+  // No environment: PORT, DATABASE_URL and friends must not change what is measured.
+  const config = parseConfig(raw, {});
+  const app = await buildApp(config, { manifest });
+  if (process.env.BENCH_PREPARE === '1') {
+    await app.ready();
+    await app.close();
+    await tellParent(stats());
+    process.exit(0);
+  }
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const { port } = app.server.address() as AddressInfo;
+
+  exitWithParent(
+    () => app.close(),
+    (message) => {
+      if (message.type === 'stats') void tellParent(stats(message.gc === true));
+    },
+  );
+  await tellParent({ type: 'ready', url: `http://127.0.0.1:${port}`, plugins: Object.keys(config.plugins) });
+}
+
+main().catch(async (error: unknown) => {
+  await tellParent({ type: 'error', message: `gateway failed to start: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}` });
+  process.exit(1);
+});

@@ -1,0 +1,56 @@
+/**
+ * Messages between the bench orchestrator (bench/gateway-overhead.ts) and its two children
+ * (bench/upstream-process.ts, bench/gateway-process.ts), over the Node IPC channel.
+ */
+
+export type ChildMessage =
+  | { type: 'ready'; url: string; plugins?: string[] }
+  | { type: 'stats'; maxRssKiB: number; rssBytes: number; heapUsedBytes: number; externalBytes: number; afterGc: boolean }
+  | { type: 'error'; message: string };
+
+/** `gc`: run a full garbage collection first (the gateway child runs with --expose-gc). */
+export type ParentMessage = { type: 'stats'; gc?: boolean } | { type: 'shutdown' };
+
+export function isChildMessage(value: unknown): value is ChildMessage {
+  return typeof value === 'object' && value !== null && typeof (value as { type?: unknown }).type === 'string';
+}
+
+/** Send a message to the parent; settles once sent, or at once when the channel is gone. */
+export function tellParent(message: ChildMessage): Promise<void> {
+  return new Promise((resolve) => {
+    if (process.send && process.connected) process.send(message, undefined, undefined, () => resolve());
+    else resolve();
+  });
+}
+
+/**
+ * Children exit when the parent asks, when the parent goes away (the channel closes), and on
+ * SIGTERM/SIGINT, running `close` first (bounded by `graceMs`). `--cpu-prof` writes its profile on
+ * this normal exit.
+ */
+export function exitWithParent(close: () => Promise<void>, onMessage?: (message: ParentMessage) => void, graceMs = 5_000): void {
+  // The fake servers unref themselves; this keeps the child alive until it is told to stop.
+  const keepAlive = setInterval(() => undefined, 60_000);
+  let closing = false;
+  const stop = (code: number) => {
+    if (closing) return;
+    closing = true;
+    clearInterval(keepAlive);
+    const force = setTimeout(() => process.exit(code || 1), graceMs);
+    force.unref();
+    close().then(
+      () => process.exit(code),
+      (error: unknown) => {
+        process.stderr.write(`bench child: error while closing: ${String(error)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('message', (message: ParentMessage) => {
+    if (message?.type === 'shutdown') stop(0);
+    else onMessage?.(message);
+  });
+  process.on('disconnect', () => stop(0));
+  process.on('SIGTERM', () => stop(0));
+  process.on('SIGINT', () => stop(0));
+}
