@@ -86,6 +86,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
       cacheTtlMs: config.auth.credentialCacheTtlMs,
       maxEntries: config.auth.credentialCacheMaxEntries,
       now: () => clock().getTime(),
+      recordKeyUse: (usedAt) => identity.apiKeys.touch(usedAt),
     });
     const registry = new OperationRegistry();
     const metrics = new GatewayMetrics();

@@ -34,6 +34,9 @@ export interface AuthenticatorOptions {
   cacheTtlMs: number;
   maxEntries: number;
   now?: () => number;
+  /** Stores lastUsedAt for a batch of keys (absent: not recorded). */
+  recordKeyUse?: (usedAt: ReadonlyMap<string, Date>) => Promise<void>;
+  lastUsedFlushMs?: number;
 }
 
 const invalid = () => new ApiError(401, 'invalid_api_key', 'Invalid credential: send a valid key as "Authorization: Bearer svc_live_…"');
@@ -50,6 +53,9 @@ export class Authenticator {
   private readonly hashesBySessionId = new Map<string, string>();
   private unsubscribe: Unsubscribe | null = null;
   private readonly now: () => number;
+  /** Keys used since the last flush, with when: written in one batch, off the request path. */
+  private usedKeys = new Map<string, Date>();
+  private usageFlush: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly lookup: CredentialLookup,
@@ -62,11 +68,27 @@ export class Authenticator {
 
   async start(): Promise<void> {
     this.unsubscribe = await this.pubsub.subscribe(INVALIDATION_CHANNEL, (message) => this.applyInvalidation(message));
+    this.usageFlush = setInterval(() => void this.flushKeyUsage(), this.options.lastUsedFlushMs ?? 30_000);
+    this.usageFlush.unref();
   }
 
   async stop(): Promise<void> {
+    if (this.usageFlush) clearInterval(this.usageFlush);
+    await this.flushKeyUsage();
     await this.unsubscribe?.();
     this.unsubscribe = null;
+  }
+
+  /** Writes lastUsedAt for the keys used since the previous flush. */
+  async flushKeyUsage(): Promise<void> {
+    if (this.usedKeys.size === 0 || !this.options.recordKeyUse) return;
+    const batch = this.usedKeys;
+    this.usedKeys = new Map();
+    try {
+      await this.options.recordKeyUse(batch);
+    } catch {
+      // A lost lastUsedAt is cosmetic; the next use records it again.
+    }
   }
 
   /** Tell every replica (this one included) to forget a credential now. */
@@ -95,6 +117,7 @@ export class Authenticator {
       if (key.disabled) throw new ApiError(401, 'key_disabled', 'This API key is disabled; re-enable it to use it again');
       if (key.expiresAt && key.expiresAt.getTime() <= now) throw new ApiError(401, 'key_expired', 'This API key has expired');
       if (organizationStatus !== 'active') throw new ApiError(401, 'account_suspended', 'The account this key belongs to is suspended');
+      this.usedKeys.set(key.id, new Date(now));
       return entry.credential;
     }
     const { session } = entry.record;

@@ -102,6 +102,15 @@ export class SqlApiKeyStore implements ApiKeyStore {
     return rows[0] ? toApiKey(rows[0]) : null;
   }
 
+  async touch(usedAt: ReadonlyMap<string, Date>) {
+    if (usedAt.size === 0) return;
+    await this.db.query(
+      `UPDATE api_keys k SET last_used_at = GREATEST(COALESCE(k.last_used_at, u.at), u.at)
+       FROM unnest($1::uuid[], $2::timestamptz[]) AS u(id, at) WHERE k.id = u.id`,
+      [[...usedAt.keys()], [...usedAt.values()].map((at) => at.toISOString())],
+    );
+  }
+
   async delete(organizationId: string, id: string) {
     const { rowCount } = await this.db.query('DELETE FROM api_keys WHERE organization_id = $1 AND id = $2', [organizationId, id]);
     return rowCount > 0;

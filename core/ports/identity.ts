@@ -179,6 +179,8 @@ export interface ApiKeyStore {
   revoke(organizationId: string, id: string): Promise<ApiKey | null>;
   /** Removes the row; usage rows that name the key stay. */
   delete(organizationId: string, id: string): Promise<boolean>;
+  /** Records when keys were last used (batched; never moves a time backwards). */
+  touch(usedAt: ReadonlyMap<string, Date>): Promise<void>;
 }
 
 /** The one read the hot path makes: everything authentication needs, in one query. */

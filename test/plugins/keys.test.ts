@@ -257,3 +257,13 @@ t.test('API keys', async (t) => {
 });
 
 export type { TestApp };
+
+t.test('lastUsedAt records when a key was last used', async (t) => {
+  const test = await buildTestApp(t);
+  const { id, key } = await createKey(test, { name: 'used' });
+  t.equal((await test.call('GET', `/client/keys/${id}`)).json().lastUsedAt, null);
+  await test.call('GET', '/client/whoami', { token: key });
+  await test.app.svc.container.resolve(Tokens.Authenticator).flushKeyUsage();
+  const lastUsedAt = (await test.call('GET', `/client/keys/${id}`)).json().lastUsedAt;
+  t.ok(lastUsedAt && Date.now() - Date.parse(lastUsedAt) < 60_000, `lastUsedAt ${lastUsedAt}`);
+});
