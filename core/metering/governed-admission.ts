@@ -222,12 +222,16 @@ export class GovernedAdmission implements InferenceAdmission {
 
   /** Creates a missing counter from the durable store: ledger balance or spend in the cap's period. */
   private async seed(key: string, caps: CapEntry[], credential: Credential): Promise<void> {
-    const { writer, allowances } = { writer: this.deps.writer, allowances: this.deps.coordination.allowances };
+    const { writer } = this.deps;
+    const { allowances } = this.deps.coordination;
     const ttl = this.deps.settings.counterTtlMs;
     if (key.startsWith('credit:')) {
       await this.deps.ledger.ensureAccount(credential.organizationId, this.deps.settings.initialCreditMicros);
+      // Pending first, then the ledger: a flush committing in between is then counted twice (the
+      // safe way round) rather than not at all.
+      const pending = writer.pendingMicros(`org:${credential.organizationId}`);
       const balance = (await this.deps.ledger.balance(credential.organizationId)) ?? 0n;
-      await allowances.seed(key, Number(balance - writer.pendingMicros(`org:${credential.organizationId}`)), ttl);
+      await allowances.seed(key, Number(balance - pending), ttl);
       return;
     }
     const cap = caps.find((c) => c.counter === key);
@@ -243,9 +247,11 @@ export class GovernedAdmission implements InferenceAdmission {
       project: (id, at) => this.deps.spend.forProject(id, at),
       account: (id, at) => this.deps.spend.forOrganization(id, at),
     };
-    const windows = await read[cap.scope](cap.id, now);
+    // Pending before the database, for the same reason as the credit seed.
     const pendingScope = cap.scope === 'account' ? `org:${cap.id}` : `${cap.scope}:${cap.id}`;
-    return windows[PERIOD_WINDOW[cap.cap.period]] + this.deps.writer.pendingMicros(pendingScope);
+    const pending = this.deps.writer.pendingMicros(pendingScope);
+    const windows = await read[cap.scope](cap.id, now);
+    return windows[PERIOD_WINDOW[cap.cap.period]] + pending;
   }
 
   private admission(state: {

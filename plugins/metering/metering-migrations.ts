@@ -67,4 +67,13 @@ CREATE TABLE budget_alerts (
     name: 'drop an index that request_logs_org_time already covers',
     sql: 'DROP INDEX IF EXISTS request_logs_org_created;',
   },
+  {
+    owner: 'metering',
+    version: 3,
+    name: 'an alert per cap value: a cap raised mid-period alerts again when reached',
+    sql: `
+ALTER TABLE budget_alerts DROP CONSTRAINT budget_alerts_pkey;
+ALTER TABLE budget_alerts ADD PRIMARY KEY (scope, scope_id, period_start, cap_micros);
+`,
+  },
 ];
