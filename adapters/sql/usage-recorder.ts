@@ -2,7 +2,7 @@ import type { Database } from '../../core/ports/database.ts';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
 import { appendLine } from './credit-ledger-store.ts';
 
-/** Column, its array type for unnest(), and how a row gives its value. */
+/** Column, its SQL type, and how a row gives its value. */
 const COLUMNS: ReadonlyArray<readonly [string, string, (row: RequestLogRow) => unknown]> = [
   ['id', 'text', (r) => r.id],
   ['organization_id', 'uuid', (r) => r.organizationId],
@@ -29,11 +29,28 @@ const COLUMNS: ReadonlyArray<readonly [string, string, (row: RequestLogRow) => u
   ['created_at', 'timestamptz', (r) => r.createdAt.toISOString()],
 ];
 
-// One array parameter per column: the statement text and its plan stay the same whatever the
-// batch size, and the driver sends 23 values instead of 23 per row.
-const INSERT_ROWS = `INSERT INTO request_logs (${COLUMNS.map(([name]) => name).join(', ')})
-  SELECT * FROM unnest(${COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})
-  ON CONFLICT (id) DO NOTHING RETURNING id`;
+const NAMES = COLUMNS.map(([name]) => name).join(', ');
+
+/**
+ * The whole batch travels as one JSON document (serialised natively, parsed by PostgreSQL), and
+ * the answer is one row per organisation: what the rows that were new cost, so a retried flush
+ * never charges twice.
+ */
+const INSERT_AND_TOTAL = `WITH incoming AS (
+    SELECT * FROM json_to_recordset($1::json) AS r(${COLUMNS.map(([name, type]) => `${name} ${type}`).join(', ')})
+  ), inserted AS (
+    INSERT INTO request_logs (${NAMES}) SELECT ${NAMES} FROM incoming ON CONFLICT (id) DO NOTHING
+    RETURNING id, organization_id, cost_micros
+  )
+  SELECT organization_id, sum(cost_micros)::bigint AS micros, count(*)::int AS calls,
+         array_agg(id) FILTER (WHERE id = ANY($2::text[])) AS with_bodies
+  FROM inserted GROUP BY organization_id ORDER BY organization_id`;
+
+function toRecord(row: RequestLogRow): Record<string, unknown> {
+  const record: Record<string, unknown> = {};
+  for (const [name, , value] of COLUMNS) record[name] = value(row);
+  return record;
+}
 
 /** jsonb cannot hold U+0000; bodies are kept for reading, so a replacement character stands in. */
 function jsonForStorage(value: unknown): string {
@@ -50,35 +67,35 @@ export class SqlUsageRecorder implements UsageRecorder {
 
   async record(rows: RequestLogRow[]): Promise<number> {
     if (rows.length === 0) return 0;
+    const withBodies = rows.filter((row) => row.bodies);
     return this.db.transaction(async (tx) => {
-      const inserted = await tx.query<{ id: string }>(INSERT_ROWS, COLUMNS.map(([, , value]) => rows.map(value)));
-      const fresh = new Set(inserted.rows.map((row) => row.id));
-      const charges = new Map<string, { micros: bigint; calls: number }>();
-      for (const row of rows) {
-        if (!fresh.has(row.id)) continue;
-        const charge = charges.get(row.organizationId) ?? { micros: 0n, calls: 0 };
-        charge.micros += row.costMicros;
-        charge.calls += 1;
-        charges.set(row.organizationId, charge);
-        if (row.bodies) {
-          await tx.query('INSERT INTO request_log_bodies (request_id, request_body, response_body) VALUES ($1, $2::jsonb, $3::jsonb)', [
-            row.id,
-            jsonForStorage(row.bodies.request),
-            jsonForStorage(row.bodies.response),
-          ]);
-        }
-      }
-      for (const organizationId of [...charges.keys()].sort()) {
-        const { micros, calls } = charges.get(organizationId)!;
-        if (micros === 0n) continue;
-        await appendLine(tx, organizationId, {
+      const totals = await tx.query<{ organization_id: string; micros: bigint; calls: number; with_bodies: string[] | null }>(INSERT_AND_TOTAL, [
+        JSON.stringify(rows.map(toRecord)),
+        withBodies.map((row) => row.id),
+      ]);
+      let fresh = 0;
+      const stored = new Set<string>();
+      // Organisations come back in order, so concurrent flushes lock balance rows in one order.
+      for (const total of totals.rows) {
+        fresh += total.calls;
+        for (const id of total.with_bodies ?? []) stored.add(id);
+        if (total.micros === 0n) continue;
+        await appendLine(tx, total.organization_id, {
           kind: 'ai_usage',
-          amountMicros: -micros,
-          note: `${calls} model call${calls === 1 ? '' : 's'}`,
-          coversEntries: calls,
+          amountMicros: -total.micros,
+          note: `${total.calls} model call${total.calls === 1 ? '' : 's'}`,
+          coversEntries: total.calls,
         });
       }
-      return fresh.size;
+      for (const row of withBodies) {
+        if (!stored.has(row.id)) continue;
+        await tx.query('INSERT INTO request_log_bodies (request_id, request_body, response_body) VALUES ($1, $2::jsonb, $3::jsonb)', [
+          row.id,
+          jsonForStorage(row.bodies!.request),
+          jsonForStorage(row.bodies!.response),
+        ]);
+      }
+      return fresh;
     });
   }
 }

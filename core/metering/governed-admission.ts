@@ -80,7 +80,28 @@ const tooMany = (message: string, retryAfterMs: number, headers: Record<string, 
  * back what was reserved beyond it, releases the lease and queues the request-log row.
  */
 export class GovernedAdmission implements InferenceAdmission {
+  /** Leases of calls still running; one timer renews them all (long streams keep their slot). */
+  private readonly live = new Set<{ keys: string[]; leaseId: string }>();
+  private heartbeat: NodeJS.Timeout | null = null;
+  /** Lease ids: unique per process (random prefix) without a random draw per call. */
+  private readonly leasePrefix = randomUUID();
+  private leaseSequence = 0;
+
   constructor(private readonly deps: GovernanceDeps) {}
+
+  /** Starts renewing live leases; a crashed process's leases lapse on their own TTL. */
+  start(): void {
+    const { coordination, settings } = this.deps;
+    this.heartbeat ??= setInterval(() => {
+      for (const lease of this.live) void coordination.leases.renew(lease.keys, lease.leaseId, settings.leaseTtlMs).catch(() => undefined);
+    }, Math.max(1000, Math.floor(settings.leaseTtlMs / 3)));
+    this.heartbeat.unref();
+  }
+
+  stop(): void {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    this.heartbeat = null;
+  }
 
   async admit(request: AdmissionRequest): Promise<Admission> {
     const { coordination, settings } = this.deps;
@@ -105,7 +126,7 @@ export class GovernedAdmission implements InferenceAdmission {
 
     try {
       // 2. concurrency
-      const leaseId = randomUUID();
+      const leaseId = `${this.leasePrefix}:${(this.leaseSequence += 1)}`;
       const leases: LeaseEntry[] = scopes.flatMap((s) => (s.limits.concurrency ? [{ key: `conc:${s.kind}:${s.id}`, limit: s.limits.concurrency }] : []));
       const leaseKeys = leases.map((l) => l.key);
       if (leases.length > 0) {
@@ -267,15 +288,9 @@ export class GovernedAdmission implements InferenceAdmission {
     headers: Record<string, string>;
     logBodies: boolean;
   }): Admission {
-    const { coordination, settings, logger } = this.deps;
-    let heartbeat: NodeJS.Timeout | null = null;
-    if (state.leaseKeys.length > 0) {
-      // Long streams keep their slot; a crashed process's slot frees itself when the lease lapses.
-      heartbeat = setInterval(() => {
-        void coordination.leases.renew(state.leaseKeys, state.leaseId, settings.leaseTtlMs).catch(() => undefined);
-      }, Math.max(1000, Math.floor(settings.leaseTtlMs / 3)));
-      heartbeat.unref();
-    }
+    const { logger } = this.deps;
+    const held = state.leaseKeys.length > 0 ? { keys: state.leaseKeys, leaseId: state.leaseId } : null;
+    if (held) this.live.add(held);
     let finished = false;
     const createdAt = this.deps.clock();
     return {
@@ -284,7 +299,7 @@ export class GovernedAdmission implements InferenceAdmission {
       finish: (outcome: CallOutcome) => {
         if (finished) return;
         finished = true;
-        if (heartbeat) clearInterval(heartbeat);
+        if (held) this.live.delete(held);
         this.settle(state, outcome, createdAt).catch((error: unknown) => logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed'));
       },
     };

@@ -24,6 +24,7 @@ export const MeteringTokens = {
   Writer: createToken<RequestLogWriter>('RequestLogWriter'),
   Policies: createToken<CapPolicies>('CapPolicies'),
   Prices: createToken<ReadonlyMap<string, PriceSheet>>('PriceSheets'),
+  Admission: createToken<GovernedAdmission>('GovernedAdmission'),
 };
 
 export const meteringPlugin = definePlugin({
@@ -56,9 +57,7 @@ export const meteringPlugin = definePlugin({
     metrics.gauge('svc_request_log_dropped_rows', 'Request-log rows dropped because the queue was full', () => writer.snapshot().dropped);
     metrics.gauge('svc_request_log_failed_flushes', 'Request-log flushes that failed and were retried', () => writer.snapshot().failedFlushes);
     const alerts = new BudgetAlerts(database, () => container.tryResolve(BudgetAlertSinkToken) ?? loggingAlertSink(logger));
-    container.bindValue(
-      InferenceAdmissionToken,
-      new GovernedAdmission({
+    const admission = new GovernedAdmission({
         coordination: container.resolve(Tokens.Coordination),
         ledger,
         spend: identity.spend,
@@ -78,8 +77,9 @@ export const meteringPlugin = definePlugin({
           counterTtlMs: config.counterTtlMs,
           initialCreditMicros: usdToMicros(config.initialCreditUsd),
         },
-      }),
-    );
+      });
+    container.bindValue(MeteringTokens.Admission, admission);
+    container.bindValue(InferenceAdmissionToken, admission);
   },
   operations({ container, config }) {
     const initialCreditMicros = usdToMicros(config.initialCreditUsd);
@@ -112,8 +112,10 @@ export const meteringPlugin = definePlugin({
       ]);
     }
     container.resolve(MeteringTokens.Writer).start();
+    container.resolve(MeteringTokens.Admission).start();
   },
   async stop({ container }) {
+    container.resolve(MeteringTokens.Admission).stop();
     await container.resolve(MeteringTokens.Writer).stop();
   },
 });
