@@ -32,12 +32,13 @@ const COLUMNS: ReadonlyArray<readonly [string, string, (row: RequestLogRow) => u
 const NAMES = COLUMNS.map(([name]) => name).join(', ');
 
 /**
- * The whole batch travels as one JSON document (serialised natively, parsed by PostgreSQL), and
- * the answer is one row per organisation: what the rows that were new cost, so a retried flush
- * never charges twice.
+ * The whole batch travels as one JSON document of positional arrays (serialised natively, no key
+ * repeated per row, parsed by PostgreSQL), and the answer is one row per organisation: what the
+ * rows that were new cost, so a retried flush never charges twice.
  */
 const INSERT_AND_TOTAL = `WITH incoming AS (
-    SELECT * FROM json_to_recordset($1::json) AS r(${COLUMNS.map(([name, type]) => `${name} ${type}`).join(', ')})
+    SELECT ${COLUMNS.map(([name, type], i) => `(e->>${i})::${type} AS ${name}`).join(', ')}
+    FROM json_array_elements($1::json) AS e
   ), inserted AS (
     INSERT INTO request_logs (${NAMES}) SELECT ${NAMES} FROM incoming ON CONFLICT (id) DO NOTHING
     RETURNING id, organization_id, cost_micros
@@ -46,10 +47,8 @@ const INSERT_AND_TOTAL = `WITH incoming AS (
          array_agg(id) FILTER (WHERE id = ANY($2::text[])) AS with_bodies
   FROM inserted GROUP BY organization_id ORDER BY organization_id`;
 
-function toRecord(row: RequestLogRow): Record<string, unknown> {
-  const record: Record<string, unknown> = {};
-  for (const [name, , value] of COLUMNS) record[name] = value(row);
-  return record;
+function toTuple(row: RequestLogRow): unknown[] {
+  return COLUMNS.map(([, , value]) => value(row));
 }
 
 /** jsonb cannot hold U+0000; bodies are kept for reading, so a replacement character stands in. */
@@ -70,7 +69,7 @@ export class SqlUsageRecorder implements UsageRecorder {
     const withBodies = rows.filter((row) => row.bodies);
     return this.db.transaction(async (tx) => {
       const totals = await tx.query<{ organization_id: string; micros: bigint; calls: number; with_bodies: string[] | null }>(INSERT_AND_TOTAL, [
-        JSON.stringify(rows.map(toRecord)),
+        JSON.stringify(rows.map(toTuple)),
         withBodies.map((row) => row.id),
       ]);
       let fresh = 0;

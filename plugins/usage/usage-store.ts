@@ -1,4 +1,5 @@
 import type { Queryable } from '../../core/ports/database.ts';
+import type { RequestLogRow } from '../../core/ports/metering.ts';
 import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
 
 /**
@@ -37,35 +38,14 @@ export interface RequestFilter extends UsageFilter {
   cursor?: Cursor;
 }
 
-export interface RequestLog {
-  id: string;
-  createdAt: Date;
+/** A stored call: what the writer stored, read back (bodies live in their own table). */
+export interface RequestLog extends Omit<RequestLogRow, 'bodies'> {
   /** created_at at full (microsecond) precision, for cursors. */
   position: Cursor;
-  organizationId: string;
-  projectId: string | null;
-  keyId: string | null;
-  endpoint: string;
-  model: string | null;
-  provider: string | null;
-  upstreamModel: string | null;
-  statusCode: number;
-  errorCode: string | null;
-  inputTokens: number;
-  cachedInputTokens: number;
-  cacheWriteTokens: number;
-  outputTokens: number;
-  reasoningTokens: number;
-  usageEstimated: boolean;
-  costMicros: bigint;
-  latencyMs: number;
-  ttftMs: number | null;
-  streamed: boolean;
-  attempts: number;
-  priceVersion: string | null;
 }
 
-export interface UsageTotals {
+/** Token and cost sums shared by totals and series buckets. */
+interface CallSums {
   requests: number;
   errors: number;
   inputTokens: number;
@@ -74,6 +54,9 @@ export interface UsageTotals {
   outputTokens: number;
   reasoningTokens: number;
   costMicros: bigint;
+}
+
+export interface UsageTotals extends CallSums {
   avgLatencyMs: number | null;
   p50LatencyMs: number | null;
   p95LatencyMs: number | null;
@@ -85,16 +68,8 @@ export interface ModelTotals extends UsageTotals {
 
 export type Granularity = 'hour' | 'day';
 
-export interface SeriesBucket {
+export interface SeriesBucket extends CallSums {
   start: Date;
-  requests: number;
-  errors: number;
-  inputTokens: number;
-  cachedInputTokens: number;
-  cacheWriteTokens: number;
-  outputTokens: number;
-  reasoningTokens: number;
-  costMicros: bigint;
 }
 
 export interface WindowStats {
