@@ -45,6 +45,11 @@ export interface Admission {
 
 export interface InferenceAdmission {
   admit(request: AdmissionRequest): Promise<Admission>;
+  /**
+   * The rate-limit headers for a response that took nothing (a model list, an error before
+   * admission), read without consuming: every gateway response carries them.
+   */
+  peekHeaders(credential: Credential): Promise<Readonly<Record<string, string>>>;
 }
 
 const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
@@ -52,6 +57,7 @@ const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 /** Used when no metering plugin is enabled: admits everything and records nothing. */
 export const openAdmission: InferenceAdmission = {
   admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, finish: () => undefined }),
+  peekHeaders: async () => EMPTY_HEADERS,
 };
 
 export const InferenceAdmissionToken = createToken<InferenceAdmission>('InferenceAdmission');

@@ -103,6 +103,17 @@ export class GovernedAdmission implements InferenceAdmission {
     this.heartbeat = null;
   }
 
+  async peekHeaders(credential: Credential): Promise<Record<string, string>> {
+    const scopes = this.scopesOf(credential);
+    const rpm = scopes.flatMap((s) => (s.limits.requestsPerMinute ? [{ key: `rpm:${s.kind}:${s.id}`, limit: s.limits.requestsPerMinute, periodMs: MINUTE }] : []));
+    const tpm = scopes.flatMap((s) => (s.limits.tokensPerMinute ? [{ key: `tpm:${s.kind}:${s.id}`, limit: s.limits.tokensPerMinute, periodMs: MINUTE }] : []));
+    const [requests, tokens] = await Promise.all([
+      rpm.length > 0 ? this.deps.coordination.rateLimiter.peek(rpm) : [],
+      tpm.length > 0 ? this.deps.coordination.rateLimiter.peek(tpm) : [],
+    ]);
+    return rateLimitHeaders(requests, tokens);
+  }
+
   async admit(request: AdmissionRequest): Promise<Admission> {
     const { coordination, settings } = this.deps;
     const { credential } = request;

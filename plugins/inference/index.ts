@@ -43,13 +43,26 @@ export const inferencePlugin = definePlugin({
       surface: 'inference',
       endpoints: ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions'],
     }));
+    // Every plugin has registered by now, so a metering plugin's binding is visible here.
+    const admission = container.tryResolve(InferenceAdmissionToken) ?? openAdmission;
+    // Responses that took nothing from the limits (model lists, refusals before admission) still
+    // say where the caller stands.
+    app.addHook('onSend', async (request, reply, payload) => {
+      if (request.credential && !reply.hasHeader('x-ratelimit-limit-requests') && !reply.hasHeader('x-ratelimit-limit-tokens')) {
+        try {
+          void reply.headers(await admission.peekHeaders(request.credential));
+        } catch {
+          // Headers are advice; a coordination hiccup must not fail the response.
+        }
+      }
+      return payload;
+    });
     registerModelsRoutes(app, catalogue);
     registerChatCompletionsRoute(app, {
       catalogue,
       providers: container.resolve(InferenceTokens.Providers),
       breaker: container.resolve(InferenceTokens.CircuitBreaker),
-      // Every plugin has registered by now, so a metering plugin's binding is visible here.
-      admission: container.tryResolve(InferenceAdmissionToken) ?? openAdmission,
+      admission,
       config,
       metrics: container.resolve(Tokens.Metrics),
     });

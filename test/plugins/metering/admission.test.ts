@@ -98,6 +98,19 @@ t.test('header presence/absence rules', async (t) => {
     t.match(over.body?.error?.message, /lower max_tokens/);
     t.same(present(over, [...REQUEST_HEADERS, ...TOKEN_HEADERS]), [...REQUEST_HEADERS, ...TOKEN_HEADERS], 'budget 402: all six headers');
   });
+
+  t.test('responses that take nothing (the model list, an unknown model) carry the headers too', async (t) => {
+    const { id, key } = await g.newKey({ name: 'peek' });
+    await g.patchKey(id, { rateLimits: { requestsPerMinute: 100, tokensPerMinute: 100_000 } });
+    const headersOf = (response: Response) => [...REQUEST_HEADERS, ...TOKEN_HEADERS].filter((name) => response.headers.has(name));
+    const models = await fetch(`${g.url}/v1/models`, { headers: { authorization: `Bearer ${key}` } });
+    t.equal(models.status, 200);
+    t.same(headersOf(models), [...REQUEST_HEADERS, ...TOKEN_HEADERS]);
+    t.equal(models.headers.get('x-ratelimit-remaining-requests'), '100', 'reading the list consumed nothing');
+    const unknown = await fetch(`${g.url}/v1/models/nope`, { headers: { authorization: `Bearer ${key}` } });
+    t.equal(unknown.status, 404);
+    t.same(headersOf(unknown), [...REQUEST_HEADERS, ...TOKEN_HEADERS]);
+  });
 });
 
 t.test('concurrency cap: with concurrency 2, a third simultaneous slow stream gets 429 and, once one finishes, a new one is admitted', async (t) => {
