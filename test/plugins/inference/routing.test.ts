@@ -1,0 +1,173 @@
+import t from 'tap';
+import { createMemoryCoordination } from '../../../adapters/memory/memory-coordination.ts';
+import { UpstreamError, type Capability, type Provider } from '../../../core/provider.ts';
+import { CircuitBreaker } from '../../../plugins/inference/circuit-breaker.ts';
+import { runWithFailover, type FailoverSettings } from '../../../plugins/inference/failover.ts';
+import type { CatalogueModel } from '../../../plugins/inference/model-catalogue.ts';
+import type { ProviderRegistry } from '../../../plugins/inference/provider-registry.ts';
+import { planRoutes, type RouteCandidate } from '../../../plugins/inference/route-planner.ts';
+
+const provider = (name: string, capabilities: Capability[] = ['chat', 'stream']): Provider => ({ name, capabilities: new Set(capabilities) });
+const registry = (providers: Provider[]) => ({ get: (name: string) => providers.find((p) => p.name === name) }) as unknown as ProviderRegistry;
+
+function model(routes: Array<{ provider: string; model?: string; weight?: number; priority?: number }>): CatalogueModel {
+  return {
+    id: 'm',
+    created: 0,
+    routes: routes.map((r) => ({ provider: r.provider, model: r.model ?? `${r.provider}-model`, weight: r.weight ?? 1, priority: r.priority })),
+    modalities: { input: ['text'], output: ['text'] },
+    batch: false,
+    contextWindow: 1000,
+    maxOutputTokens: 100,
+    ownedBy: 'svc',
+    development: false,
+  };
+}
+
+/** A deterministic sequence for Math.random's place. */
+const sequence = (...values: number[]) => {
+  let i = 0;
+  return () => values[i++ % values.length]!;
+};
+
+t.test('route planning', async (t) => {
+  const coordination = createMemoryCoordination();
+  t.teardown(() => coordination.close());
+  const breaker = new CircuitBreaker(coordination, { failureThreshold: 2, windowMs: 60_000, cooldownMs: 60_000 });
+  await breaker.start();
+  t.teardown(() => breaker.stop());
+  const providers = registry([provider('a'), provider('b'), provider('c'), provider('embed-only', ['embeddings'])]);
+  const keys = (candidates: RouteCandidate[]) => candidates.map((c) => c.provider.name);
+
+  t.test('routes without priorities are tried in config order', async (t) => {
+    t.same(keys(planRoutes(model([{ provider: 'a' }, { provider: 'b' }, { provider: 'c' }]), 'chat', providers, breaker)), ['a', 'b', 'c']);
+  });
+
+  t.test('lower priority numbers come first', async (t) => {
+    t.same(keys(planRoutes(model([{ provider: 'a', priority: 2 }, { provider: 'b', priority: 1 }]), 'chat', providers, breaker)), ['b', 'a']);
+  });
+
+  t.test('routes of equal priority share traffic by weight', async (t) => {
+    const plan = model([{ provider: 'a', weight: 3, priority: 0 }, { provider: 'b', weight: 1, priority: 0 }]);
+    // Total weight 4: a draw below 3 picks a, at or above 3 picks b.
+    t.same(keys(planRoutes(plan, 'chat', providers, breaker, sequence(0.5))), ['a', 'b']);
+    t.same(keys(planRoutes(plan, 'chat', providers, breaker, sequence(0.8))), ['b', 'a']);
+    let firstA = 0;
+    const random = Math.random;
+    for (let i = 0; i < 4000; i += 1) if (planRoutes(plan, 'chat', providers, breaker, random)[0]!.provider.name === 'a') firstA += 1;
+    t.ok(firstA > 2700 && firstA < 3300, `a first ${firstA} times in 4000 (expected about 3000)`);
+  });
+
+  t.test('routes whose provider lacks the capability are dropped', async (t) => {
+    t.same(keys(planRoutes(model([{ provider: 'embed-only' }, { provider: 'a' }]), 'chat', providers, breaker)), ['a']);
+  });
+
+  t.test('a route whose circuit is open moves to the back but is still tried', async (t) => {
+    await breaker.recordFailure('a/a-model');
+    await breaker.recordFailure('a/a-model');
+    t.ok(breaker.isOpen('a/a-model'));
+    t.same(keys(planRoutes(model([{ provider: 'a' }, { provider: 'b' }]), 'chat', providers, breaker)), ['b', 'a']);
+  });
+});
+
+t.test('failover engine', async (t) => {
+  const coordination = createMemoryCoordination();
+  t.teardown(() => coordination.close());
+  const breaker = new CircuitBreaker(coordination, { failureThreshold: 1000, windowMs: 60_000, cooldownMs: 60_000 });
+  const settings: FailoverSettings = { maxAttempts: 10, retriesPerRoute: 2, initialBackoffMs: 100, maxBackoffMs: 400, maxRetryAfterMs: 1000, deadlineMs: 60_000 };
+  const candidates: RouteCandidate[] = ['a', 'b'].map((name) => ({ key: `${name}/m`, provider: provider(name), upstreamModel: 'm' }));
+
+  t.test('backoff grows exponentially with full jitter, capped', async (t) => {
+    const calls: number[] = [];
+    let clock = 0;
+    const outcome = runWithFailover(
+      candidates,
+      async (candidate) => {
+        calls.push(Date.now());
+        if (candidate.provider.name === 'a') throw new UpstreamError('server', 'boom', { status: 500 });
+        return 'ok';
+      },
+      { settings: { ...settings, initialBackoffMs: 40, maxBackoffMs: 60 }, breaker, signal: new AbortController().signal, random: () => 0.999, now: () => clock },
+    );
+    const result = await outcome;
+    clock += 1;
+    t.equal(result.value, 'ok');
+    t.equal(result.attempts, 4, 'three tries on a, then b');
+    const gaps = calls.slice(1, 3).map((at, i) => at - calls[i]!);
+    t.ok(gaps[0]! >= 35 && gaps[0]! < 200, `first wait ~40 ms (${gaps[0]})`);
+    t.ok(gaps[1]! >= 55 && gaps[1]! < 250, `second wait capped at 60 ms (${gaps[1]})`);
+  });
+
+  t.test('no new attempt starts after the deadline', async (t) => {
+    let clock = 0;
+    let attempts = 0;
+    const error = await runWithFailover(
+      candidates,
+      async () => {
+        attempts += 1;
+        clock += 600;
+        throw new UpstreamError('connect', 'refused');
+      },
+      { settings: { ...settings, initialBackoffMs: 0, maxBackoffMs: 0, deadlineMs: 1000 }, breaker, signal: new AbortController().signal, now: () => clock },
+    ).catch((e: unknown) => e);
+    t.equal(attempts, 2, 'the third attempt would start after the deadline');
+    t.match(error, { status: 502, code: 'upstream_error' });
+  });
+
+  t.test('maxAttempts bounds the attempts across every route', async (t) => {
+    let attempts = 0;
+    const error = await runWithFailover(
+      candidates,
+      async () => {
+        attempts += 1;
+        throw new UpstreamError('server', 'down', { status: 503 });
+      },
+      { settings: { ...settings, maxAttempts: 3, initialBackoffMs: 0, maxBackoffMs: 0 }, breaker, signal: new AbortController().signal },
+    ).catch((e: unknown) => e);
+    t.equal(attempts, 3);
+    t.match(error, { status: 502, attempts: 3 });
+  });
+
+  t.test('an auth failure moves to the next route without retrying the same one', async (t) => {
+    const seen: string[] = [];
+    const result = await runWithFailover(
+      candidates,
+      async (candidate) => {
+        seen.push(candidate.provider.name);
+        if (candidate.provider.name === 'a') throw new UpstreamError('auth', 'bad key', { status: 401 });
+        return 'ok';
+      },
+      { settings, breaker, signal: new AbortController().signal },
+    );
+    t.same(seen, ['a', 'b']);
+    t.equal(result.candidate.provider.name, 'b');
+  });
+
+  t.test('an upstream 404 (a route pointing at a missing model) fails over', async (t) => {
+    const result = await runWithFailover(
+      candidates,
+      async (candidate) => {
+        if (candidate.provider.name === 'a') throw new UpstreamError('client', 'no such model', { status: 404 });
+        return 'ok';
+      },
+      { settings, breaker, signal: new AbortController().signal },
+    );
+    t.equal(result.candidate.provider.name, 'b');
+  });
+
+  t.test('a client that goes away stops the search at once', async (t) => {
+    const controller = new AbortController();
+    let attempts = 0;
+    const error = await runWithFailover(
+      candidates,
+      async () => {
+        attempts += 1;
+        controller.abort();
+        throw new UpstreamError('aborted', 'cancelled');
+      },
+      { settings, breaker, signal: controller.signal },
+    ).catch((e: unknown) => e);
+    t.equal(attempts, 1);
+    t.equal((error as Error).name, 'ClientGoneError');
+  });
+});
