@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { assertConfigError } from '../helpers/config-errors.ts';
 import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, parseConfig } from '../../config/load.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { resolvePlugins } from '../../core/plugin-loader.ts';
@@ -23,27 +24,7 @@ function yamlFile(text: string): string {
 
 const OWNER_TOKEN = `svc_sess_${'A1b2C3d4'.repeat(4)}`;
 
-/** The assertions the helpers below use; satisfied by the root test and by subtests. */
-type Tap = Pick<typeof t, 'ok' | 'notOk' | 'equal' | 'not' | 'same' | 'match' | 'fail'>;
 
-/** Asserts `fn` throws a ConfigError whose message is one line naming `field`. */
-function assertConfigError(t: Tap, fn: () => unknown, field: string, also?: RegExp): void {
-  let caught: unknown;
-  try {
-    fn();
-  } catch (error) {
-    caught = error;
-  }
-  if (!(caught instanceof ConfigError)) {
-    t.fail(`expected a ConfigError naming ${field}, got ${caught === undefined ? 'no error (the config was accepted)' : String(caught)}`);
-    return;
-  }
-  const message = caught.message;
-  t.notOk(/[\r\n]/.test(message), `message is one line: ${JSON.stringify(message)}`);
-  t.match(message, /^config: /, 'message starts with "config: "');
-  t.ok(message.includes(field), `message names ${field}: ${JSON.stringify(message)}`);
-  if (also) t.match(message, also);
-}
 
 t.test('config/default.yaml loads and validates with an empty environment', async (t) => {
   const config = loadConfig({ path: DEFAULT_CONFIG_PATH, env: {} });

@@ -1,12 +1,10 @@
 import t from 'tap';
+import { assertConfigError } from '../helpers/config-errors.ts';
 import { z } from 'zod';
-import { ConfigError } from '../../config/load.ts';
 import { definePlugin, type AnyPlugin } from '../../core/plugin.ts';
 import { resolvePlugins } from '../../core/plugin-loader.ts';
 import { buildTestApp } from '../helpers/app.ts';
 
-/** The assertions the helpers below use; satisfied by the root test and by subtests. */
-type Tap = Pick<typeof t, 'ok' | 'notOk' | 'equal' | 'not' | 'same' | 'match' | 'fail'>;
 
 const plain = (name: string, dependsOn: string[] = []): AnyPlugin => definePlugin({ name, description: `fixture ${name}`, dependsOn });
 
@@ -22,22 +20,6 @@ const withSettings = definePlugin({
 
 const names = (resolved: ReturnType<typeof resolvePlugins>) => resolved.map((r) => r.plugin.name);
 
-/** Asserts `fn` throws a ConfigError whose message is one line naming `field`. */
-function assertConfigError(t: Tap, fn: () => unknown, field: string, also?: RegExp): void {
-  let caught: unknown;
-  try {
-    fn();
-  } catch (error) {
-    caught = error;
-  }
-  if (!(caught instanceof ConfigError)) {
-    t.fail(`expected a ConfigError naming ${field}, got ${caught === undefined ? 'no error (accepted)' : String(caught)}`);
-    return;
-  }
-  t.notOk(/[\r\n]/.test(caught.message), `message is one line: ${JSON.stringify(caught.message)}`);
-  t.ok(caught.message.includes(field), `message names ${field}: ${JSON.stringify(caught.message)}`);
-  if (also) t.match(caught.message, also);
-}
 
 t.test('plugins are ordered after their dependencies regardless of manifest order', async (t) => {
   const manifest = [plain('gateway', ['keys', 'usage']), plain('usage', ['keys']), plain('keys', ['account']), plain('account')];
