@@ -87,6 +87,23 @@ export function toApiError(error: unknown, request: FastifyRequest): ApiError {
     const ours = typeof fastifyError.code === 'string' && fastifyError.code.startsWith('FST_');
     return new ApiError(status, fastifyError.code?.toLowerCase() ?? 'invalid_request', ours ? fastifyError.message : 'The request could not be processed');
   }
+  if (isStorageUnavailable(error)) {
+    request.log.error({ err: error }, 'storage unavailable');
+    return new ApiError(503, 'service_unavailable', `A storage backend is unreachable; nothing was done. Retry shortly (request id ${request.id})`, {
+      headers: { 'retry-after': '1' },
+    });
+  }
   request.log.error({ err: error }, 'unhandled error');
   return new ApiError(500, 'internal_error', `Internal server error; quote request id ${request.id} when reporting it`);
+}
+
+// Socket errors, PostgreSQL's connection and shutdown classes (08xxx, 57P0x), and closed clients.
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P02', '57P03']);
+
+/** Whether an error says a database or Redis could not be reached (fail closed, retryable). */
+function isStorageUnavailable(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
+  return error.name === 'ClientClosedError' || error.name === 'ConnectionTimeoutError' || /client (is|was) closed|connection terminated|the client is offline|pool after calling end|pglite is closed/i.test(error.message);
 }
