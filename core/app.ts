@@ -149,10 +149,16 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
 }
 
 function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, config: AppConfig, metrics: GatewayMetrics): void {
+  // Lists only what this deployment serves: a surface whose plugin is off is not advertised.
   app.get('/', { config: { auth: false, surface: 'root' } }, async () => ({
     object: 'service',
-    surfaces: { inference: '/v1', management: '/client', regionalManagement: '/platform/v1', mcp: '/mcp', toolGateway: '/mcp/gateway' },
+    surfaces: {
+      ...(app.hasRoute({ method: 'GET', url: '/v1' }) ? { inference: '/v1' } : {}),
+      management: '/client',
+      regionalManagement: '/platform/v1',
+    },
     openapi: '/client/openapi.json',
+    ...(config.metrics.enabled ? { metrics: '/metrics' } : {}),
   }));
   app.get('/health', { config: { auth: false, surface: 'root' } }, async () => ({ status: 'ok' }));
 

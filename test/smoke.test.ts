@@ -9,3 +9,10 @@ t.test('a fresh service answers whoami for its bootstrap owner', async (t) => {
   t.equal(response.json().credential.role, 'owner');
   t.comment(`built in ${Date.now() - started} ms`);
 });
+
+t.test('GET / lists only the surfaces this deployment serves', async (t) => {
+  const withInference = await buildTestApp(t);
+  t.same((await withInference.call('GET', '/', { token: null })).json().surfaces, { inference: '/v1', management: '/client', regionalManagement: '/platform/v1' });
+  const managementOnly = await buildTestApp(t, { plugins: { account: {}, keys: {} } });
+  t.same((await managementOnly.call('GET', '/', { token: null })).json().surfaces, { management: '/client', regionalManagement: '/platform/v1' });
+});
