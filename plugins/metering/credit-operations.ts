@@ -147,14 +147,20 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     status: 201,
     async handler({ body }, { credential }) {
       await ensure(credential.organizationId);
-      const line = await deps.payments.recordPayment(credential.organizationId, {
-        amountMicros: usdToMicros(body.amountUsd),
-        reference: body.reference ?? null,
-        note: body.note ?? null,
-      });
-      if (line) {
-        await deps.coordination.allowances.give([{ key: `credit:${credential.organizationId}`, amount: Number(line.amountMicros) }], deps.counterTtlMs);
+      // The admission counter is credited before the ledger, and the credit taken back if the payment
+      // is not recorded: a counter re-seeded from the ledger in between then sees the payment once.
+      const amountMicros = usdToMicros(body.amountUsd);
+      const counter = (amount: bigint) =>
+        deps.coordination.allowances.give([{ key: `credit:${credential.organizationId}`, amount: Number(amount) }], deps.counterTtlMs);
+      await counter(amountMicros);
+      let line;
+      try {
+        line = await deps.payments.recordPayment(credential.organizationId, { amountMicros, reference: body.reference ?? null, note: body.note ?? null });
+      } catch (error) {
+        await counter(-amountMicros);
+        throw error;
       }
+      if (!line) await counter(-amountMicros);
       const balance = (await ledger.balance(credential.organizationId)) ?? 0n;
       return { object: 'credit_payment' as const, duplicate: line === null, line: line ? toLineView(line) : null, balanceUsd: microsToUsd(balance) };
     },
