@@ -20,6 +20,7 @@
  * BENCH_PROFILE=1 also CPU-profiles the gateway and prints where its time goes; its figures are
  * inflated, so they go to bench/profiles/results.json next to the .cpuprofile.
  * BENCH_GATEWAY_NODE_ARGS="--max-old-space-size=96" replaces the production node flags (--max-semi-space-size=4).
+ * BENCH_REDIS_URL=redis://… keeps counters, leases and caches in Redis (a multi-replica setup).
  * BENCH_DATABASE_URL=postgres://… runs the gateway on PostgreSQL instead of embedded PGlite (in a
  * fresh schema, dropped afterwards), to see what the embedded database costs in memory.
  */
@@ -57,6 +58,8 @@ const GOALS = { ratio: 0.2, addedP50Ms: 0.4, addedTtftMs: 1, peakRssMiB: 150 };
 
 const PROFILE = process.env.BENCH_PROFILE === '1';
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || null;
+/** Counters, leases and caches in Redis (a multi-replica deployment) instead of in memory. */
+const REDIS_URL = process.env.BENCH_REDIS_URL || null;
 /**
  * The production flags (`npm run start:prod`): a small young generation keeps peak RSS down under
  * load at no measurable CPU cost. BENCH_GATEWAY_NODE_ARGS replaces them.
@@ -472,6 +475,7 @@ async function main(): Promise<void> {
   log(`  load     average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} before starting${loadAtStart[0]! > 0.5 ? '  <- other work is running: figures will be noisy' : ''}`);
   if (PROFILE) log('  PROFILING: the gateway runs under --cpu-prof; its figures are inflated');
   if (GATEWAY_NODE_ARGS.length > 0) log(`  gateway node flags: ${GATEWAY_NODE_ARGS.join(' ')}`);
+  log(`  coordination ${REDIS_URL ? 'Redis from BENCH_REDIS_URL' : 'in memory (as npm start)'}`);
   log(`  database ${DATABASE_URL ? `PostgreSQL from BENCH_DATABASE_URL, schema ${DATABASE_SCHEMA} (not what npm start runs)` : 'embedded PGlite on disk (as npm start)'}`);
   log();
 
@@ -487,6 +491,7 @@ async function main(): Promise<void> {
     const ownerToken = generateToken(SESSION_PREFIX);
     const gatewayEnv: Record<string, string> = { BENCH_UPSTREAM_URL: upstreamReady.url, BENCH_OWNER_TOKEN: ownerToken, BENCH_DATA_DIR: dataDir, BENCH_MODEL: MODEL };
     if (DATABASE_URL) Object.assign(gatewayEnv, { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: DATABASE_SCHEMA });
+    if (REDIS_URL) Object.assign(gatewayEnv, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `bench:${DATABASE_SCHEMA}` });
 
     // First start of the deployment (PGlite initdb, migrations, bootstrap) in its own short-lived
     // process: a one-time cost, reported apart, so the measured gateway starts like any restart.

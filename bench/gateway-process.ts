@@ -9,7 +9,7 @@
  *   BENCH_OWNER_TOKEN   bootstrap owner session token (the parent creates a key with it)
  *   BENCH_DATA_DIR      an empty directory for PGlite
  *   BENCH_MODEL         the model name the bench asks for (same name upstream)
- *   BENCH_DATABASE_URL, BENCH_DATABASE_SCHEMA
+ *   BENCH_DATABASE_URL, BENCH_DATABASE_SCHEMA, BENCH_REDIS_URL, BENCH_REDIS_PREFIX
  *                       optional: PostgreSQL instead of PGlite (to see what PGlite costs)
  *   BENCH_PREPARE=1     first start only: create the database (initdb, migrations, bootstrap),
  *                       report this process's peak memory and exit, so the measured run starts
@@ -118,7 +118,9 @@ async function main(): Promise<void> {
       database: process.env.BENCH_DATABASE_URL
         ? { driver: 'postgres', url: process.env.BENCH_DATABASE_URL, schema: required('BENCH_DATABASE_SCHEMA') }
         : { driver: 'pglite', dataDir: join(dataDir, 'pglite') },
-      coordination: { driver: 'memory' },
+      coordination: process.env.BENCH_REDIS_URL
+        ? { driver: 'redis', url: process.env.BENCH_REDIS_URL, keyPrefix: `${required('BENCH_REDIS_PREFIX')}:` }
+        : { driver: 'memory' },
     },
     bootstrap: { ownerToken, printOwnerToken: false },
     plugins: benchPlugins(upstreamOrigin, model),
