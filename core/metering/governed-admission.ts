@@ -4,7 +4,7 @@ import type { Credential } from '../credential.ts';
 import { ApiError } from '../errors.ts';
 import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../inference-admission.ts';
 import { microsToUsd } from '../money.ts';
-import type { AllowanceTake, Coordination, LeaseEntry, RateDecision, RateEntry } from '../ports/coordination.ts';
+import type { AllowanceResult, AllowanceTake, Coordination, LeaseEntry, RateDecision, RateEntry } from '../ports/coordination.ts';
 import type { SpendCap, SpendReader, SpendWindows } from '../ports/identity.ts';
 import type { CreditLedger } from '../ports/metering.ts';
 import { periodStart } from '../time-windows.ts';
@@ -120,64 +120,62 @@ export class GovernedAdmission implements InferenceAdmission {
     const sheet = this.deps.prices.get(request.model);
     if (!sheet) throw new ApiError(500, 'model_not_priced', `Model ${request.model} has no prices; refusing to serve it unmetered`);
     const scopes = this.scopesOf(credential);
-
-    // 1. requests per minute
-    const rpm: RateEntry[] = scopes.flatMap((s) => (s.limits.requestsPerMinute ? [{ key: `rpm:${s.kind}:${s.id}`, limit: s.limits.requestsPerMinute, periodMs: MINUTE, cost: 1 }] : []));
-    const rpmResult = await coordination.rateLimiter.consume(rpm);
     const tokenEstimate = request.estimate.inputTokens + request.estimate.maxOutputTokens;
+    const rpm: RateEntry[] = scopes.flatMap((s) => (s.limits.requestsPerMinute ? [{ key: `rpm:${s.kind}:${s.id}`, limit: s.limits.requestsPerMinute, periodMs: MINUTE, cost: 1 }] : []));
     const tpm: RateEntry[] = scopes.flatMap((s) => (s.limits.tokensPerMinute ? [{ key: `tpm:${s.kind}:${s.id}`, limit: s.limits.tokensPerMinute, periodMs: MINUTE, cost: tokenEstimate }] : []));
-    // A refusal before the tokens check still reports the token family when a limit is set (absent means "not measured").
-    const tokenState = async () => (tpm.length > 0 ? coordination.rateLimiter.peek(tpm.map(({ cost: _cost, ...entry }) => entry)).catch(() => []) : []);
+    const leaseId = `${this.leasePrefix}:${(this.leaseSequence += 1)}`;
+    const leases: LeaseEntry[] = scopes.flatMap((s) => (s.limits.concurrency ? [{ key: `conc:${s.kind}:${s.id}`, limit: s.limits.concurrency }] : []));
+    const leaseKeys = leases.map((l) => l.key);
+    const estimate = estimateCostMicros(request.estimate, sheet);
+    const account = await this.deps.policies.account(credential.organizationId);
+    const caps = await this.capsOf(credential, account.cap);
+    const takes: AllowanceTake[] = [
+      { key: `credit:${credential.organizationId}`, amount: Number(estimate), shrink: true },
+      ...caps.filter((c) => c.cap.mode === 'blocking').map((c) => ({ key: c.counter, amount: Number(estimate), shrink: false })),
+    ];
+
+    // The four checks are issued together: on Redis they travel in one pipelined round trip, and
+    // each is atomic on its own. Whatever was granted is given back if any other check refuses, in
+    // the order of the admission rules (requests/min, concurrency, tokens/min, money).
+    const [rpmResult, lease, tpmResult, firstTake] = await Promise.all([
+      coordination.rateLimiter.consume(rpm),
+      leases.length > 0 ? coordination.leases.acquire(leases, leaseId, settings.leaseTtlMs) : Promise.resolve({ acquired: true }),
+      tpm.length > 0 ? coordination.rateLimiter.consume(tpm) : Promise.resolve({ allowed: true, decisions: [] as RateDecision[] }),
+      coordination.allowances.take(takes, settings.counterTtlMs),
+    ]);
     const undo: Array<() => Promise<unknown>> = [];
-    if (!rpmResult.allowed) {
-      this.deps.onRejected?.('requests');
-      throw tooMany('Too many requests per minute for this key, project or account; retry after the time in retry-after', maxRetry(rpmResult.decisions), rateLimitHeaders(rpmResult.decisions, await tokenState()));
+    if (rpmResult.allowed) undo.push(() => coordination.rateLimiter.adjust(rpm.map((e) => ({ ...e, cost: -1 }))));
+    if (lease.acquired && leases.length > 0) undo.push(() => coordination.leases.release(leaseKeys, leaseId));
+    if (tpmResult.allowed && tpm.length > 0) undo.push(() => coordination.rateLimiter.adjust(tpm.map((e) => ({ ...e, cost: -e.cost }))));
+    if (firstTake.ok) {
+      const taken = firstTake.taken;
+      undo.push(() => coordination.allowances.give(takes.map((take, i) => ({ key: take.key, amount: taken[i]! })), settings.counterTtlMs));
     }
-    undo.push(() => coordination.rateLimiter.adjust(rpm.map((e) => ({ ...e, cost: -1 }))));
 
     try {
-      // 2. concurrency
-      const leaseId = `${this.leasePrefix}:${(this.leaseSequence += 1)}`;
-      const leases: LeaseEntry[] = scopes.flatMap((s) => (s.limits.concurrency ? [{ key: `conc:${s.kind}:${s.id}`, limit: s.limits.concurrency }] : []));
-      const leaseKeys = leases.map((l) => l.key);
-      if (leases.length > 0) {
-        const lease = await coordination.leases.acquire(leases, leaseId, settings.leaseTtlMs);
-        if (!lease.acquired) {
-          this.deps.onRejected?.('concurrency');
-          throw tooMany('Too many requests in flight at once for this key, project or account', 1000, rateLimitHeaders(rpmResult.decisions, await tokenState()));
-        }
-        undo.push(() => coordination.leases.release(leaseKeys, leaseId));
+      // Refusals report the token family too when a limit is set (absent means "not measured").
+      const tokenDecisions = tpmResult.decisions.length > 0 ? tpmResult.decisions : [];
+      if (!rpmResult.allowed) {
+        this.deps.onRejected?.('requests');
+        throw tooMany('Too many requests per minute for this key, project or account; retry after the time in retry-after', maxRetry(rpmResult.decisions), rateLimitHeaders(rpmResult.decisions, tokenDecisions));
       }
-
-      // 3. tokens per minute: reserve the estimate now, settle to the real count afterwards
-      let tokenDecisions: RateDecision[] = [];
-      if (tpm.length > 0) {
-        const tpmResult = await coordination.rateLimiter.consume(tpm);
-        tokenDecisions = tpmResult.decisions;
-        if (!tpmResult.allowed) {
-          this.deps.onRejected?.('tokens');
-          const tooBig = tpm.some((e) => e.cost > e.limit);
-          throw tooMany(
-            tooBig
-              ? `This request may use up to ${tokenEstimate} tokens, more than the tokens-per-minute limit allows at once; lower max_tokens`
-              : 'Too many tokens per minute for this key, project or account; retry after the time in retry-after',
-            maxRetry(tpmResult.decisions),
-            rateLimitHeaders(rpmResult.decisions, tpmResult.decisions),
-          );
-        }
-        undo.push(() => coordination.rateLimiter.adjust(tpm.map((e) => ({ ...e, cost: -e.cost }))));
+      if (!lease.acquired) {
+        this.deps.onRejected?.('concurrency');
+        throw tooMany('Too many requests in flight at once for this key, project or account', 1000, rateLimitHeaders(rpmResult.decisions, tokenDecisions));
       }
-
-      // 4. money
-      const estimate = estimateCostMicros(request.estimate, sheet);
-      const account = await this.deps.policies.account(credential.organizationId);
-      const caps = await this.capsOf(credential, account.cap);
-      const takes: AllowanceTake[] = [
-        { key: `credit:${credential.organizationId}`, amount: Number(estimate), shrink: true },
-        ...caps.filter((c) => c.cap.mode === 'blocking').map((c) => ({ key: c.counter, amount: Number(estimate), shrink: false })),
-      ];
+      if (!tpmResult.allowed) {
+        this.deps.onRejected?.('tokens');
+        const tooBig = tpm.some((e) => e.cost > e.limit);
+        throw tooMany(
+          tooBig
+            ? `This request may use up to ${tokenEstimate} tokens, more than the tokens-per-minute limit allows at once; lower max_tokens`
+            : 'Too many tokens per minute for this key, project or account; retry after the time in retry-after',
+          maxRetry(tpmResult.decisions),
+          rateLimitHeaders(rpmResult.decisions, tpmResult.decisions),
+        );
+      }
       const headers = rateLimitHeaders(rpmResult.decisions, tokenDecisions);
-      const taken = await this.reserve(takes, caps, credential, headers);
+      const taken = firstTake.ok ? firstTake.taken : await this.reserve(takes, caps, credential, headers, firstTake);
       return this.admission({ request, sheet, takes, taken, tpm, tokenEstimate, leaseKeys, leaseId, caps, headers, logBodies: account.requestLogging });
     } catch (error) {
       await Promise.allSettled(undo.reverse().map((step) => step()));
@@ -223,23 +221,31 @@ export class GovernedAdmission implements InferenceAdmission {
   }
 
   /** `headers`: the rate-limit headers a refusal carries too (every gateway response has them). */
-  private async reserve(takes: AllowanceTake[], caps: CapEntry[], credential: Credential, headers: Record<string, string>): Promise<number[]> {
+  private async reserve(
+    takes: AllowanceTake[],
+    caps: CapEntry[],
+    credential: Credential,
+    headers: Record<string, string>,
+    first: AllowanceResult,
+  ): Promise<number[]> {
     const { allowances } = this.deps.coordination;
     const ttl = this.deps.settings.counterTtlMs;
+    let result = first;
     for (let round = 0; round < 3; round += 1) {
-      const result = await allowances.take(takes, ttl);
+      if (round > 0) result = await allowances.take(takes, ttl);
       if (result.ok) return result.taken;
       if (result.reason === 'missing') {
         await Promise.all(result.keys.map((key) => this.seed(key, caps, credential)));
         continue;
       }
-      if (result.key.startsWith('credit:')) {
+      const refused = result;
+      if (refused.key.startsWith('credit:')) {
         this.deps.onRejected?.('credit');
         throw new ApiError(402, 'insufficient_credit', 'The account’s credit balance is used up; top up to continue (GET /client/credits shows the balance)', { headers });
       }
       this.deps.onRejected?.('budget');
-      const cap = caps.find((c) => c.counter === result.key)!;
-      const left = Math.max(0, result.remaining);
+      const cap = caps.find((c) => c.counter === refused.key)!;
+      const left = Math.max(0, refused.remaining);
       throw new ApiError(
         402,
         'budget_exceeded',
