@@ -1,5 +1,5 @@
 import type { AppConfig } from '../config/schema.ts';
-import { createOrganizationWithOwner, issueSession } from './identity-admin.ts';
+import { createOrganizationIn, issueSession } from './identity-admin.ts';
 import type { Database } from './ports/database.ts';
 import type { IdentityStoresFactory } from './ports/identity.ts';
 
@@ -29,12 +29,11 @@ export async function bootstrapFirstOrganization(
     const stores = storesFor(tx);
     if ((await stores.organizations.count()) > 0) return null;
     const { bootstrap } = config;
-    // Nested in this transaction through a facade whose transaction() reuses tx.
-    const { organization, project, owner } = await createOrganizationWithOwner(
-      { kind: db.kind, query: tx.query.bind(tx), transaction: (fn) => fn(tx), close: async () => undefined },
-      storesFor,
-      { name: bootstrap.organizationName, ownerEmail: bootstrap.ownerEmail, ownerName: bootstrap.ownerName },
-    );
+    const { organization, project, owner } = await createOrganizationIn(stores, {
+      name: bootstrap.organizationName,
+      ownerEmail: bootstrap.ownerEmail,
+      ownerName: bootstrap.ownerName,
+    });
     const { token } = await issueSession(stores, { personId: owner.id, ttlDays: config.auth.sessionTtlDays, now, token: bootstrap.ownerToken });
     return { organizationId: organization.id, projectId: project.id, personId: owner.id, ownerToken: token };
   });

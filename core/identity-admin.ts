@@ -12,13 +12,18 @@ export async function createOrganizationWithOwner(
   storesFor: IdentityStoresFactory,
   input: { name: string; ownerEmail: string; ownerName: string },
 ): Promise<{ organization: Organization; project: Project; owner: Person }> {
-  return db.transaction(async (tx) => {
-    const stores = storesFor(tx);
-    const organization = await stores.organizations.create({ name: input.name });
-    const project = await stores.projects.create({ organizationId: organization.id, name: 'Default project', isDefault: true });
-    const owner = await addPersonTo(stores, { organizationId: organization.id, email: input.ownerEmail, name: input.ownerName, role: 'owner' });
-    return { organization, project, owner };
-  });
+  return db.transaction((tx) => createOrganizationIn(storesFor(tx), input));
+}
+
+/** The same, with stores already bound to an open transaction. */
+export async function createOrganizationIn(
+  stores: IdentityStores,
+  input: { name: string; ownerEmail: string; ownerName: string },
+): Promise<{ organization: Organization; project: Project; owner: Person }> {
+  const organization = await stores.organizations.create({ name: input.name });
+  const project = await stores.projects.create({ organizationId: organization.id, name: 'Default project', isDefault: true });
+  const owner = await addPersonTo(stores, { organizationId: organization.id, email: input.ownerEmail, name: input.ownerName, role: 'owner' });
+  return { organization, project, owner };
 }
 
 /** Adds a person (created if their email is new) to an organisation with a role. */

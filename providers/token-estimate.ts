@@ -71,3 +71,22 @@ export function estimateEmbeddingInputTokens(input: EmbeddingsRequestBody['input
   }
   return total;
 }
+
+/** UTF-8 bytes of what a streamed chunk outputs (text, reasoning, tool calls): for estimating usage. */
+export function chunkOutputBytes(chunk: { choices: ReadonlyArray<{ delta?: unknown }> }): number {
+  let bytes = 0;
+  for (const choice of chunk.choices) {
+    const delta = choice.delta as Record<string, unknown> | undefined;
+    if (!delta) continue;
+    if (typeof delta['content'] === 'string') bytes += Buffer.byteLength(delta['content']);
+    if (typeof delta['reasoning_content'] === 'string') bytes += Buffer.byteLength(delta['reasoning_content']);
+    const calls = delta['tool_calls'];
+    if (Array.isArray(calls)) {
+      for (const call of calls as Array<{ function?: { name?: unknown; arguments?: unknown } }>) {
+        if (typeof call.function?.name === 'string') bytes += Buffer.byteLength(call.function.name);
+        if (typeof call.function?.arguments === 'string') bytes += Buffer.byteLength(call.function.arguments);
+      }
+    }
+  }
+  return bytes;
+}

@@ -154,7 +154,7 @@ export class GovernedAdmission implements InferenceAdmission {
 
     try {
       // Refusals report the token family too when a limit is set (absent means "not measured").
-      const tokenDecisions = tpmResult.decisions.length > 0 ? tpmResult.decisions : [];
+      const tokenDecisions = tpmResult.decisions;
       if (!rpmResult.allowed) {
         this.deps.onRejected?.('requests');
         throw tooMany('Too many requests per minute for this key, project or account; retry after the time in retry-after', maxRetry(rpmResult.decisions), rateLimitHeaders(rpmResult.decisions, tokenDecisions));

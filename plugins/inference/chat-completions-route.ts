@@ -3,9 +3,9 @@ import { ApiError } from '../../core/errors.ts';
 import type { Admission, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
 import type { GatewayMetrics } from '../../core/metrics.ts';
 import { UpstreamError, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
-import { estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
+import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
 import { toOpenAIUsage } from '../../providers/usage-format.ts';
-import { carriesContent, outputBytesOf, parseChatRequest, upstreamChatBody, type ParsedChatRequest } from './chat-request.ts';
+import { carriesContent, parseChatRequest, upstreamChatBody, type ParsedChatRequest } from './chat-request.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import { ClientGoneError, FailoverError, runWithFailover, type FailoverSettings } from './failover.ts';
 import type { InferenceConfig } from './inference-config.ts';
@@ -223,7 +223,7 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
     }
     event.chunk.model = model.id;
     last = event.chunk;
-    outputBytes += outputBytesOf(event.chunk);
+    outputBytes += chunkOutputBytes(event.chunk);
     if (transcript) {
       for (const choice of event.chunk.choices) {
         if (typeof choice.delta.content === 'string') transcript.content += choice.delta.content;

@@ -52,13 +52,3 @@ export function carriesContent(chunk: ChatCompletionChunk): boolean {
   }
   return false;
 }
-
-export function outputBytesOf(chunk: ChatCompletionChunk): number {
-  let bytes = 0;
-  for (const choice of chunk.choices) {
-    const delta = choice.delta as Record<string, unknown>;
-    if (typeof delta['content'] === 'string') bytes += Buffer.byteLength(delta['content']);
-    if (Array.isArray(delta['tool_calls'])) bytes += Buffer.byteLength(JSON.stringify(delta['tool_calls']));
-  }
-  return bytes;
-}

@@ -1,29 +1,10 @@
 import type { ChatCompletionChunk, ChatRequestBody, ChatStreamEvent, Usage } from '../../core/provider.ts';
 import { readSse } from '../http/sse-reader.ts';
 import { errorFromInBand, kindForErrorType, protocolError, toUpstreamError, type ErrorContext } from '../http/upstream-errors.ts';
-import { estimateChatInputTokens, tokensFromUtf8Bytes } from '../token-estimate.ts';
+import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../token-estimate.ts';
 import { usageFromOpenAI } from './usage.ts';
 
 type RawChunk = Partial<ChatCompletionChunk> & { error?: unknown; usage?: unknown };
-
-/** Output bytes seen, for estimating usage when the upstream sends none. */
-function outputBytes(chunk: RawChunk): number {
-  let bytes = 0;
-  for (const choice of chunk.choices ?? []) {
-    const delta = choice.delta as Record<string, unknown> | undefined;
-    if (!delta) continue;
-    if (typeof delta['content'] === 'string') bytes += Buffer.byteLength(delta['content']);
-    if (typeof delta['reasoning_content'] === 'string') bytes += Buffer.byteLength(delta['reasoning_content']);
-    const calls = delta['tool_calls'];
-    if (Array.isArray(calls)) {
-      for (const call of calls as Array<{ function?: { name?: unknown; arguments?: unknown } }>) {
-        if (typeof call.function?.name === 'string') bytes += Buffer.byteLength(call.function.name);
-        if (typeof call.function?.arguments === 'string') bytes += Buffer.byteLength(call.function.arguments);
-      }
-    }
-  }
-  return bytes;
-}
 
 /**
  * OpenAI SSE → chunks, then usage once. The usage chunk arrives after the finish chunk, so the
@@ -65,7 +46,7 @@ export async function* openAIChatEvents(
       const choices = chunk.choices;
       if (!Array.isArray(choices) || choices.length === 0) continue;
       for (const choice of choices) if (choice.finish_reason) finished = true;
-      bytesOut += outputBytes(chunk);
+      bytesOut += chunkOutputBytes({ choices });
       yield { type: 'chunk', chunk: chunk as ChatCompletionChunk };
     }
   } catch (error) {
