@@ -20,33 +20,46 @@ export class MemoryAllowances implements AllowanceStore {
   async take(entries: AllowanceTake[], ttlMs: number): Promise<AllowanceResult> {
     const ttl = wholeTtlMs(ttlMs, 'allowance take');
     const now = this.now();
+    const check = this.check(entries, now);
+    if (check.ok) this.commit(check.pending, now + ttl);
+    return check.result;
+  }
+
+  async give(entries: Array<{ key: string; amount: number }>, ttlMs: number): Promise<void> {
+    this.giveNow(entries, wholeTtlMs(ttlMs, 'allowance give'), this.now());
+  }
+
+  /** Works out a take without writing: the result, and what each counter would lose. */
+  check(entries: AllowanceTake[], now: number): { ok: boolean; result: AllowanceResult; pending: Map<string, number> } {
+    const pending = new Map<string, number>();
     const counters = entries.map((entry) => this.live(entry.key, now));
     const missing = entries.filter((_, i) => !counters[i]).map((entry) => entry.key);
-    if (missing.length > 0) return { ok: false, reason: 'missing', keys: [...new Set(missing)] };
+    if (missing.length > 0) return { ok: false, result: { ok: false, reason: 'missing', keys: [...new Set(missing)] }, pending };
     // Several entries may name one counter: check against what the earlier ones took.
-    const pending = new Map<string, number>();
     const taken: number[] = [];
     for (const [i, entry] of entries.entries()) {
       assertInteger(entry.amount, 'take');
       const left = counters[i]!.value - (pending.get(entry.key) ?? 0);
       const amount = entry.shrink ? Math.min(entry.amount, Math.max(left, 0)) : entry.amount;
       if (entry.shrink ? left <= 0 && entry.amount > 0 : left < entry.amount) {
-        return { ok: false, reason: 'insufficient', key: entry.key, remaining: left };
+        return { ok: false, result: { ok: false, reason: 'insufficient', key: entry.key, remaining: left }, pending };
       }
       pending.set(entry.key, (pending.get(entry.key) ?? 0) + amount);
       taken.push(amount);
     }
+    return { ok: true, result: { ok: true, taken }, pending };
+  }
+
+  /** Applies a successful check; only for counters the check found alive in this same turn. */
+  commit(pending: Map<string, number>, expiresAt: number): void {
     for (const [key, amount] of pending) {
       const counter = this.counters.get(key)!;
       counter.value -= amount;
-      counter.expiresAt = now + ttl;
+      counter.expiresAt = expiresAt;
     }
-    return { ok: true, taken };
   }
 
-  async give(entries: Array<{ key: string; amount: number }>, ttlMs: number): Promise<void> {
-    const ttl = wholeTtlMs(ttlMs, 'allowance give');
-    const now = this.now();
+  giveNow(entries: Array<{ key: string; amount: number }>, ttl: number, now: number): void {
     for (const entry of entries) {
       assertInteger(entry.amount, 'give');
       const counter = this.live(entry.key, now);

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks';
 import type { Coordination } from '../../core/ports/coordination.ts';
+import { MemoryAdmissionGate } from './memory-admission-gate.ts';
 import { MemoryAllowances } from './memory-allowances.ts';
 import { MemoryCache } from './memory-cache.ts';
 import { MemoryLeaseStore } from './memory-leases.ts';
@@ -39,6 +40,7 @@ export function createMemoryCoordination(options: MemoryCoordinationOptions = {}
 
   return {
     kind: 'memory',
+    gate: new MemoryAdmissionGate(rateLimiter, leases, allowances, now),
     rateLimiter,
     allowances,
     leases,

@@ -15,18 +15,29 @@ export class MemoryLeaseStore implements LeaseStore {
   async acquire(entries: LeaseEntry[], leaseId: string, ttlMs: number): Promise<LeaseResult> {
     const ttl = wholeTtlMs(ttlMs, 'lease acquire');
     const now = this.now();
+    const fullKey = this.firstFull(entries, leaseId, now);
+    if (fullKey !== null) return { acquired: false, fullKey };
+    this.grant(entries, leaseId, now + ttl);
+    return { acquired: true };
+  }
+
+  /** The first key without room for this lease, or null when every key has room. Writes nothing but purging. */
+  firstFull(entries: LeaseEntry[], leaseId: string, now: number): string | null {
     for (const entry of entries) {
-      if (entry.limit <= 0) return { acquired: false, fullKey: entry.key };
+      if (entry.limit <= 0) return entry.key;
       const holders = this.live(entry.key, now);
       if (holders?.has(leaseId)) continue;
-      if ((holders?.size ?? 0) >= entry.limit) return { acquired: false, fullKey: entry.key };
+      if ((holders?.size ?? 0) >= entry.limit) return entry.key;
     }
+    return null;
+  }
+
+  grant(entries: LeaseEntry[], leaseId: string, expiresAt: number): void {
     for (const entry of entries) {
       let holders = this.leases.get(entry.key);
       if (!holders) this.leases.set(entry.key, (holders = new Map()));
-      holders.set(leaseId, now + ttl);
+      holders.set(leaseId, expiresAt);
     }
-    return { acquired: true };
   }
 
   /** Extends the lease under every key where it is still alive; true only if it was alive under all. */
@@ -43,6 +54,10 @@ export class MemoryLeaseStore implements LeaseStore {
   }
 
   async release(keys: string[], leaseId: string): Promise<void> {
+    this.releaseNow(keys, leaseId);
+  }
+
+  releaseNow(keys: string[], leaseId: string): void {
     for (const key of keys) {
       const holders = this.leases.get(key);
       if (!holders) continue;

@@ -9,6 +9,14 @@ import {
   type GcraAttempt,
 } from './gcra.ts';
 
+/** A consume worked out but not yet written: the admission gate checks other stores in between. */
+export interface RateCheck {
+  allowed: boolean;
+  attempts: GcraAttempt[];
+  /** key -> TAT to write if the call goes ahead. */
+  pending: Map<string, number>;
+}
+
 /** GCRA in one process; see gcra.ts for the semantics shared with the Redis adapter. */
 export class MemoryRateLimiter implements RateLimiter {
   /** key -> TAT. Only buckets that are not full are kept. */
@@ -17,25 +25,10 @@ export class MemoryRateLimiter implements RateLimiter {
   constructor(private readonly now: () => number) {}
 
   async consume(entries: RateEntry[]): Promise<RateResult> {
-    entries.forEach(assertConsumeEntry);
     const now = this.now();
-    // Several entries may name the same key; each sees what the earlier ones of this call took.
-    const pending = new Map<string, number>();
-    const attempts: GcraAttempt[] = [];
-    let allowed = true;
-    for (const entry of entries) {
-      const tat = pending.get(entry.key) ?? this.read(entry.key, now);
-      const attempt = gcraAttempt(tat, now, entry.limit, entry.periodMs, entry.cost);
-      if (attempt.fits) pending.set(entry.key, attempt.newTat);
-      else allowed = false;
-      attempts.push(attempt);
-    }
-    if (allowed) for (const [key, tat] of pending) this.write(key, tat, now);
-    const decisions = entries.map((entry, i) => {
-      const attempt = attempts[i]!;
-      return gcraDecision(entry.key, entry.limit, entry.periodMs, allowed ? attempt.newTat : attempt.base, now, attempt.retryAfterMs);
-    });
-    return { allowed, decisions };
+    const check = this.check(entries, now);
+    if (check.allowed) this.commit(check, now);
+    return { allowed: check.allowed, decisions: this.decisions(entries, check, check.allowed, now) };
   }
 
   async peek(entries: Omit<RateEntry, 'cost'>[]): Promise<RateDecision[]> {
@@ -49,9 +42,40 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 
   async adjust(entries: RateEntry[]): Promise<void> {
-    entries.forEach((entry) => assertRateEntry(entry));
-    const now = this.now();
+    this.adjustNow(entries, this.now());
+  }
+
+  /** Works out whether every entry fits, writing nothing. Several entries may name one key: each sees what the earlier ones took. */
+  check(entries: RateEntry[], now: number): RateCheck {
+    const pending = new Map<string, number>();
+    const attempts: GcraAttempt[] = [];
+    let allowed = true;
     for (const entry of entries) {
+      assertConsumeEntry(entry);
+      const tat = pending.get(entry.key) ?? this.read(entry.key, now);
+      const attempt = gcraAttempt(tat, now, entry.limit, entry.periodMs, entry.cost);
+      if (attempt.fits) pending.set(entry.key, attempt.newTat);
+      else allowed = false;
+      attempts.push(attempt);
+    }
+    return { allowed, attempts, pending };
+  }
+
+  commit(check: RateCheck, now: number): void {
+    for (const [key, tat] of check.pending) this.write(key, tat, now);
+  }
+
+  /** The decisions of a check: the buckets after it when `taken`, as they are otherwise. */
+  decisions(entries: RateEntry[], check: RateCheck, taken: boolean, now: number): RateDecision[] {
+    return entries.map((entry, i) => {
+      const attempt = check.attempts[i]!;
+      return gcraDecision(entry.key, entry.limit, entry.periodMs, taken ? attempt.newTat : attempt.base, now, attempt.retryAfterMs);
+    });
+  }
+
+  adjustNow(entries: RateEntry[], now: number): void {
+    for (const entry of entries) {
+      assertRateEntry(entry);
       if (entry.limit <= 0 || entry.cost === 0) continue;
       this.write(entry.key, gcraAdjusted(this.read(entry.key, now), now, entry.limit, entry.periodMs, entry.cost), now);
     }

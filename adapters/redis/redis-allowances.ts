@@ -1,13 +1,18 @@
 import type { AllowanceResult, AllowanceStore, AllowanceTake } from '../../core/ports/coordination.ts';
 import { wholeTtlMs } from '../memory/ttl.ts';
 import type { RedisClient } from './redis-client.ts';
+import { redisKeyNames } from './redis-key-names.ts';
 import { ALLOWANCE_GIVE, ALLOWANCE_TAKE, integerReply, runScript } from './redis-scripts.ts';
 
 export class RedisAllowances implements AllowanceStore {
+  private readonly key: (key: string) => string;
+
   constructor(
     private readonly client: RedisClient,
-    private readonly prefix: string,
-  ) {}
+    prefix: string,
+  ) {
+    this.key = redisKeyNames(prefix).allowance;
+  }
 
   async seed(key: string, value: number, ttlMs: number): Promise<void> {
     assertInteger(value, 'seed');
@@ -45,10 +50,6 @@ export class RedisAllowances implements AllowanceStore {
 
   async delete(keys: string[]): Promise<void> {
     if (keys.length > 0) await this.client.del(keys.map((key) => this.key(key)));
-  }
-
-  private key(key: string): string {
-    return `${this.prefix}allow:${key}`;
   }
 }
 

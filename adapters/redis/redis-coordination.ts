@@ -1,5 +1,6 @@
 import type { Coordination } from '../../core/ports/coordination.ts';
 import { closeClient, connectWithin, makeClient, reportErrors } from './redis-client.ts';
+import { RedisAdmissionGate } from './redis-admission-gate.ts';
 import { RedisAllowances } from './redis-allowances.ts';
 import { RedisCache } from './redis-cache.ts';
 import { RedisLeaseStore } from './redis-leases.ts';
@@ -44,6 +45,7 @@ export async function createRedisCoordination(options: RedisCoordinationOptions)
   let closing: Promise<void> | undefined;
   return {
     kind: 'redis',
+    gate: new RedisAdmissionGate(client, prefix),
     rateLimiter: new RedisRateLimiter(client, prefix),
     allowances: new RedisAllowances(client, prefix),
     leases: new RedisLeaseStore(client, prefix),

@@ -2,13 +2,18 @@ import type { LeaseEntry, LeaseResult, LeaseStore } from '../../core/ports/coord
 import { wholeTtlMs } from '../memory/ttl.ts';
 import { LEASE_ACQUIRE, LEASE_ACTIVE, LEASE_RENEW, integerReply, runScript } from './redis-scripts.ts';
 import type { RedisClient } from './redis-client.ts';
+import { redisKeyNames } from './redis-key-names.ts';
 
 /** Leases as one ZSET per key (member = lease id, score = expiry in server ms). */
 export class RedisLeaseStore implements LeaseStore {
+  private readonly key: (key: string) => string;
+
   constructor(
     private readonly client: RedisClient,
-    private readonly prefix: string,
-  ) {}
+    prefix: string,
+  ) {
+    this.key = redisKeyNames(prefix).lease;
+  }
 
   async acquire(entries: LeaseEntry[], leaseId: string, ttlMs: number): Promise<LeaseResult> {
     const ttl = wholeTtlMs(ttlMs, 'lease acquire');
@@ -40,9 +45,5 @@ export class RedisLeaseStore implements LeaseStore {
     const reply = await runScript(this.client, LEASE_ACTIVE, [this.key(key)], []);
     if (typeof reply !== 'number') throw new Error(`unexpected reply from ${LEASE_ACTIVE.name}: ${JSON.stringify(reply)}`);
     return reply;
-  }
-
-  private key(key: string): string {
-    return `${this.prefix}lease:${key}`;
   }
 }

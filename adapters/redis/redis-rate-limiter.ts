@@ -2,20 +2,25 @@ import type { RateDecision, RateEntry, RateLimiter, RateResult } from '../../cor
 import { assertConsumeEntry, assertRateEntry } from '../memory/gcra.ts';
 import { GCRA_ADJUST, GCRA_CONSUME, GCRA_PEEK, integerReply, runScript } from './redis-scripts.ts';
 import type { RedisClient } from './redis-client.ts';
+import { redisKeyNames } from './redis-key-names.ts';
 
 /** GCRA with one script per call, so a multi-entry call is checked and written atomically. */
 export class RedisRateLimiter implements RateLimiter {
+  private readonly rateKey: (key: string) => string;
+
   constructor(
     private readonly client: RedisClient,
-    private readonly prefix: string,
-  ) {}
+    prefix: string,
+  ) {
+    this.rateKey = redisKeyNames(prefix).rate;
+  }
 
   async consume(entries: RateEntry[]): Promise<RateResult> {
     entries.forEach(assertConsumeEntry);
     if (entries.length === 0) return { allowed: true, decisions: [] };
     const args = entries.flatMap((entry) => [String(entry.limit), String(entry.periodMs), String(entry.cost)]);
     const reply = integerReply(await runScript(this.client, GCRA_CONSUME, this.keys(entries), args), GCRA_CONSUME);
-    return { allowed: reply[0] === 1, decisions: this.decisions(entries, reply, 1) };
+    return { allowed: reply[0] === 1, decisions: readDecisions(entries, reply, 1) };
   }
 
   async peek(entries: Omit<RateEntry, 'cost'>[]): Promise<RateDecision[]> {
@@ -23,7 +28,7 @@ export class RedisRateLimiter implements RateLimiter {
     if (entries.length === 0) return [];
     const args = entries.flatMap((entry) => [String(entry.limit), String(entry.periodMs)]);
     const reply = integerReply(await runScript(this.client, GCRA_PEEK, this.keys(entries), args), GCRA_PEEK);
-    return this.decisions(entries, reply, 0);
+    return readDecisions(entries, reply, 0);
   }
 
   async adjust(entries: RateEntry[]): Promise<void> {
@@ -34,18 +39,18 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   private keys(entries: { key: string }[]): string[] {
-    return entries.map((entry) => `${this.prefix}rl:${entry.key}`);
+    return entries.map((entry) => this.rateKey(entry.key));
   }
+}
 
-  /** The scripts answer remaining, resetMs, retryAfterMs per entry, starting at `offset`. */
-  private decisions(entries: { key: string; limit: number }[], reply: number[], offset: number): RateDecision[] {
-    if (reply.length !== offset + entries.length * 3) throw new Error(`rate limiter script answered ${reply.length} values for ${entries.length} entries`);
-    return entries.map((entry, i) => ({
-      key: entry.key,
-      limit: entry.limit,
-      remaining: reply[offset + i * 3]!,
-      resetMs: reply[offset + i * 3 + 1]!,
-      retryAfterMs: reply[offset + i * 3 + 2]!,
-    }));
-  }
+/** Scripts answer remaining, resetMs, retryAfterMs per entry, starting at `offset`. */
+export function readDecisions(entries: ReadonlyArray<{ key: string; limit: number }>, reply: number[], offset: number): RateDecision[] {
+  if (reply.length < offset + entries.length * 3) throw new Error(`a rate script answered ${reply.length} values for ${entries.length} entries from ${offset}`);
+  return entries.map((entry, i) => ({
+    key: entry.key,
+    limit: entry.limit,
+    remaining: reply[offset + i * 3]!,
+    resetMs: reply[offset + i * 3 + 1]!,
+    retryAfterMs: reply[offset + i * 3 + 2]!,
+  }));
 }

@@ -25,15 +25,22 @@ export const KEY_TTL_SLACK_MS = 1_000;
 const FORMAT = `local function fmt(x) return string.format('%.17g', x) end`;
 
 /**
- * GCRA helpers: the same expressions, in the same order, as adapters/memory/gcra.ts (read that
- * file for the semantics). Time is the server's, counted from GCRA_EPOCH_S, so every replica
- * shares one clock and the client's never matters.
+ * One reading of the server's clock per script, so every replica shares one clock and the
+ * client's never matters. GCRA counts fractional milliseconds from GCRA_EPOCH_S (see gcra.ts);
+ * leases use whole milliseconds since 1970.
  */
-const GCRA_PRELUDE = `
-${FORMAT}
-local EPS = ${GCRA_EPSILON_MS}
+const CLOCK = `
 local time = redis.call('TIME')
 local now = (tonumber(time[1]) - ${GCRA_EPOCH_S}) * 1000 + tonumber(time[2]) / 1000
+local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+`;
+
+/**
+ * GCRA helpers: the same expressions, in the same order, as adapters/memory/gcra.ts (read that
+ * file for the semantics). Entries are ranges of KEYS with (limit, periodMs, cost) triples in ARGV.
+ */
+const GCRA_FUNCTIONS = `
+local EPS = ${GCRA_EPSILON_MS}
 
 -- nil means a full bucket
 local function read_tat(key)
@@ -74,46 +81,74 @@ local function decision(limit, period, tat_after)
   remaining = math.min(math.max(remaining, 0), math.floor(limit))
   return remaining, math.max(0, math.ceil(tat_after - now - EPS))
 end
+
+-- Works out count entries from KEYS[first] (triples from ARGV[arg]) without writing; a key named
+-- twice sees what its earlier entry took. Returns allowed, pending (key -> TAT), attempts.
+local function gcra_check(first, count, arg)
+  local pending, attempts, allowed = {}, {}, true
+  for j = 1, count do
+    local key = KEYS[first + j - 1]
+    local o = arg + 3 * (j - 1)
+    local limit, period, cost = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+    local tat = pending[key]
+    if tat == nil then tat = read_tat(key) end
+    local fits, base, new_tat, retry = attempt(tat, limit, period, cost)
+    if fits then pending[key] = new_tat else allowed = false end
+    attempts[j] = { base, new_tat, retry, limit, period }
+  end
+  return allowed, pending, attempts
+end
+
+local function gcra_commit(pending)
+  for key, tat in pairs(pending) do write_tat(key, tat) end
+end
+
+-- Appends remaining, resetMs, retryAfterMs per entry: the bucket after the call when taken, as it is otherwise.
+local function gcra_report(out, attempts, taken)
+  for j = 1, #attempts do
+    local a = attempts[j]
+    local after = a[1]
+    if taken then after = a[2] end
+    local remaining, reset = decision(a[4], a[5], after)
+    out[#out + 1] = remaining
+    out[#out + 1] = reset
+    out[#out + 1] = a[3]
+  end
+end
+
+-- A charge may go into debt; a refund stops at a full bucket.
+local function gcra_adjust(first, count, arg)
+  for j = 1, count do
+    local key = KEYS[first + j - 1]
+    local o = arg + 3 * (j - 1)
+    local limit, period, cost = tonumber(ARGV[o]), tonumber(ARGV[o + 1]), tonumber(ARGV[o + 2])
+    if limit > 0 and cost ~= 0 then
+      local base = math.max(read_tat(key) or now, now)
+      local moved = base + cost * (period / limit)
+      if cost < 0 then moved = math.max(moved, now) end
+      write_tat(key, moved)
+    end
+  end
+end
 `;
+
+const GCRA_PRELUDE = FORMAT + CLOCK + GCRA_FUNCTIONS;
 
 /**
  * KEYS: bucket keys. ARGV: limit, periodMs, cost per key.
- * Returns { allowed, then remaining, resetMs, retryAfterMs per key }. Writes only when every entry
- * fits; a key named twice sees what its earlier entry took.
+ * Returns { allowed, then remaining, resetMs, retryAfterMs per key }. Writes only when every entry fits.
  */
-export const GCRA_CONSUME = lua('svc_gcra_consume_v1', `
+export const GCRA_CONSUME = lua('svc_gcra_consume_v2', `
 ${GCRA_PRELUDE}
-local pending = {}
-local attempts = {}
-local allowed = 1
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local limit, period, cost = tonumber(ARGV[3 * i - 2]), tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
-  local tat = pending[key]
-  if tat == nil then tat = read_tat(key) end
-  local fits, base, new_tat, retry = attempt(tat, limit, period, cost)
-  if fits then pending[key] = new_tat else allowed = 0 end
-  attempts[i] = { base, new_tat, retry }
-end
-if allowed == 1 then
-  for key, tat in pairs(pending) do write_tat(key, tat) end
-end
-local out = { allowed }
-for i = 1, #KEYS do
-  local limit, period = tonumber(ARGV[3 * i - 2]), tonumber(ARGV[3 * i - 1])
-  local a = attempts[i]
-  local after = a[1]
-  if allowed == 1 then after = a[2] end
-  local remaining, reset = decision(limit, period, after)
-  out[#out + 1] = remaining
-  out[#out + 1] = reset
-  out[#out + 1] = a[3]
-end
+local allowed, pending, attempts = gcra_check(1, #KEYS, 1)
+if allowed then gcra_commit(pending) end
+local out = { allowed and 1 or 0 }
+gcra_report(out, attempts, allowed)
 return out
 `);
 
 /** KEYS: bucket keys. ARGV: limit, periodMs per key. Returns remaining, resetMs, retryAfterMs (for one unit) per key. */
-export const GCRA_PEEK = lua('svc_gcra_peek_v1', `
+export const GCRA_PEEK = lua('svc_gcra_peek_v2', `
 ${GCRA_PRELUDE}
 local out = {}
 for i = 1, #KEYS do
@@ -127,73 +162,73 @@ end
 return out
 `);
 
-/** KEYS: bucket keys. ARGV: limit, periodMs, cost per key. A charge may go into debt; a refund stops at a full bucket. */
-export const GCRA_ADJUST = lua('svc_gcra_adjust_v1', `
+/** KEYS: bucket keys. ARGV: limit, periodMs, cost per key. */
+export const GCRA_ADJUST = lua('svc_gcra_adjust_v2', `
 ${GCRA_PRELUDE}
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local limit, period, cost = tonumber(ARGV[3 * i - 2]), tonumber(ARGV[3 * i - 1]), tonumber(ARGV[3 * i])
-  if limit > 0 and cost ~= 0 then
-    local base = math.max(read_tat(key) or now, now)
-    local moved = base + cost * (period / limit)
-    if cost < 0 then moved = math.max(moved, now) end
-    write_tat(key, moved)
-  end
-end
+gcra_adjust(1, #KEYS, 1)
 return 0
 `);
 
 /**
  * Leases: one ZSET per key, member = lease id, score = expiry in server milliseconds. A member is
- * alive while its score is strictly after now.
+ * alive while its score is strictly after now_ms.
  */
-const LEASE_PRELUDE = `
-${FORMAT}
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-
+const LEASE_FUNCTIONS = `
 local function purge(key)
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now))
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', fmt(now_ms))
 end
 
 -- the zset outlives its longest lease by the slack, so an abandoned key vanishes on its own
 local function keep_alive(key)
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   if last[2] then
-    redis.call('PEXPIRE', key, math.max(1, math.ceil(tonumber(last[2]) - now)) + ${KEY_TTL_SLACK_MS})
+    redis.call('PEXPIRE', key, math.max(1, math.ceil(tonumber(last[2]) - now_ms)) + ${KEY_TTL_SLACK_MS})
+  end
+end
+
+-- Position (from 1) of the first of count keys from KEYS[first] without room for lease id, or 0.
+-- Limits are in ARGV from limit_arg. A lease already held under a key occupies its slot already.
+local function lease_first_full(first, count, id, limit_arg)
+  for j = 1, count do
+    local key = KEYS[first + j - 1]
+    local limit = tonumber(ARGV[limit_arg + j - 1])
+    purge(key)
+    if limit <= 0 then return j end
+    if not redis.call('ZSCORE', key, id) and redis.call('ZCARD', key) >= limit then return j end
+  end
+  return 0
+end
+
+local function lease_grant(first, count, id, ttl)
+  local expires = fmt(now_ms + ttl)
+  for j = 1, count do
+    local key = KEYS[first + j - 1]
+    redis.call('ZADD', key, expires, id)
+    keep_alive(key)
   end
 end
 `;
+
+const LEASE_PRELUDE = FORMAT + CLOCK + LEASE_FUNCTIONS;
 
 /**
  * KEYS: lease keys. ARGV: leaseId, ttlMs, then the limit per key.
  * Returns { 1, 0 } when granted on every key, { 0, index of the first full key } otherwise.
  */
-export const LEASE_ACQUIRE = lua('svc_lease_acquire_v1', `
+export const LEASE_ACQUIRE = lua('svc_lease_acquire_v2', `
 ${LEASE_PRELUDE}
 local id = ARGV[1]
-local ttl = tonumber(ARGV[2])
-for i = 1, #KEYS do
-  local key = KEYS[i]
-  local limit = tonumber(ARGV[i + 2])
-  purge(key)
-  if limit <= 0 then return { 0, i } end
-  -- a lease already held here occupies its slot already: re-acquiring only refreshes it
-  if not redis.call('ZSCORE', key, id) and redis.call('ZCARD', key) >= limit then return { 0, i } end
-end
-local expires = fmt(now + ttl)
-for i = 1, #KEYS do
-  redis.call('ZADD', KEYS[i], expires, id)
-  keep_alive(KEYS[i])
-end
+local full = lease_first_full(1, #KEYS, id, 3)
+if full > 0 then return { 0, full } end
+lease_grant(1, #KEYS, id, tonumber(ARGV[2]))
 return { 1, 0 }
 `);
 
 /** KEYS: lease keys. ARGV: leaseId, ttlMs. Extends the lease where it is still alive; returns 1 only if it was alive under every key. */
-export const LEASE_RENEW = lua('svc_lease_renew_v1', `
+export const LEASE_RENEW = lua('svc_lease_renew_v2', `
 ${LEASE_PRELUDE}
 local id = ARGV[1]
-local expires = fmt(now + tonumber(ARGV[2]))
+local expires = fmt(now_ms + tonumber(ARGV[2]))
 local alive = 1
 for i = 1, #KEYS do
   local key = KEYS[i]
@@ -209,9 +244,9 @@ return alive
 `);
 
 /** KEYS: one lease key. Counts unexpired members without writing. */
-export const LEASE_ACTIVE = lua('svc_lease_active_v1', `
+export const LEASE_ACTIVE = lua('svc_lease_active_v2', `
 ${LEASE_PRELUDE}
-return redis.call('ZCOUNT', KEYS[1], '(' .. fmt(now), '+inf')
+return redis.call('ZCOUNT', KEYS[1], '(' .. fmt(now_ms), '+inf')
 `);
 
 /**
@@ -226,61 +261,151 @@ end
 return value
 `);
 
+/** Allowance counters: integer strings; a missing counter must be seeded from the durable store first. */
+const ALLOWANCE_FUNCTIONS = `
+-- Works out count takes from KEYS[first] with (amount, shrink) pairs from ARGV[arg], writing
+-- nothing. Returns 'missing', positions | 'short', position, left | 'ok', pending (key -> amount), taken.
+local function allowance_check(first, count, arg)
+  local values, missing = {}, {}
+  for j = 1, count do
+    local stored = redis.call('GET', KEYS[first + j - 1])
+    if stored == false then missing[#missing + 1] = j else values[j] = tonumber(stored) end
+  end
+  if #missing > 0 then return 'missing', missing end
+  local pending, taken = {}, {}
+  for j = 1, count do
+    local key = KEYS[first + j - 1]
+    local amount = tonumber(ARGV[arg + 2 * (j - 1)])
+    local shrink = ARGV[arg + 2 * (j - 1) + 1] == '1'
+    local left = values[j] - (pending[key] or 0)
+    local take = amount
+    if shrink then
+      if left <= 0 and amount > 0 then return 'short', j, left end
+      if left < amount then take = math.max(left, 0) end
+    elseif left < amount then
+      return 'short', j, left
+    end
+    pending[key] = (pending[key] or 0) + take
+    taken[j] = take
+  end
+  return 'ok', pending, taken
+end
+
+local function allowance_commit(pending, ttl)
+  for key, amount in pairs(pending) do
+    redis.call('DECRBY', key, amount)
+    redis.call('PEXPIRE', key, ttl)
+  end
+end
+
+-- Adds ARGV[arg..] to count counters from KEYS[first]; counters that do not exist stay absent.
+local function allowance_give(first, count, arg, ttl)
+  for j = 1, count do
+    local key = KEYS[first + j - 1]
+    if redis.call('EXISTS', key) == 1 then
+      redis.call('INCRBY', key, ARGV[arg + j - 1])
+      redis.call('PEXPIRE', key, ttl)
+    end
+  end
+end
+`;
+
 /**
  * Allowance take: KEYS are counters, ARGV = ttl, then (amount, shrink) per key. Replies
  * {0, missingIndexes...} when a counter is missing, {-1, index, remaining} when one is short, or
  * {1, taken...}. Checks everything before writing anything: all or nothing.
  */
-export const ALLOWANCE_TAKE = lua('svc_allowance_take_v1', `
-local ttl = ARGV[1]
-local values = {}
-local missing = {}
-for i = 1, #KEYS do
-  local stored = redis.call('GET', KEYS[i])
-  if stored == false then missing[#missing + 1] = i else values[i] = tonumber(stored) end
-end
-if #missing > 0 then
+export const ALLOWANCE_TAKE = lua('svc_allowance_take_v2', `
+${ALLOWANCE_FUNCTIONS}
+local status, a, b = allowance_check(1, #KEYS, 2)
+if status == 'missing' then
   local reply = {0}
-  for _, i in ipairs(missing) do reply[#reply + 1] = i end
+  for _, i in ipairs(a) do reply[#reply + 1] = i end
   return reply
 end
-local pending = {}
-local taken = {}
-for i = 1, #KEYS do
-  local amount = tonumber(ARGV[2 * i])
-  local shrink = ARGV[2 * i + 1] == '1'
-  local left = values[i] - (pending[KEYS[i]] or 0)
-  local take = amount
-  if shrink then
-    if left <= 0 and amount > 0 then return {-1, i, left} end
-    if left < amount then take = math.max(left, 0) end
-  elseif left < amount then
-    return {-1, i, left}
-  end
-  pending[KEYS[i]] = (pending[KEYS[i]] or 0) + take
-  taken[i] = take
-end
-for key, amount in pairs(pending) do
-  redis.call('DECRBY', key, amount)
-  redis.call('PEXPIRE', key, ttl)
-end
+if status == 'short' then return {-1, a, b} end
+allowance_commit(a, ARGV[1])
 local reply = {1}
-for i = 1, #KEYS do reply[#reply + 1] = taken[i] end
+for j = 1, #KEYS do reply[#reply + 1] = b[j] end
 return reply
 `);
 
 /** Allowance give: ARGV = ttl, then an amount per key; counters that do not exist stay absent. */
-export const ALLOWANCE_GIVE = lua('svc_allowance_give_v1', `
-for i = 1, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.call('INCRBY', KEYS[i], ARGV[i + 1])
-    redis.call('PEXPIRE', KEYS[i], ARGV[1])
-  end
+export const ALLOWANCE_GIVE = lua('svc_allowance_give_v2', `
+${ALLOWANCE_FUNCTIONS}
+allowance_give(1, #KEYS, 2, ARGV[1])
+return 1
+`);
+
+/** Gate replies: the first word. */
+export const GATE_STATUS = { admitted: 1, requests: 2, concurrency: 3, tokens: 4, missing: 5, short: 6 } as const;
+
+/**
+ * The admission gate in one script. KEYS: request buckets, token buckets, lease keys, allowance
+ * counters. ARGV: the four counts, leaseId, lease ttlMs, counter ttlMs, then (limit, periodMs,
+ * cost) per request and token bucket, the limit per lease key, (amount, shrink) per counter.
+ * Checks in the order requests, concurrency, tokens, money and writes only when all pass.
+ * Replies { status, detail, detail, (remaining, resetMs, retryAfterMs) per bucket, tail... } with
+ * the statuses of GATE_STATUS: admitted (tail: taken per counter), concurrency (detail: position
+ * of the full lease key), missing (tail: positions of missing counters), short (details: position
+ * and what is left).
+ */
+export const GATE_ADMIT = lua('svc_gate_admit_v1', `
+${FORMAT}
+${CLOCK}
+${GCRA_FUNCTIONS}
+${LEASE_FUNCTIONS}
+${ALLOWANCE_FUNCTIONS}
+local nr, nt, nl, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local id, lease_ttl, counter_ttl = ARGV[5], tonumber(ARGV[6]), ARGV[7]
+local tok_arg = 8 + 3 * nr
+local lease_arg = tok_arg + 3 * nt
+local allow_arg = lease_arg + nl
+local tok_key = 1 + nr
+local lease_key = tok_key + nt
+local allow_key = lease_key + nl
+local req_ok, req_pending, req_attempts = gcra_check(1, nr, 8)
+local tok_ok, tok_pending, tok_attempts = gcra_check(tok_key, nt, tok_arg)
+local function reply(status, a, b, taken, tail)
+  local out = { status, a, b }
+  gcra_report(out, req_attempts, taken)
+  gcra_report(out, tok_attempts, taken)
+  if tail then for j = 1, #tail do out[#out + 1] = tail[j] end end
+  return out
 end
+if not req_ok then return reply(${GATE_STATUS.requests}, 0, 0, false) end
+local full = lease_first_full(lease_key, nl, id, lease_arg)
+if full > 0 then return reply(${GATE_STATUS.concurrency}, full, 0, false) end
+if not tok_ok then return reply(${GATE_STATUS.tokens}, 0, 0, false) end
+local status, a, b = allowance_check(allow_key, na, allow_arg)
+if status == 'missing' then return reply(${GATE_STATUS.missing}, 0, 0, false, a) end
+if status == 'short' then return reply(${GATE_STATUS.short}, a, b, false) end
+gcra_commit(req_pending)
+gcra_commit(tok_pending)
+lease_grant(lease_key, nl, id, lease_ttl)
+allowance_commit(a, counter_ttl)
+return reply(${GATE_STATUS.admitted}, 0, 0, true, b)
+`);
+
+/**
+ * Settles a call. KEYS: lease keys, allowance counters, token buckets. ARGV: the three counts,
+ * leaseId, counter ttlMs, an amount per counter, (limit, periodMs, cost) per token bucket.
+ */
+export const GATE_SETTLE = lua('svc_gate_settle_v1', `
+${FORMAT}
+${CLOCK}
+${GCRA_FUNCTIONS}
+${ALLOWANCE_FUNCTIONS}
+local nl, na, nt = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+for j = 1, nl do redis.call('ZREM', KEYS[j], ARGV[4]) end
+allowance_give(nl + 1, na, 6, ARGV[5])
+gcra_adjust(nl + na + 1, nt, 6 + na)
 return 1
 `);
 
 export const ALL_SCRIPTS: readonly LuaScript[] = [
+  GATE_ADMIT,
+  GATE_SETTLE,
   ALLOWANCE_TAKE,
   ALLOWANCE_GIVE,
   GCRA_CONSUME,

@@ -2,48 +2,57 @@ import type { Database } from '../../core/ports/database.ts';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
 import { appendLine } from './credit-ledger-store.ts';
 
-/** Column, its SQL type, and how a row gives its value. */
-const COLUMNS: ReadonlyArray<readonly [string, string, (row: RequestLogRow) => unknown]> = [
-  ['id', 'text', (r) => r.id],
-  ['organization_id', 'uuid', (r) => r.organizationId],
-  ['project_id', 'uuid', (r) => r.projectId],
-  ['key_id', 'uuid', (r) => r.keyId],
-  ['endpoint', 'text', (r) => r.endpoint],
-  ['model', 'text', (r) => r.model],
-  ['provider', 'text', (r) => r.provider],
-  ['upstream_model', 'text', (r) => r.upstreamModel],
-  ['status_code', 'int4', (r) => r.statusCode],
-  ['error_code', 'text', (r) => r.errorCode],
-  ['input_tokens', 'int4', (r) => r.inputTokens],
-  ['cached_input_tokens', 'int4', (r) => r.cachedInputTokens],
-  ['cache_write_tokens', 'int4', (r) => r.cacheWriteTokens],
-  ['output_tokens', 'int4', (r) => r.outputTokens],
-  ['reasoning_tokens', 'int4', (r) => r.reasoningTokens],
-  ['usage_estimated', 'bool', (r) => r.usageEstimated],
-  ['cost_micros', 'int8', (r) => r.costMicros.toString()],
-  ['price_version', 'text', (r) => r.priceVersion],
-  ['latency_ms', 'int4', (r) => r.latencyMs],
-  ['ttft_ms', 'int4', (r) => r.ttftMs],
-  ['streamed', 'bool', (r) => r.streamed],
-  ['attempts', 'int4', (r) => r.attempts],
-  ['created_at', 'timestamptz', (r) => r.createdAt.toISOString()],
+/** Column and its SQL type, in the order of each row's JSON array (rowValues). */
+const COLUMNS: ReadonlyArray<readonly [string, string]> = [
+  ['id', 'text'],
+  ['organization_id', 'uuid'],
+  ['project_id', 'uuid'],
+  ['key_id', 'uuid'],
+  ['endpoint', 'text'],
+  ['model', 'text'],
+  ['provider', 'text'],
+  ['upstream_model', 'text'],
+  ['status_code', 'int4'],
+  ['error_code', 'text'],
+  ['input_tokens', 'int4'],
+  ['cached_input_tokens', 'int4'],
+  ['cache_write_tokens', 'int4'],
+  ['output_tokens', 'int4'],
+  ['reasoning_tokens', 'int4'],
+  ['usage_estimated', 'bool'],
+  ['cost_micros', 'int8'],
+  ['price_version', 'text'],
+  ['latency_ms', 'int4'],
+  ['ttft_ms', 'int4'],
+  ['streamed', 'bool'],
+  ['attempts', 'int4'],
+  ['created_at', 'timestamptz'],
 ];
 
-const NAMES = COLUMNS.map(([name]) => name).join(', ');
+/** A row as a JSON array in COLUMNS order (money as a string: JSON numbers are not exact past 2^53). */
+function rowValues(r: RequestLogRow): unknown[] {
+  return [
+    r.id, r.organizationId, r.projectId, r.keyId, r.endpoint, r.model, r.provider, r.upstreamModel,
+    r.statusCode, r.errorCode, r.inputTokens, r.cachedInputTokens, r.cacheWriteTokens, r.outputTokens, r.reasoningTokens, r.usageEstimated,
+    r.costMicros.toString(), r.priceVersion, r.latencyMs, r.ttftMs, r.streamed, r.attempts, r.createdAt,
+  ];
+}
 
 /**
- * One array parameter per column (unnest is the cheapest bulk path PostgreSQL offers short of
- * COPY: measured at about half the server time of JSON records), and the answer is one row per
+ * The whole batch travels as one JSON parameter (an array of row arrays): serialising it is one
+ * native JSON.stringify, where one array parameter per column cost the gateway about half as much
+ * again in the driver's escaping (the database's share is the same). The answer is one row per
  * organisation: what the rows that were new cost, so a retried flush never charges twice.
  */
 const INSERT_AND_TOTAL = `WITH inserted AS (
-    INSERT INTO request_logs (${NAMES})
-    SELECT * FROM unnest(${COLUMNS.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ')})
+    INSERT INTO request_logs (${COLUMNS.map(([name]) => name).join(', ')})
+    SELECT ${COLUMNS.map(([, type], i) => `(r->>${i})::${type}`).join(', ')}
+    FROM jsonb_array_elements($1::jsonb) AS r
     ON CONFLICT (id) DO NOTHING
     RETURNING id, organization_id, cost_micros
   )
   SELECT organization_id, sum(cost_micros)::bigint AS micros, count(*)::int AS calls,
-         array_agg(id) FILTER (WHERE id = ANY($${COLUMNS.length + 1}::text[])) AS with_bodies
+         array_agg(id) FILTER (WHERE id = ANY($2::text[])) AS with_bodies
   FROM inserted GROUP BY organization_id ORDER BY organization_id`;
 
 /** jsonb cannot hold U+0000; bodies are kept for reading, so a replacement character stands in. */
@@ -64,7 +73,7 @@ export class SqlUsageRecorder implements UsageRecorder {
     const withBodies = rows.filter((row) => row.bodies);
     return this.db.transaction(async (tx) => {
       const totals = await tx.query<{ organization_id: string; micros: bigint; calls: number; with_bodies: string[] | null }>(INSERT_AND_TOTAL, [
-        ...COLUMNS.map(([, , value]) => rows.map(value)),
+        JSON.stringify(rows.map(rowValues)),
         withBodies.map((row) => row.id),
       ]);
       let fresh = 0;

@@ -10,13 +10,17 @@ export interface AccountPolicy {
   requestLogging: boolean;
 }
 
+export interface ProjectPolicy {
+  cap: SpendCap | null;
+}
+
 /**
  * Account and project settings that admission reads on every call, cached for a short TTL so the
  * hot path does not query the database; changes apply within that TTL on every replica.
  */
 export class CapPolicies {
   private readonly accounts = new Map<string, Cached<AccountPolicy>>();
-  private readonly projects = new Map<string, Cached<SpendCap | null>>();
+  private readonly projects = new Map<string, Cached<ProjectPolicy>>();
 
   constructor(
     private readonly identity: IdentityStores,
@@ -24,20 +28,31 @@ export class CapPolicies {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async account(organizationId: string): Promise<AccountPolicy> {
+  /** The cached policy while it is fresh: the hot path reads it without a promise. */
+  accountIfCached(organizationId: string): AccountPolicy | undefined {
     const hit = this.accounts.get(organizationId);
-    if (hit && hit.until > this.now()) return hit.value;
+    return hit && hit.until > this.now() ? hit.value : undefined;
+  }
+
+  projectIfCached(projectId: string): ProjectPolicy | undefined {
+    const hit = this.projects.get(projectId);
+    return hit && hit.until > this.now() ? hit.value : undefined;
+  }
+
+  async account(organizationId: string): Promise<AccountPolicy> {
+    const hit = this.accountIfCached(organizationId);
+    if (hit) return hit;
     const organization = await this.identity.organizations.get(organizationId);
     const value = { cap: organization?.spendCap ?? null, requestLogging: organization?.requestLogging ?? false };
     this.accounts.set(organizationId, { value, until: this.now() + this.ttlMs });
     return value;
   }
 
-  async project(organizationId: string, projectId: string): Promise<SpendCap | null> {
-    const hit = this.projects.get(projectId);
-    if (hit && hit.until > this.now()) return hit.value;
+  async project(organizationId: string, projectId: string): Promise<ProjectPolicy> {
+    const hit = this.projectIfCached(projectId);
+    if (hit) return hit;
     const project = await this.identity.projects.get(organizationId, projectId);
-    const value = project?.spendCap ?? null;
+    const value = { cap: project?.spendCap ?? null };
     this.projects.set(projectId, { value, until: this.now() + this.ttlMs });
     return value;
   }

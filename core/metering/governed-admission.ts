@@ -4,7 +4,7 @@ import type { Credential } from '../credential.ts';
 import { ApiError } from '../errors.ts';
 import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../inference-admission.ts';
 import { microsToUsd } from '../money.ts';
-import type { AllowanceResult, AllowanceTake, Coordination, LeaseEntry, RateDecision, RateEntry } from '../ports/coordination.ts';
+import type { AllowanceTake, Coordination, GateRequest, GateResult, LeaseEntry, RateDecision, RateEntry } from '../ports/coordination.ts';
 import type { SpendCap, SpendReader, SpendWindows } from '../ports/identity.ts';
 import type { CreditLedger } from '../ports/metering.ts';
 import { periodStart } from '../time-windows.ts';
@@ -51,10 +51,19 @@ export interface GovernanceDeps {
 
 type ScopeKind = 'key' | 'project' | 'account';
 
-interface Scope {
-  kind: ScopeKind;
-  id: string;
-  limits: LimitSet;
+/**
+ * The counters a credential's calls touch, named once per credential (the authenticator hands out
+ * the same credential object while it is cached) instead of once per call. Entries are shared by
+ * every call: adapters never change them.
+ */
+interface ScopePlan {
+  /** Requests-per-minute buckets, cost 1. */
+  requests: RateEntry[];
+  /** Tokens-per-minute buckets; each call supplies its estimate as the cost. */
+  tokenBuckets: Array<Omit<RateEntry, 'cost'>>;
+  leases: LeaseEntry[];
+  leaseKeys: string[];
+  creditKey: string;
 }
 
 interface CapEntry {
@@ -66,6 +75,8 @@ interface CapEntry {
 
 const PERIOD_WINDOW = { day: 'todayMicros', week: 'weekMicros', month: 'monthMicros', total: 'totalMicros' } as const;
 const MINUTE = 60_000;
+/** Seeding a missing counter and asking again: more rounds than this means the counters keep vanishing. */
+const SEED_ROUNDS = 3;
 
 const tooMany = (message: string, retryAfterMs: number, headers: Record<string, string>) =>
   new ApiError(429, 'rate_limit_exceeded', message, {
@@ -74,10 +85,11 @@ const tooMany = (message: string, retryAfterMs: number, headers: Record<string, 
   });
 
 /**
- * Admission for /v1 calls, cheapest check first, each undone if a later one refuses:
- * requests/min (GCRA) → concurrency lease → tokens/min → money (one all-or-nothing reservation
- * across the credit balance and every blocking cap). finish() settles with the real cost, gives
- * back what was reserved beyond it, releases the lease and queues the request-log row.
+ * Admission for /v1 calls, in the order requests/min (GCRA) → concurrency lease → tokens/min →
+ * money (the credit balance and every blocking cap), all taken together or not at all by the
+ * coordination gate in one step. finish() settles with the real cost in one more step (gives back
+ * what was reserved beyond it, releases the lease, corrects the token estimate) and queues the
+ * request-log row.
  */
 export class GovernedAdmission implements InferenceAdmission {
   /** Leases of calls still running; one timer renews them all (long streams keep their slot). */
@@ -86,6 +98,7 @@ export class GovernedAdmission implements InferenceAdmission {
   /** Lease ids: unique per process (random prefix) without a random draw per call. */
   private readonly leasePrefix = randomUUID();
   private leaseSequence = 0;
+  private readonly plans = new WeakMap<Credential, ScopePlan>();
 
   constructor(private readonly deps: GovernanceDeps) {}
 
@@ -104,88 +117,94 @@ export class GovernedAdmission implements InferenceAdmission {
   }
 
   async peekHeaders(credential: Credential): Promise<Record<string, string>> {
-    const scopes = this.scopesOf(credential);
-    const rpm = scopes.flatMap((s) => (s.limits.requestsPerMinute ? [{ key: `rpm:${s.kind}:${s.id}`, limit: s.limits.requestsPerMinute, periodMs: MINUTE }] : []));
-    const tpm = scopes.flatMap((s) => (s.limits.tokensPerMinute ? [{ key: `tpm:${s.kind}:${s.id}`, limit: s.limits.tokensPerMinute, periodMs: MINUTE }] : []));
+    const plan = this.planOf(credential);
+    const { rateLimiter } = this.deps.coordination;
     const [requests, tokens] = await Promise.all([
-      rpm.length > 0 ? this.deps.coordination.rateLimiter.peek(rpm) : [],
-      tpm.length > 0 ? this.deps.coordination.rateLimiter.peek(tpm) : [],
+      plan.requests.length > 0 ? rateLimiter.peek(plan.requests) : [],
+      plan.tokenBuckets.length > 0 ? rateLimiter.peek(plan.tokenBuckets) : [],
     ]);
     return rateLimitHeaders(requests, tokens);
   }
 
   async admit(request: AdmissionRequest): Promise<Admission> {
-    const { coordination, settings } = this.deps;
+    const { coordination, settings, policies } = this.deps;
     const { credential } = request;
     const sheet = this.deps.prices.get(request.model);
     if (!sheet) throw new ApiError(500, 'model_not_priced', `Model ${request.model} has no prices; refusing to serve it unmetered`);
-    const scopes = this.scopesOf(credential);
+    const plan = this.planOf(credential);
     const tokenEstimate = request.estimate.inputTokens + request.estimate.maxOutputTokens;
-    const rpm: RateEntry[] = scopes.flatMap((s) => (s.limits.requestsPerMinute ? [{ key: `rpm:${s.kind}:${s.id}`, limit: s.limits.requestsPerMinute, periodMs: MINUTE, cost: 1 }] : []));
-    const tpm: RateEntry[] = scopes.flatMap((s) => (s.limits.tokensPerMinute ? [{ key: `tpm:${s.kind}:${s.id}`, limit: s.limits.tokensPerMinute, periodMs: MINUTE, cost: tokenEstimate }] : []));
-    const leaseId = `${this.leasePrefix}:${(this.leaseSequence += 1)}`;
-    const leases: LeaseEntry[] = scopes.flatMap((s) => (s.limits.concurrency ? [{ key: `conc:${s.kind}:${s.id}`, limit: s.limits.concurrency }] : []));
-    const leaseKeys = leases.map((l) => l.key);
-    const estimate = estimateCostMicros(request.estimate, sheet);
-    const account = await this.deps.policies.account(credential.organizationId);
+    const tokens: RateEntry[] = plan.tokenBuckets.map((bucket) => ({ key: bucket.key, limit: bucket.limit, periodMs: bucket.periodMs, cost: tokenEstimate }));
+    const estimate = Number(estimateCostMicros(request.estimate, sheet));
+    const account = policies.accountIfCached(credential.organizationId) ?? (await policies.account(credential.organizationId));
     const caps = await this.capsOf(credential, account.cap);
-    const takes: AllowanceTake[] = [
-      { key: `credit:${credential.organizationId}`, amount: Number(estimate), shrink: true },
-      ...caps.filter((c) => c.cap.mode === 'blocking').map((c) => ({ key: c.counter, amount: Number(estimate), shrink: false })),
-    ];
+    const takes: AllowanceTake[] = [{ key: plan.creditKey, amount: estimate, shrink: true }];
+    for (const entry of caps) if (entry.cap.mode === 'blocking') takes.push({ key: entry.counter, amount: estimate, shrink: false });
+    const leaseId = `${this.leasePrefix}:${(this.leaseSequence += 1)}`;
+    const gate: GateRequest = { requests: plan.requests, leases: plan.leases, leaseId, leaseTtlMs: settings.leaseTtlMs, tokens, takes, counterTtlMs: settings.counterTtlMs };
 
-    // The four checks are issued together: on Redis they travel in one pipelined round trip, and
-    // each is atomic on its own. Whatever was granted is given back if any other check refuses, in
-    // the order of the admission rules (requests/min, concurrency, tokens/min, money).
-    const [rpmResult, lease, tpmResult, firstTake] = await Promise.all([
-      coordination.rateLimiter.consume(rpm),
-      leases.length > 0 ? coordination.leases.acquire(leases, leaseId, settings.leaseTtlMs) : Promise.resolve({ acquired: true }),
-      tpm.length > 0 ? coordination.rateLimiter.consume(tpm) : Promise.resolve({ allowed: true, decisions: [] as RateDecision[] }),
-      coordination.allowances.take(takes, settings.counterTtlMs),
-    ]);
-    const undo: Array<() => Promise<unknown>> = [];
-    if (rpmResult.allowed) undo.push(() => coordination.rateLimiter.adjust(rpm.map((e) => ({ ...e, cost: -1 }))));
-    if (lease.acquired && leases.length > 0) undo.push(() => coordination.leases.release(leaseKeys, leaseId));
-    if (tpmResult.allowed && tpm.length > 0) undo.push(() => coordination.rateLimiter.adjust(tpm.map((e) => ({ ...e, cost: -e.cost }))));
-    if (firstTake.ok) {
-      const taken = firstTake.taken;
-      undo.push(() => coordination.allowances.give(takes.map((take, i) => ({ key: take.key, amount: taken[i]! })), settings.counterTtlMs));
+    let result = await coordination.gate.admit(gate);
+    // A counter idle past its TTL (or never used) is re-read from the ledger or the request log.
+    for (let round = 0; round < SEED_ROUNDS && isMissing(result); round += 1) {
+      await Promise.all(result.allowance.keys.map((key) => this.seed(key, caps, credential)));
+      result = await coordination.gate.admit(gate);
     }
+    // Refusals report the token family too when a limit is set (absent means "not measured").
+    const headers = rateLimitHeaders(result.requests, result.tokens);
+    if (!result.ok) throw this.refusal(result, { headers, tokens, tokenEstimate, caps, estimate });
+    return this.admission({ request, sheet, takes, taken: result.taken, tokens, tokenEstimate, leaseKeys: plan.leaseKeys, leaseId, caps, headers, logBodies: account.requestLogging });
+  }
 
-    try {
-      // Refusals report the token family too when a limit is set (absent means "not measured").
-      const tokenDecisions = tpmResult.decisions;
-      if (!rpmResult.allowed) {
-        this.deps.onRejected?.('requests');
-        throw tooMany('Too many requests per minute for this key, project or account; retry after the time in retry-after', maxRetry(rpmResult.decisions), rateLimitHeaders(rpmResult.decisions, tokenDecisions));
-      }
-      if (!lease.acquired) {
-        this.deps.onRejected?.('concurrency');
-        throw tooMany('Too many requests in flight at once for this key, project or account', 1000, rateLimitHeaders(rpmResult.decisions, tokenDecisions));
-      }
-      if (!tpmResult.allowed) {
-        this.deps.onRejected?.('tokens');
-        const tooBig = tpm.some((e) => e.cost > e.limit);
-        throw tooMany(
+  private refusal(
+    result: Exclude<GateResult, { ok: true }>,
+    context: { headers: Record<string, string>; tokens: RateEntry[]; tokenEstimate: number; caps: CapEntry[]; estimate: number },
+  ): ApiError {
+    const { headers } = context;
+    const reject = this.deps.onRejected ?? (() => undefined);
+    switch (result.refused) {
+      case 'requests':
+        reject('requests');
+        return tooMany('Too many requests per minute for this key, project or account; retry after the time in retry-after', maxRetry(result.requests), headers);
+      case 'concurrency':
+        reject('concurrency');
+        return tooMany('Too many requests in flight at once for this key, project or account', 1000, headers);
+      case 'tokens': {
+        reject('tokens');
+        const tooBig = context.tokens.some((e) => e.cost > e.limit);
+        return tooMany(
           tooBig
-            ? `This request may use up to ${tokenEstimate} tokens, more than the tokens-per-minute limit allows at once; lower max_tokens`
+            ? `This request may use up to ${context.tokenEstimate} tokens, more than the tokens-per-minute limit allows at once; lower max_tokens`
             : 'Too many tokens per minute for this key, project or account; retry after the time in retry-after',
-          maxRetry(tpmResult.decisions),
-          rateLimitHeaders(rpmResult.decisions, tpmResult.decisions),
+          maxRetry(result.tokens),
+          headers,
         );
       }
-      const headers = rateLimitHeaders(rpmResult.decisions, tokenDecisions);
-      const taken = firstTake.ok ? firstTake.taken : await this.reserve(takes, caps, credential, headers, firstTake);
-      return this.admission({ request, sheet, takes, taken, tpm, tokenEstimate, leaseKeys, leaseId, caps, headers, logBodies: account.requestLogging });
-    } catch (error) {
-      await Promise.allSettled(undo.reverse().map((step) => step()));
-      throw error;
+      case 'money': {
+        const refused = result.allowance;
+        if (refused.reason === 'missing') return new ApiError(503, 'metering_unavailable', 'Spend counters could not be prepared; it is safe to retry');
+        if (refused.key.startsWith('credit:')) {
+          reject('credit');
+          return new ApiError(402, 'insufficient_credit', 'The account’s credit balance is used up; top up to continue (GET /client/credits shows the balance)', { headers });
+        }
+        reject('budget');
+        const cap = context.caps.find((c) => c.counter === refused.key)!;
+        const left = Math.max(0, refused.remaining);
+        return new ApiError(
+          402,
+          'budget_exceeded',
+          `The ${cap.scope} spend cap of $${microsToUsd(cap.cap.limitMicros)} per ${cap.cap.period} is used up` +
+            (left > 0 ? ` for a request of this size: $${microsToUsd(BigInt(left))} is left, and this request may cost up to $${microsToUsd(BigInt(context.estimate))}; lower max_tokens` : '') +
+            '. GET /client/budget shows every cap.',
+          { headers },
+        );
+      }
     }
   }
 
-  private scopesOf(credential: Credential): Scope[] {
+  private planOf(credential: Credential): ScopePlan {
+    const known = this.plans.get(credential);
+    if (known) return known;
     const { settings } = this.deps;
-    const scopes: Scope[] = [];
+    const scopes: Array<{ kind: ScopeKind; id: string; limits: LimitSet }> = [];
     if (credential.kind === 'key') {
       const own = credential.rateLimits;
       scopes.push({
@@ -200,62 +219,33 @@ export class GovernedAdmission implements InferenceAdmission {
       scopes.push({ kind: 'project', id: credential.projectId, limits: settings.project });
     }
     scopes.push({ kind: 'account', id: credential.organizationId, limits: settings.account });
-    return scopes;
+    const plan: ScopePlan = { requests: [], tokenBuckets: [], leases: [], leaseKeys: [], creditKey: `credit:${credential.organizationId}` };
+    for (const { kind, id, limits } of scopes) {
+      if (limits.requestsPerMinute) plan.requests.push({ key: `rpm:${kind}:${id}`, limit: limits.requestsPerMinute, periodMs: MINUTE, cost: 1 });
+      if (limits.tokensPerMinute) plan.tokenBuckets.push({ key: `tpm:${kind}:${id}`, limit: limits.tokensPerMinute, periodMs: MINUTE });
+      if (limits.concurrency) plan.leases.push({ key: `conc:${kind}:${id}`, limit: limits.concurrency });
+    }
+    plan.leaseKeys = plan.leases.map((lease) => lease.key);
+    this.plans.set(credential, plan);
+    return plan;
   }
 
   private async capsOf(credential: Credential, accountCap: SpendCap | null): Promise<CapEntry[]> {
-    const now = this.deps.clock();
     const entries: CapEntry[] = [];
     const add = (scope: ScopeKind, id: string, cap: SpendCap | null) => {
       if (!cap) return;
       // The limit and period start are part of the name: a new period or a changed cap starts a fresh counter.
-      const start = periodStart(cap.period, now).getTime();
+      const start = periodStart(cap.period, this.deps.clock()).getTime();
       entries.push({ scope, id, cap, counter: `cap:${scope}:${id}:${cap.period}:${start}:${cap.limitMicros}` });
     };
     if (credential.kind === 'key') {
+      const { policies } = this.deps;
       add('key', credential.keyId, credential.spendCap);
-      add('project', credential.projectId, await this.deps.policies.project(credential.organizationId, credential.projectId));
+      const project = policies.projectIfCached(credential.projectId) ?? (await policies.project(credential.organizationId, credential.projectId));
+      add('project', credential.projectId, project.cap);
     }
     add('account', credential.organizationId, accountCap);
     return entries;
-  }
-
-  /** `headers`: the rate-limit headers a refusal carries too (every gateway response has them). */
-  private async reserve(
-    takes: AllowanceTake[],
-    caps: CapEntry[],
-    credential: Credential,
-    headers: Record<string, string>,
-    first: AllowanceResult,
-  ): Promise<number[]> {
-    const { allowances } = this.deps.coordination;
-    const ttl = this.deps.settings.counterTtlMs;
-    let result = first;
-    for (let round = 0; round < 3; round += 1) {
-      if (round > 0) result = await allowances.take(takes, ttl);
-      if (result.ok) return result.taken;
-      if (result.reason === 'missing') {
-        await Promise.all(result.keys.map((key) => this.seed(key, caps, credential)));
-        continue;
-      }
-      const refused = result;
-      if (refused.key.startsWith('credit:')) {
-        this.deps.onRejected?.('credit');
-        throw new ApiError(402, 'insufficient_credit', 'The account’s credit balance is used up; top up to continue (GET /client/credits shows the balance)', { headers });
-      }
-      this.deps.onRejected?.('budget');
-      const cap = caps.find((c) => c.counter === refused.key)!;
-      const left = Math.max(0, refused.remaining);
-      throw new ApiError(
-        402,
-        'budget_exceeded',
-        `The ${cap.scope} spend cap of $${microsToUsd(cap.cap.limitMicros)} per ${cap.cap.period} is used up` +
-          (left > 0 ? ` for a request of this size: $${microsToUsd(BigInt(left))} is left, and this request may cost up to $${microsToUsd(BigInt(takes[0]!.amount))}; lower max_tokens` : '') +
-          '. GET /client/budget shows every cap.',
-        { headers },
-      );
-    }
-    throw new ApiError(503, 'metering_unavailable', 'Spend counters could not be prepared; it is safe to retry');
   }
 
   /** Creates a missing counter from the durable store: ledger balance or spend in the cap's period. */
@@ -267,7 +257,7 @@ export class GovernedAdmission implements InferenceAdmission {
       await this.deps.ledger.ensureAccount(credential.organizationId, this.deps.settings.initialCreditMicros);
       // Pending first, then the ledger: a flush committing in between is then counted twice (the
       // safe way round) rather than not at all.
-      const pending = writer.pendingMicros(`org:${credential.organizationId}`);
+      const pending = writer.pendingMicros('account', credential.organizationId);
       const balance = (await this.deps.ledger.balance(credential.organizationId)) ?? 0n;
       await allowances.seed(key, Number(balance - pending), ttl);
       return;
@@ -286,8 +276,7 @@ export class GovernedAdmission implements InferenceAdmission {
       account: (id, at) => this.deps.spend.forOrganization(id, at),
     };
     // Pending before the database, for the same reason as the credit seed.
-    const pendingScope = cap.scope === 'account' ? `org:${cap.id}` : `${cap.scope}:${cap.id}`;
-    const pending = this.deps.writer.pendingMicros(pendingScope);
+    const pending = this.deps.writer.pendingMicros(cap.scope, cap.id);
     const windows = await read[cap.scope](cap.id, now);
     return windows[PERIOD_WINDOW[cap.cap.period]] + pending;
   }
@@ -297,7 +286,7 @@ export class GovernedAdmission implements InferenceAdmission {
     sheet: PriceSheet;
     takes: AllowanceTake[];
     taken: number[];
-    tpm: RateEntry[];
+    tokens: RateEntry[];
     tokenEstimate: number;
     leaseKeys: string[];
     leaseId: string;
@@ -328,17 +317,16 @@ export class GovernedAdmission implements InferenceAdmission {
     createdAt: Date,
   ): Promise<void> {
     const { coordination, settings } = this.deps;
-    const { request, sheet } = state;
-    const cost = outcome.usage ? costMicros(outcome.usage, sheet) : 0n;
+    const { request, sheet, takes, taken } = state;
+    const usage = outcome.usage;
+    const cost = usage ? costMicros(usage, sheet) : 0n;
     this.deps.onCharged?.(request.model, cost);
-    const work: Array<Promise<unknown>> = [];
-    if (state.leaseKeys.length > 0) work.push(coordination.leases.release(state.leaseKeys, state.leaseId));
     // Give back what was reserved beyond the real cost (or take the rest if it cost more).
-    work.push(coordination.allowances.give(state.takes.map((take, i) => ({ key: take.key, amount: state.taken[i]! - Number(cost) })), settings.counterTtlMs));
-    if (state.tpm.length > 0) {
-      const used = outcome.usage ? outcome.usage.inputTokens + outcome.usage.outputTokens : 0;
-      work.push(coordination.rateLimiter.adjust(state.tpm.map((e) => ({ ...e, cost: used - state.tokenEstimate }))));
-    }
+    const spent = Number(cost);
+    const gives = takes.map((take, i) => ({ key: take.key, amount: taken[i]! - spent }));
+    const used = usage ? usage.inputTokens + usage.outputTokens : 0;
+    const tokens = state.tokens.map((entry) => ({ key: entry.key, limit: entry.limit, periodMs: entry.periodMs, cost: used - state.tokenEstimate }));
+    const settled = coordination.gate.settle({ leaseKeys: state.leaseKeys, leaseId: state.leaseId, gives, counterTtlMs: settings.counterTtlMs, tokens });
     const credential = request.credential;
     this.deps.writer.enqueue({
       id: request.requestId,
@@ -351,12 +339,12 @@ export class GovernedAdmission implements InferenceAdmission {
       upstreamModel: outcome.upstreamModel,
       statusCode: outcome.status,
       errorCode: outcome.errorCode,
-      inputTokens: outcome.usage?.inputTokens ?? 0,
-      cachedInputTokens: outcome.usage?.cachedInputTokens ?? 0,
-      cacheWriteTokens: outcome.usage?.cacheWriteTokens ?? 0,
-      outputTokens: outcome.usage?.outputTokens ?? 0,
-      reasoningTokens: outcome.usage?.reasoningTokens ?? 0,
-      usageEstimated: outcome.usage?.estimated ?? false,
+      inputTokens: usage?.inputTokens ?? 0,
+      cachedInputTokens: usage?.cachedInputTokens ?? 0,
+      cacheWriteTokens: usage?.cacheWriteTokens ?? 0,
+      outputTokens: usage?.outputTokens ?? 0,
+      reasoningTokens: usage?.reasoningTokens ?? 0,
+      usageEstimated: usage?.estimated ?? false,
       costMicros: cost,
       priceVersion: sheet.version,
       latencyMs: outcome.latencyMs,
@@ -366,17 +354,20 @@ export class GovernedAdmission implements InferenceAdmission {
       createdAt,
       bodies: state.logBodies && outcome.bodies ? outcome.bodies : null,
     });
-    await Promise.all(work);
-    const alerting = state.caps.filter((c) => c.cap.mode === 'alert');
-    if (cost > 0n && alerting.length > 0) {
-      for (const cap of alerting) {
-        const spent = await this.spentInPeriod(cap);
-        if (spent >= cap.cap.limitMicros) {
-          await this.deps.alerts.record({ scope: cap.scope, scopeId: cap.id, organizationId: credential.organizationId, cap: cap.cap, spentMicros: spent, now: this.deps.clock() });
-        }
+    await settled;
+    if (cost === 0n) return;
+    for (const cap of state.caps) {
+      if (cap.cap.mode !== 'alert') continue;
+      const spentInPeriod = await this.spentInPeriod(cap);
+      if (spentInPeriod >= cap.cap.limitMicros) {
+        await this.deps.alerts.record({ scope: cap.scope, scopeId: cap.id, organizationId: credential.organizationId, cap: cap.cap, spentMicros: spentInPeriod, now: this.deps.clock() });
       }
     }
   }
+}
+
+function isMissing(result: GateResult): result is Extract<GateResult, { refused: 'money' }> & { allowance: { reason: 'missing'; keys: string[] } } {
+  return !result.ok && result.refused === 'money' && result.allowance.reason === 'missing';
 }
 
 function maxRetry(decisions: RateDecision[]): number {

@@ -8,6 +8,8 @@ export interface WriterSettings {
   maxQueue: number;
 }
 
+export type PendingScope = 'account' | 'project' | 'key';
+
 export interface WriterStats {
   queued: number;
   written: number;
@@ -26,8 +28,8 @@ export class RequestLogWriter {
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
   private readonly stats: WriterStats = { queued: 0, written: 0, dropped: 0, failedFlushes: 0 };
-  /** Cost queued but not yet stored, per organisation / project / key: what seeding must subtract. */
-  private readonly pending = new Map<string, bigint>();
+  /** Cost queued but not yet stored, per account / project / key: what seeding must subtract. */
+  private readonly pending: Record<PendingScope, Map<string, bigint>> = { account: new Map(), project: new Map(), key: new Map() };
 
   constructor(
     private readonly recorder: UsageRecorder,
@@ -52,9 +54,9 @@ export class RequestLogWriter {
     if (this.queue.length >= this.settings.batchSize) void this.flush();
   }
 
-  /** Spend queued but not yet in the database for a scope (`org:…`, `project:…`, `key:…`). */
-  pendingMicros(scope: string): bigint {
-    return this.pending.get(scope) ?? 0n;
+  /** Spend queued but not yet in the database for an account (organisation), project or key. */
+  pendingMicros(scope: PendingScope, id: string): bigint {
+    return this.pending[scope].get(id) ?? 0n;
   }
 
   snapshot(): WriterStats {
@@ -98,11 +100,15 @@ export class RequestLogWriter {
 
   private track(row: RequestLogRow, sign: bigint): void {
     if (row.costMicros === 0n) return;
-    for (const scope of [`org:${row.organizationId}`, row.projectId && `project:${row.projectId}`, row.keyId && `key:${row.keyId}`]) {
-      if (!scope) continue;
-      const next = (this.pending.get(scope) ?? 0n) + sign * row.costMicros;
-      if (next === 0n) this.pending.delete(scope);
-      else this.pending.set(scope, next);
-    }
+    const amount = sign * row.costMicros;
+    add(this.pending.account, row.organizationId, amount);
+    if (row.projectId) add(this.pending.project, row.projectId, amount);
+    if (row.keyId) add(this.pending.key, row.keyId, amount);
   }
+}
+
+function add(totals: Map<string, bigint>, id: string, amount: bigint): void {
+  const next = (totals.get(id) ?? 0n) + amount;
+  if (next === 0n) totals.delete(id);
+  else totals.set(id, next);
 }

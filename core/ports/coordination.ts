@@ -118,8 +118,56 @@ export interface AllowanceStore {
   delete(keys: string[]): Promise<void>;
 }
 
+/**
+ * Everything one gateway call takes before it runs: request and token windows, concurrency leases
+ * and money allowances. Counters are named as in the ports above (and share their state).
+ */
+export interface GateRequest {
+  /** Requests-per-window buckets (cost 1 each, as a rule). */
+  requests: RateEntry[];
+  leases: LeaseEntry[];
+  leaseId: string;
+  leaseTtlMs: number;
+  /** Token buckets, charged the call's upper-bound estimate. */
+  tokens: RateEntry[];
+  takes: AllowanceTake[];
+  counterTtlMs: number;
+}
+
+/**
+ * The first check that refused, in this order: requests, concurrency, tokens, money. Decisions
+ * describe the buckets after the call when it was admitted and as they are otherwise.
+ */
+export type GateResult = { requests: RateDecision[]; tokens: RateDecision[] } & (
+  | { ok: true; taken: number[] }
+  | { ok: false; refused: 'requests' | 'tokens' }
+  | { ok: false; refused: 'concurrency'; fullKey: string }
+  | { ok: false; refused: 'money'; allowance: Exclude<AllowanceResult, { ok: true }> }
+);
+
+/** What a finished call gives back or owes: its lease, the reservation beyond its real cost, its token estimate. */
+export interface GateSettlement {
+  leaseKeys: string[];
+  leaseId: string;
+  /** Added to each counter (negative: the call cost more than was reserved). */
+  gives: Array<{ key: string; amount: number }>;
+  counterTtlMs: number;
+  /** Token buckets corrected by the difference between the estimate and the real count (adjust semantics). */
+  tokens: RateEntry[];
+}
+
+/**
+ * Admission in one atomic step per phase: admit checks every entry and takes all of them or none
+ * (one script on Redis, one synchronous pass in memory), settle returns what the call did not use.
+ */
+export interface AdmissionGate {
+  admit(request: GateRequest): Promise<GateResult>;
+  settle(settlement: GateSettlement): Promise<void>;
+}
+
 export interface Coordination {
   readonly kind: 'memory' | 'redis';
+  readonly gate: AdmissionGate;
   readonly rateLimiter: RateLimiter;
   readonly allowances: AllowanceStore;
   readonly leases: LeaseStore;

@@ -122,7 +122,7 @@ async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: 
       ttftMs: null,
       ...(admission.logBodies ? { bodies: { request: body, response: completion } } : {}),
     });
-    void reply.headers({ ...admission.headers, 'x-svc-provider': outcome.candidate.provider.name, 'x-svc-attempts': String(outcome.attempts) });
+    void reply.headers(admission.headers).header('x-svc-provider', outcome.candidate.provider.name).header('x-svc-attempts', String(outcome.attempts));
     return reply.send({ ...completion, model: model.id, usage: completion.usage ?? toOpenAIUsage(usage) });
   } catch (error) {
     admission.finish(failureOutcome(error, started, {}));

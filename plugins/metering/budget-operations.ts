@@ -67,23 +67,23 @@ export function budgetOperations(deps: Deps): AnyOperation[] {
       const now = clock();
       const orgId = credential.organizationId;
       await deps.ledger.ensureAccount(orgId, deps.initialCreditMicros);
-      const balance = ((await deps.ledger.balance(orgId)) ?? 0n) - writer.pendingMicros(`org:${orgId}`);
+      const balance = ((await deps.ledger.balance(orgId)) ?? 0n) - writer.pendingMicros('account', orgId);
       const organization = await identity.organizations.get(orgId);
       const scopes: z.infer<typeof scopeView>[] = [];
       if (organization?.spendCap) {
-        scopes.push(row('account', orgId, organization.name, organization.spendCap, await identity.spend.forOrganization(orgId, now), writer.pendingMicros(`org:${orgId}`)));
+        scopes.push(row('account', orgId, organization.name, organization.spendCap, await identity.spend.forOrganization(orgId, now), writer.pendingMicros('account', orgId)));
       }
       const projects = await visibleProjects(identity, credential);
       for (const project of projects) {
         if (project.spendCap) {
-          scopes.push(row('project', project.id, project.name, project.spendCap, await identity.spend.forProject(project.id, now), writer.pendingMicros(`project:${project.id}`)));
+          scopes.push(row('project', project.id, project.name, project.spendCap, await identity.spend.forProject(project.id, now), writer.pendingMicros('project', project.id)));
         }
       }
       const visible = new Set(projects.map((p) => p.id));
       for (const key of await identity.apiKeys.list(orgId)) {
         if (!key.spendCap || key.revokedAt || !visible.has(key.projectId)) continue;
         if (credential.kind === 'key' && key.projectId !== credential.projectId) continue;
-        scopes.push(row('key', key.id, key.name, key.spendCap, await identity.spend.forKey(key.id, now), writer.pendingMicros(`key:${key.id}`)));
+        scopes.push(row('key', key.id, key.name, key.spendCap, await identity.spend.forKey(key.id, now), writer.pendingMicros('key', key.id)));
       }
       return { object: 'budget' as const, balanceUsd: microsToUsd(balance), accountCap: toSpendCapView(organization?.spendCap ?? null), scopes };
     },

@@ -4,6 +4,7 @@ import { Pool, type Dispatcher } from 'undici';
 import type { UpstreamTimeouts } from '../../core/provider.ts';
 import { assertPublicUrlSync, guardedLookup } from '../../core/outbound-url-guard.ts';
 import { CallDeadlines } from './call-deadlines.ts';
+import { JsonExchange, type ExchangedResponse } from './json-exchange.ts';
 import { timedConnector } from './timed-connector.ts';
 import { errorFromStatus, errorFromTransport, protocolError, type ErrorContext } from './upstream-errors.ts';
 
@@ -78,22 +79,12 @@ export class UpstreamHttpClient {
 
   /** POST a JSON body and read a JSON answer; non-2xx statuses throw. */
   async postJson<T = unknown>(request: UpstreamRequest): Promise<JsonResponse<T>> {
-    const deadlines = new CallDeadlines(request.signal, this.timeouts);
+    const response = await this.exchange(request);
+    if (response.status < 200 || response.status >= 300) throw errorFromStatus(this.errors, response.status, response.headers, response.text);
     try {
-      const response = await this.send(request, 'application/json', deadlines);
-      let text: string;
-      try {
-        text = await response.body.text();
-      } catch (error) {
-        throw errorFromTransport(this.errors, error, 'body', deadlines.cause, this.timeouts);
-      }
-      try {
-        return { status: response.statusCode, headers: response.headers, body: JSON.parse(text) as T };
-      } catch {
-        throw protocolError(this.errors, `upstream answered ${response.statusCode} with a body that is not JSON`, text.slice(0, 2000));
-      }
-    } finally {
-      deadlines.finish();
+      return { status: response.status, headers: response.headers, body: JSON.parse(response.text) as T };
+    } catch {
+      throw protocolError(this.errors, `upstream answered ${response.status} with a body that is not JSON`, response.text.slice(0, 2000));
     }
   }
 
@@ -112,6 +103,25 @@ export class UpstreamHttpClient {
 
   async close(): Promise<void> {
     await this.pool.destroy();
+  }
+
+  /** The whole answer in one piece, through a dispatch handler (no body stream, no AbortController per call). */
+  private exchange(request: UpstreamRequest): Promise<ExchangedResponse> {
+    return new Promise((resolve, reject) => {
+      const exchange = new JsonExchange(request.signal, this.timeouts, ERROR_BODY_LIMIT, resolve, (failure) =>
+        reject(errorFromTransport(this.errors, failure.error, failure.phase, failure.cause, this.timeouts)),
+      );
+      if (!exchange.open) return;
+      this.pool.dispatch(
+        {
+          method: 'POST',
+          path: this.basePath + request.path,
+          headers: { ...request.headers, 'content-type': 'application/json', accept: 'application/json' },
+          body: JSON.stringify(request.body),
+        },
+        exchange,
+      );
+    });
   }
 
   private async *guardBody(response: Dispatcher.ResponseData, deadlines: CallDeadlines): AsyncGenerator<Uint8Array> {

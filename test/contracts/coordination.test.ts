@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { createClient } from 'redis';
-import type { Coordination, RateEntry } from '../../core/ports/coordination.ts';
+import type { Coordination, GateRequest, RateEntry } from '../../core/ports/coordination.ts';
 import { createMemoryCoordination } from '../../adapters/memory/memory-coordination.ts';
 import { createRedisCoordination } from '../../adapters/redis/redis-coordination.ts';
 
@@ -216,6 +216,108 @@ function contract(t: Test, h: Harness): void {
     t.equal(await c.leases.active(k), 0);
   });
 
+  // Admission gate
+
+  const TTL = 60_000;
+  const gateRequest = (parts: Partial<GateRequest>): GateRequest => ({
+    requests: [],
+    leases: [],
+    leaseId: 'call-1',
+    leaseTtlMs: TTL,
+    tokens: [],
+    takes: [],
+    counterTtlMs: TTL,
+    ...parts,
+  });
+
+  t.test('gate: admits by taking from every kind at once', async (t) => {
+    const [rpm, tpm, conc, credit] = [key('g-rpm'), key('g-tpm'), key('g-conc'), key('g-credit')];
+    await c.allowances.seed(credit, 1_000, TTL);
+    const result = await c.gate.admit(
+      gateRequest({ requests: [rate(rpm, 10, 60_000, 1)], tokens: [rate(tpm, 1_000, 60_000, 300)], leases: [{ key: conc, limit: 2 }], takes: [{ key: credit, amount: 400, shrink: true }] }),
+    );
+    t.match(result, { ok: true, taken: [400] });
+    t.same(result.requests, [{ key: rpm, limit: 10, remaining: 9, resetMs: 6_000, retryAfterMs: 0 }]);
+    t.same(result.tokens, [{ key: tpm, limit: 1_000, remaining: 700, resetMs: 18_000, retryAfterMs: 0 }]);
+    t.equal(await c.leases.active(conc), 1);
+    t.same(await c.allowances.peek([credit]), [600]);
+  });
+
+  t.test('gate: a refusal by any check takes nothing from the others', async (t) => {
+    const [rpm, tpm, conc, credit, full] = [key('g-rpm'), key('g-tpm'), key('g-conc'), key('g-credit'), key('g-full')];
+    await c.allowances.seed(credit, 1_000, TTL);
+    await c.leases.acquire([{ key: full, limit: 1 }], 'holder', TTL);
+    const result = await c.gate.admit(
+      gateRequest({
+        requests: [rate(rpm, 10, 60_000, 1)],
+        tokens: [rate(tpm, 1_000, 60_000, 300)],
+        leases: [{ key: conc, limit: 5 }, { key: full, limit: 1 }],
+        takes: [{ key: credit, amount: 400, shrink: true }],
+      }),
+    );
+    t.match(result, { ok: false, refused: 'concurrency', fullKey: full });
+    t.equal(result.requests[0]?.remaining, 10, 'the request bucket reports itself untouched');
+    t.equal(result.tokens[0]?.remaining, 1_000);
+    t.equal((await c.rateLimiter.peek([{ key: rpm, limit: 10, periodMs: 60_000 }]))[0]?.remaining, 10, 'no request was counted');
+    t.equal((await c.rateLimiter.peek([{ key: tpm, limit: 1_000, periodMs: 60_000 }]))[0]?.remaining, 1_000, 'no tokens were reserved');
+    t.equal(await c.leases.active(conc), 0, 'no lease was granted');
+    t.same(await c.allowances.peek([credit]), [1_000], 'no money was reserved');
+  });
+
+  t.test('gate: refusals come in the order requests, concurrency, tokens, money', async (t) => {
+    const [rpm, tpm, conc, credit] = [key('g-rpm'), key('g-tpm'), key('g-conc'), key('g-credit')];
+    await c.allowances.seed(credit, 0, TTL);
+    await c.leases.acquire([{ key: conc, limit: 1 }], 'holder', TTL);
+    await c.rateLimiter.consume([rate(rpm, 1, 60_000, 1)]);
+    const all = { leases: [{ key: conc, limit: 1 }], tokens: [rate(tpm, 100, 60_000, 500)], takes: [{ key: credit, amount: 10, shrink: true }] };
+    const first = await c.gate.admit(gateRequest({ ...all, requests: [rate(rpm, 1, 60_000, 1)] }));
+    t.match(first, { ok: false, refused: 'requests' });
+    t.ok((first.requests[0]?.retryAfterMs ?? 0) > 0, 'the full request bucket says how long to wait');
+    t.match(await c.gate.admit(gateRequest({ ...all, requests: [] })), { ok: false, refused: 'concurrency', fullKey: conc });
+    t.match(await c.gate.admit(gateRequest({ ...all, leases: [] })), { ok: false, refused: 'tokens' });
+    t.match(await c.gate.admit(gateRequest({ takes: all.takes })), { ok: false, refused: 'money', allowance: { reason: 'insufficient', key: credit, remaining: 0 } });
+  });
+
+  t.test('gate: a missing counter asks for seeding and nothing is taken', async (t) => {
+    const [rpm, credit, cap] = [key('g-rpm'), key('g-credit'), key('g-cap')];
+    await c.allowances.seed(credit, 50, TTL);
+    const result = await c.gate.admit(
+      gateRequest({ requests: [rate(rpm, 5, 60_000, 1)], takes: [{ key: credit, amount: 10, shrink: true }, { key: cap, amount: 10, shrink: false }] }),
+    );
+    t.match(result, { ok: false, refused: 'money', allowance: { reason: 'missing', keys: [cap] } });
+    t.equal((await c.rateLimiter.peek([{ key: rpm, limit: 5, periodMs: 60_000 }]))[0]?.remaining, 5);
+    t.same(await c.allowances.peek([credit, cap]), [50, null]);
+  });
+
+  t.test('gate: a blocking cap refuses a call it cannot cover whole; the balance shrinks to what is left', async (t) => {
+    const [credit, cap] = [key('g-credit'), key('g-cap')];
+    await c.allowances.seed(credit, 30, TTL);
+    await c.allowances.seed(cap, 100, TTL);
+    t.match(await c.gate.admit(gateRequest({ takes: [{ key: credit, amount: 40, shrink: true }, { key: cap, amount: 40, shrink: false }] })), { ok: true, taken: [30, 40] });
+    t.match(await c.gate.admit(gateRequest({ leaseId: 'call-2', takes: [{ key: credit, amount: 40, shrink: true }] })), { ok: false, refused: 'money', allowance: { reason: 'insufficient', key: credit } });
+    t.same(await c.allowances.peek([credit, cap]), [0, 60]);
+  });
+
+  t.test('gate: settle releases the lease, gives back the unused reservation and corrects the token estimate', async (t) => {
+    const [tpm, conc, credit] = [key('g-tpm'), key('g-conc'), key('g-credit')];
+    await c.allowances.seed(credit, 1_000, TTL);
+    const tokens = [rate(tpm, 1_000, 60_000, 600)];
+    const admitted = await c.gate.admit(gateRequest({ tokens, leases: [{ key: conc, limit: 1 }], takes: [{ key: credit, amount: 500, shrink: true }] }));
+    t.match(admitted, { ok: true, taken: [500] });
+    await c.gate.settle({ leaseKeys: [conc], leaseId: 'call-1', gives: [{ key: credit, amount: 500 - 120 }], counterTtlMs: TTL, tokens: [rate(tpm, 1_000, 60_000, 150 - 600)] });
+    t.equal(await c.leases.active(conc), 0);
+    t.same(await c.allowances.peek([credit]), [880], 'the real cost stays spent');
+    t.equal((await c.rateLimiter.peek([{ key: tpm, limit: 1_000, periodMs: 60_000 }]))[0]?.remaining, 850, 'the real token count stays counted');
+  });
+
+  t.test('gate: a call that cost more than reserved takes the rest at settlement', async (t) => {
+    const credit = key('g-credit');
+    await c.allowances.seed(credit, 100, TTL);
+    await c.gate.admit(gateRequest({ takes: [{ key: credit, amount: 10, shrink: true }] }));
+    await c.gate.settle({ leaseKeys: [], leaseId: 'call-1', gives: [{ key: credit, amount: 10 - 25 }], counterTtlMs: TTL, tokens: [] });
+    t.same(await c.allowances.peek([credit]), [75]);
+  });
+
   // Cache
 
   t.test('cache: set then get; a missing key is null', async (t) => {
@@ -313,6 +415,29 @@ function contract(t: Test, h: Harness): void {
     const calls = Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? c : other).rateLimiter.consume([rate(k, 50, 3_600_000, 1)]));
     const results = await Promise.all(calls);
     t.equal(results.filter((r) => r.allowed).length, 50);
+  });
+
+  t.test('concurrency: two instances racing gate admissions never exceed a lease limit or a counter', async (t) => {
+    const other = await another();
+    t.teardown(() => other.close());
+    const [conc, cap] = [key('race-gate-conc'), key('race-gate-cap')];
+    await c.allowances.seed(cap, 70, 60_000);
+    // 60 calls: the lease limit admits 8 at once, the counter covers 7 calls of 10.
+    const calls = Array.from({ length: 60 }, (_, i) =>
+      (i % 2 === 0 ? c : other).gate.admit({
+        requests: [],
+        tokens: [],
+        leases: [{ key: conc, limit: 8 }],
+        leaseId: `call-${i}`,
+        leaseTtlMs: 60_000,
+        takes: [{ key: cap, amount: 10, shrink: false }],
+        counterTtlMs: 60_000,
+      }),
+    );
+    const results = await Promise.all(calls);
+    t.equal(results.filter((r) => r.ok).length, 7);
+    t.equal(await other.leases.active(conc), 7);
+    t.same(await other.allowances.peek([cap]), [0]);
   });
 
   t.test('concurrency: two instances racing lease acquires against limit 5 grant exactly 5', async (t) => {

@@ -145,6 +145,20 @@ t.test('a stream longer than the total deadline times out mid-body', async (t) =
   t.match(error.message, /150 ms/);
 });
 
+t.test('a JSON answer that takes longer than the total deadline times out', async (t) => {
+  fake.enqueue({ kind: 'reply', delayMs: 400 });
+  const error = await failure(() => client({ timeouts: { ...timeouts, firstByteMs: 1000, totalMs: 150 } }).postJson(chatRequest()));
+  t.equal(error.kind, 'timeout');
+  t.match(error.message, /did not finish within 150 ms/);
+});
+
+t.test('a long error page is kept only up to its first 64 KiB', async (t) => {
+  fake.enqueue({ kind: 'raw', status: 500, headers: { 'content-type': 'text/plain' }, body: 'x'.repeat(300_000) });
+  const error = await failure(() => client().postJson(chatRequest()));
+  t.equal(error.kind, 'server');
+  t.equal(typeof error.upstreamBody === 'string' ? error.upstreamBody.length : -1, 64 * 1024);
+});
+
 t.test('a hostname whose connect never completes hits the connect timeout', async (t) => {
   const neverAnswers = (() => undefined) as unknown as LookupFunction;
   const error = await failure(() => 

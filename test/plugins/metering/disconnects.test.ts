@@ -68,7 +68,7 @@ async function disconnectMidStream(t: Test, storage: AppConfigInput['storage'] |
   }, 5_000, 50);
   t.ok(balance !== null && balance < 1_000_000_000n, `the departed streams were charged (balance ${balance} µ$)`);
   t.equal(counter, Number(balance), 'the credit counter equals the ledger balance (no reservation stuck)');
-  t.equal(g.writer.pendingMicros(`org:${orgId}`), 0n, 'nothing is left pending in the writer');
+  t.equal(g.writer.pendingMicros('account', orgId), 0n, 'nothing is left pending in the writer');
 
   const { rows } = await g.db.query<{ status_code: number; n: bigint; estimated: boolean }>(
     'SELECT status_code, usage_estimated AS estimated, count(*)::bigint AS n FROM request_logs WHERE key_id = $1 GROUP BY 1, 2',
