@@ -43,6 +43,7 @@ declare module 'fastify' {
   }
 }
 
+/** A caller's own correlation id that is safe to send back (x-client-request-id). */
 const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
@@ -66,10 +67,9 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
     frameworkErrors: frameworkErrorHandler,
     forceCloseConnections: 'idle',
-    genReqId: (request) => {
-      const incoming = request.headers['x-request-id'];
-      return typeof incoming === 'string' && SAFE_REQUEST_ID.test(incoming) ? incoming : `req_${randomUUID().replaceAll('-', '')}`;
-    },
+    // Always the gateway's own: the id keys the request log (and so the bill), so no caller may
+    // pick it; a caller's x-request-id comes back as x-client-request-id instead.
+    genReqId: () => `req_${randomUUID().replaceAll('-', '')}`,
   });
 
   let database: Database | null = null;
@@ -102,8 +102,12 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
     app.decorate('svc', { container, config, bootstrap });
 
-    app.addHook('onRequest', async (request, reply) => {
+    // Callback-style hooks on the hot path: no promise per request.
+    app.addHook('onRequest', (request, reply, done) => {
       void reply.header('x-request-id', request.id);
+      const own = request.headers['x-request-id'];
+      if (typeof own === 'string' && SAFE_REQUEST_ID.test(own)) void reply.header('x-client-request-id', own);
+      done();
     });
     installErrorHandling(app);
     installAuthHook(app, authenticator);

@@ -54,7 +54,8 @@ export class Authenticator {
   private unsubscribe: Unsubscribe | null = null;
   private readonly now: () => number;
   /** Keys used since the last flush, with when: written in one batch, off the request path. */
-  private usedKeys = new Map<string, Date>();
+  /** Key id -> when it was last used (epoch ms), until the next flush writes lastUsedAt. */
+  private usedKeys = new Map<string, number>();
   private usageFlush: NodeJS.Timeout | null = null;
 
   constructor(
@@ -85,7 +86,7 @@ export class Authenticator {
     const batch = this.usedKeys;
     this.usedKeys = new Map();
     try {
-      await this.options.recordKeyUse(batch);
+      await this.options.recordKeyUse(new Map([...batch].map(([id, at]) => [id, new Date(at)])));
     } catch {
       // A lost lastUsedAt is cosmetic; the next use records it again.
     }
@@ -117,7 +118,7 @@ export class Authenticator {
       if (key.disabled) throw new ApiError(401, 'key_disabled', 'This API key is disabled; re-enable it to use it again');
       if (key.expiresAt && key.expiresAt.getTime() <= now) throw new ApiError(401, 'key_expired', 'This API key has expired');
       if (organizationStatus !== 'active') throw new ApiError(401, 'account_suspended', 'The account this key belongs to is suspended');
-      this.usedKeys.set(key.id, new Date(now));
+      this.usedKeys.set(key.id, now);
       return entry.credential;
     }
     const { session } = entry.record;

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
 
 export const KEY_PREFIX = 'svc_live_';
 export const SESSION_PREFIX = 'svc_sess_';
@@ -22,7 +22,7 @@ export function generateToken(prefix: string, length = 43): string {
  * would add latency to every call and no safety.
  */
 export function hashToken(token: string): string {
-  return createHash('sha256').update(token).digest('hex');
+  return hash('sha256', token, 'hex');
 }
 
 /** What lists show to tell keys apart: the prefix and the last four characters. */

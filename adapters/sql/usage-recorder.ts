@@ -29,12 +29,15 @@ const COLUMNS: ReadonlyArray<readonly [string, string]> = [
   ['created_at', 'timestamptz'],
 ];
 
-/** A row as a JSON array in COLUMNS order (money as a string: JSON numbers are not exact past 2^53). */
+/**
+ * A row as a JSON array in COLUMNS order: money as a string (JSON numbers are not exact past 2^53),
+ * times as epoch milliseconds (cheaper to write and to read than ISO text).
+ */
 function rowValues(r: RequestLogRow): unknown[] {
   return [
     r.id, r.organizationId, r.projectId, r.keyId, r.endpoint, r.model, r.provider, r.upstreamModel,
     r.statusCode, r.errorCode, r.inputTokens, r.cachedInputTokens, r.cacheWriteTokens, r.outputTokens, r.reasoningTokens, r.usageEstimated,
-    r.costMicros.toString(), r.priceVersion, r.latencyMs, r.ttftMs, r.streamed, r.attempts, r.createdAt,
+    r.costMicros.toString(), r.priceVersion, r.latencyMs, r.ttftMs, r.streamed, r.attempts, r.createdAt.getTime(),
   ];
 }
 
@@ -46,7 +49,7 @@ function rowValues(r: RequestLogRow): unknown[] {
  */
 const INSERT_AND_TOTAL = `WITH inserted AS (
     INSERT INTO request_logs (${COLUMNS.map(([name]) => name).join(', ')})
-    SELECT ${COLUMNS.map(([, type], i) => `(r->>${i})::${type}`).join(', ')}
+    SELECT ${COLUMNS.map(([, type], i) => (type === 'timestamptz' ? `to_timestamp((r->>${i})::float8 / 1000)` : `(r->>${i})::${type}`)).join(', ')}
     FROM jsonb_array_elements($1::jsonb) AS r
     ON CONFLICT (id) DO NOTHING
     RETURNING id, organization_id, cost_micros

@@ -306,12 +306,19 @@ export class GovernedAdmission implements InferenceAdmission {
         if (finished) return;
         finished = true;
         if (held) this.live.delete(held);
-        this.settle(state, outcome, createdAt).catch((error: unknown) => logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed'));
+        const report = (error: unknown) => logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed');
+        // finish never throws (the contract): a synchronous failure is reported like a rejected one.
+        try {
+          this.settle(state, outcome, createdAt).catch(report);
+        } catch (error) {
+          report(error);
+        }
       },
     };
   }
 
-  private async settle(
+  /** Not an async function: most calls have no alert cap to check, and then settling is one gate call. */
+  private settle(
     state: Parameters<GovernedAdmission['admission']>[0],
     outcome: CallOutcome,
     createdAt: Date,
@@ -354,13 +361,16 @@ export class GovernedAdmission implements InferenceAdmission {
       createdAt,
       bodies: state.logBodies && outcome.bodies ? outcome.bodies : null,
     });
-    await settled;
-    if (cost === 0n) return;
-    for (const cap of state.caps) {
-      if (cap.cap.mode !== 'alert') continue;
-      const spentInPeriod = await this.spentInPeriod(cap);
-      if (spentInPeriod >= cap.cap.limitMicros) {
-        await this.deps.alerts.record({ scope: cap.scope, scopeId: cap.id, organizationId: credential.organizationId, cap: cap.cap, spentMicros: spentInPeriod, now: this.deps.clock() });
+    const alerting = cost > 0n ? state.caps.filter((entry) => entry.cap.mode === 'alert') : [];
+    return alerting.length === 0 ? settled : settled.then(() => this.alertIfReached(alerting, credential.organizationId));
+  }
+
+  /** Alert-only caps: record (once per period and cap, see BudgetAlerts) that spending reached one. */
+  private async alertIfReached(caps: CapEntry[], organizationId: string): Promise<void> {
+    for (const cap of caps) {
+      const spent = await this.spentInPeriod(cap);
+      if (spent >= cap.cap.limitMicros) {
+        await this.deps.alerts.record({ scope: cap.scope, scopeId: cap.id, organizationId, cap: cap.cap, spentMicros: spent, now: this.deps.clock() });
       }
     }
   }

@@ -34,9 +34,15 @@ export const inferencePlugin = definePlugin({
   },
   routes(app: FastifyInstance, { container, config }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
-    app.addHook('onRequest', async (request) => {
+    // Callback-style hooks on the hot path: no promise per request.
+    app.addHook('onRequest', (request, _reply, done) => {
       const path = request.url.split('?')[0] ?? '';
-      if (BROWSER_RULE_PREFIXES.some((prefix) => path.startsWith(prefix))) enforceBrowserRule(request);
+      try {
+        if (BROWSER_RULE_PREFIXES.some((prefix) => path.startsWith(prefix))) enforceBrowserRule(request);
+      } catch (error) {
+        return done(error as Error);
+      }
+      done();
     });
     app.get('/v1', { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async () => ({
       object: 'surface',
@@ -47,15 +53,16 @@ export const inferencePlugin = definePlugin({
     const admission = container.tryResolve(InferenceAdmissionToken) ?? openAdmission;
     // Responses that took nothing from the limits (model lists, refusals before admission) still
     // say where the caller stands.
-    app.addHook('onSend', async (request, reply, payload) => {
-      if (request.credential && !reply.hasHeader('x-ratelimit-limit-requests') && !reply.hasHeader('x-ratelimit-limit-tokens')) {
-        try {
-          void reply.headers(await admission.peekHeaders(request.credential));
-        } catch {
-          // Headers are advice; a coordination hiccup must not fail the response.
-        }
-      }
-      return payload;
+    app.addHook('onSend', (request, reply, payload, done) => {
+      if (!request.credential || reply.hasHeader('x-ratelimit-limit-requests') || reply.hasHeader('x-ratelimit-limit-tokens')) return done(null, payload);
+      admission.peekHeaders(request.credential).then(
+        (headers) => {
+          void reply.headers(headers);
+          done(null, payload);
+        },
+        // Headers are advice; a coordination hiccup must not fail the response.
+        () => done(null, payload),
+      );
     });
     registerModelsRoutes(app, catalogue);
     registerChatCompletionsRoute(app, {

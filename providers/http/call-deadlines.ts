@@ -2,11 +2,11 @@ import type { UpstreamTimeouts } from '../../core/provider.ts';
 import type { AbortCause } from './upstream-errors.ts';
 
 /**
- * One upstream call's abort signal: the caller's signal plus the first-byte and total deadlines,
- * remembering which of them fired so the error can say so.
+ * One upstream call's cut-offs: the caller's signal and the first-byte and total deadlines. The
+ * first of them to fire calls `onCut` once with its cause (kept in `cause`, so the error can say
+ * which it was); finish() disarms them all.
  */
 export class CallDeadlines {
-  private readonly controller = new AbortController();
   private firstByteTimer: NodeJS.Timeout | undefined;
   private totalTimer: NodeJS.Timeout | undefined;
   private finished = false;
@@ -15,18 +15,15 @@ export class CallDeadlines {
   constructor(
     private readonly callerSignal: AbortSignal,
     timeouts: UpstreamTimeouts,
+    private readonly onCut: (cause: AbortCause) => void,
   ) {
     if (callerSignal.aborted) {
-      this.abort('caller');
+      this.cut('caller');
       return;
     }
     callerSignal.addEventListener('abort', this.onCallerAbort, { once: true });
-    this.firstByteTimer = setTimeout(() => this.abort('first_byte'), timeouts.firstByteMs);
-    this.totalTimer = setTimeout(() => this.abort('total'), timeouts.totalMs);
-  }
-
-  get signal(): AbortSignal {
-    return this.controller.signal;
+    this.firstByteTimer = setTimeout(() => this.cut('first_byte'), timeouts.firstByteMs);
+    this.totalTimer = setTimeout(() => this.cut('total'), timeouts.totalMs);
   }
 
   headersArrived(): void {
@@ -42,11 +39,18 @@ export class CallDeadlines {
     this.callerSignal.removeEventListener('abort', this.onCallerAbort);
   }
 
-  private readonly onCallerAbort = () => this.abort('caller');
+  private readonly onCallerAbort = () => this.cut('caller');
 
-  private abort(cause: AbortCause): void {
+  private cut(cause: AbortCause): void {
     if (this.cause !== null || this.finished) return;
     this.cause = cause;
-    this.controller.abort(new Error(`upstream call cut: ${cause}`));
+    this.onCut(cause);
   }
+}
+
+/** Deadlines that abort a signal of their own: for undici calls that take an AbortSignal. */
+export function abortingDeadlines(callerSignal: AbortSignal, timeouts: UpstreamTimeouts): { deadlines: CallDeadlines; signal: AbortSignal } {
+  const controller = new AbortController();
+  const deadlines = new CallDeadlines(callerSignal, timeouts, (cause) => controller.abort(new Error(`upstream call cut: ${cause}`)));
+  return { deadlines, signal: controller.signal };
 }

@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { UpstreamTimeouts } from '../../core/provider.ts';
+import { CallDeadlines } from './call-deadlines.ts';
 import type { AbortCause, CallPhase } from './upstream-errors.ts';
 
 export interface ExchangedResponse {
@@ -24,8 +25,8 @@ export interface ExchangeFailure {
  */
 export class JsonExchange implements Dispatcher.DispatchHandler {
   private controller: Dispatcher.DispatchController | null = null;
-  private firstByteTimer: NodeJS.Timeout | undefined;
-  private totalTimer: NodeJS.Timeout | undefined;
+  /** Assigned last in the constructor: a caller that has already given up cuts the call from inside it. */
+  private readonly deadlines: CallDeadlines;
   private settled = false;
   private cause: AbortCause | null = null;
   private phase: CallPhase = 'before_headers';
@@ -35,19 +36,13 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
   private size = 0;
 
   constructor(
-    private readonly callerSignal: AbortSignal,
+    callerSignal: AbortSignal,
     timeouts: UpstreamTimeouts,
     private readonly errorBodyLimit: number,
     private readonly resolve: (response: ExchangedResponse) => void,
     private readonly reject: (failure: ExchangeFailure) => void,
   ) {
-    if (callerSignal.aborted) {
-      this.cut('caller');
-      return;
-    }
-    callerSignal.addEventListener('abort', this.onCallerAbort, { once: true });
-    this.firstByteTimer = setTimeout(() => this.cut('first_byte'), timeouts.firstByteMs);
-    this.totalTimer = setTimeout(() => this.cut('total'), timeouts.totalMs);
+    this.deadlines = new CallDeadlines(callerSignal, timeouts, (cause) => this.cut(cause));
   }
 
   /** False when the call was over before it was dispatched (the caller had already given up). */
@@ -62,7 +57,7 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, status: number, headers: IncomingHttpHeaders): void {
-    clearTimeout(this.firstByteTimer);
+    this.deadlines.headersArrived();
     this.phase = 'body';
     this.status = status;
     this.headers = headers;
@@ -86,8 +81,6 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
     this.fail(error);
   }
-
-  private readonly onCallerAbort = () => this.cut('caller');
 
   /** Ends the call ourselves; the cause names the error the caller sees. */
   private cut(cause: AbortCause): void {
@@ -114,8 +107,7 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
 
   private finish(): void {
     this.settled = true;
-    clearTimeout(this.firstByteTimer);
-    clearTimeout(this.totalTimer);
-    this.callerSignal.removeEventListener('abort', this.onCallerAbort);
+    // Undefined only while the constructor is still running (a caller that had already given up).
+    (this.deadlines as CallDeadlines | undefined)?.finish();
   }
 }

@@ -3,7 +3,7 @@ import type { LookupFunction } from 'node:net';
 import { Pool, type Dispatcher } from 'undici';
 import type { UpstreamTimeouts } from '../../core/provider.ts';
 import { assertPublicUrlSync, guardedLookup } from '../../core/outbound-url-guard.ts';
-import { CallDeadlines } from './call-deadlines.ts';
+import { abortingDeadlines, type CallDeadlines } from './call-deadlines.ts';
 import { JsonExchange, type ExchangedResponse } from './json-exchange.ts';
 import { timedConnector } from './timed-connector.ts';
 import { errorFromStatus, errorFromTransport, protocolError, type ErrorContext } from './upstream-errors.ts';
@@ -90,10 +90,10 @@ export class UpstreamHttpClient {
 
   /** POST a JSON body and stream the answer; non-2xx statuses throw before anything is yielded. */
   async postStream(request: UpstreamRequest): Promise<StreamResponse> {
-    const deadlines = new CallDeadlines(request.signal, this.timeouts);
+    const { deadlines, signal } = abortingDeadlines(request.signal, this.timeouts);
     let response: Dispatcher.ResponseData;
     try {
-      response = await this.send(request, 'text/event-stream', deadlines);
+      response = await this.send(request, 'text/event-stream', deadlines, signal);
     } catch (error) {
       deadlines.finish();
       throw error;
@@ -136,7 +136,7 @@ export class UpstreamHttpClient {
     }
   }
 
-  private async send(request: UpstreamRequest, accept: string, deadlines: CallDeadlines): Promise<Dispatcher.ResponseData> {
+  private async send(request: UpstreamRequest, accept: string, deadlines: CallDeadlines, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
     let response: Dispatcher.ResponseData;
     try {
       response = await this.pool.request({
@@ -144,7 +144,7 @@ export class UpstreamHttpClient {
         path: this.basePath + request.path,
         headers: { ...request.headers, 'content-type': 'application/json', accept },
         body: JSON.stringify(request.body),
-        signal: deadlines.signal,
+        signal,
       });
     } catch (error) {
       throw errorFromTransport(this.errors, error, 'before_headers', deadlines.cause, this.timeouts);

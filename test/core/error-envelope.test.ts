@@ -251,24 +251,27 @@ t.test('x-request-id is on every response, errors included', async (t) => {
   t.equal(seen.size, responses.length, 'each response has its own request id');
 });
 
-t.test('an incoming safe x-request-id is echoed', async (t) => {
+t.test('a caller’s own safe x-request-id comes back as x-client-request-id; x-request-id stays the gateway’s', async (t) => {
   for (const id of ['abc-123', 'trace.span:42_x', 'A'.repeat(128)]) {
-    t.equal((await test.call('GET', '/client/whoami', { headers: { 'x-request-id': id } })).headers['x-request-id'], id, `echoes ${id.slice(0, 20)}`);
+    const response = await test.call('GET', '/client/whoami', { headers: { 'x-request-id': id } });
+    t.equal(response.headers['x-client-request-id'], id, `echoes ${id.slice(0, 20)}`);
+    t.match(String(response.headers['x-request-id']), /^req_[0-9a-f]{32}$/, 'the request id is issued by the gateway');
   }
 });
 
-t.test('an incoming safe x-request-id is echoed on errors too', async (t) => {
+t.test('a caller’s own x-request-id comes back on errors too', async (t) => {
   const id = `err-${randomUUID()}`;
-  t.equal((await raw('GET', '/client/keys', { token: null, headers: { 'x-request-id': id } })).headers['x-request-id'], id, 'on a 401');
-  t.equal((await raw('GET', '/v1/no-such-route', { headers: { 'x-request-id': id } })).headers['x-request-id'], id, 'on a 404');
+  t.equal((await raw('GET', '/client/keys', { token: null, headers: { 'x-request-id': id } })).headers['x-client-request-id'], id, 'on a 401');
+  t.equal((await raw('GET', '/v1/no-such-route', { headers: { 'x-request-id': id } })).headers['x-client-request-id'], id, 'on a 404');
 });
 
-t.test('an incoming unsafe x-request-id is replaced', async (t) => {
+t.test('an incoming unsafe x-request-id is not echoed', async (t) => {
   for (const id of ['has space', '<script>alert(1)</script>', 'quote"inside', 'A'.repeat(129), 'semi;colon', 'ünïcödé']) {
     const response = await test.call('GET', '/client/whoami', { headers: { 'x-request-id': id } });
     const echoed = response.headers['x-request-id'];
     t.ok(typeof echoed === 'string' && echoed.length > 0, 'a request id is still set');
     t.not(echoed, id, `replaces ${JSON.stringify(id.slice(0, 30))}`);
     t.match(String(echoed), /^[A-Za-z0-9._:-]{1,128}$/, 'with a safe one');
+    t.equal(response.headers['x-client-request-id'], undefined, 'and not sent back');
   }
 });

@@ -216,6 +216,25 @@ t.test('costs: cost_micros is the hand-computed price from the upstream usage, r
   t.equal(estimatedRow['price_version'], version);
 });
 
+t.test('two calls sending the same x-request-id are both logged and both charged', async (t) => {
+  const { id: keyId, key } = await g.newKey({ name: 'replayed request id' });
+  const before = await g.loggedCost(keyId);
+  const call = () =>
+    fetch(`${g.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json', 'x-request-id': 'same-id-every-time' },
+      body: JSON.stringify({ model: 'solo', messages: user('hello'), max_tokens: 20 }),
+    });
+  const [first, second] = [await call(), await call()];
+  t.equal(first.status, 200);
+  t.equal(second.status, 200);
+  t.equal(first.headers.get('x-client-request-id'), 'same-id-every-time', 'the caller’s id comes back');
+  t.not(first.headers.get('x-request-id'), second.headers.get('x-request-id'), 'each call has its own request id');
+  const rows = [await logRow(first.headers.get('x-request-id')), await logRow(second.headers.get('x-request-id'))];
+  t.ok(rows.every((row) => row['cost_micros'] > 0n), 'both rows are stored and priced');
+  t.equal(await g.loggedCost(keyId), before + rows[0]!['cost_micros'] + rows[1]!['cost_micros'], 'and both are charged');
+});
+
 t.test('alert-only caps never block and record exactly one alert per period', async (t) => {
   // A daily alert cap of 10 µ$; every call costs 24 µ$ (12 input + 6 output tokens, the fake's default).
   const { id, key } = await g.newKey({ name: 'alerted' });
