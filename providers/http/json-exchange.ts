@@ -28,7 +28,6 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
   /** Assigned last in the constructor: a caller that has already given up cuts the call from inside it. */
   private readonly deadlines: CallDeadlines;
   private settled = false;
-  private cause: AbortCause | null = null;
   private phase: CallPhase = 'before_headers';
   private status = 0;
   private headers: IncomingHttpHeaders = {};
@@ -53,7 +52,7 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
     // Cut while it waited for a connection: stop it before anything is written.
-    if (this.settled) controller.abort(new Error(`upstream call cut: ${this.cause ?? 'settled'}`));
+    if (this.settled) controller.abort(new Error('upstream call already over'));
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, status: number, headers: IncomingHttpHeaders): void {
@@ -79,15 +78,14 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
   }
 
   onResponseError(_controller: Dispatcher.DispatchController, error: Error): void {
-    this.fail(error);
+    this.fail(error, null);
   }
 
   /** Ends the call ourselves; the cause names the error the caller sees. */
   private cut(cause: AbortCause): void {
     if (this.settled) return;
-    this.cause = cause;
     const error = new Error(`upstream call cut: ${cause}`);
-    this.fail(error);
+    this.fail(error, cause);
     this.controller?.abort(error);
   }
 
@@ -99,10 +97,10 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
     this.resolve({ status: this.status, headers: this.headers, text });
   }
 
-  private fail(error: unknown): void {
+  private fail(error: unknown, cause: AbortCause | null): void {
     if (this.settled) return;
     this.finish();
-    this.reject({ error, phase: this.phase, cause: this.cause });
+    this.reject({ error, phase: this.phase, cause });
   }
 
   private finish(): void {
