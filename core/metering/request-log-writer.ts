@@ -44,7 +44,6 @@ export class RequestLogWriter {
 
   /** Never blocks and never throws: the caller is the request path. */
   enqueue(row: RequestLogRow): void {
-    if (process.env.HACK_NOLOG) return;
     if (this.queue.length >= this.settings.maxQueue) {
       this.stats.dropped += 1;
       this.logger.error({ requestId: row.id }, 'request log queue full: row dropped (its charge is lost from the ledger)');
