@@ -1,5 +1,4 @@
 import './http/fastify-types.ts';
-import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import type { AppConfig } from '../config/schema.ts';
 import { createCoordination } from '../adapters/create-coordination.ts';
@@ -22,6 +21,7 @@ import { resolvePlugins } from './plugin-loader.ts';
 import type { Coordination } from './ports/coordination.ts';
 import type { Database } from './ports/database.ts';
 import { Tokens } from './tokens.ts';
+import { newRequestId } from './request-ids.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -69,7 +69,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     forceCloseConnections: 'idle',
     // Always the gateway's own: the id keys the request log (and so the bill), so no caller may
     // pick it; a caller's x-request-id comes back as x-client-request-id instead.
-    genReqId: () => `req_${randomUUID().replaceAll('-', '')}`,
+    genReqId: () => newRequestId(),
   });
 
   let database: Database | null = null;
