@@ -1,5 +1,5 @@
 import './http/fastify-types.ts';
-import Fastify, { LogController, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { AppConfig } from '../config/schema.ts';
 import { createCoordination } from '../adapters/create-coordination.ts';
 import { createDatabase } from '../adapters/create-database.ts';
@@ -22,12 +22,14 @@ import type { Coordination } from './ports/coordination.ts';
 import type { Database } from './ports/database.ts';
 import { Tokens } from './tokens.ts';
 import { newRequestId } from './request-ids.ts';
+import { lazyRequestLogger } from './http/request-logger.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
   manifest: readonly AnyPlugin[];
   clock?: () => Date;
-  logger?: FastifyServerOptions['logger'];
+  /** Where process log lines go instead of stdout (tests read them). */
+  logStream?: { write(line: string): void };
 }
 
 export interface ServiceHandle {
@@ -56,9 +58,10 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
   const clock = options.clock ?? (() => new Date());
 
   const app = Fastify({
-    logger: options.logger ?? {
+    logger: {
       level: config.server.logLevel,
       redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.api_key', '*.token'], censor: '[redacted]' },
+      ...(options.logStream ? { stream: options.logStream } : {}),
     },
     bodyLimit: config.server.bodyLimitBytes,
     trustProxy: config.server.trustProxy,
@@ -70,6 +73,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     // Always the gateway's own: the id keys the request log (and so the bill), so no caller may
     // pick it; a caller's x-request-id comes back as x-client-request-id instead.
     genReqId: () => newRequestId(),
+    childLoggerFactory: lazyRequestLogger,
   });
 
   let database: Database | null = null;

@@ -22,6 +22,8 @@ export interface TestAppOptions {
   clock?: () => Date;
   /** Ready the app (start plugins) before returning; default true. */
   ready?: boolean;
+  /** Receives the process log's lines (set config.server.logLevel to see any). */
+  logStream?: { write(line: string): void };
 }
 
 export interface TestApp {
@@ -53,7 +55,7 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
     plugins: options.plugins ?? options.config?.plugins ?? allPlugins(manifest),
   };
   const config = parseConfig(raw);
-  const app = await buildApp(config, { manifest, clock: options.clock });
+  const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream });
   t.teardown(() => app.close());
   if (options.ready !== false) await app.ready();
   const bootstrap = app.svc.bootstrap;
