@@ -25,9 +25,13 @@ export class MemoryLeaseStore implements LeaseStore {
   firstFull(entries: LeaseEntry[], leaseId: string, now: number): string | null {
     for (const entry of entries) {
       if (entry.limit <= 0) return entry.key;
-      const holders = this.live(entry.key, now);
-      if (holders?.has(leaseId)) continue;
-      if ((holders?.size ?? 0) >= entry.limit) return entry.key;
+      const holders = this.leases.get(entry.key);
+      if (!holders) continue;
+      const own = holders.get(leaseId);
+      if (own !== undefined && own > now) continue;
+      // Expired holders only ever make room, so they are purged only when the key looks full:
+      // a key below its limit is answered without walking its holders.
+      if (holders.size >= entry.limit && (this.live(entry.key, now)?.size ?? 0) >= entry.limit) return entry.key;
     }
     return null;
   }
@@ -82,7 +86,9 @@ export class MemoryLeaseStore implements LeaseStore {
   private live(key: string, now: number): Map<string, number> | undefined {
     const holders = this.leases.get(key);
     if (!holders) return undefined;
-    for (const [id, expiresAt] of holders) if (expiresAt <= now) holders.delete(id);
+    holders.forEach((expiresAt, id) => {
+      if (expiresAt <= now) holders.delete(id);
+    });
     if (holders.size === 0) {
       this.leases.delete(key);
       return undefined;

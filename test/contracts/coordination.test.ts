@@ -188,6 +188,24 @@ function contract(t: Test, h: Harness): void {
     t.equal((await c.leases.acquire([{ key: k, limit: 1 }], 'b', 60_000)).acquired, true);
   });
 
+  t.test('leases: an expired lease makes room for the next acquire with nothing read in between', async (t) => {
+    const k = key('lease-expiry-acquire');
+    await c.leases.acquire([{ key: k, limit: 2 }], 'a', 100);
+    await c.leases.acquire([{ key: k, limit: 2 }], 'b', 60_000);
+    await h.advance(150);
+    t.equal((await c.leases.acquire([{ key: k, limit: 2 }], 'c', 60_000)).acquired, true);
+    t.equal(await c.leases.active(k), 2);
+  });
+
+  t.test('leases: an expired id acquired again counts as new, so a full key refuses it', async (t) => {
+    const k = key('lease-expired-own');
+    await c.leases.acquire([{ key: k, limit: 1 }], 'a', 100);
+    await h.advance(150);
+    await c.leases.acquire([{ key: k, limit: 1 }], 'b', 60_000);
+    t.same(await c.leases.acquire([{ key: k, limit: 1 }], 'a', 60_000), { acquired: false, fullKey: k });
+    t.equal(await c.leases.active(k), 1);
+  });
+
   t.test('leases: renew extends a live lease and fails once it has expired', async (t) => {
     const k = key('lease-renew');
     await c.leases.acquire([{ key: k, limit: 1 }], 'a', 150);
