@@ -33,11 +33,14 @@ export class MemoryAllowances implements AllowanceStore {
   check(entries: AllowanceTake[], now: number): { ok: boolean; result: AllowanceResult; pending: Map<string, number> } {
     const pending = new Map<string, number>();
     const counters = entries.map((entry) => this.live(entry.key, now));
-    const missing = entries.filter((_, i) => !counters[i]).map((entry) => entry.key);
-    if (missing.length > 0) return { ok: false, result: { ok: false, reason: 'missing', keys: [...new Set(missing)] }, pending };
+    if (counters.includes(undefined)) {
+      const missing = entries.filter((_, i) => !counters[i]).map((entry) => entry.key);
+      return { ok: false, result: { ok: false, reason: 'missing', keys: [...new Set(missing)] }, pending };
+    }
     // Several entries may name one counter: check against what the earlier ones took.
     const taken: number[] = [];
-    for (const [i, entry] of entries.entries()) {
+    for (let i = 0; i < entries.length; i += 1) {
+      const entry = entries[i]!;
       assertInteger(entry.amount, 'take');
       const left = counters[i]!.value - (pending.get(entry.key) ?? 0);
       const amount = entry.shrink ? Math.min(entry.amount, Math.max(left, 0)) : entry.amount;

@@ -36,6 +36,8 @@ export const inferencePlugin = definePlugin({
     const catalogue = container.resolve(InferenceTokens.Catalogue);
     // Callback-style hooks on the hot path: no promise per request.
     app.addHook('onRequest', (request, _reply, done) => {
+      // Servers send no Origin: the usual call needs no look at its path.
+      if (request.headers.origin === undefined) return done();
       const path = request.url.split('?')[0] ?? '';
       try {
         if (BROWSER_RULE_PREFIXES.some((prefix) => path.startsWith(prefix))) enforceBrowserRule(request);

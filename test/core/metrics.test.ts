@@ -1,5 +1,6 @@
 import t from 'tap';
 import { startGateway } from '../helpers/gateway.ts';
+import { GatewayMetrics } from '../../core/metrics.ts';
 
 t.test('GET /metrics exposes gateway metrics in Prometheus format', async (t) => {
   const gw = await startGateway(t);
@@ -26,4 +27,33 @@ t.test('GET /metrics needs the operator token when one is configured', async (t)
   t.equal((await gw.test.app.inject({ method: 'GET', url: '/metrics' })).statusCode, 401);
   const ok = await gw.test.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: 'Bearer metrics-token-0123456789' } });
   t.equal(ok.statusCode, 200);
+});
+
+t.test('per-call counters add up across calls: status classes, token kinds and cost by model', async (t) => {
+  const metrics = new GatewayMetrics();
+  const usage = { inputTokens: 10, cachedInputTokens: 4, cacheWriteTokens: 0, outputTokens: 7, reasoningTokens: 0, estimated: false };
+  const outcome = { status: 200, errorCode: null, usage, provider: 'p', upstreamModel: 'm', attempts: 1, latencyMs: 12, ttftMs: null };
+  metrics.observeCall('/v1/chat/completions', 'm', outcome);
+  metrics.observeCall('/v1/chat/completions', 'm', outcome);
+  metrics.observeCall('/v1/chat/completions', 'm', { ...outcome, status: 429, usage: null });
+  metrics.observeCall('/v1/chat/completions', 'other', { ...outcome, status: 502, usage: null });
+  metrics.observeCost('m', 1_500_000n);
+  metrics.observeCost('m', 250_000n);
+  const text = await metrics.registry.metrics();
+  t.match(text, /svc_gateway_requests_total\{endpoint="\/v1\/chat\/completions",model="m",status="2xx"\} 2\n/);
+  t.match(text, /svc_gateway_requests_total\{endpoint="\/v1\/chat\/completions",model="m",status="4xx"\} 1\n/);
+  t.match(text, /svc_gateway_requests_total\{endpoint="\/v1\/chat\/completions",model="other",status="5xx"\} 1\n/);
+  t.match(text, /svc_gateway_tokens_total\{model="m",kind="input"\} 20\n/);
+  t.match(text, /svc_gateway_tokens_total\{model="m",kind="output"\} 14\n/);
+  t.match(text, /svc_gateway_tokens_total\{model="m",kind="cached_input"\} 8\n/);
+  t.notMatch(text, /svc_gateway_tokens_total\{model="other"/, 'no token series for a model that used none');
+  t.match(text, /svc_gateway_cost_usd_total\{model="m"\} 1\.75\n/);
+  t.match(text, /svc_gateway_request_duration_seconds_count\{endpoint="\/v1\/chat\/completions",model="m"\} 3\n/);
+});
+
+t.test('scraping twice reports the same totals, not doubled ones', async (t) => {
+  const metrics = new GatewayMetrics();
+  metrics.observeCall('/v1/chat/completions', 'm', { status: 200, errorCode: null, usage: null, provider: null, upstreamModel: null, attempts: 1, latencyMs: 1, ttftMs: null });
+  await metrics.registry.metrics();
+  t.match(await metrics.registry.metrics(), /svc_gateway_requests_total\{endpoint="\/v1\/chat\/completions",model="m",status="2xx"\} 1\n/);
 });
