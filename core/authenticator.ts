@@ -99,14 +99,18 @@ export class Authenticator {
   }
 
   async authenticate(authorization: string | undefined): Promise<Credential> {
-    const token = bearerToken(authorization);
-    if (!token) {
-      throw new ApiError(401, 'missing_api_key', 'Missing credential: send "Authorization: Bearer svc_live_…"');
-    }
-    if (!token.startsWith(KEY_PREFIX) && !token.startsWith(SESSION_PREFIX)) throw invalid();
-    const hash = hashToken(token);
-    const entry = await this.entryFor(hash);
+    const entry = await this.entryFor(tokenHash(authorization));
     return this.credentialFrom(entry);
+  }
+
+  /**
+   * What authenticate would answer, when the cache can answer it now (throwing the same errors);
+   * null when the store must be asked, and then authenticate is the way. Lets the request hook
+   * skip a promise on nearly every call.
+   */
+  cachedCredential(authorization: string | undefined): Credential | null {
+    const cached = this.cache.get(tokenHash(authorization));
+    return cached && cached.cachedUntil > this.now() ? this.credentialFrom(cached) : null;
   }
 
   private credentialFrom(entry: CacheEntry): Credential {
@@ -207,6 +211,16 @@ export class Authenticator {
       index.delete(parsed.id);
     }
   }
+}
+
+/** The stored form of a bearer token; 401 when there is none or it is not one of ours. */
+function tokenHash(authorization: string | undefined): string {
+  const token = bearerToken(authorization);
+  if (!token) {
+    throw new ApiError(401, 'missing_api_key', 'Missing credential: send "Authorization: Bearer svc_live_…"');
+  }
+  if (!token.startsWith(KEY_PREFIX) && !token.startsWith(SESSION_PREFIX)) throw invalid();
+  return hashToken(token);
 }
 
 function bearerToken(authorization: string | undefined): string | null {

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Authenticator } from '../authenticator.ts';
+import type { Credential } from '../credential.ts';
 import { ApiError } from '../errors.ts';
 
 /**
@@ -8,15 +9,26 @@ import { ApiError } from '../errors.ts';
  */
 export function installAuthHook(app: FastifyInstance, authenticator: Authenticator): void {
   app.decorateRequest('credential', null);
-  app.addHook('onRequest', async (request) => {
-    if (request.is404) return;
+  // Callback style: a credential the cache knows is checked without a promise.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.is404) return done();
     const auth = request.routeOptions.config.auth;
-    if (auth === false) return;
-    const credential = await authenticator.authenticate(request.headers.authorization);
-    request.credential = credential;
+    if (auth === false) return done();
     const scope = auth?.scope ?? null;
-    if (scope && !credential.scopes.has(scope)) {
-      throw new ApiError(403, 'missing_scope', `This credential lacks the '${scope}' scope that this operation needs`);
+    const admit = (credential: Credential) => {
+      request.credential = credential;
+      if (scope && !credential.scopes.has(scope)) {
+        return done(new ApiError(403, 'missing_scope', `This credential lacks the '${scope}' scope that this operation needs`));
+      }
+      done();
+    };
+    let cached: Credential | null;
+    try {
+      cached = authenticator.cachedCredential(request.headers.authorization);
+    } catch (error) {
+      return done(error as Error);
     }
+    if (cached) return admit(cached);
+    authenticator.authenticate(request.headers.authorization).then(admit, done);
   });
 }

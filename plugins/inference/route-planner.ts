@@ -10,6 +10,37 @@ export interface RouteCandidate {
   upstreamModel: string;
 }
 
+interface WeightedCandidate {
+  candidate: RouteCandidate;
+  weight: number;
+}
+
+/**
+ * A model's usable routes for one capability, grouped into priority tiers, worked out once per
+ * model, capability and provider registry (the registry is fixed once the plugin has started)
+ * instead of on every request.
+ */
+const tierCache = new WeakMap<CatalogueModel, Map<Capability, { providers: ProviderRegistry; tiers: WeightedCandidate[][] }>>();
+
+function tiersOf(model: CatalogueModel, capability: Capability, providers: ProviderRegistry): WeightedCandidate[][] {
+  let byCapability = tierCache.get(model);
+  if (!byCapability) tierCache.set(model, (byCapability = new Map()));
+  const cached = byCapability.get(capability);
+  if (cached && cached.providers === providers) return cached.tiers;
+  const byPriority = new Map<number, WeightedCandidate[]>();
+  model.routes.forEach((route, index) => {
+    const provider = providers.get(route.provider);
+    if (!provider || !provider.capabilities.has(capability)) return;
+    const priority = route.priority ?? index;
+    const tier = byPriority.get(priority) ?? [];
+    tier.push({ candidate: { key: `${route.provider}/${route.model}`, provider, upstreamModel: route.model }, weight: route.weight });
+    byPriority.set(priority, tier);
+  });
+  const tiers = [...byPriority.keys()].sort((a, b) => a - b).map((priority) => byPriority.get(priority)!);
+  byCapability.set(capability, { providers, tiers });
+  return tiers;
+}
+
 /**
  * Orders a model's routes for one request: by priority (config order when none is given), routes
  * of equal priority in a weighted random order, routes whose circuit is open moved to the back
@@ -22,24 +53,18 @@ export function planRoutes(
   breaker: CircuitBreaker,
   random: () => number = Math.random,
 ): RouteCandidate[] {
-  const tiers = new Map<number, Array<{ candidate: RouteCandidate; weight: number }>>();
-  model.routes.forEach((route, index) => {
-    const provider = providers.get(route.provider);
-    if (!provider || !provider.capabilities.has(capability)) return;
-    const priority = route.priority ?? index;
-    const tier = tiers.get(priority) ?? [];
-    tier.push({ candidate: { key: `${route.provider}/${route.model}`, provider, upstreamModel: route.model }, weight: route.weight });
-    tiers.set(priority, tier);
-  });
+  const tiers = tiersOf(model, capability, providers);
+  // One route: nothing to order (an open circuit would still be tried, being the only one).
+  if (tiers.length === 1 && tiers[0]!.length === 1) return [tiers[0]![0]!.candidate];
   const ordered: RouteCandidate[] = [];
-  for (const priority of [...tiers.keys()].sort((a, b) => a - b)) ordered.push(...weightedOrder(tiers.get(priority)!, random));
+  for (const tier of tiers) ordered.push(...weightedOrder(tier, random));
   const healthy = ordered.filter((c) => !breaker.isOpen(c.key));
   const cooling = ordered.filter((c) => breaker.isOpen(c.key));
   return [...healthy, ...cooling];
 }
 
 /** Weighted sampling without replacement. */
-function weightedOrder(items: Array<{ candidate: RouteCandidate; weight: number }>, random: () => number): RouteCandidate[] {
+function weightedOrder(items: WeightedCandidate[], random: () => number): RouteCandidate[] {
   if (items.length === 1) return [items[0]!.candidate];
   const pool = [...items];
   const out: RouteCandidate[] = [];
