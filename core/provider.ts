@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { CallSignal } from './call-signal.ts';
 
 /**
  * The provider contract. Every upstream (OpenAI-compatible APIs, Anthropic, the offline mock, a
@@ -95,7 +96,12 @@ export type ChatStreamEvent =
 
 export interface CallOptions {
   /** Aborted when the client goes away or a deadline passes; providers must stop the upstream call. */
-  signal: AbortSignal;
+  readonly signal: AbortSignal;
+  /**
+   * The same cancellation, cheaper: set by the gateway, which makes `signal` only when it is read.
+   * The kernel's HTTP client takes either (`signal: options.cancel ?? options.signal`).
+   */
+  readonly cancel?: CallSignal;
   /** The gateway's request id, forwarded upstream where the provider has a header for it. */
   requestId: string;
 }

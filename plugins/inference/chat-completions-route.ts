@@ -2,7 +2,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.ts';
 import type { Admission, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
 import type { GatewayMetrics } from '../../core/metrics.ts';
-import { UpstreamError, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
+import { CallSignal } from '../../core/call-signal.ts';
+import { UpstreamError, type CallOptions, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
 import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
 import { toOpenAIUsage } from '../../providers/usage-format.ts';
 import { carriesContent, parseChatRequest, upstreamChatBody, type ParsedChatRequest } from './chat-request.ts';
@@ -26,12 +27,23 @@ export interface ChatRouteDeps {
 const ENDPOINT = '/v1/chat/completions';
 
 /** Aborted when the client goes away before the response is complete. */
-function clientSignal(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
+function clientSignal(reply: FastifyReply): CallSignal {
+  const signal = new CallSignal();
   reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort(new ClientGoneError());
+    if (!reply.raw.writableFinished) signal.abort(new ClientGoneError());
   });
-  return controller.signal;
+  return signal;
+}
+
+/** A provider call's options: the standard AbortSignal is made only if the provider reads it. */
+function callOptions(cancel: CallSignal, requestId: string): CallOptions {
+  return {
+    cancel,
+    requestId,
+    get signal() {
+      return cancel.signal;
+    },
+  };
 }
 
 function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
@@ -97,7 +109,7 @@ interface CallContext {
   candidates: RouteCandidate[];
   admission: Admission;
   started: number;
-  signal: AbortSignal;
+  signal: CallSignal;
   settings: FailoverSettings;
   onAttemptFailed(candidate: RouteCandidate, error: UpstreamError): void;
 }
@@ -107,7 +119,7 @@ async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: 
   try {
     const outcome = await runWithFailover(
       candidates,
-      (candidate, attemptSignal) => candidate.provider.chat!(upstreamChatBody(body, candidate.upstreamModel), { signal: attemptSignal, requestId: request.id }),
+      (candidate, attemptSignal) => candidate.provider.chat!(upstreamChatBody(body, candidate.upstreamModel), callOptions(attemptSignal, request.id)),
       { settings, breaker: deps.breaker, signal, onAttemptFailed: call.onAttemptFailed },
     );
     const { completion, usage } = outcome.value;
@@ -143,20 +155,19 @@ interface OpenedStream {
  * time-to-first-token limit. Until then nothing has reached the client, so a failure here can
  * still fail over to the next route.
  */
-async function openUntilFirstContent(candidate: RouteCandidate, call: CallContext, attemptSignal: AbortSignal, requestId: string): Promise<OpenedStream> {
+async function openUntilFirstContent(candidate: RouteCandidate, call: CallContext, attemptSignal: CallSignal, requestId: string): Promise<OpenedStream> {
   const ttftMs = call.model.ttftTimeoutMs ?? call.deps.config.failover.ttftTimeoutMs;
-  const upstream = new AbortController();
-  const forward = () => upstream.abort(attemptSignal.reason);
-  attemptSignal.addEventListener('abort', forward, { once: true });
+  // Its own signal: a slow first token cuts this attempt without ending the client's call.
+  const upstream = attemptSignal.child();
   let timer: NodeJS.Timeout | undefined;
   const ttft = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      upstream.abort();
+      upstream.signal.abort(new UpstreamError('timeout', `no content within ${ttftMs} ms`));
       reject(new UpstreamError('timeout', `no content within ${ttftMs} ms`));
     }, ttftMs);
   });
   const iterator = candidate.provider
-    .chatStream!(upstreamChatBody(call.body, candidate.upstreamModel), { signal: upstream.signal, requestId })
+    .chatStream!(upstreamChatBody(call.body, candidate.upstreamModel), callOptions(upstream.signal, requestId))
     [Symbol.asyncIterator]();
   const buffered: ChatStreamEvent[] = [];
   try {
@@ -172,12 +183,12 @@ async function openUntilFirstContent(candidate: RouteCandidate, call: CallContex
       }
     }
   } catch (error) {
-    upstream.abort();
+    upstream.signal.abort(error);
     void iterator.return?.().catch(() => undefined);
     throw error;
   } finally {
     clearTimeout(timer);
-    attemptSignal.removeEventListener('abort', forward);
+    upstream.detach();
   }
 }
 

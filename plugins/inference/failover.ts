@@ -2,6 +2,7 @@ import { ApiError } from '../../core/errors.ts';
 import { UpstreamError } from '../../core/provider.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import type { RouteCandidate } from './route-planner.ts';
+import type { CallSignal } from '../../core/call-signal.ts';
 
 export interface FailoverSettings {
   maxAttempts: number;
@@ -43,7 +44,7 @@ export interface FailoverOptions {
   settings: FailoverSettings;
   breaker: CircuitBreaker;
   /** The client's signal: aborting it stops the current attempt and any wait. */
-  signal: AbortSignal;
+  signal: CallSignal;
   now?: () => number;
   random?: () => number;
   /** Told about every failed attempt (metrics). */
@@ -58,7 +59,7 @@ export interface FailoverOptions {
  */
 export async function runWithFailover<T>(
   candidates: readonly RouteCandidate[],
-  attempt: (candidate: RouteCandidate, signal: AbortSignal) => Promise<T>,
+  attempt: (candidate: RouteCandidate, signal: CallSignal) => Promise<T>,
   options: FailoverOptions,
 ): Promise<FailoverOutcome<T>> {
   const { settings, breaker, signal } = options;
@@ -110,17 +111,16 @@ function describe(error: UpstreamError): string {
   return error.status ? `${error.kind} ${error.status}` : error.kind;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
+function sleep(ms: number, signal: CallSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(new ClientGoneError());
     const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
+      stopListening();
       resolve();
     }, ms);
-    const onAbort = () => {
+    const stopListening = signal.onAbort(() => {
       clearTimeout(timer);
       reject(new ClientGoneError());
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
+    });
   });
 }

@@ -51,7 +51,7 @@ export class AnthropicProvider implements Provider {
       path: this.messagesPath,
       body: this.convert(body),
       headers: this.headers(),
-      signal: options.signal,
+      signal: options.cancel ?? options.signal,
     });
     const message = response.body;
     if (message === null || typeof message !== 'object' || !Array.isArray(message.content)) {
@@ -75,7 +75,7 @@ export class AnthropicProvider implements Provider {
       path: this.messagesPath,
       body: { ...this.convert(body), stream: true },
       headers: this.headers(),
-      signal: options.signal,
+      signal: options.cancel ?? options.signal,
     });
     const translator = new AnthropicStreamTranslator(body.model);
     try {

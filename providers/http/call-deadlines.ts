@@ -1,3 +1,4 @@
+import { onCancel, type Cancellation } from '../../core/call-signal.ts';
 import type { UpstreamTimeouts } from '../../core/provider.ts';
 import type { AbortCause } from './upstream-errors.ts';
 
@@ -10,10 +11,11 @@ export class CallDeadlines {
   private firstByteTimer: NodeJS.Timeout | undefined;
   private totalTimer: NodeJS.Timeout | undefined;
   private finished = false;
+  private stopListening: (() => void) | null = null;
   cause: AbortCause | null = null;
 
   constructor(
-    private readonly callerSignal: AbortSignal,
+    callerSignal: Cancellation,
     timeouts: UpstreamTimeouts,
     private readonly onCut: (cause: AbortCause) => void,
   ) {
@@ -21,7 +23,7 @@ export class CallDeadlines {
       this.cut('caller');
       return;
     }
-    callerSignal.addEventListener('abort', this.onCallerAbort, { once: true });
+    this.stopListening = onCancel(callerSignal, () => this.cut('caller'));
     this.firstByteTimer = setTimeout(() => this.cut('first_byte'), timeouts.firstByteMs);
     this.totalTimer = setTimeout(() => this.cut('total'), timeouts.totalMs);
   }
@@ -36,10 +38,8 @@ export class CallDeadlines {
     this.finished = true;
     clearTimeout(this.firstByteTimer);
     clearTimeout(this.totalTimer);
-    this.callerSignal.removeEventListener('abort', this.onCallerAbort);
+    this.stopListening?.();
   }
-
-  private readonly onCallerAbort = () => this.cut('caller');
 
   private cut(cause: AbortCause): void {
     if (this.cause !== null || this.finished) return;
@@ -49,7 +49,7 @@ export class CallDeadlines {
 }
 
 /** Deadlines that abort a signal of their own: for undici calls that take an AbortSignal. */
-export function abortingDeadlines(callerSignal: AbortSignal, timeouts: UpstreamTimeouts): { deadlines: CallDeadlines; signal: AbortSignal } {
+export function abortingDeadlines(callerSignal: Cancellation, timeouts: UpstreamTimeouts): { deadlines: CallDeadlines; signal: AbortSignal } {
   const controller = new AbortController();
   const deadlines = new CallDeadlines(callerSignal, timeouts, (cause) => controller.abort(new Error(`upstream call cut: ${cause}`)));
   return { deadlines, signal: controller.signal };

@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
+import type { Cancellation } from '../../core/call-signal.ts';
 import type { UpstreamTimeouts } from '../../core/provider.ts';
 import { CallDeadlines } from './call-deadlines.ts';
 import type { AbortCause, CallPhase } from './upstream-errors.ts';
@@ -35,7 +36,7 @@ export class JsonExchange implements Dispatcher.DispatchHandler {
   private size = 0;
 
   constructor(
-    callerSignal: AbortSignal,
+    callerSignal: Cancellation,
     timeouts: UpstreamTimeouts,
     private readonly errorBodyLimit: number,
     private readonly resolve: (response: ExchangedResponse) => void,

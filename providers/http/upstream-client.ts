@@ -7,6 +7,7 @@ import { abortingDeadlines, type CallDeadlines } from './call-deadlines.ts';
 import { JsonExchange, type ExchangedResponse } from './json-exchange.ts';
 import { timedConnector } from './timed-connector.ts';
 import { errorFromStatus, errorFromTransport, protocolError, type ErrorContext } from './upstream-errors.ts';
+import type { Cancellation } from '../../core/call-signal.ts';
 
 export interface UpstreamClientOptions {
   /** Where calls go; request paths are appended to its path (`https://api.groq.com/openai/v1`). */
@@ -30,7 +31,8 @@ export interface UpstreamRequest {
   /** Serialised as JSON. */
   body: unknown;
   headers?: Record<string, string>;
-  signal: AbortSignal;
+  /** A provider passes its call's `options.cancel ?? options.signal`. */
+  signal: Cancellation;
 }
 
 export interface JsonResponse<T = unknown> {

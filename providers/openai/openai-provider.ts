@@ -67,7 +67,7 @@ export class OpenAIProvider implements Provider {
       path: this.pathFor('chat/completions', body.model),
       body: withoutStreamFields(body),
       headers: this.headers(options),
-      signal: options.signal,
+      signal: options.cancel ?? options.signal,
     });
     const completion = response.body;
     if (completion !== null && typeof completion === 'object' && completion.error !== undefined && completion.error !== null) {
@@ -97,7 +97,7 @@ export class OpenAIProvider implements Provider {
       path: this.pathFor('chat/completions', body.model),
       body: upstreamBody,
       headers: this.headers(options),
-      signal: options.signal,
+      signal: options.cancel ?? options.signal,
     });
     yield* openAIChatEvents(response.body, body, this.errors);
   }
@@ -107,7 +107,7 @@ export class OpenAIProvider implements Provider {
       path: this.pathFor('embeddings', body.model),
       body,
       headers: this.headers(options),
-      signal: options.signal,
+      signal: options.cancel ?? options.signal,
     });
     const result = response.body;
     if (result === null || typeof result !== 'object' || !Array.isArray(result['data'])) {

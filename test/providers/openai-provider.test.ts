@@ -4,6 +4,7 @@ import { openAIProviderType } from '../../providers/openai/index.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
 import { callOptions as options, collect, failure } from './provider-test-kit.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
+import { CallSignal } from '../../core/call-signal.ts';
 
 const API_KEY = 'sk-openai-test-key-abcdef123456';
 const context = createProviderContext({ timeouts: { connectMs: 300, firstByteMs: 400, totalMs: 2000 } });
@@ -187,6 +188,25 @@ t.test('aborting a non-stream call stops the upstream call', async (t) => {
   const error = await failure(() => provider().chat!(body(), options(controller.signal)));
   t.equal(error.kind, 'aborted');
   t.equal(await fake.requests[0]?.outcome, 'closed');
+});
+
+t.test('the gateway\'s cheaper cancel stops the upstream call without the provider making an AbortSignal', async (t) => {
+  fake.enqueue({ kind: 'hang' });
+  const cancel = new CallSignal();
+  let signalRead = false;
+  const callOptions = {
+    requestId: 'req-123',
+    cancel,
+    get signal() {
+      signalRead = true;
+      return cancel.signal;
+    },
+  };
+  setTimeout(() => cancel.abort(new Error('client gone')), 30);
+  const error = await failure(() => provider().chat!(body(), callOptions));
+  t.equal(error.kind, 'aborted');
+  t.equal(await fake.requests[0]?.outcome, 'closed');
+  t.equal(signalRead, false, 'the AbortSignal was never asked for');
 });
 
 t.test('an upstream that hangs times out', async (t) => {

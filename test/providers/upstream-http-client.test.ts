@@ -5,6 +5,7 @@ import { parseRetryAfterMs } from '../../providers/http/retry-after.ts';
 import { readSse } from '../../providers/http/sse-reader.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
 import { failure } from './provider-test-kit.ts';
+import { CallSignal, type Cancellation } from '../../core/call-signal.ts';
 
 const API_KEY = 'sk-test-never-show-me-0123456789';
 const timeouts = { connectMs: 300, firstByteMs: 300, totalMs: 1500 };
@@ -22,7 +23,7 @@ function client(overrides: Partial<UpstreamClientOptions> = {}): UpstreamHttpCli
   return http;
 }
 
-const chatRequest = (signal: AbortSignal = new AbortController().signal) => ({
+const chatRequest = (signal: Cancellation = new AbortController().signal) => ({
   path: '/chat/completions',
   body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
   headers: { authorization: `Bearer ${API_KEY}` },
@@ -184,6 +185,35 @@ t.test('an already aborted signal fails without calling the upstream', async (t)
   const error = await failure(() => client().postJson(chatRequest(controller.signal)));
   t.equal(error.kind, 'aborted');
   t.equal(fake.requests.length, 0);
+});
+
+t.test('a CallSignal cuts a call like an AbortSignal: aborted, and the upstream connection closed', async (t) => {
+  fake.enqueue({ kind: 'hang' });
+  const cancel = new CallSignal();
+  setTimeout(() => cancel.abort(new Error('client gone')), 50);
+  const error = await failure(() => client().postJson(chatRequest(cancel)));
+  t.equal(error.kind, 'aborted');
+  t.equal(await fake.requests[0]?.outcome, 'closed');
+});
+
+t.test('an already aborted CallSignal fails without calling the upstream', async (t) => {
+  const cancel = new CallSignal();
+  cancel.abort(new Error('client gone'));
+  const error = await failure(() => client().postJson(chatRequest(cancel)));
+  t.equal(error.kind, 'aborted');
+  t.equal(fake.requests.length, 0);
+});
+
+t.test('a CallSignal cuts a stream part-way', async (t) => {
+  fake.enqueue({ kind: 'reply', content: 'a b c d e f g h i j k l m n o p', chunkDelayMs: 30 });
+  const cancel = new CallSignal();
+  const response = await client().postStream({ ...chatRequest(cancel), body: { model: 'm', messages: [], stream: true } });
+  const error = await failure(async () => {
+    let pieces = 0;
+    for await (const _ of response.body) if (++pieces === 2) cancel.abort(new Error('client gone'));
+  });
+  t.equal(error.kind, 'aborted');
+  t.equal(await fake.requests[0]?.outcome, 'closed');
 });
 
 t.test('a 200 with a body that is not JSON maps to protocol', async (t) => {

@@ -6,6 +6,7 @@ import { runWithFailover, type FailoverSettings } from '../../../plugins/inferen
 import type { CatalogueModel } from '../../../plugins/inference/model-catalogue.ts';
 import type { ProviderRegistry } from '../../../plugins/inference/provider-registry.ts';
 import { planRoutes, type RouteCandidate } from '../../../plugins/inference/route-planner.ts';
+import { CallSignal } from '../../../core/call-signal.ts';
 
 const provider = (name: string, capabilities: Capability[] = ['chat', 'stream']): Provider => ({ name, capabilities: new Set(capabilities) });
 const registry = (providers: Provider[]) => ({ get: (name: string) => providers.find((p) => p.name === name) }) as unknown as ProviderRegistry;
@@ -87,7 +88,7 @@ t.test('failover engine', async (t) => {
         if (candidate.provider.name === 'a') throw new UpstreamError('server', 'boom', { status: 500 });
         return 'ok';
       },
-      { settings: { ...settings, initialBackoffMs: 40, maxBackoffMs: 60 }, breaker, signal: new AbortController().signal, random: () => 0.999, now: () => clock },
+      { settings: { ...settings, initialBackoffMs: 40, maxBackoffMs: 60 }, breaker, signal: new CallSignal(), random: () => 0.999, now: () => clock },
     );
     const result = await outcome;
     clock += 1;
@@ -108,7 +109,7 @@ t.test('failover engine', async (t) => {
         clock += 600;
         throw new UpstreamError('connect', 'refused');
       },
-      { settings: { ...settings, initialBackoffMs: 0, maxBackoffMs: 0, deadlineMs: 1000 }, breaker, signal: new AbortController().signal, now: () => clock },
+      { settings: { ...settings, initialBackoffMs: 0, maxBackoffMs: 0, deadlineMs: 1000 }, breaker, signal: new CallSignal(), now: () => clock },
     ).catch((e: unknown) => e);
     t.equal(attempts, 2, 'the third attempt would start after the deadline');
     t.match(error, { status: 502, code: 'upstream_error' });
@@ -122,7 +123,7 @@ t.test('failover engine', async (t) => {
         attempts += 1;
         throw new UpstreamError('server', 'down', { status: 503 });
       },
-      { settings: { ...settings, maxAttempts: 3, initialBackoffMs: 0, maxBackoffMs: 0 }, breaker, signal: new AbortController().signal },
+      { settings: { ...settings, maxAttempts: 3, initialBackoffMs: 0, maxBackoffMs: 0 }, breaker, signal: new CallSignal() },
     ).catch((e: unknown) => e);
     t.equal(attempts, 3);
     t.match(error, { status: 502, attempts: 3 });
@@ -137,7 +138,7 @@ t.test('failover engine', async (t) => {
         if (candidate.provider.name === 'a') throw new UpstreamError('auth', 'bad key', { status: 401 });
         return 'ok';
       },
-      { settings, breaker, signal: new AbortController().signal },
+      { settings, breaker, signal: new CallSignal() },
     );
     t.same(seen, ['a', 'b']);
     t.equal(result.candidate.provider.name, 'b');
@@ -150,22 +151,22 @@ t.test('failover engine', async (t) => {
         if (candidate.provider.name === 'a') throw new UpstreamError('client', 'no such model', { status: 404 });
         return 'ok';
       },
-      { settings, breaker, signal: new AbortController().signal },
+      { settings, breaker, signal: new CallSignal() },
     );
     t.equal(result.candidate.provider.name, 'b');
   });
 
   t.test('a client that goes away stops the search at once', async (t) => {
-    const controller = new AbortController();
+    const client = new CallSignal();
     let attempts = 0;
     const error = await runWithFailover(
       candidates,
       async () => {
         attempts += 1;
-        controller.abort();
+        client.abort(new Error('client gone'));
         throw new UpstreamError('aborted', 'cancelled');
       },
-      { settings, breaker, signal: controller.signal },
+      { settings, breaker, signal: client },
     ).catch((e: unknown) => e);
     t.equal(attempts, 1);
     t.equal((error as Error).name, 'ClientGoneError');
