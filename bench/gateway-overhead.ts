@@ -19,7 +19,7 @@
  * Prints the figures with their goals and writes bench/results.json.
  * BENCH_PROFILE=1 also CPU-profiles the gateway and prints where its time goes; its figures are
  * inflated, so they go to bench/profiles/results.json next to the .cpuprofile.
- * BENCH_GATEWAY_NODE_ARGS="--max-old-space-size=96" replaces the production node flags (--max-semi-space-size=4).
+ * BENCH_GATEWAY_NODE_ARGS="--max-old-space-size=96" replaces the production node flags (those of `npm run start:prod`).
  * BENCH_REDIS_URL=redis://… keeps counters, leases and caches in Redis (a multi-replica setup).
  * BENCH_DATABASE_URL=postgres://… runs the gateway on PostgreSQL instead of embedded PGlite (in a
  * fresh schema, dropped afterwards), to see what the embedded database costs in memory.
@@ -60,15 +60,17 @@ const PROFILE = process.env.BENCH_PROFILE === '1';
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || null;
 /** Counters, leases and caches in Redis (a multi-replica deployment) instead of in memory. */
 const REDIS_URL = process.env.BENCH_REDIS_URL || null;
-/**
- * The production flags (`npm run start:prod`): a small young generation keeps peak RSS down under
- * load at no measurable CPU cost. BENCH_GATEWAY_NODE_ARGS replaces them.
- */
-const PRODUCTION_NODE_ARGS = '--max-semi-space-size=4';
-const GATEWAY_NODE_ARGS = (process.env.BENCH_GATEWAY_NODE_ARGS ?? PRODUCTION_NODE_ARGS).split(/\s+/).filter(Boolean);
 const DATABASE_SCHEMA = `bench_${Date.now().toString(36)}_${process.pid}`;
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
+/**
+ * The production flags: whatever `npm run start:prod` passes to node (package.json), so the bench
+ * runs what production runs. BENCH_GATEWAY_NODE_ARGS replaces them.
+ */
+const PRODUCTION_NODE_ARGS = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start:prod']!
+  .split(/\s+/)
+  .filter((word) => word.startsWith('--'));
+const GATEWAY_NODE_ARGS = process.env.BENCH_GATEWAY_NODE_ARGS === undefined ? PRODUCTION_NODE_ARGS : process.env.BENCH_GATEWAY_NODE_ARGS.split(/\s+/).filter(Boolean);
 const PROFILE_DIR = join(BENCH_DIR, 'profiles');
 /** A profiled run's figures are inflated: they go next to the profile, not over the real results. */
 const RESULTS_FILE = PROFILE ? join(PROFILE_DIR, 'results.json') : join(BENCH_DIR, 'results.json');
