@@ -35,16 +35,22 @@ function clientSignal(reply: FastifyReply): CallSignal {
   return signal;
 }
 
-/** A provider call's options: the standard AbortSignal is made only if the provider reads it. */
-function callOptions(cancel: CallSignal, requestId: string): CallOptions {
-  return {
-    cancel,
-    requestId,
-    get signal() {
-      return cancel.signal;
-    },
-  };
+/**
+ * A provider call's options: the standard AbortSignal is made only if the provider reads it. A
+ * class, because an object literal with a getter is built the slow way on every call.
+ */
+class ProviderCallOptions implements CallOptions {
+  constructor(
+    readonly cancel: CallSignal,
+    readonly requestId: string,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.cancel.signal;
+  }
 }
+
+const callOptions = (cancel: CallSignal, requestId: string): CallOptions => new ProviderCallOptions(cancel, requestId);
 
 function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
   const asked = request.max_completion_tokens ?? request.max_tokens ?? model.maxOutputTokens;
