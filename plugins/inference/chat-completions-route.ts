@@ -50,8 +50,6 @@ class ProviderCallOptions implements CallOptions {
   }
 }
 
-const callOptions = (cancel: CallSignal, requestId: string): CallOptions => new ProviderCallOptions(cancel, requestId);
-
 function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
   const asked = request.max_completion_tokens ?? request.max_tokens ?? model.maxOutputTokens;
   return {
@@ -125,7 +123,7 @@ async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: 
   try {
     const outcome = await runWithFailover(
       candidates,
-      (candidate, attemptSignal) => candidate.provider.chat!(upstreamChatBody(body, candidate.upstreamModel), callOptions(attemptSignal, request.id)),
+      (candidate, attemptSignal) => candidate.provider.chat!(upstreamChatBody(body, candidate.upstreamModel), new ProviderCallOptions(attemptSignal, request.id)),
       { settings, breaker: deps.breaker, signal, onAttemptFailed: call.onAttemptFailed },
     );
     const { completion, usage } = outcome.value;
@@ -168,12 +166,13 @@ async function openUntilFirstContent(candidate: RouteCandidate, call: CallContex
   let timer: NodeJS.Timeout | undefined;
   const ttft = new Promise<never>((_, reject) => {
     timer = setTimeout(() => {
-      upstream.signal.abort(new UpstreamError('timeout', `no content within ${ttftMs} ms`));
-      reject(new UpstreamError('timeout', `no content within ${ttftMs} ms`));
+      const late = new UpstreamError('timeout', `no content within ${ttftMs} ms`);
+      upstream.signal.abort(late);
+      reject(late);
     }, ttftMs);
   });
   const iterator = candidate.provider
-    .chatStream!(upstreamChatBody(call.body, candidate.upstreamModel), callOptions(upstream.signal, requestId))
+    .chatStream!(upstreamChatBody(call.body, candidate.upstreamModel), new ProviderCallOptions(upstream.signal, requestId))
     [Symbol.asyncIterator]();
   const buffered: ChatStreamEvent[] = [];
   try {
