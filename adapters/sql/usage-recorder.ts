@@ -58,9 +58,13 @@ const INSERT_AND_TOTAL = `WITH inserted AS (
          array_agg(id) FILTER (WHERE id = ANY($2::text[])) AS with_bodies
   FROM inserted GROUP BY organization_id ORDER BY organization_id`;
 
-/** jsonb cannot hold U+0000; bodies are kept for reading, so a replacement character stands in. */
+/**
+ * jsonb cannot hold U+0000; bodies are kept for reading, so a replacement character stands in.
+ * The scan walks escapes from the left, so text that merely spells a backslash-u0000 (`\\u0000`
+ * once serialised) is left as it was.
+ */
 function jsonForStorage(value: unknown): string {
-  return JSON.stringify(value ?? null).replaceAll('\\u0000', '\\ufffd');
+  return JSON.stringify(value ?? null).replace(/\\(\\|u0000)/g, (escape, what: string) => (what === '\\' ? escape : '\\ufffd'));
 }
 
 /**

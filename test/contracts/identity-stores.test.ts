@@ -128,6 +128,19 @@ async function storeContract(t: Test, db: Database) {
     const stored = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM request_log_bodies WHERE request_id = 'r1'");
     t.equal(stored.rows[0]?.n, 1, 'a NUL character in a body does not stop the write');
   });
+
+  t.test('stored bodies replace NUL characters and keep text that only spells an escape', async (t) => {
+    const bodies = { request: { nul: 'a\u0000b', spelled: 'path C:\\u0000\\x', slashes: '\\' }, response: null };
+    const row: RequestLogRow = {
+      id: 'bodies-1', organizationId: organization.id, projectId: project.id, keyId: null, endpoint: '/v1/chat/completions', model: 'm', provider: 'p',
+      upstreamModel: 'u', statusCode: 200, errorCode: null, inputTokens: 1, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 1,
+      reasoningTokens: 0, usageEstimated: false, costMicros: 0n, priceVersion: 'v1', latencyMs: 1, ttftMs: null, streamed: false, attempts: 1,
+      createdAt: new Date(), bodies,
+    };
+    await new SqlUsageRecorder(db).record([row]);
+    const stored = await db.query<{ body: Record<string, string> }>("SELECT request_body AS body FROM request_log_bodies WHERE request_id = 'bodies-1'");
+    t.same(stored.rows[0]?.body, { nul: 'a\ufffdb', spelled: 'path C:\\u0000\\x', slashes: '\\' });
+  });
 }
 
 for (const backend of databaseBackends()) {
