@@ -44,9 +44,14 @@ export class BudgetAlerts {
     private readonly sink: () => BudgetAlertSink,
   ) {}
 
+  /** True once this replica knows the cap's alert for the current period exists: nothing left to check. */
+  alreadyRecorded(scope: BudgetAlert['scope'], scopeId: string, cap: SpendCap, now: Date): boolean {
+    return this.seen.has(memoOf(scope, scopeId, cap, periodStart(cap.period, now)));
+  }
+
   async record(input: Omit<BudgetAlert, 'periodStart'> & { now: Date }): Promise<boolean> {
     const start = periodStart(input.cap.period, input.now);
-    const memo = `${input.scope}:${input.scopeId}:${start.getTime()}:${input.cap.limitMicros}`;
+    const memo = memoOf(input.scope, input.scopeId, input.cap, start);
     if (this.seen.has(memo)) return false;
     const { rowCount } = await this.db.query(
       `INSERT INTO budget_alerts (scope, scope_id, organization_id, period_start, cap_micros, spent_micros)
@@ -59,4 +64,8 @@ export class BudgetAlerts {
     await this.sink().notify({ ...alert, periodStart: start });
     return true;
   }
+}
+
+function memoOf(scope: BudgetAlert['scope'], scopeId: string, cap: SpendCap, start: Date): string {
+  return `${scope}:${scopeId}:${start.getTime()}:${cap.limitMicros}`;
 }

@@ -368,6 +368,8 @@ export class GovernedAdmission implements InferenceAdmission {
   /** Alert-only caps: record (once per period and cap, see BudgetAlerts) that spending reached one. */
   private async alertIfReached(caps: CapEntry[], organizationId: string): Promise<void> {
     for (const cap of caps) {
+      // Once this period's alert exists, summing the period's spend again would only confirm it.
+      if (this.deps.alerts.alreadyRecorded(cap.scope, cap.id, cap.cap, this.deps.clock())) continue;
       const spent = await this.spentInPeriod(cap);
       if (spent >= cap.cap.limitMicros) {
         await this.deps.alerts.record({ scope: cap.scope, scopeId: cap.id, organizationId, cap: cap.cap, spentMicros: spent, now: this.deps.clock() });
