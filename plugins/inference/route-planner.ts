@@ -56,11 +56,12 @@ export function planRoutes(
   const tiers = tiersOf(model, capability, providers);
   // One route: nothing to order (an open circuit would still be tried, being the only one).
   if (tiers.length === 1 && tiers[0]!.length === 1) return [tiers[0]![0]!.candidate];
-  const ordered: RouteCandidate[] = [];
-  for (const tier of tiers) ordered.push(...weightedOrder(tier, random));
-  const healthy = ordered.filter((c) => !breaker.isOpen(c.key));
-  const cooling = ordered.filter((c) => breaker.isOpen(c.key));
-  return [...healthy, ...cooling];
+  const healthy: RouteCandidate[] = [];
+  const cooling: RouteCandidate[] = [];
+  for (const tier of tiers) {
+    for (const candidate of weightedOrder(tier, random)) (breaker.isOpen(candidate.key) ? cooling : healthy).push(candidate);
+  }
+  return healthy.concat(cooling);
 }
 
 /** Weighted sampling without replacement. */
