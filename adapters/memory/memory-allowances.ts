@@ -1,5 +1,5 @@
 import type { AllowanceResult, AllowanceStore, AllowanceTake } from '../../core/ports/coordination.ts';
-import { wholeTtlMs } from './ttl.ts';
+import { assertAllowanceAmount, wholeTtlMs } from './ttl.ts';
 
 interface Counter {
   value: number;
@@ -12,7 +12,7 @@ export class MemoryAllowances implements AllowanceStore {
   constructor(private readonly now: () => number) {}
 
   async seed(key: string, value: number, ttlMs: number): Promise<void> {
-    assertInteger(value, 'seed');
+    assertAllowanceAmount(value, 'seed');
     const now = this.now();
     if (!this.live(key, now)) this.counters.set(key, { value, expiresAt: now + wholeTtlMs(ttlMs, 'allowance seed') });
   }
@@ -21,7 +21,7 @@ export class MemoryAllowances implements AllowanceStore {
     const ttl = wholeTtlMs(ttlMs, 'allowance take');
     const now = this.now();
     const check = this.check(entries, now);
-    if (check.ok) this.commit(check.pending, now + ttl);
+    if (check.result.ok) this.commit(check.pending, now + ttl);
     return check.result;
   }
 
@@ -30,27 +30,27 @@ export class MemoryAllowances implements AllowanceStore {
   }
 
   /** Works out a take without writing: the result, and what each counter would lose. */
-  check(entries: AllowanceTake[], now: number): { ok: boolean; result: AllowanceResult; pending: Map<string, number> } {
+  check(entries: AllowanceTake[], now: number): { result: AllowanceResult; pending: Map<string, number> } {
     const pending = new Map<string, number>();
     const counters = entries.map((entry) => this.live(entry.key, now));
     if (counters.includes(undefined)) {
       const missing = entries.filter((_, i) => !counters[i]).map((entry) => entry.key);
-      return { ok: false, result: { ok: false, reason: 'missing', keys: [...new Set(missing)] }, pending };
+      return { result: { ok: false, reason: 'missing', keys: [...new Set(missing)] }, pending };
     }
     // Several entries may name one counter: check against what the earlier ones took.
     const taken: number[] = [];
     for (let i = 0; i < entries.length; i += 1) {
       const entry = entries[i]!;
-      assertInteger(entry.amount, 'take');
+      assertAllowanceAmount(entry.amount, 'take');
       const left = counters[i]!.value - (pending.get(entry.key) ?? 0);
       const amount = entry.shrink ? Math.min(entry.amount, Math.max(left, 0)) : entry.amount;
       if (entry.shrink ? left <= 0 && entry.amount > 0 : left < entry.amount) {
-        return { ok: false, result: { ok: false, reason: 'insufficient', key: entry.key, remaining: left }, pending };
+        return { result: { ok: false, reason: 'insufficient', key: entry.key, remaining: left }, pending };
       }
       pending.set(entry.key, (pending.get(entry.key) ?? 0) + amount);
       taken.push(amount);
     }
-    return { ok: true, result: { ok: true, taken }, pending };
+    return { result: { ok: true, taken }, pending };
   }
 
   /** Applies a successful check; only for counters the check found alive in this same turn. */
@@ -64,7 +64,7 @@ export class MemoryAllowances implements AllowanceStore {
 
   giveNow(entries: Array<{ key: string; amount: number }>, ttl: number, now: number): void {
     for (const entry of entries) {
-      assertInteger(entry.amount, 'give');
+      assertAllowanceAmount(entry.amount, 'give');
       const counter = this.live(entry.key, now);
       if (!counter) continue;
       counter.value += entry.amount;
@@ -97,8 +97,4 @@ export class MemoryAllowances implements AllowanceStore {
     }
     return counter;
   }
-}
-
-function assertInteger(value: number, what: string): void {
-  if (!Number.isSafeInteger(value)) throw new RangeError(`allowance ${what}: amounts must be safe integers`);
 }

@@ -1,6 +1,6 @@
 import type { AdmissionGate, GateRequest, GateResult, GateSettlement } from '../../core/ports/coordination.ts';
 import { assertConsumeEntry, assertRateEntry } from '../memory/gcra.ts';
-import { wholeTtlMs } from '../memory/ttl.ts';
+import { assertAllowanceAmount, wholeTtlMs } from '../memory/ttl.ts';
 import type { RedisClient } from './redis-client.ts';
 import { redisKeyNames, type RedisKeyNames } from './redis-key-names.ts';
 import { readDecisions } from './redis-rate-limiter.ts';
@@ -45,13 +45,13 @@ export class RedisAdmissionGate implements AdmissionGate {
       args.push(String(entry.limit));
     }
     for (const take of takes) {
-      assertInteger(take.amount);
+      assertAllowanceAmount(take.amount, 'take');
       keys.push(allowance(take.key));
       args.push(String(take.amount), take.shrink ? '1' : '0');
     }
     const reply = integerReply(await runScript(this.client, GATE_ADMIT, keys, args), GATE_ADMIT);
     const [status, first = 0, second = 0] = reply;
-    const decided = { requests: readDecisions(requests, reply, 3), tokens: readDecisions(tokens, reply, 3 + 3 * requests.length) };
+    const decided = { requests: readDecisions(requests, reply, 3, false), tokens: readDecisions(tokens, reply, 3 + 3 * requests.length, false) };
     const tail = reply.slice(3 + 3 * (requests.length + tokens.length));
     switch (status) {
       case GATE_STATUS.admitted:
@@ -78,7 +78,7 @@ export class RedisAdmissionGate implements AdmissionGate {
     const args: string[] = [String(leaseKeys.length), String(gives.length), String(tokens.length), settlement.leaseId, String(wholeTtlMs(settlement.counterTtlMs, 'gate counter'))];
     for (const key of leaseKeys) keys.push(lease(key));
     for (const give of gives) {
-      assertInteger(give.amount);
+      assertAllowanceAmount(give.amount, 'give');
       keys.push(allowance(give.key));
       args.push(String(give.amount));
     }
@@ -89,8 +89,4 @@ export class RedisAdmissionGate implements AdmissionGate {
     }
     await runScript(this.client, GATE_SETTLE, keys, args);
   }
-}
-
-function assertInteger(value: number): void {
-  if (!Number.isSafeInteger(value)) throw new RangeError('gate: allowance amounts must be safe integers');
 }

@@ -1,5 +1,5 @@
 import type { AllowanceResult, AllowanceStore, AllowanceTake } from '../../core/ports/coordination.ts';
-import { wholeTtlMs } from '../memory/ttl.ts';
+import { assertAllowanceAmount, wholeTtlMs } from '../memory/ttl.ts';
 import type { RedisClient } from './redis-client.ts';
 import { redisKeyNames } from './redis-key-names.ts';
 import { ALLOWANCE_GIVE, ALLOWANCE_TAKE, integerReply, runScript } from './redis-scripts.ts';
@@ -15,7 +15,7 @@ export class RedisAllowances implements AllowanceStore {
   }
 
   async seed(key: string, value: number, ttlMs: number): Promise<void> {
-    assertInteger(value, 'seed');
+    assertAllowanceAmount(value, 'seed');
     const ttl = wholeTtlMs(ttlMs, 'allowance seed');
     await this.client.set(this.key(key), String(value), { condition: 'NX', expiration: { type: 'PX', value: ttl } });
   }
@@ -25,7 +25,7 @@ export class RedisAllowances implements AllowanceStore {
     const ttl = wholeTtlMs(ttlMs, 'allowance take');
     const args = [String(ttl)];
     for (const entry of entries) {
-      assertInteger(entry.amount, 'take');
+      assertAllowanceAmount(entry.amount, 'take');
       args.push(String(entry.amount), entry.shrink ? '1' : '0');
     }
     const reply = integerReply(await runScript(this.client, ALLOWANCE_TAKE, entries.map((e) => this.key(e.key)), args), ALLOWANCE_TAKE);
@@ -38,7 +38,7 @@ export class RedisAllowances implements AllowanceStore {
   async give(entries: Array<{ key: string; amount: number }>, ttlMs: number): Promise<void> {
     if (entries.length === 0) return;
     const ttl = wholeTtlMs(ttlMs, 'allowance give');
-    for (const entry of entries) assertInteger(entry.amount, 'give');
+    for (const entry of entries) assertAllowanceAmount(entry.amount, 'give');
     await runScript(this.client, ALLOWANCE_GIVE, entries.map((e) => this.key(e.key)), [String(ttl), ...entries.map((e) => String(e.amount))]);
   }
 
@@ -51,8 +51,4 @@ export class RedisAllowances implements AllowanceStore {
   async delete(keys: string[]): Promise<void> {
     if (keys.length > 0) await this.client.del(keys.map((key) => this.key(key)));
   }
-}
-
-function assertInteger(value: number, what: string): void {
-  if (!Number.isSafeInteger(value)) throw new RangeError(`allowance ${what}: amounts must be safe integers`);
 }

@@ -44,8 +44,10 @@ export class RedisRateLimiter implements RateLimiter {
 }
 
 /** Scripts answer remaining, resetMs, retryAfterMs per entry, starting at `offset`. */
-export function readDecisions(entries: ReadonlyArray<{ key: string; limit: number }>, reply: number[], offset: number): RateDecision[] {
-  if (reply.length < offset + entries.length * 3) throw new Error(`a rate script answered ${reply.length} values for ${entries.length} entries from ${offset}`);
+/** `exact`: the reply ends with these decisions (the gate's reply goes on with more values). */
+export function readDecisions(entries: ReadonlyArray<{ key: string; limit: number }>, reply: number[], offset: number, exact = true): RateDecision[] {
+  const end = offset + entries.length * 3;
+  if (exact ? reply.length !== end : reply.length < end) throw new Error(`a rate script answered ${reply.length} values for ${entries.length} entries from ${offset}`);
   return entries.map((entry, i) => ({
     key: entry.key,
     limit: entry.limit,

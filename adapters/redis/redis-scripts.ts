@@ -419,10 +419,11 @@ export const ALL_SCRIPTS: readonly LuaScript[] = [
 
 /** Loads every script up front so the first request does not pay for it, and checks our SHA matches the server's. */
 export async function loadScripts(client: RedisClient): Promise<void> {
-  for (const script of ALL_SCRIPTS) {
-    const sha = await client.scriptLoad(script.source);
-    if (sha !== script.sha) throw new Error(`Redis returned SHA ${sha} for ${script.name}, expected ${script.sha}`);
-  }
+  // One pipelined round of SCRIPT LOADs at start-up, not one round trip per script.
+  const shas = await Promise.all(ALL_SCRIPTS.map((script) => client.scriptLoad(script.source)));
+  ALL_SCRIPTS.forEach((script, i) => {
+    if (shas[i] !== script.sha) throw new Error(`Redis returned SHA ${shas[i]} for ${script.name}, expected ${script.sha}`);
+  });
 }
 
 export async function runScript(client: RedisClient, script: LuaScript, keys: string[], args: string[]): Promise<unknown> {
