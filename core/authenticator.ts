@@ -6,6 +6,8 @@ import { isScope, scopesForRole, type Scope } from './scopes.ts';
 import { hashToken, KEY_PREFIX, SESSION_PREFIX } from './secrets.ts';
 
 const INVALIDATION_CHANNEL = 'credentials:invalidate';
+/** lastUsedAt is for people reading key lists: half a minute late is soon enough. */
+const LAST_USED_FLUSH_MS = 30_000;
 
 type Invalidation = { kind: 'key'; id: string } | { kind: 'session'; id: string } | { kind: 'all' };
 
@@ -36,7 +38,6 @@ export interface AuthenticatorOptions {
   now?: () => number;
   /** Stores lastUsedAt for a batch of keys (absent: not recorded). */
   recordKeyUse?: (usedAt: ReadonlyMap<string, Date>) => Promise<void>;
-  lastUsedFlushMs?: number;
 }
 
 const invalid = () => new ApiError(401, 'invalid_api_key', 'Invalid credential: send a valid key as "Authorization: Bearer svc_live_…"');
@@ -53,8 +54,7 @@ export class Authenticator {
   private readonly hashesBySessionId = new Map<string, string>();
   private unsubscribe: Unsubscribe | null = null;
   private readonly now: () => number;
-  /** Keys used since the last flush, with when: written in one batch, off the request path. */
-  /** Key id -> when it was last used (epoch ms), until the next flush writes lastUsedAt. */
+  /** Key id -> when it was last used (epoch ms), until the next flush writes lastUsedAt in one batch. */
   private usedKeys = new Map<string, number>();
   private usageFlush: NodeJS.Timeout | null = null;
 
@@ -69,7 +69,7 @@ export class Authenticator {
 
   async start(): Promise<void> {
     this.unsubscribe = await this.pubsub.subscribe(INVALIDATION_CHANNEL, (message) => this.applyInvalidation(message));
-    this.usageFlush = setInterval(() => void this.flushKeyUsage(), this.options.lastUsedFlushMs ?? 30_000);
+    this.usageFlush = setInterval(() => void this.flushKeyUsage(), LAST_USED_FLUSH_MS);
     this.usageFlush.unref();
   }
 
@@ -122,7 +122,7 @@ export class Authenticator {
       if (key.disabled) throw new ApiError(401, 'key_disabled', 'This API key is disabled; re-enable it to use it again');
       if (key.expiresAt && key.expiresAt.getTime() <= now) throw new ApiError(401, 'key_expired', 'This API key has expired');
       if (organizationStatus !== 'active') throw new ApiError(401, 'account_suspended', 'The account this key belongs to is suspended');
-      this.usedKeys.set(key.id, now);
+      if (this.options.recordKeyUse) this.usedKeys.set(key.id, now);
       return entry.credential;
     }
     const { session } = entry.record;

@@ -68,3 +68,11 @@ export const forbidden = (code: string, message: string) => new ApiError(403, co
 export const notFound = (code: string, message: string, param: string | null = null) =>
   new ApiError(404, code, message, { param });
 export const conflict = (code: string, message: string) => new ApiError(409, code, message);
+
+/** Thrown when the client went away: nothing is sent, everything held is released by the caller. */
+export class ClientGoneError extends Error {
+  constructor() {
+    super('client disconnected');
+    this.name = 'ClientGoneError';
+  }
+}

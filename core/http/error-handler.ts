@@ -1,14 +1,9 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
-import { ApiError } from '../errors.ts';
+import { ApiError, ClientGoneError } from '../errors.ts';
 
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
-/**
- * Every failure leaves in the spec's envelope: our ApiErrors as they are, Fastify's own errors
- * (bad JSON, too large, wrong content type) translated, unknown routes as 404, a known path with
- * the wrong method as 405 with Allow, and anything unexpected as a masked 500.
- */
 /** Router errors (bad percent-encoding, over-long path segments) that never reach a route. */
 export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   void reply.header('x-request-id', request.id);
@@ -16,8 +11,13 @@ export function frameworkErrorHandler(error: FastifyError, request: FastifyReque
   sendError(reply, new ApiError(error.statusCode && error.statusCode < 500 ? error.statusCode : 400, code, error.message));
 }
 
+/**
+ * Every failure leaves in the spec's envelope: our ApiErrors as they are, Fastify's own errors
+ * (bad JSON, too large, wrong content type) translated, unknown routes as 404, a known path with
+ * the wrong method as 405 with Allow, and anything unexpected as a masked 500.
+ */
 export function installErrorHandling(app: FastifyInstance): void {
-  // Only JSON bodies (and the multipart parsers routes add) are accepted; text/plain is a 415.
+  // Only JSON bodies are accepted; text/plain is a 415.
   app.removeContentTypeParser('text/plain');
   // A shadow router of every registered route, so the not-found handler can tell 404 from 405.
   const shadow = FindMyWay({ ignoreTrailingSlash: true });
@@ -56,7 +56,7 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 
 export function toApiError(error: unknown, request: FastifyRequest): ApiError {
   // The client went away: nobody reads this answer, and it is no server fault.
-  if (error instanceof Error && error.name === 'ClientGoneError') {
+  if (error instanceof ClientGoneError) {
     return new ApiError(499, 'client_closed_request', 'The client closed the request');
   }
   if (error instanceof ApiError) {

@@ -21,6 +21,8 @@ export interface ProjectPolicy {
 export class CapPolicies {
   private readonly accounts = new Map<string, Cached<AccountPolicy>>();
   private readonly projects = new Map<string, Cached<ProjectPolicy>>();
+  /** Reads under way: when an entry expires, the calls waiting on it share one query. */
+  private readonly loading = new Map<string, Promise<AccountPolicy | ProjectPolicy>>();
 
   constructor(
     private readonly identity: IdentityStores,
@@ -42,24 +44,35 @@ export class CapPolicies {
   async account(organizationId: string): Promise<AccountPolicy> {
     const hit = this.accountIfCached(organizationId);
     if (hit) return hit;
-    const organization = await this.identity.organizations.get(organizationId);
-    const value = { cap: organization?.spendCap ?? null, requestLogging: organization?.requestLogging ?? false };
-    this.accounts.set(organizationId, { value, until: this.now() + this.ttlMs });
-    return value;
+    return this.once(`account:${organizationId}`, async () => {
+      const organization = await this.identity.organizations.get(organizationId);
+      const value = { cap: organization?.spendCap ?? null, requestLogging: organization?.requestLogging ?? false };
+      this.accounts.set(organizationId, { value, until: this.now() + this.ttlMs });
+      return value;
+    });
   }
 
   async project(organizationId: string, projectId: string): Promise<ProjectPolicy> {
     const hit = this.projectIfCached(projectId);
     if (hit) return hit;
-    const project = await this.identity.projects.get(organizationId, projectId);
-    const value = { cap: project?.spendCap ?? null };
-    this.projects.set(projectId, { value, until: this.now() + this.ttlMs });
-    return value;
+    return this.once(`project:${projectId}`, async () => {
+      const project = await this.identity.projects.get(organizationId, projectId);
+      const value = { cap: project?.spendCap ?? null };
+      this.projects.set(projectId, { value, until: this.now() + this.ttlMs });
+      return value;
+    });
+  }
+
+  private once<T extends AccountPolicy | ProjectPolicy>(key: string, load: () => Promise<T>): Promise<T> {
+    const pending = this.loading.get(key) as Promise<T> | undefined;
+    if (pending) return pending;
+    const loaded = load().finally(() => this.loading.delete(key));
+    this.loading.set(key, loaded);
+    return loaded;
   }
 
   /** After an owner changes a setting on this replica: read it again now. */
-  forget(organizationId: string, projectId?: string): void {
+  forget(organizationId: string): void {
     this.accounts.delete(organizationId);
-    if (projectId) this.projects.delete(projectId);
   }
 }

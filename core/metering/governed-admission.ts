@@ -5,7 +5,7 @@ import { ApiError } from '../errors.ts';
 import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../inference-admission.ts';
 import { microsToUsd } from '../money.ts';
 import type { AllowanceTake, Coordination, GateRequest, GateResult, LeaseEntry, RateDecision, RateEntry } from '../ports/coordination.ts';
-import type { SpendCap, SpendReader, SpendWindows } from '../ports/identity.ts';
+import type { KeyRateLimits, SpendCap, SpendReader } from '../ports/identity.ts';
 import type { CreditLedger } from '../ports/metering.ts';
 import { periodStart } from '../time-windows.ts';
 import type { CapPolicies } from './cap-policies.ts';
@@ -14,11 +14,8 @@ import { rateLimitHeaders } from './rate-limit-headers.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import type { BudgetAlerts } from './budget-alerts.ts';
 
-export interface LimitSet {
-  requestsPerMinute: number | null;
-  tokensPerMinute: number | null;
-  concurrency: number | null;
-}
+/** A scope's rate limits; null means no limit. */
+export type LimitSet = KeyRateLimits;
 
 export interface GovernanceSettings {
   /** For keys that set none of their own. */
@@ -71,6 +68,21 @@ interface CapEntry {
   id: string;
   cap: SpendCap;
   counter: string;
+}
+
+/** What admit took for one call, kept until it is settled. */
+interface AdmittedCall {
+  request: AdmissionRequest;
+  sheet: PriceSheet;
+  takes: AllowanceTake[];
+  taken: number[];
+  tokens: RateEntry[];
+  tokenEstimate: number;
+  leaseKeys: string[];
+  leaseId: string;
+  caps: CapEntry[];
+  headers: Record<string, string>;
+  logBodies: boolean;
 }
 
 const PERIOD_WINDOW = { day: 'todayMicros', week: 'weekMicros', month: 'monthMicros', total: 'totalMicros' } as const;
@@ -269,31 +281,15 @@ export class GovernedAdmission implements InferenceAdmission {
   }
 
   private async spentInPeriod(cap: CapEntry): Promise<bigint> {
-    const now = this.deps.clock();
-    const read: Record<ScopeKind, (id: string, now: Date) => Promise<SpendWindows>> = {
-      key: (id, at) => this.deps.spend.forKey(id, at),
-      project: (id, at) => this.deps.spend.forProject(id, at),
-      account: (id, at) => this.deps.spend.forOrganization(id, at),
-    };
+    const { spend, clock } = this.deps;
     // Pending before the database, for the same reason as the credit seed.
     const pending = this.deps.writer.pendingMicros(cap.scope, cap.id);
-    const windows = await read[cap.scope](cap.id, now);
+    const windows =
+      cap.scope === 'key' ? await spend.forKey(cap.id, clock()) : cap.scope === 'project' ? await spend.forProject(cap.id, clock()) : await spend.forOrganization(cap.id, clock());
     return windows[PERIOD_WINDOW[cap.cap.period]] + pending;
   }
 
-  private admission(state: {
-    request: AdmissionRequest;
-    sheet: PriceSheet;
-    takes: AllowanceTake[];
-    taken: number[];
-    tokens: RateEntry[];
-    tokenEstimate: number;
-    leaseKeys: string[];
-    leaseId: string;
-    caps: CapEntry[];
-    headers: Record<string, string>;
-    logBodies: boolean;
-  }): Admission {
+  private admission(state: AdmittedCall): Admission {
     const { logger } = this.deps;
     const held = state.leaseKeys.length > 0 ? { keys: state.leaseKeys, leaseId: state.leaseId } : null;
     if (held) this.live.add(held);
@@ -319,7 +315,7 @@ export class GovernedAdmission implements InferenceAdmission {
 
   /** Not an async function: most calls have no alert cap to check, and then settling is one gate call. */
   private settle(
-    state: Parameters<GovernedAdmission['admission']>[0],
+    state: AdmittedCall,
     outcome: CallOutcome,
     createdAt: Date,
   ): Promise<void> {

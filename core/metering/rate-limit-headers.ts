@@ -1,7 +1,7 @@
 import type { RateDecision } from '../ports/coordination.ts';
 
 /** OpenAI's duration style: "120ms", "1.5s", "6m0s". */
-export function formatDuration(ms: number): string {
+function formatDuration(ms: number): string {
   const whole = Math.max(0, Math.ceil(ms));
   if (whole < 1000) return `${whole}ms`;
   const seconds = whole / 1000;

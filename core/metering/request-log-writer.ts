@@ -27,7 +27,8 @@ export class RequestLogWriter {
   private queue: RequestLogRow[] = [];
   private timer: NodeJS.Timeout | null = null;
   private flushing: Promise<void> | null = null;
-  private readonly stats: WriterStats = { queued: 0, written: 0, dropped: 0, failedFlushes: 0 };
+  /** Counted as they happen; `queued` is read off the queue in snapshot(). */
+  private readonly stats: Omit<WriterStats, 'queued'> = { written: 0, dropped: 0, failedFlushes: 0 };
   /** Cost queued but not yet stored, per account / project / key: what seeding must subtract. */
   private readonly pending: Record<PendingScope, Map<string, bigint>> = { account: new Map(), project: new Map(), key: new Map() };
 

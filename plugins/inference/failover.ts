@@ -3,6 +3,9 @@ import { UpstreamError } from '../../core/provider.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import type { RouteCandidate } from './route-planner.ts';
 import type { CallSignal } from '../../core/call-signal.ts';
+import { ClientGoneError } from '../../core/errors.ts';
+
+export { ClientGoneError };
 
 export interface FailoverSettings {
   maxAttempts: number;
@@ -17,14 +20,6 @@ export interface FailoverOutcome<T> {
   value: T;
   candidate: RouteCandidate;
   attempts: number;
-}
-
-/** Thrown when the client went away: nothing is sent, everything held is released by the caller. */
-export class ClientGoneError extends Error {
-  constructor() {
-    super('client disconnected');
-    this.name = 'ClientGoneError';
-  }
 }
 
 /** An ApiError that also says how many upstream attempts were made (for headers and logs). */

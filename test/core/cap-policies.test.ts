@@ -1,0 +1,52 @@
+import t from 'tap';
+import { CapPolicies } from '../../core/metering/cap-policies.ts';
+import type { IdentityStores } from '../../core/ports/identity.ts';
+
+/** Identity stores that answer from memory and count the reads CapPolicies makes. */
+function countingStores() {
+  const reads = { organizations: 0, projects: 0 };
+  const stores = {
+    organizations: {
+      async get() {
+        reads.organizations += 1;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return { spendCap: null, requestLogging: true };
+      },
+    },
+    projects: {
+      async get() {
+        reads.projects += 1;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        return { spendCap: null };
+      },
+    },
+  } as unknown as IdentityStores;
+  return { reads, stores };
+}
+
+t.test('calls that find a policy missing at the same moment share one read', async (t) => {
+  const { reads, stores } = countingStores();
+  const policies = new CapPolicies(stores, 1_000);
+  const accounts = await Promise.all(Array.from({ length: 20 }, () => policies.account('org')));
+  await Promise.all(Array.from({ length: 20 }, () => policies.project('org', 'project')));
+  t.equal(reads.organizations, 1);
+  t.equal(reads.projects, 1);
+  t.ok(accounts.every((policy) => policy.requestLogging === true));
+});
+
+t.test('an expired policy is read again, and forget() drops an account at once', async (t) => {
+  const { reads, stores } = countingStores();
+  let now = 0;
+  const policies = new CapPolicies(stores, 1_000, () => now);
+  await policies.account('org');
+  now = 500;
+  await policies.account('org');
+  t.equal(reads.organizations, 1, 'fresh within the TTL');
+  now = 1_500;
+  await policies.account('org');
+  t.equal(reads.organizations, 2, 'read again once expired');
+  policies.forget('org');
+  t.equal(policies.accountIfCached('org'), undefined);
+  await policies.account('org');
+  t.equal(reads.organizations, 3);
+});
