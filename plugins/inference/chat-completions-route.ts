@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError } from '../../core/errors.ts';
+import { ApiError, ClientGoneError } from '../../core/errors.ts';
 import type { Admission, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
 import type { GatewayMetrics } from '../../core/metrics.ts';
 import { CallSignal } from '../../core/call-signal.ts';
@@ -8,7 +8,7 @@ import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '
 import { toOpenAIUsage } from '../../providers/usage-format.ts';
 import { carriesContent, parseChatRequest, upstreamChatBody, type ParsedChatRequest } from './chat-request.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
-import { ClientGoneError, FailoverError, runWithFailover, type FailoverSettings } from './failover.ts';
+import { FailoverError, runWithFailover, type FailoverSettings } from './failover.ts';
 import type { InferenceConfig } from './inference-config.ts';
 import type { CatalogueModel, ModelCatalogue } from './model-catalogue.ts';
 import type { ProviderRegistry } from './provider-registry.ts';

@@ -1,11 +1,8 @@
-import { ApiError } from '../../core/errors.ts';
+import type { CallSignal } from '../../core/call-signal.ts';
+import { ApiError, ClientGoneError } from '../../core/errors.ts';
 import { UpstreamError } from '../../core/provider.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import type { RouteCandidate } from './route-planner.ts';
-import type { CallSignal } from '../../core/call-signal.ts';
-import { ClientGoneError } from '../../core/errors.ts';
-
-export { ClientGoneError };
 
 export interface FailoverSettings {
   maxAttempts: number;
