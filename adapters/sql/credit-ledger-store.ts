@@ -100,16 +100,19 @@ export class SqlCreditLedger implements CreditLedger {
 
 /** Moves the balance and writes its line; the UPDATE's row lock orders concurrent appends. */
 export async function appendLine(tx: Queryable, organizationId: string, line: NewLedgerLine): Promise<LedgerLine | null> {
-  await tx.query('INSERT INTO credit_balances (organization_id, balance_micros) VALUES ($1, 0) ON CONFLICT DO NOTHING', [organizationId]);
   if (line.reference) {
+    await tx.query('INSERT INTO credit_balances (organization_id, balance_micros) VALUES ($1, 0) ON CONFLICT DO NOTHING', [organizationId]);
     // Take the balance row lock before looking for the reference: a concurrent append of the same
     // reference has then committed, so it is seen here (a duplicate) instead of failing the insert.
     await tx.query('SELECT 1 FROM credit_balances WHERE organization_id = $1 FOR UPDATE', [organizationId]);
     const seen = await tx.query('SELECT 1 FROM credit_ledger WHERE organization_id = $1 AND kind = $2 AND reference = $3', [organizationId, line.kind, line.reference]);
     if (seen.rowCount > 0) return null;
   }
+  // One statement moves the balance, creating the row on an account's first line.
   const moved = await tx.query(
-    'UPDATE credit_balances SET balance_micros = balance_micros + $2, updated_at = now() WHERE organization_id = $1 RETURNING balance_micros',
+    `INSERT INTO credit_balances (organization_id, balance_micros) VALUES ($1, $2)
+     ON CONFLICT (organization_id) DO UPDATE SET balance_micros = credit_balances.balance_micros + EXCLUDED.balance_micros, updated_at = now()
+     RETURNING balance_micros`,
     [organizationId, line.amountMicros],
   );
   const balanceAfter = bigintOf(moved.rows[0]!, 'balance_micros');

@@ -97,13 +97,13 @@ export class SqlUsageRecorder implements UsageRecorder {
           coversEntries: total.calls,
         });
       }
-      for (const row of withBodies) {
-        if (!stored.has(row.id)) continue;
-        await tx.query('INSERT INTO request_log_bodies (request_id, request_body, response_body) VALUES ($1, $2::jsonb, $3::jsonb)', [
-          row.id,
-          jsonForStorage(row.bodies!.request),
-          jsonForStorage(row.bodies!.response),
-        ]);
+      // Bodies of the rows that were new, in one statement like the rows themselves.
+      const bodies = withBodies.filter((row) => stored.has(row.id)).map((row) => [row.id, row.bodies!.request ?? null, row.bodies!.response ?? null]);
+      if (bodies.length > 0) {
+        await tx.query(
+          'INSERT INTO request_log_bodies (request_id, request_body, response_body) SELECT b->>0, b->1, b->2 FROM jsonb_array_elements($1::jsonb) AS b',
+          [jsonForStorage(bodies)],
+        );
       }
       return fresh;
     });
