@@ -32,9 +32,9 @@ import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { Client } from 'undici';
 import { generateToken, SESSION_PREFIX } from '../core/secrets.ts';
+import { dropSchema } from '../test/helpers/databases.ts';
 import { isChildMessage, type ChildMessage, type ParentMessage } from './ipc.ts';
 import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
 
@@ -723,7 +723,7 @@ async function main(): Promise<void> {
     sampler?.stop();
     await stopChildren();
     rmSync(dataDir, { recursive: true, force: true });
-    if (DATABASE_URL) await dropBenchSchema(DATABASE_URL).catch((error: unknown) => log(`could not drop schema ${DATABASE_SCHEMA}: ${String(error)}`));
+    if (DATABASE_URL) await dropSchema(DATABASE_URL, DATABASE_SCHEMA).catch((error: unknown) => log(`could not drop schema ${DATABASE_SCHEMA}: ${String(error)}`));
   }
 
   if (PROFILE) {
@@ -735,16 +735,6 @@ async function main(): Promise<void> {
       log(`Gateway CPU profile: ${file.slice(REPO_ROOT.length)}`);
       printProfileSummary(summarizeProfile(file), log);
     }
-  }
-}
-
-async function dropBenchSchema(url: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(`DROP SCHEMA IF EXISTS "${DATABASE_SCHEMA}" CASCADE`);
-  } finally {
-    await client.end();
   }
 }
 

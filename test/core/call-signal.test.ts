@@ -53,9 +53,13 @@ t.test('onCancel listens to a CallSignal and to an AbortSignal alike', async (t)
   let count = 0;
   onCancel(call, () => (count += 1));
   onCancel(controller.signal, () => (count += 1));
-  const off = onCancel(new AbortController().signal, () => (count += 100));
-  off();
+  const removedFrom = new AbortController();
+  const removedFromCall = new CallSignal();
+  onCancel(removedFrom.signal, () => (count += 100))();
+  onCancel(removedFromCall, () => (count += 100))();
   call.abort('x');
   controller.abort('y');
-  t.equal(count, 2);
+  removedFrom.abort('z');
+  removedFromCall.abort('z');
+  t.equal(count, 2, 'removed listeners of either kind are not called');
 });

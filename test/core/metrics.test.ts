@@ -13,13 +13,14 @@ t.test('GET /metrics exposes gateway metrics in Prometheus format', async (t) =>
   t.equal(response.statusCode, 200);
   t.match(response.headers['content-type'], /text\/plain/);
   const body = response.body;
-  t.match(body, /svc_gateway_requests_total\{endpoint="\/v1\/chat\/completions",model="duo",status="2xx"\} 1/);
-  t.match(body, /svc_upstream_errors_total\{provider="primary",kind="server"\} 2/);
+  t.match(body, /svc_gateway_requests_total\{endpoint="\/v1\/chat\/completions",model="duo",status="2xx"\} 1\n/);
+  t.match(body, /svc_upstream_errors_total\{provider="primary",kind="server"\} 2\n/);
   t.match(body, /svc_gateway_request_duration_seconds_bucket/);
-  t.match(body, /svc_gateway_time_to_first_token_seconds_count\{model="mock-small"\} 1/);
+  t.match(body, /svc_gateway_time_to_first_token_seconds_count\{model="mock-small"\} 1\n/);
   t.match(body, /svc_gateway_tokens_total\{model="duo",kind="input"\}/);
   t.match(body, /svc_request_log_queue_depth/);
-  t.match(body, /svc_limiter_rejections_total|svc_gateway_cost_usd_total/);
+  t.match(body, /# TYPE svc_limiter_rejections_total counter\n/);
+  t.match(body, /svc_gateway_cost_usd_total\{model="duo"\} \d/);
 });
 
 t.test('GET /metrics needs the operator token when one is configured', async (t) => {
