@@ -58,7 +58,7 @@ function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
   };
 }
 
-function failureOutcome(error: unknown, started: number, base: Partial<CallOutcome>): CallOutcome {
+function failureOutcome(error: unknown, started: number): CallOutcome {
   const gone = error instanceof ClientGoneError;
   return {
     status: gone ? 499 : error instanceof ApiError ? error.status : 500,
@@ -69,12 +69,19 @@ function failureOutcome(error: unknown, started: number, base: Partial<CallOutco
     attempts: error instanceof FailoverError ? error.attempts : 0,
     latencyMs: Math.round(performance.now() - started),
     ttftMs: null,
-    ...base,
   };
+}
+
+/** Before anything reached the client: settle the call as failed, keep its rate-limit headers, rethrow for the error envelope. */
+function failBeforeResponse(reply: FastifyReply, call: CallContext, error: unknown): never {
+  call.admission.finish(failureOutcome(error, call.started));
+  void reply.headers(call.admission.headers);
+  throw error;
 }
 
 export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRouteDeps): void {
   const settings: FailoverSettings = deps.config.failover;
+  const onAttemptFailed = (candidate: RouteCandidate, error: UpstreamError) => deps.metrics.upstreamError(candidate.provider.name, error.kind);
 
   app.post(ENDPOINT, { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async (request, reply) => {
     const body = parseChatRequest(request.body);
@@ -100,7 +107,6 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
     };
     const started = performance.now();
     const signal = clientSignal(reply);
-    const onAttemptFailed = (candidate: RouteCandidate, error: UpstreamError) => deps.metrics.upstreamError(candidate.provider.name, error.kind);
     const call: CallContext = { deps, body, model, candidates, admission, started, signal, settings, onAttemptFailed };
     return stream ? streamCompletion(request, reply, call) : completeOnce(request, reply, call);
   });
@@ -141,9 +147,7 @@ async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: 
     void reply.headers(admission.headers).header('x-svc-provider', outcome.candidate.provider.name).header('x-svc-attempts', String(outcome.attempts));
     return reply.send({ ...completion, model: model.id, usage: completion.usage ?? toOpenAIUsage(usage) });
   } catch (error) {
-    admission.finish(failureOutcome(error, started, {}));
-    void reply.headers(admission.headers);
-    throw error;
+    failBeforeResponse(reply, call, error);
   }
 }
 
@@ -208,9 +212,7 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
       onAttemptFailed: call.onAttemptFailed,
     });
   } catch (error) {
-    admission.finish(failureOutcome(error, started, {}));
-    void reply.headers(admission.headers);
-    throw error;
+    failBeforeResponse(reply, call, error);
   }
 
   reply.hijack();

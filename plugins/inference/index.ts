@@ -54,8 +54,8 @@ export const inferencePlugin = definePlugin({
     // Every plugin has registered by now, so a metering plugin's binding is visible here.
     const admission = container.tryResolve(InferenceAdmissionToken) ?? openAdmission;
     // Responses that took nothing from the limits (model lists, refusals before admission) still
-    // say where the caller stands.
-    app.addHook('onSend', (request, reply, payload, done) => {
+    // say where the caller stands. Without a metering plugin there are no limits to tell of.
+    if (admission !== openAdmission) app.addHook('onSend', (request, reply, payload, done) => {
       if (!request.credential || reply.hasHeader('x-ratelimit-limit-requests') || reply.hasHeader('x-ratelimit-limit-tokens')) return done(null, payload);
       admission.peekHeaders(request.credential).then(
         (headers) => {

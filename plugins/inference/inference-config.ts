@@ -104,5 +104,3 @@ export const inferenceConfigSchema = z
 
 export type InferenceConfig = z.output<typeof inferenceConfigSchema>;
 export type ModelConfig = z.output<typeof modelSchema>;
-export type RouteConfig = z.output<typeof routeSchema>;
-export type ProviderEntry = z.output<typeof providerEntrySchema>;

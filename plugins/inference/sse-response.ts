@@ -6,20 +6,13 @@ import type { ServerResponse } from 'node:http';
  * 'drain' instead of buffering the whole stream in memory.
  */
 export class SseResponse {
-  private opened = false;
-
   constructor(private readonly raw: ServerResponse) {}
-
-  get isOpen(): boolean {
-    return this.opened;
-  }
 
   get clientGone(): boolean {
     return this.raw.destroyed || this.raw.writableEnded;
   }
 
   open(headers: Record<string, string | number | string[] | undefined>): void {
-    this.opened = true;
     this.raw.writeHead(200, {
       ...headers,
       'content-type': 'text/event-stream; charset=utf-8',
