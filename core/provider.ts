@@ -206,3 +206,8 @@ export class UpstreamError extends Error {
 export function emptyUsage(): Usage {
   return { inputTokens: 0, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 0, reasoningTokens: 0, estimated: false };
 }
+
+/** Usage counted locally because the upstream reported none: marked estimated. */
+export function estimatedUsage(inputTokens: number, outputTokens: number): Usage {
+  return { inputTokens, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens, reasoningTokens: 0, estimated: true };
+}

@@ -3,7 +3,7 @@ import { ApiError, ClientGoneError } from '../../core/errors.ts';
 import type { Admission, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
 import type { GatewayMetrics } from '../../core/metrics.ts';
 import { CallSignal } from '../../core/call-signal.ts';
-import { UpstreamError, type CallOptions, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
+import { estimatedUsage, UpstreamError, type CallOptions, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
 import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
 import { toOpenAIUsage } from '../../providers/usage-format.ts';
 import { carriesContent, parseChatRequest, upstreamChatBody, type ParsedChatRequest } from './chat-request.ts';
@@ -296,12 +296,5 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
 
 /** When a stream broke before its usage arrived: what was sent, counted locally. */
 function partialUsage(body: ParsedChatRequest, outputBytes: number): Usage {
-  return {
-    inputTokens: estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]),
-    cachedInputTokens: 0,
-    cacheWriteTokens: 0,
-    outputTokens: tokensFromUtf8Bytes(outputBytes),
-    reasoningTokens: 0,
-    estimated: true,
-  };
+  return estimatedUsage(estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]), tokensFromUtf8Bytes(outputBytes));
 }

@@ -1,4 +1,5 @@
 import {
+  estimatedUsage,
   UpstreamError,
   type CallOptions,
   type Capability,
@@ -101,14 +102,7 @@ export class AnthropicProvider implements Provider {
     if (!translator.finished) throw protocolError(this.errors, 'the stream ended before the message was finished');
     yield {
       type: 'usage',
-      usage: translator.usage() ?? {
-        inputTokens: estimateChatInputTokens(body),
-        cachedInputTokens: 0,
-        cacheWriteTokens: 0,
-        outputTokens: tokensFromUtf8Bytes(translator.outputBytes),
-        reasoningTokens: 0,
-        estimated: true,
-      },
+      usage: translator.usage() ?? estimatedUsage(estimateChatInputTokens(body), tokensFromUtf8Bytes(translator.outputBytes)),
     };
   }
 

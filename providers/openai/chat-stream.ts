@@ -1,4 +1,4 @@
-import type { ChatCompletionChunk, ChatRequestBody, ChatStreamEvent, Usage } from '../../core/provider.ts';
+import { estimatedUsage, type ChatCompletionChunk, type ChatRequestBody, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
 import { readSse } from '../http/sse-reader.ts';
 import { errorFromInBand, kindForErrorType, protocolError, toUpstreamError, type ErrorContext } from '../http/upstream-errors.ts';
 import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../token-estimate.ts';
@@ -57,13 +57,6 @@ export async function* openAIChatEvents(
 
   yield {
     type: 'usage',
-    usage: usage ?? {
-      inputTokens: estimateChatInputTokens(request),
-      cachedInputTokens: 0,
-      cacheWriteTokens: 0,
-      outputTokens: tokensFromUtf8Bytes(bytesOut),
-      reasoningTokens: 0,
-      estimated: true,
-    },
+    usage: usage ?? estimatedUsage(estimateChatInputTokens(request), tokensFromUtf8Bytes(bytesOut)),
   };
 }

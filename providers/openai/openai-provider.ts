@@ -1,15 +1,16 @@
-import type {
-  CallOptions,
-  Capability,
-  ChatCompletion,
-  ChatRequestBody,
-  ChatResult,
-  ChatStreamEvent,
-  EmbeddingsRequestBody,
-  EmbeddingsResult,
-  JsonObject,
-  Provider,
-  ProviderContext,
+import {
+  estimatedUsage,
+  type CallOptions,
+  type Capability,
+  type ChatCompletion,
+  type ChatRequestBody,
+  type ChatResult,
+  type ChatStreamEvent,
+  type EmbeddingsRequestBody,
+  type EmbeddingsResult,
+  type JsonObject,
+  type Provider,
+  type ProviderContext,
 } from '../../core/provider.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
 import { errorFromInBand, kindForErrorType, protocolError, type ErrorContext } from '../http/upstream-errors.ts';
@@ -77,14 +78,7 @@ export class OpenAIProvider implements Provider {
     if (completion === null || typeof completion !== 'object' || !Array.isArray(completion.choices)) {
       throw protocolError(this.errors, 'upstream answered without choices', completion);
     }
-    const usage = usageFromOpenAI(completion.usage) ?? {
-      inputTokens: estimateChatInputTokens(body),
-      cachedInputTokens: 0,
-      cacheWriteTokens: 0,
-      outputTokens: estimateOutputTokens(completionOutput(completion)),
-      reasoningTokens: 0,
-      estimated: true,
-    };
+    const usage = usageFromOpenAI(completion.usage) ?? estimatedUsage(estimateChatInputTokens(body), estimateOutputTokens(completionOutput(completion)));
     return { completion, usage };
   }
 
@@ -113,14 +107,7 @@ export class OpenAIProvider implements Provider {
     if (result === null || typeof result !== 'object' || !Array.isArray(result['data'])) {
       throw protocolError(this.errors, 'upstream answered embeddings without data', result);
     }
-    const usage = usageFromOpenAIEmbeddings(result['usage']) ?? {
-      inputTokens: estimateEmbeddingInputTokens(body.input),
-      cachedInputTokens: 0,
-      cacheWriteTokens: 0,
-      outputTokens: 0,
-      reasoningTokens: 0,
-      estimated: true,
-    };
+    const usage = usageFromOpenAIEmbeddings(result['usage']) ?? estimatedUsage(estimateEmbeddingInputTokens(body.input), 0);
     return { body: result, usage };
   }
 
