@@ -6,5 +6,5 @@ export async function createCoordination(config: AppConfig['storage']['coordinat
   if (config.driver === 'memory') return createMemoryCoordination();
   // Imported on use, so a single-process deployment never loads the Redis client.
   const { createRedisCoordination } = await import('./redis/redis-coordination.ts');
-  return createRedisCoordination({ url: config.url, keyPrefix: config.keyPrefix });
+  return createRedisCoordination({ url: config.url, keyPrefix: config.keyPrefix, recoveryWindowMs: config.recoveryWindowMs });
 }

@@ -1,4 +1,4 @@
-import type { AdmissionGate, GateRequest, GateResult, GateSettlement } from '../../core/ports/coordination.ts';
+import type { AdmissionGate, GateRecovery, GateRequest, GateResult, GateSettlement } from '../../core/ports/coordination.ts';
 import type { MemoryAllowances } from './memory-allowances.ts';
 import type { MemoryLeaseStore } from './memory-leases.ts';
 import type { MemoryRateLimiter } from './memory-rate-limiter.ts';
@@ -9,6 +9,12 @@ import { wholeTtlMs } from './ttl.ts';
  * only when all of them pass, in one synchronous pass, so nothing else runs in between.
  */
 export class MemoryAdmissionGate implements AdmissionGate {
+  /** This process is the only replica and its counters vanish only by idling out: nobody else holds money. */
+  readonly recovery: GateRecovery = {
+    setOutstandingSource: () => undefined,
+    othersOutstanding: async () => 0,
+  };
+
   constructor(
     private readonly rates: MemoryRateLimiter,
     private readonly leases: MemoryLeaseStore,

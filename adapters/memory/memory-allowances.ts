@@ -42,7 +42,8 @@ export class MemoryAllowances implements AllowanceStore {
     for (let i = 0; i < entries.length; i += 1) {
       const entry = entries[i]!;
       assertAllowanceAmount(entry.amount, 'take');
-      const left = counters[i]!.value - (pending.get(entry.key) ?? 0);
+      if (entry.headroom !== undefined) assertAllowanceAmount(entry.headroom, 'headroom');
+      const left = counters[i]!.value + (entry.headroom ?? 0) - (pending.get(entry.key) ?? 0);
       const amount = entry.shrink ? Math.min(entry.amount, Math.max(left, 0)) : entry.amount;
       if (entry.shrink ? left <= 0 && entry.amount > 0 : left < entry.amount) {
         return { result: { ok: false, reason: 'insufficient', key: entry.key, remaining: left }, pending };

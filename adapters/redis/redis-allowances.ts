@@ -26,7 +26,8 @@ export class RedisAllowances implements AllowanceStore {
     const args = [String(ttl)];
     for (const entry of entries) {
       assertAllowanceAmount(entry.amount, 'take');
-      args.push(String(entry.amount), entry.shrink ? '1' : '0');
+      if (entry.headroom !== undefined) assertAllowanceAmount(entry.headroom, 'headroom');
+      args.push(String(entry.amount), entry.shrink ? '1' : '0', String(entry.headroom ?? 0));
     }
     const reply = integerReply(await runScript(this.client, ALLOWANCE_TAKE, entries.map((e) => this.key(e.key)), args), ALLOWANCE_TAKE);
     const [status, ...rest] = reply;

@@ -16,7 +16,16 @@ export interface RedisCoordinationOptions {
    * key; channels are `<prefix>ch:<channel>`.
    */
   keyPrefix?: string;
+  /**
+   * After the server lost its data, how long admissions wait for every replica to report the
+   * money its calls in flight hold (default 5 s; see GateRecovery in core/ports/coordination.ts).
+   * Replicas look for a lost store four times per window.
+   */
+  recoveryWindowMs?: number;
 }
+
+/** Reports of outstanding money outlive their last refresh by this much: longer than any call runs. */
+const OUTSTANDING_TTL_MS = 60 * 60_000;
 
 /**
  * Coordination shared by every replica through one Redis server. Resolves once connected and the
@@ -42,16 +51,18 @@ export async function createRedisCoordination(options: RedisCoordinationOptions)
     return subscriber;
   });
 
+  const gate = new RedisAdmissionGate(client, prefix, { recoveryWindowMs: options.recoveryWindowMs ?? 5_000, outstandingTtlMs: OUTSTANDING_TTL_MS });
   let closing: Promise<void> | undefined;
   return {
     kind: 'redis',
-    gate: new RedisAdmissionGate(client, prefix),
+    gate,
     rateLimiter: new RedisRateLimiter(client, prefix),
     allowances: new RedisAllowances(client, prefix),
     leases: new RedisLeaseStore(client, prefix),
     cache: new RedisCache(client, prefix),
     pubsub,
     close() {
+      gate.close();
       closing ??= Promise.all([pubsub.close(closeClient), closeClient(client)]).then(() => undefined);
       return closing;
     },

@@ -263,8 +263,10 @@ return value
 
 /** Allowance counters: integer strings; a missing counter must be seeded from the durable store first. */
 const ALLOWANCE_FUNCTIONS = `
--- Works out count takes from KEYS[first] with (amount, shrink) pairs from ARGV[arg], writing
--- nothing. Returns 'missing', positions | 'short', position, left | 'ok', pending (key -> amount), taken.
+-- Works out count takes from KEYS[first] with (amount, shrink, headroom) triples from ARGV[arg],
+-- writing nothing. What is left is the counter plus its headroom (a spend cap's counter holds minus
+-- the period's spend, and the cap comes as headroom). Returns 'missing', positions |
+-- 'short', position, left | 'ok', pending (key -> amount), taken.
 local function allowance_check(first, count, arg)
   local values, missing = {}, {}
   for j = 1, count do
@@ -275,9 +277,9 @@ local function allowance_check(first, count, arg)
   local pending, taken = {}, {}
   for j = 1, count do
     local key = KEYS[first + j - 1]
-    local amount = tonumber(ARGV[arg + 2 * (j - 1)])
-    local shrink = ARGV[arg + 2 * (j - 1) + 1] == '1'
-    local left = values[j] - (pending[key] or 0)
+    local amount = tonumber(ARGV[arg + 3 * (j - 1)])
+    local shrink = ARGV[arg + 3 * (j - 1) + 1] == '1'
+    local left = values[j] + tonumber(ARGV[arg + 3 * (j - 1) + 2]) - (pending[key] or 0)
     local take = amount
     if shrink then
       if left <= 0 and amount > 0 then return 'short', j, left end
@@ -311,11 +313,11 @@ end
 `;
 
 /**
- * Allowance take: KEYS are counters, ARGV = ttl, then (amount, shrink) per key. Replies
+ * Allowance take: KEYS are counters, ARGV = ttl, then (amount, shrink, headroom) per key. Replies
  * {0, missingIndexes...} when a counter is missing, {-1, index, remaining} when one is short, or
  * {1, taken...}. Checks everything before writing anything: all or nothing.
  */
-export const ALLOWANCE_TAKE = lua('svc_allowance_take_v2', `
+export const ALLOWANCE_TAKE = lua('svc_allowance_take_v3', `
 ${ALLOWANCE_FUNCTIONS}
 local status, a, b = allowance_check(1, #KEYS, 2)
 if status == 'missing' then
@@ -331,40 +333,75 @@ return reply
 `);
 
 /** Allowance give: ARGV = ttl, then an amount per key; counters that do not exist stay absent. */
-export const ALLOWANCE_GIVE = lua('svc_allowance_give_v2', `
+export const ALLOWANCE_GIVE = lua('svc_allowance_give_v3', `
 ${ALLOWANCE_FUNCTIONS}
 allowance_give(1, #KEYS, 2, ARGV[1])
 return 1
 `);
 
 /** Gate replies: the first word. */
-export const GATE_STATUS = { admitted: 1, requests: 2, concurrency: 3, tokens: 4, missing: 5, short: 6 } as const;
+export const GATE_STATUS = { admitted: 1, requests: 2, concurrency: 3, tokens: 4, missing: 5, short: 6, reset: 7 } as const;
+
+/**
+ * The store's epoch: a value set once and never expiring, so its absence means the server lost its
+ * data (restarted without persistence, failed over to an empty replica, evicted keys). Whoever
+ * notices first starts a new epoch (the server's clock in µs) whose admissions wait until a
+ * recovery window has passed, giving every replica time to report what it holds. Returns nil when
+ * the caller's epoch is current, else the current epoch and the milliseconds until it admits.
+ */
+const EPOCH_FUNCTIONS = `
+local function epoch_fence(epoch_key, ready_key, known, window)
+  local epoch = redis.call('GET', epoch_key)
+  if epoch == known then return nil end
+  if not epoch then
+    epoch = time[1] .. string.format('%06d', tonumber(time[2]))
+    redis.call('SET', epoch_key, epoch)
+    redis.call('SET', ready_key, now_ms + tonumber(window))
+  end
+  local ready = tonumber(redis.call('GET', ready_key) or '0')
+  return { tonumber(epoch), ready - now_ms }
+end
+`;
+
+/** KEYS: epoch, ready. ARGV: the caller's epoch, recovery window. Replies {0} or {1, epoch, msUntilReady}. */
+export const EPOCH_CHECK = lua('svc_epoch_check_v1', `
+${CLOCK}
+${EPOCH_FUNCTIONS}
+local changed = epoch_fence(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+if changed then return { 1, changed[1], changed[2] } end
+return { 0 }
+`);
 
 /**
  * The admission gate in one script. KEYS: request buckets, token buckets, lease keys, allowance
- * counters. ARGV: the four counts, leaseId, lease ttlMs, counter ttlMs, then (limit, periodMs,
- * cost) per request and token bucket, the limit per lease key, (amount, shrink) per counter.
- * Checks in the order requests, concurrency, tokens, money and writes only when all pass.
+ * counters, then the epoch and its ready time. ARGV: the four counts, leaseId, lease ttlMs,
+ * counter ttlMs, the caller's epoch, the recovery window, then (limit, periodMs, cost) per request
+ * and token bucket, the limit per lease key, (amount, shrink, headroom) per counter.
+ * Fences on the epoch first (reset: { status, epoch, msUntilReady }), then checks in the order
+ * requests, concurrency, tokens, money and writes only when all pass.
  * Replies { status, detail, detail, (remaining, resetMs, retryAfterMs) per bucket, tail... } with
  * the statuses of GATE_STATUS: admitted (tail: taken per counter), concurrency (detail: position
  * of the full lease key), missing (tail: positions of missing counters), short (details: position
  * and what is left).
  */
-export const GATE_ADMIT = lua('svc_gate_admit_v1', `
+export const GATE_ADMIT = lua('svc_gate_admit_v2', `
 ${FORMAT}
 ${CLOCK}
 ${GCRA_FUNCTIONS}
 ${LEASE_FUNCTIONS}
 ${ALLOWANCE_FUNCTIONS}
+${EPOCH_FUNCTIONS}
+local changed = epoch_fence(KEYS[#KEYS - 1], KEYS[#KEYS], ARGV[8], ARGV[9])
+if changed then return { ${GATE_STATUS.reset}, changed[1], changed[2] } end
 local nr, nt, nl, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local id, lease_ttl, counter_ttl = ARGV[5], tonumber(ARGV[6]), ARGV[7]
-local tok_arg = 8 + 3 * nr
+local tok_arg = 10 + 3 * nr
 local lease_arg = tok_arg + 3 * nt
 local allow_arg = lease_arg + nl
 local tok_key = 1 + nr
 local lease_key = tok_key + nt
 local allow_key = lease_key + nl
-local req_ok, req_pending, req_attempts = gcra_check(1, nr, 8)
+local req_ok, req_pending, req_attempts = gcra_check(1, nr, 10)
 local tok_ok, tok_pending, tok_attempts = gcra_check(tok_key, nt, tok_arg)
 local function reply(status, a, b, taken, tail)
   local out = { status, a, b }
@@ -405,6 +442,7 @@ return 1
 
 export const ALL_SCRIPTS: readonly LuaScript[] = [
   GATE_ADMIT,
+  EPOCH_CHECK,
   GATE_SETTLE,
   ALLOWANCE_TAKE,
   ALLOWANCE_GIVE,

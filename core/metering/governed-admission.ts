@@ -61,6 +61,8 @@ interface ScopePlan {
   leases: LeaseEntry[];
   leaseKeys: string[];
   creditKey: string;
+  /** Outstanding-money scopes of this credential's calls (see GovernedAdmission.inflight). */
+  scopes: string[];
 }
 
 interface CapEntry {
@@ -72,6 +74,10 @@ interface CapEntry {
 
 /** What admit took for one call, kept until it is settled. */
 interface AdmittedCall {
+  /** The scopes (`key:<id>`, `project:<id>`, `account:<id>`) whose outstanding money holds this call's reservation. */
+  scopes: string[];
+  /** What the reservation counts as outstanding in each of them until the call is settled. */
+  reserved: number;
   request: AdmissionRequest;
   sheet: PriceSheet;
   takes: AllowanceTake[];
@@ -104,23 +110,51 @@ const tooMany = (message: string, retryAfterMs: number, headers: Record<string, 
  * request-log row.
  */
 export class GovernedAdmission implements InferenceAdmission {
-  /** Leases of calls still running; one timer renews them all (long streams keep their slot). */
-  private readonly live = new Set<{ keys: string[]; leaseId: string }>();
+  /**
+   * Calls still running: one timer renews their leases (long streams keep their slot) and keeps
+   * their money counters from idling out while they hold a reservation in them.
+   */
+  private readonly live = new Set<{ keys: string[]; leaseId: string; counters: string[] }>();
+  /**
+   * Micro-USD reserved by calls in flight, per scope. Seeding a missing counter adds it (with what
+   * the request-log writer has not stored yet), so a counter re-created while calls run (idle
+   * expiry, a cap's new period, a coordination store that lost its data) still holds their
+   * reservations; the gate reports it to other replicas when its store loses its data.
+   */
+  private readonly inflight = new Map<string, number>();
   private heartbeat: NodeJS.Timeout | null = null;
   /** Lease ids: unique per process (random prefix) without a random draw per call. */
   private readonly leasePrefix = randomUUID();
   private leaseSequence = 0;
   private readonly plans = new WeakMap<Credential, ScopePlan>();
 
-  constructor(private readonly deps: GovernanceDeps) {}
+  constructor(private readonly deps: GovernanceDeps) {
+    deps.coordination.gate.recovery.setOutstandingSource(() => this.outstanding());
+  }
 
-  /** Starts renewing live leases; a crashed process's leases lapse on their own TTL. */
+  /** Starts renewing live leases and counters; a crashed process's leases lapse on their own TTL. */
   start(): void {
     const { coordination, settings } = this.deps;
     this.heartbeat ??= setInterval(() => {
-      for (const lease of this.live) void coordination.leases.renew(lease.keys, lease.leaseId, settings.leaseTtlMs).catch(() => undefined);
+      const counters = new Set<string>();
+      for (const call of this.live) {
+        if (call.keys.length > 0) void coordination.leases.renew(call.keys, call.leaseId, settings.leaseTtlMs).catch(() => undefined);
+        for (const counter of call.counters) counters.add(counter);
+      }
+      // Giving nothing refreshes a counter's TTL: one that idled out mid-call would be re-seeded without other replicas' reservations.
+      if (counters.size > 0) void coordination.allowances.give([...counters].map((key) => ({ key, amount: 0 })), settings.counterTtlMs).catch(() => undefined);
     }, Math.max(1000, Math.floor(settings.leaseTtlMs / 3)));
     this.heartbeat.unref();
+  }
+
+  /** This replica's outstanding micro-USD per scope: reservations in flight plus cost not yet in the request log. */
+  private outstanding(): Map<string, number> {
+    const totals = new Map(this.inflight);
+    this.deps.writer.forEachPending((scope, id, micros) => {
+      const key = `${scope}:${id}`;
+      totals.set(key, (totals.get(key) ?? 0) + Number(micros));
+    });
+    return totals;
   }
 
   stop(): void {
@@ -150,7 +184,7 @@ export class GovernedAdmission implements InferenceAdmission {
     const account = policies.accountIfCached(credential.organizationId) ?? (await policies.account(credential.organizationId));
     const caps = await this.capsOf(credential, account.cap);
     const takes: AllowanceTake[] = [{ key: plan.creditKey, amount: estimate, shrink: true }];
-    for (const entry of caps) if (entry.cap.mode === 'blocking') takes.push({ key: entry.counter, amount: estimate, shrink: false });
+    for (const entry of caps) if (entry.cap.mode === 'blocking') takes.push({ key: entry.counter, amount: estimate, shrink: false, headroom: Number(entry.cap.limitMicros) });
     const leaseId = `${this.leasePrefix}:${(this.leaseSequence += 1)}`;
     const gate: GateRequest = { requests: plan.requests, leases: plan.leases, leaseId, leaseTtlMs: settings.leaseTtlMs, tokens, takes, counterTtlMs: settings.counterTtlMs };
 
@@ -163,7 +197,7 @@ export class GovernedAdmission implements InferenceAdmission {
     // Refusals report the token family too when a limit is set (absent means "not measured").
     const headers = rateLimitHeaders(result.requests, result.tokens);
     if (!result.ok) throw this.refusal(result, { headers, tokens, tokenEstimate, caps, estimate });
-    return this.admission({ request, sheet, takes, taken: result.taken, tokens, tokenEstimate, leaseKeys: plan.leaseKeys, leaseId, caps, headers, logBodies: account.requestLogging });
+    return this.admission({ scopes: plan.scopes, reserved: estimate, request, sheet, takes, taken: result.taken, tokens, tokenEstimate, leaseKeys: plan.leaseKeys, leaseId, caps, headers, logBodies: account.requestLogging });
   }
 
   private refusal(
@@ -231,7 +265,7 @@ export class GovernedAdmission implements InferenceAdmission {
       scopes.push({ kind: 'project', id: credential.projectId, limits: settings.project });
     }
     scopes.push({ kind: 'account', id: credential.organizationId, limits: settings.account });
-    const plan: ScopePlan = { requests: [], tokenBuckets: [], leases: [], leaseKeys: [], creditKey: `credit:${credential.organizationId}` };
+    const plan: ScopePlan = { requests: [], tokenBuckets: [], leases: [], leaseKeys: [], creditKey: `credit:${credential.organizationId}`, scopes: scopes.map(({ kind, id }) => `${kind}:${id}`) };
     for (const { kind, id, limits } of scopes) {
       if (limits.requestsPerMinute) plan.requests.push({ key: `rpm:${kind}:${id}`, limit: limits.requestsPerMinute, periodMs: MINUTE, cost: 1 });
       if (limits.tokensPerMinute) plan.tokenBuckets.push({ key: `tpm:${kind}:${id}`, limit: limits.tokensPerMinute, periodMs: MINUTE });
@@ -246,9 +280,10 @@ export class GovernedAdmission implements InferenceAdmission {
     const entries: CapEntry[] = [];
     const add = (scope: ScopeKind, id: string, cap: SpendCap | null) => {
       if (!cap) return;
-      // The limit and period start are part of the name: a new period or a changed cap starts a fresh counter.
+      // The period and its start are part of the name, the cap's size is not (it is the take's
+      // headroom): a new period starts a fresh counter, a changed cap keeps every reservation.
       const start = periodStart(cap.period, this.deps.clock()).getTime();
-      entries.push({ scope, id, cap, counter: `cap:${scope}:${id}:${cap.period}:${start}:${cap.limitMicros}` });
+      entries.push({ scope, id, cap, counter: `cap:${scope}:${id}:${cap.period}:${start}` });
     };
     if (credential.kind === 'key') {
       const { policies } = this.deps;
@@ -260,39 +295,54 @@ export class GovernedAdmission implements InferenceAdmission {
     return entries;
   }
 
-  /** Creates a missing counter from the durable store: ledger balance or spend in the cap's period. */
+  /**
+   * Creates a missing counter from the durable store (ledger balance, or spend in the cap's
+   * period) less everything it does not know yet: rows the writer has not stored, reservations of
+   * calls in flight here, and what other replicas reported after the coordination store lost its
+   * data. A cap's counter holds minus the spend; its take adds the cap as headroom.
+   */
   private async seed(key: string, caps: CapEntry[], credential: Credential): Promise<void> {
-    const { writer } = this.deps;
-    const { allowances } = this.deps.coordination;
+    const { allowances, gate } = this.deps.coordination;
     const ttl = this.deps.settings.counterTtlMs;
     if (key.startsWith('credit:')) {
       await this.deps.ledger.ensureAccount(credential.organizationId, this.deps.settings.initialCreditMicros);
-      // Pending first, then the ledger: a flush committing in between is then counted twice (the
-      // safe way round) rather than not at all.
-      const pending = writer.pendingMicros('account', credential.organizationId);
+      // Outstanding first, then the ledger: a flush or a settlement in between is then counted
+      // twice (the safe way round) rather than not at all.
+      const scope = `account:${credential.organizationId}`;
+      const outstanding = this.localOutstanding('account', credential.organizationId) + (await gate.recovery.othersOutstanding(scope));
       const balance = (await this.deps.ledger.balance(credential.organizationId)) ?? 0n;
-      await allowances.seed(key, Number(balance - pending), ttl);
+      await allowances.seed(key, Number(balance) - outstanding, ttl);
       return;
     }
     const cap = caps.find((c) => c.counter === key);
     if (!cap) return;
-    const spent = await this.spentInPeriod(cap);
-    await allowances.seed(key, Number(cap.cap.limitMicros - spent), ttl);
+    const outstanding = this.localOutstanding(cap.scope, cap.id) + (await gate.recovery.othersOutstanding(`${cap.scope}:${cap.id}`));
+    const spent = await this.durableSpentInPeriod(cap);
+    await allowances.seed(key, -(Number(spent) + outstanding), ttl);
   }
 
-  private async spentInPeriod(cap: CapEntry): Promise<bigint> {
+  private localOutstanding(scope: ScopeKind, id: string): number {
+    return (this.inflight.get(`${scope}:${id}`) ?? 0) + Number(this.deps.writer.pendingMicros(scope, id));
+  }
+
+  private durableSpentInPeriod(cap: CapEntry): Promise<bigint> {
     const { spend, clock } = this.deps;
+    const windows = cap.scope === 'key' ? spend.forKey(cap.id, clock()) : cap.scope === 'project' ? spend.forProject(cap.id, clock()) : spend.forOrganization(cap.id, clock());
+    return windows.then((w) => w[PERIOD_WINDOW[cap.cap.period]]);
+  }
+
+  /** Spent in the cap's period, the writer's queue included. */
+  private async spentInPeriod(cap: CapEntry): Promise<bigint> {
     // Pending before the database, for the same reason as the credit seed.
     const pending = this.deps.writer.pendingMicros(cap.scope, cap.id);
-    const windows =
-      cap.scope === 'key' ? await spend.forKey(cap.id, clock()) : cap.scope === 'project' ? await spend.forProject(cap.id, clock()) : await spend.forOrganization(cap.id, clock());
-    return windows[PERIOD_WINDOW[cap.cap.period]] + pending;
+    return (await this.durableSpentInPeriod(cap)) + pending;
   }
 
   private admission(state: AdmittedCall): Admission {
     const { logger } = this.deps;
-    const held = state.leaseKeys.length > 0 ? { keys: state.leaseKeys, leaseId: state.leaseId } : null;
-    if (held) this.live.add(held);
+    const held = { keys: state.leaseKeys, leaseId: state.leaseId, counters: state.takes.map((take) => take.key) };
+    this.live.add(held);
+    this.reserve(state.scopes, state.reserved);
     let finished = false;
     const createdAt = this.deps.clock();
     return {
@@ -301,7 +351,9 @@ export class GovernedAdmission implements InferenceAdmission {
       finish: (outcome: CallOutcome) => {
         if (finished) return;
         finished = true;
-        if (held) this.live.delete(held);
+        this.live.delete(held);
+        // Synchronously with the row's enqueue in settle: the money moves from in flight to pending in one turn.
+        this.reserve(state.scopes, -state.reserved);
         const report = (error: unknown) => logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed');
         // finish never throws (the contract): a synchronous failure is reported like a rejected one.
         try {
@@ -311,6 +363,15 @@ export class GovernedAdmission implements InferenceAdmission {
         }
       },
     };
+  }
+
+  private reserve(scopes: string[], micros: number): void {
+    if (micros === 0) return;
+    for (const scope of scopes) {
+      const next = (this.inflight.get(scope) ?? 0) + micros;
+      if (next === 0) this.inflight.delete(scope);
+      else this.inflight.set(scope, next);
+    }
   }
 
   /** Not an async function: most calls have no alert cap to check, and then settling is one gate call. */

@@ -60,6 +60,11 @@ export class RequestLogWriter {
     return this.pending[scope].get(id) ?? 0n;
   }
 
+  /** Every scope with spend queued but not yet in the database. */
+  forEachPending(visit: (scope: PendingScope, id: string, micros: bigint) => void): void {
+    for (const scope of ['account', 'project', 'key'] as const) for (const [id, micros] of this.pending[scope]) visit(scope, id, micros);
+  }
+
   snapshot(): WriterStats {
     return { ...this.stats, queued: this.queue.length };
   }

@@ -90,6 +90,13 @@ export interface AllowanceTake {
   /** Integer units (micro-USD for money). */
   amount: number;
   /**
+   * Added to the counter's value to give what is left (default 0). The credit counter holds the
+   * balance itself; a spend cap's counter holds minus its period's spend and its take carries the
+   * cap here, so the counter does not depend on the cap's size: a cap raised or lowered while calls
+   * are in flight applies at once to everything they reserved.
+   */
+  headroom?: number;
+  /**
    * false: refuse unless the whole amount is there. true: take what is left if anything is (the
    * last call may overdraw by the difference), refuse only at zero.
    */
@@ -163,6 +170,26 @@ export interface GateSettlement {
 export interface AdmissionGate {
   admit(request: GateRequest): Promise<GateResult>;
   settle(settlement: GateSettlement): Promise<void>;
+  readonly recovery: GateRecovery;
+}
+
+/**
+ * Money the durable store does not know yet, per scope (`key:<id>`, `project:<id>`,
+ * `account:<id>`): what calls in flight reserved plus what finished calls cost before their
+ * request-log rows were written. A counter that goes missing is seeded from the durable store plus
+ * these amounts, so it never forgets a reservation.
+ *
+ * A store that can lose its data while replicas run (Redis restarted without persistence, failed
+ * over to an empty replica, or evicting) fences admissions when it notices, asks every replica for
+ * its outstanding amounts, and admits again only after a recovery window in which every connected
+ * replica has had the chance to answer; a seed then adds what the other replicas reported. A
+ * single-process store never loses data behind its owner's back, so there are no other replicas.
+ */
+export interface GateRecovery {
+  /** Declared once by the metering kernel: this replica's outstanding micro-USD per scope. */
+  setOutstandingSource(source: () => ReadonlyMap<string, number>): void;
+  /** What other replicas reported for this scope since the store last lost its data (0 when none). */
+  othersOutstanding(scope: string): Promise<number>;
 }
 
 export interface Coordination {

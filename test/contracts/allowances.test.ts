@@ -70,6 +70,16 @@ async function allowanceContract(t: Test, make: () => Promise<Coordination>) {
     t.same(await store.peek([key]), [0]);
   });
 
+  t.test('headroom: a counter holding minus the spend admits against the cap its take carries, so a changed cap covers what is already taken', async (t) => {
+    const key = fresh();
+    await store.seed(key, -30, TTL);
+    t.same(await store.take([{ key, amount: 60, shrink: false, headroom: 100 }], TTL), { ok: true, taken: [60] });
+    t.same(await store.take([{ key, amount: 20, shrink: false, headroom: 100 }], TTL), { ok: false, reason: 'insufficient', key, remaining: 10 });
+    t.same(await store.take([{ key, amount: 20, shrink: false, headroom: 110 }], TTL), { ok: true, taken: [20] }, 'a raised cap leaves exactly the difference');
+    t.same(await store.take([{ key, amount: 1, shrink: false, headroom: 50 }], TTL), { ok: false, reason: 'insufficient', key, remaining: -60 }, 'a lowered cap counts everything taken');
+    t.same(await store.peek([key]), [-110]);
+  });
+
   t.test('delete removes counters', async (t) => {
     const key = fresh();
     await store.seed(key, 1, TTL);
@@ -82,7 +92,7 @@ t.test('memory allowances', (t) => allowanceContract(t, async () => createMemory
 
 const redisUrl = process.env.TEST_REDIS_URL;
 t.test('redis allowances', { skip: redisUrl ? false : 'needs TEST_REDIS_URL' }, (t) =>
-  allowanceContract(t, () => createRedisCoordination({ url: redisUrl!, keyPrefix: `svc-test:${randomUUID()}:` })),
+  allowanceContract(t, () => createRedisCoordination({ url: redisUrl!, keyPrefix: `svc-test:${randomUUID()}:`, recoveryWindowMs: 100 })),
 );
 
 t.test('two redis connections racing takes admit exactly the counter', { skip: redisUrl ? false : 'needs TEST_REDIS_URL' }, async (t) => {

@@ -484,12 +484,13 @@ t.test('memory', async (t) => {
 });
 
 const redisUrl = process.env.TEST_REDIS_URL;
+const RECOVERY_WINDOW_MS = 300;
 t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async (t) => {
   if (!redisUrl) return;
   const keyPrefix = `svc-test:${randomUUID()}:`;
   const open: Coordination[] = [];
   const create = async (): Promise<Coordination> => {
-    const instance = await createRedisCoordination({ url: redisUrl, keyPrefix });
+    const instance = await createRedisCoordination({ url: redisUrl, keyPrefix, recoveryWindowMs: RECOVERY_WINDOW_MS });
     open.push(instance);
     return instance;
   };
@@ -530,4 +531,47 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
     advance: (ms) => sleep(ms),
     another: create,
   });
+
+  t.test('gate: after Redis loses its data, admissions wait out the recovery window and a seed can read what the other replicas hold', async (t) => {
+    // Their own prefix: this test wipes it, as a restart without persistence would.
+    const lostPrefix = `svc-test:${randomUUID()}:`;
+    const replica = () => createRedisCoordination({ url: redisUrl, keyPrefix: lostPrefix, recoveryWindowMs: RECOVERY_WINDOW_MS }).then((c) => (open.push(c), c));
+    const [a, b] = [await replica(), await replica()];
+    const credit = key('lost-credit');
+    const TTL = 60_000;
+    const gateRequest = (parts: Partial<GateRequest>): GateRequest => ({ requests: [], leases: [], leaseId: 'a-1', leaseTtlMs: TTL, tokens: [], takes: [], counterTtlMs: TTL, ...parts });
+    const take = { takes: [{ key: credit, amount: 10, shrink: true }] };
+    t.match(await a.gate.admit(gateRequest(take)), { ok: false, allowance: { reason: 'missing' } }, 'a fresh store: the counter is seeded first');
+    await a.allowances.seed(credit, 1_000, TTL);
+    t.match(await b.gate.admit(gateRequest({ ...take, leaseId: 'b-1' })), { ok: true });
+    // Calls in flight from here on (a fresh store looked like a lost one, so both reported at its first epoch, holding nothing).
+    let aHolds = new Map([['account:acme', 700]]);
+    a.gate.recovery.setOutstandingSource(() => aHolds);
+    b.gate.recovery.setOutstandingSource(() => new Map([['account:acme', 50]]));
+    await sleep(RECOVERY_WINDOW_MS);
+    t.same(await b.gate.recovery.othersOutstanding('account:acme'), 0, 'nobody reports while the store keeps its data');
+
+    const admin = createClient({ url: redisUrl });
+    await admin.connect();
+    for await (const keys of admin.scanIterator({ MATCH: `${lostPrefix}*`, COUNT: 500 })) if (keys.length > 0) await admin.del(keys);
+    await admin.close();
+
+    const started = performance.now();
+    t.match(await b.gate.admit(gateRequest({ ...take, leaseId: 'b-2' })), { ok: false, allowance: { reason: 'missing', keys: [credit] } }, 'the lost counter must be seeded again');
+    t.ok(performance.now() - started >= RECOVERY_WINDOW_MS * 0.9, 'the first admission after the loss waited for the recovery window');
+    t.equal(await b.gate.recovery.othersOutstanding('account:acme'), 700, 'replica a reported what it holds without admitting anything itself');
+    t.equal(await a.gate.recovery.othersOutstanding('account:acme'), 50, 'each replica reads the others, never its own report');
+
+    aHolds = new Map();
+    t.ok(await waitUntil(async () => (await b.gate.recovery.othersOutstanding('account:acme')) === 0), 'a report is withdrawn once the replica holds nothing');
+  });
 });
+
+async function waitUntil(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<boolean> {
+  const deadline = performance.now() + timeoutMs;
+  while (performance.now() < deadline) {
+    if (await check()) return true;
+    await sleep(20);
+  }
+  return false;
+}

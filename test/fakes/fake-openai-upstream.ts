@@ -46,6 +46,8 @@ export interface OpenAIReply {
   usage?: FakeOpenAIUsage | false;
   /** Wait this long before the status line: a slow time to first byte. */
   delayMs?: number;
+  /** Wait for this before the status line: calls held in flight until a test lets them go. */
+  holdUntil?: Promise<unknown>;
   /** Streams: wait this long between chunks. */
   chunkDelayMs?: number;
   /** Extra top-level fields on the completion / every chunk. */
@@ -203,8 +205,9 @@ export async function startFakeOpenAIUpstream(options: FakeOpenAIOptions = {}): 
       answer: async (exchange, behaviour) => {
         const reply = behaviour ?? defaultReply;
         if (reply.kind !== 'reply' && reply.kind !== 'stream-cut' && reply.kind !== 'stream-error') return;
-        if (reply.kind === 'reply' && reply.delayMs) {
-          await sleep(reply.delayMs);
+        if (reply.kind === 'reply' && (reply.delayMs || reply.holdUntil)) {
+          if (reply.delayMs) await sleep(reply.delayMs);
+          if (reply.holdUntil) await reply.holdUntil;
           if (exchange.clientGone) return;
         }
         if (!exchange.pathname.endsWith('/chat/completions') && !exchange.pathname.endsWith('/embeddings')) {

@@ -92,7 +92,7 @@ export function realServersConfig(): { storage: AppConfigInput['storage']; schem
     dropSchema: () => dropSchema(pgUrl, schema),
     storage: {
       database: { driver: 'postgres', url: pgUrl, schema, poolSize: 5 },
-      coordination: { driver: 'redis', url: redisUrl, keyPrefix: prefix },
+      coordination: { driver: 'redis', url: redisUrl, keyPrefix: prefix, recoveryWindowMs: 200 },
     },
   };
 }
