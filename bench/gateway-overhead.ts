@@ -1,11 +1,15 @@
 /**
  * `npm run bench`: the gateway's overhead over a loopback fake OpenAI upstream.
  *
- * Three processes: this one (the load generator: autocannon and a sequential undici client), the
- * fake upstream (bench/upstream-process.ts) and the gateway (bench/gateway-process.ts), so each has
- * its own event loop and the gateway's RSS is its own. Every request is made twice, straight to the
- * fake and through the gateway (real `svc_live_` key, auth and every kernel hook on, the `openai`
- * provider type), and the difference is the gateway's cost:
+ * Four processes: this one (the load generator: autocannon and a sequential undici client), the
+ * fake upstream (bench/upstream-process.ts), the gateway (bench/gateway-process.ts) and the floor
+ * (bench/bare-proxy-process.ts, the thinnest Node pass-through: pipes bytes, nothing else), so each
+ * has its own event loop and the gateway's RSS is its own. Every request is made three times,
+ * straight to the fake, through the bare proxy and through the gateway (real `svc_live_` key, auth
+ * and every kernel hook on, the `openai` provider type), interleaved so drift hits all three. The
+ * gateway's cost is its difference to direct; next to it the floor's difference says how much of
+ * that any Node proxy pays on this machine (a ratio to direct alone moves with how fast direct
+ * happens to be):
  *
  *   1. requests/s at 32 connections (non-streamed), direct vs gateway, and their ratio; plus the CPU
  *      each process used meanwhile and the gateway's CPU time per request (the figure a busy
@@ -52,7 +56,7 @@ const TTFT_WARMUP = 50;
 const TTFT_STREAMS = 400;
 const REQUEST_TIMEOUT_MS = 10_000;
 /** The whole run, start-up included, is cut off after this. */
-const HARD_LIMIT_MS = 170_000;
+const HARD_LIMIT_MS = 240_000;
 
 const GOALS = { ratio: 0.2, addedP50Ms: 0.4, addedTtftMs: 1, peakRssMiB: 150 };
 
@@ -139,13 +143,14 @@ const children: Child[] = [];
 const CLIENT_GONE_LINE = /"ClientGoneError"|client disconnected/;
 
 /**
- * The gateway runs as a deployment would: compiled to one JavaScript file (as `npm run build`
- * does) and started with plain node, so no TypeScript loader thread sits in its memory.
+ * The gateway (and the bare proxy beside it) run as a deployment would: compiled to one JavaScript
+ * file (as `npm run build` does) and started with plain node, so no TypeScript loader thread sits
+ * in their memory.
  */
-async function buildGateway(): Promise<string> {
-  const outfile = join(BENCH_DIR, '.build', 'gateway-process.mjs');
+async function buildChild(name: 'gateway-process' | 'bare-proxy-process'): Promise<string> {
+  const outfile = join(BENCH_DIR, '.build', `${name}.mjs`);
   await esbuild({
-    entryPoints: [join(BENCH_DIR, 'gateway-process.ts')],
+    entryPoints: [join(BENCH_DIR, `${name}.ts`)],
     outfile,
     bundle: true,
     platform: 'node',
@@ -292,6 +297,7 @@ function processCpuSeconds(pid: number): number {
 interface CpuShares {
   /** CPU used by each process during the window, as a share of one core (1 = one full core). */
   gateway: number;
+  proxy: number;
   upstream: number;
   loadGenerator: number;
   /** Every process on the machine (from /proc/stat), in cores; above the sum of ours means other work competed. */
@@ -305,8 +311,8 @@ function machineBusySeconds(): number {
 }
 
 /** Runs `work` and reports the CPU each process (and the machine) used meanwhile. */
-async function withCpu<T>(pids: { gateway: number; upstream: number }, work: () => Promise<T>): Promise<{ value: T; cpu: CpuShares; seconds: number }> {
-  const before = { gateway: processCpuSeconds(pids.gateway), upstream: processCpuSeconds(pids.upstream), self: process.cpuUsage(), machine: machineBusySeconds() };
+async function withCpu<T>(pids: { gateway: number; proxy: number; upstream: number }, work: () => Promise<T>): Promise<{ value: T; cpu: CpuShares; seconds: number }> {
+  const before = { gateway: processCpuSeconds(pids.gateway), proxy: processCpuSeconds(pids.proxy), upstream: processCpuSeconds(pids.upstream), self: process.cpuUsage(), machine: machineBusySeconds() };
   const started = performance.now();
   const value = await work();
   const seconds = (performance.now() - started) / 1000;
@@ -316,6 +322,7 @@ async function withCpu<T>(pids: { gateway: number; upstream: number }, work: () 
     seconds,
     cpu: {
       gateway: (processCpuSeconds(pids.gateway) - before.gateway) / seconds,
+      proxy: (processCpuSeconds(pids.proxy) - before.proxy) / seconds,
       upstream: (processCpuSeconds(pids.upstream) - before.upstream) / seconds,
       loadGenerator: (self.user + self.system) / 1e6 / seconds,
       machine: (machineBusySeconds() - before.machine) / seconds,
@@ -338,7 +345,7 @@ function stats(samples: number[]) {
 }
 
 interface Target {
-  name: 'direct' | 'gateway';
+  name: 'direct' | 'proxy' | 'gateway';
   origin: string;
   headers: Record<string, string>;
   client: Client;
@@ -400,12 +407,14 @@ async function timedStream(target: Target): Promise<number> {
   return ttft;
 }
 
-/** Alternates the two targets request by request (order swapped each time), so drift hits both. */
-async function alternate(direct: Target, gateway: Target, count: number, once: (target: Target) => Promise<number>) {
-  const samples = { direct: [] as number[], gateway: [] as number[] };
+/** Interleaves the targets request by request (the order rotated each time), so drift hits all of them. */
+async function alternate(targets: Target[], count: number, once: (target: Target) => Promise<number>) {
+  const samples = { direct: [] as number[], proxy: [] as number[], gateway: [] as number[] };
   for (let i = 0; i < count; i++) {
-    const pair = i % 2 === 0 ? [direct, gateway] : [gateway, direct];
-    for (const target of pair) samples[target.name].push(await once(target));
+    for (let j = 0; j < targets.length; j++) {
+      const target = targets[(i + j) % targets.length]!;
+      samples[target.name].push(await once(target));
+    }
   }
   return samples;
 }
@@ -495,9 +504,13 @@ async function main(): Promise<void> {
     if (DATABASE_URL) Object.assign(gatewayEnv, { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: DATABASE_SCHEMA });
     if (REDIS_URL) Object.assign(gatewayEnv, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `bench:${DATABASE_SCHEMA}` });
 
+    const proxyChild = startChild('bare proxy', await buildChild('bare-proxy-process'), { BENCH_UPSTREAM_URL: upstreamReady.url }, GATEWAY_NODE_ARGS);
+    const proxyReady = await proxyChild.next('ready', 30_000);
+    if (proxyReady.type !== 'ready') throw new Error('unreachable');
+
     // First start of the deployment (PGlite initdb, migrations, bootstrap) in its own short-lived
     // process: a one-time cost, reported apart, so the measured gateway starts like any restart.
-    const gatewayEntry = await buildGateway();
+    const gatewayEntry = await buildChild('gateway-process');
     const prepare = startChild('gateway first start', gatewayEntry, { ...gatewayEnv, BENCH_PREPARE: '1' });
     const prepared = await prepare.next('stats', 90_000);
     const firstStartPeakKiB = prepared.type === 'stats' ? prepared.maxRssKiB : 0;
@@ -528,10 +541,13 @@ async function main(): Promise<void> {
     if (created.status !== 201 || !createdBody.key?.startsWith('svc_live_')) throw new Error(`key creation failed: ${created.status} ${JSON.stringify(createdBody)}`);
 
     const direct = makeTarget('direct', upstreamReady.url, 'sk-bench-upstream');
+    const proxy = makeTarget('proxy', proxyReady.url, 'sk-bench-upstream');
     const gateway = makeTarget('gateway', gatewayReady.url, createdBody.key);
+    const targets = [direct, proxy, gateway];
+    log(`bare proxy    ${proxyReady.url} (pid ${proxyChild.process.pid}): the floor, pipes bytes to the fake upstream`);
     try {
-      // Smoke: both paths answer both kinds of request before anything is measured.
-      for (const target of [direct, gateway]) {
+      // Smoke: every path answers both kinds of request before anything is measured.
+      for (const target of targets) {
         await timedCompletion(target);
         await timedStream(target);
       }
@@ -539,13 +555,13 @@ async function main(): Promise<void> {
       // 1. Throughput at 32 connections.
       log();
       log(`[1/3] throughput: ${CONNECTIONS} connections, non-streamed, warm-up ${THROUGHPUT_WARMUP_S} s each, then ${THROUGHPUT_ROUNDS} alternating rounds of ${THROUGHPUT_ROUND_S} s…`);
-      await load(direct, THROUGHPUT_WARMUP_S);
-      await load(gateway, THROUGHPUT_WARMUP_S);
-      const rounds = { direct: [] as AutocannonResult[], gateway: [] as AutocannonResult[] };
-      const cpu = { direct: [] as Array<{ cpu: CpuShares; seconds: number; requests: number }>, gateway: [] as Array<{ cpu: CpuShares; seconds: number; requests: number }> };
-      const pids = { gateway: gatewayChild.process.pid!, upstream: upstream.process.pid! };
+      for (const target of targets) await load(target, THROUGHPUT_WARMUP_S);
+      type CpuRow = { cpu: CpuShares; seconds: number; requests: number };
+      const rounds = { direct: [] as AutocannonResult[], proxy: [] as AutocannonResult[], gateway: [] as AutocannonResult[] };
+      const cpu = { direct: [] as CpuRow[], proxy: [] as CpuRow[], gateway: [] as CpuRow[] };
+      const pids = { gateway: gatewayChild.process.pid!, proxy: proxyChild.process.pid!, upstream: upstream.process.pid! };
       for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
-        for (const target of [direct, gateway]) {
+        for (const target of targets) {
           const measured = await withCpu(pids, () => load(target, THROUGHPUT_ROUND_S));
           rounds[target.name].push(measured.value);
           cpu[target.name].push({ cpu: measured.cpu, seconds: measured.seconds, requests: measured.value['2xx'] });
@@ -554,10 +570,13 @@ async function main(): Promise<void> {
       const rps = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r['2xx'] / r.duration, 0) / results.length;
       const meanLatency = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r.latency.mean, 0) / results.length;
       const directRps = rps(rounds.direct);
+      const proxyRps = rps(rounds.proxy);
       const gatewayRps = rps(rounds.gateway);
       const ratio = gatewayRps / directRps;
+      const proxyRatio = proxyRps / directRps;
       const meanCpu = (rows: Array<{ cpu: CpuShares }>): CpuShares => ({
         gateway: rows.reduce((sum, r) => sum + r.cpu.gateway, 0) / rows.length,
+        proxy: rows.reduce((sum, r) => sum + r.cpu.proxy, 0) / rows.length,
         upstream: rows.reduce((sum, r) => sum + r.cpu.upstream, 0) / rows.length,
         loadGenerator: rows.reduce((sum, r) => sum + r.cpu.loadGenerator, 0) / rows.length,
         machine: rows.reduce((sum, r) => sum + r.cpu.machine, 0) / rows.length,
@@ -565,23 +584,26 @@ async function main(): Promise<void> {
       const cpuDirect = meanCpu(cpu.direct);
       const cpuGateway = meanCpu(cpu.gateway);
       /** Gateway CPU per proxied request: the overhead figure least disturbed by a noisy machine. */
-      const perRequestUs = (rows: Array<{ cpu: CpuShares; seconds: number; requests: number }>, who: 'gateway' | 'upstream') =>
+      const perRequestUs = (rows: Array<{ cpu: CpuShares; seconds: number; requests: number }>, who: 'gateway' | 'proxy' | 'upstream') =>
         (1e6 * rows.reduce((sum, r) => sum + r.cpu[who] * r.seconds, 0)) / rows.reduce((sum, r) => sum + r.requests, 0);
       const gatewayCpuPerRequestUs = perRequestUs(cpu.gateway, 'gateway');
+      const proxyCpuPerRequestUs = perRequestUs(cpu.proxy, 'proxy');
       const upstreamCpuPerRequestUs = perRequestUs(cpu.direct, 'upstream');
 
       // 2. Latency at 1 connection.
       log(`[2/3] latency: 1 connection, ${LATENCY_WARMUP} warm-up + ${LATENCY_REQUESTS} requests per target, alternating…`);
-      await alternate(direct, gateway, LATENCY_WARMUP, timedCompletion);
-      const latency = await alternate(direct, gateway, LATENCY_REQUESTS, timedCompletion);
+      await alternate(targets, LATENCY_WARMUP, timedCompletion);
+      const latency = await alternate(targets, LATENCY_REQUESTS, timedCompletion);
       const latencyDirect = stats(latency.direct);
+      const latencyProxy = stats(latency.proxy);
       const latencyGateway = stats(latency.gateway);
 
       // 3. Time to first token on streams.
       log(`[3/3] time to first token: ${TTFT_WARMUP} warm-up + ${TTFT_STREAMS} sequential streams per target, alternating…`);
-      await alternate(direct, gateway, TTFT_WARMUP, timedStream);
-      const ttft = await alternate(direct, gateway, TTFT_STREAMS, timedStream);
+      await alternate(targets, TTFT_WARMUP, timedStream);
+      const ttft = await alternate(targets, TTFT_STREAMS, timedStream);
       const ttftDirect = stats(ttft.direct);
+      const ttftProxy = stats(ttft.proxy);
       const ttftGateway = stats(ttft.gateway);
 
       // 4. Memory.
@@ -602,6 +624,8 @@ async function main(): Promise<void> {
         ttftP50: ttftGateway.p50 - ttftDirect.p50,
         ttftP99: ttftGateway.p99 - ttftDirect.p99,
       };
+      /** What the bare proxy adds over direct: the part of the gateway's figures any Node proxy pays here. */
+      const floor = { p50: latencyProxy.p50 - latencyDirect.p50, ttftP50: ttftProxy.p50 - ttftDirect.p50 };
       const pass = {
         ratio: ratio >= GOALS.ratio,
         addedP50: added.p50 <= GOALS.addedP50Ms,
@@ -615,20 +639,25 @@ async function main(): Promise<void> {
       log();
       log(`  1. Throughput, ${CONNECTIONS} connections, non-streamed chat completions (${THROUGHPUT_ROUNDS} x ${THROUGHPUT_ROUND_S} s each)`);
       log(`       direct   ${f(directRps, 0).padStart(8)} req/s   mean latency ${f(meanLatency(rounds.direct))} ms`);
+      log(`       floor    ${f(proxyRps, 0).padStart(8)} req/s   mean latency ${f(meanLatency(rounds.proxy))} ms   (bare proxy)`);
       log(`       gateway  ${f(gatewayRps, 0).padStart(8)} req/s   mean latency ${f(meanLatency(rounds.gateway))} ms`);
       log(`       ratio gateway/direct  ${f(ratio, 3)}   goal >= ${GOALS.ratio}   ${mark(pass.ratio)}   <- headline`);
-      const share = (c: CpuShares) => `gateway ${f(c.gateway * 100, 0)}%, upstream ${f(c.upstream * 100, 0)}%, load generator ${f(c.loadGenerator * 100, 0)}%, whole machine ${f(c.machine * 100, 0)}% of ${host.cores * 100}%`;
+      log(`       ratio floor/direct    ${f(proxyRatio, 3)}   gateway/floor ${f(gatewayRps / proxyRps, 3)}`);
+      const share = (c: CpuShares) => `gateway ${f(c.gateway * 100, 0)}%, bare proxy ${f(c.proxy * 100, 0)}%, upstream ${f(c.upstream * 100, 0)}%, load generator ${f(c.loadGenerator * 100, 0)}%, whole machine ${f(c.machine * 100, 0)}% of ${host.cores * 100}%`;
       log(`       CPU (share of one core) during direct rounds:  ${share(cpuDirect)}`);
+      log(`       CPU (share of one core) during floor rounds:   ${share(meanCpu(cpu.proxy))}`);
       log(`       CPU (share of one core) during gateway rounds: ${share(cpuGateway)}`);
-      log(`       CPU per request: gateway ${f(gatewayCpuPerRequestUs, 0)} µs (proxying), fake upstream ${f(upstreamCpuPerRequestUs, 0)} µs (answering)`);
+      log(`       CPU per request: gateway ${f(gatewayCpuPerRequestUs, 0)} µs (proxying), bare proxy ${f(proxyCpuPerRequestUs, 0)} µs, fake upstream ${f(upstreamCpuPerRequestUs, 0)} µs (answering)`);
       log();
       log(`  2. Latency, 1 connection, non-streamed (${LATENCY_REQUESTS} requests each)`);
       log(`       direct   p50 ${f(latencyDirect.p50, 3)} ms   p99 ${f(latencyDirect.p99, 3)} ms`);
+      log(`       floor    p50 ${f(latencyProxy.p50, 3)} ms   p99 ${f(latencyProxy.p99, 3)} ms   (bare proxy adds p50 ${f(floor.p50, 3)} ms)`);
       log(`       gateway  p50 ${f(latencyGateway.p50, 3)} ms   p99 ${f(latencyGateway.p99, 3)} ms`);
       log(`       added    p50 ${f(added.p50, 3)} ms   p99 ${f(added.p99, 3)} ms   goal p50 <= ${GOALS.addedP50Ms} ms   ${mark(pass.addedP50)}`);
       log();
       log(`  3. Time to first token, streamed, sequential (${TTFT_STREAMS} streams each; first data: frame with content)`);
       log(`       direct   p50 ${f(ttftDirect.p50, 3)} ms   p99 ${f(ttftDirect.p99, 3)} ms`);
+      log(`       floor    p50 ${f(ttftProxy.p50, 3)} ms   p99 ${f(ttftProxy.p99, 3)} ms   (bare proxy adds p50 ${f(floor.ttftP50, 3)} ms)`);
       log(`       gateway  p50 ${f(ttftGateway.p50, 3)} ms   p99 ${f(ttftGateway.p99, 3)} ms`);
       log(`       added    p50 ${f(added.ttftP50, 3)} ms   p99 ${f(added.ttftP99, 3)} ms   goal p50 <= ${GOALS.addedTtftMs} ms   ${mark(pass.addedTtft)}`);
       log();
@@ -663,14 +692,17 @@ async function main(): Promise<void> {
           rounds: THROUGHPUT_ROUNDS,
           roundSeconds: THROUGHPUT_ROUND_S,
           directRps: Math.round(directRps),
+          floorRps: Math.round(proxyRps),
           gatewayRps: Math.round(gatewayRps),
           ratio: Number(ratio.toFixed(4)),
+          floorRatio: Number(proxyRatio.toFixed(4)),
           directMeanLatencyMs: Number(meanLatency(rounds.direct).toFixed(3)),
           gatewayMeanLatencyMs: Number(meanLatency(rounds.gateway).toFixed(3)),
-          perRound: { direct: rounds.direct.map((r) => Math.round(r['2xx'] / r.duration)), gateway: rounds.gateway.map((r) => Math.round(r['2xx'] / r.duration)) },
+          perRound: { direct: rounds.direct.map((r) => Math.round(r['2xx'] / r.duration)), floor: rounds.proxy.map((r) => Math.round(r['2xx'] / r.duration)), gateway: rounds.gateway.map((r) => Math.round(r['2xx'] / r.duration)) },
           cpuCoresDuringDirectRounds: roundCpu(cpuDirect),
           cpuCoresDuringGatewayRounds: roundCpu(cpuGateway),
           gatewayCpuPerRequestUs: Math.round(gatewayCpuPerRequestUs),
+          floorCpuPerRequestUs: Math.round(proxyCpuPerRequestUs),
           upstreamCpuPerRequestUs: Math.round(upstreamCpuPerRequestUs),
           goal: `>= ${GOALS.ratio}`,
           pass: pass.ratio,
@@ -680,7 +712,9 @@ async function main(): Promise<void> {
           requests: LATENCY_REQUESTS,
           warmup: LATENCY_WARMUP,
           directMs: round3(latencyDirect),
+          floorMs: round3(latencyProxy),
           gatewayMs: round3(latencyGateway),
+          floorAddedP50Ms: Number(floor.p50.toFixed(3)),
           addedP50Ms: Number(added.p50.toFixed(3)),
           addedP99Ms: Number(added.p99.toFixed(3)),
           goal: `added p50 <= ${GOALS.addedP50Ms} ms`,
@@ -690,7 +724,9 @@ async function main(): Promise<void> {
           streams: TTFT_STREAMS,
           warmup: TTFT_WARMUP,
           directMs: round3(ttftDirect),
+          floorMs: round3(ttftProxy),
           gatewayMs: round3(ttftGateway),
+          floorAddedP50Ms: Number(floor.ttftP50.toFixed(3)),
           addedP50Ms: Number(added.ttftP50.toFixed(3)),
           addedP99Ms: Number(added.ttftP99.toFixed(3)),
           goal: `added p50 <= ${GOALS.addedTtftMs} ms`,
@@ -717,7 +753,7 @@ async function main(): Promise<void> {
       writeFileSync(RESULTS_FILE, `${JSON.stringify(results, null, 2)}\n`);
       log(`  written: ${RESULTS_FILE.slice(REPO_ROOT.length)}`);
     } finally {
-      await Promise.allSettled([direct.client.close(), gateway.client.close()]);
+      await Promise.allSettled(targets.map((target) => target.client.close()));
     }
   } finally {
     sampler?.stop();
@@ -740,7 +776,7 @@ async function main(): Promise<void> {
 
 function roundCpu(c: CpuShares) {
   const r = (x: number) => Number(x.toFixed(2));
-  return { gateway: r(c.gateway), upstream: r(c.upstream), loadGenerator: r(c.loadGenerator), machine: r(c.machine) };
+  return { gateway: r(c.gateway), proxy: r(c.proxy), upstream: r(c.upstream), loadGenerator: r(c.loadGenerator), machine: r(c.machine) };
 }
 
 function round3(s: ReturnType<typeof stats>) {
