@@ -1,7 +1,7 @@
 import t from 'tap';
 import { priceSheet } from '../../../core/metering/pricing.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
-import { estimatedInputTokens, sseFrames, startMeteredGateway, user, waitFor, type ChatResult } from './metered-gateway.ts';
+import { estimatedInputTokens, reservedInputTokens, sseFrames, startMeteredGateway, user, waitFor, type ChatResult } from './metered-gateway.ts';
 
 /** Admission on one embedded gateway: headers, concurrency, tokens/min, costs, alert-only caps. */
 
@@ -163,7 +163,7 @@ t.test('tokens/min: a request whose estimate exceeds the tpm limit is refused wi
   t.equal(tooBig.body?.error?.code, 'rate_limit_exceeded');
   t.equal(tooBig.body?.error?.type, 'rate_limit_error');
   t.match(tooBig.body?.error?.message, /lower max_tokens/, 'the message says what to do');
-  t.match(tooBig.body?.error?.message, new RegExp(String(estimatedInputTokens('hello') + 2_000)), 'and names the estimate');
+  t.match(tooBig.body?.error?.message, new RegExp(String(reservedInputTokens('hello') + 2_000)), 'and names the estimate');
   t.equal(g.upstream.requests.length, 0, 'nothing reached the upstream');
 
   // The refusal took nothing: a call that fits is served, and one that uses the rest is then refused for the minute.
