@@ -53,9 +53,12 @@ class ProviderCallOptions implements CallOptions {
 
 function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
   const asked = request.max_completion_tokens ?? request.max_tokens ?? model.maxOutputTokens;
+  // Each of n choices may take max_tokens, and the upstream bills them all as output.
+  const choices = typeof request['n'] === 'number' && request['n'] > 1 ? Math.ceil(request['n']) : 1;
   return {
     inputTokens: chatInputTokenBound(request, model.inputProfile),
-    maxOutputTokens: Math.min(asked, model.maxOutputTokens),
+    // An absurd n must still make an integer (the reservation is priced in BigInt).
+    maxOutputTokens: Math.min(Math.min(asked, model.maxOutputTokens) * choices, Number.MAX_SAFE_INTEGER),
   };
 }
 
