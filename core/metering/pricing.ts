@@ -64,7 +64,13 @@ export function costMicros(usage: Usage, sheet: PriceSheet): bigint {
   );
 }
 
-/** Upper bound before the call: all input at the full input price, all allowed output. */
+/**
+ * Upper bound before the call: all input at its dearest rate (a cache write may cost more than
+ * plain input, 1.25 times at Anthropic), all allowed output.
+ */
 export function estimateCostMicros(estimate: { inputTokens: number; maxOutputTokens: number }, sheet: PriceSheet): bigint {
-  return ceilToMicros(BigInt(estimate.inputTokens) * sheet.picoPerInputToken + BigInt(estimate.maxOutputTokens) * sheet.picoPerOutputToken);
+  let input = sheet.picoPerInputToken;
+  if (sheet.picoPerCacheWriteToken > input) input = sheet.picoPerCacheWriteToken;
+  if (sheet.picoPerCachedInputToken > input) input = sheet.picoPerCachedInputToken;
+  return ceilToMicros(BigInt(estimate.inputTokens) * input + BigInt(estimate.maxOutputTokens) * sheet.picoPerOutputToken);
 }

@@ -4,6 +4,7 @@ import type { Admission, CallOutcome, InferenceAdmission } from '../../core/infe
 import type { GatewayMetrics } from '../../core/metrics.ts';
 import { CallSignal } from '../../core/call-signal.ts';
 import { estimatedUsage, UpstreamError, type CallOptions, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
+import { chatInputTokenBound } from '../../providers/input-token-bound.ts';
 import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
 import { toOpenAIUsage } from '../../providers/usage-format.ts';
 import { carriesContent, parseChatRequest, upstreamChatBody, type ParsedChatRequest } from './chat-request.ts';
@@ -52,9 +53,12 @@ class ProviderCallOptions implements CallOptions {
 
 function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
   const asked = request.max_completion_tokens ?? request.max_tokens ?? model.maxOutputTokens;
+  // Each of n choices may take max_tokens, and the upstream bills them all as output.
+  const choices = typeof request['n'] === 'number' && request['n'] > 1 ? Math.ceil(request['n']) : 1;
   return {
-    inputTokens: estimateChatInputTokens(request as unknown as Parameters<typeof estimateChatInputTokens>[0]),
-    maxOutputTokens: Math.min(asked, model.maxOutputTokens),
+    inputTokens: chatInputTokenBound(request, model.inputProfile),
+    // An absurd n must still make an integer (the reservation is priced in BigInt).
+    maxOutputTokens: Math.min(Math.min(asked, model.maxOutputTokens) * choices, Number.MAX_SAFE_INTEGER),
   };
 }
 

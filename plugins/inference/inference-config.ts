@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { usdAmount } from '../../core/money.ts';
+import { TOKENIZERS } from '../../providers/input-token-bound.ts';
 
 /** Prices in USD; token prices per million tokens. Metering bills with these. */
 export const priceSchema = z.strictObject({
@@ -35,6 +36,12 @@ export const modelSchema = z.strictObject({
   contextWindow: z.number().int().positive().default(128_000),
   maxOutputTokens: z.number().int().positive().default(16_384),
   prices: priceSchema.optional(),
+  /**
+   * How the model's upstreams count input tokens, for reservations: `o200k_base` or `cl100k_base`
+   * (OpenAI's models, wherever they are served), or `bytes` (unknown: bounded by UTF-8 size).
+   * Unset: inferred from the upstream model names on OpenAI's own API, `bytes` elsewhere.
+   */
+  tokenizer: z.enum(TOKENIZERS, { error: `must be one of ${TOKENIZERS.join(', ')}` }).optional(),
   /** Streams whose first content takes longer than this fail over to the next route. */
   ttftTimeoutMs: z.number().int().positive().optional(),
   ownedBy: z.string().default('svc'),

@@ -1,11 +1,15 @@
 import type { Credential } from '../../core/credential.ts';
 import { ApiError } from '../../core/errors.ts';
+import type { InputTokenProfile } from '../../providers/input-token-bound.ts';
 import type { InferenceConfig, ModelConfig } from './inference-config.ts';
+import { modelInputProfile } from './input-token-profile.ts';
 
 export interface CatalogueModel extends ModelConfig {
   id: string;
   /** Seconds since the epoch, for the OpenAI model object. */
   created: number;
+  /** What bounds a request's input tokens for reservations. */
+  inputProfile: InputTokenProfile;
 }
 
 /** The public model ids and how each maps to upstream routes; filtered by a credential's allow-list. */
@@ -13,7 +17,9 @@ export class ModelCatalogue {
   private readonly models: Map<string, CatalogueModel>;
 
   constructor(config: InferenceConfig, created = Math.floor(Date.now() / 1000)) {
-    this.models = new Map(Object.entries(config.models).map(([id, model]) => [id, { ...model, id, created }]));
+    this.models = new Map(
+      Object.entries(config.models).map(([id, model]) => [id, { ...model, id, created, inputProfile: modelInputProfile(model, config.providers) }]),
+    );
   }
 
   /** Every model the credential may use, in config order. */

@@ -4,6 +4,7 @@ import { UpstreamError, type Capability, type Provider } from '../../../core/pro
 import { CircuitBreaker } from '../../../plugins/inference/circuit-breaker.ts';
 import { runWithFailover, type FailoverSettings } from '../../../plugins/inference/failover.ts';
 import type { CatalogueModel } from '../../../plugins/inference/model-catalogue.ts';
+import { inputTokenProfile } from '../../../providers/input-token-bound.ts';
 import type { ProviderRegistry } from '../../../plugins/inference/provider-registry.ts';
 import { planRoutes, type RouteCandidate } from '../../../plugins/inference/route-planner.ts';
 import { CallSignal } from '../../../core/call-signal.ts';
@@ -22,6 +23,7 @@ function model(routes: Array<{ provider: string; model?: string; weight?: number
     maxOutputTokens: 100,
     ownedBy: 'svc',
     development: false,
+    inputProfile: inputTokenProfile([]),
   };
 }
 

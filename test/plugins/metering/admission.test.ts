@@ -1,7 +1,7 @@
 import t from 'tap';
 import { priceSheet } from '../../../core/metering/pricing.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
-import { estimatedInputTokens, sseFrames, startMeteredGateway, user, waitFor, type ChatResult } from './metered-gateway.ts';
+import { estimatedInputTokens, reservedInputTokens, sseFrames, startMeteredGateway, user, waitFor, type ChatResult } from './metered-gateway.ts';
 
 /** Admission on one embedded gateway: headers, concurrency, tokens/min, costs, alert-only caps. */
 
@@ -163,7 +163,7 @@ t.test('tokens/min: a request whose estimate exceeds the tpm limit is refused wi
   t.equal(tooBig.body?.error?.code, 'rate_limit_exceeded');
   t.equal(tooBig.body?.error?.type, 'rate_limit_error');
   t.match(tooBig.body?.error?.message, /lower max_tokens/, 'the message says what to do');
-  t.match(tooBig.body?.error?.message, new RegExp(String(estimatedInputTokens('hello') + 2_000)), 'and names the estimate');
+  t.match(tooBig.body?.error?.message, new RegExp(String(reservedInputTokens('hello') + 2_000)), 'and names the estimate');
   t.equal(g.upstream.requests.length, 0, 'nothing reached the upstream');
 
   // The refusal took nothing: a call that fits is served, and one that uses the rest is then refused for the minute.
@@ -173,6 +173,21 @@ t.test('tokens/min: a request whose estimate exceeds the tpm limit is refused wi
   const rest = await g.chat(key, { model: 'solo', messages: user('hello'), max_tokens: 600 });
   t.equal(rest.status, 429, 'the minute’s tokens are used up');
   t.notMatch(rest.body?.error?.message, /lower max_tokens/, 'that refusal is a wait, not a size problem');
+});
+
+t.test('a request for n choices reserves max_tokens for each: a blocking cap that fits two choices refuses four', async (t) => {
+  const { id, key } = await g.newKey({ name: 'n choices' });
+  // 1 µ$ an input token, 2 µ$ an output token: the input bound and two choices of 100 tokens.
+  const cap = reservedInputTokens('pick one') + 2 * 100 * 2;
+  await g.patchKey(id, { spendCap: { usd: cap / 1e6, period: 'total', mode: 'blocking' } });
+  g.upstream.reset();
+  g.upstream.enqueue({ kind: 'reply', usage: { prompt_tokens: 10, completion_tokens: 400 } });
+  const four = await g.chat(key, { model: 'solo', messages: user('pick one'), max_tokens: 100, n: 4 });
+  t.equal(four.status, 402, 'four choices of 100 tokens may cost more than the cap');
+  t.equal(four.body?.error?.code, 'budget_exceeded');
+  t.equal(g.upstream.requests.length, 0, 'nothing reached the upstream');
+  const two = await g.chat(key, { model: 'solo', messages: user('pick one'), max_tokens: 100, n: 2 });
+  t.equal(two.status, 200, 'two choices fit');
 });
 
 t.test('costs: cost_micros is the hand-computed price from the upstream usage, rounded up; price_version recorded; estimated usage marked', async (t) => {

@@ -3,7 +3,7 @@ import t, { type Test } from 'tap';
 import type { AppConfigInput } from '../../../config/schema.ts';
 import { realServersConfig } from '../../helpers/app.ts';
 import type { OpenAIBehaviour } from '../../fakes/fake-openai-upstream.ts';
-import { estimatedInputTokens, startMeteredGateway, user, type MeteredGateway } from './metered-gateway.ts';
+import { reservedInputTokens, startMeteredGateway, user, type MeteredGateway } from './metered-gateway.ts';
 
 /**
  * The money invariants, run once on the embedded stack (PGlite + in-memory coordination) and once
@@ -193,15 +193,15 @@ function runOn(t: Test, storage: AppConfigInput['storage'] | undefined) {
   });
 
   t.test('100 concurrent calls against a blocking cap that fits 10 spend no more than the cap', async (t) => {
-    // Each call: input estimate 8 tokens (8 µ$) + max_tokens 1000 (2000 µ$) = 2008 µ$, and the
-    // upstream reports exactly that usage, so the estimate and the actual cost are both 2008 µ$.
-    const perCall = BigInt(estimatedInputTokens('hi')) * 1n + 1000n * 2n;
-    t.equal(perCall, 2008n);
+    // Each call: the input bound (1 µ$ a token) + max_tokens 1000 (2000 µ$), and the upstream
+    // reports exactly that usage, so the reservation and the actual cost are equal.
+    const inputTokens = reservedInputTokens('hi');
+    const perCall = BigInt(inputTokens) * 1n + 1000n * 2n;
     const cap = perCall * 10n;
     const { id, key } = await g.newKey({ name: 'capped' });
     await g.patchKey(id, { spendCap: { usd: Number(cap) / 1e6, period: 'month', mode: 'blocking' } });
     g.upstream.reset();
-    for (let i = 0; i < 100; i += 1) g.upstream.enqueue({ kind: 'reply', content: 'ok', usage: { prompt_tokens: 8, completion_tokens: 1000 } });
+    for (let i = 0; i < 100; i += 1) g.upstream.enqueue({ kind: 'reply', content: 'ok', usage: { prompt_tokens: inputTokens, completion_tokens: 1000 } });
 
     const results = await Promise.all(Array.from({ length: 100 }, () => g.chat(key, { model: 'solo', messages: user('hi'), max_tokens: 1000 })));
     const ok = results.filter((r) => r.status === 200).length;

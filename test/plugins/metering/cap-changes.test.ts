@@ -9,15 +9,15 @@ import { startMeteredGateway, user, waitFor, type ChatResult, type MeteredGatewa
  * Blocking caps hold while calls are in flight, whatever happens to the counters meanwhile: the
  * cap is changed, a counter idles out, or the coordination store loses its data.
  *
- * Every call reserves its worst case: max_tokens 1000 output tokens at 2 µ$ plus the input
- * estimate (a few dozen µ$ at most for this prompt), so ~2,000–2,100 µ$. The fake upstream holds
- * each answer until the test lets it go and then reports 5 input and 1000 output tokens, 2,005 µ$,
- * so every admitted call really spends about what it reserved.
+ * Every call reserves its worst case: max_tokens 10,000 output tokens at 2 µ$ plus the input
+ * bound (a few hundred µ$ at most for this prompt), so ~20,000–20,500 µ$. The fake upstream holds
+ * each answer until the test lets it go and then reports 5 input and 10,000 output tokens,
+ * 20,005 µ$, so every admitted call really spends about what it reserved.
  */
-const CALL = { model: 'solo', messages: user('hold'), max_tokens: 1000 };
-const CALL_COST = 5n + 2n * 1000n;
-/** A cap in micro-USD that fits `calls` reservations and not one more (whatever the input estimate, within 100 µ$ a call). */
-const capFitting = (calls: number) => calls * 2000 + 1000;
+const CALL = { model: 'solo', messages: user('hold'), max_tokens: 10_000 };
+const CALL_COST = 5n + 2n * 10_000n;
+/** A cap in micro-USD that fits `calls` reservations and not one more (whatever the input bound, within 1,000 µ$ a call). */
+const capFitting = (calls: number) => calls * 20_000 + 10_000;
 const usd = (micros: number) => micros / 1e6;
 
 interface Hold {
@@ -28,7 +28,7 @@ interface Hold {
 async function heldUpstream(t: Test): Promise<Hold> {
   let release!: () => void;
   const held = new Promise<void>((resolve) => (release = resolve));
-  const upstream = await startFakeOpenAIUpstream({ defaultReply: { usage: { prompt_tokens: 5, completion_tokens: 1000 }, holdUntil: held } });
+  const upstream = await startFakeOpenAIUpstream({ defaultReply: { usage: { prompt_tokens: 5, completion_tokens: 10_000 }, holdUntil: held } });
   t.teardown(() => upstream.close());
   return { upstream, release };
 }

@@ -7,6 +7,7 @@ import type { Database } from '../../../core/ports/database.ts';
 import type { CreditLedger } from '../../../core/ports/metering.ts';
 import { Tokens } from '../../../core/tokens.ts';
 import { MeteringTokens } from '../../../plugins/metering/index.ts';
+import { chatInputTokenBound, inputTokenProfile } from '../../../providers/input-token-bound.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIOptions, type FakeOpenAIUpstream } from '../../fakes/fake-openai-upstream.ts';
 import { allPlugins, buildTestApp, createKey, type TapLike, type TestApp } from '../../helpers/app.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
@@ -66,10 +67,16 @@ export interface MeteredGateway {
 export const user = (content: string) => [{ role: 'user', content }];
 
 /**
- * The gateway's input estimate for `[{role:'user', content}]`: 3 (reply primer) + 4 (message
- * framing) + ceil(bytes/4) — providers/token-estimate.ts.
+ * The input tokens billed for `[{role:'user', content}]` when the upstream reports none: 3 (reply
+ * primer) + 4 (message framing) + ceil(bytes/4) — providers/token-estimate.ts.
  */
 export const estimatedInputTokens = (content: string) => 3 + 4 + Math.ceil(Buffer.byteLength(content, 'utf8') / 4);
+
+/**
+ * What admission reserves for the input of `[{role:'user', content}]` on `solo`, whose tokenizer is
+ * unknown (a loopback upstream): the byte bound of providers/input-token-bound.ts.
+ */
+export const reservedInputTokens = (content: string) => chatInputTokenBound({ messages: user(content) }, inputTokenProfile([{ tokenizer: 'bytes', maxImageTokens: 0 }]));
 
 export async function startMeteredGateway(t: TapLike, options: MeteredGatewayOptions = {}): Promise<MeteredGateway> {
   let upstream = options.upstream;
