@@ -11,6 +11,7 @@ import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts
 import { Container } from './container.ts';
 import { installAuthHook } from './http/auth-hook.ts';
 import { clientErrorHandler, refuseConnect } from './http/client-errors.ts';
+import { installDraining } from './http/draining.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from './http/mount-operations.ts';
 import { buildOpenApiDocument } from './openapi.ts';
@@ -74,6 +75,8 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     clientErrorHandler: clientErrorHandler((): FastifyBaseLogger => app.log, config.server),
     ...serverTimeouts(config.server),
     forceCloseConnections: 'idle',
+    // Draining answers are core/http/draining.ts's, in the envelope with retry-after.
+    return503OnClosing: false,
     // Always the gateway's own: the id keys the request log (and so the bill), so no caller may
     // pick it; a caller's x-request-id comes back as x-client-request-id instead.
     genReqId: () => newRequestId(),
@@ -118,6 +121,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
       if (typeof own === 'string' && SAFE_REQUEST_ID.test(own)) void reply.header('x-client-request-id', own);
       done();
     });
+    installDraining(app);
     installErrorHandling(app);
     installAuthHook(app, authenticator);
 
