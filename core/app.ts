@@ -10,6 +10,7 @@ import { Authenticator } from './authenticator.ts';
 import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts';
 import { Container } from './container.ts';
 import { installAuthHook } from './http/auth-hook.ts';
+import { authorizationHeader } from './http/authorization-header.ts';
 import { clientErrorHandler, refuseConnect } from './http/client-errors.ts';
 import { installDraining } from './http/draining.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
@@ -182,7 +183,7 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
   if (config.metrics.enabled) {
     const token = config.metrics.bearerToken;
     app.get('/metrics', { config: { auth: false, surface: 'root' } }, async (request, reply) => {
-      if (token && request.headers.authorization !== `Bearer ${token}`) {
+      if (token && authorizationHeader(request.raw) !== `Bearer ${token}`) {
         throw new ApiError(401, 'invalid_metrics_token', 'GET /metrics needs the operator metrics token');
       }
       return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());

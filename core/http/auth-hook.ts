@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Authenticator } from '../authenticator.ts';
 import type { Credential } from '../credential.ts';
 import { ApiError } from '../errors.ts';
+import { authorizationHeader } from './authorization-header.ts';
 
 /**
  * Authenticates every request before its body is read (a bad key never costs a 10 MB parse),
@@ -22,13 +23,15 @@ export function installAuthHook(app: FastifyInstance, authenticator: Authenticat
       }
       done();
     };
+    let authorization: string | undefined;
     let cached: Credential | null;
     try {
-      cached = authenticator.cachedCredential(request.headers.authorization);
+      authorization = authorizationHeader(request.raw);
+      cached = authenticator.cachedCredential(authorization);
     } catch (error) {
       return done(error as Error);
     }
     if (cached) return admit(cached);
-    authenticator.authenticate(request.headers.authorization).then(admit, done);
+    authenticator.authenticate(authorization).then(admit, done);
   });
 }
