@@ -29,6 +29,7 @@ t.test('SIGTERM lets an in-flight request finish, then the process exits 0', asy
 storage: { database: { driver: pglite, dataDir: ${join(dir, 'db')} } }
 plugins:
   account: {}
+  keys: {}
   inference:
     providers: { slow: { type: mock, latencyMs: 1500 } }
     models: { slow-model: { routes: [{ provider: slow, model: slow }] } }
@@ -50,9 +51,16 @@ plugins:
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 
-  const inFlight = fetch(`${base}/v1/chat/completions`, {
+  const created = await fetch(`${base}/client/keys`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'shutdown', scopes: ['inference'] }),
+  });
+  const { key } = (await created.json()) as { key: string };
+
+  const inFlight = fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'slow-model', messages: [{ role: 'user', content: 'take your time' }] }),
   });
   await new Promise((resolve) => setTimeout(resolve, 300));
