@@ -38,8 +38,22 @@ export const configSchema = z.strictObject({
       logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
       /** How long SIGTERM waits for in-flight requests before closing anyway. */
       shutdownGraceMs: z.number().int().min(0).default(10_000),
+      /**
+       * How long a client may take to send a request's headers, and its whole request (headers and
+       * body), before it is answered 408 and disconnected: a client trickling bytes must not hold a
+       * connection for as long as it likes. They bound receiving only; a response may stream for
+       * as long as it needs.
+       */
+      headersTimeoutMs: z.number().int().min(1).default(10_000),
+      requestTimeoutMs: z.number().int().min(1).default(120_000),
+      /** How long a kept-alive connection may sit idle between requests before it is closed. */
+      keepAliveTimeoutMs: z.number().int().min(1).default(72_000),
       /** The address clients use; shown in indexes and given to apps. */
       publicUrl: z.string().url().optional(),
+    })
+    .refine((server) => server.headersTimeoutMs <= server.requestTimeoutMs, {
+      path: ['headersTimeoutMs'],
+      message: 'must not exceed server.requestTimeoutMs (the headers are part of the request)',
     })
     .prefault({}),
   storage: z

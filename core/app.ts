@@ -1,5 +1,5 @@
 import './http/fastify-types.ts';
-import Fastify, { LogController, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AppConfig } from '../config/schema.ts';
 import { createCoordination } from '../adapters/create-coordination.ts';
 import { createDatabase } from '../adapters/create-database.ts';
@@ -10,6 +10,9 @@ import { Authenticator } from './authenticator.ts';
 import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts';
 import { Container } from './container.ts';
 import { installAuthHook } from './http/auth-hook.ts';
+import { authorizationHeader } from './http/authorization-header.ts';
+import { clientErrorHandler, refuseConnect } from './http/client-errors.ts';
+import { installDraining } from './http/draining.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from './http/mount-operations.ts';
 import { buildOpenApiDocument } from './openapi.ts';
@@ -69,12 +72,18 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     logController: new LogController({ disableRequestLogging: true }),
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
     frameworkErrors: frameworkErrorHandler,
+    // Requests the HTTP parser refuses (431, bad bytes, unknown methods, 408) in the envelope.
+    clientErrorHandler: clientErrorHandler((): FastifyBaseLogger => app.log, config.server),
+    ...serverTimeouts(config.server),
     forceCloseConnections: 'idle',
+    // Draining answers are core/http/draining.ts's, in the envelope with retry-after.
+    return503OnClosing: false,
     // Always the gateway's own: the id keys the request log (and so the bill), so no caller may
     // pick it; a caller's x-request-id comes back as x-client-request-id instead.
     genReqId: () => newRequestId(),
     childLoggerFactory: lazyRequestLogger,
   });
+  app.server.on('connect', refuseConnect);
 
   let database: Database | null = null;
   let coordination: Coordination | null = null;
@@ -113,6 +122,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
       if (typeof own === 'string' && SAFE_REQUEST_ID.test(own)) void reply.header('x-client-request-id', own);
       done();
     });
+    installDraining(app);
     installErrorHandling(app);
     installAuthHook(app, authenticator);
 
@@ -173,7 +183,7 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
   if (config.metrics.enabled) {
     const token = config.metrics.bearerToken;
     app.get('/metrics', { config: { auth: false, surface: 'root' } }, async (request, reply) => {
-      if (token && request.headers.authorization !== `Bearer ${token}`) {
+      if (token && authorizationHeader(request.raw) !== `Bearer ${token}`) {
         throw new ApiError(401, 'invalid_metrics_token', 'GET /metrics needs the operator metrics token');
       }
       return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
@@ -200,4 +210,24 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
       };
     });
   }
+}
+
+/**
+ * Node's limits on receiving a request (server.* in config): the header section, the whole request,
+ * and the idle time between kept-alive requests. None applies while a response is being sent, so
+ * long streams are not cut; Fastify's connectionTimeout (socket inactivity in either direction)
+ * stays off for that reason, as it would cut a stream still waiting for its first token. Node
+ * checks the first two on a timer whose default period (30 s) would let a trickling client stay
+ * far past a short limit, so the period follows the limit.
+ */
+function serverTimeouts(server: AppConfig['server']) {
+  return {
+    requestTimeout: server.requestTimeoutMs,
+    keepAliveTimeout: server.keepAliveTimeoutMs,
+    http: {
+      headersTimeout: server.headersTimeoutMs,
+      requestTimeout: server.requestTimeoutMs,
+      connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(server.headersTimeoutMs / 4))),
+    },
+  };
 }

@@ -2,33 +2,46 @@ import type { FastifyInstance } from 'fastify';
 import type { Authenticator } from '../authenticator.ts';
 import type { Credential } from '../credential.ts';
 import { ApiError } from '../errors.ts';
+import { authorizationHeader } from './authorization-header.ts';
 
 /**
  * Authenticates every request before its body is read (a bad key never costs a 10 MB parse),
- * then checks the route's scope. Unknown routes skip this so they answer 404, not 401.
+ * then checks the route's scope. Unknown routes skip this so they answer 404, not 401. The /v1
+ * surface takes API keys only: a person's session there would be billed to no key, outside every
+ * key and project cap and key rate limit, so it is refused with 401 `api_key_required`.
  */
 export function installAuthHook(app: FastifyInstance, authenticator: Authenticator): void {
   app.decorateRequest('credential', null);
   // Callback style: a credential the cache knows is checked without a promise.
   app.addHook('onRequest', (request, _reply, done) => {
     if (request.is404) return done();
-    const auth = request.routeOptions.config.auth;
+    const { auth, surface } = request.routeOptions.config;
     if (auth === false) return done();
     const scope = auth?.scope ?? null;
     const admit = (credential: Credential) => {
+      if (surface === 'v1' && credential.kind !== 'key') return done(apiKeyRequired());
       request.credential = credential;
       if (scope && !credential.scopes.has(scope)) {
         return done(new ApiError(403, 'missing_scope', `This credential lacks the '${scope}' scope that this operation needs`));
       }
       done();
     };
+    let authorization: string | undefined;
     let cached: Credential | null;
     try {
-      cached = authenticator.cachedCredential(request.headers.authorization);
+      authorization = authorizationHeader(request.raw);
+      cached = authenticator.cachedCredential(authorization);
     } catch (error) {
       return done(error as Error);
     }
     if (cached) return admit(cached);
-    authenticator.authenticate(request.headers.authorization).then(admit, done);
+    authenticator.authenticate(authorization).then(admit, done);
   });
 }
+
+const apiKeyRequired = () =>
+  new ApiError(
+    401,
+    'api_key_required',
+    'The /v1 API takes API keys only, not sessions: create a key with POST /client/keys (scope "inference") and send it as "Authorization: Bearer svc_live_…"',
+  );

@@ -12,7 +12,7 @@ export interface RouteAuth {
 declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: false | RouteAuth;
-    /** Which surface the route belongs to, for the error handler and logs. */
+    /** Which surface the route belongs to, for the error handler and logs; `v1` routes take API keys only. */
     surface?: 'v1' | 'client' | 'mcp' | 'root';
   }
   interface FastifyRequest {

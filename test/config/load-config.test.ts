@@ -36,6 +36,17 @@ t.test('config/default.yaml loads and validates with an empty environment', asyn
   for (const name of ['account', 'projects', 'keys']) t.ok(Object.hasOwn(config.plugins, name), `enables ${name}`);
 });
 
+t.test('server timeouts default to 10 s for headers, 120 s for the whole request and 72 s of keep-alive idle', async (t) => {
+  const { server } = parseConfig({});
+  t.equal(server.headersTimeoutMs, 10_000);
+  t.equal(server.requestTimeoutMs, 120_000);
+  t.equal(server.keepAliveTimeoutMs, 72_000);
+});
+
+t.test('a headersTimeoutMs above requestTimeoutMs fails naming server.headersTimeoutMs', async (t) => {
+  assertConfigError(t, () => parseConfig({ server: { headersTimeoutMs: 5_000, requestTimeoutMs: 1_000 } }), 'server.headersTimeoutMs', /must not exceed server\.requestTimeoutMs/);
+});
+
 t.test('config/default.yaml enables only known plugins, with valid settings and their dependencies', async (t) => {
   const config = loadConfig({ path: DEFAULT_CONFIG_PATH, env: {} });
   const enabled = Object.entries(config.plugins).filter(([, section]) => section !== false).map(([name]) => name);

@@ -4,9 +4,7 @@ import t from 'tap';
 import { manifest as defaultManifest } from '../../plugins/index.ts';
 import { LEAKED_SECRET, throwingPlugin } from '../fixtures/throwing-plugin.ts';
 import { allPlugins, buildTestApp, createKey } from '../helpers/app.ts';
-
-/** The assertions the helpers below use; satisfied by the root test and by subtests. */
-type Tap = Pick<typeof t, 'ok' | 'notOk' | 'equal' | 'not' | 'same' | 'match' | 'fail'>;
+import { assertEnvelope } from '../helpers/envelope.ts';
 
 const TEN_MB = 10 * 1024 * 1024;
 const manifest = [...defaultManifest, throwingPlugin];
@@ -25,43 +23,6 @@ function raw(method: string, url: string, options: { payload?: string | Buffer; 
     },
     ...(options.payload !== undefined ? { payload: options.payload } : {}),
   });
-}
-
-interface Envelope {
-  error: { message: string; type: string; code: string; param: string | null };
-}
-
-/** The spec's envelope, exactly: {error:{message,type,code,param}} and nothing else. */
-function assertEnvelope(t: Tap, response: LightMyRequestResponse, status: number, expect: { code?: string; param?: string | null } = {}): Envelope | null {
-  const label = `${response.statusCode} ${response.body.slice(0, 160)}`;
-  t.equal(response.statusCode, status, `status ${status} (${label})`);
-  t.match(String(response.headers['content-type'] ?? ''), /^application\/json/, 'answers JSON');
-  let body: unknown;
-  try {
-    body = response.json();
-  } catch {
-    t.fail(`body is not JSON: ${label}`);
-    return null;
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    t.fail(`body is not an object: ${label}`);
-    return null;
-  }
-  t.same(Object.keys(body), ['error'], 'the body holds only `error`');
-  const error = (body as Record<string, unknown>).error;
-  if (typeof error !== 'object' || error === null) {
-    t.fail(`error is not an object: ${label}`);
-    return null;
-  }
-  t.same(Object.keys(error).sort(), ['code', 'message', 'param', 'type'], 'error has exactly message, type, code, param');
-  const e = error as Record<string, unknown>;
-  t.ok(typeof e.message === 'string' && e.message.length > 0, 'message is a non-empty string');
-  t.ok(typeof e.type === 'string' && e.type.length > 0, 'type is a non-empty string');
-  t.ok(typeof e.code === 'string' && /^[a-z][a-z0-9_]*$/.test(e.code), `code is a snake_case string (${String(e.code)})`);
-  t.ok(e.param === null || typeof e.param === 'string', 'param is a string or null');
-  if (expect.code !== undefined) t.equal(e.code, expect.code, `code ${expect.code}`);
-  if (expect.param !== undefined) t.equal(e.param, expect.param, `param ${String(expect.param)}`);
-  return body as Envelope;
 }
 
 t.test('an unknown route answers 404 in the envelope on every surface', async (t) => {

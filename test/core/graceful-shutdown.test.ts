@@ -6,6 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
 import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
+import { buildTestApp } from '../helpers/app.ts';
+import { assertEnvelope } from '../helpers/envelope.ts';
+import { RawConnection } from '../helpers/raw-http.ts';
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -26,6 +29,7 @@ t.test('SIGTERM lets an in-flight request finish, then the process exits 0', asy
 storage: { database: { driver: pglite, dataDir: ${join(dir, 'db')} } }
 plugins:
   account: {}
+  keys: {}
   inference:
     providers: { slow: { type: mock, latencyMs: 1500 } }
     models: { slow-model: { routes: [{ provider: slow, model: slow }] } }
@@ -47,9 +51,16 @@ plugins:
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 
-  const inFlight = fetch(`${base}/v1/chat/completions`, {
+  const created = await fetch(`${base}/client/keys`, {
     method: 'POST',
     headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'shutdown', scopes: ['inference'] }),
+  });
+  const { key } = (await created.json()) as { key: string };
+
+  const inFlight = fetch(`${base}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'slow-model', messages: [{ role: 'user', content: 'take your time' }] }),
   });
   await new Promise((resolve) => setTimeout(resolve, 300));
@@ -60,4 +71,48 @@ plugins:
   t.match(((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, /take your time/);
   const [code] = await exited;
   t.equal(code, 0, `exit code (output: ${output.slice(-500)})`);
+});
+
+t.test('while draining, a request on a kept-alive connection answers 503 shutting_down with retry-after and connection: close', async (t) => {
+  const test = await buildTestApp(t, { ready: false });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let entered!: () => void;
+  const handling = new Promise<void>((resolve) => (entered = resolve));
+  test.app.get('/test/held', { config: { auth: false } }, async () => {
+    entered();
+    await held;
+    return { finished: true };
+  });
+  await test.app.listen({ host: '127.0.0.1', port: 0 });
+  // The listener closes after the preClose hooks; a connection still busy then is kept, idle ones are closed.
+  const serverClosing = new Promise<void>((resolve) => {
+    const { server } = test.app;
+    const close = server.close.bind(server);
+    server.close = (callback) => {
+      resolve();
+      return close(callback);
+    };
+  });
+
+  // A connection busy at close time is not closed as idle: it is the one a next request can use.
+  const connection = await RawConnection.open(test.app);
+  t.teardown(() => connection.close());
+  connection.write('GET /test/held HTTP/1.1\r\nHost: x\r\n\r\n');
+  await handling;
+  const closed = test.app.close();
+  await serverClosing;
+  release();
+  const inFlight = await connection.response();
+  t.equal(inFlight.statusCode, 200, 'the request in flight when draining began finishes');
+  t.same(JSON.parse(inFlight.body), { finished: true });
+
+  connection.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n');
+  const refused = await connection.response();
+  assertEnvelope(t, refused, 503, { code: 'shutting_down' });
+  t.equal(refused.headers['retry-after'], '1', 'retry-after says when to retry');
+  t.equal(refused.headers.connection, 'close', 'connection: close');
+  t.match(refused.headers['x-request-id'], /^req_/, 'carries a request id');
+  await connection.closed;
+  await closed;
 });
