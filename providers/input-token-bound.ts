@@ -206,11 +206,42 @@ export function loadEncoding(encoding: BpeEncoding): Promise<void> {
     const imported: Promise<EncodingApi> =
       encoding === 'o200k_base' ? import('gpt-tokenizer/encoding/o200k_base') : import('gpt-tokenizer/encoding/cl100k_base');
     pending = imported.then((api) => {
-      counters.set(encoding, (text) => (text === '' ? 0 : api.countTokens(text, AS_PLAIN_TEXT)));
+      counters.set(encoding, rememberingCounts((text) => (text === '' ? 0 : api.countTokens(text, AS_PLAIN_TEXT))));
     });
     loading.set(encoding, pending);
   }
   return pending;
+}
+
+/** Texts this long are remembered with their count: a conversation resends its whole history every turn. */
+const REMEMBER_FROM_CHARS = 1024;
+/** What the remembered texts may hold, in UTF-16 code units (at most 8 MB per encoding). */
+const REMEMBERED_CHARS = 4 * 1024 * 1024;
+
+/**
+ * Counts long texts once: looking a text up costs hashing it, about a hundredth of tokenizing it.
+ * The least recently used texts are forgotten first (a Map iterates in insertion order).
+ */
+function rememberingCounts(count: Measure): Measure {
+  const counts = new Map<string, number>();
+  let chars = 0;
+  return (text) => {
+    if (text.length < REMEMBER_FROM_CHARS) return count(text);
+    let counted = counts.get(text);
+    if (counted !== undefined) {
+      counts.delete(text);
+    } else {
+      counted = count(text);
+      chars += text.length;
+      for (const old of counts.keys()) {
+        if (chars <= REMEMBERED_CHARS) break;
+        counts.delete(old);
+        chars -= old.length;
+      }
+    }
+    counts.set(text, counted);
+    return counted;
+  };
 }
 
 function loadedCounter(encoding: BpeEncoding): Measure | undefined {
