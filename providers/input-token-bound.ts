@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 /**
  * An upper bound on the input tokens of a chat request, for reservations only: what admission
  * holds against credit, spend caps and tokens/min before the call. Billing uses what the upstream
@@ -206,11 +207,38 @@ export function loadEncoding(encoding: BpeEncoding): Promise<void> {
     const imported: Promise<EncodingApi> =
       encoding === 'o200k_base' ? import('gpt-tokenizer/encoding/o200k_base') : import('gpt-tokenizer/encoding/cl100k_base');
     pending = imported.then((api) => {
-      counters.set(encoding, (text) => (text === '' ? 0 : api.countTokens(text, AS_PLAIN_TEXT)));
+      counters.set(encoding, rememberingCounts((text) => (text === '' ? 0 : api.countTokens(text, AS_PLAIN_TEXT))));
     });
     loading.set(encoding, pending);
   }
   return pending;
+}
+
+/** Texts this long are remembered with their count: a conversation resends its whole history every turn. */
+const REMEMBER_FROM_CHARS = 1024;
+/** How many texts' counts are remembered per encoding (by digest: 16 bytes and a number each). */
+const REMEMBERED_TEXTS = 100_000;
+
+/**
+ * Counts long texts once: digesting a text costs about a hundredth of tokenizing it. Texts are
+ * known by their SHA-1 digest, so no prompt is kept in memory beyond its call. The least recently
+ * used are forgotten first (a Map iterates in insertion order).
+ */
+function rememberingCounts(count: Measure): Measure {
+  const counts = new Map<string, number>();
+  return (text) => {
+    if (text.length < REMEMBER_FROM_CHARS) return count(text);
+    const digest = createHash('sha1').update(text).digest('base64');
+    let counted = counts.get(digest);
+    if (counted !== undefined) {
+      counts.delete(digest);
+    } else {
+      counted = count(text);
+      if (counts.size >= REMEMBERED_TEXTS) counts.delete(counts.keys().next().value!);
+    }
+    counts.set(digest, counted);
+    return counted;
+  };
 }
 
 function loadedCounter(encoding: BpeEncoding): Measure | undefined {
