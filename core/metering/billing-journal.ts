@@ -253,8 +253,7 @@ function ignoreMissing(fn: () => void): void {
  */
 export class BillingJournal {
   private dir: string | null = null;
-  private readonly instance = randomBytes(8).toString('hex');
-  private host: HostView;
+  private readonly host: HostView;
   private ownerFd: number | null = null;
   private segments: Segment[] = [];
   private sequence = 0;
@@ -271,7 +270,7 @@ export class BillingJournal {
     private readonly logger: FastifyBaseLogger,
     host?: HostView,
   ) {
-    this.host = host ?? localHost(this.instance);
+    this.host = host ?? localHost(randomBytes(8).toString('hex'));
   }
 
   /** This process's instance id (the prefix of its files). */
@@ -306,7 +305,7 @@ export class BillingJournal {
     const segment = this.writable();
     if (held) segment.held += 1;
     else segment.kept = true;
-    const written = this.write(segment, encodeRecord('row', row));
+    const written = this.write(segment, 'row', row);
     if (written && this.startedIn.size > 0) {
       const provisional = this.startedIn.get(row.id);
       if (provisional) {
@@ -320,7 +319,7 @@ export class BillingJournal {
   started(row: RequestLogRow): void {
     if (this.dir === null) return;
     const segment = this.writable();
-    if (this.write(segment, encodeRecord('started', row))) {
+    if (this.write(segment, 'started', row)) {
       segment.open += 1;
       this.startedIn.set(row.id, segment);
     }
@@ -408,9 +407,10 @@ export class BillingJournal {
   }
 
   /** One record, whole or not at all usable: a short write is finished, a failed one closes the segment. */
-  private write(segment: Segment, line: string): boolean {
+  private write(segment: Segment, kind: RecordKind, row: RequestLogRow): boolean {
     if (segment.fd === null) return false;
     try {
+      const line = encodeRecord(kind, row);
       const done = writeSync(segment.fd, line);
       const length = Buffer.byteLength(line);
       if (done < length) {
