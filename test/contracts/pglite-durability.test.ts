@@ -13,6 +13,8 @@ import { createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
  * (A machine failure is another matter: see README, Money across a crash.) The second round kills
  * a process that started by recovering from the first kill.
  */
+t.setTimeout(180_000);
+
 const ROUNDS = 2;
 const COMMITS_PER_ROUND = 50;
 

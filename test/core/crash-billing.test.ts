@@ -20,6 +20,9 @@ import { TEST_PRICES } from '../helpers/gateway.ts';
  * log and charged, and the balance must equal the opening credit less the logged costs, exactly.
  */
 
+// Two gateway starts per database (PGlite's first one runs initdb): slow on a busy two-core machine.
+t.setTimeout(300_000);
+
 const OPENING_CREDIT_USD = 100;
 const WORKERS = 12;
 /** The kill comes when a stream's status line arrives after this many responses have started. */
