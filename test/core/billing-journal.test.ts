@@ -176,6 +176,22 @@ t.test('writing', async (t) => {
     t.same(stored, [queued.id]);
     t.same(segments(root), []);
   });
+
+  t.test('a row past the writer’s maxQueue is kept in the journal instead of being lost', async (t) => {
+    const root = tempRoot(t);
+    const recorder: UsageRecorder = { record: () => Promise.reject(new Error('database down')) };
+    const j = journal(root);
+    j.open(DATABASE);
+    const writer = new RequestLogWriter(recorder, { flushIntervalMs: 60_000, batchSize: 1000, maxQueue: 1 }, silent, j);
+    const held = row();
+    const overflow = row();
+    writer.enqueue(held);
+    writer.enqueue(overflow);
+    t.equal(writer.snapshot().dropped, 1, 'not held in memory');
+    await j.close();
+    const text = readFileSync(join(root, DATABASE, segments(root)[0]!), 'utf8');
+    t.same(text.trimEnd().split('\n').map((line) => decodeRecord(line)?.row.id), [held.id, overflow.id], 'both wait in the journal for the next start');
+  });
 });
 
 t.test('whose segments are replayed', async (t) => {
