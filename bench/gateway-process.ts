@@ -7,7 +7,7 @@
  *
  *   BENCH_UPSTREAM_URL  origin of the fake upstream (http://127.0.0.1:port)
  *   BENCH_OWNER_TOKEN   bootstrap owner session token (the parent creates a key with it)
- *   BENCH_DATA_DIR      an empty directory for PGlite
+ *   BENCH_DATA_DIR      an empty directory: the service's data directory (PGlite, the billing journal)
  *   BENCH_MODEL         the model name the bench asks for (same name upstream)
  *   BENCH_DATABASE_URL, BENCH_DATABASE_SCHEMA, BENCH_REDIS_URL, BENCH_REDIS_PREFIX
  *                       optional: PostgreSQL instead of PGlite (to see what PGlite costs)
@@ -115,6 +115,7 @@ async function main(): Promise<void> {
   const raw: AppConfigInput = {
     server: { host: '127.0.0.1', port: 0, logLevel: 'warn' },
     storage: {
+      dataDir,
       database: process.env.BENCH_DATABASE_URL
         ? { driver: 'postgres', url: process.env.BENCH_DATABASE_URL, schema: required('BENCH_DATABASE_SCHEMA') }
         : { driver: 'pglite', dataDir: join(dataDir, 'pglite') },

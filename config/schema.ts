@@ -58,6 +58,8 @@ export const configSchema = z.strictObject({
     .prefault({}),
   storage: z
     .strictObject({
+      /** The service's own files on this machine: the billing journal (and, by default.yaml, the embedded database). */
+      dataDir: z.string().min(1).default('./data'),
       database: z.discriminatedUnion('driver', [pgliteDatabase, postgresDatabase]).prefault({ driver: 'pglite' }),
       coordination: z.discriminatedUnion('driver', [memoryCoordination, redisCoordination]).prefault({ driver: 'memory' }),
     })

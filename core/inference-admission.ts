@@ -34,11 +34,26 @@ export interface CallOutcome {
   bodies?: { request: unknown; response: unknown };
 }
 
+/** What is known when a response starts before its call can be settled (a stream's commit point). */
+export interface ResponseStart {
+  provider: string;
+  upstreamModel: string;
+  attempts: number;
+  latencyMs: number;
+  ttftMs: number | null;
+}
+
 export interface Admission {
   /** Response headers to add (x-ratelimit-*). */
   readonly headers: Readonly<Record<string, string>>;
   /** Whether the account keeps prompt and response bodies: pass them in the outcome if so. */
   readonly logBodies: boolean;
+  /**
+   * The status line is about to go out and finish() will come only later (a stream): from here the
+   * call is billed even if the process dies first, at least for its input. A call finished before
+   * its response starts needs no such call. Never throws.
+   */
+  responseStarting(start: ResponseStart): void;
   /** Settles everything admit took. Never throws; calling it twice has no further effect. */
   finish(outcome: CallOutcome): void;
 }
@@ -56,7 +71,7 @@ const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Used when no metering plugin is enabled: admits everything and records nothing. */
 export const openAdmission: InferenceAdmission = {
-  admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, finish: () => undefined }),
+  admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, responseStarting: () => undefined, finish: () => undefined }),
   peekHeaders: async () => EMPTY_HEADERS,
 };
 

@@ -2,17 +2,19 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Credential } from '../credential.ts';
 import { ApiError } from '../errors.ts';
-import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../inference-admission.ts';
+import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission, ResponseStart } from '../inference-admission.ts';
 import { microsToUsd } from '../money.ts';
 import type { AllowanceTake, Coordination, GateRequest, GateResult, LeaseEntry, RateDecision, RateEntry } from '../ports/coordination.ts';
 import type { KeyRateLimits, SpendCap, SpendReader } from '../ports/identity.ts';
-import type { CreditLedger } from '../ports/metering.ts';
+import type { CreditLedger, RequestLogRow } from '../ports/metering.ts';
+import { estimatedUsage } from '../provider.ts';
 import { periodStart } from '../time-windows.ts';
 import type { CapPolicies } from './cap-policies.ts';
 import { costMicros, estimateCostMicros, type PriceSheet } from './pricing.ts';
 import { rateLimitHeaders } from './rate-limit-headers.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import type { BudgetAlerts } from './budget-alerts.ts';
+import { INTERRUPTED_ERROR_CODE } from './billing-journal.ts';
 
 /** A scope's rate limits; null means no limit. */
 export type LimitSet = KeyRateLimits;
@@ -348,6 +350,14 @@ export class GovernedAdmission implements InferenceAdmission {
     return {
       headers: state.headers,
       logBodies: state.logBodies,
+      responseStarting: (start: ResponseStart) => {
+        if (finished) return;
+        try {
+          this.deps.writer.started(interruptedRow(state, start, createdAt));
+        } catch (error) {
+          logger.error({ err: error, requestId: state.request.requestId }, 'journaling a started response failed');
+        }
+      },
       finish: (outcome: CallOutcome) => {
         if (finished) return;
         finished = true;
@@ -392,32 +402,7 @@ export class GovernedAdmission implements InferenceAdmission {
     const tokens = state.tokens.map((entry) => ({ key: entry.key, limit: entry.limit, periodMs: entry.periodMs, cost: used - state.tokenEstimate }));
     const settled = coordination.gate.settle({ leaseKeys: state.leaseKeys, leaseId: state.leaseId, gives, counterTtlMs: settings.counterTtlMs, tokens });
     const credential = request.credential;
-    this.deps.writer.enqueue({
-      id: request.requestId,
-      organizationId: credential.organizationId,
-      projectId: credential.kind === 'key' ? credential.projectId : null,
-      keyId: credential.kind === 'key' ? credential.keyId : null,
-      endpoint: request.endpoint,
-      model: request.model,
-      provider: outcome.provider,
-      upstreamModel: outcome.upstreamModel,
-      statusCode: outcome.status,
-      errorCode: outcome.errorCode,
-      inputTokens: usage?.inputTokens ?? 0,
-      cachedInputTokens: usage?.cachedInputTokens ?? 0,
-      cacheWriteTokens: usage?.cacheWriteTokens ?? 0,
-      outputTokens: usage?.outputTokens ?? 0,
-      reasoningTokens: usage?.reasoningTokens ?? 0,
-      usageEstimated: usage?.estimated ?? false,
-      costMicros: cost,
-      priceVersion: sheet.version,
-      latencyMs: outcome.latencyMs,
-      ttftMs: outcome.ttftMs,
-      streamed: request.stream,
-      attempts: outcome.attempts,
-      createdAt,
-      bodies: state.logBodies && outcome.bodies ? outcome.bodies : null,
-    });
+    this.deps.writer.enqueue(requestLogRow(state, outcome, cost, createdAt));
     const alerting = cost > 0n ? state.caps.filter((entry) => entry.cap.mode === 'alert') : [];
     return alerting.length === 0 ? settled : settled.then(() => this.alertIfReached(alerting, credential.organizationId));
   }
@@ -433,6 +418,50 @@ export class GovernedAdmission implements InferenceAdmission {
       }
     }
   }
+}
+
+/** A call's request-log row: what it cost and how it went. */
+function requestLogRow(state: AdmittedCall, outcome: CallOutcome, cost: bigint, createdAt: Date): RequestLogRow {
+  const { request } = state;
+  const { credential } = request;
+  const usage = outcome.usage;
+  return {
+    id: request.requestId,
+    organizationId: credential.organizationId,
+    projectId: credential.kind === 'key' ? credential.projectId : null,
+    keyId: credential.kind === 'key' ? credential.keyId : null,
+    endpoint: request.endpoint,
+    model: request.model,
+    provider: outcome.provider,
+    upstreamModel: outcome.upstreamModel,
+    statusCode: outcome.status,
+    errorCode: outcome.errorCode,
+    inputTokens: usage?.inputTokens ?? 0,
+    cachedInputTokens: usage?.cachedInputTokens ?? 0,
+    cacheWriteTokens: usage?.cacheWriteTokens ?? 0,
+    outputTokens: usage?.outputTokens ?? 0,
+    reasoningTokens: usage?.reasoningTokens ?? 0,
+    usageEstimated: usage?.estimated ?? false,
+    costMicros: cost,
+    priceVersion: state.sheet.version,
+    latencyMs: outcome.latencyMs,
+    ttftMs: outcome.ttftMs,
+    streamed: request.stream,
+    attempts: outcome.attempts,
+    createdAt,
+    bodies: state.logBodies && outcome.bodies ? outcome.bodies : null,
+  };
+}
+
+/**
+ * The row billed if the process dies between a stream's status line and its settlement (the billing
+ * journal keeps it until the call's own row supersedes it): its input as counted locally, none of
+ * its output (unknown), marked estimated, status 500 `gateway_interrupted`.
+ */
+function interruptedRow(state: AdmittedCall, start: ResponseStart, createdAt: Date): RequestLogRow {
+  const usage = estimatedUsage(state.request.estimate.inputTokens, 0);
+  const outcome: CallOutcome = { status: 500, errorCode: INTERRUPTED_ERROR_CODE, usage, ...start };
+  return requestLogRow(state, outcome, costMicros(usage, state.sheet), createdAt);
 }
 
 function isMissing(result: GateResult): result is Extract<GateResult, { refused: 'money' }> & { allowance: { reason: 'missing'; keys: string[] } } {

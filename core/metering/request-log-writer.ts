@@ -1,10 +1,11 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { RequestLogRow, UsageRecorder } from '../ports/metering.ts';
+import type { BillingJournal } from './billing-journal.ts';
 
 export interface WriterSettings {
   flushIntervalMs: number;
   batchSize: number;
-  /** Rows held at most (waiting plus failed); past it new rows are dropped and counted. */
+  /** Rows held at most (waiting plus failed); past it new rows are dropped from memory and counted (the journal, if any, keeps them). */
   maxQueue: number;
 }
 
@@ -21,7 +22,9 @@ export interface WriterStats {
  * Keeps request-log writes off the hot path: calls are queued in memory and written in batches
  * (one transaction per batch, which also charges the balances). A failed flush keeps its rows and
  * tries again; the queue is bounded so a database outage cannot grow memory without limit. On
- * stop, everything queued is written before the process exits.
+ * stop, everything queued is written before the process exits. With a billing journal, every row is
+ * also appended to local disk as it is queued, so a process that dies loses none (see
+ * billing-journal.ts).
  */
 export class RequestLogWriter {
   private queue: RequestLogRow[] = [];
@@ -36,6 +39,7 @@ export class RequestLogWriter {
     private readonly recorder: UsageRecorder,
     private readonly settings: WriterSettings,
     private readonly logger: FastifyBaseLogger,
+    private readonly journal: BillingJournal | null = null,
   ) {}
 
   start(): void {
@@ -47,12 +51,26 @@ export class RequestLogWriter {
   enqueue(row: RequestLogRow): void {
     if (this.queue.length >= this.settings.maxQueue) {
       this.stats.dropped += 1;
-      this.logger.error({ requestId: row.id }, 'request log queue full: row dropped (its charge is lost from the ledger)');
+      if (this.journal) {
+        this.journal.append(row, false);
+        this.logger.error({ requestId: row.id }, 'request log queue full: row kept only in the billing journal (stored and charged at the next start)');
+      } else {
+        this.logger.error({ requestId: row.id }, 'request log queue full: row dropped (its charge is lost from the ledger)');
+      }
       return;
     }
+    this.journal?.append(row, true);
     this.queue.push(row);
     this.track(row, 1n);
     if (this.queue.length >= this.settings.batchSize) void this.flush();
+  }
+
+  /**
+   * A stream's status line is about to go out before the call can be settled: `provisional` is the
+   * row to bill if the process dies before the call's own row is queued.
+   */
+  started(provisional: RequestLogRow): void {
+    this.journal?.started(provisional);
   }
 
   /** Spend queued but not yet in the database for an account (organisation), project or key. */
@@ -106,6 +124,7 @@ export class RequestLogWriter {
         return;
       }
       this.queue = this.queue.slice(batch.length);
+      this.journal?.committed(batch.length);
       due -= batch.length;
       this.stats.written += batch.length;
       for (const row of batch) this.track(row, -1n);

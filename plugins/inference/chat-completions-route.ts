@@ -104,6 +104,7 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
     const admission: Admission = {
       headers: admitted.headers,
       logBodies: admitted.logBodies,
+      responseStarting: admitted.responseStarting,
       finish(outcome) {
         deps.metrics.observeCall(ENDPOINT, model.id, outcome);
         admitted.finish(outcome);
@@ -219,6 +220,15 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
     failBeforeResponse(reply, call, error);
   }
 
+  const { iterator, buffered, firstContentAt } = opened.value;
+  // Before the status line: from here a process death must still bill the call.
+  admission.responseStarting({
+    provider: opened.candidate.provider.name,
+    upstreamModel: opened.candidate.upstreamModel,
+    attempts: opened.attempts,
+    latencyMs: Math.round(performance.now() - started),
+    ttftMs: Math.round(firstContentAt - started),
+  });
   reply.hijack();
   const sse = new SseResponse(reply.raw);
   sse.open({
@@ -229,7 +239,6 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
   });
 
   const includeUsage = body.stream_options?.include_usage === true;
-  const { iterator, buffered, firstContentAt } = opened.value;
   let usage: Usage | null = null;
   let outputBytes = 0;
   let last: ChatCompletionChunk | null = null;

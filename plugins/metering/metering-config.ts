@@ -23,6 +23,12 @@ export const meteringConfigSchema = z.strictObject({
       flushIntervalMs: z.number().int().min(10).default(100),
       batchSize: z.number().int().min(1).max(2000).default(500),
       maxQueue: z.number().int().min(100).default(20_000),
+      /**
+       * The billing journal's folder (local disk, not a network share), or false for none: then rows
+       * still queued in memory are lost if the process dies. Default: `<storage.dataDir>/journal`,
+       * and none when the database itself is in memory.
+       */
+      journalDir: z.union([z.string().min(1), z.literal(false)]).optional(),
     })
     .prefault({}),
   /** Concurrency leases lapse after this unless renewed (streams renew them). */

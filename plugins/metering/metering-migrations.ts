@@ -76,4 +76,15 @@ ALTER TABLE budget_alerts DROP CONSTRAINT budget_alerts_pkey;
 ALTER TABLE budget_alerts ADD PRIMARY KEY (scope, scope_id, period_start, cap_micros);
 `,
   },
+  {
+    owner: 'metering',
+    version: 4,
+    name: 'a random identity for this database, naming its billing journal',
+    // The journal on local disk holds rows for one database; a data directory shared by deployments
+    // on different databases (or test schemas) keeps each one's rows apart by this id.
+    sql: `
+CREATE TABLE journal_identity (id text PRIMARY KEY);
+INSERT INTO journal_identity (id) VALUES (replace(gen_random_uuid()::text, '-', ''));
+`,
+  },
 ];

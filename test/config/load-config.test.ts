@@ -125,6 +125,12 @@ t.test('SVC_DATA_DIR moves the embedded database under that directory', async (t
   t.same(config.storage.database, { driver: 'pglite', dataDir: join('/var/lib/svc', 'pglite') });
 });
 
+t.test('SVC_DATA_DIR moves the service data directory (the billing journal’s home), with PostgreSQL too', async (t) => {
+  t.equal(loadConfig({ path: DEFAULT_CONFIG_PATH, env: {} }).storage.dataDir, './data');
+  const config = loadConfig({ path: DEFAULT_CONFIG_PATH, env: { DATABASE_URL: 'postgres://pg/svc', SVC_DATA_DIR: '/var/lib/svc' } });
+  t.equal(config.storage.dataDir, '/var/lib/svc');
+});
+
 t.test('DATABASE_URL switches storage to PostgreSQL at that address', async (t) => {
   const path = yamlFile('storage:\n  database:\n    driver: pglite\n    dataDir: ./data/pglite\n');
   const config = loadConfig({ path, env: { DATABASE_URL: 'postgres://u:p@pg:5432/svc' } });

@@ -1,3 +1,6 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { parseConfig } from '../../config/load.ts';
 import type { AppConfig, AppConfigInput } from '../../config/schema.ts';
@@ -47,16 +50,21 @@ export function allPlugins(manifest: readonly AnyPlugin[] = defaultManifest): Re
 export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Promise<TestApp> {
   const ownerToken = options.config?.bootstrap?.ownerToken ?? generateToken(SESSION_PREFIX);
   const manifest = options.manifest ?? defaultManifest;
+  // The service's own files (the billing journal, when the database outlives the process) stay out of the working tree.
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-test-data-'));
   const raw: AppConfigInput = {
     ...options.config,
     server: { logLevel: 'silent', ...options.config?.server },
-    storage: { database: { driver: 'pglite', dataDir: 'memory://' }, coordination: { driver: 'memory' }, ...options.config?.storage },
+    storage: { dataDir, database: { driver: 'pglite', dataDir: 'memory://' }, coordination: { driver: 'memory' }, ...options.config?.storage },
     bootstrap: { printOwnerToken: false, ...options.config?.bootstrap, ownerToken },
     plugins: options.plugins ?? options.config?.plugins ?? allPlugins(manifest),
   };
   const config = parseConfig(raw);
   const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream });
-  t.teardown(() => app.close());
+  t.teardown(async () => {
+    await app.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
   if (options.ready !== false) await app.ready();
   const bootstrap = app.svc.bootstrap;
   const organizationId = bootstrap?.organizationId ?? '';

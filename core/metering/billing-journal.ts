@@ -1,0 +1,552 @@
+import { randomBytes } from 'node:crypto';
+import { closeSync, futimesSync, mkdirSync, openSync, readdirSync, readFileSync, readlinkSync, renameSync, rmdirSync, statSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import type { FastifyBaseLogger } from 'fastify';
+import type { RequestLogRow, UsageRecorder } from '../ports/metering.ts';
+
+/**
+ * What survives the gateway's process dying with request-log rows still queued in memory: every
+ * row is appended to a local file (one synchronous write on an O_APPEND descriptor, no fsync) when
+ * the call is settled, and a provisional row when a stream's status line is about to go out, so a
+ * call whose response started is on disk before the client sees a byte of it. The kernel keeps
+ * what was written when the process is killed; it is lost only if the machine itself fails before
+ * writeback (see README, Money).
+ *
+ * Layout: one folder per database (its journal_identity), in it per process instance an owner
+ * record `<instance>.owner` (whose mtime is a heartbeat) and segments `<instance>.<seq>.seg` of one
+ * JSON record per line. A segment is closed past `segmentBytes` and deleted once every row in it is
+ * in the database. On start, and every few seconds after, segments whose owner is gone (see
+ * ownerIsGone) are claimed by renaming them to `<claimer>.claimed.<name>` (one rename wins when
+ * replicas race), replayed through the same UsageRecorder as the writer's flush (rows idempotent on
+ * request id, the ledger charged only for rows that were new), then deleted.
+ */
+export interface JournalSettings {
+  /** The journal's root; each database gets a folder in it. */
+  root: string;
+  /** A segment is closed, and a new one begun, once it holds this many bytes. */
+  segmentBytes: number;
+  /** Rows per transaction when replaying. */
+  batchSize: number;
+}
+
+export interface RecoveryReport {
+  /** Segments of gone processes replayed. */
+  segments: number;
+  /** Calls found in them (a call's provisional and final records count once). */
+  calls: number;
+  /** Of those, rows that were not in the database yet (and so were charged now). */
+  inserted: number;
+  /** Lines that could not be read (a write torn by the kill) and were skipped. */
+  unreadableLines: number;
+}
+
+/** A call whose stream started and never settled: billed its input estimate with this code. */
+export const INTERRUPTED_ERROR_CODE = 'gateway_interrupted';
+
+/** Heartbeat of the owner record, and how old it may grow before a process we cannot probe counts as gone. */
+const HEARTBEAT_MS = 1_000;
+const STALE_AFTER_MS = 5_000;
+/** How often a running gateway looks for segments of gone processes (other replicas). */
+const SCAN_MS = 5_000;
+const SEGMENT = /^([0-9a-f]+)\.(\d+)\.seg$/;
+const OWNER_SUFFIX = '.owner';
+const CLAIMED = '.claimed.';
+/** Journals open in this process: alive whatever their pid says (tests run several in one process). */
+const openHere = new Set<string>();
+
+// ---- Records --------------------------------------------------------------------------------
+
+type RecordKind = 'row' | 'started';
+
+/**
+ * One line: [kind, …the row's fields in a fixed order]. Money as a decimal string (JSON numbers are
+ * not exact past 2^53), times as epoch milliseconds. Bodies are present only when the account keeps
+ * them, i.e. when they would be stored anyway.
+ */
+export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
+  return (
+    JSON.stringify([
+      kind, r.id, r.organizationId, r.projectId, r.keyId, r.endpoint, r.model, r.provider, r.upstreamModel,
+      r.statusCode, r.errorCode, r.inputTokens, r.cachedInputTokens, r.cacheWriteTokens, r.outputTokens, r.reasoningTokens, r.usageEstimated,
+      r.costMicros.toString(), r.priceVersion, r.latencyMs, r.ttftMs, r.streamed, r.attempts, r.createdAt.getTime(), r.bodies,
+    ]) + '\n'
+  );
+}
+
+const FIELDS = 25;
+const isText = (v: unknown): v is string => typeof v === 'string';
+const isTextOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
+const isCount = (v: unknown): v is number => Number.isInteger(v);
+
+/** The record on a line, or null when the line is not a whole record (a torn write). */
+export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogRow } | null {
+  let v: unknown;
+  try {
+    v = JSON.parse(line);
+  } catch {
+    return null;
+  }
+  if (!Array.isArray(v) || v.length !== FIELDS || (v[0] !== 'row' && v[0] !== 'started')) return null;
+  const ok =
+    isText(v[1]) && isText(v[2]) && isTextOrNull(v[3]) && isTextOrNull(v[4]) && isText(v[5]) && isTextOrNull(v[6]) && isTextOrNull(v[7]) && isTextOrNull(v[8]) &&
+    isCount(v[9]) && isTextOrNull(v[10]) && [11, 12, 13, 14, 15].every((i) => isCount(v[i])) && typeof v[16] === 'boolean' &&
+    isText(v[17]) && /^-?\d+$/.test(v[17]) && isTextOrNull(v[18]) && isCount(v[19]) && (v[20] === null || isCount(v[20])) && typeof v[21] === 'boolean' &&
+    isCount(v[22]) && isCount(v[23]) && (v[24] === null || typeof v[24] === 'object');
+  if (!ok) return null;
+  return {
+    kind: v[0],
+    row: {
+      id: v[1], organizationId: v[2], projectId: v[3], keyId: v[4], endpoint: v[5], model: v[6], provider: v[7], upstreamModel: v[8],
+      statusCode: v[9], errorCode: v[10], inputTokens: v[11], cachedInputTokens: v[12], cacheWriteTokens: v[13], outputTokens: v[14], reasoningTokens: v[15],
+      usageEstimated: v[16], costMicros: BigInt(v[17]), priceVersion: v[18], latencyMs: v[19], ttftMs: v[20], streamed: v[21], attempts: v[22],
+      createdAt: new Date(v[23]), bodies: v[24],
+    },
+  };
+}
+
+/**
+ * The calls in a set of segment texts: a final row wins over a provisional (started) one for the
+ * same request id, whatever the order of the files. A line that is not a whole record is counted
+ * and skipped: the last line of a segment is torn when the process died inside its write.
+ */
+export function readCalls(texts: readonly string[]): { rows: RequestLogRow[]; unreadableLines: number } {
+  const calls = new Map<string, { kind: RecordKind; row: RequestLogRow }>();
+  let unreadableLines = 0;
+  for (const text of texts) {
+    for (const line of text.split('\n')) {
+      if (line === '') continue;
+      const record = decodeRecord(line);
+      if (!record) {
+        unreadableLines += 1;
+        continue;
+      }
+      const known = calls.get(record.row.id);
+      if (!known || (known.kind === 'started' && record.kind === 'row')) calls.set(record.row.id, record);
+    }
+  }
+  return { rows: [...calls.values()].map((call) => call.row), unreadableLines };
+}
+
+// ---- Owners -----------------------------------------------------------------------------------
+
+/** Who wrote a segment, as its owner record says. */
+export interface OwnerRecord {
+  instance: string;
+  host: string;
+  /** The kernel's boot id: a different one on the same host means the machine restarted since. */
+  bootId: string | null;
+  /** The pid namespace: pids can only be compared within one (a container has its own). */
+  pidNamespace: string | null;
+  pid: number;
+  /** The process's start time in clock ticks since boot: tells a reused pid apart. */
+  startTicks: string | null;
+}
+
+export interface HostView {
+  /** This process. */
+  self: OwnerRecord;
+  /** The start time of a running pid in this namespace ('' when running but unknown), null when none runs. */
+  startTicksOf(pid: number): string | null;
+  now(): number;
+}
+
+/**
+ * Whether the process that owns a segment is gone, so its segments may be replayed:
+ * - no readable owner record: gone (it is written before the first segment and removed after the last);
+ * - same host, another boot: gone (the machine restarted);
+ * - same host, boot and pid namespace: gone if its pid is ours (one pid is one process at a time, so
+ *   it was an earlier incarnation: a container's every incarnation is often PID 1), if no process
+ *   has that pid, or if the one that does started at another time (the pid was reused); else alive;
+ * - otherwise (another host sharing the folder, or another container): its pid cannot be probed, so
+ *   it is gone when its heartbeat is older than `staleAfterMs`. Taking over a live process's segment
+ *   this way never bills twice (replay is idempotent); see README.
+ */
+export function ownerIsGone(owner: OwnerRecord | null, heartbeatAt: number | null, here: HostView, staleAfterMs = STALE_AFTER_MS): boolean {
+  if (!owner) return true;
+  const self = here.self;
+  if (owner.host === self.host && owner.bootId !== null && self.bootId !== null && owner.bootId !== self.bootId) return true;
+  if (owner.host === self.host && owner.bootId === self.bootId && owner.pidNamespace === self.pidNamespace) {
+    if (owner.pid === self.pid) return true;
+    const ticks = here.startTicksOf(owner.pid);
+    if (ticks === null) return true;
+    return ticks !== '' && owner.startTicks !== null && ticks !== owner.startTicks;
+  }
+  return heartbeatAt === null || here.now() - heartbeatAt > staleAfterMs;
+}
+
+function readOptional(path: string): string | null {
+  try {
+    return readFileSync(path, 'utf8').trim();
+  } catch {
+    return null;
+  }
+}
+
+/** /proc/<pid>/stat's 22nd field; the command name (2nd) may hold spaces and parentheses. */
+function procStartTicks(pid: number | 'self'): string | null {
+  const stat = readOptional(`/proc/${pid}/stat`);
+  if (stat === null) return null;
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
+}
+
+/** This machine as /proc shows it (on systems without /proc, pids are probed with signal 0). */
+export function localHost(instance: string): HostView {
+  let pidNamespace: string | null = null;
+  try {
+    pidNamespace = readlinkSync('/proc/self/ns/pid');
+  } catch {
+    pidNamespace = null;
+  }
+  const self: OwnerRecord = {
+    instance,
+    host: hostname(),
+    bootId: readOptional('/proc/sys/kernel/random/boot_id'),
+    pidNamespace,
+    pid: process.pid,
+    startTicks: procStartTicks('self'),
+  };
+  return {
+    self,
+    now: Date.now,
+    startTicksOf(pid) {
+      if (self.startTicks !== null) return procStartTicks(pid);
+      try {
+        process.kill(pid, 0);
+        return '';
+      } catch (error) {
+        return (error as NodeJS.ErrnoException).code === 'EPERM' ? '' : null;
+      }
+    },
+  };
+}
+
+// ---- The journal --------------------------------------------------------------------------------
+
+interface Segment {
+  path: string;
+  /** Open while it is the one being written; null once closed (full, or a write failed). */
+  fd: number | null;
+  bytes: number;
+  /** Rows written here that wait in the writer's queue for the database. */
+  held: number;
+  /** Provisional records here whose call has not written its final row yet. */
+  open: number;
+  /** Holds rows the writer did not keep in memory (its queue was full): kept for the next start. */
+  kept: boolean;
+}
+
+function ignoreMissing(fn: () => void): void {
+  try {
+    fn();
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+  }
+}
+
+/**
+ * The writer's side: append() when a row is queued, started() when a stream commits, committed(n)
+ * when the writer stored its n oldest queued rows. Rows are stored in the order they were appended
+ * (the writer's queue is first in, first out), so counting per segment is enough to know when a
+ * segment holds nothing the database lacks. Nothing here throws on the request path: a failed
+ * write is counted and logged, and the call goes on unprotected.
+ */
+export class BillingJournal {
+  private dir: string | null = null;
+  private readonly host: HostView;
+  private ownerFd: number | null = null;
+  private segments: Segment[] = [];
+  private sequence = 0;
+  /** Calls with a provisional record and no final row yet, by request id. */
+  private readonly startedIn = new Map<string, Segment>();
+  private timers: NodeJS.Timeout[] = [];
+  private recovering: Promise<RecoveryReport> | null = null;
+  /** Writes that failed (disk full, I/O error): those calls were not protected. */
+  failedWrites = 0;
+
+  constructor(
+    private readonly recorder: UsageRecorder,
+    private readonly settings: JournalSettings,
+    private readonly logger: FastifyBaseLogger,
+    host?: HostView,
+  ) {
+    this.host = host ?? localHost(randomBytes(8).toString('hex'));
+  }
+
+  /** This process's instance id (the prefix of its files). */
+  get id(): string {
+    return this.host.self.instance;
+  }
+
+  /** Creates this process's owner record and first segment in the database's folder. */
+  open(databaseId: string): void {
+    const dir = join(this.settings.root, databaseId);
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.dir = dir;
+    openHere.add(this.id);
+    this.writeOwnerRecord();
+    this.openSegment();
+  }
+
+  /** Heartbeat and the periodic look for other processes' orphaned segments. */
+  startBackground(): void {
+    const heartbeat = setInterval(() => this.beat(), HEARTBEAT_MS);
+    const scan = setInterval(() => {
+      this.recover().catch((error: unknown) => this.logger.error({ err: error }, 'billing journal: replaying segments of a gone process failed; will retry'));
+    }, SCAN_MS);
+    heartbeat.unref();
+    scan.unref();
+    this.timers.push(heartbeat, scan);
+  }
+
+  /** A settled call's row; `held` is false when the writer could not keep it in memory. */
+  append(row: RequestLogRow, held: boolean): void {
+    if (this.dir === null) return;
+    const segment = this.writable();
+    if (held) segment.held += 1;
+    else segment.kept = true;
+    const written = this.write(segment, 'row', row);
+    if (written && this.startedIn.size > 0) {
+      const provisional = this.startedIn.get(row.id);
+      if (provisional) {
+        this.startedIn.delete(row.id);
+        provisional.open -= 1;
+      }
+    }
+  }
+
+  /** A stream's response is about to start: `row` is what to bill if the process dies before append(). */
+  started(row: RequestLogRow): void {
+    if (this.dir === null) return;
+    const segment = this.writable();
+    if (this.write(segment, 'started', row)) {
+      segment.open += 1;
+      this.startedIn.set(row.id, segment);
+    }
+  }
+
+  /** The writer stored its `count` oldest queued rows. */
+  committed(count: number): void {
+    let left = count;
+    for (const segment of this.segments) {
+      if (left === 0) break;
+      const take = Math.min(left, segment.held);
+      segment.held -= take;
+      left -= take;
+    }
+    this.collect();
+  }
+
+  /**
+   * Replays the segments of gone processes (and any this process claimed earlier and could not
+   * finish). One run at a time; a failed run leaves the claimed segments for the next.
+   */
+  recover(): Promise<RecoveryReport> {
+    if (this.dir === null) return Promise.resolve({ segments: 0, calls: 0, inserted: 0, unreadableLines: 0 });
+    this.recovering ??= this.recoverOnce(this.dir).finally(() => {
+      this.recovering = null;
+    });
+    return this.recovering;
+  }
+
+  /**
+   * After the writer drained: deletes every segment whose rows are all stored, and the owner record
+   * with the last of them. Segments still holding rows stay for the next start to replay.
+   */
+  async close(): Promise<void> {
+    for (const timer of this.timers) clearInterval(timer);
+    this.timers = [];
+    await this.recovering?.catch(() => undefined);
+    const dir = this.dir;
+    if (dir === null) return;
+    this.dir = null;
+    openHere.delete(this.id);
+    const current = this.segments.at(-1);
+    if (current) this.closeSegment(current);
+    this.collect();
+    if (this.ownerFd !== null) closeSync(this.ownerFd);
+    this.ownerFd = null;
+    if (this.segments.length > 0) {
+      this.logger.warn({ segments: this.segments.map((s) => s.path) }, 'billing journal: rows not yet stored stay in the journal; the next start bills them');
+      return;
+    }
+    ignoreMissing(() => unlinkSync(join(dir, `${this.id}${OWNER_SUFFIX}`)));
+    try {
+      rmdirSync(dir);
+    } catch {
+      // Other processes' files are still in it.
+    }
+  }
+
+  /** The segment to write to: the current one, or a new one when it was closed (full, or broken). */
+  private writable(): Segment {
+    const last = this.segments.at(-1);
+    if (last && last.fd !== null) return last;
+    try {
+      return this.openSegment();
+    } catch (error) {
+      this.failed(error);
+      // Count on the closed one: the order of rows, which committed() relies on, is kept.
+      return last ?? this.placeholder();
+    }
+  }
+
+  private placeholder(): Segment {
+    const segment: Segment = { path: '', fd: null, bytes: 0, held: 0, open: 0, kept: false };
+    this.segments.push(segment);
+    return segment;
+  }
+
+  private openSegment(): Segment {
+    this.sequence += 1;
+    const path = join(this.dir!, `${this.id}.${String(this.sequence).padStart(6, '0')}.seg`);
+    const fd = openSync(path, 'ax', 0o600);
+    const segment: Segment = { path, fd, bytes: 0, held: 0, open: 0, kept: false };
+    this.segments.push(segment);
+    return segment;
+  }
+
+  /** One record, whole or not at all usable: a short write is finished, a failed one closes the segment. */
+  private write(segment: Segment, kind: RecordKind, row: RequestLogRow): boolean {
+    if (segment.fd === null) return false;
+    try {
+      const line = encodeRecord(kind, row);
+      const done = writeSync(segment.fd, line);
+      const length = Buffer.byteLength(line);
+      if (done < length) {
+        const bytes = Buffer.from(line, 'utf8');
+        for (let at = done; at < length; ) at += writeSync(segment.fd, bytes, at);
+      }
+      segment.bytes += length;
+      if (segment.bytes >= this.settings.segmentBytes) this.closeSegment(segment);
+      return true;
+    } catch (error) {
+      // Whatever part of the line got out is an unreadable line; nothing more goes after it.
+      this.closeSegment(segment);
+      this.failed(error);
+      return false;
+    }
+  }
+
+  private closeSegment(segment: Segment): void {
+    if (segment.fd === null) return;
+    try {
+      closeSync(segment.fd);
+    } finally {
+      segment.fd = null;
+    }
+  }
+
+  private failed(error: unknown): void {
+    this.failedWrites += 1;
+    if (this.failedWrites === 1 || this.failedWrites % 1000 === 0) {
+      this.logger.error({ err: error, failedWrites: this.failedWrites }, 'billing journal: a write failed; calls are unprotected against a crash until it works again');
+    }
+  }
+
+  /** Deletes closed segments with nothing left that the database lacks. */
+  private collect(): void {
+    const keep: Segment[] = [];
+    for (const segment of this.segments) {
+      if (segment.fd === null && segment.held === 0 && segment.open === 0 && !segment.kept) {
+        if (segment.path !== '') ignoreMissing(() => unlinkSync(segment.path));
+      } else {
+        keep.push(segment);
+      }
+    }
+    this.segments = keep;
+  }
+
+  /** Written aside and renamed: another process never reads a half-written owner record. */
+  private writeOwnerRecord(): void {
+    const path = join(this.dir!, `${this.id}${OWNER_SUFFIX}`);
+    writeFileSync(`${path}.tmp`, JSON.stringify(this.host.self), { mode: 0o600 });
+    renameSync(`${path}.tmp`, path);
+    if (this.ownerFd !== null) closeSync(this.ownerFd);
+    this.ownerFd = openSync(path, 'r');
+  }
+
+  /**
+   * Keeps the owner record fresh, and puts it back and starts a new segment if another process
+   * judged this one gone (a stall past the heartbeat's limit, see ownerIsGone) and took them over.
+   */
+  private beat(): void {
+    if (this.ownerFd === null || this.dir === null) return;
+    try {
+      statSync(join(this.dir, `${this.id}${OWNER_SUFFIX}`));
+      const now = new Date();
+      futimesSync(this.ownerFd, now, now);
+    } catch {
+      try {
+        this.writeOwnerRecord();
+      } catch (error) {
+        this.failed(error);
+      }
+    }
+    const current = this.segments.at(-1);
+    if (current && current.fd !== null) {
+      try {
+        statSync(current.path);
+      } catch {
+        this.logger.warn({ segment: current.path }, 'billing journal: another process replayed this segment; starting a new one');
+        this.closeSegment(current);
+      }
+    }
+  }
+
+  private async recoverOnce(dir: string): Promise<RecoveryReport> {
+    const names = readdirSync(dir);
+    const present = new Set(names);
+    const claimed: string[] = [];
+    // Left over from an earlier run of this process that failed to store them.
+    for (const name of names) if (name.startsWith(`${this.id}${CLAIMED}`)) claimed.push(name);
+
+    const byOwner = new Map<string, string[]>();
+    for (const name of names) {
+      const owner = name.split('.', 1)[0]!;
+      if (openHere.has(owner) || !(SEGMENT.test(name) || name.includes(CLAIMED) || name.endsWith(OWNER_SUFFIX))) continue;
+      const files = byOwner.get(owner) ?? [];
+      if (!name.endsWith(OWNER_SUFFIX)) files.push(name);
+      byOwner.set(owner, files);
+    }
+    for (const [owner, files] of byOwner) {
+      const ownerPath = join(dir, `${owner}${OWNER_SUFFIX}`);
+      if (!this.isGone(ownerPath, present.has(`${owner}${OWNER_SUFFIX}`))) continue;
+      for (const name of files) {
+        const mine = `${this.id}${CLAIMED}${name}`;
+        try {
+          renameSync(join(dir, name), join(dir, mine));
+          claimed.push(mine);
+        } catch (error) {
+          // ENOENT: another replica claimed it first.
+          if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
+        }
+      }
+      ignoreMissing(() => unlinkSync(ownerPath));
+    }
+    if (claimed.length === 0) return { segments: 0, calls: 0, inserted: 0, unreadableLines: 0 };
+
+    const { rows, unreadableLines } = readCalls(claimed.map((name) => readFileSync(join(dir, name), 'utf8')));
+    let inserted = 0;
+    for (let i = 0; i < rows.length; i += this.settings.batchSize) inserted += await this.recorder.record(rows.slice(i, i + this.settings.batchSize));
+    for (const name of claimed) ignoreMissing(() => unlinkSync(join(dir, name)));
+    const report: RecoveryReport = { segments: claimed.length, calls: rows.length, inserted, unreadableLines };
+    const log = unreadableLines > 0 ? this.logger.warn.bind(this.logger) : this.logger.info.bind(this.logger);
+    log(report, 'billing journal: replayed the segments of a gone process' + (unreadableLines > 0 ? ' (unreadable lines, torn by the crash, were skipped)' : ''));
+    return report;
+  }
+
+  private isGone(ownerPath: string, exists: boolean): boolean {
+    if (!exists) return ownerIsGone(null, null, this.host);
+    let owner: OwnerRecord | null = null;
+    let heartbeatAt: number | null = null;
+    try {
+      heartbeatAt = statSync(ownerPath).mtimeMs;
+      owner = JSON.parse(readFileSync(ownerPath, 'utf8')) as OwnerRecord;
+    } catch {
+      // Vanished meanwhile (its owner closed cleanly, or another replica took it) or unreadable.
+      if (heartbeatAt === null) return false;
+    }
+    return ownerIsGone(owner, heartbeatAt, this.host);
+  }
+}

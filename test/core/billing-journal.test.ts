@@ -1,0 +1,355 @@
+import t, { type Test } from 'tap';
+import Fastify from 'fastify';
+import { appendFileSync, cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
+import { SqlCreditLedger } from '../../adapters/sql/credit-ledger-store.ts';
+import { sqlIdentityStores } from '../../adapters/sql/identity-stores.ts';
+import { runMigrations } from '../../adapters/sql/migrator.ts';
+import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
+import { createOrganizationWithOwner } from '../../core/identity-admin.ts';
+import {
+  BillingJournal,
+  decodeRecord,
+  encodeRecord,
+  localHost,
+  ownerIsGone,
+  type HostView,
+  type OwnerRecord,
+} from '../../core/metering/billing-journal.ts';
+import { RequestLogWriter } from '../../core/metering/request-log-writer.ts';
+import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
+import { meteringMigrations } from '../../plugins/metering/metering-migrations.ts';
+import { databaseBackends } from '../helpers/databases.ts';
+
+const silent = Fastify({ logger: false }).log;
+const DATABASE = 'db1';
+
+/** Journals here never reach a database unless a test gives them one. */
+const unusedRecorder: UsageRecorder = {
+  record: () => Promise.reject(new Error('this test stores nothing')),
+};
+
+let sequence = 0;
+function row(overrides: Partial<RequestLogRow> = {}): RequestLogRow {
+  sequence += 1;
+  return {
+    id: `req_${String(sequence).padStart(6, '0')}`,
+    organizationId: '00000000-0000-4000-8000-000000000001',
+    projectId: null,
+    keyId: null,
+    endpoint: '/v1/chat/completions',
+    model: 'm',
+    provider: 'p',
+    upstreamModel: 'u',
+    statusCode: 200,
+    errorCode: null,
+    inputTokens: 10,
+    cachedInputTokens: 0,
+    cacheWriteTokens: 0,
+    outputTokens: 5,
+    reasoningTokens: 0,
+    usageEstimated: false,
+    costMicros: 20n,
+    priceVersion: 'v1',
+    latencyMs: 3,
+    ttftMs: null,
+    streamed: false,
+    attempts: 1,
+    createdAt: new Date(1_700_000_000_123),
+    bodies: null,
+    ...overrides,
+  };
+}
+
+function tempRoot(t: Test): string {
+  const root = mkdtempSync(join(tmpdir(), 'svc-journal-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  return root;
+}
+
+function journal(root: string, options: { recorder?: UsageRecorder; segmentBytes?: number; host?: HostView } = {}): BillingJournal {
+  return new BillingJournal(options.recorder ?? unusedRecorder, { root, segmentBytes: options.segmentBytes ?? 1 << 20, batchSize: 2 }, silent, options.host);
+}
+
+const files = (root: string) => readdirSync(join(root, DATABASE)).sort();
+const segments = (root: string) => files(root).filter((name) => name.endsWith('.seg'));
+
+/** This process as another one would see it: the parent's pid, so it counts as a live process. */
+function liveElsewhere(): HostView {
+  const here = localHost('0123456789abcdef');
+  const parentTicks = here.startTicksOf(process.ppid);
+  return { ...here, self: { ...here.self, pid: process.ppid, startTicks: parentTicks === '' ? null : parentTicks } };
+}
+
+t.test('records', async (t) => {
+  t.test('a row survives the round trip through a line exactly, money and bodies included', async (t) => {
+    const original = row({ costMicros: 9_007_199_254_740_993n, bodies: { request: { messages: [] }, response: { text: 'hi' } }, ttftMs: 12 });
+    const line = encodeRecord('row', original);
+    t.ok(line.endsWith('\n'));
+    t.same(decodeRecord(line.trimEnd()), { kind: 'row', row: original });
+  });
+
+  t.test('a line cut short is not a record', async (t) => {
+    const line = encodeRecord('row', row());
+    t.equal(decodeRecord(line.slice(0, 40)), null);
+    t.equal(decodeRecord('[1,2,3]'), null);
+  });
+});
+
+t.test('writing', async (t) => {
+  t.test("a row is on disk, whole, when append returns, in a file only this user can read", async (t) => {
+    const root = tempRoot(t);
+    const j = journal(root);
+    j.open(DATABASE);
+    const r = row();
+    j.append(r, true);
+    const [segment] = segments(root);
+    const text = readFileSync(join(root, DATABASE, segment!), 'utf8');
+    t.same(decodeRecord(text.trimEnd()), { kind: 'row', row: r });
+    t.equal(statSync(join(root, DATABASE, segment!)).mode & 0o777, 0o600);
+    t.equal(statSync(join(root, DATABASE)).mode & 0o777, 0o700);
+  });
+
+  t.test('a segment is closed past its size and deleted once every row in it is stored', async (t) => {
+    const root = tempRoot(t);
+    const j = journal(root, { segmentBytes: 1 });
+    j.open(DATABASE);
+    for (let i = 0; i < 3; i += 1) j.append(row(), true);
+    t.equal(segments(root).length, 3, 'one row per segment at this size');
+    j.committed(2);
+    t.equal(segments(root).length, 1, 'the two oldest segments held only stored rows');
+    j.committed(1);
+    t.same(segments(root), []);
+    j.append(row(), true);
+    t.equal(segments(root).length, 1, 'the next row begins a new segment');
+  });
+
+  t.test('a provisional record keeps its segment until the call writes its own row', async (t) => {
+    const root = tempRoot(t);
+    const j = journal(root, { segmentBytes: 1 });
+    j.open(DATABASE);
+    const call = row({ streamed: true });
+    j.started({ ...call, statusCode: 500, errorCode: 'gateway_interrupted' });
+    j.append(row(), true);
+    j.committed(1);
+    t.equal(segments(root).length, 1, 'the provisional record is all that is left, and it is kept');
+    j.append(call, true);
+    j.committed(1);
+    t.same(segments(root), [], 'the call’s own row replaced it and is stored');
+  });
+
+  t.test('a row the writer could not hold in memory stays for the next start, with the owner record', async (t) => {
+    const root = tempRoot(t);
+    const j = journal(root, { segmentBytes: 1 });
+    j.open(DATABASE);
+    j.append(row(), false);
+    j.append(row(), true);
+    j.committed(1);
+    await j.close();
+    t.equal(segments(root).length, 1);
+    t.equal(files(root).filter((name) => name.endsWith('.owner')).length, 1);
+  });
+
+  t.test('a clean close with every row stored leaves nothing behind', async (t) => {
+    const root = tempRoot(t);
+    const j = journal(root);
+    j.open(DATABASE);
+    j.append(row(), true);
+    j.committed(1);
+    await j.close();
+    t.same(readdirSync(root), []);
+  });
+
+  t.test('the request-log writer journals each row as it is queued and releases it once flushed', async (t) => {
+    const root = tempRoot(t);
+    const stored: string[] = [];
+    const recorder: UsageRecorder = { record: async (rows) => (stored.push(...rows.map((r) => r.id)), rows.length) };
+    const j = journal(root, { segmentBytes: 1 });
+    j.open(DATABASE);
+    const writer = new RequestLogWriter(recorder, { flushIntervalMs: 60_000, batchSize: 10, maxQueue: 100 }, silent, j);
+    const queued = row();
+    writer.enqueue(queued);
+    t.match(readFileSync(join(root, DATABASE, segments(root)[0]!), 'utf8'), queued.id);
+    await writer.flush();
+    t.same(stored, [queued.id]);
+    t.same(segments(root), []);
+  });
+
+  t.test('a row past the writer’s maxQueue is kept in the journal instead of being lost', async (t) => {
+    const root = tempRoot(t);
+    const recorder: UsageRecorder = { record: () => Promise.reject(new Error('database down')) };
+    const j = journal(root);
+    j.open(DATABASE);
+    const writer = new RequestLogWriter(recorder, { flushIntervalMs: 60_000, batchSize: 1000, maxQueue: 1 }, silent, j);
+    const held = row();
+    const overflow = row();
+    writer.enqueue(held);
+    writer.enqueue(overflow);
+    t.equal(writer.snapshot().dropped, 1, 'not held in memory');
+    await j.close();
+    const text = readFileSync(join(root, DATABASE, segments(root)[0]!), 'utf8');
+    t.same(text.trimEnd().split('\n').map((line) => decodeRecord(line)?.row.id), [held.id, overflow.id], 'both wait in the journal for the next start');
+  });
+});
+
+t.test('whose segments are replayed', async (t) => {
+  const here = localHost('aaaaaaaaaaaaaaaa');
+  const view = (now = 10_000): HostView => ({ ...here, now: () => now });
+  const owner = (overrides: Partial<OwnerRecord>): OwnerRecord => ({ ...here.self, instance: 'bbbbbbbbbbbbbbbb', ...overrides });
+
+  t.test('an earlier incarnation under this very pid is gone (a container restarted as PID 1 again)', async (t) => {
+    t.equal(ownerIsGone(owner({ pid: process.pid }), 10_000, view()), true);
+  });
+  t.test('a pid no process has is gone', async (t) => {
+    t.equal(ownerIsGone(owner({ pid: 2 ** 22 + 17 }), 10_000, view()), true);
+  });
+  t.test('a pid now held by a process that started at another time is gone (the pid was reused)', async (t) => {
+    const parent = here.startTicksOf(process.ppid);
+    t.equal(ownerIsGone(owner({ pid: process.ppid, startTicks: `${parent}1` }), 10_000, view()), true);
+    t.equal(ownerIsGone(owner({ pid: process.ppid, startTicks: parent }), 10_000, view()), false, 'the same start time: alive');
+  });
+  t.test('the same host after a reboot: gone', async (t) => {
+    t.equal(ownerIsGone(owner({ pid: process.ppid, bootId: 'another-boot' }), 10_000, view()), true);
+  });
+  t.test('another host or pid namespace cannot be probed: alive while its heartbeat is fresh', async (t) => {
+    t.equal(ownerIsGone(owner({ host: 'elsewhere', pid: process.pid }), 9_000, view()), false);
+    t.equal(ownerIsGone(owner({ host: 'elsewhere', pid: process.pid }), 4_000, view()), true);
+    t.equal(ownerIsGone(owner({ pidNamespace: 'pid:[1]', pid: process.pid }), 9_000, view()), false);
+    t.equal(ownerIsGone(owner({ pidNamespace: 'pid:[1]', pid: process.pid }), 4_000, view()), true);
+  });
+  t.test('no owner record: gone', async (t) => {
+    t.equal(ownerIsGone(null, null, view()), true);
+  });
+});
+
+for (const backend of databaseBackends()) {
+  t.test(`replay on ${backend.name}`, async (t) => {
+    const { db, cleanup } = await backend.create();
+    t.teardown(cleanup);
+    await runMigrations(db, [...coreMigrations, ...meteringMigrations]);
+    const { organization } = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Acme', ownerEmail: 'boss@acme.test', ownerName: 'Boss' });
+    const ledger = new SqlCreditLedger(db);
+    await ledger.ensureAccount(organization.id, 1_000_000n);
+    const recorder = new SqlUsageRecorder(db);
+    const orgRow = (overrides: Partial<RequestLogRow> = {}) => row({ organizationId: organization.id, ...overrides });
+    const storedCost = async () => (await db.query<{ micros: bigint }>('SELECT coalesce(sum(cost_micros), 0)::bigint AS micros FROM request_logs')).rows[0]!.micros;
+    const balance = async () => (await ledger.balance(organization.id))!;
+
+    /**
+     * A journal whose process ended with rows the database never got: closed, so its files stay as
+     * a killed process leaves them; its pid is this process's, so a later instance counts it gone.
+     */
+    async function deadWith(root: string, fill: (j: BillingJournal) => void): Promise<BillingJournal> {
+      const j = journal(root, { recorder });
+      j.open(DATABASE);
+      fill(j);
+      await j.close();
+      return j;
+    }
+
+    t.test('a gone process’s calls are stored and charged once; replaying the same segments again bills nothing', async (t) => {
+      const root = tempRoot(t);
+      const rows = [orgRow({ costMicros: 100n }), orgRow({ costMicros: 250n }), orgRow({ costMicros: 1n })];
+      await deadWith(root, (j) => rows.forEach((r) => j.append(r, true)));
+      const copy = join(tempRoot(t), 'copy');
+      cpSync(root, copy, { recursive: true });
+      const before = await balance();
+
+      const first = journal(root, { recorder });
+      first.open(DATABASE);
+      t.match(await first.recover(), { segments: 1, calls: 3, inserted: 3, unreadableLines: 0 });
+      t.equal(await balance(), before - 351n);
+      t.same(segments(root).filter((name) => !name.startsWith(first.id)), [], 'replayed segments are deleted');
+
+      // The same files again, as if the replaying process died after its commit and before deleting them.
+      rmSync(root, { recursive: true });
+      cpSync(copy, root, { recursive: true });
+      const second = journal(root, { recorder });
+      second.open(DATABASE);
+      t.match(await second.recover(), { segments: 1, calls: 3, inserted: 0 });
+      t.equal(await balance(), before - 351n, 'charged once');
+      await first.close();
+      await second.close();
+    });
+
+    t.test('a torn last line is skipped and reported; the lines before it are replayed', async (t) => {
+      const root = tempRoot(t);
+      const whole = [orgRow(), orgRow()];
+      await deadWith(root, (j) => whole.forEach((r) => j.append(r, true)));
+      const [segment] = segments(root);
+      appendFileSync(join(root, DATABASE, segment!), encodeRecord('row', orgRow()).slice(0, 60));
+      const next = journal(root, { recorder });
+      next.open(DATABASE);
+      t.match(await next.recover(), { segments: 1, calls: 2, inserted: 2, unreadableLines: 1 });
+      const stored = await db.query<{ id: string }>('SELECT id FROM request_logs WHERE id = ANY($1::text[])', [whole.map((r) => r.id)]);
+      t.equal(stored.rows.length, 2);
+      await next.close();
+    });
+
+    t.test('a stream that started and never settled is billed its input estimate as gateway_interrupted; a settled one its own row', async (t) => {
+      const root = tempRoot(t);
+      const cut = orgRow({ streamed: true });
+      const done = orgRow({ streamed: true });
+      const provisional = (r: RequestLogRow) => ({ ...r, statusCode: 500, errorCode: 'gateway_interrupted', outputTokens: 0, usageEstimated: true, costMicros: 10n });
+      await deadWith(root, (j) => {
+        j.started(provisional(cut));
+        j.started(provisional(done));
+        j.append({ ...done, costMicros: 40n }, true);
+      });
+      const costBefore = await storedCost();
+      const next = journal(root, { recorder });
+      next.open(DATABASE);
+      t.match(await next.recover(), { calls: 2, inserted: 2 });
+      const stored = await db.query<{ id: string; status_code: number; error_code: string | null; usage_estimated: boolean; cost_micros: bigint }>(
+        'SELECT id, status_code, error_code, usage_estimated, cost_micros FROM request_logs WHERE id = ANY($1::text[]) ORDER BY id',
+        [[cut.id, done.id]],
+      );
+      t.same(stored.rows, [
+        { id: cut.id, status_code: 500, error_code: 'gateway_interrupted', usage_estimated: true, cost_micros: 10n },
+        { id: done.id, status_code: 200, error_code: null, usage_estimated: false, cost_micros: 40n },
+      ]);
+      t.equal(await storedCost(), costBefore + 50n);
+      await next.close();
+    });
+
+    t.test('the segments of a live process are left alone', async (t) => {
+      const root = tempRoot(t);
+      const live = journal(root, { recorder, host: liveElsewhere() });
+      live.open(DATABASE);
+      live.append(orgRow(), true);
+      await live.close();
+      const next = journal(root, { recorder });
+      next.open(DATABASE);
+      t.match(await next.recover(), { segments: 0, calls: 0 });
+      t.ok(segments(root).some((name) => name.startsWith(live.id)), 'still there');
+    });
+
+    t.test('two replicas starting at once replay each segment once', async (t) => {
+      const root = tempRoot(t);
+      const rows = Array.from({ length: 5 }, () => orgRow({ costMicros: 7n }));
+      for (const r of rows) await deadWith(root, (j) => j.append(r, true));
+      const before = await balance();
+      const [a, b] = [journal(root, { recorder }), journal(root, { recorder })];
+      a.open(DATABASE);
+      b.open(DATABASE);
+      const reports = await Promise.all([a.recover(), b.recover()]);
+      t.equal(reports[0].segments + reports[1].segments, 5, 'every segment claimed by exactly one');
+      t.equal(reports[0].inserted + reports[1].inserted, 5);
+      t.equal(await balance(), before - 35n);
+      await a.close();
+      await b.close();
+    });
+
+    t.test('an unreadable owner record does not stop the replay of its segments', async (t) => {
+      const root = tempRoot(t);
+      const dead = await deadWith(root, (j) => j.append(orgRow(), true));
+      writeFileSync(join(root, DATABASE, `${dead.id}.owner`), '{"torn');
+      const next = journal(root, { recorder });
+      next.open(DATABASE);
+      t.match(await next.recover(), { segments: 1, inserted: 1 });
+      await next.close();
+    });
+  });
+}

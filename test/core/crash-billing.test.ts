@@ -1,0 +1,245 @@
+import t, { type Test } from 'tap';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
+import { createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
+import { usdToMicros } from '../../core/money.ts';
+import type { Database } from '../../core/ports/database.ts';
+import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
+import { startFakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
+import { dropSchema, randomSchemaName, testPgUrl } from '../helpers/databases.ts';
+import { TEST_PRICES } from '../helpers/gateway.ts';
+
+/**
+ * The gateway is killed with SIGKILL under load (JSON and streamed calls, some of them mid-stream)
+ * and started again on the same data: every call whose response had started must be in the request
+ * log and charged, and the balance must equal the opening credit less the logged costs, exactly.
+ */
+
+// Two gateway starts per database (PGlite's first one runs initdb): slow on a busy two-core machine.
+t.setTimeout(300_000);
+
+const OPENING_CREDIT_USD = 100;
+const WORKERS = 12;
+/** The kill comes when a stream's status line arrives after this many responses have started. */
+const KILL_AFTER_STARTED = 400;
+/** Upper bound on calls per worker, should the kill never come. */
+const MAX_CALLS_PER_WORKER = 2_000;
+
+async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as { port: number }).port;
+  server.close();
+  return port;
+}
+
+interface Gateway {
+  child: ChildProcess;
+  url: string;
+  /** Process-log lines so far (pino JSON). */
+  log: string[];
+}
+
+/** Starts main.ts with this config and resolves once it listens (the log line, not a poll). */
+async function startGateway(configPath: string, dataDir: string, ownerToken: string): Promise<Gateway> {
+  const port = await freePort();
+  const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
+    env: { ...process.env, SVC_CONFIG: configPath, PORT: String(port), SVC_OWNER_TOKEN: ownerToken, SVC_DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '', LOG_LEVEL: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const log: string[] = [];
+  let pending = '';
+  const listening = new Promise<void>((resolve, reject) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      pending += chunk.toString();
+      const lines = pending.split('\n');
+      pending = lines.pop()!;
+      for (const line of lines) {
+        log.push(line);
+        if (line.includes('Server listening at')) resolve();
+      }
+    });
+    child.stderr!.on('data', (chunk: Buffer) => log.push(chunk.toString()));
+    child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before listening:\n${log.join('\n').slice(-2000)}`)));
+  });
+  await listening;
+  return { child, url: `http://127.0.0.1:${port}`, log };
+}
+
+async function stopGateway(gateway: Gateway, signal: NodeJS.Signals): Promise<number | null> {
+  if (gateway.child.exitCode !== null || gateway.child.signalCode !== null) return gateway.child.exitCode;
+  const exited = once(gateway.child, 'exit');
+  gateway.child.kill(signal);
+  const [code] = (await exited) as [number | null];
+  return code;
+}
+
+interface Call {
+  stream: boolean;
+  /** The gateway's x-request-id, known once the status line arrived. */
+  id: string | null;
+  status: number | null;
+  completed: boolean;
+}
+
+/**
+ * WORKERS clients call in a loop, alternating JSON and streamed calls, until the gateway dies. The
+ * kill is decided by events: when a stream's headers arrive after KILL_AFTER_STARTED responses
+ * have started, that stream is surely mid-flight (its chunks are paced by the upstream).
+ */
+async function loadUntilKilled(gateway: Gateway, key: string): Promise<Call[]> {
+  const calls: Call[] = [];
+  let started = 0;
+  let killed = false;
+  const exited = once(gateway.child, 'exit');
+  const kill = () => {
+    if (killed) return;
+    killed = true;
+    gateway.child.kill('SIGKILL');
+  };
+  const worker = async (w: number) => {
+    for (let i = 0; i < MAX_CALLS_PER_WORKER && !killed; i += 1) {
+      const call: Call = { stream: (i + w) % 2 === 0, id: null, status: null, completed: false };
+      calls.push(call);
+      try {
+        const response = await fetch(`${gateway.url}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'solo', stream: call.stream, messages: [{ role: 'user', content: `call ${w}.${i}: tell me something` }] }),
+        });
+        call.id = response.headers.get('x-request-id');
+        call.status = response.status;
+        started += 1;
+        if (call.stream && started >= KILL_AFTER_STARTED) kill();
+        await response.text();
+        call.completed = true;
+      } catch {
+        // The gateway died under this call.
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w)));
+  kill();
+  await exited;
+  return calls;
+}
+
+interface Backend {
+  name: string;
+  storage(): string;
+  /** Opens the database the gateway used, given its SVC_DATA_DIR. */
+  open(dataDir: string): Promise<Database>;
+  cleanup(): Promise<void>;
+}
+
+function pgliteBackend(): Backend {
+  return {
+    name: 'PGlite on disk',
+    // SVC_DATA_DIR puts it in <data>/pglite.
+    storage: () => '{ driver: pglite }',
+    open: (data) => createPgliteDatabase({ dataDir: join(data, 'pglite') }),
+    cleanup: async () => undefined,
+  };
+}
+
+function postgresBackend(url: string): Backend {
+  const schema = randomSchemaName();
+  return {
+    name: 'PostgreSQL',
+    storage: () => `{ driver: postgres, url: '${url}', schema: ${schema}, poolSize: 5 }`,
+    open: () => createPgDatabase({ url, schema, poolSize: 2 }),
+    cleanup: () => dropSchema(url, schema),
+  };
+}
+
+async function crashAndRecover(t: Test, backend: Backend): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'svc-crash-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  t.teardown(() => backend.cleanup());
+  const upstream = await startFakeOpenAIUpstream({ record: false, defaultReply: { content: 'one two three four five six seven eight nine ten', chunkDelayMs: 15 } });
+  t.teardown(() => upstream.close());
+  const configPath = join(dir, 'config.yaml');
+  writeFileSync(
+    configPath,
+    `server: { logLevel: info, shutdownGraceMs: 10000 }
+storage:
+  database: ${backend.storage()}
+plugins:
+  account: {}
+  projects: {}
+  keys: {}
+  usage: {}
+  inference:
+    providers: { upstream: { type: openai, baseUrl: '${upstream.baseUrl}', apiKey: sk-test, allowPrivateNetwork: true } }
+    models: { solo: { routes: [{ provider: upstream, model: up-solo }], prices: ${JSON.stringify(TEST_PRICES)} } }
+  metering:
+    initialCreditUsd: ${OPENING_CREDIT_USD}
+    limits: { keyDefaults: { requestsPerMinute: 1000000, concurrency: 1000 } }
+`,
+  );
+  const ownerToken = generateToken(SESSION_PREFIX);
+
+  const data = join(dir, 'data');
+  const first = await startGateway(configPath, data, ownerToken);
+  t.teardown(() => stopGateway(first, 'SIGKILL'));
+  const created = await fetch(`${first.url}/client/keys`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ownerToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'crash test', scopes: ['inference'] }),
+  });
+  t.equal(created.status, 201);
+  const { key } = (await created.json()) as { key: string };
+
+  const calls = await loadUntilKilled(first, key);
+  const started = calls.filter((call) => call.status !== null);
+  const midStream = started.filter((call) => call.stream && !call.completed);
+  t.ok(started.length >= KILL_AFTER_STARTED, `${started.length} responses started before the kill`);
+  t.ok(midStream.length >= 1, `${midStream.length} streams were cut mid-way by the kill`);
+  t.same(started.filter((call) => call.status !== 200), [], 'every call was served');
+
+  // Start again on the same data: the journal is replayed before the gateway listens.
+  const second = await startGateway(configPath, data, ownerToken);
+  t.teardown(() => stopGateway(second, 'SIGKILL'));
+  const replayed = second.log.find((line) => line.includes('billing journal: replayed'));
+  t.comment(`replay: ${replayed ?? 'nothing'}`);
+  t.equal(await stopGateway(second, 'SIGTERM'), 0, 'the restarted gateway stops cleanly');
+
+  const db = await backend.open(data);
+  t.teardown(() => db.close());
+  const logged = await db.query<{ id: string; cost_micros: bigint; error_code: string | null; organization_id: string }>(
+    'SELECT id, cost_micros, error_code, organization_id FROM request_logs',
+  );
+  const byId = new Map(logged.rows.map((row) => [row.id, row]));
+  const missing = started.filter((call) => !byId.has(call.id!));
+  t.same(missing.map((call) => call.id), [], 'every call whose response started is in the request log');
+  const unpaid = started.filter((call) => (byId.get(call.id!)?.cost_micros ?? 0n) <= 0n);
+  t.same(unpaid.map((call) => call.id), [], 'and was charged');
+  for (const call of midStream) {
+    t.equal(byId.get(call.id!)?.error_code, 'gateway_interrupted', `the stream cut by the kill (${call.id}) is billed as interrupted`);
+  }
+
+  const organizationId = logged.rows[0]!.organization_id;
+  const totalCost = logged.rows.reduce((sum, row) => sum + row.cost_micros, 0n);
+  const balance = await db.query<{ balance_micros: bigint }>('SELECT balance_micros FROM credit_balances WHERE organization_id = $1', [organizationId]);
+  t.equal(balance.rows[0]?.balance_micros, usdToMicros(OPENING_CREDIT_USD) - totalCost, 'balance = opening credit − the logged costs, to the micro-dollar');
+  const charged = await db.query<{ micros: bigint }>("SELECT coalesce(-sum(amount_micros), 0)::bigint AS micros FROM credit_ledger WHERE organization_id = $1 AND kind = 'ai_usage'", [
+    organizationId,
+  ]);
+  t.equal(charged.rows[0]?.micros, totalCost, 'the ledger’s usage lines cover exactly the logged calls');
+  t.comment(`${calls.length} calls sent, ${started.length} started, ${midStream.length} cut mid-stream, ${logged.rows.length} rows logged`);
+}
+
+t.test('a gateway killed under load bills every call whose response started (PGlite on disk)', async (t) => {
+  await crashAndRecover(t, pgliteBackend());
+});
+
+const pgUrl = testPgUrl();
+t.test('a gateway killed under load bills every call whose response started (PostgreSQL)', { skip: pgUrl ? false : 'TEST_PG_URL is not set' }, async (t) => {
+  await crashAndRecover(t, postgresBackend(pgUrl!));
+});
