@@ -11,6 +11,7 @@ import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts
 import { Container } from './container.ts';
 import { installAuthHook } from './http/auth-hook.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { installJsonBodyParser } from './http/json-body-parser.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from './http/mount-operations.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { OperationRegistry } from './operations.ts';
@@ -114,6 +115,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
       done();
     });
     installErrorHandling(app);
+    installJsonBodyParser(app);
     installAuthHook(app, authenticator);
 
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
