@@ -14,6 +14,7 @@ import { authorizationHeader } from './http/authorization-header.ts';
 import { clientErrorHandler, refuseConnect } from './http/client-errors.ts';
 import { installDraining } from './http/draining.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
+import { installJsonBodyParser } from './http/json-body-parser.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from './http/mount-operations.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { OperationRegistry } from './operations.ts';
@@ -124,6 +125,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     });
     installDraining(app);
     installErrorHandling(app);
+    installJsonBodyParser(app);
     installAuthHook(app, authenticator);
 
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({

@@ -59,12 +59,14 @@ const INSERT_AND_TOTAL = `WITH inserted AS (
   FROM inserted GROUP BY organization_id ORDER BY organization_id`;
 
 /**
- * jsonb cannot hold U+0000; bodies are kept for reading, so a replacement character stands in.
- * The scan walks escapes from the left, so text that merely spells a backslash-u0000 (`\\u0000`
- * once serialised) is left as it was.
+ * jsonb cannot hold U+0000 nor a lone surrogate (a string JavaScript allows, and a caller's prompt
+ * may carry); bodies are kept for reading, so a replacement character stands in. JSON.stringify
+ * writes a surrogate as an escape only when it is unpaired, so every such escape is one. The scan
+ * walks escapes from the left, so text that merely spells one (`\\u0000` once serialised) is left
+ * as it was. One such row would otherwise fail its whole batch on every retry.
  */
 function jsonForStorage(value: unknown): string {
-  return JSON.stringify(value ?? null).replace(/\\(\\|u0000)/g, (escape, what: string) => (what === '\\' ? escape : '\\ufffd'));
+  return JSON.stringify(value ?? null).replace(/\\(\\|u0000|ud[89a-f][0-9a-f]{2})/g, (escape, what: string) => (what === '\\' ? escape : '\\ufffd'));
 }
 
 /**

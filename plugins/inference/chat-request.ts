@@ -1,32 +1,33 @@
-import { z } from 'zod';
-import { validationError } from '../../core/operations.ts';
-import type { ChatCompletionChunk, ChatRequestBody } from '../../core/provider.ts';
+import { compileBodySchema } from '../../core/compiled-schema.ts';
+import type { ChatCompletionChunk, ChatMessage, ChatRequestBody } from '../../core/provider.ts';
+import { chatRequestSchema } from './chat-request-schema.ts';
 
 /**
- * What the gateway itself needs from a chat request. Everything else passes through to the
- * provider untouched, so new OpenAI fields and provider-specific ones keep working.
+ * A chat request whose shape was checked against chatRequestSchema: what the gateway reads
+ * (model, messages, stream settings, output limits, tools) has its documented type; everything
+ * else passes through to the provider untouched, so new OpenAI fields and provider-specific ones
+ * keep working.
  */
-const chatRequestSchema = z.looseObject({
-  model: z.string().min(1),
-  messages: z
-    .array(z.looseObject({ role: z.enum(['system', 'developer', 'user', 'assistant', 'tool', 'function']) }))
-    .min(1, 'messages must hold at least one message'),
-  stream: z.boolean().nullable().optional(),
-  stream_options: z.looseObject({ include_usage: z.boolean().nullable().optional() }).nullable().optional(),
-  max_tokens: z.number().int().positive().nullable().optional(),
-  max_completion_tokens: z.number().int().positive().nullable().optional(),
-});
+export interface ParsedChatRequest {
+  model: string;
+  messages: ChatMessage[];
+  stream?: boolean | null;
+  stream_options?: { include_usage?: boolean | null; [extra: string]: unknown } | null;
+  max_tokens?: number | null;
+  max_completion_tokens?: number | null;
+  tools?: ChatRequestBody['tools'];
+  [extra: string]: unknown;
+}
 
-export type ParsedChatRequest = z.output<typeof chatRequestSchema>;
+const checkChatRequest = compileBodySchema<ParsedChatRequest>(chatRequestSchema);
 
 /**
  * Validated without parseInput's NUL scan: on the hot path that walk costs more than it is worth,
- * and the only place a prompt is stored (request_log_bodies) replaces NUL itself.
+ * and the only place a prompt is stored (request_log_bodies) replaces NUL itself. Token counting
+ * and the providers read the body after this, so they only ever see the documented shapes.
  */
 export function parseChatRequest(body: unknown): ParsedChatRequest {
-  const result = chatRequestSchema.safeParse(body);
-  if (!result.success) throw validationError(result.error, 'body');
-  return result.data;
+  return checkChatRequest(body);
 }
 
 /** The body a provider receives: the upstream model name, stream fields left to the provider. */

@@ -103,7 +103,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       if (body.expiresAt !== undefined && body.expiresAt !== null) assertOwnerFor(credential, 'expiresAt');
       if (body.spendCap !== undefined && body.spendCap !== null) assertOwnerFor(credential, 'spendCap');
       if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
-      const expiresAt = body.expiresAt ? new Date(body.expiresAt) : null;
+      const expiresAt = body.expiresAt ?? null;
       if (expiresAt && expiresAt <= clock()) {
         throw new ApiError(400, 'invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
       }
@@ -176,7 +176,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         scopes: body.scopes,
         modelAllowList: body.models,
         disabled: body.disabled,
-        expiresAt: body.expiresAt === undefined ? undefined : body.expiresAt === null ? null : new Date(body.expiresAt),
+        expiresAt: body.expiresAt,
         spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
         rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),
       });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { spendCapInput, spendCapView } from '../../core/spend-cap.ts';
 import { SCOPES } from '../../core/scopes.ts';
+import { timestampSchema } from '../../core/timestamps.ts';
 
 export const scopeList = z
   .array(z.enum(SCOPES))
@@ -29,7 +30,7 @@ export const createKeyRequest = z.strictObject({
   projectId: z.uuid().optional().describe("Defaults to the caller's project (a key) or the default project (a person)"),
   scopes: scopeList.optional().describe('Defaults to ["inference"]'),
   models: modelList.optional().describe('Model allow-list; null or absent means every model'),
-  expiresAt: z.iso.datetime({ offset: true }).nullable().optional().describe('Owner only'),
+  expiresAt: timestampSchema.nullable().optional().describe('Owner only'),
   spendCap: spendCapInput.nullable().optional().describe('Owner only'),
   rateLimits: rateLimitsInput.optional().describe("Owner only; null or absent fields use the operator's defaults"),
 });
@@ -41,7 +42,7 @@ export const updateKeyRequest = z
     scopes: scopeList.optional(),
     models: modelList.optional(),
     disabled: z.boolean().optional(),
-    expiresAt: z.iso.datetime({ offset: true }).nullable().optional().describe('Owner only; null clears'),
+    expiresAt: timestampSchema.nullable().optional().describe('Owner only; null clears'),
     spendCap: spendCapInput.nullable().optional().describe('Owner only; null clears'),
     rateLimits: rateLimitsInput.optional().describe('Owner only; replaces all three; null fields use the defaults'),
   })

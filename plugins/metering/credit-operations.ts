@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Coordination } from '../../core/ports/coordination.ts';
 import { microsToUsd, usdAmount, usdToMicros } from '../../core/money.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import { dateOrTimestampSchema } from '../../core/timestamps.ts';
 import type { CreditLedger, LedgerKind, LedgerLine } from '../../core/ports/metering.ts';
 import type { PaymentProvider } from './payment-provider.ts';
 
@@ -36,8 +37,6 @@ const toLineView = (line: LedgerLine): z.infer<typeof lineView> => ({
   coversEntries: line.coversEntries,
   createdAt: line.createdAt.toISOString(),
 });
-
-const instant = z.iso.datetime({ offset: true }).or(z.iso.date()).transform((value) => new Date(value));
 
 const LENS_KINDS: Record<string, LedgerKind[]> = {
   payments: ['payment'],
@@ -77,8 +76,8 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     query: z.object({
       lens: z.enum(['payments', 'usage', 'hosting']).optional(),
       limit: z.coerce.number().int().min(1).max(500).default(100),
-      from: instant.optional(),
-      to: instant.optional(),
+      from: dateOrTimestampSchema.optional(),
+      to: dateOrTimestampSchema.optional(),
     }),
     output: z.object({ object: z.literal('list'), data: z.array(lineView) }),
     async handler({ query }, { credential }) {
@@ -96,7 +95,7 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     description: 'Scope usage:read. Without `from` the opening balance is zero; `to` is exclusive. The micros fields carry the exact integers.',
     scope: 'usage:read',
     readOnly: true,
-    query: z.object({ from: instant.optional(), to: instant.optional() }),
+    query: z.object({ from: dateOrTimestampSchema.optional(), to: dateOrTimestampSchema.optional() }),
     output: z.object({
       object: z.literal('credit_summary'),
       openingBalanceUsd: z.number(),

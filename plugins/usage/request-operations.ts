@@ -1,8 +1,9 @@
 import { ApiError } from '../../core/errors.ts';
+import { encodeCursor } from '../../core/keyset-cursor.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import { mayReadBodies, usageVisibility, VISIBILITY } from './usage-access.ts';
 import type { UsageDeps } from './usage-operations.ts';
-import { decodeCursor, encodeCursor, minuteWindow, resolveOpenRange } from './usage-query.ts';
+import { minuteWindow, resolveOpenRange } from './usage-query.ts';
 import {
   RECENT_REQUESTS, requestDetailView, requestIdParams, requestListView, requestsQuery, windowQuery, windowView,
 } from './usage-schemas.ts';
@@ -20,7 +21,6 @@ export function requestOperations({ store, identity, clock }: UsageDeps): AnyOpe
     query: requestsQuery,
     output: requestListView,
     async handler({ query }, { credential }) {
-      const cursor = query.cursor !== undefined ? decodeCursor(query.cursor) : undefined;
       const rows = await store.list(
         {
           visibility: await usageVisibility(identity, credential),
@@ -29,7 +29,7 @@ export function requestOperations({ store, identity, clock }: UsageDeps): AnyOpe
           model: query.model,
           q: query.q,
           band: query.band,
-          cursor,
+          cursor: query.cursor,
         },
         query.limit + 1,
       );

@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { cursorSchema } from '../../core/keyset-cursor.ts';
+import { dateOrTimestampSchema } from '../../core/timestamps.ts';
 
 /** Query parameters and wire shapes of the usage and request-log operations. */
 
@@ -13,12 +15,8 @@ export const WINDOW_MINUTES_MAX = 1_440;
 /** Request ids as the gateway issues or accepts them (x-request-id). */
 export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
-const dateOrTimestamp = z.union([z.iso.date(), z.iso.datetime({ offset: true })], {
-  error: 'expected a date (YYYY-MM-DD, midnight UTC) or an ISO 8601 timestamp',
-});
-
-const from = dateOrTimestamp.optional().describe('Start of the window, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
-const to = dateOrTimestamp.optional().describe('End of the window, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
+const from = dateOrTimestampSchema.optional().describe('Start of the window, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
+const to = dateOrTimestampSchema.optional().describe('End of the window, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
 const keyId = z.uuid().optional().describe("Only calls made with this key; a key outside what the caller sees gives no rows");
 
 export const usageQuery = z.object({
@@ -54,7 +52,7 @@ export const requestsQuery = z.object({
   model: z.string().min(1).max(200).optional().describe('Exact model name'),
   q: z.string().min(1).max(200).optional().describe('A request id, or text contained in the model or endpoint (case-insensitive)'),
   band: z.enum(['errors', 'slow']).optional().describe('errors: status 400 or above; slow: streamed first token over 5 s, or unstreamed over 30 s'),
-  cursor: z.string().min(1).max(512).optional().describe('nextCursor of the previous page'),
+  cursor: cursorSchema.optional().describe('nextCursor of the previous page'),
   limit: z.coerce
     .number()
     .int()

@@ -1,3 +1,4 @@
+import type { KeysetCursor } from '../../core/keyset-cursor.ts';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { RequestLogRow } from '../../core/ports/metering.ts';
 import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
@@ -26,10 +27,7 @@ export interface UsageFilter {
 export type Band = 'errors' | 'slow';
 
 /** A position in the newest-first order: created_at as text with microseconds, and the id. */
-export interface Cursor {
-  at: string;
-  id: string;
-}
+export type Cursor = KeysetCursor;
 
 export interface RequestFilter extends UsageFilter {
   model?: string;

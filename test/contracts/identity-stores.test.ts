@@ -141,6 +141,19 @@ async function storeContract(t: Test, db: Database) {
     const stored = await db.query<{ body: Record<string, string> }>("SELECT request_body AS body FROM request_log_bodies WHERE request_id = 'bodies-1'");
     t.same(stored.rows[0]?.body, { nul: 'a\ufffdb', spelled: 'path C:\\u0000\\x', slashes: '\\' });
   });
+
+  t.test('stored bodies replace lone surrogates, which jsonb refuses, and keep paired ones', async (t) => {
+    const bodies = { request: { high: 'a\ud800b', low: '\udfff', pair: 'emoji \ud83d\ude00', spelled: 'C:\\ud800' }, response: null };
+    const row: RequestLogRow = {
+      id: 'bodies-2', organizationId: organization.id, projectId: project.id, keyId: null, endpoint: '/v1/chat/completions', model: 'm', provider: 'p',
+      upstreamModel: 'u', statusCode: 200, errorCode: null, inputTokens: 1, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 1,
+      reasoningTokens: 0, usageEstimated: false, costMicros: 1n, priceVersion: 'v1', latencyMs: 1, ttftMs: null, streamed: false, attempts: 1,
+      createdAt: new Date(), bodies,
+    };
+    t.equal(await new SqlUsageRecorder(db).record([row]), 1, 'the batch is written');
+    const stored = await db.query<{ body: Record<string, string> }>("SELECT request_body AS body FROM request_log_bodies WHERE request_id = 'bodies-2'");
+    t.same(stored.rows[0]?.body, { high: 'a\ufffdb', low: '\ufffd', pair: 'emoji \ud83d\ude00', spelled: 'C:\\ud800' });
+  });
 }
 
 for (const backend of databaseBackends()) {

@@ -237,6 +237,17 @@ t.test('API keys', async (t) => {
     t.equal(response.json().error.param, 'expiresAt');
   });
 
+  t.test('an expiry outside 1970-01-01 to 9999-12-31 (UTC) answers 400 naming expiresAt, on create and update', async (t) => {
+    const { id } = await createKey(test, { name: 'expiry range' });
+    for (const bad of ['0000-01-01T00:00:00Z', '9999-12-31T23:59:59-23:59']) {
+      for (const [method, url] of [['POST', '/client/keys'], ['PATCH', `/client/keys/${id}`]] as const) {
+        const response = await test.call(method, url, { body: { ...(method === 'POST' ? { name: 'x' } : {}), expiresAt: bad } });
+        t.equal(response.statusCode, 400, `${method} expiresAt=${bad}: ${response.body.slice(0, 120)}`);
+        t.equal(response.json().error.param, 'expiresAt');
+      }
+    }
+  });
+
   t.test('a key with a model allow-list reports it', async (t) => {
     const { body } = await createKey(test, { name: 'models', models: ['mock-small'] });
     t.same(body.models, ['mock-small']);

@@ -227,6 +227,24 @@ t.test('usage: malformed from, to, keyId answer 400 naming the param; from not b
   await expect400(t, s.token, '/usage?from=2026-01-02&to=2026-01-02', 'from');
 });
 
+t.test('dates outside 1970-01-01 to 9999-12-31 (UTC) answer 400 naming the field on every usage and request route', async (t) => {
+  const s = await scenario();
+  // Year 0, just before 1970, and one that an offset pushes into year 10000: PostgreSQL or PGlite refuse each.
+  for (const route of ['/usage', '/usage/series', '/usage/comparison', '/requests']) {
+    for (const bad of ['0000-01-01', '1969-12-31T23:59:59Z', '9999-12-31T23:59:59-23:59']) {
+      await expect400(t, s.token, `${route}?from=${encodeURIComponent(bad)}`, 'from');
+      await expect400(t, s.token, `${route}?to=${encodeURIComponent(bad)}`, 'to');
+    }
+  }
+});
+
+t.test('the edges of the accepted range are served', async (t) => {
+  const s = await scenario();
+  const report = await get(s.token, '/usage?from=1970-01-01&to=9999-12-31T23:59:59.999Z');
+  t.equal(report.status, 200, JSON.stringify(report.body).slice(0, 200));
+  t.equal((await get(s.token, '/requests?from=1970-01-01T00:00:00Z&to=9999-12-31')).status, 200);
+});
+
 // ---------------------------------------------------------------------------------------------
 // GET /usage/series
 
@@ -345,6 +363,13 @@ t.test('comparison: with nothing before, percentages are null; keyId narrows bot
   const shifted = await ok(s.token, `/usage/comparison?from=2026-03-25&to=2026-03-29&keyId=${other}`);
   t.same(shifted.deltas.costUsd, { absolute: 2, percent: 200 });
   await expect400(t, s.token, '/usage/comparison?from=2026-03-26&to=2026-03-25', 'from');
+});
+
+t.test('comparison: a window reaching back to 1970 compares with a previous window cut at the start of the range', async (t) => {
+  const s = await scenario();
+  const body = await ok(s.token, '/usage/comparison?from=1970-01-02&to=9999-12-31');
+  t.same([body.previous.from, body.previous.to], ['1970-01-01T00:00:00.000Z', '1970-01-02T00:00:00.000Z']);
+  t.equal(body.previous.totals.requests, 0);
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -481,6 +506,14 @@ t.test('requests: a malformed cursor answers 400 naming cursor', async (t) => {
   const forged = Buffer.from(JSON.stringify({ at: 'yesterday', id: 'x' })).toString('base64url');
   for (const bad of ['not-base64-json', forged, Buffer.from('[1,2]').toString('base64url'), 'x'.repeat(513)]) {
     await expect400(t, s.token, `/requests?cursor=${encodeURIComponent(bad)}`, 'cursor');
+  }
+});
+
+t.test('requests: a cursor naming an impossible or out-of-range instant answers 400 naming cursor', async (t) => {
+  const s = await scenario();
+  for (const at of ['2026-02-30T00:00:00.000000Z', '0000-01-01T00:00:00.000000Z', '1969-12-31T23:59:59.999999Z']) {
+    const forged = Buffer.from(JSON.stringify({ at, id: 'req_x' })).toString('base64url');
+    await expect400(t, s.token, `/requests?cursor=${forged}`, 'cursor');
   }
 });
 

@@ -140,6 +140,18 @@ t.test('credits routes', async (t) => {
     t.equal((await statement('?from=yesterday')).status, 400, 'a malformed time is 400');
   });
 
+  t.test('statement and summary answer 400 naming from or to for dates outside 1970-01-01 to 9999-12-31 (UTC)', async (t) => {
+    for (const route of ['/client/credits/statement', '/client/credits/summary']) {
+      for (const bad of ['0000-01-01', '1969-12-31T23:59:59Z', '9999-12-31T23:59:59-23:59']) {
+        for (const param of ['from', 'to']) {
+          const response = await g.test.call('GET', `${route}?${param}=${encodeURIComponent(bad)}`);
+          t.equal(response.statusCode, 400, `${route}?${param}=${bad}: ${response.body.slice(0, 120)}`);
+          t.equal(response.json().error.param, param);
+        }
+      }
+    }
+  });
+
   t.test('summary without from has opening 0; with from, the balance then; the identity holds', async (t) => {
     await g.flush();
     const balance = await balanceMicros();

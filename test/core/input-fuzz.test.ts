@@ -1,0 +1,301 @@
+import type { LightMyRequestResponse } from 'fastify';
+import t from 'tap';
+import { SCOPES } from '../../core/scopes.ts';
+import { chatRequestSchema } from '../../plugins/inference/chat-request-schema.ts';
+import { MeteringTokens } from '../../plugins/metering/index.ts';
+import {
+  bodyVariants, pathCases, queryCases, queryValueAccepted, sampleOf, schemaOracle, seededRandom, seededUuid, validSampleOf, wholeBodyVariants,
+  type Schema, type Variant,
+} from '../fixtures/input-fuzz.ts';
+import { BODY_OVERRIDES } from '../fixtures/operation-inputs.ts';
+import { allPlugins, buildTestApp, createKey } from '../helpers/app.ts';
+
+/*
+ * Input fuzzing of every route a caller can reach: every operation of the OpenAPI document and
+ * every endpoint GET /v1 lists, with malformed variants generated from their declared schemas
+ * (test/fixtures/input-fuzz.ts), sent with an owner's session and with a key holding every scope.
+ * Whatever the input: never a 5xx, every error in the envelope, and no success for input the
+ * declared schema (or a rule it cannot express) calls invalid. New operations are covered as soon
+ * as they are in the document; a new /v1 endpoint with a body needs its schema in V1_BODY_SCHEMAS.
+ */
+
+const SEED = 20_261_121;
+const random = seededRandom(SEED);
+
+/** The request schemas of /v1 endpoints that take a body (no OpenAPI document describes /v1). */
+const V1_BODY_SCHEMAS: Readonly<Record<string, Schema>> = {
+  'POST /v1/chat/completions': chatRequestSchema as Schema,
+};
+
+const test = await buildTestApp(t, {
+  plugins: {
+    ...allPlugins(),
+    inference: {
+      providers: { mock: { type: 'mock' } },
+      models: { 'mock-small': { routes: [{ provider: 'mock', model: 'mock-small' }], prices: { inputPerMTokUsd: 1, outputPerMTokUsd: 2 } } },
+    },
+    // Valid-looking variants should reach the provider, not stop at a rate limit; the request log
+    // is written when the test flushes it (see fuzz), so a failing write is seen, not retried in the background.
+    metering: {
+      initialCreditUsd: 1_000,
+      limits: { keyDefaults: { requestsPerMinute: 1_000_000, tokensPerMinute: null, concurrency: 1_000 } },
+      requestLog: { flushIntervalMs: 3_600_000 },
+    },
+  },
+});
+const allScopesKey = (await createKey(test, { name: 'fuzz: every scope', scopes: [...SCOPES] })).key;
+const CREDENTIALS = [
+  { name: 'owner session', token: test.ownerToken },
+  { name: 'all-scopes key', token: allScopesKey },
+];
+
+// A few logged calls, so request-log routes have rows, ids and cursors to work on.
+for (let i = 0; i < 3; i += 1) {
+  await test.call('POST', '/v1/chat/completions', { token: allScopesKey, body: { model: 'mock-small', messages: [{ role: 'user', content: `call ${i}` }] } });
+}
+await test.app.svc.container.resolve(MeteringTokens.Writer).flush();
+
+interface OpenApiParameter {
+  name: string;
+  in: 'path' | 'query';
+  required?: boolean;
+  schema: Schema;
+}
+
+interface OpenApiOperation {
+  operationId: string;
+  parameters?: OpenApiParameter[];
+  requestBody?: { required?: boolean; content: { 'application/json': { schema: Schema } } };
+}
+
+const document = (await test.call('GET', '/client/openapi.json', { token: null })).json() as { paths: Record<string, Record<string, OpenApiOperation>> };
+
+interface Endpoint {
+  label: string;
+  method: string;
+  /** With `{name}` placeholders. */
+  path: string;
+  pathParams: string[];
+  query: OpenApiParameter[];
+  body: Schema | null;
+  bodyRequired: boolean;
+  /** A valid body, when the endpoint takes one. */
+  sampleBody: Record<string, unknown> | undefined;
+  /** Refuses NUL in every string (management), or passes prompts through (/v1). */
+  nulInvalid: boolean;
+}
+
+const placeholders = (path: string) => [...path.matchAll(/\{([^}]+)\}/g)].map((m) => m[1] ?? '');
+const fill = (path: string, values: Record<string, string>) => path.replace(/\{([^}]+)\}/g, (_m, name: string) => encodeURIComponent(values[name] ?? ''));
+
+const send = (method: string, url: string, token: string, payload?: string): Promise<LightMyRequestResponse> =>
+  test.app.inject({
+    method: method as 'POST',
+    url,
+    headers: { authorization: `Bearer ${token}`, ...(payload !== undefined ? { 'content-type': 'application/json' } : {}) },
+    ...(payload !== undefined ? { payload } : {}),
+  });
+
+const ID_PATTERN = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$|^req_/i;
+
+/** An id of an existing resource for a path parameter: created through the collection's POST, else the first one it lists. */
+async function existingId(collection: string, collectionUrl: string, param: string): Promise<string | undefined> {
+  const pick = (item: unknown) => {
+    if (typeof item !== 'object' || item === null) return undefined;
+    const record = item as Record<string, unknown>;
+    const value = record[param] ?? record.id ?? Object.values(record).find((v) => typeof v === 'string' && ID_PATTERN.test(v));
+    return typeof value === 'string' ? value : undefined;
+  };
+  const create = document.paths[collection]?.post;
+  if (create) {
+    const schema = create.requestBody?.content['application/json'].schema;
+    const body = BODY_OVERRIDES[create.operationId]?.() ?? (schema ? sampleOf(schema, schema, random) : undefined);
+    const response = await send('POST', collectionUrl, test.ownerToken, body === undefined ? undefined : JSON.stringify(body));
+    if (response.statusCode < 300) return pick(response.json());
+  }
+  if (document.paths[collection]?.get) {
+    const response = await send('GET', collectionUrl, test.ownerToken);
+    if (response.statusCode < 300) return pick((response.json() as { data?: unknown[] }).data?.[0]);
+  }
+  return undefined;
+}
+
+/** Real values for the path's parameters, so variants of query and body reach handlers and storage. */
+async function realPathValues(path: string): Promise<Record<string, string>> {
+  const values: Record<string, string> = {};
+  const segments = path.split('/');
+  for (let i = 0; i < segments.length; i += 1) {
+    const name = /^\{(.+)\}$/.exec(segments[i] ?? '')?.[1];
+    if (!name) continue;
+    const collection = segments.slice(0, i).join('/');
+    values[name] = (await existingId(collection, fill(collection, values), name)) ?? seededUuid(random);
+  }
+  return values;
+}
+
+function managementEndpoints(): Endpoint[] {
+  const out: Endpoint[] = [];
+  for (const [path, methods] of Object.entries(document.paths)) {
+    for (const [method, operation] of Object.entries(methods)) {
+      const schema = operation.requestBody?.content['application/json'].schema ?? null;
+      const oracle = schema ? schemaOracle(schema) : null;
+      const sample = schema ? (BODY_OVERRIDES[operation.operationId]?.() ?? validSampleOf(schema, schema, random, (v) => oracle!(v))) : undefined;
+      out.push({
+        label: `${method.toUpperCase()} ${path} (${operation.operationId})`,
+        method: method.toUpperCase(),
+        path,
+        pathParams: placeholders(path),
+        query: (operation.parameters ?? []).filter((p) => p.in === 'query'),
+        body: schema,
+        bodyRequired: operation.requestBody?.required ?? false,
+        sampleBody: sample as Record<string, unknown> | undefined,
+        nulInvalid: true,
+      });
+    }
+  }
+  return out;
+}
+
+interface Case {
+  what: string;
+  url: string;
+  payload?: string;
+  invalid: boolean;
+}
+
+/** Every malformed request for one endpoint, given real path values. */
+function casesFor(endpoint: Endpoint, values: Record<string, string>): Case[] {
+  const urlWith = (pathValues: Record<string, string>, query: string[]) => `${fill(endpoint.path, pathValues)}${query.length ? `?${query.join('&')}` : ''}`;
+  const withQuery = (query: string[]) => urlWith(values, query);
+  const basePayload = endpoint.sampleBody === undefined ? undefined : JSON.stringify(endpoint.sampleBody);
+  const required = endpoint.query.filter((p) => p.required);
+  const requiredQuery = required.map((p) => `${encodeURIComponent(p.name)}=${encodeURIComponent(String(sampleOf(p.schema, p.schema, random)))}`);
+  const cases: Case[] = [];
+
+  for (const param of endpoint.pathParams) {
+    for (const bad of pathCases(random)) {
+      cases.push({ what: `path ${param}: ${bad.what}`, url: urlWith({ ...values, [param]: bad.value }, requiredQuery), payload: basePayload, invalid: true });
+    }
+  }
+  for (const param of endpoint.query) {
+    const others = required.filter((p) => p !== param).map((p) => `${encodeURIComponent(p.name)}=${encodeURIComponent(String(sampleOf(p.schema, p.schema, random)))}`);
+    for (const c of queryCases(param.name, param.schema, random)) {
+      const invalid = c.invalid === true || (c.value !== undefined && !queryValueAccepted(param.schema, c.value));
+      cases.push({ what: `query ${c.what}`, url: withQuery([...others, c.query]), payload: basePayload, invalid });
+    }
+    if (param.required) cases.push({ what: `query ${param.name}: missing`, url: withQuery(others), payload: basePayload, invalid: true });
+  }
+  cases.push({ what: 'query: an unknown parameter', url: withQuery([...requiredQuery, 'zz_unknown=1']), payload: basePayload, invalid: false });
+
+  const url = withQuery(requiredQuery);
+  if (endpoint.body && endpoint.sampleBody) {
+    const oracle = schemaOracle(endpoint.body);
+    const judge = (variant: Variant): Case => {
+      let parsed: unknown;
+      let parses = true;
+      try {
+        parsed = JSON.parse(variant.payload);
+      } catch {
+        parses = false;
+      }
+      return { what: `body ${variant.what}`, url, payload: variant.payload, invalid: variant.invalid === true || !parses || !oracle(parsed) };
+    };
+    for (const variant of wholeBodyVariants(endpoint.sampleBody)) cases.push(judge(variant));
+    for (const variant of bodyVariants(endpoint.body, endpoint.sampleBody, { root: endpoint.body, random, nulInvalid: endpoint.nulInvalid })) cases.push(judge(variant));
+    if (endpoint.bodyRequired) cases.push({ what: 'body: none', url, invalid: true });
+  } else if (endpoint.method !== 'GET' && endpoint.path.startsWith('/client')) {
+    cases.push({ what: 'body: one where none is taken', url, payload: '{"surprise":true}', invalid: true });
+  }
+  // Possibly-valid variants last: they may change or remove the resource the others are about.
+  return [...cases.filter((c) => c.invalid), ...cases.filter((c) => !c.invalid)];
+}
+
+const ENVELOPE_KEYS = ['code', 'message', 'param', 'type'];
+
+/** What is wrong with the answer to one case, or null. */
+function problemWith(response: LightMyRequestResponse, invalid: boolean): string | null {
+  if (response.statusCode >= 500) return 'a 5xx';
+  if (response.statusCode < 400) return invalid ? `accepted (${response.statusCode}) though invalid` : null;
+  let body: unknown;
+  try {
+    body = response.json();
+  } catch {
+    return 'an error that is not JSON';
+  }
+  const error = (body as { error?: Record<string, unknown> } | null)?.error;
+  if (!error || Object.keys(body as object).length !== 1) return 'an error outside the envelope';
+  if (Object.keys(error).sort().join() !== ENVELOPE_KEYS.join()) return 'an envelope with other fields';
+  const typed = typeof error.message === 'string' && typeof error.type === 'string' && typeof error.code === 'string' && (error.param === null || typeof error.param === 'string');
+  return typed ? null : 'an envelope with mistyped fields';
+}
+
+const writer = test.app.svc.container.resolve(MeteringTokens.Writer);
+/** Calls between request-log writes: what a logged call stores must be storable too. */
+const FLUSH_EVERY = 100;
+
+async function fuzz(t: Tap, endpoint: Endpoint, values: Record<string, string>): Promise<void> {
+  const cases = casesFor(endpoint, values);
+  const problems: string[] = [];
+  for (const [index, c] of cases.entries()) {
+    for (const credential of CREDENTIALS) {
+      const response = await send(endpoint.method, c.url, credential.token, c.payload);
+      const problem = problemWith(response, c.invalid);
+      if (problem) problems.push(`${credential.name}, ${c.what}: ${problem}: ${response.statusCode} ${response.body.slice(0, 200)}`);
+    }
+    if (index % FLUSH_EVERY === FLUSH_EVERY - 1 || index === cases.length - 1) {
+      const failed = writer.snapshot().failedFlushes;
+      await writer.flush();
+      if (writer.snapshot().failedFlushes > failed) {
+        // A failed write is retried with every later batch: stop here rather than pile up more.
+        problems.push(`the request log could not store the calls of cases ${Math.max(0, index - FLUSH_EVERY + 1)}..${index} (up to: ${c.what})`);
+        break;
+      }
+    }
+  }
+  t.ok(cases.length > 0, `${cases.length} cases`);
+  t.same(problems.slice(0, 25), [], `${endpoint.label}: ${problems.length} problem(s)`);
+}
+
+type Tap = Pick<typeof t, 'ok' | 'same'>;
+
+t.test('every operation of the OpenAPI document', async (t) => {
+  const endpoints = managementEndpoints();
+  t.ok(endpoints.length >= 30, `${endpoints.length} operations`);
+  for (const endpoint of endpoints) {
+    await t.test(endpoint.label, async (t) => fuzz(t, endpoint, await realPathValues(endpoint.path)));
+  }
+});
+
+t.test('every /v1 endpoint, with request bodies logged', async (t) => {
+  // Bodies are stored only while logging is on: odd prompts must reach storage too.
+  t.equal((await test.call('POST', '/client/log-requests', { body: { enabled: true } })).statusCode, 200, 'request logging is on');
+  const listed = (await test.call('GET', '/v1', { token: allScopesKey })).json() as { endpoints: string[] };
+  const served = (await test.call('GET', '/v1/models', { token: allScopesKey })).json() as { data: Array<{ id: string }> };
+  const model = served.data[0]?.id ?? 'mock-small';
+  t.ok(listed.endpoints.length >= 3, listed.endpoints.join(', '));
+  for (const entry of listed.endpoints) {
+    const [method = 'GET', path = '/'] = entry.split(' ');
+    const schema = V1_BODY_SCHEMAS[entry] ?? null;
+    if (method !== 'GET') t.ok(schema, `${entry} has its request schema in V1_BODY_SCHEMAS`);
+    let sample: Record<string, unknown> | undefined;
+    if (schema) {
+      const oracle = schemaOracle(schema);
+      sample = { ...(validSampleOf(schema, schema, random, (v) => oracle(v)) as Record<string, unknown>), ...(schema.properties?.model ? { model } : {}) };
+    }
+    const endpoint: Endpoint = {
+      label: entry,
+      method,
+      path,
+      pathParams: placeholders(path),
+      query: [],
+      body: schema,
+      bodyRequired: schema !== null,
+      sampleBody: sample,
+      nulInvalid: false,
+    };
+    const values = Object.fromEntries(endpoint.pathParams.map((name) => [name, name === 'model' ? model : seededUuid(random)]));
+    await t.test(entry, async (t) => fuzz(t, endpoint, values));
+  }
+  await writer.flush();
+  t.same(writer.snapshot(), { ...writer.snapshot(), queued: 0, failedFlushes: 0, dropped: 0 }, 'every logged call and body was stored');
+});
