@@ -115,6 +115,7 @@ function applyEnvOverrides(raw: unknown, env: Env): unknown {
 
   const storage = section(config, 'storage');
   if (!storage) return config;
+  if (env.SVC_DATA_DIR) storage.dataDir = resolve(env.SVC_DATA_DIR);
   if (env.DATABASE_URL) {
     storage.database = { driver: 'postgres', url: env.DATABASE_URL };
   } else if (env.SVC_DATA_DIR) {

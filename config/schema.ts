@@ -27,6 +27,14 @@ const redisCoordination = z.strictObject({
   recoveryWindowMs: z.number().int().min(20).max(60_000).default(5_000),
 });
 
+/** Where blob contents (uploaded files, batch inputs and outputs) live. */
+const filesystemBlobs = z.strictObject({
+  driver: z.literal('filesystem'),
+  /** Default `<storage.dataDir>/blobs`. Replicas need it on a shared volume. */
+  dir: z.string().min(1).optional(),
+});
+const databaseBlobs = z.strictObject({ driver: z.literal('database') });
+
 export const configSchema = z.strictObject({
   server: z
     .strictObject({
@@ -44,8 +52,15 @@ export const configSchema = z.strictObject({
     .prefault({}),
   storage: z
     .strictObject({
+      /** The service's own files: the embedded database's default home, blobs, the generated secret key. */
+      dataDir: z.string().min(1).default('./data'),
       database: z.discriminatedUnion('driver', [pgliteDatabase, postgresDatabase]).prefault({ driver: 'pglite' }),
       coordination: z.discriminatedUnion('driver', [memoryCoordination, redisCoordination]).prefault({ driver: 'memory' }),
+      /**
+       * Absent: files under `<dataDir>/blobs` when the database is embedded on disk; the database
+       * otherwise (PostgreSQL, which replicas share, or an in-memory database).
+       */
+      blobs: z.discriminatedUnion('driver', [filesystemBlobs, databaseBlobs]).optional(),
     })
     .prefault({}),
   auth: z

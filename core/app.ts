@@ -23,6 +23,7 @@ import type { Database } from './ports/database.ts';
 import { Tokens } from './tokens.ts';
 import { newRequestId } from './request-ids.ts';
 import { lazyRequestLogger } from './http/request-logger.ts';
+import { createBlobStore } from '../adapters/create-blob-store.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -104,6 +105,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Metrics, metrics);
     container.bindValue(Tokens.Identity, identity);
     container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
+    container.bindValue(Tokens.Blobs, createBlobStore(config.storage, database));
     app.decorate('svc', { container, config, bootstrap });
 
     // Callback-style hooks on the hot path: no promise per request.

@@ -5,6 +5,7 @@ import type { Authenticator } from './authenticator.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { OperationRegistry } from './operations.ts';
 import type { Coordination } from './ports/coordination.ts';
+import type { BlobStore } from './ports/blobs.ts';
 import type { Database } from './ports/database.ts';
 import type { IdentityStores, IdentityStoresFactory } from './ports/identity.ts';
 
@@ -23,4 +24,6 @@ export const Tokens = {
   Identity: createToken<IdentityStores>('IdentityStores'),
   /** The same stores over a given transaction, for multi-step writes. */
   IdentityFactory: createToken<IdentityStoresFactory>('IdentityStoresFactory'),
+  /** File contents: on disk or in the database, per `storage.blobs`. */
+  Blobs: createToken<BlobStore>('BlobStore'),
 } as const;
