@@ -3,6 +3,7 @@ import { ConfigError, loadConfig } from './config/load.ts';
 import { createDatabase } from './adapters/create-database.ts';
 import { coreMigrations } from './adapters/sql/core-migrations.ts';
 import { sqlIdentityStores } from './adapters/sql/identity-stores.ts';
+import { SqlMailOutbox } from './adapters/sql/mail-outbox.ts';
 import { runMigrations } from './adapters/sql/migrator.ts';
 import { addPersonTo, createOrganizationWithOwner, issueSession } from './core/identity-admin.ts';
 import { ORG_ROLES, type OrgRole } from './core/scopes.ts';
@@ -14,6 +15,7 @@ With the embedded database, stop the service first: PGlite allows one process at
   npm run cli -- orgs create --name NAME --owner-email EMAIL [--owner-name NAME]
   npm run cli -- people add --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
   npm run cli -- sessions create --email EMAIL [--days N]
+  npm run cli -- mail list [--to EMAIL] [--limit N]      the local outbox, newest first
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -28,6 +30,8 @@ async function main(argv: string[]): Promise<number> {
       email: { type: 'string' },
       role: { type: 'string' },
       days: { type: 'string' },
+      to: { type: 'string' },
+      limit: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -81,6 +85,17 @@ async function main(argv: string[]): Promise<number> {
         if (!Number.isInteger(days) || days < 1 || days > 365) throw new UsageError('--days must be a whole number from 1 to 365');
         const { token, expiresAt } = await issueSession(stores, { personId: person.id, ttlDays: days, now: new Date() });
         process.stdout.write(`session token for ${email} (shown once, expires ${expiresAt.toISOString()}):\n${token}\n`);
+        return 0;
+      }
+      case 'mail list': {
+        const limit = Number(values.limit ?? 20);
+        if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
+        if (config.mail.driver !== 'outbox') process.stderr.write(`mail is configured to go out by ${config.mail.driver}; the outbox holds only what was kept before\n`);
+        const mails = await new SqlMailOutbox(db, config.mail.from).list({ ...(values.to ? { to: values.to } : {}), limit });
+        for (const mail of mails) {
+          process.stdout.write(`--- ${mail.createdAt.toISOString()}  ${mail.id}\nFrom: ${mail.from}\nTo: ${mail.to}\nSubject: ${mail.subject}\n\n${mail.text}\n\n`);
+        }
+        if (mails.length === 0) process.stdout.write(values.to ? `no mail to ${values.to}\n` : 'the outbox is empty\n');
         return 0;
       }
       default:

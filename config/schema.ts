@@ -35,6 +35,27 @@ const filesystemBlobs = z.strictObject({
 });
 const databaseBlobs = z.strictObject({ driver: z.literal('database') });
 
+const outboxMail = z.strictObject({
+  driver: z.literal('outbox'),
+  from: z.string().min(3).default('svc <no-reply@localhost>'),
+});
+const smtpMail = z
+  .strictObject({
+    driver: z.literal('smtp'),
+    /** `smtp://user:pass@host:587` or `smtps://…:465`; or host/port/secure/auth below. */
+    url: z.string().regex(/^smtps?:\/\//, 'must start with smtp:// or smtps://').optional(),
+    host: z.string().min(1).optional(),
+    port: z.number().int().min(1).max(65535).optional(),
+    /** TLS from the first byte (port 465); otherwise STARTTLS when the server offers it. */
+    secure: z.boolean().optional(),
+    /** Refuse to send unless the connection is upgraded with STARTTLS. */
+    requireTls: z.boolean().default(false),
+    auth: z.strictObject({ user: z.string().min(1), pass: z.string().min(1) }).optional(),
+    from: z.string().min(3),
+    timeoutMs: z.number().int().min(100).max(300_000).default(30_000),
+  })
+  .refine((mail) => (mail.url === undefined) !== (mail.host === undefined), { message: 'give either url or host', path: ['host'] });
+
 export const configSchema = z.strictObject({
   server: z
     .strictObject({
@@ -63,6 +84,7 @@ export const configSchema = z.strictObject({
       blobs: z.discriminatedUnion('driver', [filesystemBlobs, databaseBlobs]).optional(),
     })
     .prefault({}),
+  mail: z.discriminatedUnion('driver', [outboxMail, smtpMail]).prefault({ driver: 'outbox' }),
   auth: z
     .strictObject({
       /**

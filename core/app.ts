@@ -24,6 +24,7 @@ import { Tokens } from './tokens.ts';
 import { newRequestId } from './request-ids.ts';
 import { lazyRequestLogger } from './http/request-logger.ts';
 import { createBlobStore } from '../adapters/create-blob-store.ts';
+import { createMailer } from '../adapters/create-mailer.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -84,6 +85,10 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     coordination = await createCoordination(config.storage.coordination);
     await runMigrations(database, [...coreMigrations, ...plugins.flatMap(({ plugin }) => plugin.migrations ?? [])]);
     const bootstrap = await bootstrapFirstOrganization(database, sqlIdentityStores, config, clock());
+    if (config.mail.driver === 'outbox' && database.kind === 'postgres') {
+      app.log.warn('mail is kept in the local outbox, not delivered: configure mail.driver smtp');
+    }
+    const mailer = createMailer(config.mail, database);
 
     const container = Container.create();
     const identity = sqlIdentityStores(database);
@@ -106,6 +111,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Identity, identity);
     container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
     container.bindValue(Tokens.Blobs, createBlobStore(config.storage, database));
+    container.bindValue(Tokens.Mailer, mailer);
     app.decorate('svc', { container, config, bootstrap });
 
     // Callback-style hooks on the hot path: no promise per request.
@@ -146,6 +152,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
         }
       }
       await authenticator.stop();
+      mailer.close?.();
       await coord.close();
       await db.close();
     });

@@ -8,6 +8,7 @@ import type { Coordination } from './ports/coordination.ts';
 import type { BlobStore } from './ports/blobs.ts';
 import type { Database } from './ports/database.ts';
 import type { IdentityStores, IdentityStoresFactory } from './ports/identity.ts';
+import type { Mailer } from './ports/mail.ts';
 
 /** Container tokens for what the kernel provides to every plugin. */
 export const Tokens = {
@@ -26,4 +27,6 @@ export const Tokens = {
   IdentityFactory: createToken<IdentityStoresFactory>('IdentityStoresFactory'),
   /** File contents: on disk or in the database, per `storage.blobs`. */
   Blobs: createToken<BlobStore>('BlobStore'),
+  /** Outgoing mail: SMTP, or the local outbox by default. */
+  Mailer: createToken<Mailer>('Mailer'),
 } as const;

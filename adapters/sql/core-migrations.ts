@@ -163,4 +163,21 @@ CREATE TABLE blob_chunks (
 ALTER TABLE blob_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
 `,
   },
+  {
+    owner: 'core-mail',
+    version: 1,
+    name: 'local mail outbox',
+    sql: `
+CREATE TABLE mail_outbox (
+  id uuid PRIMARY KEY,
+  sender text NOT NULL,
+  recipient text NOT NULL,
+  subject text NOT NULL,
+  text_body text NOT NULL,
+  html_body text,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX mail_outbox_recipient ON mail_outbox (lower(recipient), created_at);
+`,
+  },
 ];

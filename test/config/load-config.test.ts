@@ -33,6 +33,7 @@ t.test('config/default.yaml loads and validates with an empty environment', asyn
   t.equal(config.server.port, 8080);
   t.equal(config.server.bodyLimitBytes, 10 * 1024 * 1024, 'the 10 MB body limit');
   t.same(blobStorageOf(config.storage), { driver: 'filesystem', dir: resolve('data/blobs') });
+  t.equal(config.mail.driver, 'outbox');
   t.equal(config.storage.database.driver, 'pglite');
   t.equal(config.storage.coordination.driver, 'memory');
   for (const name of ['account', 'projects', 'keys']) t.ok(Object.hasOwn(config.plugins, name), `enables ${name}`);
