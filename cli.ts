@@ -5,8 +5,11 @@ import { coreMigrations } from './adapters/sql/core-migrations.ts';
 import { sqlIdentityStores } from './adapters/sql/identity-stores.ts';
 import { SqlMailOutbox } from './adapters/sql/mail-outbox.ts';
 import { runMigrations } from './adapters/sql/migrator.ts';
+import { SqlSecretStore } from './adapters/sql/secret-store.ts';
 import { addPersonTo, createOrganizationWithOwner, issueSession } from './core/identity-admin.ts';
 import { ORG_ROLES, type OrgRole } from './core/scopes.ts';
+import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/secret-keys.ts';
+import { SecretVault } from './core/secret-vault.ts';
 
 const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
 With the embedded database, stop the service first: PGlite allows one process at a time.
@@ -16,6 +19,8 @@ With the embedded database, stop the service first: PGlite allows one process at
   npm run cli -- people add --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
   npm run cli -- sessions create --email EMAIL [--days N]
   npm run cli -- mail list [--to EMAIL] [--limit N]      the local outbox, newest first
+  npm run cli -- secrets rotate [--new-key]              re-encrypt customer secrets under the first key;
+                                                         --new-key first adds a key to the key file
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -32,6 +37,7 @@ async function main(argv: string[]): Promise<number> {
       days: { type: 'string' },
       to: { type: 'string' },
       limit: { type: 'string' },
+      'new-key': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -97,6 +103,29 @@ async function main(argv: string[]): Promise<number> {
         }
         if (mails.length === 0) process.stdout.write(values.to ? `no mail to ${values.to}\n` : 'the outbox is empty\n');
         return 0;
+      }
+      case 'secrets rotate': {
+        if (values['new-key']) {
+          const file = keyFileOf(config);
+          if (file === null) {
+            throw new UsageError('--new-key adds a key to the key file, and keys come from SVC_SECRET_KEYS here: put the new key first there, restart every replica, then run secrets rotate');
+          }
+          await loadSecretKeys(config); // creates the file on a first run
+          process.stdout.write(`added key ${await prependKeyToFile(file)} in front of ${file}\n`);
+        }
+        const { keyring, warning } = await loadSecretKeys(config);
+        if (keyring === null) throw new UsageError(warning ?? 'no secret-encryption key is configured');
+        const report = await new SecretVault((q) => new SqlSecretStore(q), db, keyring).rotate();
+        process.stdout.write(`re-encrypted ${report.resealed} secret(s) under key ${report.keyId}; ${report.changed} changed while this ran\n`);
+        for (const failure of report.failed) {
+          process.stderr.write(`cannot re-encrypt ${failure.owner.kind}/${failure.owner.id}/${failure.name}: ${failure.reason}\n`);
+        }
+        if (report.changed > 0) {
+          process.stdout.write('run it again once every replica encrypts under the new key: values changed meanwhile may be under an older one\n');
+        } else if (report.failed.length === 0 && keyring.keys.length > 1) {
+          process.stdout.write(`every secret is under ${report.keyId}; the older keys (${keyring.keys.slice(1).map((k) => k.id).join(', ')}) are no longer needed\n`);
+        }
+        return report.failed.length === 0 ? 0 : 1;
       }
       default:
         throw new UsageError(`unknown command "${command}"`);

@@ -35,6 +35,9 @@ const filesystemBlobs = z.strictObject({
 });
 const databaseBlobs = z.strictObject({ driver: z.literal('database') });
 
+/** `id:key`, the key 32 bytes in standard base64; the id is stored next to each ciphertext. */
+export const SECRET_KEY_PATTERN = /^[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/]{43}=$/;
+
 const outboxMail = z.strictObject({
   driver: z.literal('outbox'),
   from: z.string().min(3).default('svc <no-reply@localhost>'),
@@ -82,6 +85,21 @@ export const configSchema = z.strictObject({
        * otherwise (PostgreSQL, which replicas share, or an in-memory database).
        */
       blobs: z.discriminatedUnion('driver', [filesystemBlobs, databaseBlobs]).optional(),
+    })
+    .prefault({}),
+  /** Customer-given secrets (upstream credentials, signing secrets, app env values) are encrypted under these. */
+  secrets: z
+    .strictObject({
+      /**
+       * `id:base64key` entries (SVC_SECRET_KEYS, comma-separated): the first encrypts, all decrypt.
+       * Absent: a key file (below) on the embedded database, a throwaway key on an in-memory one.
+       */
+      keys: z
+        .array(z.string().regex(SECRET_KEY_PATTERN, 'must be id:key with a 32-byte key in base64 (openssl rand -base64 32)'))
+        .refine((keys) => new Set(keys.map((k) => k.split(':')[0])).size === keys.length, 'key ids must be unique')
+        .default([]),
+      /** Read (and created on first start if missing) when no keys are given; default `<dataDir>/secret-keys`. */
+      keyFile: z.string().min(1).optional(),
     })
     .prefault({}),
   mail: z.discriminatedUnion('driver', [outboxMail, smtpMail]).prefault({ driver: 'outbox' }),

@@ -9,6 +9,7 @@ import type { BlobStore } from './ports/blobs.ts';
 import type { Database } from './ports/database.ts';
 import type { IdentityStores, IdentityStoresFactory } from './ports/identity.ts';
 import type { Mailer } from './ports/mail.ts';
+import type { SecretVault } from './secret-vault.ts';
 
 /** Container tokens for what the kernel provides to every plugin. */
 export const Tokens = {
@@ -27,6 +28,8 @@ export const Tokens = {
   IdentityFactory: createToken<IdentityStoresFactory>('IdentityStoresFactory'),
   /** File contents: on disk or in the database, per `storage.blobs`. */
   Blobs: createToken<BlobStore>('BlobStore'),
+  /** Customer-given secrets, encrypted at rest. */
+  Secrets: createToken<SecretVault>('SecretVault'),
   /** Outgoing mail: SMTP, or the local outbox by default. */
   Mailer: createToken<Mailer>('Mailer'),
 } as const;

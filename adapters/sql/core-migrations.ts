@@ -164,6 +164,27 @@ ALTER TABLE blob_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
 `,
   },
   {
+    owner: 'core-secrets',
+    version: 1,
+    name: 'encrypted customer secrets',
+    sql: `
+CREATE TABLE secrets (
+  owner_kind text NOT NULL,
+  owner_id text NOT NULL,
+  name text NOT NULL,
+  version integer NOT NULL,
+  key_id text NOT NULL,
+  nonce bytea NOT NULL,
+  ciphertext bytea NOT NULL,
+  auth_tag bytea NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (owner_kind, owner_id, name)
+);
+CREATE INDEX secrets_key_id ON secrets (key_id);
+`,
+  },
+  {
     owner: 'core-mail',
     version: 1,
     name: 'local mail outbox',

@@ -10,6 +10,7 @@ import { definePlugin } from '../../core/plugin.ts';
 import { resolvePlugins } from '../../core/plugin-loader.ts';
 import { manifest } from '../../plugins/index.ts';
 import { blobStorageOf } from '../../adapters/create-blob-store.ts';
+import { keyFileOf } from '../../core/secret-keys.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const dir = mkdtempSync(join(tmpdir(), 'svc-config-test-'));
@@ -117,10 +118,11 @@ t.test('SVC_DATA_DIR moves the embedded database under that directory', async (t
   t.same(config.storage.database, { driver: 'pglite', dataDir: join('/var/lib/svc', 'pglite') });
 });
 
-t.test('SVC_DATA_DIR also moves the blob files', async (t) => {
+t.test('SVC_DATA_DIR also moves the blob files and the secret key file', async (t) => {
   const config = loadConfig({ path: DEFAULT_CONFIG_PATH, env: { SVC_DATA_DIR: '/var/lib/svc' } });
   t.equal(config.storage.dataDir, '/var/lib/svc');
   t.same(blobStorageOf(config.storage), { driver: 'filesystem', dir: join('/var/lib/svc', 'blobs') });
+  t.equal(keyFileOf(config), join('/var/lib/svc', 'secret-keys'));
 });
 
 t.test('blobs follow the database unless configured: files beside the embedded one, rows in PostgreSQL', async (t) => {
@@ -129,6 +131,14 @@ t.test('blobs follow the database unless configured: files beside the embedded o
   const shared = parseConfig({ storage: { database: { driver: 'postgres', url: 'postgres://pg/svc' }, blobs: { driver: 'filesystem', dir: '/mnt/shared/blobs' } } });
   t.same(blobStorageOf(shared.storage), { driver: 'filesystem', dir: '/mnt/shared/blobs' });
   assertConfigError(t, () => parseConfig({ storage: { blobs: { driver: 's3' } } }), 'storage.blobs.driver');
+});
+
+t.test('SVC_SECRET_KEYS gives the secret keys, and there are none with PostgreSQL otherwise', async (t) => {
+  const entry = `k1:${Buffer.alloc(32, 1).toString('base64')}`;
+  t.same(loadConfig({ path: DEFAULT_CONFIG_PATH, env: { SVC_SECRET_KEYS: entry } }).secrets.keys, [entry]);
+  const postgres = loadConfig({ path: DEFAULT_CONFIG_PATH, env: { DATABASE_URL: 'postgres://pg/svc' } });
+  t.same(postgres.secrets.keys, []);
+  t.equal(keyFileOf(postgres), null);
 });
 
 t.test('DATABASE_URL switches storage to PostgreSQL at that address', async (t) => {
