@@ -66,6 +66,8 @@ export const configSchema = z.strictObject({
       port: z.number().int().min(0).max(65535).default(8080),
       /** Largest request body accepted on any surface (the spec's inference limit: 10 MB). */
       bodyLimitBytes: z.number().int().min(1024).default(10 * 1024 * 1024),
+      /** Default whole-body limit of multipart upload routes (files, audio); a route may declare its own. */
+      uploadLimitBytes: z.number().int().min(1024).default(512 * 1024 * 1024),
       trustProxy: z.boolean().default(false),
       logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
       /** How long SIGTERM waits for in-flight requests before closing anyway. */

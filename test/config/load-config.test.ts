@@ -33,6 +33,7 @@ t.test('config/default.yaml loads and validates with an empty environment', asyn
   t.equal(config.server.host, '127.0.0.1', 'HOST defaults through ${HOST:-127.0.0.1}');
   t.equal(config.server.port, 8080);
   t.equal(config.server.bodyLimitBytes, 10 * 1024 * 1024, 'the 10 MB body limit');
+  t.equal(config.server.uploadLimitBytes, 512 * 1024 * 1024, 'uploads may be larger: 512 MB');
   t.same(blobStorageOf(config.storage), { driver: 'filesystem', dir: resolve('data/blobs') });
   t.equal(config.mail.driver, 'outbox');
   t.equal(config.storage.database.driver, 'pglite');
