@@ -3,9 +3,13 @@ import { ConfigError, loadConfig } from './config/load.ts';
 import { createDatabase } from './adapters/create-database.ts';
 import { coreMigrations } from './adapters/sql/core-migrations.ts';
 import { sqlIdentityStores } from './adapters/sql/identity-stores.ts';
+import { SqlMailOutbox } from './adapters/sql/mail-outbox.ts';
 import { runMigrations } from './adapters/sql/migrator.ts';
+import { SqlSecretStore } from './adapters/sql/secret-store.ts';
 import { addPersonTo, createOrganizationWithOwner, issueSession } from './core/identity-admin.ts';
 import { ORG_ROLES, type OrgRole } from './core/scopes.ts';
+import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/secret-keys.ts';
+import { SecretVault } from './core/secret-vault.ts';
 
 const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
 With the embedded database, stop the service first: PGlite allows one process at a time.
@@ -14,6 +18,9 @@ With the embedded database, stop the service first: PGlite allows one process at
   npm run cli -- orgs create --name NAME --owner-email EMAIL [--owner-name NAME]
   npm run cli -- people add --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
   npm run cli -- sessions create --email EMAIL [--days N]
+  npm run cli -- mail list [--to EMAIL] [--limit N]      the local outbox, newest first
+  npm run cli -- secrets rotate [--new-key]              re-encrypt customer secrets under the first key;
+                                                         --new-key first adds a key to the key file
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -28,6 +35,9 @@ async function main(argv: string[]): Promise<number> {
       email: { type: 'string' },
       role: { type: 'string' },
       days: { type: 'string' },
+      to: { type: 'string' },
+      limit: { type: 'string' },
+      'new-key': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -82,6 +92,40 @@ async function main(argv: string[]): Promise<number> {
         const { token, expiresAt } = await issueSession(stores, { personId: person.id, ttlDays: days, now: new Date() });
         process.stdout.write(`session token for ${email} (shown once, expires ${expiresAt.toISOString()}):\n${token}\n`);
         return 0;
+      }
+      case 'mail list': {
+        const limit = Number(values.limit ?? 20);
+        if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
+        if (config.mail.driver !== 'outbox') process.stderr.write(`mail is configured to go out by ${config.mail.driver}; the outbox holds only what was kept before\n`);
+        const mails = await new SqlMailOutbox(db, config.mail.from).list({ ...(values.to ? { to: values.to } : {}), limit });
+        for (const mail of mails) {
+          process.stdout.write(`--- ${mail.createdAt.toISOString()}  ${mail.id}\nFrom: ${mail.from}\nTo: ${mail.to}\nSubject: ${mail.subject}\n\n${mail.text}\n\n`);
+        }
+        if (mails.length === 0) process.stdout.write(values.to ? `no mail to ${values.to}\n` : 'the outbox is empty\n');
+        return 0;
+      }
+      case 'secrets rotate': {
+        if (values['new-key']) {
+          const file = keyFileOf(config);
+          if (file === null) {
+            throw new UsageError('--new-key adds a key to the key file, and keys come from SVC_SECRET_KEYS here: put the new key first there, restart every replica, then run secrets rotate');
+          }
+          await loadSecretKeys(config); // creates the file on a first run
+          process.stdout.write(`added key ${await prependKeyToFile(file)} in front of ${file}\n`);
+        }
+        const { keyring, warning } = await loadSecretKeys(config);
+        if (keyring === null) throw new UsageError(warning ?? 'no secret-encryption key is configured');
+        const report = await new SecretVault((q) => new SqlSecretStore(q), db, keyring).rotate();
+        process.stdout.write(`re-encrypted ${report.resealed} secret(s) under key ${report.keyId}; ${report.changed} changed while this ran\n`);
+        for (const failure of report.failed) {
+          process.stderr.write(`cannot re-encrypt ${failure.owner.kind}/${failure.owner.id}/${failure.name}: ${failure.reason}\n`);
+        }
+        if (report.changed > 0) {
+          process.stdout.write('run it again once every replica encrypts under the new key: values changed meanwhile may be under an older one\n');
+        } else if (report.failed.length === 0 && keyring.keys.length > 1) {
+          process.stdout.write(`every secret is under ${report.keyId}; the older keys (${keyring.keys.slice(1).map((k) => k.id).join(', ')}) are no longer needed\n`);
+        }
+        return report.failed.length === 0 ? 0 : 1;
       }
       default:
         throw new UsageError(`unknown command "${command}"`);

@@ -19,3 +19,8 @@ export async function createDatabase(config: DatabaseConfig): Promise<Database> 
     }
   }
 }
+
+/** The embedded database kept in a directory: the default deployment, one process, files on its disk. */
+export function isEmbeddedOnDisk(config: DatabaseConfig): boolean {
+  return config.driver === 'pglite' && config.dataDir !== undefined && config.dataDir !== '' && !config.dataDir.startsWith('memory://');
+}

@@ -96,7 +96,7 @@ function section(config: Record<string, unknown>, name: string): Record<string, 
   return isMapping(value) ? { ...value } : null;
 }
 
-/** PORT, HOST, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN win over the file. */
+/** PORT, HOST, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN, SVC_SECRET_KEYS win over the file. */
 function applyEnvOverrides(raw: unknown, env: Env): unknown {
   if (raw !== undefined && raw !== null && !isMapping(raw)) {
     throw new ConfigError('config: (top level): expected a mapping of sections (server, storage, plugins, …)');
@@ -126,6 +126,11 @@ function applyEnvOverrides(raw: unknown, env: Env): unknown {
   }
   if (env.REDIS_URL) storage.coordination = { driver: 'redis', url: env.REDIS_URL };
   config.storage = storage;
+
+  if (env.SVC_SECRET_KEYS) {
+    const secrets = section(config, 'secrets');
+    if (secrets) config.secrets = { ...secrets, keys: env.SVC_SECRET_KEYS.split(/[\s,]+/).filter((key) => key !== '') };
+  }
 
   const bootstrap = section(config, 'bootstrap');
   if (env.SVC_OWNER_TOKEN && bootstrap) config.bootstrap = { ...bootstrap, ownerToken: env.SVC_OWNER_TOKEN };

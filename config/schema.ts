@@ -27,6 +27,38 @@ const redisCoordination = z.strictObject({
   recoveryWindowMs: z.number().int().min(20).max(60_000).default(5_000),
 });
 
+/** Where blob contents (uploaded files, batch inputs and outputs) live. */
+const filesystemBlobs = z.strictObject({
+  driver: z.literal('filesystem'),
+  /** Default `<storage.dataDir>/blobs`. Replicas need it on a shared volume. */
+  dir: z.string().min(1).optional(),
+});
+const databaseBlobs = z.strictObject({ driver: z.literal('database') });
+
+/** `id:key`, the key 32 bytes in standard base64; the id is stored next to each ciphertext. */
+export const SECRET_KEY_PATTERN = /^[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/]{43}=$/;
+
+const outboxMail = z.strictObject({
+  driver: z.literal('outbox'),
+  from: z.string().min(3).default('svc <no-reply@localhost>'),
+});
+const smtpMail = z
+  .strictObject({
+    driver: z.literal('smtp'),
+    /** `smtp://user:pass@host:587` or `smtps://…:465`; or host/port/secure/auth below. */
+    url: z.string().regex(/^smtps?:\/\//, 'must start with smtp:// or smtps://').optional(),
+    host: z.string().min(1).optional(),
+    port: z.number().int().min(1).max(65535).optional(),
+    /** TLS from the first byte (port 465); otherwise STARTTLS when the server offers it. */
+    secure: z.boolean().optional(),
+    /** Refuse to send unless the connection is upgraded with STARTTLS. */
+    requireTls: z.boolean().default(false),
+    auth: z.strictObject({ user: z.string().min(1), pass: z.string().min(1) }).optional(),
+    from: z.string().min(3),
+    timeoutMs: z.number().int().min(100).max(300_000).default(30_000),
+  })
+  .refine((mail) => (mail.url === undefined) !== (mail.host === undefined), { message: 'give either url or host', path: ['host'] });
+
 export const configSchema = z.strictObject({
   server: z
     .strictObject({
@@ -34,6 +66,8 @@ export const configSchema = z.strictObject({
       port: z.number().int().min(0).max(65535).default(8080),
       /** Largest request body accepted on any surface (the spec's inference limit: 10 MB). */
       bodyLimitBytes: z.number().int().min(1024).default(10 * 1024 * 1024),
+      /** Default whole-body limit of multipart upload routes (files, audio); a route may declare its own. */
+      uploadLimitBytes: z.number().int().min(1024).default(512 * 1024 * 1024),
       trustProxy: z.boolean().default(false),
       logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
       /** How long SIGTERM waits for in-flight requests before closing anyway. */
@@ -58,12 +92,33 @@ export const configSchema = z.strictObject({
     .prefault({}),
   storage: z
     .strictObject({
-      /** The service's own files on this machine: the billing journal (and, by default.yaml, the embedded database). */
+      /** The service's own files on this machine: the billing journal, blob files, the generated secret key, and by default the embedded database. */
       dataDir: z.string().min(1).default('./data'),
       database: z.discriminatedUnion('driver', [pgliteDatabase, postgresDatabase]).prefault({ driver: 'pglite' }),
       coordination: z.discriminatedUnion('driver', [memoryCoordination, redisCoordination]).prefault({ driver: 'memory' }),
+      /**
+       * Absent: files under `<dataDir>/blobs` when the database is embedded on disk; the database
+       * otherwise (PostgreSQL, which replicas share, or an in-memory database).
+       */
+      blobs: z.discriminatedUnion('driver', [filesystemBlobs, databaseBlobs]).optional(),
     })
     .prefault({}),
+  /** Customer-given secrets (upstream credentials, signing secrets, app env values) are encrypted under these. */
+  secrets: z
+    .strictObject({
+      /**
+       * `id:base64key` entries (SVC_SECRET_KEYS, comma-separated): the first encrypts, all decrypt.
+       * Absent: a key file (below) on the embedded database, a throwaway key on an in-memory one.
+       */
+      keys: z
+        .array(z.string().regex(SECRET_KEY_PATTERN, 'must be id:key with a 32-byte key in base64 (openssl rand -base64 32)'))
+        .refine((keys) => new Set(keys.map((k) => k.split(':')[0])).size === keys.length, 'key ids must be unique')
+        .default([]),
+      /** Read (and created on first start if missing) when no keys are given; default `<dataDir>/secret-keys`. */
+      keyFile: z.string().min(1).optional(),
+    })
+    .prefault({}),
+  mail: z.discriminatedUnion('driver', [outboxMail, smtpMail]).prefault({ driver: 'outbox' }),
   auth: z
     .strictObject({
       /**

@@ -27,6 +27,12 @@ import type { Database } from './ports/database.ts';
 import { Tokens } from './tokens.ts';
 import { newRequestId } from './request-ids.ts';
 import { lazyRequestLogger } from './http/request-logger.ts';
+import { REDACTED_LOG_PATHS } from './log-redaction.ts';
+import { createBlobStore } from '../adapters/create-blob-store.ts';
+import { createMailer } from '../adapters/create-mailer.ts';
+import { SqlSecretStore } from '../adapters/sql/secret-store.ts';
+import { loadSecretKeys } from './secret-keys.ts';
+import { SecretVault } from './secret-vault.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -64,7 +70,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
   const app = Fastify({
     logger: {
       level: config.server.logLevel,
-      redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.apiKey', '*.api_key', '*.token'], censor: '[redacted]' },
+      redact: { paths: REDACTED_LOG_PATHS, censor: '[redacted]' },
       ...(options.logStream ? { stream: options.logStream } : {}),
     },
     bodyLimit: config.server.bodyLimitBytes,
@@ -93,6 +99,15 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     coordination = await createCoordination(config.storage.coordination);
     await runMigrations(database, [...coreMigrations, ...plugins.flatMap(({ plugin }) => plugin.migrations ?? [])]);
     const bootstrap = await bootstrapFirstOrganization(database, sqlIdentityStores, config, clock());
+    const secretKeys = await loadSecretKeys(config);
+    if (secretKeys.source.kind === 'file' && secretKeys.source.created) {
+      app.log.info({ path: secretKeys.source.path }, 'created the key file that encrypts customer secrets; back it up with the data directory (SVC_SECRET_KEYS replaces it)');
+    }
+    if (secretKeys.warning) app.log.warn(secretKeys.warning);
+    if (config.mail.driver === 'outbox' && database.kind === 'postgres') {
+      app.log.warn('mail is kept in the local outbox, not delivered: configure mail.driver smtp');
+    }
+    const mailer = createMailer(config.mail, database);
 
     const container = Container.create();
     const identity = sqlIdentityStores(database);
@@ -114,6 +129,9 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Metrics, metrics);
     container.bindValue(Tokens.Identity, identity);
     container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
+    container.bindValue(Tokens.Blobs, createBlobStore(config.storage, database));
+    container.bindValue(Tokens.Secrets, new SecretVault((db) => new SqlSecretStore(db), database, secretKeys.keyring));
+    container.bindValue(Tokens.Mailer, mailer);
     app.decorate('svc', { container, config, bootstrap });
 
     // Callback-style hooks on the hot path: no promise per request.
@@ -156,6 +174,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
         }
       }
       await authenticator.stop();
+      mailer.close?.();
       await coord.close();
       await db.close();
     });

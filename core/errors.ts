@@ -69,6 +69,17 @@ export const notFound = (code: string, message: string, param: string | null = n
   new ApiError(404, code, message, { param });
 export const conflict = (code: string, message: string) => new ApiError(409, code, message);
 
+/** "10 MB", "64 KB", "1500 bytes": a limit as an operator would have written it. */
+export function describeBytes(bytes: number): string {
+  if (bytes >= 1024 * 1024 && bytes % (1024 * 1024) === 0) return `${bytes / (1024 * 1024)} MB`;
+  if (bytes >= 1024 && bytes % 1024 === 0) return `${bytes / 1024} KB`;
+  return `${bytes} bytes`;
+}
+
+/** 413 for a body (or one file or field of it, named by `what`) over its limit. */
+export const requestTooLarge = (limitBytes: number, what = 'Request body', param: string | null = null) =>
+  new ApiError(413, 'request_too_large', `${what} is larger than the ${describeBytes(limitBytes)} limit`, { param });
+
 /** Thrown when the client went away: nothing is sent, everything held is released by the caller. */
 export class ClientGoneError extends Error {
   constructor() {

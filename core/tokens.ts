@@ -5,8 +5,11 @@ import type { Authenticator } from './authenticator.ts';
 import type { GatewayMetrics } from './metrics.ts';
 import type { OperationRegistry } from './operations.ts';
 import type { Coordination } from './ports/coordination.ts';
+import type { BlobStore } from './ports/blobs.ts';
 import type { Database } from './ports/database.ts';
 import type { IdentityStores, IdentityStoresFactory } from './ports/identity.ts';
+import type { Mailer } from './ports/mail.ts';
+import type { SecretVault } from './secret-vault.ts';
 
 /** Container tokens for what the kernel provides to every plugin. */
 export const Tokens = {
@@ -23,4 +26,10 @@ export const Tokens = {
   Identity: createToken<IdentityStores>('IdentityStores'),
   /** The same stores over a given transaction, for multi-step writes. */
   IdentityFactory: createToken<IdentityStoresFactory>('IdentityStoresFactory'),
+  /** File contents: on disk or in the database, per `storage.blobs`. */
+  Blobs: createToken<BlobStore>('BlobStore'),
+  /** Customer-given secrets, encrypted at rest. */
+  Secrets: createToken<SecretVault>('SecretVault'),
+  /** Outgoing mail: SMTP, or the local outbox by default. */
+  Mailer: createToken<Mailer>('Mailer'),
 } as const;

@@ -1,6 +1,10 @@
 import type { Migration } from '../../core/ports/database.ts';
 
-/** Schema owned by the kernel: identity, keys and the request log that spend is read from. */
+/**
+ * Schema owned by the kernel: identity, keys and the request log that spend is read from; then the
+ * seams capability plugins stand on, each under a `core-…` owner of its own so their versions move
+ * independently of the core tables'.
+ */
 export const coreMigrations: Migration[] = [
   {
     owner: 'core',
@@ -132,6 +136,69 @@ ALTER TABLE projects ADD COLUMN spend_cap_mode text CHECK (spend_cap_mode IN ('b
 ALTER TABLE api_keys ADD COLUMN rpm_limit integer CHECK (rpm_limit IS NULL OR rpm_limit > 0);
 ALTER TABLE api_keys ADD COLUMN tpm_limit integer CHECK (tpm_limit IS NULL OR tpm_limit > 0);
 ALTER TABLE api_keys ADD COLUMN concurrency_limit integer CHECK (concurrency_limit IS NULL OR concurrency_limit > 0);
+`,
+  },
+  {
+    owner: 'core-blobs',
+    version: 1,
+    name: 'blob contents in chunks',
+    sql: `
+CREATE TABLE blobs (
+  key text COLLATE "C" PRIMARY KEY,
+  size bigint NOT NULL DEFAULT 0,
+  sha256 text,
+  content_type text NOT NULL,
+  chunk_size integer NOT NULL,
+  complete boolean NOT NULL DEFAULT false,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX blobs_incomplete ON blobs (created_at) WHERE NOT complete;
+CREATE TABLE blob_chunks (
+  blob_key text COLLATE "C" NOT NULL REFERENCES blobs(key) ON DELETE CASCADE,
+  seq integer NOT NULL,
+  data bytea NOT NULL,
+  PRIMARY KEY (blob_key, seq)
+);
+-- Uploads are mostly compressed already (audio, archives): store chunks out of line, uncompressed.
+ALTER TABLE blob_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
+`,
+  },
+  {
+    owner: 'core-secrets',
+    version: 1,
+    name: 'encrypted customer secrets',
+    sql: `
+CREATE TABLE secrets (
+  owner_kind text NOT NULL,
+  owner_id text NOT NULL,
+  name text NOT NULL,
+  version integer NOT NULL,
+  key_id text NOT NULL,
+  nonce bytea NOT NULL,
+  ciphertext bytea NOT NULL,
+  auth_tag bytea NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (owner_kind, owner_id, name)
+);
+CREATE INDEX secrets_key_id ON secrets (key_id);
+`,
+  },
+  {
+    owner: 'core-mail',
+    version: 1,
+    name: 'local mail outbox',
+    sql: `
+CREATE TABLE mail_outbox (
+  id uuid PRIMARY KEY,
+  sender text NOT NULL,
+  recipient text NOT NULL,
+  subject text NOT NULL,
+  text_body text NOT NULL,
+  html_body text,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX mail_outbox_recipient ON mail_outbox (lower(recipient), created_at);
 `,
   },
 ];

@@ -31,3 +31,9 @@ export const rateLimitsOf = (row: Row): import('../../core/ports/identity.ts').K
   tokensPerMinute: intOrNull(row, 'tpm_limit'),
   concurrency: intOrNull(row, 'concurrency_limit'),
 });
+
+/** A bytea value as a Buffer: pg returns one, PGlite a Uint8Array. */
+export const bytesOf = (value: unknown): Buffer => {
+  const bytes = value as Uint8Array;
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+};

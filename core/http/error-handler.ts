@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
-import { ApiError, ClientGoneError } from '../errors.ts';
+import { ApiError, ClientGoneError, requestTooLarge } from '../errors.ts';
 
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
@@ -66,7 +66,7 @@ export function toApiError(error: unknown, request: FastifyRequest): ApiError {
   const fastifyError = error as FastifyError;
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new ApiError(413, 'request_too_large', 'Request body is larger than the 10 MB limit');
+      return requestTooLarge(request.routeOptions.bodyLimit);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return new ApiError(415, 'unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send application/json`);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':

@@ -9,6 +9,8 @@ import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, parseConfig } from '../..
 import { definePlugin } from '../../core/plugin.ts';
 import { resolvePlugins } from '../../core/plugin-loader.ts';
 import { manifest } from '../../plugins/index.ts';
+import { blobStorageOf } from '../../adapters/create-blob-store.ts';
+import { keyFileOf } from '../../core/secret-keys.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const dir = mkdtempSync(join(tmpdir(), 'svc-config-test-'));
@@ -31,6 +33,9 @@ t.test('config/default.yaml loads and validates with an empty environment', asyn
   t.equal(config.server.host, '127.0.0.1', 'HOST defaults through ${HOST:-127.0.0.1}');
   t.equal(config.server.port, 8080);
   t.equal(config.server.bodyLimitBytes, 10 * 1024 * 1024, 'the 10 MB body limit');
+  t.equal(config.server.uploadLimitBytes, 512 * 1024 * 1024, 'uploads may be larger: 512 MB');
+  t.same(blobStorageOf(config.storage), { driver: 'filesystem', dir: resolve('data/blobs') });
+  t.equal(config.mail.driver, 'outbox');
   t.equal(config.storage.database.driver, 'pglite');
   t.equal(config.storage.coordination.driver, 'memory');
   for (const name of ['account', 'projects', 'keys']) t.ok(Object.hasOwn(config.plugins, name), `enables ${name}`);
@@ -129,6 +134,29 @@ t.test('SVC_DATA_DIR moves the service data directory (the billing journal’s h
   t.equal(loadConfig({ path: DEFAULT_CONFIG_PATH, env: {} }).storage.dataDir, './data');
   const config = loadConfig({ path: DEFAULT_CONFIG_PATH, env: { DATABASE_URL: 'postgres://pg/svc', SVC_DATA_DIR: '/var/lib/svc' } });
   t.equal(config.storage.dataDir, '/var/lib/svc');
+});
+
+t.test('SVC_DATA_DIR also moves the blob files and the secret key file', async (t) => {
+  const config = loadConfig({ path: DEFAULT_CONFIG_PATH, env: { SVC_DATA_DIR: '/var/lib/svc' } });
+  t.equal(config.storage.dataDir, '/var/lib/svc');
+  t.same(blobStorageOf(config.storage), { driver: 'filesystem', dir: join('/var/lib/svc', 'blobs') });
+  t.equal(keyFileOf(config), join('/var/lib/svc', 'secret-keys'));
+});
+
+t.test('blobs follow the database unless configured: files beside the embedded one, rows in PostgreSQL', async (t) => {
+  t.same(blobStorageOf(loadConfig({ path: DEFAULT_CONFIG_PATH, env: { DATABASE_URL: 'postgres://pg/svc' } }).storage), { driver: 'database' });
+  t.same(blobStorageOf(parseConfig({ storage: { database: { driver: 'pglite', dataDir: 'memory://' } } }).storage), { driver: 'database' });
+  const shared = parseConfig({ storage: { database: { driver: 'postgres', url: 'postgres://pg/svc' }, blobs: { driver: 'filesystem', dir: '/mnt/shared/blobs' } } });
+  t.same(blobStorageOf(shared.storage), { driver: 'filesystem', dir: '/mnt/shared/blobs' });
+  assertConfigError(t, () => parseConfig({ storage: { blobs: { driver: 's3' } } }), 'storage.blobs.driver');
+});
+
+t.test('SVC_SECRET_KEYS gives the secret keys, and there are none with PostgreSQL otherwise', async (t) => {
+  const entry = `k1:${Buffer.alloc(32, 1).toString('base64')}`;
+  t.same(loadConfig({ path: DEFAULT_CONFIG_PATH, env: { SVC_SECRET_KEYS: entry } }).secrets.keys, [entry]);
+  const postgres = loadConfig({ path: DEFAULT_CONFIG_PATH, env: { DATABASE_URL: 'postgres://pg/svc' } });
+  t.same(postgres.secrets.keys, []);
+  t.equal(keyFileOf(postgres), null);
 });
 
 t.test('DATABASE_URL switches storage to PostgreSQL at that address', async (t) => {

@@ -1,0 +1,54 @@
+import nodemailer, { type Transporter } from 'nodemailer';
+import type { AppConfig } from '../../config/schema.ts';
+import { checkMailMessage, MailDeliveryError } from '../../core/mail.ts';
+import type { MailMessage, Mailer } from '../../core/ports/mail.ts';
+
+type SmtpConfig = Extract<AppConfig['mail'], { driver: 'smtp' }>;
+
+/** Connection-level failures nodemailer reports by code; a later attempt may well work. */
+const TRANSIENT_CODES = new Set(['ECONNECTION', 'ETIMEDOUT', 'ESOCKET', 'EDNS', 'ECONNRESET', 'ECONNREFUSED']);
+
+interface NodemailerError {
+  code?: string;
+  responseCode?: number;
+  command?: string;
+}
+
+/** Mail through the operator's SMTP server (nodemailer: STARTTLS when offered, or TLS from the first byte with `secure`). */
+export class SmtpMailer implements Mailer {
+  private readonly transport: Transporter;
+
+  constructor(private readonly config: SmtpConfig) {
+    const timeouts = { connectionTimeout: config.timeoutMs, greetingTimeout: config.timeoutMs, socketTimeout: config.timeoutMs };
+    this.transport = nodemailer.createTransport({
+      ...(config.url !== undefined ? { url: config.url } : { host: config.host, port: config.port, secure: config.secure, auth: config.auth }),
+      requireTLS: config.requireTls,
+      ...timeouts,
+    });
+  }
+
+  async send(message: MailMessage): Promise<{ id: string }> {
+    checkMailMessage(message);
+    try {
+      const info = await this.transport.sendMail({
+        from: this.config.from,
+        to: message.to,
+        subject: message.subject,
+        text: message.text,
+        ...(message.html === undefined ? {} : { html: message.html }),
+      });
+      return { id: String(info.messageId) };
+    } catch (error) {
+      const failure = error as NodemailerError;
+      const status = failure.responseCode;
+      const retryable = status !== undefined ? status >= 400 && status < 500 : TRANSIENT_CODES.has(failure.code ?? '');
+      // nodemailer's messages carry the server's reply, never the password; the command adds where it failed.
+      const where = failure.command ? ` (${failure.command.split(' ')[0]})` : '';
+      throw new MailDeliveryError(`SMTP delivery failed${where}: ${(error as Error).message}`, retryable, { cause: error });
+    }
+  }
+
+  close(): void {
+    this.transport.close();
+  }
+}

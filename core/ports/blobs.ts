@@ -1,0 +1,43 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * File contents (uploaded files, batch inputs and outputs, attachments) behind one port, so a
+ * deployment keeps them on a disk or in the database replicas share. Blobs are immutable: `put`
+ * names each new blob itself (the caller's prefix, then a time-ordered random id) and a blob is
+ * visible only once it is whole. Keys are checked by core/blobs.ts (`assertBlobKey`).
+ */
+export interface BlobInfo {
+  key: string;
+  /** Bytes. */
+  size: number;
+  /** Hex SHA-256 of the contents. */
+  sha256: string;
+  contentType: string;
+  createdAt: Date;
+}
+
+export interface BlobPutOptions {
+  /** Groups blobs for `list`, e.g. `files/<organizationId>/`; segments as in a key, ending in `/`. */
+  prefix?: string;
+  contentType?: string;
+  /** Over this many bytes the put fails with BlobTooLargeError and nothing is kept. */
+  maxBytes?: number;
+}
+
+/** Inclusive byte offsets, as in an HTTP Range header; `end` absent means to the last byte. */
+export interface ByteRange {
+  start: number;
+  end?: number;
+}
+
+export interface BlobStore {
+  /** Streams `body` in; a body that errors, or grows past `maxBytes`, leaves nothing behind. */
+  put(body: Readable | AsyncIterable<Uint8Array>, options?: BlobPutOptions): Promise<BlobInfo>;
+  /** The contents (or the range of them, clamped to the blob) as a stream; null when absent. */
+  get(key: string, range?: ByteRange): Promise<{ info: BlobInfo; stream: Readable } | null>;
+  head(key: string): Promise<BlobInfo | null>;
+  /** False when there was nothing to delete. */
+  delete(key: string): Promise<boolean>;
+  /** Blobs whose key starts with `prefix`, in key order (creation order within one prefix), after `after`. */
+  list(prefix: string, options?: { after?: string; limit?: number }): Promise<BlobInfo[]>;
+}
