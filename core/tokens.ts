@@ -6,6 +6,8 @@ import type { GatewayMetrics } from './metrics.ts';
 import type { OperationRegistry } from './operations.ts';
 import type { Coordination } from './ports/coordination.ts';
 import type { Database } from './ports/database.ts';
+import type { DomainEvents } from './events/domain-events.ts';
+import type { JobQueue } from './jobs/job-queue.ts';
 import type { IdentityStores, IdentityStoresFactory } from './ports/identity.ts';
 
 /** Container tokens for what the kernel provides to every plugin. */
@@ -23,4 +25,8 @@ export const Tokens = {
   Identity: createToken<IdentityStores>('IdentityStores'),
   /** The same stores over a given transaction, for multi-step writes. */
   IdentityFactory: createToken<IdentityStoresFactory>('IdentityStoresFactory'),
+  /** The durable job queue: enqueue (in a transaction or not), look up, cancel. */
+  Jobs: createToken<JobQueue>('JobQueue'),
+  /** The domain-event emitter: `emit(tx, event)` in the transaction of the change. */
+  Events: createToken<DomainEvents>('DomainEvents'),
 } as const;
