@@ -30,6 +30,7 @@ import { JobQueue } from './jobs/job-queue.ts';
 import { JobRegistry } from './jobs/job-registry.ts';
 import { JobRunner } from './jobs/job-runner.ts';
 import { definePeriodic } from './jobs/queue-definitions.ts';
+import { OperationEvents } from './operation-events.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -174,7 +175,10 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     }
 
     mountCoreRoutes(app, registry, config, metrics);
-    mountOperations(app, registry.list());
+    const recorder = new OperationEvents(database, events, (error, operation) =>
+      app.log.error({ err: error, operation }, 'a management write succeeded but its management.operation event could not be recorded'),
+    );
+    mountOperations(app, registry.list(), recorder);
     for (const { plugin, ctx } of contexts) {
       if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));
     }
