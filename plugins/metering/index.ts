@@ -3,7 +3,7 @@ import { SqlCreditLedger } from '../../adapters/sql/credit-ledger-store.ts';
 import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
 import { createToken } from '../../core/container.ts';
 import { InferenceAdmissionToken } from '../../core/inference-admission.ts';
-import { BudgetAlerts, BudgetAlertSinkToken, loggingAlertSink } from '../../core/metering/budget-alerts.ts';
+import { budgetAlertSubscriber, BudgetAlerts, BudgetAlertSinkToken, loggingAlertSink } from '../../core/metering/budget-alerts.ts';
 import { CapPolicies } from '../../core/metering/cap-policies.ts';
 import { GovernedAdmission } from '../../core/metering/governed-admission.ts';
 import { priceSheet, type PriceSheet } from '../../core/metering/pricing.ts';
@@ -56,7 +56,7 @@ export const meteringPlugin = definePlugin({
     metrics.gauge('svc_request_log_queue_depth', 'Request-log rows waiting to be written', () => writer.snapshot().queued);
     metrics.gauge('svc_request_log_dropped_rows', 'Request-log rows dropped because the queue was full', () => writer.snapshot().dropped);
     metrics.gauge('svc_request_log_failed_flushes', 'Request-log flushes that failed and were retried', () => writer.snapshot().failedFlushes);
-    const alerts = new BudgetAlerts(database, () => container.tryResolve(BudgetAlertSinkToken) ?? loggingAlertSink(logger));
+    const alerts = new BudgetAlerts(database, container.resolve(Tokens.Events));
     const admission = new GovernedAdmission({
         coordination: container.resolve(Tokens.Coordination),
         ledger,
@@ -81,6 +81,7 @@ export const meteringPlugin = definePlugin({
     container.bindValue(MeteringTokens.Admission, admission);
     container.bindValue(InferenceAdmissionToken, admission);
   },
+  subscribers: ({ container, logger }) => [budgetAlertSubscriber(() => container.tryResolve(BudgetAlertSinkToken) ?? loggingAlertSink(logger))],
   operations({ container, config }) {
     const initialCreditMicros = usdToMicros(config.initialCreditUsd);
     const ledger = container.resolve(MeteringTokens.Ledger);
