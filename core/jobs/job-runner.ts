@@ -150,6 +150,8 @@ export class JobRunner implements WorkerNudges {
 
   private async loop(): Promise<void> {
     let lastPoll = -Infinity;
+    // While the database is unreachable every poll fails; the log gets the first failure and the recovery.
+    let failing = false;
     while (this.state === 'running') {
       let more = false;
       // A wake arriving from here on (an enqueue, a freed slot) makes the idle wait below return at once.
@@ -160,8 +162,11 @@ export class JobRunner implements WorkerNudges {
           await this.maintain();
         }
         more = (await this.claimOnce()).more;
+        if (failing) this.deps.logger.warn('job worker reaches the queue again');
+        failing = false;
       } catch (error) {
-        this.deps.logger.error({ err: error }, 'job worker could not poll the queue; retrying');
+        if (!failing) this.deps.logger.error({ err: error }, 'job worker could not poll the queue; retrying every poll interval');
+        failing = true;
       }
       if (more) continue;
       await this.idle(Math.max(0, lastPoll + this.deps.settings.pollIntervalMs - performance.now()));
