@@ -141,6 +141,16 @@ export const configSchema = z.strictObject({
       printOwnerToken: z.boolean().default(true),
     })
     .prefault({}),
+  jobs: z
+    .strictObject({
+      /** How often an idle worker looks for due jobs, expired leases and periodic ticks (enqueues in this process wake it at once). */
+      pollIntervalMs: z.number().int().min(10).max(60_000).default(1000),
+      /** On shutdown, how long running jobs may finish before their leases are given back; default: 80 % of server.shutdownGraceMs. */
+      drainMs: z.number().int().min(0).optional(),
+      /** Finished jobs and events older than this are deleted (an idempotency key is remembered that long). */
+      retainHours: z.number().int().min(1).default(168),
+    })
+    .prefault({}),
   metrics: z
     .strictObject({
       enabled: z.boolean().default(true),

@@ -4,6 +4,8 @@ import type { AppConfig } from '../config/schema.ts';
 import { createCoordination } from '../adapters/create-coordination.ts';
 import { createDatabase } from '../adapters/create-database.ts';
 import { coreMigrations } from '../adapters/sql/core-migrations.ts';
+import { SqlEventStore } from '../adapters/sql/event-store.ts';
+import { SqlJobStore, SqlPeriodicStore } from '../adapters/sql/job-store.ts';
 import { sqlIdentityStores } from '../adapters/sql/identity-stores.ts';
 import { runMigrations } from '../adapters/sql/migrator.ts';
 import { Authenticator } from './authenticator.ts';
@@ -33,6 +35,12 @@ import { createMailer } from '../adapters/create-mailer.ts';
 import { SqlSecretStore } from '../adapters/sql/secret-store.ts';
 import { loadSecretKeys } from './secret-keys.ts';
 import { SecretVault } from './secret-vault.ts';
+import { DomainEvents } from './events/domain-events.ts';
+import { JobQueue } from './jobs/job-queue.ts';
+import { JobRegistry } from './jobs/job-registry.ts';
+import { JobRunner } from './jobs/job-runner.ts';
+import { definePeriodic } from './jobs/queue-definitions.ts';
+import { OperationEvents } from './operation-events.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -40,6 +48,13 @@ export interface AppOptions {
   clock?: () => Date;
   /** Where process log lines go instead of stdout (tests read them). */
   logStream?: { write(line: string): void };
+  /**
+   * Run job workers and periodic jobs in this process (default true). With false, this process
+   * only enqueues and other replicas run the jobs: the switch a later `--role api|worker|all` sets.
+   */
+  workers?: boolean;
+  /** Randomness of retry jitter (tests pin it). */
+  random?: () => number;
 }
 
 export interface ServiceHandle {
@@ -47,6 +62,8 @@ export interface ServiceHandle {
   readonly config: AppConfig;
   /** Set on the start that created the first organisation; its owner token is shown once. */
   readonly bootstrap: BootstrapResult | null;
+  /** This process's job worker (started only when AppOptions.workers is not false). */
+  readonly workers: JobRunner;
 }
 
 declare module 'fastify' {
@@ -119,6 +136,33 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     });
     const registry = new OperationRegistry();
     const metrics = new GatewayMetrics();
+    const jobStore = new SqlJobStore(database);
+    const eventStore = new SqlEventStore(database);
+    const jobRegistry = new JobRegistry();
+    const runner = new JobRunner({
+      leases: jobStore,
+      periodic: new SqlPeriodicStore(database),
+      database,
+      registry: jobRegistry,
+      clock,
+      ...(options.random ? { random: options.random } : {}),
+      logger: app.log.child({ component: 'jobs' }),
+      settings: { pollIntervalMs: config.jobs.pollIntervalMs, drainMs: config.jobs.drainMs ?? Math.floor(config.server.shutdownGraceMs * 0.8) },
+    });
+    const jobs = new JobQueue({ store: jobStore, database, registry: jobRegistry, clock, workers: runner });
+    const events = new DomainEvents({ store: eventStore, jobs, registry: jobRegistry, clock });
+    const retainMs = config.jobs.retainHours * 3_600_000;
+    jobRegistry.addPeriodic(
+      definePeriodic({
+        name: 'kernel.prune',
+        everyMs: 3_600_000,
+        async run() {
+          const before = new Date(clock().getTime() - retainMs);
+          await jobStore.pruneFinished(before);
+          await eventStore.prune(before);
+        },
+      }),
+    );
     container.bindValue(Tokens.Config, config);
     container.bindValue(Tokens.Logger, app.log);
     container.bindValue(Tokens.Clock, clock);
@@ -132,7 +176,9 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Blobs, createBlobStore(config.storage, database));
     container.bindValue(Tokens.Secrets, new SecretVault((db) => new SqlSecretStore(db), database, secretKeys.keyring));
     container.bindValue(Tokens.Mailer, mailer);
-    app.decorate('svc', { container, config, bootstrap });
+    container.bindValue(Tokens.Jobs, jobs);
+    container.bindValue(Tokens.Events, events);
+    app.decorate('svc', { container, config, bootstrap, workers: runner });
 
     // Callback-style hooks on the hot path: no promise per request.
     app.addHook('onRequest', (request, reply, done) => {
@@ -152,9 +198,17 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     }));
     for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
     for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation);
+    for (const { plugin, ctx } of contexts) {
+      for (const queue of plugin.queues?.(ctx) ?? []) jobRegistry.addQueue(queue);
+      for (const periodic of plugin.periodic?.(ctx) ?? []) jobRegistry.addPeriodic(periodic);
+      for (const subscriber of plugin.subscribers?.(ctx) ?? []) events.subscribe(subscriber);
+    }
 
     mountCoreRoutes(app, registry, config, metrics);
-    mountOperations(app, registry.list());
+    const recorder = new OperationEvents(database, events, (error, operation) =>
+      app.log.error({ err: error, operation }, 'a management write succeeded but its management.operation event could not be recorded'),
+    );
+    mountOperations(app, registry.list(), recorder);
     for (const { plugin, ctx } of contexts) {
       if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));
     }
@@ -164,8 +218,19 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     app.addHook('onReady', async () => {
       await authenticator.start();
       for (const { plugin, ctx } of contexts) await plugin.start?.(ctx);
+      if (options.workers !== false) runner.start();
+    });
+    // Claiming stops as soon as shutdown begins; running jobs finish alongside in-flight requests.
+    app.addHook('preClose', (done) => {
+      runner.stopClaiming();
+      done();
     });
     app.addHook('onClose', async () => {
+      try {
+        await runner.close();
+      } catch (error) {
+        app.log.error({ err: error }, 'job worker failed to stop cleanly');
+      }
       for (const { plugin, ctx } of [...contexts].reverse()) {
         try {
           await plugin.stop?.(ctx);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError } from './errors.ts';
 import { isOwner, type Credential } from './credential.ts';
+import type { Transaction } from './ports/database.ts';
 import type { Scope } from './scopes.ts';
 
 /**
@@ -15,6 +16,12 @@ export interface OperationContext {
   readonly credential: Credential;
   readonly requestId: string;
   readonly logger: FastifyBaseLogger;
+  /**
+   * A database transaction for the operation's writes. Use it rather than Database.transaction:
+   * the kernel records the call (`management.operation`, the audit log's source) inside it, so
+   * the change and its record commit together. Inside, use only `tx` (see the PGlite adapter).
+   */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
 }
 
 export interface OperationInput<P, Q, B> {

@@ -3,12 +3,15 @@ import type { z } from 'zod';
 import type { Container } from './container.ts';
 import type { Migration } from './ports/database.ts';
 import type { AnyOperation } from './operations.ts';
+import type { AnySubscriber } from './events/domain-events.ts';
+import type { PeriodicDefinition, QueueDefinition } from './jobs/queue-definitions.ts';
 import type { AppConfig } from '../config/schema.ts';
 
 /**
  * A plugin is one capability of the service (keys, inference, usage, …). Operators enable plugins
  * by name in config; the kernel checks dependencies, validates each plugin's own config section,
- * runs migrations, then calls the hooks below in dependency order (stop in reverse order).
+ * runs migrations, then calls the hooks below in dependency order (stop in reverse order). Job
+ * workers start after every plugin's start and are drained before any plugin's stop.
  */
 export interface PluginContext<C> {
   readonly config: C;
@@ -29,6 +32,12 @@ export interface PluginDefinition<C = unknown> {
   register?(ctx: PluginContext<C>): void;
   /** Management operations: mounted under /client and /platform/v1, documented, offered as MCP tools. */
   operations?(ctx: PluginContext<C>): readonly AnyOperation[];
+  /** Durable job queues this plugin handles: `spec.handle(run)` of each `defineQueue` (core/jobs). */
+  queues?(ctx: PluginContext<C>): readonly QueueDefinition[];
+  /** Jobs run every interval by exactly one replica (`definePeriodic`). */
+  periodic?(ctx: PluginContext<C>): readonly PeriodicDefinition[];
+  /** Handlers of domain events (`defineSubscriber`), each run once per event of the types it lists. */
+  subscribers?(ctx: PluginContext<C>): readonly AnySubscriber[];
   /** Raw routes (e.g. the /v1 gateway), inside an encapsulated Fastify context. */
   routes?(app: FastifyInstance, ctx: PluginContext<C>): Promise<void> | void;
   /** Background work (workers, schedulers, subscriptions). */

@@ -7,6 +7,8 @@ import type { OperationRegistry } from './operations.ts';
 import type { Coordination } from './ports/coordination.ts';
 import type { BlobStore } from './ports/blobs.ts';
 import type { Database } from './ports/database.ts';
+import type { DomainEvents } from './events/domain-events.ts';
+import type { JobQueue } from './jobs/job-queue.ts';
 import type { IdentityStores, IdentityStoresFactory } from './ports/identity.ts';
 import type { Mailer } from './ports/mail.ts';
 import type { SecretVault } from './secret-vault.ts';
@@ -32,4 +34,8 @@ export const Tokens = {
   Secrets: createToken<SecretVault>('SecretVault'),
   /** Outgoing mail: SMTP, or the local outbox by default. */
   Mailer: createToken<Mailer>('Mailer'),
+  /** The durable job queue: enqueue (in a transaction or not), look up, cancel. */
+  Jobs: createToken<JobQueue>('JobQueue'),
+  /** The domain-event emitter: `emit(tx, event)` in the transaction of the change. */
+  Events: createToken<DomainEvents>('DomainEvents'),
 } as const;

@@ -1,5 +1,6 @@
 import type { AnyPlugin } from '../core/plugin.ts';
 import { accountPlugin } from './account/index.ts';
+import { auditPlugin } from './audit/index.ts';
 import { inferencePlugin } from './inference/index.ts';
 import { keysPlugin } from './keys/index.ts';
 import { meteringPlugin } from './metering/index.ts';
@@ -10,4 +11,4 @@ import { projectsPlugin } from './projects/index.ts';
  * Every plugin the service ships, in a sensible order. Operators enable them by name under
  * `plugins:` in config; the kernel orders them by their declared dependencies.
  */
-export const manifest: readonly AnyPlugin[] = [accountPlugin, projectsPlugin, keysPlugin, inferencePlugin, meteringPlugin, usagePlugin];
+export const manifest: readonly AnyPlugin[] = [accountPlugin, projectsPlugin, keysPlugin, inferencePlugin, meteringPlugin, usagePlugin, auditPlugin];

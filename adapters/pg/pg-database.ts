@@ -1,7 +1,7 @@
 import pg from 'pg';
 import type { CustomTypesConfig, PoolClient, QueryConfig, QueryResult as PgQueryResult } from 'pg';
-import type { Database, QueryResult, Queryable } from '../../core/ports/database.ts';
-import { abortedCommitError, quoteIdentifier, type ScriptQueryable } from '../sql/script-runner.ts';
+import type { Database, QueryResult, Transaction } from '../../core/ports/database.ts';
+import { abortedCommitError, quoteIdentifier, runAfterCommit, type ScriptQueryable } from '../sql/script-runner.ts';
 
 export interface PgDatabaseOptions {
   url: string;
@@ -117,7 +117,7 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
     throw err;
   }
 
-  async function transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  async function transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
     const client: PoolClient = await pool.connect();
     // While checked out the pool's own error listener is detached; a connection dying while the
     // callback awaits something else would otherwise be an uncaught 'error' event.
@@ -129,7 +129,8 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
     const ensureOpen = (): void => {
       if (closed) throw new Error('transaction is already finished; use the Database, not a stale tx');
     };
-    const tx: ScriptQueryable = {
+    const committed: Array<() => void> = [];
+    const tx: ScriptQueryable & Transaction = {
       async query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]) {
         ensureOpen();
         return toResult<R>(await client.query(singleStatement(sql, params)));
@@ -137,6 +138,10 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
       async exec(sql: string) {
         ensureOpen();
         await client.query(sql);
+      },
+      afterCommit(callback: () => void) {
+        ensureOpen();
+        committed.push(callback);
       },
     };
     try {
@@ -167,6 +172,7 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
         throw err;
       }
       if (commit.command === 'ROLLBACK') throw abortedCommitError();
+      runAfterCommit(committed);
       return result;
     } finally {
       closed = true;

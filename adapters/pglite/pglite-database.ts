@@ -2,8 +2,8 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite, types, type PGliteOptions, type Results } from '@electric-sql/pglite';
-import type { Database, QueryResult, Queryable } from '../../core/ports/database.ts';
-import type { ScriptQueryable } from '../sql/script-runner.ts';
+import type { Database, QueryResult, Transaction } from '../../core/ports/database.ts';
+import { runAfterCommit, type ScriptQueryable } from '../sql/script-runner.ts';
 
 export interface PgliteDatabaseOptions {
   /** A directory (created if missing). Absent or `memory://…`: an in-memory database. */
@@ -85,18 +85,24 @@ export async function createPgliteDatabase(options: PgliteDatabaseOptions = {}):
     async exec(sql: string) {
       await pglite.exec(sql);
     },
-    async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
-      return pglite.transaction(async (inner) => {
-        const tx: ScriptQueryable = {
+    async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
+      const committed: Array<() => void> = [];
+      const result = await pglite.transaction(async (inner) => {
+        const tx: ScriptQueryable & Transaction = {
           async query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]) {
             return toResult(await inner.query<R>(sql, params === undefined ? [] : [...params]));
           },
           async exec(sql: string) {
             await inner.exec(sql);
           },
+          afterCommit(callback: () => void) {
+            committed.push(callback);
+          },
         };
         return fn(tx);
       });
+      runAfterCommit(committed);
+      return result;
     },
     async close() {
       if (!pglite.closed) await pglite.close();

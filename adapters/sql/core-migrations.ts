@@ -201,4 +201,59 @@ CREATE TABLE mail_outbox (
 CREATE INDEX mail_outbox_recipient ON mail_outbox (lower(recipient), created_at);
 `,
   },
+  {
+    owner: 'core',
+    version: 3,
+    name: 'durable jobs, periodic jobs and the domain-event outbox',
+    sql: `
+-- The job queue (core/jobs). Every time column is written from the service's clock, not now().
+CREATE TABLE jobs (
+  id bigserial PRIMARY KEY,
+  queue text NOT NULL,
+  payload jsonb NOT NULL,
+  state text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+  priority integer NOT NULL DEFAULT 0,
+  run_at timestamptz NOT NULL,
+  attempts integer NOT NULL DEFAULT 0,
+  max_attempts integer NOT NULL CHECK (max_attempts >= 1),
+  idempotency_key text,
+  -- A new token per claim: a worker whose lease was lost cannot finish the job another one holds.
+  lease_token uuid,
+  locked_until timestamptz,
+  locked_by text,
+  cancel_requested boolean NOT NULL DEFAULT false,
+  last_error text,
+  created_at timestamptz NOT NULL,
+  started_at timestamptz,
+  finished_at timestamptz,
+  CHECK ((state = 'running') = (lease_token IS NOT NULL))
+);
+CREATE UNIQUE INDEX jobs_idempotency ON jobs (queue, idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX jobs_ready ON jobs (queue, priority DESC, run_at, id) WHERE state = 'queued';
+CREATE INDEX jobs_leases ON jobs (locked_until) WHERE state = 'running';
+CREATE INDEX jobs_finished ON jobs (finished_at) WHERE finished_at IS NOT NULL;
+
+-- One row per periodic job; a replica runs a tick by moving next_run_at forward first.
+CREATE TABLE periodic_jobs (
+  name text PRIMARY KEY,
+  interval_ms bigint NOT NULL CHECK (interval_ms > 0),
+  next_run_at timestamptz NOT NULL,
+  last_run_at timestamptz,
+  last_run_by text
+);
+
+-- The outbox: written in the transaction of the change, dispatched through jobs after commit.
+-- organization_id is not a foreign key: events outlive what they describe.
+CREATE TABLE events (
+  id uuid PRIMARY KEY,
+  type text NOT NULL,
+  organization_id uuid,
+  subject text,
+  data jsonb NOT NULL,
+  actor jsonb,
+  occurred_at timestamptz NOT NULL
+);
+CREATE INDEX events_occurred ON events (occurred_at);
+`,
+  },
 ];

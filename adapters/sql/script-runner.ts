@@ -30,3 +30,14 @@ export function abortedCommitError(): Error & { code: string } {
     { code: '25P02' },
   );
 }
+
+/** Both adapters' transactions end with this: a failing callback must not turn a commit into an error. */
+export function runAfterCommit(callbacks: ReadonlyArray<() => void>): void {
+  for (const callback of callbacks) {
+    try {
+      callback();
+    } catch {
+      // A nudge that failed costs only latency (see Transaction.afterCommit).
+    }
+  }
+}

@@ -101,7 +101,7 @@ export function toApiError(error: unknown, request: FastifyRequest): ApiError {
 const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P02', '57P03']);
 
 /** Whether an error says a database or Redis could not be reached (fail closed, retryable). */
-function isStorageUnavailable(error: unknown): boolean {
+export function isStorageUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;

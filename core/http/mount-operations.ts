@@ -1,10 +1,12 @@
 import type { FastifyInstance } from 'fastify';
+import type { OperationEvents } from '../operation-events.ts';
 import { runOperation, type AnyOperation } from '../operations.ts';
 
 /** The management surface's two mount points: the main host's and the regional host's. */
 export const MANAGEMENT_PREFIXES = ['/client', '/platform/v1'] as const;
 
-export function mountOperations(app: FastifyInstance, operations: readonly AnyOperation[]): void {
+/** Mounts every operation; each call that writes is recorded as a `management.operation` event. */
+export function mountOperations(app: FastifyInstance, operations: readonly AnyOperation[], recorder: OperationEvents): void {
   for (const prefix of MANAGEMENT_PREFIXES) {
     for (const operation of operations) {
       app.route({
@@ -12,11 +14,20 @@ export function mountOperations(app: FastifyInstance, operations: readonly AnyOp
         url: prefix + operation.path,
         config: { auth: { scope: operation.scope }, surface: 'client' },
         handler: async (request, reply) => {
-          const result = await runOperation(
-            operation,
-            { params: request.params, query: request.query, body: request.body },
-            { credential: request.credential!, requestId: request.id, logger: request.log },
-          );
+          const credential = request.credential!;
+          const recording = recorder.begin(operation, credential, request.id, request.params);
+          let result: unknown;
+          try {
+            result = await runOperation(
+              operation,
+              { params: request.params, query: request.query, body: request.body },
+              { credential, requestId: request.id, logger: request.log, transaction: recording.transaction },
+            );
+          } catch (error) {
+            await recording.failed(error);
+            throw error;
+          }
+          await recording.succeeded(result);
           return reply.code(operation.status ?? 200).send(result);
         },
       });

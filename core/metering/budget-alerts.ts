@@ -1,8 +1,9 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { createToken } from '../container.ts';
+import { defineSubscriber, type DomainEvents } from '../events/domain-events.ts';
 import { microsToUsd } from '../money.ts';
-import type { Queryable } from '../ports/database.ts';
-import type { SpendCap } from '../ports/identity.ts';
+import type { Database } from '../ports/database.ts';
+import type { CapMode, SpendCap, SpendPeriod } from '../ports/identity.ts';
 import { periodStart } from '../time-windows.ts';
 
 export interface BudgetAlert {
@@ -12,6 +13,25 @@ export interface BudgetAlert {
   cap: SpendCap;
   spentMicros: bigint;
   periodStart: Date;
+}
+
+/** Data of `budget.threshold_reached`: an alert-only cap reached, once per cap value and period. */
+export interface BudgetThresholdReached {
+  scope: BudgetAlert['scope'];
+  scopeId: string;
+  /** Integer micro-USD, as a string (events are JSON). */
+  capMicros: string;
+  period: SpendPeriod;
+  mode: CapMode;
+  spentMicros: string;
+  /** ISO 8601, UTC. */
+  periodStart: string;
+}
+
+declare module '../events/domain-events.ts' {
+  interface EventCatalogue {
+    'budget.threshold_reached': BudgetThresholdReached;
+  }
 }
 
 /** Where alerts go once recorded: the log by default; the webhooks plugin binds its own. */
@@ -34,14 +54,14 @@ export function loggingAlertSink(logger: FastifyBaseLogger): BudgetAlertSink {
 
 /**
  * Records an alert-only cap being reached, once per scope and period across every replica (the
- * table's primary key decides), and hands the first record to the sink.
+ * table's primary key decides), as a `budget.threshold_reached` event in the same transaction.
  */
 export class BudgetAlerts {
   private readonly seen = new Set<string>();
 
   constructor(
-    private readonly db: Queryable,
-    private readonly sink: () => BudgetAlertSink,
+    private readonly db: Database,
+    private readonly events: DomainEvents,
   ) {}
 
   /** True once this replica knows the cap's alert for the current period exists: nothing left to check. */
@@ -53,17 +73,52 @@ export class BudgetAlerts {
     const start = periodStart(input.cap.period, input.now);
     const memo = memoOf(input.scope, input.scopeId, input.cap, start);
     if (this.seen.has(memo)) return false;
-    const { rowCount } = await this.db.query(
-      `INSERT INTO budget_alerts (scope, scope_id, organization_id, period_start, cap_micros, spent_micros)
-       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
-      [input.scope, input.scopeId, input.organizationId, start, input.cap.limitMicros, input.spentMicros],
-    );
+    const recorded = await this.db.transaction(async (tx) => {
+      const { rowCount } = await tx.query(
+        `INSERT INTO budget_alerts (scope, scope_id, organization_id, period_start, cap_micros, spent_micros)
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
+        [input.scope, input.scopeId, input.organizationId, start, input.cap.limitMicros, input.spentMicros],
+      );
+      if (rowCount === 0) return false;
+      await this.events.emit(tx, {
+        type: 'budget.threshold_reached',
+        organizationId: input.organizationId,
+        subject: input.scopeId,
+        actor: null,
+        data: {
+          scope: input.scope,
+          scopeId: input.scopeId,
+          capMicros: String(input.cap.limitMicros),
+          period: input.cap.period,
+          mode: input.cap.mode,
+          spentMicros: String(input.spentMicros),
+          periodStart: start.toISOString(),
+        },
+      });
+      return true;
+    });
     this.seen.add(memo);
-    if (rowCount === 0) return false;
-    const { now: _now, ...alert } = input;
-    await this.sink().notify({ ...alert, periodStart: start });
-    return true;
+    return recorded;
   }
+}
+
+/** Hands each recorded alert to the bound sink (at least once: a sink that throws is retried). */
+export function budgetAlertSubscriber(sink: () => BudgetAlertSink) {
+  return defineSubscriber({
+    name: 'budget-alert-sink',
+    events: ['budget.threshold_reached'],
+    async handle(event) {
+      const { data } = event;
+      await sink().notify({
+        scope: data.scope,
+        scopeId: data.scopeId,
+        organizationId: event.organizationId!,
+        cap: { limitMicros: BigInt(data.capMicros), period: data.period, mode: data.mode },
+        spentMicros: BigInt(data.spentMicros),
+        periodStart: new Date(data.periodStart),
+      });
+    },
+  });
 }
 
 function memoOf(scope: BudgetAlert['scope'], scopeId: string, cap: SpendCap, start: Date): string {

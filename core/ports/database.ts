@@ -13,10 +13,20 @@ export interface Queryable {
   query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
+/** The Queryable a transaction callback receives. */
+export interface Transaction extends Queryable {
+  /**
+   * Runs fn once the transaction has committed, never if it rolls back. For nudges that must not
+   * fire before the data is visible to others (waking a job worker), not for data: fn runs outside
+   * the transaction and its errors are ignored.
+   */
+  afterCommit(fn: () => void): void;
+}
+
 export interface Database extends Queryable {
   readonly kind: 'pglite' | 'postgres';
   /** Runs fn in one transaction (BEGIN … COMMIT, ROLLBACK on throw) on one connection. */
-  transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 

@@ -8,6 +8,7 @@ export const keysPlugin = definePlugin({
   operations: ({ container }) =>
     keyOperations({
       identity: container.resolve(Tokens.Identity),
+      identityFor: container.resolve(Tokens.IdentityFactory),
       authenticator: container.resolve(Tokens.Authenticator),
       clock: container.resolve(Tokens.Clock),
     }),

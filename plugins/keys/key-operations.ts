@@ -3,7 +3,7 @@ import type { Authenticator } from '../../core/authenticator.ts';
 import { ApiError } from '../../core/errors.ts';
 import { toSpendCap } from '../../core/spend-cap.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
-import type { ApiKey, IdentityStores, KeyRateLimits } from '../../core/ports/identity.ts';
+import type { ApiKey, IdentityStores, IdentityStoresFactory, KeyRateLimits } from '../../core/ports/identity.ts';
 import { requireProject } from '../../core/project-access.ts';
 import type { Credential } from '../../core/credential.ts';
 import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
@@ -15,6 +15,8 @@ import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
 
 interface Deps {
   identity: IdentityStores;
+  /** The same stores over the operation's transaction, for writes recorded with the change. */
+  identityFor: IdentityStoresFactory;
   authenticator: Authenticator;
   clock: () => Date;
 }
@@ -44,7 +46,7 @@ async function findVisibleKey(deps: Deps, credential: Credential, id: string, mo
 }
 
 export function keyOperations(deps: Deps): AnyOperation[] {
-  const { identity, authenticator, clock } = deps;
+  const { identity, identityFor, authenticator, clock } = deps;
 
   const list = defineOperation({
     name: 'keys.list',
@@ -86,7 +88,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     body: createKeyRequest,
     output: createdKeyView,
     status: 201,
-    async handler({ body }, { credential }) {
+    async handler({ body }, { credential, transaction }) {
       let projectId: string;
       if (credential.kind === 'key') {
         if (body.projectId && body.projectId !== credential.projectId) {
@@ -108,7 +110,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         throw new ApiError(400, 'invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
       }
       const token = generateToken(KEY_PREFIX);
-      const key = await identity.apiKeys.create({
+      const key = await transaction((tx) => identityFor(tx).apiKeys.create({
         organizationId: credential.organizationId,
         projectId,
         name: body.name,
@@ -121,7 +123,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         rateLimits: toRateLimits(body.rateLimits),
         createdByPersonId: credential.kind === 'session' ? credential.personId : null,
         createdByKeyId: credential.kind === 'key' ? credential.keyId : null,
-      });
+      }));
       return { ...toKeyView(key, clock()), key: token };
     },
   });
@@ -152,7 +154,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     params: idParams,
     body: updateKeyRequest,
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), key: keyView }),
-    async handler({ params, body }, { credential }) {
+    async handler({ params, body }, { credential, transaction }) {
       const key = await findVisibleKey(deps, credential, params.id, 'write');
       if (body.projectId !== undefined && body.projectId !== key.projectId) {
         if (credential.kind === 'key') {
@@ -170,7 +172,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       if (body.disabled !== undefined && key.revokedAt) {
         throw new ApiError(409, 'key_revoked', 'This key is revoked; a revoked key cannot be paused or resumed', { param: 'disabled' });
       }
-      const updated = await identity.apiKeys.update(credential.organizationId, key.id, {
+      const updated = await transaction((tx) => identityFor(tx).apiKeys.update(credential.organizationId, key.id, {
         name: body.name,
         projectId: body.projectId,
         scopes: body.scopes,
@@ -179,7 +181,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         expiresAt: body.expiresAt,
         spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
         rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),
-      });
+      }));
       if (!updated) throw new ApiError(404, 'key_not_found', `No API key ${params.id}`, { param: 'id' });
       await authenticator.invalidate({ kind: 'key', id: key.id });
       return { object: 'ack' as const, ok: true as const, key: toKeyView(updated, clock()) };
@@ -195,13 +197,12 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     params: idParams,
     query: z.object({ permanent: z.enum(['true']).optional().describe('Only value: true') }),
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid(), status: z.enum(['revoked', 'deleted']) }),
-    async handler({ params, query }, { credential }) {
+    async handler({ params, query }, { credential, transaction }) {
       const key = await findVisibleKey(deps, credential, params.id, 'write');
-      if (query.permanent === 'true') {
-        await identity.apiKeys.delete(credential.organizationId, key.id);
-      } else {
-        await identity.apiKeys.revoke(credential.organizationId, key.id);
-      }
+      await transaction(async (tx) => {
+        if (query.permanent === 'true') await identityFor(tx).apiKeys.delete(credential.organizationId, key.id);
+        else await identityFor(tx).apiKeys.revoke(credential.organizationId, key.id);
+      });
       await authenticator.invalidate({ kind: 'key', id: key.id });
       return { object: 'ack' as const, ok: true as const, id: key.id, status: query.permanent === 'true' ? ('deleted' as const) : ('revoked' as const) };
     },

@@ -6,7 +6,7 @@ import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
 import { createToken } from '../../core/container.ts';
 import { InferenceAdmissionToken } from '../../core/inference-admission.ts';
 import { BillingJournal } from '../../core/metering/billing-journal.ts';
-import { BudgetAlerts, BudgetAlertSinkToken, loggingAlertSink } from '../../core/metering/budget-alerts.ts';
+import { budgetAlertSubscriber, BudgetAlerts, BudgetAlertSinkToken, loggingAlertSink } from '../../core/metering/budget-alerts.ts';
 import { CapPolicies } from '../../core/metering/cap-policies.ts';
 import { GovernedAdmission } from '../../core/metering/governed-admission.ts';
 import { priceSheet, type PriceSheet } from '../../core/metering/pricing.ts';
@@ -66,7 +66,7 @@ export const meteringPlugin = definePlugin({
     metrics.gauge('svc_request_log_dropped_rows', 'Request-log rows dropped because the queue was full', () => writer.snapshot().dropped);
     metrics.gauge('svc_request_log_failed_flushes', 'Request-log flushes that failed and were retried', () => writer.snapshot().failedFlushes);
     if (journal) metrics.gauge('svc_billing_journal_failed_writes', 'Billing-journal writes that failed (those calls were not protected against a crash)', () => journal.failedWrites);
-    const alerts = new BudgetAlerts(database, () => container.tryResolve(BudgetAlertSinkToken) ?? loggingAlertSink(logger));
+    const alerts = new BudgetAlerts(database, container.resolve(Tokens.Events));
     const admission = new GovernedAdmission({
         coordination: container.resolve(Tokens.Coordination),
         ledger,
@@ -91,6 +91,7 @@ export const meteringPlugin = definePlugin({
     container.bindValue(MeteringTokens.Admission, admission);
     container.bindValue(InferenceAdmissionToken, admission);
   },
+  subscribers: ({ container, logger }) => [budgetAlertSubscriber(() => container.tryResolve(BudgetAlertSinkToken) ?? loggingAlertSink(logger))],
   operations({ container, config }) {
     const initialCreditMicros = usdToMicros(config.initialCreditUsd);
     const ledger = container.resolve(MeteringTokens.Ledger);

@@ -9,7 +9,6 @@ export const projectsPlugin = definePlugin({
     projectOperations({
       identity: container.resolve(Tokens.Identity),
       identityFor: container.resolve(Tokens.IdentityFactory),
-      database: container.resolve(Tokens.Database),
       authenticator: container.resolve(Tokens.Authenticator),
     }),
 });

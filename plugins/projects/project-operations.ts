@@ -2,7 +2,6 @@ import { z } from 'zod';
 import type { Authenticator } from '../../core/authenticator.ts';
 import { ApiError } from '../../core/errors.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
-import type { Database } from '../../core/ports/database.ts';
 import type { IdentityStores, IdentityStoresFactory, Project, ProjectMember } from '../../core/ports/identity.ts';
 import { requireProject, visibleProjects } from '../../core/project-access.ts';
 import { isOwner } from '../../core/credential.ts';
@@ -11,7 +10,6 @@ import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../c
 interface Deps {
   identity: IdentityStores;
   identityFor: IdentityStoresFactory;
-  database: Database;
   authenticator: Authenticator;
 }
 
@@ -65,7 +63,7 @@ function isUniqueViolation(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: string }).code === '23505';
 }
 
-export function projectOperations({ identity, identityFor, database, authenticator }: Deps): AnyOperation[] {
+export function projectOperations({ identity, identityFor, authenticator }: Deps): AnyOperation[] {
   const nameTaken = (name: string) => new ApiError(409, 'project_name_taken', `A project named ${JSON.stringify(name)} already exists`, { param: 'name' });
 
   const list = defineOperation({
@@ -90,9 +88,9 @@ export function projectOperations({ identity, identityFor, database, authenticat
     body: z.strictObject({ name: projectName, models: models.optional() }),
     output: projectView,
     status: 201,
-    async handler({ body }, { credential }) {
+    async handler({ body }, { credential, transaction }) {
       try {
-        const project = await database.transaction(async (tx) => {
+        const project = await transaction(async (tx) => {
           const stores = identityFor(tx);
           const created = await stores.projects.create({ organizationId: credential.organizationId, name: body.name, modelAllowList: body.models ?? null });
           // The person who creates a project administers it, whatever their organisation role.

@@ -27,6 +27,9 @@ export interface TestAppOptions {
   ready?: boolean;
   /** Receives the process log's lines (set config.server.logLevel to see any). */
   logStream?: { write(line: string): void };
+  /** Run job workers (default true); see AppOptions.workers. */
+  workers?: boolean;
+  random?: () => number;
 }
 
 export interface TestApp {
@@ -60,7 +63,7 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
     plugins: options.plugins ?? options.config?.plugins ?? allPlugins(manifest),
   };
   const config = parseConfig(raw);
-  const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream });
+  const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream, workers: options.workers, random: options.random });
   t.teardown(async () => {
     await app.close();
     rmSync(dataDir, { recursive: true, force: true });

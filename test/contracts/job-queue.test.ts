@@ -1,0 +1,440 @@
+import t from 'tap';
+import { z } from 'zod';
+import { JobRegistry } from '../../core/jobs/job-registry.ts';
+import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, type Job } from '../../core/jobs/queue-definitions.ts';
+import type { Database } from '../../core/ports/database.ts';
+import { databaseBackends, type DatabaseBackend } from '../helpers/databases.ts';
+import { deferred, jobKit, testClock } from '../helpers/jobs.ts';
+
+interface HasTeardown {
+  teardown(fn: () => unknown): void;
+}
+
+async function open(backend: DatabaseBackend, t: HasTeardown): Promise<Database> {
+  const { db, cleanup } = await backend.create();
+  t.teardown(cleanup);
+  return db;
+}
+
+const work = defineQueue({ name: 'test.work', payload: z.object({ n: z.number().int() }), concurrency: 4 });
+
+async function jobState(db: Database, id: string) {
+  const { rows } = await db.query<{ state: string; attempts: number; run_at: Date; last_error: string | null; lease_token: string | null }>(
+    'SELECT state, attempts, run_at, last_error, lease_token FROM jobs WHERE id = $1',
+    [id],
+  );
+  return rows[0]!;
+}
+
+for (const backend of databaseBackends()) {
+  t.test(backend.name, async (t) => {
+    t.test('a job enqueued in a transaction that rolls back does not exist', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      await t.rejects(
+        db.transaction(async (tx) => {
+          await kit.jobs.enqueue(work, { n: 1 }, { tx });
+          throw new Error('the change failed');
+        }),
+        /the change failed/,
+      );
+      const { rows } = await db.query('SELECT id FROM jobs');
+      t.same(rows, [], 'no job');
+    });
+
+    t.test('a job enqueued in a transaction that commits runs, after the commit', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      const ran: number[] = [];
+      kit.registry.addQueue(work.handle(async (job) => void ran.push(job.payload.n)));
+      const runner = kit.runner();
+      const job = await db.transaction((tx) => kit.jobs.enqueue(work, { n: 7 }, { tx }));
+      await runner.runUntilIdle();
+      t.same(ran, [7]);
+      t.equal((await jobState(db, job.id)).state, 'succeeded');
+    });
+
+    t.test('an idempotency key dedupes: the second enqueue returns the first job', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const first = await kit.jobs.enqueue(work, { n: 1 }, { idempotencyKey: 'order-42' });
+      const again = await db.transaction((tx) => kit.jobs.enqueue(work, { n: 2 }, { tx, idempotencyKey: 'order-42' }));
+      const other = await kit.jobs.enqueue(work, { n: 3 }, { idempotencyKey: 'order-43' });
+      t.equal(first.created, true);
+      t.same({ id: again.id, created: again.created }, { id: first.id, created: false });
+      t.not(other.id, first.id);
+      t.equal((await db.query('SELECT count(*)::int AS n FROM jobs')).rows[0]?.['n'], 2);
+      t.same((await kit.jobs.get(first.id))?.payload, { n: 1 }, 'the first payload is kept');
+    });
+
+    t.test('payloads are checked against the queue schema when enqueued and when run', async (t) => {
+      const db = await open(backend, t);
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      let ran = 0;
+      kit.registry.addQueue(work.handle(async () => void (ran += 1)));
+      // @ts-expect-error the payload type is the schema's
+      await t.rejects(kit.jobs.enqueue(work, { n: 'one' }), /payload for queue test.work is invalid at 'n'/);
+      const unknown = defineQueue({ name: 'test.nobody', payload: z.object({}) });
+      await t.rejects(kit.jobs.enqueue(unknown, {}), /no enabled plugin handles queue test.nobody/);
+      // A row written by an older version of the producer no longer fits: failed at once, not retried.
+      const { rows } = await db.query<{ id: string }>(
+        `INSERT INTO jobs (queue, payload, run_at, max_attempts, created_at) VALUES ('test.work', '{"n": "x"}', $1, 5, $1) RETURNING id::text AS id`,
+        [clock()],
+      );
+      await kit.runner().runUntilIdle();
+      const state = await jobState(db, rows[0]!.id);
+      t.equal(ran, 0);
+      t.equal(state.state, 'failed');
+      t.match(state.last_error, /no longer matches queue test.work's schema at 'n'/);
+    });
+
+    t.test('two workers on one database never run a job twice', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      await db.query('CREATE TABLE runs (job_id text NOT NULL, worker text NOT NULL)');
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const worker = (name: string) => {
+        const registry = new JobRegistry();
+        registry.addQueue(work.handle(async (job) => void (await db.query('INSERT INTO runs VALUES ($1, $2)', [job.id, name]))));
+        return kit.runner({ registry, workerId: name });
+      };
+      const a = worker('a');
+      const b = worker('b');
+      await db.transaction(async (tx) => {
+        for (let n = 0; n < 200; n += 1) await kit.jobs.enqueue(work, { n }, { tx });
+      });
+      // Both claim concurrently until nothing is left.
+      await Promise.all([a.runUntilIdle(), b.runUntilIdle()]);
+      const { rows } = await db.query<{ runs: number; distinct_jobs: number; a: number; b: number }>(
+        `SELECT count(*)::int AS runs, count(DISTINCT job_id)::int AS distinct_jobs,
+                count(*) FILTER (WHERE worker = 'a')::int AS a, count(*) FILTER (WHERE worker = 'b')::int AS b FROM runs`,
+      );
+      t.equal(rows[0]?.runs, 200, 'every job ran');
+      t.equal(rows[0]?.distinct_jobs, 200, 'no job ran twice');
+      t.ok(rows[0]!.a > 0 && rows[0]!.b > 0, `both workers took part (a ${rows[0]?.a}, b ${rows[0]?.b})`);
+      t.equal((await db.query("SELECT count(*)::int AS n FROM jobs WHERE state = 'succeeded'")).rows[0]?.['n'], 200);
+    });
+
+    t.test('a failing job backs off exponentially up to the maximum, then fails with its error', async (t) => {
+      const db = await open(backend, t);
+      const clock = testClock();
+      // random() = 1 puts each delay at its ceiling: 1 s, 2 s, 4 s, then capped at 5 s.
+      const kit = await jobKit(db, { clock, random: () => 1 });
+      const flaky = defineQueue({ name: 'test.flaky', payload: z.object({}), maxAttempts: 5, backoff: { baseMs: 1_000, maxMs: 5_000 } });
+      const attempts: number[] = [];
+      kit.registry.addQueue(flaky.handle(async (job) => {
+        attempts.push(job.attempt);
+        throw new Error(`upstream said no (attempt ${job.attempt}), key svc_live_abcdefghijklmnop`);
+      }));
+      const runner = kit.runner();
+      const { id } = await kit.jobs.enqueue(flaky, {});
+      const delays: number[] = [];
+      for (let attempt = 1; attempt <= 4; attempt += 1) {
+        const before = clock().getTime();
+        await runner.runUntilIdle();
+        const state = await jobState(db, id);
+        t.equal(state.state, 'queued', `queued again after attempt ${attempt}`);
+        const delay = state.run_at.getTime() - before;
+        delays.push(delay);
+        clock.advance(delay - 1);
+        t.equal(await runner.pollOnce(), 0, `not run before its delay (attempt ${attempt})`);
+        clock.advance(1);
+      }
+      t.same(delays, [1_000, 2_000, 4_000, 5_000]);
+      await runner.runUntilIdle();
+      const last = await jobState(db, id);
+      t.same(attempts, [1, 2, 3, 4, 5]);
+      t.equal(last.state, 'failed');
+      t.equal(last.last_error, 'upstream said no (attempt 5), key svc_live_[redacted]', 'the last message is kept, tokens masked');
+      clock.advance(60_000);
+      t.equal(await runner.pollOnce(), 0, 'a failed job is not run again');
+    });
+
+    t.test('a PermanentJobError fails the job at once', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => {
+        throw new PermanentJobError('the input can never work');
+      }));
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      await kit.runner().runUntilIdle();
+      const state = await jobState(db, id);
+      t.same([state.state, state.attempts, state.last_error], ['failed', 1, 'PermanentJobError: the input can never work']);
+    });
+
+    t.test('a job whose worker died runs again after its lease, and the late worker cannot complete it', async (t) => {
+      const db = await open(backend, t);
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      await db.query('CREATE TABLE effects (job_id text NOT NULL, worker text NOT NULL)');
+      // A long lease: the stuck worker's first heartbeat (a third of it, in real time) never comes during the test.
+      const slow = defineQueue({ name: 'test.slow', payload: z.object({}), leaseMs: 300_000 });
+      kit.registry.addQueue(slow.handle(async () => undefined));
+      const started = deferred();
+      const release = deferred();
+      const stuck = new JobRegistry();
+      let lateError: unknown;
+      stuck.addQueue(slow.handle(async (job) => {
+        started.resolve();
+        await release.promise;
+        try {
+          await job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'stuck')", [job.id]));
+        } catch (error) {
+          lateError = error;
+          throw error;
+        }
+      }));
+      const healthy = new JobRegistry();
+      healthy.addQueue(slow.handle(async (job) => void (await job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'healthy')", [job.id])))));
+      // The stuck worker never renews, as if its process froze.
+      const dead = kit.runner({ registry: stuck, workerId: 'dead' });
+      const alive = kit.runner({ registry: healthy, workerId: 'alive' });
+      const { id } = await kit.jobs.enqueue(slow, {});
+      t.equal(await dead.pollOnce(), 1);
+      await started.promise;
+
+      clock.advance(299_999);
+      t.equal(await alive.pollOnce(), 0, 'not taken over while the lease holds');
+      clock.advance(1);
+      t.equal(await alive.pollOnce(), 1, 'taken over once the lease expired');
+      await alive.settled();
+      t.equal((await jobState(db, id)).state, 'succeeded');
+
+      release.resolve();
+      await dead.settled();
+      t.ok(lateError instanceof JobInterrupted && lateError.reason === 'lease_lost', 'the late completion is refused');
+      const { rows } = await db.query<{ worker: string }>('SELECT worker FROM effects');
+      t.same(rows, [{ worker: 'healthy' }], 'the effect happened once');
+      const state = await jobState(db, id);
+      t.same([state.state, state.attempts], ['succeeded', 2]);
+    });
+
+    t.test('a job out of attempts whose lease expired is failed, not run again', async (t) => {
+      const db = await open(backend, t);
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const once = defineQueue({ name: 'test.once', payload: z.object({}), maxAttempts: 1, leaseMs: 300_000 });
+      const hang = deferred();
+      kit.registry.addQueue(once.handle(() => hang.promise));
+      const { id } = await kit.jobs.enqueue(once, {});
+      const dead = kit.runner();
+      await dead.pollOnce();
+      clock.advance(300_000);
+      await kit.runner().pollOnce();
+      const state = await jobState(db, id);
+      t.equal(state.state, 'failed');
+      t.match(state.last_error, /stopped renewing its lease/);
+      hang.resolve();
+      await dead.settled();
+      t.equal((await jobState(db, id)).state, 'failed', 'the late worker changes nothing');
+    });
+
+    t.test('a running job renews its lease while it works', async (t) => {
+      const db = await open(backend, t);
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const long = defineQueue({ name: 'test.long', payload: z.object({}), leaseMs: 60 });
+      const renewed = deferred();
+      kit.registry.addQueue(long.handle(async () => {
+        clock.advance(1_000);
+        await renewed.promise;
+      }));
+      const { id } = await kit.jobs.enqueue(long, {});
+      const runner = kit.runner();
+      await runner.pollOnce();
+      const first = await db.query<{ locked_until: Date }>('SELECT locked_until FROM jobs WHERE id = $1', [id]);
+      // Heartbeats come every leaseMs / 3 (20 ms here); wait for one to move locked_until.
+      for (let i = 0; i < 500; i += 1) {
+        const { rows } = await db.query<{ locked_until: Date }>('SELECT locked_until FROM jobs WHERE id = $1', [id]);
+        if (rows[0]!.locked_until.getTime() > first.rows[0]!.locked_until.getTime()) break;
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      const { rows } = await db.query<{ locked_until: Date }>('SELECT locked_until FROM jobs WHERE id = $1', [id]);
+      t.equal(rows[0]!.locked_until.getTime(), clock().getTime() + 60, 'the lease now runs from the renewal');
+      renewed.resolve();
+      await runner.settled();
+    });
+
+    t.test('cancel: a queued job never runs', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      let ran = 0;
+      kit.registry.addQueue(work.handle(async () => void (ran += 1)));
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      t.equal(await kit.jobs.cancel(id), 'cancelled');
+      await kit.runner().runUntilIdle();
+      t.equal(ran, 0);
+      t.equal((await kit.jobs.get(id))?.state, 'cancelled');
+      t.equal(await kit.jobs.cancel(id), null, 'nothing left to cancel');
+    });
+
+    t.test('cancel: a running job gets an aborted signal and ends cancelled', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      const started = deferred();
+      let reason: unknown;
+      kit.registry.addQueue(work.handle(async (job: Job<{ n: number }>) => {
+        started.resolve();
+        await new Promise((_, reject) => job.signal.addEventListener('abort', () => reject((reason = job.signal.reason))));
+      }));
+      const runner = kit.runner();
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      await runner.pollOnce();
+      await started.promise;
+      t.equal(await kit.jobs.cancel(id), 'cancel_requested');
+      await runner.settled();
+      t.ok(reason instanceof JobInterrupted && reason.reason === 'cancelled');
+      const job = await kit.jobs.get(id);
+      t.equal(job?.state, 'cancelled');
+      t.match(job?.lastError, /cancelled/);
+    });
+
+    t.test('cancel: a job running on another replica stops at its next lease renewal', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      const remote = defineQueue({ name: 'test.remote', payload: z.object({}), leaseMs: 60 });
+      kit.registry.addQueue(remote.handle(async () => undefined));
+      const started = deferred();
+      const other = new JobRegistry();
+      other.addQueue(remote.handle(async (job) => {
+        started.resolve();
+        await new Promise((_, reject) => job.signal.addEventListener('abort', () => reject(job.signal.reason)));
+      }));
+      const elsewhere = kit.runner({ registry: other });
+      const { id } = await kit.jobs.enqueue(remote, {});
+      await elsewhere.pollOnce();
+      await started.promise;
+      // Cancelled through the database only, as a producer on another replica would.
+      t.equal(await kit.store.cancel(id, new Date()), 'cancel_requested');
+      await elsewhere.settled();
+      t.equal((await kit.jobs.get(id))?.state, 'cancelled');
+    });
+
+    t.test('close stops claiming, lets the running job finish, and claims nothing new', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      const started = deferred();
+      const finish = deferred();
+      const ran: number[] = [];
+      kit.registry.addQueue(work.handle(async (job) => {
+        if (job.payload.n === 1) {
+          started.resolve();
+          await finish.promise;
+        }
+        ran.push(job.payload.n);
+      }));
+      const runner = kit.runner();
+      runner.start();
+      const first = await kit.jobs.enqueue(work, { n: 1 });
+      await started.promise;
+      const closed = runner.close();
+      const second = await kit.jobs.enqueue(work, { n: 2 });
+      finish.resolve();
+      await closed;
+      t.same(ran, [1], 'the running job finished; the new one was not claimed');
+      t.equal((await kit.jobs.get(first.id))?.state, 'succeeded');
+      t.equal((await kit.jobs.get(second.id))?.state, 'queued');
+    });
+
+    t.test('close gives back the lease of a job that does not finish within the drain', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      const started = deferred();
+      let reason: unknown;
+      kit.registry.addQueue(work.handle(async (job) => {
+        started.resolve();
+        await new Promise((resolve) => job.signal.addEventListener('abort', () => resolve((reason = job.signal.reason))));
+      }));
+      const runner = kit.runner({ settings: { drainMs: 0 } });
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      await runner.pollOnce();
+      await started.promise;
+      await runner.close();
+      t.ok(reason instanceof JobInterrupted && reason.reason === 'shutdown', 'the job was told to stop');
+      const state = await jobState(db, id);
+      t.same([state.state, state.attempts, state.lease_token], ['queued', 0, null], 'queued again, the attempt not counted');
+      await runner.settled();
+      t.equal((await jobState(db, id)).state, 'queued', 'the job ending afterwards changes nothing');
+    });
+
+    t.test('higher priority runs first among due jobs', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      const serial = defineQueue({ name: 'test.serial', payload: z.object({ n: z.number() }) });
+      const order: number[] = [];
+      kit.registry.addQueue(serial.handle(async (job) => void order.push(job.payload.n)));
+      await kit.jobs.enqueue(serial, { n: 1 });
+      await kit.jobs.enqueue(serial, { n: 2 }, { priority: 5 });
+      await kit.jobs.enqueue(serial, { n: 3 });
+      await kit.runner().runUntilIdle();
+      t.same(order, [2, 1, 3]);
+    });
+
+    t.test('a job is not run before its runAt', async (t) => {
+      const db = await open(backend, t);
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      let ran = 0;
+      kit.registry.addQueue(work.handle(async () => void (ran += 1)));
+      await kit.jobs.enqueue(work, { n: 1 }, { runAt: new Date(clock().getTime() + 60_000) });
+      const runner = kit.runner();
+      await runner.runUntilIdle();
+      t.equal(ran, 0);
+      clock.advance(60_000);
+      await runner.runUntilIdle();
+      t.equal(ran, 1);
+    });
+
+    t.test('a periodic job runs on exactly one of two replicas per tick', async (t) => {
+      const db = await open(backend, t);
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const runs: string[] = [];
+      const replica = (name: string) => {
+        const registry = new JobRegistry();
+        registry.addPeriodic(definePeriodic({ name: 'test.tick', everyMs: 60_000, run: async () => void runs.push(name) }));
+        return kit.runner({ registry, workerId: name });
+      };
+      const a = replica('a');
+      const b = replica('b');
+      await Promise.all([a.runUntilIdle(), b.runUntilIdle()]);
+      t.equal(runs.length, 1, 'the first tick is due at once and runs once');
+      clock.advance(59_999);
+      await Promise.all([a.runUntilIdle(), b.runUntilIdle()]);
+      t.equal(runs.length, 1, 'nothing before the interval');
+      for (let tick = 2; tick <= 5; tick += 1) {
+        clock.advance(tick === 2 ? 1 : 60_000);
+        await Promise.all([b.runUntilIdle(), a.runUntilIdle()]);
+        t.equal(runs.length, tick, `tick ${tick} ran once`);
+      }
+      clock.advance(10 * 60_000);
+      await Promise.all([a.runUntilIdle(), b.runUntilIdle()]);
+      t.equal(runs.length, 6, 'missed ticks are skipped, not replayed');
+      const { rows } = await db.query<{ next_run_at: Date }>("SELECT next_run_at FROM periodic_jobs WHERE name = 'test.tick'");
+      t.equal((rows[0]!.next_run_at.getTime() - Date.parse('2026-03-02T10:00:00.000Z')) % 60_000, 0, 'the cadence is kept');
+    });
+
+    t.test('a periodic tick is skipped while the previous run is still going', async (t) => {
+      const db = await open(backend, t);
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const hold = deferred();
+      let runs = 0;
+      kit.registry.addPeriodic(definePeriodic({ name: 'test.slow-tick', everyMs: 1_000, leaseMs: 600_000, run: async () => {
+        runs += 1;
+        await hold.promise;
+      } }));
+      const runner = kit.runner();
+      await runner.pollOnce();
+      clock.advance(5_000);
+      await runner.pollOnce();
+      t.equal((await db.query("SELECT count(*)::int AS n FROM jobs WHERE queue = 'periodic.test.slow-tick'")).rows[0]?.['n'], 1);
+      hold.resolve();
+      await runner.settled();
+      t.equal(runs, 1);
+    });
+  });
+}

@@ -1,0 +1,84 @@
+import { SqlEventStore } from '../../adapters/sql/event-store.ts';
+import { SqlJobStore, SqlPeriodicStore } from '../../adapters/sql/job-store.ts';
+import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
+import { runMigrations } from '../../adapters/sql/migrator.ts';
+import { DomainEvents } from '../../core/events/domain-events.ts';
+import { JobQueue } from '../../core/jobs/job-queue.ts';
+import { JobRegistry } from '../../core/jobs/job-registry.ts';
+import { JobRunner, type JobRunnerSettings } from '../../core/jobs/job-runner.ts';
+import type { Database } from '../../core/ports/database.ts';
+
+/** A clock tests move by hand: time decides leases, retries and periodic ticks. */
+export interface TestClock {
+  (): Date;
+  advance(ms: number): void;
+}
+
+export function testClock(start = '2026-03-02T10:00:00.000Z'): TestClock {
+  let now = Date.parse(start);
+  const clock = (() => new Date(now)) as TestClock;
+  clock.advance = (ms) => {
+    now += ms;
+  };
+  return clock;
+}
+
+export const quietLogger = { warn: () => undefined, error: () => undefined };
+
+export interface JobKit {
+  store: SqlJobStore;
+  /** What producers see (enqueue checks a handler exists); runners get this one unless given their own. */
+  registry: JobRegistry;
+  jobs: JobQueue;
+  events: DomainEvents;
+  /** A worker on the same database, as another replica would be. */
+  runner(options?: { registry?: JobRegistry; workerId?: string; settings?: Partial<JobRunnerSettings>; database?: Database }): JobRunner;
+}
+
+/** The queue and the event outbox over a migrated database, with workers made on demand. */
+export async function jobKit(db: Database, options: { clock: TestClock; random?: () => number }): Promise<JobKit> {
+  await runMigrations(db, coreMigrations);
+  const store = new SqlJobStore(db);
+  const registry = new JobRegistry();
+  const runners: JobRunner[] = [];
+  const jobs = new JobQueue({
+    store,
+    database: db,
+    registry,
+    clock: options.clock,
+    workers: { wake: (queue) => runners.forEach((r) => r.wake(queue)), interrupt: (id) => runners.forEach((r) => r.interrupt(id)) },
+  });
+  const events = new DomainEvents({ store: new SqlEventStore(db), jobs, registry, clock: options.clock });
+  return {
+    store,
+    registry,
+    jobs,
+    events,
+    runner(runnerOptions = {}) {
+      const database = runnerOptions.database ?? db;
+      const runner = new JobRunner({
+        leases: database === db ? store : new SqlJobStore(database),
+        periodic: new SqlPeriodicStore(database),
+        database,
+        registry: runnerOptions.registry ?? registry,
+        clock: options.clock,
+        random: options.random ?? (() => 1),
+        logger: quietLogger,
+        settings: { pollIntervalMs: 20, drainMs: 10_000, ...runnerOptions.settings },
+        ...(runnerOptions.workerId ? { workerId: runnerOptions.workerId } : {}),
+      });
+      runners.push(runner);
+      return runner;
+    },
+  };
+}
+
+export function deferred<T = void>(): { promise: Promise<T>; resolve(value: T): void; reject(error: unknown): void } {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
