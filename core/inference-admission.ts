@@ -36,6 +36,8 @@ export interface CallOutcome {
 
 /** What is known when a response starts before its call can be settled (a stream's commit point). */
 export interface ResponseStart {
+  /** The call's input as counted locally (what a broken stream is billed on), not the reservation's upper bound. */
+  inputTokens: number;
   provider: string;
   upstreamModel: string;
   attempts: number;

@@ -459,8 +459,9 @@ function requestLogRow(state: AdmittedCall, outcome: CallOutcome, cost: bigint, 
  * its output (unknown), marked estimated, status 500 `gateway_interrupted`.
  */
 function interruptedRow(state: AdmittedCall, start: ResponseStart, createdAt: Date): RequestLogRow {
-  const usage = estimatedUsage(state.request.estimate.inputTokens, 0);
-  const outcome: CallOutcome = { status: 500, errorCode: INTERRUPTED_ERROR_CODE, usage, ...start };
+  const { inputTokens, ...rest } = start;
+  const usage = estimatedUsage(inputTokens, 0);
+  const outcome: CallOutcome = { status: 500, errorCode: INTERRUPTED_ERROR_CODE, usage, ...rest };
   return requestLogRow(state, outcome, costMicros(usage, state.sheet), createdAt);
 }
 

@@ -223,6 +223,7 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
   const { iterator, buffered, firstContentAt } = opened.value;
   // Before the status line: from here a process death must still bill the call.
   admission.responseStarting({
+    inputTokens: estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]),
     provider: opened.candidate.provider.name,
     upstreamModel: opened.candidate.upstreamModel,
     attempts: opened.attempts,
