@@ -36,20 +36,26 @@ export function fieldNestedTooDeep(value: unknown): string | null | undefined {
   if (Array.isArray(value)) return deeperThan(value, MAX_JSON_DEPTH) ? null : undefined;
   const object = value as Record<string, unknown>;
   for (const key in object) {
-    if (deeperThan(object[key], MAX_JSON_DEPTH - 1)) return key;
+    const item = object[key];
+    if (typeof item === 'object' && item !== null && deeperThan(item, MAX_JSON_DEPTH - 1)) return key;
   }
   return undefined;
 }
 
-/** Whether arrays and objects nest more than `levels` deep in `value`. */
-function deeperThan(value: unknown, levels: number): boolean {
-  if (typeof value !== 'object' || value === null) return false;
+/** Whether the array or object `container` nests more than `levels` deep (itself counting one). */
+function deeperThan(container: object, levels: number): boolean {
   if (levels === 0) return true;
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i += 1) if (deeperThan(value[i], levels - 1)) return true;
+  if (Array.isArray(container)) {
+    for (let i = 0; i < container.length; i += 1) {
+      const item: unknown = container[i];
+      if (typeof item === 'object' && item !== null && deeperThan(item, levels - 1)) return true;
+    }
     return false;
   }
-  const object = value as Record<string, unknown>;
-  for (const key in object) if (deeperThan(object[key], levels - 1)) return true;
+  const object = container as Record<string, unknown>;
+  for (const key in object) {
+    const item = object[key];
+    if (typeof item === 'object' && item !== null && deeperThan(item, levels - 1)) return true;
+  }
   return false;
 }

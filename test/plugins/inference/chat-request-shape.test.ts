@@ -106,7 +106,8 @@ t.test('arrays and objects nested deeper than 64 levels answer 400 naming the fi
   const deep = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
   const inContent = `{"model":"solo","messages":[{"role":"user","content":[{"type":"text","text":"x","extra":${deep(20_000)}}]}]}`;
   const inTools = `{"model":"solo","messages":[{"role":"user","content":"x"}],"tools":[{"type":"function","function":{"name":"f","parameters":${deep(20_000)}}}]}`;
-  const inExtra = `{"model":"solo","messages":[{"role":"user","content":"x"}],"vendor_option":${deep(65)}}`;
+  // One level over the bound: the body, then 64 arrays.
+  const inExtra = `{"model":"solo","messages":[{"role":"user","content":"x"}],"vendor_option":${deep(64)}}`;
   await expect400(t, inContent, 'messages');
   await expect400(t, inTools, 'tools');
   await expect400(t, inExtra, 'vendor_option');
