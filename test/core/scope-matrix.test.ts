@@ -205,3 +205,16 @@ t.test("a key of project A and a developer of project A are let through to proje
     allowedOnA(t, operation, 'owner', await requestOnProjectA(operation, test.ownerToken));
   }
 });
+
+t.test("the registry's authorize decides the same without HTTP, for the MCP surface", async (t) => {
+  const registry = test.app.svc.container.resolve(Tokens.Operations);
+  const authenticator = test.app.svc.container.resolve(Tokens.Authenticator);
+  const get = registry.get('keys.get')!;
+  const { id } = await createKey(test, { name: 'asked of the registry', projectId: projectA });
+  const input = { params: { id }, query: {}, body: undefined };
+  const ofB = await authenticator.authenticate(`Bearer ${keyOfB}`);
+  await t.rejects(registry.authorize(ofB, get, input), { status: 404, code: 'key_not_found' });
+  const ofA = await authenticator.authenticate(`Bearer ${keyOfA}`);
+  const decision = await registry.authorize(ofA, get, input);
+  t.match(decision.resources, [{ kind: 'key', key: { id, projectId: projectA }, project: { id: projectA } }]);
+});
