@@ -134,7 +134,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
       now: () => clock().getTime(),
       recordKeyUse: (usedAt) => identity.apiKeys.touch(usedAt),
     });
-    const registry = new OperationRegistry();
+    const registry = new OperationRegistry({ identity });
     const metrics = new GatewayMetrics();
     const jobStore = new SqlJobStore(database);
     const eventStore = new SqlEventStore(database);
@@ -208,7 +208,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     const recorder = new OperationEvents(database, events, (error, operation) =>
       app.log.error({ err: error, operation }, 'a management write succeeded but its management.operation event could not be recorded'),
     );
-    mountOperations(app, registry.list(), recorder);
+    mountOperations(app, registry, recorder);
     for (const { plugin, ctx } of contexts) {
       if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));
     }

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { FastifyBaseLogger } from 'fastify';
 import { ApiError } from './errors.ts';
-import { isOwner, type Credential } from './credential.ts';
+import { authorize, authorizeCredential, authorizeResources, type Authorization, type AuthorizationDeps, type ResourceDeclaration } from './authorization.ts';
+import type { Credential } from './credential.ts';
 import type { Transaction } from './ports/database.ts';
 import type { Scope } from './scopes.ts';
 
@@ -22,6 +23,8 @@ export interface OperationContext {
    * the change and its record commit together. Inside, use only `tx` (see the PGlite adapter).
    */
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /** The resources the operation declared, resolved and checked before the handler ran. */
+  readonly authorization: Authorization;
 }
 
 export interface OperationInput<P, Q, B> {
@@ -58,6 +61,13 @@ export interface OperationDefinition<
   readonly readOnly?: boolean;
   /** An owner's act (money, account-wide policy): only an owner's session may call it. */
   readonly ownerOnly?: boolean;
+  /**
+   * What the operation acts on, where its id sits in the input, and the access it needs:
+   * `{ kind: 'key', access: 'write', in: 'path', field: 'id' }`. `authorize` (core/authorization.ts)
+   * resolves it and refuses callers who may not reach it, before the handler runs; the handler
+   * finds it in `ctx.authorization`.
+   */
+  readonly resource?: ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>> | readonly ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>>[];
   handler(
     input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>,
     ctx: OperationContext,
@@ -127,15 +137,18 @@ function findNulCharacter(value: unknown, path: string[]): string | null {
   return null;
 }
 
-/** Runs an operation for a credential that is already authenticated and authorised. */
+/**
+ * Runs an operation for an authenticated credential: what the credential alone decides (scope,
+ * owner-only) first, then the input is validated, then the declared resources are authorised,
+ * then the handler runs and its output is checked.
+ */
 export async function runOperation(
   operation: AnyOperation,
   raw: { params: unknown; query: unknown; body: unknown },
-  ctx: OperationContext,
+  ctx: Omit<OperationContext, 'authorization'>,
+  deps: AuthorizationDeps,
 ): Promise<unknown> {
-  if (operation.ownerOnly && !isOwner(ctx.credential)) {
-    throw new ApiError(403, 'owner_required', `Only an owner may call ${operation.name}: sign in as an owner (API keys cannot)`);
-  }
+  authorizeCredential(ctx.credential, operation);
   const bodyRequired = operation.bodyRequired ?? operation.body !== undefined;
   if (operation.body && bodyRequired && (raw.body === undefined || raw.body === null)) {
     throw new ApiError(400, 'missing_body', 'A JSON request body is required');
@@ -148,7 +161,8 @@ export async function runOperation(
     query: parseInput(operation.query, raw.query ?? {}, 'query'),
     body: operation.body ? parseInput(operation.body, raw.body ?? (bodyRequired ? undefined : {}), 'body') : undefined,
   };
-  const result = await operation.handler(input, ctx);
+  const authorization = await authorizeResources(ctx.credential, operation, input, deps);
+  const result = await operation.handler(input, { ...ctx, authorization });
   const checked = operation.output.safeParse(result);
   if (!checked.success) {
     // Our own answer broke its documented shape: a bug, surfaced as a masked 500.
@@ -164,6 +178,22 @@ function isEmptyObject(value: unknown): boolean {
 /** Holds every operation the enabled plugins declared. */
 export class OperationRegistry {
   private readonly operations = new Map<string, AnyOperation>();
+
+  constructor(private readonly deps: AuthorizationDeps) {}
+
+  /**
+   * Whether `credential` may run `operation` on this validated input: scope, owner-only and the
+   * declared resources (see core/authorization.ts). Throws the refusal as an ApiError. Every surface
+   * that runs operations (HTTP via runOperation, MCP tools) asks this one function.
+   */
+  authorize(credential: Credential, operation: AnyOperation, input: OperationInput<unknown, unknown, unknown>): Promise<Authorization> {
+    return authorize(credential, operation, input, this.deps);
+  }
+
+  /** Runs an operation through the same checks as the HTTP surface. */
+  run(operation: AnyOperation, raw: { params: unknown; query: unknown; body: unknown }, ctx: Omit<OperationContext, 'authorization'>): Promise<unknown> {
+    return runOperation(operation, raw, ctx, this.deps);
+  }
 
   add(operation: AnyOperation): void {
     if (this.operations.has(operation.name)) throw new Error(`Operation ${operation.name} is declared twice`);

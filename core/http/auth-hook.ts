@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Authenticator } from '../authenticator.ts';
 import type { Credential } from '../credential.ts';
+import { scopeRefusal } from '../authorization.ts';
 import { ApiError } from '../errors.ts';
 import { authorizationHeader } from './authorization-header.ts';
 
@@ -21,9 +22,8 @@ export function installAuthHook(app: FastifyInstance, authenticator: Authenticat
     const admit = (credential: Credential) => {
       if (surface === 'v1' && credential.kind !== 'key') return done(apiKeyRequired());
       request.credential = credential;
-      if (scope && !credential.scopes.has(scope)) {
-        return done(new ApiError(403, 'missing_scope', `This credential lacks the '${scope}' scope that this operation needs`));
-      }
+      const refusal = scopeRefusal(credential, scope);
+      if (refusal) return done(refusal);
       done();
     };
     let authorization: string | undefined;

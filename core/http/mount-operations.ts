@@ -1,14 +1,18 @@
 import type { FastifyInstance } from 'fastify';
 import type { OperationEvents } from '../operation-events.ts';
-import { runOperation, type AnyOperation } from '../operations.ts';
+import type { OperationRegistry } from '../operations.ts';
 
 /** The management surface's two mount points: the main host's and the regional host's. */
 export const MANAGEMENT_PREFIXES = ['/client', '/platform/v1'] as const;
 
-/** Mounts every operation; each call that writes is recorded as a `management.operation` event. */
-export function mountOperations(app: FastifyInstance, operations: readonly AnyOperation[], recorder: OperationEvents): void {
+/**
+ * Mounts every operation; each call that writes is recorded as a `management.operation` event.
+ * The scope is checked in `onRequest`, before the body is read; the registry's runner checks it
+ * again with owner-only and the declared resources, after input validation (see core/authorization.ts).
+ */
+export function mountOperations(app: FastifyInstance, registry: OperationRegistry, recorder: OperationEvents): void {
   for (const prefix of MANAGEMENT_PREFIXES) {
-    for (const operation of operations) {
+    for (const operation of registry.list()) {
       app.route({
         method: operation.method,
         url: prefix + operation.path,
@@ -18,7 +22,7 @@ export function mountOperations(app: FastifyInstance, operations: readonly AnyOp
           const recording = recorder.begin(operation, credential, request.id, request.params);
           let result: unknown;
           try {
-            result = await runOperation(
+            result = await registry.run(
               operation,
               { params: request.params, query: request.query, body: request.body },
               { credential, requestId: request.id, logger: request.log, transaction: recording.transaction },

@@ -3,9 +3,9 @@ import type { Authenticator } from '../../core/authenticator.ts';
 import { ApiError } from '../../core/errors.ts';
 import { toSpendCap } from '../../core/spend-cap.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
-import type { ApiKey, IdentityStores, IdentityStoresFactory, KeyRateLimits } from '../../core/ports/identity.ts';
-import { requireProject } from '../../core/project-access.ts';
-import type { Credential } from '../../core/credential.ts';
+import type { IdentityStores, IdentityStoresFactory, KeyRateLimits } from '../../core/ports/identity.ts';
+import { authorizedKey, authorizedProject } from '../../core/authorization.ts';
+import { visibleProjects } from '../../core/project-access.ts';
 import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
 import {
   createdKeyView, createKeyRequest, keyDetailView, keyView, rateLimitsInput, updateKeyRequest,
@@ -30,21 +30,6 @@ const toRateLimits = (input: z.output<typeof rateLimitsInput> | undefined): KeyR
   concurrency: input?.concurrency ?? null,
 });
 
-/** A key the caller may see: keys see their own project's keys; people see the projects they can. */
-async function findVisibleKey(deps: Deps, credential: Credential, id: string, mode: 'read' | 'write'): Promise<ApiKey> {
-  const key = await deps.identity.apiKeys.get(credential.organizationId, id);
-  const missing = new ApiError(404, 'key_not_found', `No API key ${id}`, { param: 'id' });
-  if (!key) throw missing;
-  if (credential.kind === 'key' && key.projectId !== credential.projectId) throw missing;
-  try {
-    await requireProject(deps.identity, credential, key.projectId, mode);
-  } catch (error) {
-    if (error instanceof ApiError && error.status === 404) throw missing;
-    throw error;
-  }
-  return key;
-}
-
 export function keyOperations(deps: Deps): AnyOperation[] {
   const { identity, identityFor, authenticator, clock } = deps;
 
@@ -56,26 +41,15 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     scope: 'keys:read',
     readOnly: true,
     query: z.object({ projectId: z.uuid().optional().describe('Only keys of this project') }),
+    resource: { kind: 'project', access: 'read', in: 'query', field: 'projectId', keyOwnProjectOnly: true },
     output: z.object({ object: z.literal('list'), data: z.array(keyView) }),
     async handler({ query }, { credential }) {
       const now = clock();
-      let projectId = query.projectId;
-      if (credential.kind === 'key') {
-        if (projectId && projectId !== credential.projectId) return { object: 'list' as const, data: [] };
-        projectId = credential.projectId;
-      } else if (projectId) {
-        await requireProject(identity, credential, projectId, 'read');
-      }
+      // An API key lists its own project's keys only, whatever other scopes it holds.
+      const projectId = query.projectId ?? (credential.kind === 'key' ? credential.projectId : undefined);
       const keys = await identity.apiKeys.list(credential.organizationId, { projectId });
-      const visible: ApiKey[] = [];
-      const access = new Map<string, boolean>();
-      for (const key of keys) {
-        if (!access.has(key.projectId)) {
-          access.set(key.projectId, await requireProject(identity, credential, key.projectId, 'read').then(() => true, () => false));
-        }
-        if (access.get(key.projectId)) visible.push(key);
-      }
-      return { object: 'list' as const, data: visible.map((key) => toKeyView(key, now)) };
+      const visible = new Set((await visibleProjects(identity, credential)).map((p) => p.id));
+      return { object: 'list' as const, data: keys.filter((key) => visible.has(key.projectId)).map((key) => toKeyView(key, now)) };
     },
   });
 
@@ -86,20 +60,14 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     summary: 'Create an API key; the plaintext is returned once',
     scope: 'keys:write',
     body: createKeyRequest,
+    resource: {
+      kind: 'project', access: 'write', in: 'body', field: 'projectId', whenAbsent: 'default-project',
+      keyOwnProjectOnly: { code: 'cross_project', message: 'An API key can only create keys in its own project' },
+    },
     output: createdKeyView,
     status: 201,
-    async handler({ body }, { credential, transaction }) {
-      let projectId: string;
-      if (credential.kind === 'key') {
-        if (body.projectId && body.projectId !== credential.projectId) {
-          throw new ApiError(403, 'cross_project', 'An API key can only create keys in its own project', { param: 'projectId' });
-        }
-        projectId = credential.projectId;
-      } else {
-        const target = body.projectId ?? (await identity.projects.getDefault(credential.organizationId))?.id;
-        if (!target) throw new ApiError(400, 'project_required', 'This account has no default project; name one in projectId', { param: 'projectId' });
-        projectId = (await requireProject(identity, credential, target, 'write')).id;
-      }
+    async handler({ body }, { credential, transaction, authorization }) {
+      const projectId = authorizedProject(authorization).id;
       const scopes = body.scopes ?? ['inference'];
       assertNoEscalation(credential, scopes);
       if (body.expiresAt !== undefined && body.expiresAt !== null) assertOwnerFor(credential, 'expiresAt');
@@ -136,9 +104,10 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     scope: 'keys:read',
     readOnly: true,
     params: idParams,
+    resource: { kind: 'key', access: 'read', in: 'path', field: 'id' },
     output: keyDetailView,
-    async handler({ params }, { credential }) {
-      const key = await findVisibleKey(deps, credential, params.id, 'read');
+    async handler(_input, { authorization }) {
+      const key = authorizedKey(authorization);
       const now = clock();
       const windows = await identity.spend.forKey(key.id, now);
       return { ...toKeyView(key, now), spend: toSpendView(windows), budget: toBudgetView(key, windows) };
@@ -153,17 +122,20 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     scope: 'keys:write',
     params: idParams,
     body: updateKeyRequest,
+    resource: [
+      { kind: 'key', access: 'write', in: 'path', field: 'id' },
+      {
+        // The destination of a move; an API key sees only its own project's keys, so for a key
+        // "another project" is a move, which is a person's act.
+        kind: 'project', access: 'write', in: 'body', field: 'projectId',
+        keyOwnProjectOnly: { code: 'key_cannot_move_key', message: "An API key cannot move a key to another project; that is a person's act" },
+      },
+    ],
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), key: keyView }),
-    async handler({ params, body }, { credential, transaction }) {
-      const key = await findVisibleKey(deps, credential, params.id, 'write');
-      if (body.projectId !== undefined && body.projectId !== key.projectId) {
-        if (credential.kind === 'key') {
-          throw new ApiError(403, 'key_cannot_move_key', "An API key cannot move a key to another project; that is a person's act", { param: 'projectId' });
-        }
-        if (key.appId) {
-          throw new ApiError(409, 'app_owned_key', 'This key belongs to an app and moves only with it; move the app instead', { param: 'projectId' });
-        }
-        await requireProject(identity, credential, body.projectId, 'write');
+    async handler({ params, body }, { credential, transaction, authorization }) {
+      const key = authorizedKey(authorization);
+      if (body.projectId !== undefined && body.projectId !== key.projectId && key.appId) {
+        throw new ApiError(409, 'app_owned_key', 'This key belongs to an app and moves only with it; move the app instead', { param: 'projectId' });
       }
       if (body.scopes) assertNoEscalation(credential, body.scopes);
       if (body.expiresAt !== undefined) assertOwnerFor(credential, 'expiresAt');
@@ -196,9 +168,10 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     scope: 'keys:write',
     params: idParams,
     query: z.object({ permanent: z.enum(['true']).optional().describe('Only value: true') }),
+    resource: { kind: 'key', access: 'write', in: 'path', field: 'id' },
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid(), status: z.enum(['revoked', 'deleted']) }),
-    async handler({ params, query }, { credential, transaction }) {
-      const key = await findVisibleKey(deps, credential, params.id, 'write');
+    async handler({ query }, { credential, transaction, authorization }) {
+      const key = authorizedKey(authorization);
       await transaction(async (tx) => {
         if (query.permanent === 'true') await identityFor(tx).apiKeys.delete(credential.organizationId, key.id);
         else await identityFor(tx).apiKeys.revoke(credential.organizationId, key.id);

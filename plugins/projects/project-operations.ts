@@ -3,7 +3,8 @@ import type { Authenticator } from '../../core/authenticator.ts';
 import { ApiError } from '../../core/errors.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { IdentityStores, IdentityStoresFactory, Project, ProjectMember } from '../../core/ports/identity.ts';
-import { requireProject, visibleProjects } from '../../core/project-access.ts';
+import { authorizedProject } from '../../core/authorization.ts';
+import { visibleProjects } from '../../core/project-access.ts';
 import { isOwner } from '../../core/credential.ts';
 import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/spend-cap.ts';
 
@@ -58,6 +59,8 @@ const models = z.array(z.string().min(1).max(200)).max(500).nullable();
 const role = z.enum(['admin', 'developer', 'viewer']);
 const idParams = z.strictObject({ id: z.uuid() });
 const memberParams = z.strictObject({ id: z.uuid(), userId: z.uuid() });
+const readsProject = { kind: 'project', access: 'read', in: 'path', field: 'id' } as const;
+const writesProject = { kind: 'project', access: 'write', in: 'path', field: 'id' } as const;
 
 function isUniqueViolation(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { code?: string }).code === '23505';
@@ -113,9 +116,10 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: null,
     readOnly: true,
     params: idParams,
+    resource: readsProject,
     output: projectView,
-    async handler({ params }, { credential }) {
-      return toProjectView(await requireProject(identity, credential, params.id, 'read', 'id'));
+    async handler(_input, { authorization }) {
+      return toProjectView(authorizedProject(authorization));
     },
   });
 
@@ -129,9 +133,9 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     body: z
       .strictObject({ name: projectName.optional(), models: models.optional(), spendCap: spendCapInput.nullable().optional().describe('Owner only; null clears') })
       .refine((b) => Object.keys(b).length > 0, 'send at least one field to change'),
+    resource: writesProject,
     output: projectView,
     async handler({ params, body }, { credential }) {
-      await requireProject(identity, credential, params.id, 'write', 'id');
       if (body.spendCap !== undefined && !isOwner(credential)) {
         throw new ApiError(403, 'owner_required', 'Only an owner may set a spend cap on a project', { param: 'spendCap' });
       }
@@ -160,9 +164,10 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     description: 'The default project cannot be deleted; a project that still has keys (revoked ones too) answers 409.',
     scope: 'projects:write',
     params: idParams,
+    resource: writesProject,
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() }),
-    async handler({ params }, { credential }) {
-      const project = await requireProject(identity, credential, params.id, 'write', 'id');
+    async handler(_input, { credential, authorization }) {
+      const project = authorizedProject(authorization);
       if (project.isDefault) throw new ApiError(400, 'default_project', 'The default project cannot be deleted', { param: 'id' });
       const keys = await identity.apiKeys.list(credential.organizationId, { projectId: project.id });
       if (keys.length > 0) {
@@ -181,9 +186,10 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: null,
     readOnly: true,
     params: idParams,
+    resource: readsProject,
     output: z.object({ object: z.literal('list'), data: z.array(memberView) }),
-    async handler({ params }, { credential }) {
-      const project = await requireProject(identity, credential, params.id, 'read', 'id');
+    async handler(_input, { authorization }) {
+      const project = authorizedProject(authorization);
       return { object: 'list' as const, data: (await identity.projectMembers.list(project.id)).map(toMemberView) };
     },
   });
@@ -198,10 +204,11 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     body: z
       .strictObject({ personId: z.uuid().optional(), email: z.email().optional(), role })
       .refine((b) => (b.personId === undefined) !== (b.email === undefined), 'send exactly one of personId or email'),
+    resource: writesProject,
     output: memberView,
     status: 201,
-    async handler({ params, body }, { credential }) {
-      const project = await requireProject(identity, credential, params.id, 'write', 'id');
+    async handler({ body }, { credential, authorization }) {
+      const project = authorizedProject(authorization);
       const person = body.personId ? await identity.people.get(body.personId) : await identity.people.getByEmail(body.email!);
       const membership = person ? await identity.memberships.get(credential.organizationId, person.id) : null;
       if (!person || !membership) {
@@ -219,9 +226,10 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: 'projects:write',
     params: memberParams,
     body: z.strictObject({ role }),
+    resource: writesProject,
     output: memberView,
-    async handler({ params, body }, { credential }) {
-      const project = await requireProject(identity, credential, params.id, 'write', 'id');
+    async handler({ params, body }, { authorization }) {
+      const project = authorizedProject(authorization);
       if (!(await identity.projectMembers.get(project.id, params.userId))) {
         throw new ApiError(404, 'member_not_found', 'That person has no role on this project', { param: 'userId' });
       }
@@ -236,9 +244,10 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     summary: "Remove a person's role on a project",
     scope: 'projects:write',
     params: memberParams,
+    resource: writesProject,
     output: z.object({ object: z.literal('ack'), ok: z.literal(true) }),
-    async handler({ params }, { credential }) {
-      const project = await requireProject(identity, credential, params.id, 'write', 'id');
+    async handler({ params }, { authorization }) {
+      const project = authorizedProject(authorization);
       if (!(await identity.projectMembers.remove(project.id, params.userId))) {
         throw new ApiError(404, 'member_not_found', 'That person has no role on this project', { param: 'userId' });
       }

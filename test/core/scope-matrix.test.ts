@@ -1,16 +1,19 @@
 import type { LightMyRequestResponse } from 'fastify';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { MANAGEMENT_PREFIXES } from '../../core/http/mount-operations.ts';
+import { resourcesOf, type ResourceDeclaration } from '../../core/authorization.ts';
 import type { AnyOperation } from '../../core/operations.ts';
-import { SCOPES, type Scope } from '../../core/scopes.ts';
+import { SCOPES, scopesForRole, type Scope } from '../../core/scopes.ts';
 import { Tokens } from '../../core/tokens.ts';
-import { fillPath, sampleBody, sampleBodyIsValid, sampleQuery } from '../fixtures/operation-inputs.ts';
-import { buildTestApp, createKey } from '../helpers/app.ts';
+import { fillPath, sampleBody, sampleBodyIsValid, sampleQuery, sampleRequest, type InputFields } from '../fixtures/operation-inputs.ts';
+import { addPerson, buildTestApp, createKey } from '../helpers/app.ts';
 
 /**
  * The scope matrix: every operation in the registry, on both management mounts, against a request
  * without a credential (401), a key holding every scope but the one it needs (403 missing_scope),
- * and credentials that hold it (neither 401 nor 403).
+ * and credentials that hold it (neither 401 nor 403). Then every operation that declares a resource
+ * (core/authorization.ts), aimed at a project A: credentials of another project are refused,
+ * credentials of project A are let through.
  */
 const test = await buildTestApp(t);
 const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
@@ -127,4 +130,91 @@ t.test('the management index answers 401 without a credential on both mounts', a
   for (const prefix of MANAGEMENT_PREFIXES) {
     t.equal((await test.call('GET', `${prefix}/`, { token: null })).statusCode, 401, prefix);
   }
+});
+
+// Resources. Project A is the default project; B is another project of the same organisation.
+const identity = test.app.svc.container.resolve(Tokens.Identity);
+const projectA = test.defaultProjectId;
+const projectB = ((await test.call('POST', '/client/projects', { body: { name: 'matrix project B' } })).json() as { id: string }).id;
+/** `projects:write` reaches every project, so the project-bound keys hold every other scope. */
+const projectBoundScopes = SCOPES.filter((s) => s !== 'projects:write');
+const keyOfA = (await createKey(test, { name: 'of A', projectId: projectA, scopes: projectBoundScopes })).key;
+const keyOfB = (await createKey(test, { name: 'of B', projectId: projectB, scopes: projectBoundScopes })).key;
+const memberOfB = await addPerson(test, { role: 'member' });
+await identity.projectMembers.upsert({ projectId: projectB, personId: memberOfB.personId, role: 'admin' });
+const viewerOfA = await addPerson(test, { role: 'member' });
+await identity.projectMembers.upsert({ projectId: projectA, personId: viewerOfA.personId, role: 'viewer' });
+const developerOfA = await addPerson(test, { role: 'member' });
+await identity.projectMembers.upsert({ projectId: projectA, personId: developerOfA.personId, role: 'developer' });
+
+const ACCESS_REFUSALS = ['project_not_found', 'key_not_found', 'cross_project', 'key_cannot_move_key', 'project_role_insufficient'];
+const withResources = operations.filter((op) => resourcesOf(op).length > 0);
+const keyScopes = new Set<Scope>(projectBoundScopes);
+const memberScopes = scopesForRole('member');
+const mayCall = (operation: AnyOperation, scopes: ReadonlySet<Scope>) => !operation.ownerOnly && (operation.scope === null || scopes.has(operation.scope));
+const writes = (operation: AnyOperation) => resourcesOf(operation).some((r) => r.access === 'write');
+
+/** A request whose every declared resource is one of project A (a fresh key of A for a key resource). */
+async function requestOnProjectA(operation: AnyOperation, token: string): Promise<LightMyRequestResponse> {
+  const fields: Required<InputFields> = { path: {}, query: {}, body: {} };
+  for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) {
+    const id = declaration.kind === 'key' ? (await createKey(test, { name: 'resource of A', projectId: projectA })).id : projectA;
+    fields[declaration.in][declaration.field] = id;
+  }
+  const { url, body } = sampleRequest(operation, fields);
+  return test.call(operation.method, MANAGEMENT_PREFIXES[0] + url, { token, ...(body !== undefined ? { body } : {}) });
+}
+
+const refusedOnA = (t: Test, operation: AnyOperation, who: string, response: LightMyRequestResponse) => {
+  t.ok([403, 404].includes(response.statusCode) && ACCESS_REFUSALS.includes(envelopeCode(response) ?? ''), `${who}: ${label('', operation, response)}`);
+};
+const allowedOnA = (t: Test, operation: AnyOperation, who: string, response: LightMyRequestResponse) => {
+  t.ok(![401, 403].includes(response.statusCode) && !ACCESS_REFUSALS.includes(envelopeCode(response) ?? '') && response.statusCode < 500, `${who}: ${label('', operation, response)}`);
+};
+
+t.test('operations that name a project or a key in their input declare it as their resource', async (t) => {
+  for (const operation of operations) {
+    const fields = [operation.params, operation.query, operation.body].flatMap((schema) => Object.keys((schema as { shape?: object } | undefined)?.shape ?? {}));
+    const namesOne = fields.includes('projectId') || /^\/(projects|keys)\/:id/.test(operation.path);
+    if (namesOne) t.ok(resourcesOf(operation).length > 0, `${operation.name} declares a resource`);
+  }
+  t.ok(withResources.length >= 10, 'keys and projects operations declare resources');
+});
+
+t.test('a key of another project is refused every resource of project A', async (t) => {
+  for (const operation of withResources.filter((op) => mayCall(op, keyScopes))) refusedOnA(t, operation, 'key of B', await requestOnProjectA(operation, keyOfB));
+});
+
+t.test("a member without a role on project A is refused its resources", async (t) => {
+  for (const operation of withResources.filter((op) => mayCall(op, memberScopes))) refusedOnA(t, operation, 'member of B', await requestOnProjectA(operation, memberOfB.token));
+});
+
+t.test('a viewer of project A is refused every write on it and allowed every read', async (t) => {
+  for (const operation of withResources.filter((op) => mayCall(op, memberScopes))) {
+    const response = await requestOnProjectA(operation, viewerOfA.token);
+    if (writes(operation)) refusedOnA(t, operation, 'viewer of A', response);
+    else allowedOnA(t, operation, 'viewer of A', response);
+  }
+});
+
+t.test("a key of project A and a developer of project A are let through to project A's resources", async (t) => {
+  for (const operation of withResources) {
+    if (mayCall(operation, keyScopes)) allowedOnA(t, operation, 'key of A', await requestOnProjectA(operation, keyOfA));
+    if (mayCall(operation, memberScopes)) allowedOnA(t, operation, 'developer of A', await requestOnProjectA(operation, developerOfA.token));
+    if (!operation.ownerOnly) allowedOnA(t, operation, 'key of A with projects:write', await requestOnProjectA(operation, allScopesKey));
+    allowedOnA(t, operation, 'owner', await requestOnProjectA(operation, test.ownerToken));
+  }
+});
+
+t.test("the registry's authorize decides the same without HTTP, for the MCP surface", async (t) => {
+  const registry = test.app.svc.container.resolve(Tokens.Operations);
+  const authenticator = test.app.svc.container.resolve(Tokens.Authenticator);
+  const get = registry.get('keys.get')!;
+  const { id } = await createKey(test, { name: 'asked of the registry', projectId: projectA });
+  const input = { params: { id }, query: {}, body: undefined };
+  const ofB = await authenticator.authenticate(`Bearer ${keyOfB}`);
+  await t.rejects(registry.authorize(ofB, get, input), { status: 404, code: 'key_not_found' });
+  const ofA = await authenticator.authenticate(`Bearer ${keyOfA}`);
+  const decision = await registry.authorize(ofA, get, input);
+  t.match(decision.resources, [{ kind: 'key', key: { id, projectId: projectA }, project: { id: projectA } }]);
 });
