@@ -167,6 +167,9 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
         },
       }),
     );
+    const blobs = createBlobStore(config.storage, database);
+    // On one replica, not on each one's put path: abandoned uploads are the database's (or the shared volume's).
+    jobRegistry.addPeriodic(definePeriodic({ name: 'kernel.blobs-sweep', everyMs: 3_600_000, run: async () => void (await blobs.sweepAbandoned()) }));
     container.bindValue(Tokens.Config, config);
     container.bindValue(Tokens.Logger, app.log);
     container.bindValue(Tokens.Clock, clock);
@@ -177,7 +180,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Metrics, metrics);
     container.bindValue(Tokens.Identity, identity);
     container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
-    container.bindValue(Tokens.Blobs, createBlobStore(config.storage, database));
+    container.bindValue(Tokens.Blobs, blobs);
     container.bindValue(Tokens.Secrets, new SecretVault((db) => new SqlSecretStore(db), database, secretKeys.keyring));
     container.bindValue(Tokens.Mailer, mailer);
     container.bindValue(Tokens.Jobs, jobs);

@@ -56,6 +56,17 @@ t.test('role worker runs the jobs it finds on the queue', async (t) => {
   t.equal(await done.promise, 'now', 'the worker ran the job on its own');
 });
 
+t.test('role worker runs the kernel periodic jobs, the abandoned-upload sweep among them', async (t) => {
+  const test = await buildTestApp(t, { config: { server: { role: 'worker' } } });
+  await test.app.svc.workers.runUntilIdle();
+  const db = test.app.svc.container.resolve(Tokens.Database);
+  const { rows } = await db.query<{ queue: string; state: string }>("SELECT queue, state FROM jobs WHERE queue LIKE 'periodic.kernel.%' ORDER BY queue");
+  t.same(rows, [
+    { queue: 'periodic.kernel.blobs-sweep', state: 'succeeded' },
+    { queue: 'periodic.kernel.prune', state: 'succeeded' },
+  ]);
+});
+
 t.test('a job an api replica enqueues is run by a worker replica on the same database', { skip: testPgUrl() ? false : 'needs TEST_PG_URL' }, async (t) => {
   const url = testPgUrl()!;
   const schema = randomSchemaName();
