@@ -4,7 +4,7 @@ import { manifest } from './plugins/index.ts';
 
 /** Starts the service: load config, build, listen, and drain in-flight work on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
-  const config = loadConfig();
+  const config = loadConfig({ argv: process.argv.slice(2) });
   const app = await buildApp(config, { manifest });
   const { bootstrap } = app.svc;
   if (bootstrap?.ownerToken && config.bootstrap.printOwnerToken && !config.bootstrap.ownerToken) {

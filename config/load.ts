@@ -24,6 +24,8 @@ export interface LoadOptions {
   /** Config file; defaults to SVC_CONFIG, then config/default.yaml. */
   path?: string;
   env?: Env;
+  /** The service's command-line arguments (main.ts passes its own); `--role` wins over SVC_ROLE and the file. */
+  argv?: readonly string[];
 }
 
 export function loadConfig(options: LoadOptions = {}): AppConfig {
@@ -41,13 +43,13 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
   } catch (error) {
     throw new ConfigError(`config: ${path} is not valid YAML: ${(error as Error).message.split('\n')[0]}`);
   }
-  return parseConfig(raw, env);
+  return parseConfig(raw, env, options.argv);
 }
 
 /** Validates an already-read config object (tests build these in code). */
-export function parseConfig(raw: unknown, env: Env = {}): AppConfig {
+export function parseConfig(raw: unknown, env: Env = {}, argv: readonly string[] = []): AppConfig {
   const interpolated = interpolate(raw, env, []);
-  const withOverrides = applyEnvOverrides(interpolated, env);
+  const withOverrides = applyEnvOverrides(interpolated, { ...env, ...commandLine(argv) });
   const parsed = configSchema.safeParse(withOverrides);
   if (!parsed.success) throw new ConfigError(describeIssue(parsed.error.issues[0]));
   return parsed.data;
@@ -63,6 +65,23 @@ export function describeIssue(issue: z.core.$ZodIssue | undefined, prefix: reado
     return `config: unknown field ${keys.join(', ')}`;
   }
   return `config: ${where}: ${issue.message}`;
+}
+
+/**
+ * The service's arguments, as the environment variables they stand for: `--role api|worker|all`
+ * (or `--role=…`) is SVC_ROLE. Anything else stops the boot rather than being silently ignored.
+ */
+function commandLine(argv: readonly string[]): Env {
+  const out: Env = {};
+  for (let i = 0; i < argv.length; i += 1) {
+    const arg = argv[i]!;
+    const [flag, inline] = arg.startsWith('--role=') ? ['--role', arg.slice('--role='.length)] : [arg, undefined];
+    if (flag !== '--role') throw new ConfigError(`config: unknown argument ${JSON.stringify(arg)} (the service takes --role api|worker|all)`);
+    const value = inline ?? argv[(i += 1)];
+    if (value === undefined || value === '') throw new ConfigError('config: --role needs a value: api, worker or all');
+    out.SVC_ROLE = value;
+  }
+  return out;
 }
 
 const PLACEHOLDER = /\$\{([A-Z0-9_]+)(?::-([^}]*))?\}/g;
@@ -96,7 +115,7 @@ function section(config: Record<string, unknown>, name: string): Record<string, 
   return isMapping(value) ? { ...value } : null;
 }
 
-/** PORT, HOST, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN, SVC_SECRET_KEYS win over the file. */
+/** PORT, HOST, SVC_ROLE, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN, SVC_SECRET_KEYS win over the file. */
 function applyEnvOverrides(raw: unknown, env: Env): unknown {
   if (raw !== undefined && raw !== null && !isMapping(raw)) {
     throw new ConfigError('config: (top level): expected a mapping of sections (server, storage, plugins, …)');
@@ -111,6 +130,7 @@ function applyEnvOverrides(raw: unknown, env: Env): unknown {
   }
   if (env.HOST) server.host = env.HOST;
   if (env.LOG_LEVEL) server.logLevel = env.LOG_LEVEL;
+  if (env.SVC_ROLE) server.role = env.SVC_ROLE;
   config.server = server;
 
   const storage = section(config, 'storage');

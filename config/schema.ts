@@ -84,6 +84,11 @@ export const configSchema = z.strictObject({
       keepAliveTimeoutMs: z.number().int().min(1).default(72_000),
       /** The address clients use; shown in indexes and given to apps. */
       publicUrl: z.string().url().optional(),
+      /**
+       * What this process does: `api` serves HTTP and runs no jobs, `worker` runs the job queue's
+       * workers and periodic jobs and serves only /health, `all` both (`--role`, SVC_ROLE).
+       */
+      role: z.enum(['api', 'worker', 'all']).default('all'),
     })
     .refine((server) => server.headersTimeoutMs <= server.requestTimeoutMs, {
       path: ['headersTimeoutMs'],

@@ -41,6 +41,8 @@ import { JobRegistry } from './jobs/job-registry.ts';
 import { JobRunner } from './jobs/job-runner.ts';
 import { definePeriodic } from './jobs/queue-definitions.ts';
 import { OperationEvents } from './operation-events.ts';
+import { Readiness } from './readiness.ts';
+import { mountHealthRoutes } from './http/health-routes.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -48,11 +50,6 @@ export interface AppOptions {
   clock?: () => Date;
   /** Where process log lines go instead of stdout (tests read them). */
   logStream?: { write(line: string): void };
-  /**
-   * Run job workers and periodic jobs in this process (default true). With false, this process
-   * only enqueues and other replicas run the jobs: the switch a later `--role api|worker|all` sets.
-   */
-  workers?: boolean;
   /** Randomness of retry jitter (tests pin it). */
   random?: () => number;
 }
@@ -62,7 +59,7 @@ export interface ServiceHandle {
   readonly config: AppConfig;
   /** Set on the start that created the first organisation; its owner token is shown once. */
   readonly bootstrap: BootstrapResult | null;
-  /** This process's job worker (started only when AppOptions.workers is not false). */
+  /** This process's job worker (started only when server.role is worker or all). */
   readonly workers: JobRunner;
 }
 
@@ -79,10 +76,17 @@ const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
  * The composition root: validates plugins against config, opens storage, migrates, bootstraps the
  * first organisation, binds the kernel's services, then lets each enabled plugin bind, declare
  * operations and mount routes. Start/stop of plugins ride on Fastify's onReady/onClose.
+ *
+ * `server.role` picks what this process does with the same wiring: `api` serves every route and
+ * runs no job workers (its enqueues wait for another replica), `worker` runs the workers and
+ * periodic jobs and serves only /health, `all` both. Plugins bind and start in every role, so a
+ * job handler finds the same services a route would.
  */
 export async function buildApp(config: AppConfig, options: AppOptions): Promise<FastifyInstance> {
   const plugins = resolvePlugins(options.manifest, config.plugins);
   const clock = options.clock ?? (() => new Date());
+  const runsWorkers = config.server.role !== 'api';
+  const servesApi = config.server.role !== 'worker';
 
   const app = Fastify({
     logger: {
@@ -163,6 +167,9 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
         },
       }),
     );
+    const blobs = createBlobStore(config.storage, database);
+    // On one replica, not on each one's put path: abandoned uploads are the database's (or the shared volume's).
+    jobRegistry.addPeriodic(definePeriodic({ name: 'kernel.blobs-sweep', everyMs: 3_600_000, run: async () => void (await blobs.sweepAbandoned()) }));
     container.bindValue(Tokens.Config, config);
     container.bindValue(Tokens.Logger, app.log);
     container.bindValue(Tokens.Clock, clock);
@@ -173,7 +180,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Metrics, metrics);
     container.bindValue(Tokens.Identity, identity);
     container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
-    container.bindValue(Tokens.Blobs, createBlobStore(config.storage, database));
+    container.bindValue(Tokens.Blobs, blobs);
     container.bindValue(Tokens.Secrets, new SecretVault((db) => new SqlSecretStore(db), database, secretKeys.keyring));
     container.bindValue(Tokens.Mailer, mailer);
     container.bindValue(Tokens.Jobs, jobs);
@@ -204,13 +211,16 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
       for (const subscriber of plugin.subscribers?.(ctx) ?? []) events.subscribe(subscriber);
     }
 
-    mountCoreRoutes(app, registry, config, metrics);
-    const recorder = new OperationEvents(database, events, (error, operation) =>
-      app.log.error({ err: error, operation }, 'a management write succeeded but its management.operation event could not be recorded'),
-    );
-    mountOperations(app, registry, recorder);
-    for (const { plugin, ctx } of contexts) {
-      if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));
+    mountHealthRoutes(app, new Readiness({ database, coordination, jobs: runsWorkers ? runner : null }));
+    if (servesApi) {
+      mountCoreRoutes(app, registry, config, metrics);
+      const recorder = new OperationEvents(database, events, (error, operation) =>
+        app.log.error({ err: error, operation }, 'a management write succeeded but its management.operation event could not be recorded'),
+      );
+      mountOperations(app, registry, recorder);
+      for (const { plugin, ctx } of contexts) {
+        if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));
+      }
     }
 
     const db = database;
@@ -218,7 +228,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     app.addHook('onReady', async () => {
       await authenticator.start();
       for (const { plugin, ctx } of contexts) await plugin.start?.(ctx);
-      if (options.workers !== false) runner.start();
+      if (runsWorkers) runner.start();
     });
     // Claiming stops as soon as shutdown begins; running jobs finish alongside in-flight requests.
     app.addHook('preClose', (done) => {
@@ -264,8 +274,6 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
     openapi: '/client/openapi.json',
     ...(config.metrics.enabled ? { metrics: '/metrics' } : {}),
   }));
-  app.get('/health', { config: { auth: false, surface: 'root' } }, async () => ({ status: 'ok' }));
-
   if (config.metrics.enabled) {
     const token = config.metrics.bearerToken;
     app.get('/metrics', { config: { auth: false, surface: 'root' } }, async (request, reply) => {

@@ -28,7 +28,6 @@ export class FilesystemBlobStore implements BlobStore {
   private readonly dataRoot: string;
   private readonly metaRoot: string;
   private readonly tmpRoot: string;
-  private swept = false;
 
   constructor(root: string) {
     const base = path.resolve(root);
@@ -40,10 +39,6 @@ export class FilesystemBlobStore implements BlobStore {
   async put(body: Readable | AsyncIterable<Uint8Array>, options: BlobPutOptions = {}): Promise<BlobInfo> {
     const key = newBlobKey(options.prefix);
     await mkdir(this.tmpRoot, { recursive: true });
-    if (!this.swept) {
-      this.swept = true;
-      await this.sweepTemp();
-    }
     const tmpData = path.join(this.tmpRoot, `${randomBytes(12).toString('hex')}.data`);
     const tmpMeta = `${tmpData.slice(0, -'.data'.length)}.json`;
     try {
@@ -140,13 +135,18 @@ export class FilesystemBlobStore implements BlobStore {
     return full;
   }
 
-  private async sweepTemp(): Promise<void> {
+  async sweepAbandoned(): Promise<number> {
     const now = Date.now();
+    let deleted = 0;
     for (const name of await readdir(this.tmpRoot).catch(() => [] as string[])) {
       const file = path.join(this.tmpRoot, name);
       const stats = await stat(file).catch(() => null);
-      if (stats !== null && now - stats.mtimeMs > STALE_TEMP_MS) await rm(file, { force: true });
+      if (stats !== null && now - stats.mtimeMs > STALE_TEMP_MS) {
+        await rm(file, { force: true });
+        deleted += 1;
+      }
     }
+    return deleted;
   }
 }
 

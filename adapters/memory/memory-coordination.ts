@@ -46,6 +46,7 @@ export function createMemoryCoordination(options: MemoryCoordinationOptions = {}
     leases,
     cache,
     pubsub,
+    async ping() {},
     async close() {
       clearInterval(sweeper);
       rateLimiter.clear();

@@ -61,6 +61,9 @@ export async function createRedisCoordination(options: RedisCoordinationOptions)
     leases: new RedisLeaseStore(client, prefix),
     cache: new RedisCache(client, prefix),
     pubsub,
+    async ping() {
+      await client.ping();
+    },
     close() {
       gate.close();
       closing ??= Promise.all([pubsub.close(closeClient), closeClient(client)]).then(() => undefined);

@@ -10,7 +10,6 @@ const CHUNK_BYTES = 256 * 1024;
 const CHUNKS_PER_READ = 4;
 /** Uploads unfinished this long were cut off by a crash; their rows are swept. */
 const STALE_UPLOAD_MS = 24 * 60 * 60 * 1000;
-const SWEEP_EVERY_MS = 60 * 60 * 1000;
 
 const COLUMNS = 'key, size, sha256, content_type, created_at';
 
@@ -45,8 +44,6 @@ async function* rechunk(source: AsyncIterable<Buffer>, size: number): AsyncGener
  * failed put deletes its rows, and rows a crash left behind are swept after a day.
  */
 export class SqlBlobStore implements BlobStore {
-  private lastSweep = 0;
-
   constructor(
     private readonly db: Queryable,
     private readonly now: () => number = Date.now,
@@ -54,7 +51,6 @@ export class SqlBlobStore implements BlobStore {
 
   async put(body: Readable | AsyncIterable<Uint8Array>, options: BlobPutOptions = {}): Promise<BlobInfo> {
     const key = newBlobKey(options.prefix);
-    await this.sweepStaleUploads();
     await this.db.query('INSERT INTO blobs (key, content_type, chunk_size) VALUES ($1, $2, $3)', [key, options.contentType ?? DEFAULT_CONTENT_TYPE, CHUNK_BYTES]);
     try {
       const { chunks, result } = measure(body, options.maxBytes);
@@ -124,10 +120,8 @@ export class SqlBlobStore implements BlobStore {
     }
   }
 
-  private async sweepStaleUploads(): Promise<void> {
-    const now = this.now();
-    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
-    this.lastSweep = now;
-    await this.db.query('DELETE FROM blobs WHERE NOT complete AND created_at < $1', [new Date(now - STALE_UPLOAD_MS)]);
+  async sweepAbandoned(): Promise<number> {
+    const { rowCount } = await this.db.query('DELETE FROM blobs WHERE NOT complete AND created_at < $1', [new Date(this.now() - STALE_UPLOAD_MS)]);
+    return rowCount ?? 0;
   }
 }

@@ -40,4 +40,9 @@ export interface BlobStore {
   delete(key: string): Promise<boolean>;
   /** Blobs whose key starts with `prefix`, in key order (creation order within one prefix), after `after`. */
   list(prefix: string, options?: { after?: string; limit?: number }): Promise<BlobInfo[]>;
+  /**
+   * Deletes what puts interrupted by a crash left behind (never visible as blobs) once it is a day
+   * old; returns how many were deleted. The kernel's periodic `kernel.blobs-sweep` calls it on one replica.
+   */
+  sweepAbandoned(): Promise<number>;
 }

@@ -200,5 +200,7 @@ export interface Coordination {
   readonly leases: LeaseStore;
   readonly cache: KeyValueCache;
   readonly pubsub: PubSub;
+  /** Resolves when the store answers a trivial command (Redis PING; in memory at once): readiness. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { randomBytes, createHash } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
@@ -157,6 +157,20 @@ t.test('filesystem blob store', async (t) => {
     t.same(readdirSync(join(root, 'tmp')), []);
   });
 
+  t.test('the sweep deletes temporary files a crashed put left over a day ago, and nothing else', async (t) => {
+    const whole = await store.put(Readable.from([Buffer.from('kept')]), { prefix: 'sweep/' });
+    const tmp = join(root, 'tmp');
+    mkdirSync(tmp, { recursive: true });
+    writeFileSync(join(tmp, 'abandoned.data'), 'half');
+    const dayAndAMinuteAgo = new Date(Date.now() - 24 * 3_600_000 - 60_000);
+    utimesSync(join(tmp, 'abandoned.data'), dayAndAMinuteAgo, dayAndAMinuteAgo);
+    writeFileSync(join(tmp, 'in-progress.data'), 'still coming');
+    t.equal(await store.sweepAbandoned(), 1);
+    t.same(readdirSync(tmp), ['in-progress.data']);
+    t.ok(await store.head(whole.key), 'whole blobs are untouched');
+    rmSync(join(tmp, 'in-progress.data'));
+  });
+
   t.test('nothing was written outside the root', async (t) => {
     t.same(readdirSync(parent).sort(), ['blobs', 'outside']);
   });
@@ -167,6 +181,17 @@ for (const backend of databaseBackends()) {
     const { db, cleanup } = await backend.create();
     t.teardown(cleanup);
     await runMigrations(db, coreMigrations);
-    blobContract(t, new SqlBlobStore(db));
+    const store = new SqlBlobStore(db);
+    blobContract(t, store);
+
+    t.test('the sweep deletes the rows a crashed put left over a day ago, and nothing else', async (t) => {
+      const whole = await store.put(Readable.from([Buffer.from('kept')]), { prefix: 'sweep/' });
+      await db.query("INSERT INTO blobs (key, content_type, chunk_size, created_at) VALUES ('sweep/old', 'x', 1, now() - interval '25 hours'), ('sweep/new', 'x', 1, now())");
+      await db.query("INSERT INTO blob_chunks (blob_key, seq, data) VALUES ('sweep/old', 0, '\\x00')");
+      t.equal(await store.sweepAbandoned(), 1);
+      const { rows } = await db.query<{ key: string }>("SELECT key FROM blobs WHERE key LIKE 'sweep/%' ORDER BY key");
+      t.same(rows.map((row) => row.key).sort(), [whole.key, 'sweep/new'].sort());
+      t.same((await db.query("SELECT 1 FROM blob_chunks WHERE blob_key = 'sweep/old'")).rows, [], 'its chunks went with it');
+    });
   });
 }

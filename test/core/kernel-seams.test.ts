@@ -90,9 +90,9 @@ function notesPlugin(state: NotesState): AnyPlugin {
 
 const freshState = (): NotesState => ({ started: false, delivered: [], fed: [], sweeps: 0, hold: deferred(), holding: deferred(), atStop: null });
 
-async function notesApp(t: Parameters<typeof buildTestApp>[0], state: NotesState, options: { workers?: boolean } = {}) {
+async function notesApp(t: Parameters<typeof buildTestApp>[0], state: NotesState, options: { role?: 'api' | 'worker' | 'all' } = {}) {
   const manifest = [accountPlugin, notesPlugin(state)];
-  return buildTestApp(t, { manifest, plugins: { account: {}, notes: {} }, ...options });
+  return buildTestApp(t, { manifest, plugins: { account: {}, notes: {} }, config: { server: { role: options.role ?? 'all' } } });
 }
 
 t.test('an operation enqueues a job and emits an event in its transaction; workers run both after the plugins started', async (t) => {
@@ -123,9 +123,9 @@ t.test('an operation whose transaction fails leaves no job and no event, and its
   t.match(rows, [{ type: 'management.operation', data: { operation: 'notes.create', status: 409, code: 'note_refused', targetId: null } }]);
 });
 
-t.test('with workers off, jobs are enqueued and nothing runs them', async (t) => {
+t.test('with role api, jobs are enqueued and nothing runs them', async (t) => {
   const state = freshState();
-  const test = await notesApp(t, state, { workers: false });
+  const test = await notesApp(t, state, { role: 'api' });
   t.equal((await test.call('POST', '/client/notes', { body: { text: 'later' } })).statusCode, 201);
   const db = test.app.svc.container.resolve(Tokens.Database);
   const { rows } = await db.query<{ state: string }>("SELECT state FROM jobs WHERE queue = 'notes.deliver'");

@@ -27,8 +27,6 @@ export interface TestAppOptions {
   ready?: boolean;
   /** Receives the process log's lines (set config.server.logLevel to see any). */
   logStream?: { write(line: string): void };
-  /** Run job workers (default true); see AppOptions.workers. */
-  workers?: boolean;
   random?: () => number;
 }
 
@@ -63,7 +61,7 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
     plugins: options.plugins ?? options.config?.plugins ?? allPlugins(manifest),
   };
   const config = parseConfig(raw);
-  const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream, workers: options.workers, random: options.random });
+  const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream, random: options.random });
   t.teardown(async () => {
     await app.close();
     rmSync(dataDir, { recursive: true, force: true });
