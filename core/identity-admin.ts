@@ -69,19 +69,20 @@ export async function invitePerson(
 ): Promise<{ person: Person; token: string; expiresAt: Date }> {
   const token = generateToken(PASSWORD_TOKEN_PREFIX);
   const expiresAt = new Date(input.now.getTime() + input.ttlHours * 3_600_000);
-  const person = await db.transaction(async (tx) => {
+  const { person, organization } = await db.transaction(async (tx) => {
     const stores = storesFor(tx);
-    if (!(await stores.organizations.get(input.organizationId))) throw new Error(`no organisation ${input.organizationId}`);
+    const organization = await stores.organizations.get(input.organizationId);
+    if (!organization) throw new Error(`no organisation ${input.organizationId}`);
     const added = await addPersonTo(stores, { organizationId: input.organizationId, email: input.email, name: input.name ?? input.email, role: input.role });
     await stores.passwordTokens.create({ personId: added.id, tokenHash: hashToken(token), createdAt: input.now, expiresAt });
-    return added;
+    return { person: added, organization };
   });
   const endpoint = `${input.baseUrl.replace(/\/+$/, '')}/client/auth/set-password`;
   await mailer.send({
     to: person.email,
     subject: 'You are invited: set your password',
     text: [
-      `You have been invited as ${input.role} of an organisation.`,
+      `You have been invited as ${input.role} of ${organization.name}.`,
       '',
       `Set your password (at least 12 characters) by sending POST ${endpoint}`,
       `with the JSON body {"token": "${token}", "password": "…"}.`,
