@@ -52,11 +52,13 @@ export class PeopleSignIn {
   async signIn(input: { email: string; password: string; ip: string }): Promise<SignedIn> {
     const email = input.email.trim().toLowerCase();
     await this.throttle(email, input.ip);
+    // Made on the first attempt whatever its email, so no first attempt is slower for an unknown one.
+    const dummy = dummyPasswordHash();
     const stores = this.storesFor(this.db);
     const person = await stores.people.getByEmail(email);
     const stored = person ? await stores.people.passwordHashOf(person.id) : null;
     const tooLong = [...input.password].length > PASSWORD_MAX_LENGTH;
-    const matches = await verifyPassword(tooLong ? '' : input.password, stored ?? (await dummyPasswordHash()));
+    const matches = await verifyPassword(tooLong ? '' : input.password, stored ?? (await dummy));
     if (!person || !stored || tooLong || !matches) throw wrongCredentials();
     return this.openSession(person);
   }
