@@ -179,3 +179,22 @@ t.test('passwords appear neither in the process log nor in clear in the database
   const { rows: all } = await db.query('SELECT p.*, s.* FROM people p LEFT JOIN sessions s ON s.person_id = p.id');
   t.notMatch(JSON.stringify(all), PASSWORD);
 });
+
+t.test('a sign-in another site submits is refused', async (t) => {
+  const test = await shared();
+  await signedInPerson(test, 'lured@example.com');
+  const response = await signIn(test, 'lured@example.com', PASSWORD, { origin: 'https://evil.example' });
+  t.equal(response.statusCode, 403);
+  t.equal(response.json().error.code, 'csrf_failed');
+  t.notOk(response.headers['set-cookie']);
+});
+
+t.test('setting a password with a new token ends the earlier sessions', async (t) => {
+  const test = await shared();
+  const { cookie } = await signedInPerson(test, 'reset@example.com');
+  const token = await invite(test, 'reset@example.com');
+  const set = await test.call('POST', '/client/auth/set-password', { token: null, body: { token, password: 'a brand new long password' } });
+  t.equal(set.statusCode, 200, set.body);
+  t.equal((await test.call('GET', '/client/whoami', withCookie(cookie))).json().error.code, 'session_revoked');
+  t.equal((await signIn(test, 'reset@example.com', 'a brand new long password')).statusCode, 200);
+});
