@@ -6,7 +6,8 @@ import { sqlIdentityStores } from './adapters/sql/identity-stores.ts';
 import { SqlMailOutbox } from './adapters/sql/mail-outbox.ts';
 import { runMigrations } from './adapters/sql/migrator.ts';
 import { SqlSecretStore } from './adapters/sql/secret-store.ts';
-import { addPersonTo, createOrganizationWithOwner, issueSession } from './core/identity-admin.ts';
+import { addPersonTo, createOrganizationWithOwner, invitePerson, issueSession } from './core/identity-admin.ts';
+import { createMailer } from './adapters/create-mailer.ts';
 import { ORG_ROLES, type OrgRole } from './core/scopes.ts';
 import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/secret-keys.ts';
 import { SecretVault } from './core/secret-vault.ts';
@@ -17,6 +18,8 @@ With the embedded database, stop the service first: PGlite allows one process at
   npm run cli -- orgs list
   npm run cli -- orgs create --name NAME --owner-email EMAIL [--owner-name NAME]
   npm run cli -- people add --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
+  npm run cli -- people invite --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
+                                                         adds the person and mails a one-time set-password token
   npm run cli -- sessions create --email EMAIL [--days N]
   npm run cli -- mail list [--to EMAIL] [--limit N]      the local outbox, newest first
   npm run cli -- secrets rotate [--new-key]              re-encrypt customer secrets under the first key;
@@ -81,6 +84,29 @@ async function main(argv: string[]): Promise<number> {
         const email = need(values.email, 'email');
         const person = await addPersonTo(stores, { organizationId, email, name: values.name ?? email, role });
         process.stdout.write(`person ${person.id} <${person.email}> is ${role} of ${organizationId}\n`);
+        return 0;
+      }
+      case 'people invite': {
+        const role = (values.role ?? 'member') as OrgRole;
+        if (!ORG_ROLES.includes(role)) throw new UsageError(`--role must be one of ${ORG_ROLES.join(', ')}`);
+        const organizationId = need(values.org, 'org');
+        if (!(await stores.organizations.get(organizationId))) throw new UsageError(`no organisation ${organizationId}`);
+        const mailer = createMailer(config.mail, db);
+        try {
+          const { person, expiresAt } = await invitePerson(db, sqlIdentityStores, mailer, {
+            organizationId,
+            email: need(values.email, 'email'),
+            ...(values.name ? { name: values.name } : {}),
+            role,
+            baseUrl: config.server.publicUrl ?? `http://${config.server.host}:${config.server.port}`,
+            ttlHours: config.auth.invitationTtlHours,
+            now: new Date(),
+          });
+          const where = config.mail.driver === 'outbox' ? ' (kept in the outbox: npm run cli -- mail list)' : '';
+          process.stdout.write(`invited ${person.id} <${person.email}> as ${role} of ${organizationId}; set-password mail sent${where}, token valid until ${expiresAt.toISOString()}\n`);
+        } finally {
+          mailer.close?.();
+        }
         return 0;
       }
       case 'sessions create': {

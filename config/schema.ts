@@ -133,6 +133,12 @@ export const configSchema = z.strictObject({
       credentialCacheTtlMs: z.number().int().min(0).max(60_000).default(1000),
       credentialCacheMaxEntries: z.number().int().min(1).default(50_000),
       sessionTtlDays: z.number().int().min(1).max(365).default(30),
+      /** Sign-in attempts (right or wrong) allowed per email, and per client IP, in each window. */
+      signInAttemptsPerEmail: z.number().int().min(1).default(10),
+      signInAttemptsPerIp: z.number().int().min(1).default(100),
+      signInWindowMinutes: z.number().int().min(1).max(1440).default(15),
+      /** How long an invitation's set-password token stays usable. */
+      invitationTtlHours: z.number().int().min(1).max(720).default(72),
     })
     .prefault({}),
   bootstrap: z

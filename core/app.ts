@@ -12,6 +12,8 @@ import { Authenticator } from './authenticator.ts';
 import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts';
 import { Container } from './container.ts';
 import { installAuthHook } from './http/auth-hook.ts';
+import { mountAuthRoutes } from './http/auth-routes.ts';
+import { PeopleSignIn } from './people-sign-in.ts';
 import { authorizationHeader } from './http/authorization-header.ts';
 import { clientErrorHandler, refuseConnect } from './http/client-errors.ts';
 import { installDraining } from './http/draining.ts';
@@ -185,6 +187,15 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Mailer, mailer);
     container.bindValue(Tokens.Jobs, jobs);
     container.bindValue(Tokens.Events, events);
+    container.bindValue(
+      Tokens.SignIn,
+      new PeopleSignIn(database, sqlIdentityStores, coordination.rateLimiter, authenticator, clock, {
+        sessionTtlDays: config.auth.sessionTtlDays,
+        attemptsPerEmail: config.auth.signInAttemptsPerEmail,
+        attemptsPerIp: config.auth.signInAttemptsPerIp,
+        windowMs: config.auth.signInWindowMinutes * 60_000,
+      }),
+    );
     app.decorate('svc', { container, config, bootstrap, workers: runner });
 
     // Callback-style hooks on the hot path: no promise per request.
@@ -197,7 +208,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     installDraining(app);
     installErrorHandling(app);
     installJsonBodyParser(app);
-    installAuthHook(app, authenticator);
+    installAuthHook(app, authenticator, { ownOrigin: config.server.publicUrl ? new URL(config.server.publicUrl).origin : null });
 
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
       plugin,
@@ -214,6 +225,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     mountHealthRoutes(app, new Readiness({ database, coordination, jobs: runsWorkers ? runner : null }));
     if (servesApi) {
       mountCoreRoutes(app, registry, config, metrics);
+      mountAuthRoutes(app, container.resolve(Tokens.SignIn), config);
       const recorder = new OperationEvents(database, events, (error, operation) =>
         app.log.error({ err: error, operation }, 'a management write succeeded but its management.operation event could not be recorded'),
       );

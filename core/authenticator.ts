@@ -113,6 +113,25 @@ export class Authenticator {
     return cached && cached.cachedUntil > this.now() ? this.credentialFrom(cached) : null;
   }
 
+  /**
+   * A browser session's cookie value turned into its credential. Only sessions opened by sign-in
+   * (they carry a CSRF token) are accepted from a cookie; Bearer tokens and keys are not.
+   */
+  async authenticateCookie(token: string): Promise<SessionCredential> {
+    return this.browserCredentialFrom(await this.entryFor(cookieHash(token)));
+  }
+
+  /** As cachedCredential, for a cookie value. */
+  cachedCookieCredential(token: string): SessionCredential | null {
+    const cached = this.cache.get(cookieHash(token));
+    return cached && cached.cachedUntil > this.now() ? this.browserCredentialFrom(cached) : null;
+  }
+
+  private browserCredentialFrom(entry: CacheEntry): SessionCredential {
+    if (entry.kind !== 'session' || entry.record.session.csrfTokenHash === null) throw invalidSession();
+    return this.credentialFrom(entry) as SessionCredential;
+  }
+
   private credentialFrom(entry: CacheEntry): Credential {
     const now = this.now();
     if (entry.kind === 'miss') throw invalid();
@@ -188,6 +207,7 @@ export class Authenticator {
       organizationId: chosen.organizationId,
       role: chosen.role,
       scopes: scopesForRole(chosen.role),
+      csrfTokenHash: record.session.csrfTokenHash,
     };
   }
 
@@ -220,6 +240,13 @@ function tokenHash(authorization: string | undefined): string {
     throw new ApiError(401, 'missing_api_key', 'Missing credential: send "Authorization: Bearer svc_live_…"');
   }
   if (!token.startsWith(KEY_PREFIX) && !token.startsWith(SESSION_PREFIX)) throw invalid();
+  return hashToken(token);
+}
+
+const invalidSession = () => new ApiError(401, 'invalid_session', 'This session cookie is not valid: sign in again');
+
+function cookieHash(token: string): string {
+  if (!token.startsWith(SESSION_PREFIX)) throw invalidSession();
   return hashToken(token);
 }
 

@@ -24,6 +24,8 @@ export interface SessionCredential {
   readonly organizationId: string;
   readonly role: OrgRole;
   readonly scopes: ReadonlySet<Scope>;
+  /** Browser sessions: the hash of the CSRF token their cookie-authenticated writes carry; null for Bearer sessions. */
+  readonly csrfTokenHash: string | null;
 }
 
 export type Credential = KeyCredential | SessionCredential;

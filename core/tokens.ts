@@ -11,6 +11,7 @@ import type { DomainEvents } from './events/domain-events.ts';
 import type { JobQueue } from './jobs/job-queue.ts';
 import type { IdentityStores, IdentityStoresFactory } from './ports/identity.ts';
 import type { Mailer } from './ports/mail.ts';
+import type { PeopleSignIn } from './people-sign-in.ts';
 import type { SecretVault } from './secret-vault.ts';
 
 /** Container tokens for what the kernel provides to every plugin. */
@@ -38,4 +39,6 @@ export const Tokens = {
   Jobs: createToken<JobQueue>('JobQueue'),
   /** The domain-event emitter: `emit(tx, event)` in the transaction of the change. */
   Events: createToken<DomainEvents>('DomainEvents'),
+  /** People's sign-in: passwords, browser sessions, signing out (core/people-sign-in.ts). */
+  SignIn: createToken<PeopleSignIn>('PeopleSignIn'),
 } as const;

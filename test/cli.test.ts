@@ -39,6 +39,17 @@ t.test('operator CLI', async (t) => {
     t.match(session.stdout, /svc_sess_[A-Za-z0-9]{43}/);
   });
 
+  t.test('invites a person: the set-password token arrives by mail in the outbox', async (t) => {
+    const invited = await cli(dataDir, 'people', 'invite', '--org', organizationId, '--email', 'new@acme.test', '--role', 'member');
+    t.equal(invited.code, 0, invited.stderr);
+    t.match(invited.stdout, /invited [0-9a-f-]{36} <new@acme\.test> as member/);
+    t.notMatch(invited.stdout, /svc_pwd_/, 'the token is in the mail only');
+    const mail = await cli(dataDir, 'mail', 'list', '--to', 'new@acme.test');
+    t.equal(mail.code, 0, mail.stderr);
+    t.match(mail.stdout, /\/client\/auth\/set-password/);
+    t.match(mail.stdout, /"token": "svc_pwd_[A-Za-z0-9]{43}"/);
+  });
+
   t.test('refuses a bad role and an unknown command with usage and exit code 2', async (t) => {
     const badRole = await cli(dataDir, 'people', 'add', '--org', organizationId, '--email', 'x@acme.test', '--role', 'king');
     t.equal(badRole.code, 2);

@@ -123,15 +123,16 @@ const toSession = (row: Row): Session => ({
   createdAt: date(row, 'created_at'),
   expiresAt: date(row, 'expires_at'),
   revokedAt: dateOrNull(row, 'revoked_at'),
+  csrfTokenHash: strOrNull(row, 'csrf_token_hash'),
 });
 
 export class SqlSessionStore implements SessionStore {
   constructor(private readonly db: Queryable) {}
 
-  async create(input: { personId: string; tokenHash: string; expiresAt: Date }) {
+  async create(input: { personId: string; tokenHash: string; expiresAt: Date; csrfTokenHash?: string | null }) {
     const { rows } = await this.db.query(
-      'INSERT INTO sessions (id, person_id, token_hash, expires_at) VALUES ($1, $2, $3, $4) RETURNING *',
-      [randomUUID(), input.personId, input.tokenHash, input.expiresAt],
+      'INSERT INTO sessions (id, person_id, token_hash, expires_at, csrf_token_hash) VALUES ($1, $2, $3, $4, $5) RETURNING *',
+      [randomUUID(), input.personId, input.tokenHash, input.expiresAt, input.csrfTokenHash ?? null],
     );
     return toSession(rows[0]!);
   }
@@ -144,6 +145,11 @@ export class SqlSessionStore implements SessionStore {
   async revoke(id: string) {
     const { rowCount } = await this.db.query('UPDATE sessions SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1', [id]);
     return rowCount > 0;
+  }
+
+  async revokeAllForPerson(personId: string) {
+    const { rows } = await this.db.query('UPDATE sessions SET revoked_at = now() WHERE person_id = $1 AND revoked_at IS NULL RETURNING id', [personId]);
+    return rows.map((row) => str(row, 'id'));
   }
 }
 

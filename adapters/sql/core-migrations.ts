@@ -256,4 +256,26 @@ CREATE TABLE events (
 CREATE INDEX events_occurred ON events (occurred_at);
 `,
   },
+  {
+    owner: 'core',
+    version: 4,
+    name: 'people sign in: passwords, browser sessions, set-password tokens',
+    sql: `
+-- scrypt$N=…,r=…,p=…$salt$hash (core/passwords.ts); null until the person sets one.
+ALTER TABLE people ADD COLUMN password_hash text;
+-- Browser sessions (cookie) carry the hash of their CSRF token; Bearer sessions have none.
+ALTER TABLE sessions ADD COLUMN csrf_token_hash text;
+CREATE INDEX sessions_person ON sessions (person_id) WHERE revoked_at IS NULL;
+
+-- One-time tokens that let a person set a password (invitations, resets). Stored hashed.
+CREATE TABLE password_tokens (
+  token_hash text PRIMARY KEY,
+  person_id uuid NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+  created_at timestamptz NOT NULL,
+  expires_at timestamptz NOT NULL,
+  used_at timestamptz
+);
+CREATE INDEX password_tokens_person ON password_tokens (person_id);
+`,
+  },
 ];

@@ -1,7 +1,7 @@
 import type { Queryable } from '../../core/ports/database.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import { SqlApiKeyStore, SqlCredentialLookup, SqlSessionStore } from './api-key-store.ts';
-import { SqlMembershipStore, SqlOrganizationStore, SqlPersonStore } from './organization-store.ts';
+import { SqlMembershipStore, SqlOrganizationStore, SqlPasswordTokenStore, SqlPersonStore } from './organization-store.ts';
 import { SqlProjectMemberStore, SqlProjectStore } from './project-store.ts';
 import { SqlSpendReader } from './spend-reader.ts';
 
@@ -14,6 +14,7 @@ export function sqlIdentityStores(db: Queryable): IdentityStores {
     projects: new SqlProjectStore(db),
     projectMembers: new SqlProjectMemberStore(db),
     sessions: new SqlSessionStore(db),
+    passwordTokens: new SqlPasswordTokenStore(db),
     apiKeys: new SqlApiKeyStore(db),
     credentials: new SqlCredentialLookup(db),
     spend: new SqlSpendReader(db),

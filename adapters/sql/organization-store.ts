@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
 import type {
-  Membership, MembershipStore, Organization, OrganizationStore, Person, PersonStore, SpendCap,
+  Membership, MembershipStore, Organization, OrganizationStore, PasswordTokenStore, Person, PersonStore, SpendCap,
 } from '../../core/ports/identity.ts';
 import type { OrgRole } from '../../core/scopes.ts';
 import { bool, date, spendCapOf, str, strOrNull, type Row } from './rows.ts';
@@ -78,6 +78,36 @@ export class SqlPersonStore implements PersonStore {
 
   async setDefaultOrganization(personId: string, organizationId: string | null): Promise<void> {
     await this.db.query('UPDATE people SET default_organization_id = $2 WHERE id = $1', [personId, organizationId]);
+  }
+
+  async passwordHashOf(personId: string): Promise<string | null> {
+    const { rows } = await this.db.query('SELECT password_hash FROM people WHERE id = $1', [personId]);
+    return rows[0] ? strOrNull(rows[0], 'password_hash') : null;
+  }
+
+  async setPasswordHash(personId: string, passwordHash: string): Promise<void> {
+    await this.db.query('UPDATE people SET password_hash = $2 WHERE id = $1', [personId, passwordHash]);
+  }
+}
+
+export class SqlPasswordTokenStore implements PasswordTokenStore {
+  constructor(private readonly db: Queryable) {}
+
+  async create(input: { personId: string; tokenHash: string; createdAt: Date; expiresAt: Date }): Promise<void> {
+    await this.db.query('INSERT INTO password_tokens (token_hash, person_id, created_at, expires_at) VALUES ($1, $2, $3, $4)', [
+      input.tokenHash,
+      input.personId,
+      input.createdAt,
+      input.expiresAt,
+    ]);
+  }
+
+  async consume(tokenHash: string, now: Date): Promise<string | null> {
+    const { rows } = await this.db.query(
+      'UPDATE password_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING person_id',
+      [tokenHash, now],
+    );
+    return rows[0] ? str(rows[0], 'person_id') : null;
   }
 }
 

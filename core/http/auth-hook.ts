@@ -1,17 +1,24 @@
 import type { FastifyInstance } from 'fastify';
 import type { Authenticator } from '../authenticator.ts';
-import type { Credential } from '../credential.ts';
+import type { Credential, SessionCredential } from '../credential.ts';
 import { scopeRefusal } from '../authorization.ts';
 import { ApiError } from '../errors.ts';
 import { authorizationHeader } from './authorization-header.ts';
+import { csrfRefusal } from './csrf.ts';
+import { sessionCookieOf } from './session-cookie.ts';
 
 /**
  * Authenticates every request before its body is read (a bad key never costs a 10 MB parse),
  * then checks the route's scope. Unknown routes skip this so they answer 404, not 401. The /v1
  * surface takes API keys only: a person's session there would be billed to no key, outside every
  * key and project cap and key rate limit, so it is refused with 401 `api_key_required`.
+ *
+ * Without an Authorization header, the management surface (/client, /platform/v1) also takes a
+ * browser session's `svc_session` cookie; its writes must pass the CSRF check (core/http/csrf.ts).
+ * On /v1 a cookie is refused like any session, without being looked up. An Authorization header
+ * always wins over a cookie.
  */
-export function installAuthHook(app: FastifyInstance, authenticator: Authenticator): void {
+export function installAuthHook(app: FastifyInstance, authenticator: Authenticator, options: { ownOrigin: string | null }): void {
   app.decorateRequest('credential', null);
   // Callback style: a credential the cache knows is checked without a promise.
   app.addHook('onRequest', (request, _reply, done) => {
@@ -30,6 +37,19 @@ export function installAuthHook(app: FastifyInstance, authenticator: Authenticat
     let cached: Credential | null;
     try {
       authorization = authorizationHeader(request.raw);
+      const cookie = authorization === undefined ? sessionCookieOf(request.headers.cookie) : null;
+      if (cookie !== null && surface !== 'client') {
+        if (surface === 'v1' || request.url.startsWith('/v1')) return done(apiKeyRequired());
+      } else if (cookie !== null) {
+        const admitCookie = (credential: SessionCredential) => {
+          const refusal = csrfRefusal(request, credential, options.ownOrigin);
+          return refusal ? done(refusal) : admit(credential);
+        };
+        const cachedSession = authenticator.cachedCookieCredential(cookie);
+        if (cachedSession) return admitCookie(cachedSession);
+        authenticator.authenticateCookie(cookie).then(admitCookie, done);
+        return;
+      }
       cached = authenticator.cachedCredential(authorization);
     } catch (error) {
       return done(error as Error);

@@ -41,6 +41,16 @@ export interface PersonStore {
   get(id: string): Promise<Person | null>;
   getByEmail(email: string): Promise<Person | null>;
   setDefaultOrganization(personId: string, organizationId: string | null): Promise<void>;
+  /** The stored password hash (core/passwords.ts format); null when none was set. Never part of Person. */
+  passwordHashOf(personId: string): Promise<string | null>;
+  setPasswordHash(personId: string, passwordHash: string): Promise<void>;
+}
+
+/** One-time tokens that let a person set a password; stored hashed, spent once. */
+export interface PasswordTokenStore {
+  create(input: { personId: string; tokenHash: string; createdAt: Date; expiresAt: Date }): Promise<void>;
+  /** Marks the token used and returns its person, if it exists, is unused and unexpired at `now`. */
+  consume(tokenHash: string, now: Date): Promise<string | null>;
 }
 
 export interface MembershipStore {
@@ -97,12 +107,16 @@ export interface Session {
   createdAt: Date;
   expiresAt: Date;
   revokedAt: Date | null;
+  /** Browser (cookie) sessions only: the hash of the CSRF token writes must carry. */
+  csrfTokenHash: string | null;
 }
 
 export interface SessionStore {
-  create(input: { personId: string; tokenHash: string; expiresAt: Date }): Promise<Session>;
+  create(input: { personId: string; tokenHash: string; expiresAt: Date; csrfTokenHash?: string | null }): Promise<Session>;
   findByTokenHash(tokenHash: string): Promise<Session | null>;
   revoke(id: string): Promise<boolean>;
+  /** Revokes every live session of a person; returns the ids it revoked. */
+  revokeAllForPerson(personId: string): Promise<string[]>;
 }
 
 export type SpendPeriod = 'day' | 'week' | 'month' | 'total';
@@ -221,6 +235,7 @@ export interface IdentityStores {
   projects: ProjectStore;
   projectMembers: ProjectMemberStore;
   sessions: SessionStore;
+  passwordTokens: PasswordTokenStore;
   apiKeys: ApiKeyStore;
   credentials: CredentialLookup;
   spend: SpendReader;
