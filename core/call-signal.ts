@@ -1,5 +1,3 @@
-import type { CallOptions } from './provider.ts';
-
 /**
  * Cancellation for one gateway call: aborted when the client goes away, or when the failover
  * loop gives up on an attempt. Cheap to make and to listen to, which matters because every call
@@ -66,33 +64,3 @@ export function onCancel(cancellation: Cancellation, listener: () => void): () =
   cancellation.addEventListener('abort', listener, { once: true });
   return () => cancellation.removeEventListener('abort', listener);
 }
-
-/**
- * The options the kernel hands a provider call: to its author just the public CallOptions, a
- * standard `signal` made only when read. The CallSignal behind it is a private field, reachable
- * only through cancellationOf, so the kernel's own HTTP client keeps the cheap path without the
- * provider contract showing it. A class, because an object literal with a getter is built the
- * slow way on every call.
- */
-export class GatewayCallOptions implements CallOptions {
-  readonly #cancel: CallSignal;
-
-  constructor(
-    cancel: CallSignal,
-    readonly requestId: string,
-  ) {
-    this.#cancel = cancel;
-  }
-
-  get signal(): AbortSignal {
-    return this.#cancel.signal;
-  }
-
-  /** The cheapest cancellation behind a call's options: the CallSignal when the kernel made them. */
-  static cancellationOf(options: CallOptions): Cancellation {
-    return #cancel in options ? options.#cancel : options.signal;
-  }
-}
-
-/** What a built-in provider hands the kernel's HTTP client as `signal`. */
-export const cancellationOf = GatewayCallOptions.cancellationOf;

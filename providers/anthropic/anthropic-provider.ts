@@ -10,7 +10,7 @@ import {
   type Provider,
   type ProviderContext,
 } from '../../core/provider.ts';
-import { cancellationOf } from '../../core/call-signal.ts';
+import { cancellationOf } from '../../core/call-options.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
 import { readSse } from '../http/sse-reader.ts';
 import { errorFromInBand, kindForErrorType, protocolError, toUpstreamError, type ErrorContext } from '../http/upstream-errors.ts';

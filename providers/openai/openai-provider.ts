@@ -13,7 +13,7 @@ import {
   type Provider,
   type ProviderContext,
 } from '../../core/provider.ts';
-import { cancellationOf } from '../../core/call-signal.ts';
+import { cancellationOf } from '../../core/call-options.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
 import { errorFromInBand, kindForErrorType, protocolError, type ErrorContext } from '../http/upstream-errors.ts';
 import { estimateChatInputTokens, estimateEmbeddingInputTokens, estimateOutputTokens } from '../token-estimate.ts';

@@ -1,5 +1,6 @@
 import t from 'tap';
-import { CallSignal, cancellationOf, GatewayCallOptions, onCancel } from '../../core/call-signal.ts';
+import { cancellationOf, GatewayCallOptions } from '../../core/call-options.ts';
+import { CallSignal, onCancel } from '../../core/call-signal.ts';
 import type { CallOptions } from '../../core/provider.ts';
 
 t.test('abort runs each listener once with the reason, and later aborts change nothing', async (t) => {
