@@ -70,8 +70,20 @@ t.test('route planning', async (t) => {
     t.ok(firstA > 2700 && firstA < 3300, `a first ${firstA} times in 4000 (expected about 3000)`);
   });
 
-  t.test('routes whose provider lacks the capability are dropped', async (t) => {
+  t.test('a provider offering only embeddings is not offered for chat', async (t) => {
     t.same(keys(planRoutes(model([{ provider: 'embed-only' }, { provider: 'a' }]), 'language', providers, breaker)), ['a']);
+  });
+
+  t.test('a provider offering only chat is not offered for embeddings', async (t) => {
+    const plan = model([{ provider: 'a' }, { provider: 'embed-only' }, { provider: 'both' }]);
+    t.same(keys(planRoutes(plan, 'embeddings', providers, breaker)), ['embed-only', 'both']);
+  });
+
+  t.test('each route carries the interface of the modality asked for', async (t) => {
+    const plan = model([{ provider: 'both' }]);
+    t.equal(planRoutes(plan, 'embeddings', providers, breaker)[0]!.api, embeddings);
+    t.equal(planRoutes(plan, 'language', providers, breaker)[0]!.api, language);
+    t.same(planRoutes(plan, 'images', providers, breaker), [], 'nothing offers images');
   });
 
   t.test('a route whose circuit is open moves to the back but is still tried', async (t) => {
