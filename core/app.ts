@@ -11,6 +11,7 @@ import { runMigrations } from '../adapters/sql/migrator.ts';
 import { Authenticator } from './authenticator.ts';
 import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts';
 import { Container } from './container.ts';
+import { InferenceAdmissionToken, openAdmission } from './inference-admission.ts';
 import { installAuthHook } from './http/auth-hook.ts';
 import { mountAuthRoutes } from './http/auth-routes.ts';
 import { PeopleSignIn } from './people-sign-in.ts';
@@ -196,6 +197,8 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
         windowMs: config.auth.signInWindowMinutes * 60_000,
       }),
     );
+    // Extension point: admits everything until a metering plugin binds its own.
+    container.bindValue(InferenceAdmissionToken, openAdmission);
     app.decorate('svc', { container, config, bootstrap, workers: runner });
 
     // Callback-style hooks on the hot path: no promise per request.

@@ -77,4 +77,9 @@ export const openAdmission: InferenceAdmission = {
   peekHeaders: async () => EMPTY_HEADERS,
 };
 
+/**
+ * The extension point. The kernel binds openAdmission to it before any plugin registers; a
+ * metering plugin binds its own in register() (the later binding wins); the inference plugin
+ * resolves it in routes(), when every plugin has registered, and never asks whether one exists.
+ */
 export const InferenceAdmissionToken = createToken<InferenceAdmission>('InferenceAdmission');

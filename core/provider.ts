@@ -1,23 +1,12 @@
 import type { z } from 'zod';
-import type { CallSignal } from './call-signal.ts';
 
 /**
- * The provider contract. Every upstream (OpenAI-compatible APIs, Anthropic, the offline mock, a
- * third party's npm package) implements this against one normalised shape: OpenAI's chat
- * completions wire format, which is also what the gateway speaks to its clients. Fields a provider
- * does not understand are passed through untouched where the upstream can take them.
+ * The provider contract, by modality. A provider offers any subset of the modalities below, each
+ * its own interface against one normalised shape (OpenAI's wire formats, which are also what the
+ * gateway speaks to its clients); what a provider offers is read from which members it has, so
+ * the type checker keeps the offer and the code in step. Fields a provider does not understand
+ * are passed through untouched where the upstream can take them.
  */
-
-export type Capability =
-  | 'chat'
-  | 'stream'
-  | 'embeddings'
-  | 'images'
-  | 'speech'
-  | 'transcription'
-  | 'responses'
-  | 'batches';
-
 /** Normalised token usage. `inputTokens` INCLUDES cached tokens (OpenAI's convention). */
 export interface Usage {
   inputTokens: number;
@@ -94,16 +83,15 @@ export type ChatStreamEvent =
   | { type: 'chunk'; chunk: ChatCompletionChunk }
   | { type: 'usage'; usage: Usage };
 
+/**
+ * What every call of every modality gets besides its body. Deliberately only standard things:
+ * the kernel's cheaper cancellation travels beside it, out of sight (core/call-signal.ts).
+ */
 export interface CallOptions {
   /** Aborted when the client goes away or a deadline passes; providers must stop the upstream call. */
   readonly signal: AbortSignal;
-  /**
-   * The same cancellation, cheaper: set by the gateway, which makes `signal` only when it is read.
-   * The kernel's HTTP client takes either (`signal: options.cancel ?? options.signal`).
-   */
-  readonly cancel?: CallSignal;
   /** The gateway's request id, forwarded upstream where the provider has a header for it. */
-  requestId: string;
+  readonly requestId: string;
 }
 
 export interface ChatResult {
@@ -117,21 +105,178 @@ export interface EmbeddingsRequestBody {
   [extra: string]: unknown;
 }
 
+/** OpenAI's embeddings response body; usage in tokens (input only). */
 export interface EmbeddingsResult {
   body: JsonObject;
   usage: Usage;
 }
 
-export interface Provider {
+export interface ImageRequestBody {
+  model: string;
+  prompt: string;
+  n?: number;
+  size?: string;
+  quality?: string;
+  response_format?: 'b64_json' | 'url';
+  [extra: string]: unknown;
+}
+
+/** Images are billed per image, by size and quality. */
+export interface ImageUsage {
+  images: number;
+  size: string;
+  quality: string | null;
+}
+
+/** OpenAI's images response body. */
+export interface ImageResult {
+  body: JsonObject;
+  usage: ImageUsage;
+}
+
+export interface SpeechRequestBody {
+  model: string;
+  input: string;
+  voice: string;
+  response_format?: string;
+  speed?: number;
+  [extra: string]: unknown;
+}
+
+/** Speech is billed per input character. */
+export interface SpeechUsage {
+  characters: number;
+}
+
+/** Audio bytes, never JSON: the route answers them as they are, with the provider's content type. */
+export interface SpeechResult {
+  contentType: string;
+  audio: Uint8Array | AsyncIterable<Uint8Array>;
+  usage: SpeechUsage;
+}
+
+export interface TranscriptionRequest {
+  model: string;
+  file: { data: Uint8Array; filename: string; contentType: string };
+  language?: string;
+  prompt?: string;
+  response_format?: 'json' | 'text' | 'srt' | 'vtt' | 'verbose_json';
+  temperature?: number;
+  [extra: string]: unknown;
+}
+
+/** Transcription is billed per second of audio. */
+export interface TranscriptionUsage {
+  seconds: number;
+}
+
+/** A JSON body for json/verbose_json, text otherwise; the content type says which. */
+export interface TranscriptionResult {
+  contentType: string;
+  body: JsonObject | string;
+  usage: TranscriptionUsage;
+}
+
+/** An OpenAI Responses API request body, passed through; `model` is already the upstream name. */
+export interface ResponsesRequestBody {
+  model: string;
+  stream?: boolean;
+  [extra: string]: unknown;
+}
+
+/** Tokens, plus the hosted web searches the upstream ran (billed per search). */
+export interface ResponsesUsage {
+  tokens: Usage;
+  webSearches: number;
+}
+
+export interface ResponsesResult {
+  body: JsonObject;
+  usage: ResponsesUsage;
+}
+
+/** Every upstream event, in order, as it came (`event` is the SSE event name); once, at the end, the usage. */
+export type ResponsesStreamEvent =
+  | { type: 'event'; event: string; data: JsonObject }
+  | { type: 'usage'; usage: ResponsesUsage };
+
+/** Chat completions, JSON and streamed. */
+export interface LanguageModelProvider {
+  chat(body: ChatRequestBody, options: CallOptions): Promise<ChatResult>;
+  /** Throws UpstreamError before the first event when the call fails up front. */
+  chatStream(body: ChatRequestBody, options: CallOptions): AsyncIterable<ChatStreamEvent>;
+}
+
+export interface EmbeddingProvider {
+  embed(body: EmbeddingsRequestBody, options: CallOptions): Promise<EmbeddingsResult>;
+}
+
+export interface ImageProvider {
+  generate(body: ImageRequestBody, options: CallOptions): Promise<ImageResult>;
+}
+
+export interface SpeechProvider {
+  synthesize(body: SpeechRequestBody, options: CallOptions): Promise<SpeechResult>;
+}
+
+export interface TranscriptionProvider {
+  transcribe(request: TranscriptionRequest, options: CallOptions): Promise<TranscriptionResult>;
+}
+
+/** The upstream's own Responses API, served directly (no translation from another format). */
+export interface ResponsesPassthrough {
+  create(body: ResponsesRequestBody, options: CallOptions): Promise<ResponsesResult>;
+  /** Throws UpstreamError before the first event when the call fails up front. */
+  stream(body: ResponsesRequestBody, options: CallOptions): AsyncIterable<ResponsesStreamEvent>;
+}
+
+/** Each modality's interface, by the member of Provider that offers it. */
+export interface ModalityProviders {
+  language: LanguageModelProvider;
+  embeddings: EmbeddingProvider;
+  images: ImageProvider;
+  speech: SpeechProvider;
+  transcription: TranscriptionProvider;
+  responses: ResponsesPassthrough;
+}
+
+export type Modality = keyof ModalityProviders;
+
+/** What one call of each modality is billed on. */
+export interface ModalityUsage {
+  language: Usage;
+  embeddings: Usage;
+  images: ImageUsage;
+  speech: SpeechUsage;
+  transcription: TranscriptionUsage;
+  responses: ResponsesUsage;
+}
+
+/** A Record, so adding a modality to ModalityProviders without listing it here fails to compile. */
+const modalityOrder: Record<Modality, number> = { language: 0, embeddings: 1, images: 2, speech: 3, transcription: 4, responses: 5 };
+export const MODALITIES: readonly Modality[] = Object.keys(modalityOrder) as Modality[];
+
+/**
+ * An upstream instance. It offers exactly the modalities whose member it has; members are plain
+ * objects (often the provider itself: `readonly language = this`).
+ */
+export type Provider = {
   /** The instance name from config (e.g. `openai`, `groq`, `azure-east`). */
   readonly name: string;
-  readonly capabilities: ReadonlySet<Capability>;
-  chat?(body: ChatRequestBody, options: CallOptions): Promise<ChatResult>;
-  /** Throws UpstreamError before the first event when the call fails up front. */
-  chatStream?(body: ChatRequestBody, options: CallOptions): AsyncIterable<ChatStreamEvent>;
-  embeddings?(body: EmbeddingsRequestBody, options: CallOptions): Promise<EmbeddingsResult>;
   /** Release pooled connections. */
   close?(): Promise<void>;
+} & { readonly [M in Modality]?: ModalityProviders[M] };
+
+/** A provider known to offer modality M. */
+export type ProviderOffering<M extends Modality> = Provider & { readonly [K in M]: ModalityProviders[K] };
+
+export function offers<M extends Modality>(provider: Provider, modality: M): provider is ProviderOffering<M> {
+  return provider[modality] !== undefined;
+}
+
+/** The modalities a provider offers, in MODALITIES order. */
+export function modalitiesOf(provider: Provider): Modality[] {
+  return MODALITIES.filter((modality) => offers(provider, modality));
 }
 
 /** How long an upstream call may take, in milliseconds. */

@@ -2,6 +2,7 @@ import type { ProviderType } from '../core/provider.ts';
 import { anthropicProviderType } from './anthropic/index.ts';
 import { mockProviderType } from './mock/index.ts';
 import { openAIProviderType } from './openai/index.ts';
+import { adaptingLegacyProviders, type DeprecationLog } from './legacy-provider-shape.ts';
 
 export { createProviderContext, DEFAULT_UPSTREAM_TIMEOUTS } from './provider-context.ts';
 
@@ -45,9 +46,10 @@ function shapeProblem(value: unknown): string {
 
 /**
  * The provider type a provider's config names: a built-in `type`, or an npm `package` whose default
- * export is a ProviderType (loaded with import(), so it must be installed next to the gateway).
+ * export is a ProviderType (loaded with import(), so it must be installed next to the gateway). A
+ * package's providers in the shape before modalities are adapted, with a deprecation line in `log`.
  */
-export async function resolveProviderType(typeOrPackage: { type?: string; package?: string }): Promise<ProviderType> {
+export async function resolveProviderType(typeOrPackage: { type?: string; package?: string }, log?: DeprecationLog): Promise<ProviderType> {
   const { type, package: packageName } = typeOrPackage;
   if (packageName === undefined || packageName === '') {
     if (type === undefined || type === '') throw new Error('A provider needs a `type` or a `package`');
@@ -72,5 +74,5 @@ export async function resolveProviderType(typeOrPackage: { type?: string; packag
   if (type !== undefined && type !== '' && exported.type !== type) {
     throw new Error(`Provider package "${packageName}" provides type "${exported.type}", but the config says type "${type}"`);
   }
-  return exported;
+  return adaptingLegacyProviders(exported, packageName, log);
 }

@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ApiError, ClientGoneError } from '../../core/errors.ts';
 import type { Admission, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
 import type { GatewayMetrics } from '../../core/metrics.ts';
+import { GatewayCallOptions } from '../../core/call-options.ts';
 import { CallSignal } from '../../core/call-signal.ts';
-import { estimatedUsage, UpstreamError, type CallOptions, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
+import { estimatedUsage, UpstreamError, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
 import { chatInputTokenBound } from '../../providers/input-token-bound.ts';
 import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
 import { toOpenAIUsage } from '../../providers/usage-format.ts';
@@ -34,21 +35,6 @@ function clientSignal(reply: FastifyReply): CallSignal {
     if (!reply.raw.writableFinished) signal.abort(new ClientGoneError());
   });
   return signal;
-}
-
-/**
- * A provider call's options: the standard AbortSignal is made only if the provider reads it. A
- * class, because an object literal with a getter is built the slow way on every call.
- */
-class ProviderCallOptions implements CallOptions {
-  constructor(
-    readonly cancel: CallSignal,
-    readonly requestId: string,
-  ) {}
-
-  get signal(): AbortSignal {
-    return this.cancel.signal;
-  }
 }
 
 function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
@@ -85,14 +71,14 @@ function failBeforeResponse(reply: FastifyReply, call: CallContext, error: unkno
 
 export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRouteDeps): void {
   const settings: FailoverSettings = deps.config.failover;
-  const onAttemptFailed = (candidate: RouteCandidate, error: UpstreamError) => deps.metrics.upstreamError(candidate.provider.name, error.kind);
+  const onAttemptFailed = (candidate: RouteCandidate<'language'>, error: UpstreamError) => deps.metrics.upstreamError(candidate.provider.name, error.kind);
 
   app.post(ENDPOINT, { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async (request, reply) => {
     const body = parseChatRequest(request.body);
     const credential = request.credential!;
     const model = deps.catalogue.require(credential, body.model);
     const stream = body.stream === true;
-    const candidates = planRoutes(model, stream ? 'stream' : 'chat', deps.providers, deps.breaker);
+    const candidates = planRoutes(model, 'language', deps.providers, deps.breaker);
     const admitted = await deps.admission.admit({
       credential,
       requestId: request.id,
@@ -121,12 +107,12 @@ interface CallContext {
   deps: ChatRouteDeps;
   body: ParsedChatRequest;
   model: CatalogueModel;
-  candidates: RouteCandidate[];
+  candidates: RouteCandidate<'language'>[];
   admission: Admission;
   started: number;
   signal: CallSignal;
   settings: FailoverSettings;
-  onAttemptFailed(candidate: RouteCandidate, error: UpstreamError): void;
+  onAttemptFailed(candidate: RouteCandidate<'language'>, error: UpstreamError): void;
 }
 
 async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: CallContext) {
@@ -134,7 +120,7 @@ async function completeOnce(request: FastifyRequest, reply: FastifyReply, call: 
   try {
     const outcome = await runWithFailover(
       candidates,
-      (candidate, attemptSignal) => candidate.provider.chat!(upstreamChatBody(body, candidate.upstreamModel), new ProviderCallOptions(attemptSignal, request.id)),
+      (candidate, attemptSignal) => candidate.api.chat(upstreamChatBody(body, candidate.upstreamModel), new GatewayCallOptions(attemptSignal, request.id)),
       { settings, breaker: deps.breaker, signal, onAttemptFailed: call.onAttemptFailed },
     );
     const { completion, usage } = outcome.value;
@@ -168,7 +154,7 @@ interface OpenedStream {
  * time-to-first-token limit. Until then nothing has reached the client, so a failure here can
  * still fail over to the next route.
  */
-async function openUntilFirstContent(candidate: RouteCandidate, call: CallContext, attemptSignal: CallSignal, requestId: string): Promise<OpenedStream> {
+async function openUntilFirstContent(candidate: RouteCandidate<'language'>, call: CallContext, attemptSignal: CallSignal, requestId: string): Promise<OpenedStream> {
   const ttftMs = call.model.ttftTimeoutMs ?? call.deps.config.failover.ttftTimeoutMs;
   // Its own signal: a slow first token cuts this attempt without ending the client's call.
   const upstream = attemptSignal.child();
@@ -180,8 +166,8 @@ async function openUntilFirstContent(candidate: RouteCandidate, call: CallContex
       reject(late);
     }, ttftMs);
   });
-  const iterator = candidate.provider
-    .chatStream!(upstreamChatBody(call.body, candidate.upstreamModel), new ProviderCallOptions(upstream.signal, requestId))
+  const iterator = candidate.api
+    .chatStream(upstreamChatBody(call.body, candidate.upstreamModel), new GatewayCallOptions(upstream.signal, requestId))
     [Symbol.asyncIterator]();
   const buffered: ChatStreamEvent[] = [];
   try {
@@ -208,7 +194,7 @@ async function openUntilFirstContent(candidate: RouteCandidate, call: CallContex
 
 async function streamCompletion(request: FastifyRequest, reply: FastifyReply, call: CallContext) {
   const { deps, body, model, candidates, admission, started, signal, settings } = call;
-  let opened: { value: OpenedStream; candidate: RouteCandidate; attempts: number };
+  let opened: { value: OpenedStream; candidate: RouteCandidate<'language'>; attempts: number };
   try {
     opened = await runWithFailover(candidates, (candidate, attemptSignal) => openUntilFirstContent(candidate, call, attemptSignal, request.id), {
       settings,

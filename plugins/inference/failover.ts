@@ -13,9 +13,9 @@ export interface FailoverSettings {
   deadlineMs: number;
 }
 
-export interface FailoverOutcome<T> {
+export interface FailoverOutcome<T, C extends RouteCandidate = RouteCandidate> {
   value: T;
-  candidate: RouteCandidate;
+  candidate: C;
   attempts: number;
 }
 
@@ -32,7 +32,7 @@ export class FailoverError extends ApiError {
   }
 }
 
-export interface FailoverOptions {
+export interface FailoverOptions<C extends RouteCandidate = RouteCandidate> {
   settings: FailoverSettings;
   breaker: CircuitBreaker;
   /** The client's signal: aborting it stops the current attempt and any wait. */
@@ -40,20 +40,22 @@ export interface FailoverOptions {
   now?: () => number;
   random?: () => number;
   /** Told about every failed attempt (metrics). */
-  onAttemptFailed?(candidate: RouteCandidate, error: UpstreamError): void;
+  onAttemptFailed?(candidate: C, error: UpstreamError): void;
 }
 
 /**
- * Tries the candidates in order. Connect errors, timeouts, 5xx and 429 are retried on the same
+ * The one place any modality's call runs with failover: the call is the `attempt` (a chat
+ * completion, an opened stream, an embedding, an image…), made on each candidate's `api` with
+ * `new GatewayCallOptions(signal, requestId)`. Tries the candidates in order. Connect errors, timeouts, 5xx and 429 are retried on the same
  * route with exponential backoff and full jitter (honouring the upstream's retry-after when it is
  * short), then the next route is tried; an upstream that says the request itself is wrong (4xx)
  * ends the search at once. No new attempt starts after the deadline.
  */
-export async function runWithFailover<T>(
-  candidates: readonly RouteCandidate[],
-  attempt: (candidate: RouteCandidate, signal: CallSignal) => Promise<T>,
-  options: FailoverOptions,
-): Promise<FailoverOutcome<T>> {
+export async function runWithFailover<C extends RouteCandidate, T>(
+  candidates: readonly C[],
+  attempt: (candidate: C, signal: CallSignal) => Promise<T>,
+  options: FailoverOptions<C>,
+): Promise<FailoverOutcome<T, C>> {
   const { settings, breaker, signal } = options;
   const now = options.now ?? Date.now;
   const random = options.random ?? Math.random;

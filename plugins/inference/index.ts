@@ -51,8 +51,9 @@ export const inferencePlugin = definePlugin({
       surface: 'inference',
       endpoints: ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions'],
     }));
-    // Every plugin has registered by now, so a metering plugin's binding is visible here.
-    const admission = container.tryResolve(InferenceAdmissionToken) ?? openAdmission;
+    // The kernel's extension point: openAdmission unless a metering plugin bound its own, which
+    // it has by now (every plugin registers before any routes()).
+    const admission = container.resolve(InferenceAdmissionToken);
     // Responses that took nothing from the limits (model lists, refusals before admission) still
     // say where the caller stands. Without a metering plugin there are no limits to tell of.
     if (admission !== openAdmission) app.addHook('onSend', (request, reply, payload, done) => {
@@ -76,8 +77,8 @@ export const inferencePlugin = definePlugin({
       metrics: container.resolve(Tokens.Metrics),
     });
   },
-  async start({ container, config }) {
-    await container.resolve(InferenceTokens.Providers).load(config);
+  async start({ container, config, logger }) {
+    await container.resolve(InferenceTokens.Providers).load(config, logger);
     await container.resolve(InferenceTokens.CircuitBreaker).start();
   },
   async stop({ container }) {

@@ -1,5 +1,6 @@
 import { ConfigError, describeIssue } from '../../config/load.ts';
 import type { Provider } from '../../core/provider.ts';
+import type { DeprecationLog } from '../../providers/legacy-provider-shape.ts';
 import { createProviderContext, resolveProviderType } from '../../providers/index.ts';
 import type { InferenceConfig } from './inference-config.ts';
 
@@ -10,13 +11,13 @@ import type { InferenceConfig } from './inference-config.ts';
 export class ProviderRegistry {
   private readonly providers = new Map<string, Provider>();
 
-  async load(config: InferenceConfig): Promise<void> {
+  async load(config: InferenceConfig, log?: DeprecationLog): Promise<void> {
     for (const [name, entry] of Object.entries(config.providers)) {
       const { type, package: packageName, timeouts, ...typeConfig } = entry;
       const field = `plugins.inference.providers.${name}`;
       let providerType;
       try {
-        providerType = await resolveProviderType({ type, package: packageName });
+        providerType = await resolveProviderType({ type, package: packageName }, log);
       } catch (error) {
         throw new ConfigError(`config: ${field}: ${(error as Error).message}`);
       }

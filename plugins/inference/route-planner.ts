@@ -1,63 +1,67 @@
-import type { Capability, Provider } from '../../core/provider.ts';
+import { offers, type Modality, type ModalityProviders, type Provider } from '../../core/provider.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import type { CatalogueModel } from './model-catalogue.ts';
 import type { ProviderRegistry } from './provider-registry.ts';
 
-export interface RouteCandidate {
+/** One upstream route able to serve a call of modality M. */
+export interface RouteCandidate<M extends Modality = Modality> {
   /** `provider/model`, the circuit breaker's key and what logs show. */
   key: string;
   provider: Provider;
+  /** The provider's interface for M: what the call is made on. */
+  api: ModalityProviders[M];
   upstreamModel: string;
 }
 
 interface WeightedCandidate {
-  candidate: RouteCandidate;
+  candidate: RouteCandidate<any>;
   weight: number;
 }
 
 /**
- * A model's usable routes for one capability, grouped into priority tiers, worked out once per
- * model, capability and provider registry (the registry is fixed once the plugin has started)
+ * A model's usable routes for one modality, grouped into priority tiers, worked out once per
+ * model, modality and provider registry (the registry is fixed once the plugin has started)
  * instead of on every request.
  */
-const tierCache = new WeakMap<CatalogueModel, Map<Capability, { providers: ProviderRegistry; tiers: WeightedCandidate[][] }>>();
+const tierCache = new WeakMap<CatalogueModel, Map<Modality, { providers: ProviderRegistry; tiers: WeightedCandidate[][] }>>();
 
-function tiersOf(model: CatalogueModel, capability: Capability, providers: ProviderRegistry): WeightedCandidate[][] {
-  let byCapability = tierCache.get(model);
-  if (!byCapability) tierCache.set(model, (byCapability = new Map()));
-  const cached = byCapability.get(capability);
+function tiersOf(model: CatalogueModel, modality: Modality, providers: ProviderRegistry): WeightedCandidate[][] {
+  let byModality = tierCache.get(model);
+  if (!byModality) tierCache.set(model, (byModality = new Map()));
+  const cached = byModality.get(modality);
   if (cached && cached.providers === providers) return cached.tiers;
   const byPriority = new Map<number, WeightedCandidate[]>();
   model.routes.forEach((route, index) => {
     const provider = providers.get(route.provider);
-    if (!provider || !provider.capabilities.has(capability)) return;
+    if (!provider || !offers(provider, modality)) return;
     const priority = route.priority ?? index;
     const tier = byPriority.get(priority) ?? [];
-    tier.push({ candidate: { key: `${route.provider}/${route.model}`, provider, upstreamModel: route.model }, weight: route.weight });
+    tier.push({ candidate: { key: `${route.provider}/${route.model}`, provider, api: provider[modality], upstreamModel: route.model }, weight: route.weight });
     byPriority.set(priority, tier);
   });
   const tiers = [...byPriority.keys()].sort((a, b) => a - b).map((priority) => byPriority.get(priority)!);
-  byCapability.set(capability, { providers, tiers });
+  byModality.set(modality, { providers, tiers });
   return tiers;
 }
 
 /**
- * Orders a model's routes for one request: by priority (config order when none is given), routes
- * of equal priority in a weighted random order, routes whose circuit is open moved to the back
- * (still tried if nothing else works), and routes whose provider lacks the capability dropped.
+ * Orders a model's routes for one request of a modality: by priority (config order when none is
+ * given), routes of equal priority in a weighted random order, routes whose circuit is open moved
+ * to the back (still tried if nothing else works), and routes whose provider does not offer the
+ * modality dropped (read from the provider's members, see `offers`). Every /v1 route asks here.
  */
-export function planRoutes(
+export function planRoutes<M extends Modality>(
   model: CatalogueModel,
-  capability: Capability,
+  modality: M,
   providers: ProviderRegistry,
   breaker: CircuitBreaker,
   random: () => number = Math.random,
-): RouteCandidate[] {
-  const tiers = tiersOf(model, capability, providers);
+): RouteCandidate<M>[] {
+  const tiers = tiersOf(model, modality, providers);
   // One route: nothing to order (an open circuit would still be tried, being the only one).
   if (tiers.length === 1 && tiers[0]!.length === 1) return [tiers[0]![0]!.candidate];
-  const healthy: RouteCandidate[] = [];
-  const cooling: RouteCandidate[] = [];
+  const healthy: RouteCandidate<M>[] = [];
+  const cooling: RouteCandidate<M>[] = [];
   for (const tier of tiers) {
     for (const candidate of weightedOrder(tier, random)) (breaker.isOpen(candidate.key) ? cooling : healthy).push(candidate);
   }
@@ -65,10 +69,10 @@ export function planRoutes(
 }
 
 /** Weighted sampling without replacement. */
-function weightedOrder(items: WeightedCandidate[], random: () => number): RouteCandidate[] {
+function weightedOrder(items: WeightedCandidate[], random: () => number): RouteCandidate<any>[] {
   if (items.length === 1) return [items[0]!.candidate];
   const pool = [...items];
-  const out: RouteCandidate[] = [];
+  const out: RouteCandidate<any>[] = [];
   while (pool.length > 0) {
     const total = pool.reduce((sum, item) => sum + item.weight, 0);
     let pick = random() * total;

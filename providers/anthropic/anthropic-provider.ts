@@ -2,14 +2,15 @@ import {
   estimatedUsage,
   UpstreamError,
   type CallOptions,
-  type Capability,
   type ChatRequestBody,
   type ChatResult,
   type ChatStreamEvent,
   type JsonObject,
+  type LanguageModelProvider,
   type Provider,
   type ProviderContext,
 } from '../../core/provider.ts';
+import { cancellationOf } from '../../core/call-options.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
 import { readSse } from '../http/sse-reader.ts';
 import { errorFromInBand, kindForErrorType, protocolError, toUpstreamError, type ErrorContext } from '../http/upstream-errors.ts';
@@ -21,11 +22,9 @@ import { toAnthropicRequest, UnconvertibleRequestError } from './request-convers
 import { fromAnthropicMessage, type AnthropicMessageResponse } from './response-conversion.ts';
 import { AnthropicStreamTranslator } from './stream-translator.ts';
 
-const capabilities: ReadonlySet<Capability> = new Set<Capability>(['chat', 'stream']);
-
 /** Anthropic's Messages API behind the chat-completions shape, both ways. */
-export class AnthropicProvider implements Provider {
-  readonly capabilities = capabilities;
+export class AnthropicProvider implements Provider, LanguageModelProvider {
+  readonly language: LanguageModelProvider = this;
   private readonly http: UpstreamHttpClient;
   private readonly errors: ErrorContext;
   private readonly messagesPath: string;
@@ -52,7 +51,7 @@ export class AnthropicProvider implements Provider {
       path: this.messagesPath,
       body: this.convert(body),
       headers: this.headers(),
-      signal: options.cancel ?? options.signal,
+      signal: cancellationOf(options),
     });
     const message = response.body;
     if (message === null || typeof message !== 'object' || !Array.isArray(message.content)) {
@@ -76,7 +75,7 @@ export class AnthropicProvider implements Provider {
       path: this.messagesPath,
       body: { ...this.convert(body), stream: true },
       headers: this.headers(),
-      signal: options.cancel ?? options.signal,
+      signal: cancellationOf(options),
     });
     const translator = new AnthropicStreamTranslator(body.model);
     try {

@@ -31,7 +31,7 @@ export interface UpstreamRequest {
   /** Serialised as JSON. */
   body: unknown;
   headers?: Record<string, string>;
-  /** A provider passes its call's `options.cancel ?? options.signal`. */
+  /** A built-in provider passes `cancellationOf(options)` (core/call-options.ts): the cheap signal when the kernel made the options. */
   signal: Cancellation;
 }
 

@@ -2,7 +2,6 @@ import { setTimeout as delay } from 'node:timers/promises';
 import {
   UpstreamError,
   type CallOptions,
-  type Capability,
   type ChatCompletion,
   type ChatCompletionChunk,
   type ChatMessage,
@@ -11,7 +10,9 @@ import {
   type ChatStreamEvent,
   type EmbeddingsRequestBody,
   type EmbeddingsResult,
+  type EmbeddingProvider,
   type JsonObject,
+  type LanguageModelProvider,
   type Provider,
   type Usage,
 } from '../../core/provider.ts';
@@ -20,8 +21,6 @@ import { toOpenAIUsage } from '../usage-format.ts';
 import type { MockConfig } from './config.ts';
 import { embeddingInputs, embeddingItem, mockEmbedding } from './mock-embeddings.ts';
 import { planMockReply, stableHash, streamPieces, type MockReply } from './mock-reply.ts';
-
-const capabilities: ReadonlySet<Capability> = new Set<Capability>(['chat', 'stream', 'embeddings']);
 
 function usageOf(body: ChatRequestBody, reply: MockReply): Usage {
   return {
@@ -40,8 +39,9 @@ function usageOf(body: ChatRequestBody, reply: MockReply): Usage {
  * (echoes part of the last user message, calls tools when told to, honours max_tokens, streams
  * word by word) so the whole gateway can run and be tested offline. Not for production traffic.
  */
-export class MockProvider implements Provider {
-  readonly capabilities = capabilities;
+export class MockProvider implements Provider, LanguageModelProvider, EmbeddingProvider {
+  readonly language: LanguageModelProvider = this;
+  readonly embeddings: EmbeddingProvider = this;
 
   constructor(
     readonly name: string,
@@ -92,7 +92,7 @@ export class MockProvider implements Provider {
     yield { type: 'usage', usage: usageOf(body, reply) };
   }
 
-  async embeddings(body: EmbeddingsRequestBody, options: CallOptions): Promise<EmbeddingsResult> {
+  async embed(body: EmbeddingsRequestBody, options: CallOptions): Promise<EmbeddingsResult> {
     await this.wait(this.config.latencyMs, options.signal);
     const requested = body['dimensions'];
     const dimensions = typeof requested === 'number' && Number.isInteger(requested) && requested > 0 && requested <= 8192 ? requested : this.config.embeddingDimensions;

@@ -1,25 +1,25 @@
 import {
   estimatedUsage,
   type CallOptions,
-  type Capability,
   type ChatCompletion,
   type ChatRequestBody,
   type ChatResult,
   type ChatStreamEvent,
   type EmbeddingsRequestBody,
   type EmbeddingsResult,
+  type EmbeddingProvider,
   type JsonObject,
+  type LanguageModelProvider,
   type Provider,
   type ProviderContext,
 } from '../../core/provider.ts';
+import { cancellationOf } from '../../core/call-options.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
 import { errorFromInBand, kindForErrorType, protocolError, type ErrorContext } from '../http/upstream-errors.ts';
 import { estimateChatInputTokens, estimateEmbeddingInputTokens, estimateOutputTokens } from '../token-estimate.ts';
 import type { OpenAIConfig } from './config.ts';
 import { openAIChatEvents } from './chat-stream.ts';
 import { usageFromOpenAI, usageFromOpenAIEmbeddings } from './usage.ts';
-
-const capabilities: ReadonlySet<Capability> = new Set<Capability>(['chat', 'stream', 'embeddings']);
 
 /** What a completion produced, for estimating usage when the upstream reports none. */
 function completionOutput(completion: ChatCompletion) {
@@ -41,8 +41,9 @@ function withoutStreamFields(body: ChatRequestBody): ChatRequestBody {
 }
 
 /** Any OpenAI-compatible chat-completions API, Azure OpenAI included. */
-export class OpenAIProvider implements Provider {
-  readonly capabilities = capabilities;
+export class OpenAIProvider implements Provider, LanguageModelProvider, EmbeddingProvider {
+  readonly language: LanguageModelProvider = this;
+  readonly embeddings: EmbeddingProvider = this;
   private readonly http: UpstreamHttpClient;
   private readonly errors: ErrorContext;
 
@@ -68,7 +69,7 @@ export class OpenAIProvider implements Provider {
       path: this.pathFor('chat/completions', body.model),
       body: withoutStreamFields(body),
       headers: this.headers(options),
-      signal: options.cancel ?? options.signal,
+      signal: cancellationOf(options),
     });
     const completion = response.body;
     if (completion !== null && typeof completion === 'object' && completion.error !== undefined && completion.error !== null) {
@@ -91,17 +92,17 @@ export class OpenAIProvider implements Provider {
       path: this.pathFor('chat/completions', body.model),
       body: upstreamBody,
       headers: this.headers(options),
-      signal: options.cancel ?? options.signal,
+      signal: cancellationOf(options),
     });
     yield* openAIChatEvents(response.body, body, this.errors);
   }
 
-  async embeddings(body: EmbeddingsRequestBody, options: CallOptions): Promise<EmbeddingsResult> {
+  async embed(body: EmbeddingsRequestBody, options: CallOptions): Promise<EmbeddingsResult> {
     const response = await this.http.postJson<JsonObject>({
       path: this.pathFor('embeddings', body.model),
       body,
       headers: this.headers(options),
-      signal: options.cancel ?? options.signal,
+      signal: cancellationOf(options),
     });
     const result = response.body;
     if (result === null || typeof result !== 'object' || !Array.isArray(result['data'])) {

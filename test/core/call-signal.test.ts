@@ -1,5 +1,7 @@
 import t from 'tap';
+import { cancellationOf, GatewayCallOptions } from '../../core/call-options.ts';
 import { CallSignal, onCancel } from '../../core/call-signal.ts';
+import type { CallOptions } from '../../core/provider.ts';
 
 t.test('abort runs each listener once with the reason, and later aborts change nothing', async (t) => {
   const call = new CallSignal();
@@ -62,4 +64,24 @@ t.test('onCancel listens to a CallSignal and to an AbortSignal alike', async (t)
   removedFrom.abort('z');
   removedFromCall.abort('z');
   t.equal(count, 2, 'removed listeners of either kind are not called');
+});
+
+t.test("a provider's call options show a standard signal and no kernel cancellation", async (t) => {
+  const cancel = new CallSignal();
+  const options: CallOptions = new GatewayCallOptions(cancel, 'req-1');
+  t.ok(options.signal instanceof AbortSignal);
+  t.equal(options.requestId, 'req-1');
+  t.notOk('cancel' in options, 'no `cancel` member');
+  t.same(Object.keys(options), ['requestId'], 'nothing else enumerable');
+  // @ts-expect-error the public contract has no `cancel`
+  void options.cancel;
+  cancel.abort(new Error('gone'));
+  t.ok(options.signal.aborted, 'the signal follows the call');
+});
+
+t.test("the kernel reaches the cheap cancellation behind its own options, and a plain signal otherwise", async (t) => {
+  const cancel = new CallSignal();
+  t.equal(cancellationOf(new GatewayCallOptions(cancel, 'r')), cancel);
+  const signal = new AbortController().signal;
+  t.equal(cancellationOf({ signal, requestId: 'r' }), signal);
 });

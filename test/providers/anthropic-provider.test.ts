@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { ChatRequestBody, Provider } from '../../core/provider.ts';
+import { modalitiesOf, type ChatRequestBody, type Provider } from '../../core/provider.ts';
 import { anthropicProviderType } from '../../providers/anthropic/index.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
 import { callOptions as options, chunksOf, collect, failure } from './provider-test-kit.ts';
@@ -33,7 +33,7 @@ const weatherTool = { type: 'function', function: { name: 'get_weather', paramet
 
 t.test('non-stream chat converts the request and the answer', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'Hello!', usage: { input_tokens: 10, output_tokens: 3 } });
-  const result = await provider().chat!(body({ max_tokens: 50 }), options());
+  const result = await provider().language!.chat(body({ max_tokens: 50 }), options());
   const sent = fake.requests[0]?.body;
   t.equal(fake.requests[0]?.path, '/v1/messages');
   t.same(sent.system, [{ type: 'text', text: 'Be brief.' }]);
@@ -47,7 +47,7 @@ t.test('non-stream chat converts the request and the answer', async (t) => {
 });
 
 t.test('sends x-api-key, anthropic-version and configured headers, never a bearer token', async (t) => {
-  await provider({ headers: { 'anthropic-beta': 'prompt-caching-2024-07-31' } }).chat!(body(), options());
+  await provider({ headers: { 'anthropic-beta': 'prompt-caching-2024-07-31' } }).language!.chat(body(), options());
   const headers = fake.requests[0]?.headers ?? {};
   t.equal(headers['x-api-key'], API_KEY);
   t.equal(headers['anthropic-version'], '2023-06-01');
@@ -56,30 +56,30 @@ t.test('sends x-api-key, anthropic-version and configured headers, never a beare
 });
 
 t.test('the configured version is sent', async (t) => {
-  await provider({ version: '2099-01-01' }).chat!(body(), options());
+  await provider({ version: '2099-01-01' }).language!.chat(body(), options());
   t.equal(fake.requests[0]?.headers['anthropic-version'], '2099-01-01');
 });
 
 t.test('a base URL ending in /v1 is not doubled', async (t) => {
-  await provider({ baseUrl: `${fake.url}/v1` }).chat!(body(), options());
+  await provider({ baseUrl: `${fake.url}/v1` }).language!.chat(body(), options());
   t.equal(fake.requests[0]?.path, '/v1/messages');
 });
 
 t.test('the default max_tokens applies when the request names none', async (t) => {
-  await provider({ defaultMaxTokens: 777 }).chat!(body(), options());
+  await provider({ defaultMaxTokens: 777 }).language!.chat(body(), options());
   t.equal(fake.requests[0]?.body.max_tokens, 777);
 });
 
 t.test('cache reads and writes are included in input tokens and named apart', async (t) => {
   fake.enqueue({ kind: 'reply', usage: { input_tokens: 4, output_tokens: 8, cache_read_input_tokens: 1000, cache_creation_input_tokens: 200 } });
-  const result = await provider().chat!(body(), options());
+  const result = await provider().language!.chat(body(), options());
   t.same(result.usage, { inputTokens: 1204, cachedInputTokens: 1000, cacheWriteTokens: 200, outputTokens: 8, reasoningTokens: 0, estimated: false });
   t.match(result.completion.usage, { prompt_tokens: 1204, prompt_tokens_details: { cached_tokens: 1000 } });
 });
 
 t.test('tools go out as input_schema tools and tool_use comes back as tool_calls', async (t) => {
   fake.enqueue({ kind: 'reply', toolCalls: [{ id: 'toolu_1', name: 'get_weather', input: { city: 'Oslo' } }] });
-  const result = await provider().chat!(body({ tools: [weatherTool], tool_choice: 'required' }), options());
+  const result = await provider().language!.chat(body({ tools: [weatherTool], tool_choice: 'required' }), options());
   const sent = fake.requests[0]?.body;
   t.same(sent.tools, [{ name: 'get_weather', input_schema: weatherTool.function.parameters }]);
   t.same(sent.tool_choice, { type: 'any' });
@@ -90,7 +90,7 @@ t.test('tools go out as input_schema tools and tool_use comes back as tool_calls
 });
 
 t.test('a tool round trip sends tool_use and tool_result blocks', async (t) => {
-  await provider().chat!(
+  await provider().language!.chat(
     body({
       messages: [
         { role: 'user', content: 'Weather?' },
@@ -108,7 +108,7 @@ t.test('a tool round trip sends tool_use and tool_result blocks', async (t) => {
 });
 
 t.test('images are sent as base64 and url sources', async (t) => {
-  await provider().chat!(
+  await provider().language!.chat(
     body({
       messages: [
         {
@@ -131,14 +131,14 @@ t.test('images are sent as base64 and url sources', async (t) => {
 });
 
 t.test('a request that cannot be converted fails as a client error without calling upstream', async (t) => {
-  const error = await failure(() => provider().chat!(body({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] }), options()));
+  const error = await failure(() => provider().language!.chat(body({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] }), options()));
   t.equal(error.kind, 'client');
   t.equal(fake.requests.length, 0);
 });
 
 t.test('stream converts text events into chunks, then usage', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'Hello there friend', usage: { input_tokens: 9, output_tokens: 4, cache_read_input_tokens: 5 } });
-  const events = await collect(provider().chatStream!(body(), options()));
+  const events = await collect(provider().language!.chatStream(body(), options()));
   const chunks = chunksOf(events);
   t.equal(fake.requests[0]?.body.stream, true);
   t.same(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '' });
@@ -150,7 +150,7 @@ t.test('stream converts text events into chunks, then usage', async (t) => {
 
 t.test('stream converts tool_use blocks into tool-call deltas', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'Checking.', toolCalls: [{ id: 'toolu_a', name: 'get_weather', input: { city: 'Oslo' } }, { id: 'toolu_b', name: 'get_time', input: { tz: 'CET' } }] });
-  const chunks = chunksOf(await collect(provider().chatStream!(body({ tools: [weatherTool] }), options())));
+  const chunks = chunksOf(await collect(provider().language!.chatStream(body({ tools: [weatherTool] }), options())));
   const calls = chunks.flatMap((chunk) => (chunk.choices[0]?.delta.tool_calls as any[]) ?? []);
   const starts = calls.filter((call) => call.id);
   t.same(starts, [
@@ -165,13 +165,13 @@ t.test('stream converts tool_use blocks into tool-call deltas', async (t) => {
 
 t.test('stream passes thinking as reasoning_content', async (t) => {
   fake.enqueue({ kind: 'reply', thinking: 'Let me think.', content: 'Done.' });
-  const chunks = chunksOf(await collect(provider().chatStream!(body(), options())));
+  const chunks = chunksOf(await collect(provider().language!.chatStream(body(), options())));
   t.equal(chunks.map((chunk) => chunk.choices[0]?.delta['reasoning_content'] ?? '').join(''), 'Let me think.');
 });
 
 t.test('stream estimates usage when the upstream reports none', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'abcdefgh', usage: false });
-  const events = await collect(provider().chatStream!(body(), options()));
+  const events = await collect(provider().language!.chatStream(body(), options()));
   const last = events.at(-1);
   t.equal(last?.type, 'usage');
   if (last?.type !== 'usage') return;
@@ -181,7 +181,7 @@ t.test('stream estimates usage when the upstream reports none', async (t) => {
 
 t.test('an overloaded_error event mid-stream is a retryable server error', async (t) => {
   fake.enqueue({ kind: 'stream-error', afterEvents: 4 });
-  const error = await failure(() => collect(provider().chatStream!(body(), options())));
+  const error = await failure(() => collect(provider().language!.chatStream(body(), options())));
   t.equal(error.kind, 'server');
   t.equal(error.retryable, true);
   t.match(error.message, 'Overloaded');
@@ -190,13 +190,13 @@ t.test('an overloaded_error event mid-stream is a retryable server error', async
 
 t.test('a rate_limit_error event mid-stream is rate_limited', async (t) => {
   fake.enqueue({ kind: 'stream-error', afterEvents: 2, error: { type: 'rate_limit_error', message: 'slow down' } });
-  const error = await failure(() => collect(provider().chatStream!(body(), options())));
+  const error = await failure(() => collect(provider().language!.chatStream(body(), options())));
   t.equal(error.kind, 'rate_limited');
 });
 
 t.test('a stream cut mid-way fails as a server error', async (t) => {
   fake.enqueue({ kind: 'stream-cut', afterEvents: 4 });
-  const error = await failure(() => collect(provider().chatStream!(body(), options())));
+  const error = await failure(() => collect(provider().language!.chatStream(body(), options())));
   t.equal(error.kind, 'server');
 });
 
@@ -204,7 +204,7 @@ t.test('status codes map to kinds, 529 overloaded included', async (t) => {
   const p = provider();
   for (const [status, kind] of [[400, 'client'], [401, 'auth'], [403, 'auth'], [404, 'client'], [429, 'rate_limited'], [500, 'server'], [529, 'server']] as const) {
     fake.enqueue({ kind: 'status', status, retryAfter: status === 429 ? '4' : undefined });
-    const error = await failure(() => p.chat!(body(), options()));
+    const error = await failure(() => p.language!.chat(body(), options()));
     t.equal(error.kind, kind, `status ${status}`);
     if (status === 429) t.equal(error.retryAfterMs, 4000);
   }
@@ -213,8 +213,8 @@ t.test('status codes map to kinds, 529 overloaded included', async (t) => {
 t.test('reset maps to connect and a hang times out', async (t) => {
   fake.enqueue({ kind: 'reset' }, { kind: 'hang' });
   const p = provider();
-  t.equal((await failure(() => p.chat!(body(), options()))).kind, 'connect');
-  t.equal((await failure(() => p.chat!(body(), options()))).kind, 'timeout');
+  t.equal((await failure(() => p.language!.chat(body(), options()))).kind, 'connect');
+  t.equal((await failure(() => p.language!.chat(body(), options()))).kind, 'timeout');
 });
 
 t.test('aborting mid-stream stops the upstream call', async (t) => {
@@ -222,7 +222,7 @@ t.test('aborting mid-stream stops the upstream call', async (t) => {
   const controller = new AbortController();
   let chunks = 0;
   const error = await failure(async () => {
-    for await (const event of provider().chatStream!(body(), options(controller.signal))) {
+    for await (const event of provider().language!.chatStream(body(), options(controller.signal))) {
       if (event.type === 'chunk' && ++chunks === 2) controller.abort();
     }
   });
@@ -232,12 +232,12 @@ t.test('aborting mid-stream stops the upstream call', async (t) => {
 
 t.test('the API key never appears in error messages', async (t) => {
   fake.enqueue({ kind: 'status', status: 401, message: `invalid x-api-key ${API_KEY}` });
-  const error = await failure(() => provider().chat!(body(), options()));
+  const error = await failure(() => provider().language!.chat(body(), options()));
   t.equal(error.kind, 'auth');
   t.notMatch(error.message, API_KEY);
   t.notMatch(JSON.stringify(error.upstreamBody), API_KEY);
 });
 
 t.test('declares chat and stream', async (t) => {
-  t.same([...provider().capabilities].sort(), ['chat', 'stream']);
+  t.same(modalitiesOf(provider()), ['language']);
 });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { ChatRequestBody, Provider } from '../../core/provider.ts';
+import { modalitiesOf, type ChatRequestBody, type Provider } from '../../core/provider.ts';
 import { mockProviderType } from '../../providers/mock/index.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
 import { callOptions as options, collect, failure } from './provider-test-kit.ts';
@@ -17,23 +17,23 @@ const tools = [
 
 
 t.test('the reply echoes part of the last user message', async (t) => {
-  const result = await provider().chat!(body('What is the capital of Norway?'), options());
+  const result = await provider().language!.chat(body('What is the capital of Norway?'), options());
   t.match(result.completion.choices[0]?.message.content, 'What is the capital of Norway?');
   t.equal(result.completion.choices[0]?.finish_reason, 'stop');
   t.equal(result.completion.model, 'mock-small');
 });
 
 t.test('the same request gets the same reply', async (t) => {
-  const a = await provider().chat!(body('Repeat after me'), options());
-  const b = await provider().chat!(body('Repeat after me'), options());
+  const a = await provider().language!.chat(body('Repeat after me'), options());
+  const b = await provider().language!.chat(body('Repeat after me'), options());
   t.equal(a.completion.choices[0]?.message.content, b.completion.choices[0]?.message.content);
   t.equal(a.completion.id, b.completion.id);
-  const c = await provider().chat!(body('Something else'), options());
+  const c = await provider().language!.chat(body('Something else'), options());
   t.not(a.completion.choices[0]?.message.content, c.completion.choices[0]?.message.content);
 });
 
 t.test('usage is counted with the shared estimator and is not marked estimated', async (t) => {
-  const result = await provider().chat!(body('Count me'), options());
+  const result = await provider().language!.chat(body('Count me'), options());
   const text = result.completion.choices[0]?.message.content as string;
   t.equal(result.usage.outputTokens, estimateTokens(text));
   t.ok(result.usage.inputTokens > 0);
@@ -43,32 +43,32 @@ t.test('usage is counted with the shared estimator and is not marked estimated',
 
 t.test('stream sends a role chunk, word chunks, the finish chunk, then usage', async (t) => {
   const p = provider();
-  const events = await collect(p.chatStream!(body('Stream this please'), options()));
+  const events = await collect(p.language!.chatStream(body('Stream this please'), options()));
   const chunks = events.flatMap((event) => (event.type === 'chunk' ? [event.chunk] : []));
   t.same(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '' });
   t.ok(chunks.length > 5, 'several word chunks');
   t.equal(chunks.at(-1)?.choices[0]?.finish_reason, 'stop');
   t.equal(events.at(-1)?.type, 'usage');
   const streamed = chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join('');
-  const whole = await p.chat!(body('Stream this please'), options());
+  const whole = await p.language!.chat(body('Stream this please'), options());
   t.equal(streamed, whole.completion.choices[0]?.message.content);
   const usage = events.at(-1);
   if (usage?.type === 'usage') t.same(usage.usage, whole.usage);
 });
 
 t.test('max_tokens truncates the reply with finish_reason length', async (t) => {
-  const result = await provider().chat!(body('Tell me a long story about many things', { max_tokens: 5 }), options());
+  const result = await provider().language!.chat(body('Tell me a long story about many things', { max_tokens: 5 }), options());
   const text = result.completion.choices[0]?.message.content as string;
   t.equal(result.completion.choices[0]?.finish_reason, 'length');
   t.ok(estimateTokens(text) <= 5);
   t.ok(result.usage.outputTokens <= 5);
-  const events = await collect(provider().chatStream!(body('Tell me a long story about many things', { max_completion_tokens: 5 }), options()));
+  const events = await collect(provider().language!.chatStream(body('Tell me a long story about many things', { max_completion_tokens: 5 }), options()));
   const finish = events.flatMap((event) => (event.type === 'chunk' ? [event.chunk.choices[0]?.finish_reason] : [])).at(-1);
   t.equal(finish, 'length');
 });
 
 t.test('tool_choice required calls the first tool with arguments from its schema', async (t) => {
-  const result = await provider().chat!(body('Oslo please', { tools, tool_choice: 'required' }), options());
+  const result = await provider().language!.chat(body('Oslo please', { tools, tool_choice: 'required' }), options());
   const choice = result.completion.choices[0];
   t.equal(choice?.finish_reason, 'tool_calls');
   t.equal(choice?.message.content, null);
@@ -79,27 +79,27 @@ t.test('tool_choice required calls the first tool with arguments from its schema
 });
 
 t.test('a named tool_choice calls that tool', async (t) => {
-  const result = await provider().chat!(body('hi', { tools, tool_choice: { type: 'function', function: { name: 'get_time' } } }), options());
+  const result = await provider().language!.chat(body('hi', { tools, tool_choice: { type: 'function', function: { name: 'get_time' } } }), options());
   const call = result.completion.choices[0]?.message.tool_calls?.[0];
   t.equal(call?.function.name, 'get_time');
   t.equal(call?.function.arguments, '{}');
 });
 
 t.test('"call <tool>" in the last user message calls that tool', async (t) => {
-  const result = await provider().chat!(body('Please call get_time now', { tools }), options());
+  const result = await provider().language!.chat(body('Please call get_time now', { tools }), options());
   t.equal(result.completion.choices[0]?.message.tool_calls?.[0]?.function.name, 'get_time');
 });
 
 t.test('no tool call without tools, with tool_choice none, or for an unknown tool name', async (t) => {
   const p = provider();
   for (const request of [body('call get_time'), body('call get_time', { tools, tool_choice: 'none' }), body('call nothing_here', { tools })]) {
-    const result = await p.chat!(request, options());
+    const result = await p.language!.chat(request, options());
     t.notOk(result.completion.choices[0]?.message.tool_calls);
   }
 });
 
 t.test('after a tool result the mock answers in text', async (t) => {
-  const result = await provider().chat!(
+  const result = await provider().language!.chat(
     {
       model: 'mock-small',
       tools,
@@ -116,7 +116,7 @@ t.test('after a tool result the mock answers in text', async (t) => {
 });
 
 t.test('streamed tool calls arrive as OpenAI tool-call deltas', async (t) => {
-  const events = await collect(provider().chatStream!(body('x', { tools, tool_choice: 'required' }), options()));
+  const events = await collect(provider().language!.chatStream(body('x', { tools, tool_choice: 'required' }), options()));
   const deltas = events.flatMap((event) => (event.type === 'chunk' ? ((event.chunk.choices[0]?.delta.tool_calls as any[]) ?? []) : []));
   t.equal(deltas[0].function.name, 'get_weather');
   t.ok(JSON.parse(deltas.map((delta) => delta.function.arguments).join('')));
@@ -126,7 +126,7 @@ t.test('streamed tool calls arrive as OpenAI tool-call deltas', async (t) => {
 
 t.test('embeddings are deterministic unit vectors of the configured size', async (t) => {
   const p = provider({ embeddingDimensions: 16 });
-  const result = await p.embeddings!({ model: 'mock-embed', input: ['alpha', 'beta', 'alpha'] }, options());
+  const result = await p.embeddings!.embed({ model: 'mock-embed', input: ['alpha', 'beta', 'alpha'] }, options());
   const data = result.body['data'] as Array<{ embedding: number[]; index: number }>;
   t.equal(data.length, 3);
   t.equal(data[0]?.embedding.length, 16);
@@ -139,16 +139,16 @@ t.test('embeddings are deterministic unit vectors of the configured size', async
 
 t.test('embeddings default to 64 dimensions and honour the request’s dimensions', async (t) => {
   const p = provider();
-  const byDefault = await p.embeddings!({ model: 'e', input: 'x' }, options());
+  const byDefault = await p.embeddings!.embed({ model: 'e', input: 'x' }, options());
   t.equal((byDefault.body['data'] as any[])[0].embedding.length, 64);
-  const asked = await p.embeddings!({ model: 'e', input: 'x', dimensions: 5 }, options());
+  const asked = await p.embeddings!.embed({ model: 'e', input: 'x', dimensions: 5 }, options());
   t.equal((asked.body['data'] as any[])[0].embedding.length, 5);
 });
 
 t.test('embeddings can be base64 float32, as the SDKs ask by default', async (t) => {
   const p = provider({ embeddingDimensions: 8 });
-  const floats = await p.embeddings!({ model: 'e', input: 'x' }, options());
-  const packed = await p.embeddings!({ model: 'e', input: 'x', encoding_format: 'base64' }, options());
+  const floats = await p.embeddings!.embed({ model: 'e', input: 'x' }, options());
+  const packed = await p.embeddings!.embed({ model: 'e', input: 'x', encoding_format: 'base64' }, options());
   const bytes = Buffer.from((packed.body['data'] as any[])[0].embedding as string, 'base64');
   const decoded = Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4));
   t.same(decoded, (floats.body['data'] as any[])[0].embedding);
@@ -158,7 +158,7 @@ t.test('latency can be cut short by the caller', async (t) => {
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 20);
   const started = Date.now();
-  t.equal((await failure(() => provider({ latencyMs: 5000 }).chat!(body('x'), options(controller.signal)))).kind, 'aborted');
+  t.equal((await failure(() => provider({ latencyMs: 5000 }).language!.chat(body('x'), options(controller.signal)))).kind, 'aborted');
   t.ok(Date.now() - started < 1000);
 });
 
@@ -166,7 +166,7 @@ t.test('an abort between chunks stops the stream', async (t) => {
   const controller = new AbortController();
   let chunks = 0;
   const { kind } = await failure(async () => {
-    for await (const event of provider({ chunkDelayMs: 5 }).chatStream!(body('one two three four five six'), options(controller.signal))) {
+    for await (const event of provider({ chunkDelayMs: 5 }).language!.chatStream(body('one two three four five six'), options(controller.signal))) {
       if (event.type === 'chunk' && ++chunks === 2) controller.abort();
     }
   });
@@ -175,5 +175,5 @@ t.test('an abort between chunks stops the stream', async (t) => {
 });
 
 t.test('declares chat, stream and embeddings', async (t) => {
-  t.same([...provider().capabilities].sort(), ['chat', 'embeddings', 'stream']);
+  t.same(modalitiesOf(provider()), ['language', 'embeddings']);
 });

@@ -1,9 +1,10 @@
 import t from 'tap';
-import type { ChatRequestBody, ChatStreamEvent, Provider } from '../../core/provider.ts';
+import { modalitiesOf, type ChatRequestBody, type ChatStreamEvent, type Provider } from '../../core/provider.ts';
 import { openAIProviderType } from '../../providers/openai/index.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
 import { callOptions as options, collect, failure } from './provider-test-kit.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
+import { GatewayCallOptions } from '../../core/call-options.ts';
 import { CallSignal } from '../../core/call-signal.ts';
 
 const API_KEY = 'sk-openai-test-key-abcdef123456';
@@ -28,13 +29,13 @@ const body = (extra: Partial<ChatRequestBody> = {}): ChatRequestBody => ({ model
 
 t.test('non-stream chat returns the completion and normalised usage', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'Hello there', usage: { prompt_tokens: 20, completion_tokens: 9, cached_tokens: 8, reasoning_tokens: 4 } });
-  const result = await provider().chat!(body(), options());
+  const result = await provider().language!.chat(body(), options());
   t.equal(result.completion.choices[0]?.message.content, 'Hello there');
   t.same(result.usage, { inputTokens: 20, cachedInputTokens: 8, cacheWriteTokens: 0, outputTokens: 9, reasoningTokens: 4, estimated: false });
 });
 
 t.test('non-stream chat sends the body through with provider-specific fields, without stream fields', async (t) => {
-  await provider().chat!(body({ temperature: 0.2, seed: 7, logit_bias: { '50256': -100 }, stream: true, stream_options: { include_usage: true } }), options());
+  await provider().language!.chat(body({ temperature: 0.2, seed: 7, logit_bias: { '50256': -100 }, stream: true, stream_options: { include_usage: true } }), options());
   const sent = fake.requests[0]?.body;
   t.equal(sent.model, 'gpt-test');
   t.equal(sent.temperature, 0.2);
@@ -46,7 +47,7 @@ t.test('non-stream chat sends the body through with provider-specific fields, wi
 });
 
 t.test('sends the bearer key, the configured headers and the request id', async (t) => {
-  await provider({ headers: { 'openai-organization': 'org-1', 'x-extra': 'yes' } }).chat!(body(), options());
+  await provider({ headers: { 'openai-organization': 'org-1', 'x-extra': 'yes' } }).language!.chat(body(), options());
   const headers = fake.requests[0]?.headers ?? {};
   t.equal(headers['authorization'], `Bearer ${API_KEY}`);
   t.equal(headers['openai-organization'], 'org-1');
@@ -55,13 +56,13 @@ t.test('sends the bearer key, the configured headers and the request id', async 
 });
 
 t.test('omits authorization when no key is configured (local servers)', async (t) => {
-  await provider({ apiKey: undefined }).chat!(body(), options());
+  await provider({ apiKey: undefined }).language!.chat(body(), options());
   t.notOk(fake.requests[0]?.headers['authorization']);
 });
 
 t.test('non-stream chat estimates usage when the upstream reports none', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'x'.repeat(40), usage: false });
-  const result = await provider().chat!(body(), options());
+  const result = await provider().language!.chat(body(), options());
   t.equal(result.usage.estimated, true);
   t.equal(result.usage.outputTokens, 10);
   t.ok(result.usage.inputTokens > 0);
@@ -69,7 +70,7 @@ t.test('non-stream chat estimates usage when the upstream reports none', async (
 
 t.test('non-stream tool calls come back as sent', async (t) => {
   fake.enqueue({ kind: 'reply', toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: { city: 'Oslo' } }] });
-  const result = await provider().chat!(body({ tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }] }), options());
+  const result = await provider().language!.chat(body({ tools: [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object' } } }] }), options());
   const choice = result.completion.choices[0];
   t.equal(choice?.finish_reason, 'tool_calls');
   t.same(choice?.message.tool_calls, [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }]);
@@ -78,7 +79,7 @@ t.test('non-stream tool calls come back as sent', async (t) => {
 
 t.test('stream yields chunks, then the usage that arrives after the finish chunk', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'one two three four', usage: { prompt_tokens: 11, completion_tokens: 4, cached_tokens: 3 } });
-  const events = await collect(provider().chatStream!(body(), options()));
+  const events = await collect(provider().language!.chatStream(body(), options()));
   const last = events.at(-1);
   t.same(last, { type: 'usage', usage: { inputTokens: 11, cachedInputTokens: 3, cacheWriteTokens: 0, outputTokens: 4, reasoningTokens: 0, estimated: false } });
   const chunks = events.filter((event) => event.type === 'chunk').map((event) => event.chunk);
@@ -90,20 +91,20 @@ t.test('stream yields chunks, then the usage that arrives after the finish chunk
 });
 
 t.test('stream asks for include_usage without clobbering other stream_options', async (t) => {
-  await collect(provider().chatStream!(body({ stream_options: { continuous_usage_stats: true } }), options()));
+  await collect(provider().language!.chatStream(body({ stream_options: { continuous_usage_stats: true } }), options()));
   const sent = fake.requests[0]?.body;
   t.equal(sent.stream, true);
   t.same(sent.stream_options, { continuous_usage_stats: true, include_usage: true });
 });
 
 t.test('stream leaves stream_options alone when includeStreamUsage is off', async (t) => {
-  await collect(provider({ includeStreamUsage: false }).chatStream!(body(), options()));
+  await collect(provider({ includeStreamUsage: false }).language!.chatStream(body(), options()));
   t.notOk('stream_options' in (fake.requests[0]?.body ?? {}));
 });
 
 t.test('stream estimates usage when no usage chunk arrives', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'abcd efgh', usage: false });
-  const events = await collect(provider().chatStream!(body(), options()));
+  const events = await collect(provider().language!.chatStream(body(), options()));
   const usage = events.at(-1);
   t.equal(usage?.type, 'usage');
   if (usage?.type !== 'usage') return;
@@ -114,7 +115,7 @@ t.test('stream estimates usage when no usage chunk arrives', async (t) => {
 
 t.test('stream passes tool-call deltas through', async (t) => {
   fake.enqueue({ kind: 'reply', toolCalls: [{ id: 'call_9', name: 'lookup', arguments: '{"q":"tap"}' }] });
-  const events = await collect(provider().chatStream!(body(), options()));
+  const events = await collect(provider().language!.chatStream(body(), options()));
   const deltas = events.flatMap((event) => (event.type === 'chunk' ? ((event.chunk.choices[0]?.delta.tool_calls as any[]) ?? []) : []));
   t.equal(deltas[0].id, 'call_9');
   t.equal(deltas[0].function.name, 'lookup');
@@ -123,7 +124,7 @@ t.test('stream passes tool-call deltas through', async (t) => {
 
 t.test('a fully read stream leaves its connection open for reuse', async (t) => {
   const p = provider();
-  for (let i = 0; i < 4; i++) await collect(p.chatStream!(body(), options()));
+  for (let i = 0; i < 4; i++) await collect(p.language!.chatStream(body(), options()));
   t.equal(await fake.requests[0]?.outcome, 'completed');
   // undici frees a socket a tick after the body ends, so back-to-back calls may open a second one
   t.ok(new Set(fake.requests.map((request) => request.remotePort)).size <= 2);
@@ -133,7 +134,7 @@ t.test('an in-stream error frame becomes a thrown UpstreamError', async (t) => {
   fake.enqueue({ kind: 'stream-error', afterChunks: 2, error: { message: 'The model is overloaded', type: 'server_error' } });
   const seen: ChatStreamEvent[] = [];
   const error = await failure(async () => {
-    for await (const event of provider().chatStream!(body(), options())) seen.push(event);
+    for await (const event of provider().language!.chatStream(body(), options())) seen.push(event);
   });
   t.equal(error.kind, 'server');
   t.match(error.message, 'The model is overloaded');
@@ -144,7 +145,7 @@ t.test('a stream cut mid-way fails as a server error after the chunks already re
   fake.enqueue({ kind: 'stream-cut', afterChunks: 3 });
   const seen: ChatStreamEvent[] = [];
   const error = await failure(async () => {
-    for await (const event of provider().chatStream!(body(), options())) seen.push(event);
+    for await (const event of provider().language!.chatStream(body(), options())) seen.push(event);
   });
   t.equal(error.kind, 'server');
   t.equal(error.retryable, true);
@@ -154,7 +155,7 @@ t.test('a stream cut mid-way fails as a server error after the chunks already re
 
 t.test('a stream that fails up front throws before the first event', async (t) => {
   fake.enqueue({ kind: 'status', status: 429, retryAfter: '2' });
-  const iterator = provider().chatStream!(body(), options())[Symbol.asyncIterator]();
+  const iterator = provider().language!.chatStream(body(), options())[Symbol.asyncIterator]();
   const error = await failure(() => iterator.next());
   t.equal(error.kind, 'rate_limited');
   t.equal(error.retryAfterMs, 2000);
@@ -165,7 +166,7 @@ t.test('aborting mid-stream stops the upstream call', async (t) => {
   const controller = new AbortController();
   let chunks = 0;
   const error = await failure(async () => {
-    for await (const event of provider().chatStream!(body(), options(controller.signal))) {
+    for await (const event of provider().language!.chatStream(body(), options(controller.signal))) {
       if (event.type === 'chunk' && ++chunks === 2) controller.abort();
     }
   });
@@ -175,7 +176,7 @@ t.test('aborting mid-stream stops the upstream call', async (t) => {
 
 t.test('leaving a stream early closes the upstream connection', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'a b c d e f g h i j k l m n o p', chunkDelayMs: 30 });
-  for await (const event of provider().chatStream!(body(), options())) {
+  for await (const event of provider().language!.chatStream(body(), options())) {
     if (event.type === 'chunk') break;
   }
   t.equal(await fake.requests[0]?.outcome, 'closed');
@@ -185,25 +186,26 @@ t.test('aborting a non-stream call stops the upstream call', async (t) => {
   fake.enqueue({ kind: 'hang' });
   const controller = new AbortController();
   setTimeout(() => controller.abort(), 30);
-  const error = await failure(() => provider().chat!(body(), options(controller.signal)));
+  const error = await failure(() => provider().language!.chat(body(), options(controller.signal)));
   t.equal(error.kind, 'aborted');
   t.equal(await fake.requests[0]?.outcome, 'closed');
 });
 
 t.test('the gateway\'s cheaper cancel stops the upstream call without the provider making an AbortSignal', async (t) => {
   fake.enqueue({ kind: 'hang' });
-  const cancel = new CallSignal();
   let signalRead = false;
-  const callOptions = {
-    requestId: 'req-123',
-    cancel,
-    get signal() {
+  const cancel = new (class extends CallSignal {
+    override get signal(): AbortSignal {
       signalRead = true;
-      return cancel.signal;
-    },
-  };
-  setTimeout(() => cancel.abort(new Error('client gone')), 30);
-  const error = await failure(() => provider().chat!(body(), callOptions));
+      return super.signal;
+    }
+  })();
+  const callOptions = new GatewayCallOptions(cancel, 'req-123');
+  const pending = failure(() => provider().language!.chat(body(), callOptions));
+  // Cancel once the upstream holds the request, however slow the machine is.
+  while (fake.requests.length === 0) await new Promise((resolve) => setImmediate(resolve));
+  cancel.abort(new Error('client gone'));
+  const error = await pending;
   t.equal(error.kind, 'aborted');
   t.equal(await fake.requests[0]?.outcome, 'closed');
   t.equal(signalRead, false, 'the AbortSignal was never asked for');
@@ -211,13 +213,13 @@ t.test('the gateway\'s cheaper cancel stops the upstream call without the provid
 
 t.test('an upstream that hangs times out', async (t) => {
   fake.enqueue({ kind: 'hang' });
-  const error = await failure(() => provider().chat!(body(), options()));
+  const error = await failure(() => provider().language!.chat(body(), options()));
   t.equal(error.kind, 'timeout');
 });
 
 t.test('reset before any response maps to connect', async (t) => {
   fake.enqueue({ kind: 'reset' });
-  const error = await failure(() => provider().chat!(body(), options()));
+  const error = await failure(() => provider().language!.chat(body(), options()));
   t.equal(error.kind, 'connect');
 });
 
@@ -225,7 +227,7 @@ t.test('status codes map to kinds', async (t) => {
   const p = provider();
   for (const [status, kind] of [[400, 'client'], [401, 'auth'], [403, 'auth'], [429, 'rate_limited'], [500, 'server'], [503, 'server']] as const) {
     fake.enqueue({ kind: 'status', status });
-    const error = await failure(() => p.chat!(body(), options()));
+    const error = await failure(() => p.language!.chat(body(), options()));
     t.equal(error.kind, kind, `status ${status}`);
     t.equal(error.status, status);
   }
@@ -234,8 +236,8 @@ t.test('status codes map to kinds', async (t) => {
 t.test('the API key never appears in error messages', async (t) => {
   fake.enqueue({ kind: 'status', status: 401, message: `Incorrect API key provided: ${API_KEY}.` }, { kind: 'stream-error', afterChunks: 1, error: { message: `bad key ${API_KEY}` } });
   const p = provider();
-  const first = await failure(() => p.chat!(body(), options()));
-  const second = await failure(() => collect(p.chatStream!(body(), options())));
+  const first = await failure(() => p.language!.chat(body(), options()));
+  const second = await failure(() => collect(p.language!.chatStream(body(), options())));
   for (const error of [first, second]) {
     t.notMatch(error.message, API_KEY);
     t.notMatch(JSON.stringify(error.upstreamBody), API_KEY);
@@ -245,8 +247,8 @@ t.test('the API key never appears in error messages', async (t) => {
 
 t.test('Azure mode uses the deployment URL, api-version and the api-key header', async (t) => {
   const azure = provider({ baseUrl: fake.url, azure: { apiVersion: '2024-10-21' } });
-  await azure.chat!(body({ model: 'my-deployment' }), options());
-  await collect(azure.chatStream!(body({ model: 'my-deployment' }), options()));
+  await azure.language!.chat(body({ model: 'my-deployment' }), options());
+  await collect(azure.language!.chatStream(body({ model: 'my-deployment' }), options()));
   for (const request of fake.requests) {
     t.equal(request.path, '/openai/deployments/my-deployment/chat/completions?api-version=2024-10-21');
     t.equal(request.headers['api-key'], API_KEY);
@@ -256,7 +258,7 @@ t.test('Azure mode uses the deployment URL, api-version and the api-key header',
 
 t.test('embeddings pass through and report the upstream usage', async (t) => {
   fake.enqueue({ kind: 'reply', usage: { prompt_tokens: 5, completion_tokens: 0 } });
-  const result = await provider().embeddings!({ model: 'text-embedding-test', input: ['a', 'b'], dimensions: 8 }, options());
+  const result = await provider().embeddings!.embed({ model: 'text-embedding-test', input: ['a', 'b'], dimensions: 8 }, options());
   t.equal((result.body['data'] as unknown[]).length, 2);
   t.equal(fake.requests[0]?.path, '/v1/embeddings');
   t.equal(fake.requests[0]?.body.dimensions, 8);
@@ -265,12 +267,12 @@ t.test('embeddings pass through and report the upstream usage', async (t) => {
 
 t.test('embeddings estimate usage when the upstream reports none', async (t) => {
   fake.enqueue({ kind: 'reply', usage: false });
-  const result = await provider().embeddings!({ model: 'text-embedding-test', input: 'twelve chars' }, options());
+  const result = await provider().embeddings!.embed({ model: 'text-embedding-test', input: 'twelve chars' }, options());
   t.same(result.usage, { inputTokens: 3, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 0, reasoningTokens: 0, estimated: true });
 });
 
 t.test('Azure embeddings use the deployment URL', async (t) => {
-  await provider({ baseUrl: fake.url, azure: { apiVersion: '2024-10-21' } }).embeddings!({ model: 'emb', input: 'x' }, options());
+  await provider({ baseUrl: fake.url, azure: { apiVersion: '2024-10-21' } }).embeddings!.embed({ model: 'emb', input: 'x' }, options());
   t.equal(fake.requests[0]?.path, '/openai/deployments/emb/embeddings?api-version=2024-10-21');
 });
 
@@ -279,5 +281,5 @@ t.test('a private base URL is refused unless allowPrivateNetwork is set', async 
 });
 
 t.test('declares chat, stream and embeddings', async (t) => {
-  t.same([...provider().capabilities].sort(), ['chat', 'embeddings', 'stream']);
+  t.same(modalitiesOf(provider()), ['language', 'embeddings']);
 });

@@ -25,7 +25,7 @@ t.test('a provider package is loaded by its npm name and works', async (t) => {
   t.equal(type.type, 'echo');
   const provider = type.create('echo-1', type.configSchema.parse({ prefix: '> ' }), createProviderContext());
   t.equal(provider.name, 'echo-1');
-  const result = await provider.chat!({ model: 'echo', messages: [{ role: 'user', content: 'ping' }] }, { signal: new AbortController().signal, requestId: 'r' });
+  const result = await provider.language!.chat({ model: 'echo', messages: [{ role: 'user', content: 'ping' }] }, { signal: new AbortController().signal, requestId: 'r' });
   t.equal(result.completion.choices[0]?.message.content, '> ping');
   t.equal(result.usage.estimated, false);
 });

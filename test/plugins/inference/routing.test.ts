@@ -1,6 +1,6 @@
 import t from 'tap';
 import { createMemoryCoordination } from '../../../adapters/memory/memory-coordination.ts';
-import { UpstreamError, type Capability, type Provider } from '../../../core/provider.ts';
+import { UpstreamError, type EmbeddingProvider, type LanguageModelProvider, type Provider } from '../../../core/provider.ts';
 import { CircuitBreaker } from '../../../plugins/inference/circuit-breaker.ts';
 import { runWithFailover, type FailoverSettings } from '../../../plugins/inference/failover.ts';
 import type { CatalogueModel } from '../../../plugins/inference/model-catalogue.ts';
@@ -9,7 +9,16 @@ import type { ProviderRegistry } from '../../../plugins/inference/provider-regis
 import { planRoutes, type RouteCandidate } from '../../../plugins/inference/route-planner.ts';
 import { CallSignal } from '../../../core/call-signal.ts';
 
-const provider = (name: string, capabilities: Capability[] = ['chat', 'stream']): Provider => ({ name, capabilities: new Set(capabilities) });
+const unused = async (): Promise<never> => {
+  throw new Error('not called in these tests');
+};
+const language: LanguageModelProvider = { chat: unused, chatStream: () => ({ [Symbol.asyncIterator]: () => ({ next: unused }) }) };
+const embeddings: EmbeddingProvider = { embed: unused };
+const provider = (name: string, offered: Array<'language' | 'embeddings'> = ['language']): Provider => ({
+  name,
+  ...(offered.includes('language') ? { language } : {}),
+  ...(offered.includes('embeddings') ? { embeddings } : {}),
+});
 const registry = (providers: Provider[]) => ({ get: (name: string) => providers.find((p) => p.name === name) }) as unknown as ProviderRegistry;
 
 function model(routes: Array<{ provider: string; model?: string; weight?: number; priority?: number }>): CatalogueModel {
@@ -39,37 +48,49 @@ t.test('route planning', async (t) => {
   const breaker = new CircuitBreaker(coordination, { failureThreshold: 2, windowMs: 60_000, cooldownMs: 60_000 });
   await breaker.start();
   t.teardown(() => breaker.stop());
-  const providers = registry([provider('a'), provider('b'), provider('c'), provider('embed-only', ['embeddings'])]);
+  const providers = registry([provider('a'), provider('b'), provider('c'), provider('embed-only', ['embeddings']), provider('both', ['language', 'embeddings'])]);
   const keys = (candidates: RouteCandidate[]) => candidates.map((c) => c.provider.name);
 
   t.test('routes without priorities are tried in config order', async (t) => {
-    t.same(keys(planRoutes(model([{ provider: 'a' }, { provider: 'b' }, { provider: 'c' }]), 'chat', providers, breaker)), ['a', 'b', 'c']);
+    t.same(keys(planRoutes(model([{ provider: 'a' }, { provider: 'b' }, { provider: 'c' }]), 'language', providers, breaker)), ['a', 'b', 'c']);
   });
 
   t.test('lower priority numbers come first', async (t) => {
-    t.same(keys(planRoutes(model([{ provider: 'a', priority: 2 }, { provider: 'b', priority: 1 }]), 'chat', providers, breaker)), ['b', 'a']);
+    t.same(keys(planRoutes(model([{ provider: 'a', priority: 2 }, { provider: 'b', priority: 1 }]), 'language', providers, breaker)), ['b', 'a']);
   });
 
   t.test('routes of equal priority share traffic by weight', async (t) => {
     const plan = model([{ provider: 'a', weight: 3, priority: 0 }, { provider: 'b', weight: 1, priority: 0 }]);
     // Total weight 4: a draw below 3 picks a, at or above 3 picks b.
-    t.same(keys(planRoutes(plan, 'chat', providers, breaker, sequence(0.5))), ['a', 'b']);
-    t.same(keys(planRoutes(plan, 'chat', providers, breaker, sequence(0.8))), ['b', 'a']);
+    t.same(keys(planRoutes(plan, 'language', providers, breaker, sequence(0.5))), ['a', 'b']);
+    t.same(keys(planRoutes(plan, 'language', providers, breaker, sequence(0.8))), ['b', 'a']);
     let firstA = 0;
     const random = Math.random;
-    for (let i = 0; i < 4000; i += 1) if (planRoutes(plan, 'chat', providers, breaker, random)[0]!.provider.name === 'a') firstA += 1;
+    for (let i = 0; i < 4000; i += 1) if (planRoutes(plan, 'language', providers, breaker, random)[0]!.provider.name === 'a') firstA += 1;
     t.ok(firstA > 2700 && firstA < 3300, `a first ${firstA} times in 4000 (expected about 3000)`);
   });
 
-  t.test('routes whose provider lacks the capability are dropped', async (t) => {
-    t.same(keys(planRoutes(model([{ provider: 'embed-only' }, { provider: 'a' }]), 'chat', providers, breaker)), ['a']);
+  t.test('a provider offering only embeddings is not offered for chat', async (t) => {
+    t.same(keys(planRoutes(model([{ provider: 'embed-only' }, { provider: 'a' }]), 'language', providers, breaker)), ['a']);
+  });
+
+  t.test('a provider offering only chat is not offered for embeddings', async (t) => {
+    const plan = model([{ provider: 'a' }, { provider: 'embed-only' }, { provider: 'both' }]);
+    t.same(keys(planRoutes(plan, 'embeddings', providers, breaker)), ['embed-only', 'both']);
+  });
+
+  t.test('each route carries the interface of the modality asked for', async (t) => {
+    const plan = model([{ provider: 'both' }]);
+    t.equal(planRoutes(plan, 'embeddings', providers, breaker)[0]!.api, embeddings);
+    t.equal(planRoutes(plan, 'language', providers, breaker)[0]!.api, language);
+    t.same(planRoutes(plan, 'images', providers, breaker), [], 'nothing offers images');
   });
 
   t.test('a route whose circuit is open moves to the back but is still tried', async (t) => {
     await breaker.recordFailure('a/a-model');
     await breaker.recordFailure('a/a-model');
     t.ok(breaker.isOpen('a/a-model'));
-    t.same(keys(planRoutes(model([{ provider: 'a' }, { provider: 'b' }]), 'chat', providers, breaker)), ['b', 'a']);
+    t.same(keys(planRoutes(model([{ provider: 'a' }, { provider: 'b' }]), 'language', providers, breaker)), ['b', 'a']);
   });
 });
 
@@ -78,7 +99,7 @@ t.test('failover engine', async (t) => {
   t.teardown(() => coordination.close());
   const breaker = new CircuitBreaker(coordination, { failureThreshold: 1000, windowMs: 60_000, cooldownMs: 60_000 });
   const settings: FailoverSettings = { maxAttempts: 10, retriesPerRoute: 2, initialBackoffMs: 100, maxBackoffMs: 400, maxRetryAfterMs: 1000, deadlineMs: 60_000 };
-  const candidates: RouteCandidate[] = ['a', 'b'].map((name) => ({ key: `${name}/m`, provider: provider(name), upstreamModel: 'm' }));
+  const candidates: RouteCandidate<'language'>[] = ['a', 'b'].map((name) => ({ key: `${name}/m`, provider: provider(name), api: language, upstreamModel: 'm' }));
 
   t.test('backoff grows exponentially with full jitter, capped', async (t) => {
     const calls: number[] = [];
