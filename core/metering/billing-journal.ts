@@ -387,11 +387,12 @@ export class BillingJournal {
     } catch (error) {
       this.failed(error);
       // Count on the closed one: the order of rows, which committed() relies on, is kept.
-      return last ?? this.placeholder();
+      return last ?? this.unwritableSegment();
     }
   }
 
-  private placeholder(): Segment {
+  /** Stands in for a segment that could not be opened, so the rows counted on it keep their order. */
+  private unwritableSegment(): Segment {
     const segment: Segment = { path: '', fd: null, bytes: 0, held: 0, open: 0, kept: false };
     this.segments.push(segment);
     return segment;
