@@ -299,11 +299,14 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
     });
   }
 
-  let document: unknown = null;
-  app.get('/client/openapi.json', { config: { auth: false, surface: 'client' } }, async () => {
-    document ??= buildOpenApiDocument(registry.list(), { serverUrl: config.server.publicUrl });
-    return document;
-  });
+  for (const prefix of MANAGEMENT_PREFIXES) {
+    // Each surface describes its own paths, so a client generated from either calls that surface.
+    let document: unknown = null;
+    app.get(`${prefix}/openapi.json`, { config: { auth: false, surface: 'client' } }, async () => {
+      document ??= buildOpenApiDocument(registry.list(), { serverUrl: config.server.publicUrl, prefix });
+      return document;
+    });
+  }
 
   for (const prefix of MANAGEMENT_PREFIXES) {
     app.get(`${prefix}/`, { config: { auth: { scope: null }, surface: 'client' } }, async (request) => {
@@ -311,7 +314,7 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
       return {
         object: 'surface',
         surface: 'management',
-        openapi: '/client/openapi.json',
+        openapi: `${prefix}/openapi.json`,
         operations: registry
           .list()
           .filter((op) => op.scope === null || credential.scopes.has(op.scope))

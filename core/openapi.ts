@@ -35,10 +35,12 @@ const ERROR_STATUSES: Record<string, string> = {
 };
 
 /** Builds the OpenAPI 3.1 document from the operation registry (the /client mount). */
-export function buildOpenApiDocument(operations: readonly AnyOperation[], options: { serverUrl?: string } = {}) {
+/** `prefix`: the management surface the document describes (`/client`, or the regional `/platform/v1`): the same operations under either. */
+export function buildOpenApiDocument(operations: readonly AnyOperation[], options: { serverUrl?: string; prefix?: string } = {}) {
+  const prefix = options.prefix ?? '/client';
   const paths: Record<string, Record<string, unknown>> = {};
   for (const operation of operations) {
-    const path = '/client' + operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+    const path = prefix + operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
     const parameters: unknown[] = [];
     for (const [location, schema] of [['path', operation.params], ['query', operation.query]] as const) {
       if (!schema) continue;

@@ -32,6 +32,14 @@ const doc = response.json() as OpenApiDocument;
 const docPath = (operation: AnyOperation) => '/client' + operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 const documented = (operation: AnyOperation): DocOperation | undefined => doc.paths[docPath(operation)]?.[operation.method.toLowerCase()];
 
+t.test('GET /platform/v1/openapi.json describes the same operations under the regional surface', async (t) => {
+  const regional = await test.call('GET', '/platform/v1/openapi.json', { token: null });
+  t.equal(regional.statusCode, 200);
+  const regionalDoc = regional.json() as OpenApiDocument;
+  t.same(Object.keys(regionalDoc.paths).sort(), Object.keys(doc.paths).map((path) => path.replace(/^\/client/, '/platform/v1')).sort());
+  t.ok(Object.keys(regionalDoc.paths).length > 0 && Object.keys(regionalDoc.paths).every((path) => path.startsWith('/platform/v1/')));
+});
+
 t.test('GET /client/openapi.json is served as JSON without a credential', async (t) => {
   t.equal(response.statusCode, 200);
   t.match(String(response.headers['content-type']), /^application\/json/);
