@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -30,6 +32,48 @@ const base = { parsers, postgresqlconf } as PGliteOptions;
 
 let clusterImage: Promise<File | Blob> | undefined;
 
+/**
+ * Where a freshly initialised cluster is kept between processes (each test file is one): initdb
+ * costs about a second of CPU, reading the image back a few milliseconds. The name carries
+ * PGlite's version and the settings above, so an upgrade or a changed setting never loads a stale
+ * image; a file that does not load is ignored and written again.
+ */
+export function clusterImageFile(): string | null {
+  try {
+    const entry = fileURLToPath(import.meta.resolve('@electric-sql/pglite'));
+    let dir = path.dirname(entry);
+    while (!existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+    const { version } = JSON.parse(readFileSync(path.join(dir, 'package.json'), 'utf8')) as { version: string };
+    const settings = createHash('sha1').update(JSON.stringify(postgresqlconf)).digest('hex').slice(0, 12);
+    // The package's own node_modules: the cache lives and dies with the installed dependencies.
+    return path.join(dir, '..', '..', '.cache', 'svc-pglite', `cluster-${version}-${settings}.tar`);
+  } catch {
+    return null;
+  }
+}
+
+function readCachedImage(file: string | null): Blob | undefined {
+  if (file === null || !existsSync(file)) return undefined;
+  try {
+    return new Blob([readFileSync(file)]);
+  } catch {
+    return undefined;
+  }
+}
+
+async function writeCachedImage(file: string | null, image: File | Blob): Promise<void> {
+  if (file === null) return;
+  try {
+    mkdirSync(path.dirname(file), { recursive: true });
+    // Another test file may write the same image at the same time: whole files only, by rename.
+    const temporary = `${file}.${process.pid}.${Date.now()}`;
+    writeFileSync(temporary, Buffer.from(await image.arrayBuffer()));
+    renameSync(temporary, file);
+  } catch {
+    // Only speed is lost.
+  }
+}
+
 async function openInMemory(reuseImage: boolean): Promise<PGlite> {
   if (!reuseImage) return PGlite.create(base);
   if (clusterImage !== undefined) {
@@ -37,11 +81,24 @@ async function openInMemory(reuseImage: boolean): Promise<PGlite> {
     const image = await clusterImage.catch(() => undefined);
     return PGlite.create(image === undefined ? base : { ...base, loadDataDir: image });
   }
+  const file = clusterImageFile();
+  const cached = readCachedImage(file);
+  if (cached !== undefined) {
+    const image = Promise.resolve(cached);
+    clusterImage = image;
+    try {
+      return await PGlite.create({ ...base, loadDataDir: cached });
+    } catch {
+      // A damaged or foreign file: initialise afresh below, and replace it.
+      if (clusterImage === image) clusterImage = undefined;
+    }
+  }
   // The first instance donates its freshly initialised files before anyone has written to it, so
   // no separate seed instance (another full initdb) is needed.
   const first = PGlite.create(base);
   const image = first.then((db) => db.dumpDataDir('none'));
   clusterImage = image;
+  image.then((blob) => writeCachedImage(file, blob)).catch(() => undefined);
   image.catch(() => {
     if (clusterImage === image) clusterImage = undefined;
   });
