@@ -18,6 +18,10 @@ t.test('two gateway instances sharing PostgreSQL + Redis admit exactly the rpm l
 
   const { id, key } = await a.newKey({ name: 'shared rpm' });
   await a.patchKey(id, { rateLimits: { requestsPerMinute: 20 } });
+  // Steady state first: a fresh Redis holds admissions on both replicas for its recovery window
+  // (see GateRecovery), after which whichever replica retries first could take the whole burst.
+  const warmUp = await a.newKey({ name: 'warm-up' });
+  for (const replica of [a, b]) t.equal((await replica.chat(warmUp.key, { model: 'solo', messages: user('warm up'), max_tokens: 10 })).status, 200);
 
   // 60 calls, alternating replicas, all at once. GCRA refills one request every 3 s, so within
   // this burst exactly the bucket (20) can be admitted.
