@@ -1,9 +1,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import t, { type Test } from 'tap';
 import type { AppConfigInput } from '../../../config/schema.ts';
-import { realServersConfig } from '../../helpers/app.ts';
 import type { OpenAIBehaviour } from '../../fakes/fake-openai-upstream.ts';
-import { reservedInputTokens, startMeteredGateway, user, type MeteredGateway } from './metered-gateway.ts';
+import { onEveryBackend, reservedInputTokens, startMeteredGateway, user, type MeteredGateway } from './metered-gateway.ts';
 
 /**
  * The money invariants, run once on the embedded stack (PGlite + in-memory coordination) and once
@@ -222,13 +221,4 @@ function runOn(t: Test, storage: AppConfigInput['storage'] | undefined) {
   });
 }
 
-t.test('embedded: PGlite + in-memory coordination', async (t) => {
-  runOn(t, undefined);
-});
-
-const real = realServersConfig();
-t.test('PostgreSQL + Redis', { skip: real ? false : 'TEST_PG_URL and TEST_REDIS_URL are not set' }, async (t) => {
-  if (!real) return;
-  t.teardown(() => real.dropSchema()); // registered first: runs after the gateway has closed
-  runOn(t, real.storage);
-});
+onEveryBackend(t, runOn);

@@ -2,9 +2,8 @@ import t, { type Test } from 'tap';
 import { countTokens as gpt4oChatTokens } from 'gpt-tokenizer/model/gpt-4o';
 import type { AppConfigInput } from '../../../config/schema.ts';
 import { loadEncoding } from '../../../providers/input-token-bound.ts';
-import { realServersConfig } from '../../helpers/app.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
-import { startMeteredGateway, user, type MeteredGateway } from './metered-gateway.ts';
+import { onEveryBackend, startMeteredGateway, user, type MeteredGateway } from './metered-gateway.ts';
 
 /**
  * A blocking spend cap holds whatever the script of the prompt: the upstream counts a Chinese
@@ -66,13 +65,4 @@ function runOn(t: Test, storage: AppConfigInput['storage'] | undefined) {
   }
 }
 
-t.test('embedded: PGlite + in-memory coordination', async (t) => {
-  runOn(t, undefined);
-});
-
-const real = realServersConfig();
-t.test('PostgreSQL + Redis', { skip: real ? false : 'TEST_PG_URL and TEST_REDIS_URL are not set' }, async (t) => {
-  if (!real) return;
-  t.teardown(() => real.dropSchema()); // registered first: runs after the gateway has closed
-  runOn(t, real.storage);
-});
+onEveryBackend(t, runOn);

@@ -9,7 +9,8 @@ import { Tokens } from '../../../core/tokens.ts';
 import { MeteringTokens } from '../../../plugins/metering/index.ts';
 import { chatInputTokenBound, inputTokenProfile } from '../../../providers/input-token-bound.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIOptions, type FakeOpenAIUpstream } from '../../fakes/fake-openai-upstream.ts';
-import { allPlugins, buildTestApp, createKey, type TapLike, type TestApp } from '../../helpers/app.ts';
+import type { Test } from 'tap';
+import { allPlugins, buildTestApp, createKey, realServersConfig, type TapLike, type TestApp } from '../../helpers/app.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
 
 /**
@@ -186,4 +187,20 @@ export function sseFrames(text: string): string[] {
     .map((block) => block.trim())
     .filter((block) => block.startsWith('data: '))
     .map((block) => block.slice('data: '.length));
+}
+
+/**
+ * Runs `suite` twice: on the embedded backends (PGlite, in-memory coordination) and, when CI gives
+ * them, on a fresh schema and key prefix of the real PostgreSQL and Redis.
+ */
+export function onEveryBackend(t: Test, suite: (t: Test, storage: AppConfigInput['storage'] | undefined) => void): void {
+  t.test('embedded: PGlite + in-memory coordination', async (t) => {
+    suite(t, undefined);
+  });
+  const real = realServersConfig();
+  t.test('PostgreSQL + Redis', { skip: real ? false : 'TEST_PG_URL and TEST_REDIS_URL are not set' }, async (t) => {
+    if (!real) return;
+    t.teardown(() => real.dropSchema()); // registered first: runs after the gateway has closed
+    suite(t, real.storage);
+  });
 }
