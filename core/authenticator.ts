@@ -76,8 +76,11 @@ export class Authenticator {
   async stop(): Promise<void> {
     if (this.usageFlush) clearInterval(this.usageFlush);
     await this.flushKeyUsage();
-    await this.unsubscribe?.();
+    const unsubscribe = this.unsubscribe;
     this.unsubscribe = null;
+    // Closing coordination drops the subscription anyway; an unreachable Redis refusing the
+    // UNSUBSCRIBE must not stop the rest of the shutdown (the database still has to close).
+    await unsubscribe?.().catch(() => undefined);
   }
 
   /** Writes lastUsedAt for the keys used since the previous flush. */

@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import { createConnection, createServer, type Socket } from 'node:net';
 import t from 'tap';
 import { Tokens } from '../../core/tokens.ts';
 import { buildTestApp, createKey, realServersConfig } from '../helpers/app.ts';
@@ -34,4 +36,31 @@ t.test('an unreachable storage backend answers 503 with retry-after and does not
   await test.app.svc.container.resolve(Tokens.Database).close();
   const lookup = await test.call('GET', '/client/whoami', { token: 'svc_live_' + 'x'.repeat(43) });
   t.equal(lookup.statusCode, 503);
+});
+
+t.test('shutting down while Redis is unreachable still closes the database', { skip: process.env.TEST_REDIS_URL ? false : 'needs TEST_REDIS_URL' }, async (t) => {
+  // A relay to the real Redis that the test takes down, as a Redis host that died would be:
+  // the client's reconnects are refused from then on.
+  const target = new URL(process.env.TEST_REDIS_URL!);
+  const sockets: Socket[] = [];
+  const relay = createServer((client) => {
+    const upstream = createConnection({ host: target.hostname, port: Number(target.port || 6379) });
+    client.pipe(upstream).pipe(client);
+    for (const socket of [client, upstream]) socket.on('error', () => undefined), sockets.push(socket);
+  });
+  relay.listen(0, '127.0.0.1');
+  await once(relay, 'listening');
+  const port = (relay.address() as { port: number }).port;
+  const prefix = `test:outage:${Math.random().toString(36).slice(2)}:`;
+  const test = await buildTestApp(t, { config: { storage: { coordination: { driver: 'redis', url: `redis://127.0.0.1:${port}`, keyPrefix: prefix } } } });
+  t.equal((await test.call('GET', '/client/whoami')).statusCode, 200, 'works while Redis is up');
+
+  const closed = once(relay, 'close');
+  relay.close();
+  for (const socket of sockets) socket.destroy();
+  await closed;
+
+  await t.resolves(test.app.close(), 'the shutdown completes');
+  const database = test.app.svc.container.resolve(Tokens.Database);
+  await t.rejects(database.query('SELECT 1'), 'the database was closed');
 });
