@@ -134,7 +134,9 @@ async function main(argv: string[]): Promise<number> {
         if (values['new-key']) {
           const file = keyFileOf(config);
           if (file === null) {
-            throw new UsageError('--new-key adds a key to the key file, and keys come from SVC_SECRET_KEYS here: put the new key first there, restart every replica, then run secrets rotate');
+            throw new UsageError(
+              '--new-key adds a key to the key file, and keys come from SVC_SECRET_KEYS here: put the new key first there, restart every replica, then run secrets rotate',
+            );
           }
           await loadSecretKeys(config); // creates the file on a first run
           process.stdout.write(`added key ${await prependKeyToFile(file)} in front of ${file}\n`);
@@ -149,7 +151,12 @@ async function main(argv: string[]): Promise<number> {
         if (report.changed > 0) {
           process.stdout.write('run it again once every replica encrypts under the new key: values changed meanwhile may be under an older one\n');
         } else if (report.failed.length === 0 && keyring.keys.length > 1) {
-          process.stdout.write(`every secret is under ${report.keyId}; the older keys (${keyring.keys.slice(1).map((k) => k.id).join(', ')}) are no longer needed\n`);
+          process.stdout.write(
+            `every secret is under ${report.keyId}; the older keys (${keyring.keys
+              .slice(1)
+              .map((k) => k.id)
+              .join(', ')}) are no longer needed\n`,
+          );
         }
         return report.failed.length === 0 ? 0 : 1;
       }

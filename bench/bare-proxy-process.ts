@@ -13,13 +13,10 @@ async function main(): Promise<void> {
   const upstream = new URL(process.env.BENCH_UPSTREAM_URL ?? '');
   const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
   const server = http.createServer((req, res) => {
-    const forward = http.request(
-      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent },
-      (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      },
-    );
+    const forward = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent }, (answer) => {
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      answer.pipe(res);
+    });
     forward.on('error', () => res.destroy());
     req.pipe(forward);
   });

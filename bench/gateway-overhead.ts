@@ -71,9 +71,9 @@ const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
  * The production flags: whatever `npm run start:prod` passes to node (package.json), so the bench
  * runs what production runs. BENCH_GATEWAY_NODE_ARGS replaces them.
  */
-const PRODUCTION_NODE_ARGS = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start:prod']!
-  .split(/\s+/)
-  .filter((word) => word.startsWith('--'));
+const PRODUCTION_NODE_ARGS = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['start:prod']!.split(/\s+/).filter((word) =>
+  word.startsWith('--'),
+);
 const GATEWAY_NODE_ARGS = process.env.BENCH_GATEWAY_NODE_ARGS === undefined ? PRODUCTION_NODE_ARGS : process.env.BENCH_GATEWAY_NODE_ARGS.split(/\s+/).filter(Boolean);
 const PROFILE_DIR = join(BENCH_DIR, 'profiles');
 /** A profiled run's figures are inflated: they go next to the profile, not over the real results. */
@@ -312,7 +312,13 @@ function machineBusySeconds(): number {
 
 /** Runs `work` and reports the CPU each process (and the machine) used meanwhile. */
 async function withCpu<T>(pids: { gateway: number; proxy: number; upstream: number }, work: () => Promise<T>): Promise<{ value: T; cpu: CpuShares; seconds: number }> {
-  const before = { gateway: processCpuSeconds(pids.gateway), proxy: processCpuSeconds(pids.proxy), upstream: processCpuSeconds(pids.upstream), self: process.cpuUsage(), machine: machineBusySeconds() };
+  const before = {
+    gateway: processCpuSeconds(pids.gateway),
+    proxy: processCpuSeconds(pids.proxy),
+    upstream: processCpuSeconds(pids.upstream),
+    self: process.cpuUsage(),
+    machine: machineBusySeconds(),
+  };
   const started = performance.now();
   const value = await work();
   const seconds = (performance.now() - started) / 1000;
@@ -431,7 +437,9 @@ async function load(target: Target, durationS: number): Promise<AutocannonResult
   });
   const bad = result.non2xx + result.errors + result.timeouts;
   if (bad > 0) {
-    throw new Error(`${target.name}: ${bad} failed requests under load (non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts}; status codes ${JSON.stringify(result.statusCodeStats)})`);
+    throw new Error(
+      `${target.name}: ${bad} failed requests under load (non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts}; status codes ${JSON.stringify(result.statusCodeStats)})`,
+    );
   }
   return result;
 }
@@ -643,11 +651,14 @@ async function main(): Promise<void> {
       log(`       gateway  ${f(gatewayRps, 0).padStart(8)} req/s   mean latency ${f(meanLatency(rounds.gateway))} ms`);
       log(`       ratio gateway/direct  ${f(ratio, 3)}   goal >= ${GOALS.ratio}   ${mark(pass.ratio)}   <- headline`);
       log(`       ratio floor/direct    ${f(proxyRatio, 3)}   gateway/floor ${f(gatewayRps / proxyRps, 3)}`);
-      const share = (c: CpuShares) => `gateway ${f(c.gateway * 100, 0)}%, bare proxy ${f(c.proxy * 100, 0)}%, upstream ${f(c.upstream * 100, 0)}%, load generator ${f(c.loadGenerator * 100, 0)}%, whole machine ${f(c.machine * 100, 0)}% of ${host.cores * 100}%`;
+      const share = (c: CpuShares) =>
+        `gateway ${f(c.gateway * 100, 0)}%, bare proxy ${f(c.proxy * 100, 0)}%, upstream ${f(c.upstream * 100, 0)}%, load generator ${f(c.loadGenerator * 100, 0)}%, whole machine ${f(c.machine * 100, 0)}% of ${host.cores * 100}%`;
       log(`       CPU (share of one core) during direct rounds:  ${share(cpuDirect)}`);
       log(`       CPU (share of one core) during floor rounds:   ${share(meanCpu(cpu.proxy))}`);
       log(`       CPU (share of one core) during gateway rounds: ${share(cpuGateway)}`);
-      log(`       CPU per request: gateway ${f(gatewayCpuPerRequestUs, 0)} µs (proxying), bare proxy ${f(proxyCpuPerRequestUs, 0)} µs, fake upstream ${f(upstreamCpuPerRequestUs, 0)} µs (answering)`);
+      log(
+        `       CPU per request: gateway ${f(gatewayCpuPerRequestUs, 0)} µs (proxying), bare proxy ${f(proxyCpuPerRequestUs, 0)} µs, fake upstream ${f(upstreamCpuPerRequestUs, 0)} µs (answering)`,
+      );
       log();
       log(`  2. Latency, 1 connection, non-streamed (${LATENCY_REQUESTS} requests each)`);
       log(`       direct   p50 ${f(latencyDirect.p50, 3)} ms   p99 ${f(latencyDirect.p99, 3)} ms`);
@@ -663,7 +674,9 @@ async function main(): Promise<void> {
       log();
       log('  4. Gateway memory (its own process)');
       log(`       peak RSS ${f(peakRssMiB, 1)} MiB (VmHWM: start from the existing data directory + the whole run)   goal <= ${GOALS.peakRssMiB} MiB   ${mark(pass.peakRss)}`);
-      log(`       RSS after start ${f(rssAfterStartKiB / 1024, 1)} MiB, max sampled under load ${f(sampler.maxKiB / 1024, 1)} MiB; external (incl. PGlite WebAssembly memory) ${f(externalMiB, 1)} MiB`);
+      log(
+        `       RSS after start ${f(rssAfterStartKiB / 1024, 1)} MiB, max sampled under load ${f(sampler.maxKiB / 1024, 1)} MiB; external (incl. PGlite WebAssembly memory) ${f(externalMiB, 1)} MiB`,
+      );
       log(`       JS heap used: after start ${f(heapAfterStartMiB, 1)} MiB (after GC), end of run ${f(heapMiB, 1)} MiB, end of run after GC ${f(heapAfterGcMiB, 1)} MiB`);
       log(`       first start (initdb, one-time, separate process) peaked at ${f(firstStartPeakKiB / 1024, 1)} MiB`);
       log();
@@ -671,14 +684,28 @@ async function main(): Promise<void> {
       if (gatewayChild.clientGoneLogs > 0) {
         log(`  note: the gateway logged ${gatewayChild.clientGoneLogs} 'client disconnected' errors, from autocannon closing sockets mid-request at the end of each load phase`);
       }
-      log(`  goals: ${allPass ? 'all met' : `missed: ${Object.entries(pass).filter(([, ok]) => !ok).map(([name]) => name).join(', ')}`}`);
+      log(
+        `  goals: ${
+          allPass
+            ? 'all met'
+            : `missed: ${Object.entries(pass)
+                .filter(([, ok]) => !ok)
+                .map(([name]) => name)
+                .join(', ')}`
+        }`,
+      );
 
       const results = {
         date: startedAt.toISOString(),
-        machine: { ...host, loadAverageAtStart: loadAtStart.map((x) => Number(x.toFixed(2))), note: `load generator, gateway and fake upstream are separate processes sharing ${host.cores} cores; loopback only` },
+        machine: {
+          ...host,
+          loadAverageAtStart: loadAtStart.map((x) => Number(x.toFixed(2))),
+          note: `load generator, gateway and fake upstream are separate processes sharing ${host.cores} cores; loopback only`,
+        },
         profiling: PROFILE,
         setup: {
-          gateway: 'child process, bench/gateway-process.ts compiled with esbuild and run with plain node (as `npm run build`): memory coordination, logLevel warn, auth + all kernel hooks, openai provider type (allowPrivateNetwork)',
+          gateway:
+            'child process, bench/gateway-process.ts compiled with esbuild and run with plain node (as `npm run build`): memory coordination, logLevel warn, auth + all kernel hooks, openai provider type (allowPrivateNetwork)',
           gatewayNodeArgs: GATEWAY_NODE_ARGS,
           database: DATABASE_URL ? 'postgres (BENCH_DATABASE_URL)' : 'pglite on disk, data directory created by a separate first-start process',
           plugins: gatewayReady.plugins ?? [],
@@ -698,7 +725,11 @@ async function main(): Promise<void> {
           floorRatio: Number(proxyRatio.toFixed(4)),
           directMeanLatencyMs: Number(meanLatency(rounds.direct).toFixed(3)),
           gatewayMeanLatencyMs: Number(meanLatency(rounds.gateway).toFixed(3)),
-          perRound: { direct: rounds.direct.map((r) => Math.round(r['2xx'] / r.duration)), floor: rounds.proxy.map((r) => Math.round(r['2xx'] / r.duration)), gateway: rounds.gateway.map((r) => Math.round(r['2xx'] / r.duration)) },
+          perRound: {
+            direct: rounds.direct.map((r) => Math.round(r['2xx'] / r.duration)),
+            floor: rounds.proxy.map((r) => Math.round(r['2xx'] / r.duration)),
+            gateway: rounds.gateway.map((r) => Math.round(r['2xx'] / r.duration)),
+          },
           cpuCoresDuringDirectRounds: roundCpu(cpuDirect),
           cpuCoresDuringGatewayRounds: roundCpu(cpuGateway),
           gatewayCpuPerRequestUs: Math.round(gatewayCpuPerRequestUs),

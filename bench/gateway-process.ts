@@ -119,9 +119,7 @@ async function main(): Promise<void> {
       database: process.env.BENCH_DATABASE_URL
         ? { driver: 'postgres', url: process.env.BENCH_DATABASE_URL, schema: required('BENCH_DATABASE_SCHEMA') }
         : { driver: 'pglite', dataDir: join(dataDir, 'pglite') },
-      coordination: process.env.BENCH_REDIS_URL
-        ? { driver: 'redis', url: process.env.BENCH_REDIS_URL, keyPrefix: `${required('BENCH_REDIS_PREFIX')}:` }
-        : { driver: 'memory' },
+      coordination: process.env.BENCH_REDIS_URL ? { driver: 'redis', url: process.env.BENCH_REDIS_URL, keyPrefix: `${required('BENCH_REDIS_PREFIX')}:` } : { driver: 'memory' },
     },
     bootstrap: { ownerToken, printOwnerToken: false },
     plugins: benchPlugins(upstreamOrigin, model),

@@ -105,8 +105,7 @@ function interpolate(value: unknown, env: Env, path: string[]): unknown {
   return value;
 }
 
-const isMapping = (value: unknown): value is Record<string, unknown> =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
+const isMapping = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
 
 /** A section to merge overrides into; anything that is not a mapping is left for the schema to refuse. */
 function section(config: Record<string, unknown>, name: string): Record<string, unknown> | null {

@@ -14,7 +14,10 @@ const postgresDatabase = z.strictObject({
   driver: z.literal('postgres'),
   url: z.string().min(1),
   /** Optional schema (search_path); lets several deployments or tests share one database. */
-  schema: z.string().regex(/^[a-z_][a-z0-9_]*$/).optional(),
+  schema: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]*$/)
+    .optional(),
   poolSize: z.number().int().min(1).max(200).default(20),
 });
 
@@ -46,7 +49,10 @@ const smtpMail = z
   .strictObject({
     driver: z.literal('smtp'),
     /** `smtp://user:pass@host:587` or `smtps://…:465`; or host/port/secure/auth below. */
-    url: z.string().regex(/^smtps?:\/\//, 'must start with smtp:// or smtps://').optional(),
+    url: z
+      .string()
+      .regex(/^smtps?:\/\//, 'must start with smtp:// or smtps://')
+      .optional(),
     host: z.string().min(1).optional(),
     port: z.number().int().min(1).max(65535).optional(),
     /** TLS from the first byte (port 465); otherwise STARTTLS when the server offers it. */
@@ -65,9 +71,17 @@ export const configSchema = z.strictObject({
       host: z.string().min(1).default('127.0.0.1'),
       port: z.number().int().min(0).max(65535).default(8080),
       /** Largest request body accepted on any surface (the spec's inference limit: 10 MB). */
-      bodyLimitBytes: z.number().int().min(1024).default(10 * 1024 * 1024),
+      bodyLimitBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .default(10 * 1024 * 1024),
       /** Default whole-body limit of multipart upload routes (files, audio); a route may declare its own. */
-      uploadLimitBytes: z.number().int().min(1024).default(512 * 1024 * 1024),
+      uploadLimitBytes: z
+        .number()
+        .int()
+        .min(1024)
+        .default(512 * 1024 * 1024),
       trustProxy: z.boolean().default(false),
       logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
       /** How long SIGTERM waits for in-flight requests before closing anyway. */
@@ -147,7 +161,10 @@ export const configSchema = z.strictObject({
       ownerEmail: z.string().email().default('owner@example.com'),
       ownerName: z.string().min(1).default('Owner'),
       /** Used as the first owner session token instead of a random one (automation). */
-      ownerToken: z.string().regex(/^svc_sess_[A-Za-z0-9]{24,}$/, 'must look like svc_sess_ followed by at least 24 letters or digits').optional(),
+      ownerToken: z
+        .string()
+        .regex(/^svc_sess_[A-Za-z0-9]{24,}$/, 'must look like svc_sess_ followed by at least 24 letters or digits')
+        .optional(),
       /** Print the new owner token on first start (off in tests). */
       printOwnerToken: z.boolean().default(true),
     })

@@ -197,9 +197,7 @@ export class Authenticator {
   }
 
   private async sessionCredential(record: SessionAuthRecord): Promise<SessionCredential | null> {
-    const memberships = (await this.memberships.listForPerson(record.person.id)).filter(
-      (m) => m.status === 'active' && m.organizationStatus === 'active',
-    );
+    const memberships = (await this.memberships.listForPerson(record.person.id)).filter((m) => m.status === 'active' && m.organizationStatus === 'active');
     const chosen = memberships.find((m) => m.organizationId === record.person.defaultOrganizationId) ?? memberships[0];
     if (!chosen) return null;
     return {

@@ -33,9 +33,7 @@ type ResourceLocation<P, Q, B> =
   | { readonly in: 'query'; readonly field: keyof Q & string }
   | { readonly in: 'body'; readonly field: keyof NonNullable<B> & string };
 
-export type AuthorizedResource =
-  | { readonly kind: 'project'; readonly project: Project }
-  | { readonly kind: 'key'; readonly key: ApiKey; readonly project: Project };
+export type AuthorizedResource = { readonly kind: 'project'; readonly project: Project } | { readonly kind: 'key'; readonly key: ApiKey; readonly project: Project };
 
 /** What `authorize` found: the resources the operation declared, resolved, in declaration order. */
 export interface Authorization {
@@ -92,23 +90,13 @@ export function authorizeCredential(credential: Credential, operation: AnyOperat
  * - a member's session the projects they have a role on; viewers read only (403 `project_role_insufficient`).
  * A project or key the caller may not reach answers 404, the same as one that does not exist.
  */
-export async function authorize(
-  credential: Credential,
-  operation: AnyOperation,
-  input: OperationInput<unknown, unknown, unknown>,
-  deps: AuthorizationDeps,
-): Promise<Authorization> {
+export async function authorize(credential: Credential, operation: AnyOperation, input: OperationInput<unknown, unknown, unknown>, deps: AuthorizationDeps): Promise<Authorization> {
   authorizeCredential(credential, operation);
   return authorizeResources(credential, operation, input, deps);
 }
 
 /** The resource half of `authorize`, for a runner that already checked the credential before parsing input. */
-export async function authorizeResources(
-  credential: Credential,
-  operation: AnyOperation,
-  input: OperationInput<unknown, unknown, unknown>,
-  deps: AuthorizationDeps,
-): Promise<Authorization> {
+export async function authorizeResources(credential: Credential, operation: AnyOperation, input: OperationInput<unknown, unknown, unknown>, deps: AuthorizationDeps): Promise<Authorization> {
   const declarations = resourcesOf(operation);
   if (declarations.length === 0) return NO_RESOURCES;
   const resources: AuthorizedResource[] = [];
@@ -121,12 +109,7 @@ export async function authorizeResources(
 
 const NO_RESOURCES: Authorization = { resources: [] };
 
-async function resolve(
-  identity: IdentityStores,
-  credential: Credential,
-  declaration: ResourceDeclaration,
-  id: string | undefined,
-): Promise<AuthorizedResource | null> {
+async function resolve(identity: IdentityStores, credential: Credential, declaration: ResourceDeclaration, id: string | undefined): Promise<AuthorizedResource | null> {
   const param = declaration.field;
   if (declaration.kind === 'key') {
     if (id === undefined) return null;

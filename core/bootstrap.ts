@@ -18,12 +18,7 @@ const BOOTSTRAP_LOCK = 7_305_118_204;
  * On the very first start, creates the organisation, its default project, an owner and an owner
  * session, under an advisory lock so two replicas starting together create one organisation.
  */
-export async function bootstrapFirstOrganization(
-  db: Database,
-  storesFor: IdentityStoresFactory,
-  config: AppConfig,
-  now: Date,
-): Promise<BootstrapResult | null> {
+export async function bootstrapFirstOrganization(db: Database, storesFor: IdentityStoresFactory, config: AppConfig, now: Date): Promise<BootstrapResult | null> {
   return db.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [BOOTSTRAP_LOCK]);
     const stores = storesFor(tx);

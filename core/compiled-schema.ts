@@ -98,7 +98,10 @@ const jsonType = (value: unknown) => (value === null ? 'null' : Array.isArray(va
 /** JSON Pointer (`/messages/2/content`) to its unescaped segments. */
 function pointerSegments(pointer: string): string[] {
   if (pointer === '') return [];
-  return pointer.slice(1).split('/').map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return pointer
+    .slice(1)
+    .split('/')
+    .map((segment) => segment.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 /** `messages[2].content`: indexes where the body holds an array there, names elsewhere. */

@@ -26,12 +26,7 @@ export class ApiError extends Error {
   /** Extra response headers, e.g. retry-after on 429. */
   readonly headers: Record<string, string>;
 
-  constructor(
-    status: number,
-    code: string,
-    message: string,
-    options: { type?: ErrorType; param?: string | null; headers?: Record<string, string>; cause?: unknown } = {},
-  ) {
+  constructor(status: number, code: string, message: string, options: { type?: ErrorType; param?: string | null; headers?: Record<string, string>; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'ApiError';
     this.status = status;
@@ -48,25 +43,38 @@ export class ApiError extends Error {
 
 export function defaultTypeFor(status: number): ErrorType {
   switch (status) {
-    case 400: case 405: case 413: case 415: return 'invalid_request_error';
-    case 401: return 'authentication_error';
-    case 402: return 'insufficient_quota';
-    case 403: return 'permission_error';
-    case 404: return 'not_found_error';
-    case 409: return 'conflict_error';
-    case 422: return 'guardrail_error';
-    case 429: return 'rate_limit_error';
-    case 502: case 503: case 504: return 'upstream_error';
-    default: return status >= 500 ? 'api_error' : 'invalid_request_error';
+    case 400:
+    case 405:
+    case 413:
+    case 415:
+      return 'invalid_request_error';
+    case 401:
+      return 'authentication_error';
+    case 402:
+      return 'insufficient_quota';
+    case 403:
+      return 'permission_error';
+    case 404:
+      return 'not_found_error';
+    case 409:
+      return 'conflict_error';
+    case 422:
+      return 'guardrail_error';
+    case 429:
+      return 'rate_limit_error';
+    case 502:
+    case 503:
+    case 504:
+      return 'upstream_error';
+    default:
+      return status >= 500 ? 'api_error' : 'invalid_request_error';
   }
 }
 
-export const badRequest = (code: string, message: string, param: string | null = null) =>
-  new ApiError(400, code, message, { param });
+export const badRequest = (code: string, message: string, param: string | null = null) => new ApiError(400, code, message, { param });
 export const unauthorized = (code: string, message: string) => new ApiError(401, code, message);
 export const forbidden = (code: string, message: string) => new ApiError(403, code, message);
-export const notFound = (code: string, message: string, param: string | null = null) =>
-  new ApiError(404, code, message, { param });
+export const notFound = (code: string, message: string, param: string | null = null) => new ApiError(404, code, message, { param });
 export const conflict = (code: string, message: string) => new ApiError(409, code, message);
 
 /** "10 MB", "64 KB", "1500 bytes": a limit as an operator would have written it. */

@@ -28,10 +28,7 @@ export async function createOrganizationIn(
 }
 
 /** Adds a person (created if their email is new) to an organisation with a role. */
-export async function addPersonTo(
-  stores: IdentityStores,
-  input: { organizationId: string; email: string; name: string; role: OrgRole },
-): Promise<Person> {
+export async function addPersonTo(stores: IdentityStores, input: { organizationId: string; email: string; name: string; role: OrgRole }): Promise<Person> {
   const person = (await stores.people.getByEmail(input.email)) ?? (await stores.people.create({ email: input.email, name: input.name }));
   const existing = await stores.memberships.get(input.organizationId, person.id);
   if (existing) await stores.memberships.update(input.organizationId, person.id, { role: input.role, status: 'active' });

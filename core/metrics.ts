@@ -42,8 +42,18 @@ export class GatewayMetrics {
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
     registers: [this.registry],
   });
-  private readonly upstreamErrors = new Counter({ name: 'svc_upstream_errors_total', help: 'Failed upstream attempts by provider and kind', labelNames: ['provider', 'kind'], registers: [this.registry] });
-  private readonly rejections = new Counter({ name: 'svc_limiter_rejections_total', help: 'Calls refused by rate limits, concurrency, caps or credit', labelNames: ['reason'], registers: [this.registry] });
+  private readonly upstreamErrors = new Counter({
+    name: 'svc_upstream_errors_total',
+    help: 'Failed upstream attempts by provider and kind',
+    labelNames: ['provider', 'kind'],
+    registers: [this.registry],
+  });
+  private readonly rejections = new Counter({
+    name: 'svc_limiter_rejections_total',
+    help: 'Calls refused by rate limits, concurrency, caps or credit',
+    labelNames: ['reason'],
+    registers: [this.registry],
+  });
 
   constructor() {
     const tallies = () => [...this.tallies.values()].flatMap((byModel) => [...byModel.values()]);
@@ -120,7 +130,14 @@ export class GatewayMetrics {
 
   /** A gauge read at scrape time (e.g. the request-log queue depth). */
   gauge(name: string, help: string, read: () => number): void {
-    new Gauge({ name, help, registers: [this.registry], collect() { this.set(read()); } });
+    new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.set(read());
+      },
+    });
   }
 
   private tallyOf(endpoint: string, model: string): CallTally {

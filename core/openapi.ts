@@ -42,7 +42,10 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
   for (const operation of operations) {
     const path = prefix + operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
     const parameters: unknown[] = [];
-    for (const [location, schema] of [['path', operation.params], ['query', operation.query]] as const) {
+    for (const [location, schema] of [
+      ['path', operation.params],
+      ['query', operation.query],
+    ] as const) {
       if (!schema) continue;
       for (const [name, field] of Object.entries(schema.shape as Record<string, z.ZodType>)) {
         const fieldSchema = toSchema(field, 'input');
@@ -70,9 +73,7 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
       'x-required-scope': operation.scope,
       ...(operation.ownerOnly ? { 'x-owner-only': true } : {}),
       ...(parameters.length ? { parameters } : {}),
-      ...(operation.body
-        ? { requestBody: { required: operation.bodyRequired ?? true, content: { 'application/json': { schema: toSchema(operation.body, 'input') } } } }
-        : {}),
+      ...(operation.body ? { requestBody: { required: operation.bodyRequired ?? true, content: { 'application/json': { schema: toSchema(operation.body, 'input') } } } } : {}),
       responses,
     };
   }

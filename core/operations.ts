@@ -68,14 +68,11 @@ export interface OperationDefinition<
    * finds it in `ctx.authorization`.
    */
   readonly resource?: ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>> | readonly ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>>[];
-  handler(
-    input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>,
-    ctx: OperationContext,
-  ): Promise<z.input<O>>;
+  handler(input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>, ctx: OperationContext): Promise<z.input<O>>;
 }
 
 // Heterogeneous collections of operations; each one is type-checked inside defineOperation.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: the element type varies per entry
 export type AnyOperation = OperationDefinition<any, any, any, any>;
 
 export function defineOperation<

@@ -69,7 +69,7 @@ const blockedIpv4Masks = blockedIpv4Ranges.map(([network, bits]) => {
 
 function isBlockedIpv4Int(value: number): boolean {
   for (const { base, mask } of blockedIpv4Masks) {
-    if (((value & mask) >>> 0) === base) return true;
+    if ((value & mask) >>> 0 === base) return true;
   }
   return false;
 }
@@ -193,10 +193,7 @@ type LookupAll = (hostname: string) => Promise<Array<{ address: string; family: 
 const systemLookupAll: LookupAll = (hostname) => dns.promises.lookup(hostname, { all: true, verbatim: true });
 
 /** Resolves the hostname and refuses the URL if any address it resolves to is private. */
-export async function assertPublicUrl(
-  url: string | URL,
-  policy: OutboundUrlPolicy & { lookupAll?: LookupAll } = {},
-): Promise<URL> {
+export async function assertPublicUrl(url: string | URL, policy: OutboundUrlPolicy & { lookupAll?: LookupAll } = {}): Promise<URL> {
   const parsed = assertPublicUrlSync(url, policy);
   if (policy.allowPrivate) return parsed;
   const host = hostOf(parsed);
@@ -234,7 +231,10 @@ export function guardedLookup(base: LookupFunction = dns.lookup as unknown as Lo
       const blocked = list.find((candidate) => isPrivateAddress(candidate));
       if (blocked !== undefined) {
         callback(
-          new OutboundUrlRefusedError('private_address', `Refusing to connect to ${hostname}: it resolved to ${blocked}, which is not a public internet address`) as unknown as NodeJS.ErrnoException,
+          new OutboundUrlRefusedError(
+            'private_address',
+            `Refusing to connect to ${hostname}: it resolved to ${blocked}, which is not a public internet address`,
+          ) as unknown as NodeJS.ErrnoException,
           address,
           family,
         );

@@ -45,14 +45,12 @@ export interface PluginDefinition<C = unknown> {
   stop?(ctx: PluginContext<C>): Promise<void>;
 }
 
-export function definePlugin<S extends z.ZodType>(
-  definition: Omit<PluginDefinition<z.output<S>>, 'configSchema'> & { configSchema: S },
-): PluginDefinition<z.output<S>>;
+export function definePlugin<S extends z.ZodType>(definition: Omit<PluginDefinition<z.output<S>>, 'configSchema'> & { configSchema: S }): PluginDefinition<z.output<S>>;
 export function definePlugin(definition: Omit<PluginDefinition<Record<string, never>>, 'configSchema'>): PluginDefinition<Record<string, never>>;
 export function definePlugin(definition: PluginDefinition<unknown>): PluginDefinition<unknown> {
   return definition;
 }
 
 // Plugins are stored heterogeneously; their config type is checked inside definePlugin.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: the element type varies per entry
 export type AnyPlugin = PluginDefinition<any>;

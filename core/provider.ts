@@ -79,9 +79,7 @@ export interface ChatCompletionChunk {
 }
 
 /** What a stream yields: OpenAI-shaped chunks, and once, near the end, the usage. */
-export type ChatStreamEvent =
-  | { type: 'chunk'; chunk: ChatCompletionChunk }
-  | { type: 'usage'; usage: Usage };
+export type ChatStreamEvent = { type: 'chunk'; chunk: ChatCompletionChunk } | { type: 'usage'; usage: Usage };
 
 /**
  * What every call of every modality gets besides its body. Deliberately only standard things:
@@ -196,9 +194,7 @@ export interface ResponsesResult {
 }
 
 /** Every upstream event, in order, as it came (`event` is the SSE event name); once, at the end, the usage. */
-export type ResponsesStreamEvent =
-  | { type: 'event'; event: string; data: JsonObject }
-  | { type: 'usage'; usage: ResponsesUsage };
+export type ResponsesStreamEvent = { type: 'event'; event: string; data: JsonObject } | { type: 'usage'; usage: ResponsesUsage };
 
 /** Chat completions, JSON and streamed. */
 export interface LanguageModelProvider {
@@ -333,11 +329,7 @@ export class UpstreamError extends Error {
   /** The upstream's own error body, for logs; never shown to clients as is. */
   readonly upstreamBody: unknown;
 
-  constructor(
-    kind: UpstreamErrorKind,
-    message: string,
-    options: { status?: number | null; retryAfterMs?: number | null; upstreamBody?: unknown; cause?: unknown } = {},
-  ) {
+  constructor(kind: UpstreamErrorKind, message: string, options: { status?: number | null; retryAfterMs?: number | null; upstreamBody?: unknown; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'UpstreamError';
     this.kind = kind;

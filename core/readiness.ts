@@ -65,10 +65,7 @@ export class Readiness {
   }
 
   private async probe(): Promise<readonly ReadinessCheck[]> {
-    const [database, coordination] = await Promise.all([
-      this.answers(() => this.deps.database.query('SELECT 1')),
-      this.answers(() => this.deps.coordination.ping()),
-    ]);
+    const [database, coordination] = await Promise.all([this.answers(() => this.deps.database.query('SELECT 1')), this.answers(() => this.deps.coordination.ping())]);
     const failed: ReadinessCheck[] = [];
     if (!database) failed.push('database');
     if (!coordination) failed.push('coordination');

@@ -24,10 +24,7 @@ function toInstant(value: string): Date {
 }
 
 /** An ISO 8601 timestamp with `Z` or an offset, as a Date in the accepted range. */
-export const timestampSchema = z.iso
-  .datetime({ offset: true })
-  .transform(toInstant)
-  .refine(inAcceptedRange, RANGE_MESSAGE);
+export const timestampSchema = z.iso.datetime({ offset: true }).transform(toInstant).refine(inAcceptedRange, RANGE_MESSAGE);
 
 /** A date (`YYYY-MM-DD`, midnight UTC) or an ISO 8601 timestamp, as a Date in the accepted range. */
 export const dateOrTimestampSchema = z

@@ -204,10 +204,12 @@ const loading = new Map<BpeEncoding, Promise<void>>();
 export function loadEncoding(encoding: BpeEncoding): Promise<void> {
   let pending = loading.get(encoding);
   if (!pending) {
-    const imported: Promise<EncodingApi> =
-      encoding === 'o200k_base' ? import('gpt-tokenizer/encoding/o200k_base') : import('gpt-tokenizer/encoding/cl100k_base');
+    const imported: Promise<EncodingApi> = encoding === 'o200k_base' ? import('gpt-tokenizer/encoding/o200k_base') : import('gpt-tokenizer/encoding/cl100k_base');
     pending = imported.then((api) => {
-      counters.set(encoding, rememberingCounts((text) => (text === '' ? 0 : api.countTokens(text, AS_PLAIN_TEXT))));
+      counters.set(
+        encoding,
+        rememberingCounts((text) => (text === '' ? 0 : api.countTokens(text, AS_PLAIN_TEXT))),
+      );
     });
     loading.set(encoding, pending);
   }

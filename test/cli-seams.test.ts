@@ -74,7 +74,10 @@ t.test('secrets rotate --new-key puts a new key in the key file and re-encrypts 
     const { keyring } = await loadSecretKeys(config);
     t.equal(keyring!.current.id, newKeyId);
     const { rows } = await db.query<{ key_id: string }>('SELECT key_id FROM secrets');
-    t.same(rows.map((r) => r.key_id), [newKeyId]);
+    t.same(
+      rows.map((r) => r.key_id),
+      [newKeyId],
+    );
     const got = await new SecretVault((q) => new SqlSecretStore(q), db, keyring).get(owner, 'signing_secret');
     t.equal(got!.value.reveal(), 'whsec_cli-value');
   });

@@ -56,14 +56,7 @@ export function gcraAttempt(tat: number | undefined, now: number, limit: number,
   return { fits: false, base, newTat, retryAfterMs: Math.max(1, Math.ceil(ahead - periodMs - GCRA_EPSILON_MS)) };
 }
 
-export function gcraDecision(
-  key: string,
-  limit: number,
-  periodMs: number,
-  tatAfter: number,
-  now: number,
-  retryAfterMs: number,
-): RateDecision {
+export function gcraDecision(key: string, limit: number, periodMs: number, tatAfter: number, now: number, retryAfterMs: number): RateDecision {
   if (limit <= 0) return { key, limit, remaining: 0, resetMs: 0, retryAfterMs };
   const interval = periodMs / limit;
   const raw = Math.floor((periodMs - (tatAfter - now) + GCRA_EPSILON_MS) / interval);

@@ -1,13 +1,5 @@
 import type { RateDecision, RateEntry, RateLimiter, RateResult } from '../../core/ports/coordination.ts';
-import {
-  assertConsumeEntry,
-  assertRateEntry,
-  gcraAdjusted,
-  gcraAttempt,
-  gcraDecision,
-  gcraIsFull,
-  type GcraAttempt,
-} from './gcra.ts';
+import { assertConsumeEntry, assertRateEntry, gcraAdjusted, gcraAttempt, gcraDecision, gcraIsFull, type GcraAttempt } from './gcra.ts';
 
 /** A consume worked out but not yet written: the admission gate checks other stores in between. */
 export interface RateCheck {

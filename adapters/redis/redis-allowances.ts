@@ -29,7 +29,15 @@ export class RedisAllowances implements AllowanceStore {
       if (entry.headroom !== undefined) assertAllowanceAmount(entry.headroom, 'headroom');
       args.push(String(entry.amount), entry.shrink ? '1' : '0', String(entry.headroom ?? 0));
     }
-    const reply = integerReply(await runScript(this.client, ALLOWANCE_TAKE, entries.map((e) => this.key(e.key)), args), ALLOWANCE_TAKE);
+    const reply = integerReply(
+      await runScript(
+        this.client,
+        ALLOWANCE_TAKE,
+        entries.map((e) => this.key(e.key)),
+        args,
+      ),
+      ALLOWANCE_TAKE,
+    );
     const [status, ...rest] = reply;
     if (status === 1) return { ok: true, taken: rest };
     if (status === 0) return { ok: false, reason: 'missing', keys: [...new Set(rest.map((i) => entries[i - 1]!.key))] };
@@ -40,7 +48,12 @@ export class RedisAllowances implements AllowanceStore {
     if (entries.length === 0) return;
     const ttl = wholeTtlMs(ttlMs, 'allowance give');
     for (const entry of entries) assertAllowanceAmount(entry.amount, 'give');
-    await runScript(this.client, ALLOWANCE_GIVE, entries.map((e) => this.key(e.key)), [String(ttl), ...entries.map((e) => String(e.amount))]);
+    await runScript(
+      this.client,
+      ALLOWANCE_GIVE,
+      entries.map((e) => this.key(e.key)),
+      [String(ttl), ...entries.map((e) => String(e.amount))],
+    );
   }
 
   async peek(keys: string[]): Promise<Array<number | null>> {

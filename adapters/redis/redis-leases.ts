@@ -19,7 +19,15 @@ export class RedisLeaseStore implements LeaseStore {
     const ttl = wholeTtlMs(ttlMs, 'lease acquire');
     if (entries.length === 0) return { acquired: true };
     const args = [leaseId, String(ttl), ...entries.map((entry) => String(entry.limit))];
-    const reply = integerReply(await runScript(this.client, LEASE_ACQUIRE, entries.map((entry) => this.key(entry.key)), args), LEASE_ACQUIRE);
+    const reply = integerReply(
+      await runScript(
+        this.client,
+        LEASE_ACQUIRE,
+        entries.map((entry) => this.key(entry.key)),
+        args,
+      ),
+      LEASE_ACQUIRE,
+    );
     if (reply[0] === 1) return { acquired: true };
     const full = entries[(reply[1] ?? 0) - 1];
     if (!full) throw new Error(`lease acquire script named no full key: ${JSON.stringify(reply)}`);
@@ -30,7 +38,12 @@ export class RedisLeaseStore implements LeaseStore {
   async renew(keys: string[], leaseId: string, ttlMs: number): Promise<boolean> {
     const ttl = wholeTtlMs(ttlMs, 'lease renew');
     if (keys.length === 0) return true;
-    const reply = await runScript(this.client, LEASE_RENEW, keys.map((key) => this.key(key)), [leaseId, String(ttl)]);
+    const reply = await runScript(
+      this.client,
+      LEASE_RENEW,
+      keys.map((key) => this.key(key)),
+      [leaseId, String(ttl)],
+    );
     return reply === 1;
   }
 

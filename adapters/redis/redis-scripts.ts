@@ -138,17 +138,22 @@ const GCRA_PRELUDE = FORMAT + CLOCK + GCRA_FUNCTIONS;
  * KEYS: bucket keys. ARGV: limit, periodMs, cost per key.
  * Returns { allowed, then remaining, resetMs, retryAfterMs per key }. Writes only when every entry fits.
  */
-export const GCRA_CONSUME = lua('svc_gcra_consume_v2', `
+export const GCRA_CONSUME = lua(
+  'svc_gcra_consume_v2',
+  `
 ${GCRA_PRELUDE}
 local allowed, pending, attempts = gcra_check(1, #KEYS, 1)
 if allowed then gcra_commit(pending) end
 local out = { allowed and 1 or 0 }
 gcra_report(out, attempts, allowed)
 return out
-`);
+`,
+);
 
 /** KEYS: bucket keys. ARGV: limit, periodMs per key. Returns remaining, resetMs, retryAfterMs (for one unit) per key. */
-export const GCRA_PEEK = lua('svc_gcra_peek_v2', `
+export const GCRA_PEEK = lua(
+  'svc_gcra_peek_v2',
+  `
 ${GCRA_PRELUDE}
 local out = {}
 for i = 1, #KEYS do
@@ -160,14 +165,18 @@ for i = 1, #KEYS do
   out[#out + 1] = retry
 end
 return out
-`);
+`,
+);
 
 /** KEYS: bucket keys. ARGV: limit, periodMs, cost per key. */
-export const GCRA_ADJUST = lua('svc_gcra_adjust_v2', `
+export const GCRA_ADJUST = lua(
+  'svc_gcra_adjust_v2',
+  `
 ${GCRA_PRELUDE}
 gcra_adjust(1, #KEYS, 1)
 return 0
-`);
+`,
+);
 
 /**
  * Leases: one ZSET per key, member = lease id, score = expiry in server milliseconds. A member is
@@ -215,17 +224,22 @@ const LEASE_PRELUDE = FORMAT + CLOCK + LEASE_FUNCTIONS;
  * KEYS: lease keys. ARGV: leaseId, ttlMs, then the limit per key.
  * Returns { 1, 0 } when granted on every key, { 0, index of the first full key } otherwise.
  */
-export const LEASE_ACQUIRE = lua('svc_lease_acquire_v2', `
+export const LEASE_ACQUIRE = lua(
+  'svc_lease_acquire_v2',
+  `
 ${LEASE_PRELUDE}
 local id = ARGV[1]
 local full = lease_first_full(1, #KEYS, id, 3)
 if full > 0 then return { 0, full } end
 lease_grant(1, #KEYS, id, tonumber(ARGV[2]))
 return { 1, 0 }
-`);
+`,
+);
 
 /** KEYS: lease keys. ARGV: leaseId, ttlMs. Extends the lease where it is still alive; returns 1 only if it was alive under every key. */
-export const LEASE_RENEW = lua('svc_lease_renew_v2', `
+export const LEASE_RENEW = lua(
+  'svc_lease_renew_v2',
+  `
 ${LEASE_PRELUDE}
 local id = ARGV[1]
 local expires = fmt(now_ms + tonumber(ARGV[2]))
@@ -241,25 +255,32 @@ for i = 1, #KEYS do
   end
 end
 return alive
-`);
+`,
+);
 
 /** KEYS: one lease key. Counts unexpired members without writing. */
-export const LEASE_ACTIVE = lua('svc_lease_active_v2', `
+export const LEASE_ACTIVE = lua(
+  'svc_lease_active_v2',
+  `
 ${LEASE_PRELUDE}
 return redis.call('ZCOUNT', KEYS[1], '(' .. fmt(now_ms), '+inf')
-`);
+`,
+);
 
 /**
  * KEYS: one key. ARGV: by, ttlMs. A key without expiry can only be one INCRBY just created
  * (set() always writes PX), so that is when the TTL is attached; an existing key keeps its own.
  */
-export const CACHE_INCREMENT = lua('svc_cache_incr_v1', `
+export const CACHE_INCREMENT = lua(
+  'svc_cache_incr_v1',
+  `
 local value = redis.call('INCRBY', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) == -1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return value
-`);
+`,
+);
 
 /** Allowance counters: integer strings; a missing counter must be seeded from the durable store first. */
 const ALLOWANCE_FUNCTIONS = `
@@ -317,7 +338,9 @@ end
  * {0, missingIndexes...} when a counter is missing, {-1, index, remaining} when one is short, or
  * {1, taken...}. Checks everything before writing anything: all or nothing.
  */
-export const ALLOWANCE_TAKE = lua('svc_allowance_take_v3', `
+export const ALLOWANCE_TAKE = lua(
+  'svc_allowance_take_v3',
+  `
 ${ALLOWANCE_FUNCTIONS}
 local status, a, b = allowance_check(1, #KEYS, 2)
 if status == 'missing' then
@@ -330,14 +353,18 @@ allowance_commit(a, ARGV[1])
 local reply = {1}
 for j = 1, #KEYS do reply[#reply + 1] = b[j] end
 return reply
-`);
+`,
+);
 
 /** Allowance give: ARGV = ttl, then an amount per key; counters that do not exist stay absent. */
-export const ALLOWANCE_GIVE = lua('svc_allowance_give_v3', `
+export const ALLOWANCE_GIVE = lua(
+  'svc_allowance_give_v3',
+  `
 ${ALLOWANCE_FUNCTIONS}
 allowance_give(1, #KEYS, 2, ARGV[1])
 return 1
-`);
+`,
+);
 
 /** Gate replies: the first word. */
 export const GATE_STATUS = { admitted: 1, requests: 2, concurrency: 3, tokens: 4, missing: 5, short: 6, reset: 7 } as const;
@@ -364,13 +391,16 @@ end
 `;
 
 /** KEYS: epoch, ready. ARGV: the caller's epoch, recovery window. Replies {0} or {1, epoch, msUntilReady}. */
-export const EPOCH_CHECK = lua('svc_epoch_check_v1', `
+export const EPOCH_CHECK = lua(
+  'svc_epoch_check_v1',
+  `
 ${CLOCK}
 ${EPOCH_FUNCTIONS}
 local changed = epoch_fence(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 if changed then return { 1, changed[1], changed[2] } end
 return { 0 }
-`);
+`,
+);
 
 /**
  * The admission gate in one script. KEYS: request buckets, token buckets, lease keys, allowance
@@ -384,7 +414,9 @@ return { 0 }
  * of the full lease key), missing (tail: positions of missing counters), short (details: position
  * and what is left).
  */
-export const GATE_ADMIT = lua('svc_gate_admit_v2', `
+export const GATE_ADMIT = lua(
+  'svc_gate_admit_v2',
+  `
 ${FORMAT}
 ${CLOCK}
 ${GCRA_FUNCTIONS}
@@ -422,13 +454,16 @@ gcra_commit(tok_pending)
 lease_grant(lease_key, nl, id, lease_ttl)
 allowance_commit(a, counter_ttl)
 return reply(${GATE_STATUS.admitted}, 0, 0, true, b)
-`);
+`,
+);
 
 /**
  * Settles a call. KEYS: lease keys, allowance counters, token buckets. ARGV: the three counts,
  * leaseId, counter ttlMs, an amount per counter, (limit, periodMs, cost) per token bucket.
  */
-export const GATE_SETTLE = lua('svc_gate_settle_v1', `
+export const GATE_SETTLE = lua(
+  'svc_gate_settle_v1',
+  `
 ${FORMAT}
 ${CLOCK}
 ${GCRA_FUNCTIONS}
@@ -438,7 +473,8 @@ for j = 1, nl do redis.call('ZREM', KEYS[j], ARGV[4]) end
 allowance_give(nl + 1, na, 6, ARGV[5])
 gcra_adjust(nl + na + 1, nt, 6 + na)
 return 1
-`);
+`,
+);
 
 export const ALL_SCRIPTS: readonly LuaScript[] = [
   GATE_ADMIT,

@@ -1,9 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
-import type {
-  ApiKey, ApiKeyPatch, ApiKeyStore, CredentialLookup, KeyAuthRecord, NewApiKey, Person,
-  Session, SessionAuthRecord, SessionStore,
-} from '../../core/ports/identity.ts';
+import type { ApiKey, ApiKeyPatch, ApiKeyStore, CredentialLookup, KeyAuthRecord, NewApiKey, Person, Session, SessionAuthRecord, SessionStore } from '../../core/ports/identity.ts';
 import type { Scope } from '../../core/scopes.ts';
 import { bool, date, dateOrNull, rateLimitsOf, spendCapOf, str, strOrNull, strings, type Row } from './rows.ts';
 
@@ -40,10 +37,24 @@ export class SqlApiKeyStore implements ApiKeyStore {
          rpm_limit, tpm_limit, concurrency_limit)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) RETURNING *`,
       [
-        randomUUID(), input.organizationId, input.projectId, input.appId ?? null, input.name, input.tokenHash, input.hint,
-        input.scopes, input.modelAllowList, input.expiresAt, input.spendCap?.limitMicros ?? null,
-        input.spendCap?.period ?? null, input.spendCap?.mode ?? null, input.createdByPersonId, input.createdByKeyId,
-        input.rateLimits?.requestsPerMinute ?? null, input.rateLimits?.tokensPerMinute ?? null, input.rateLimits?.concurrency ?? null,
+        randomUUID(),
+        input.organizationId,
+        input.projectId,
+        input.appId ?? null,
+        input.name,
+        input.tokenHash,
+        input.hint,
+        input.scopes,
+        input.modelAllowList,
+        input.expiresAt,
+        input.spendCap?.limitMicros ?? null,
+        input.spendCap?.period ?? null,
+        input.spendCap?.mode ?? null,
+        input.createdByPersonId,
+        input.createdByKeyId,
+        input.rateLimits?.requestsPerMinute ?? null,
+        input.rateLimits?.tokensPerMinute ?? null,
+        input.rateLimits?.concurrency ?? null,
       ],
     );
     return toApiKey(rows[0]!);
@@ -82,12 +93,24 @@ export class SqlApiKeyStore implements ApiKeyStore {
          updated_at = now()
        WHERE organization_id = $1 AND id = $2 RETURNING *`,
       [
-        organizationId, id, patch.name ?? null, patch.projectId ?? null, patch.scopes ?? null,
-        patch.modelAllowList !== undefined, patch.modelAllowList ?? null,
+        organizationId,
+        id,
+        patch.name ?? null,
+        patch.projectId ?? null,
+        patch.scopes ?? null,
+        patch.modelAllowList !== undefined,
+        patch.modelAllowList ?? null,
         patch.disabled ?? null,
-        patch.expiresAt !== undefined, patch.expiresAt ?? null,
-        patch.spendCap !== undefined, patch.spendCap?.limitMicros ?? null, patch.spendCap?.period ?? null, patch.spendCap?.mode ?? null,
-        patch.rateLimits !== undefined, patch.rateLimits?.requestsPerMinute ?? null, patch.rateLimits?.tokensPerMinute ?? null, patch.rateLimits?.concurrency ?? null,
+        patch.expiresAt !== undefined,
+        patch.expiresAt ?? null,
+        patch.spendCap !== undefined,
+        patch.spendCap?.limitMicros ?? null,
+        patch.spendCap?.period ?? null,
+        patch.spendCap?.mode ?? null,
+        patch.rateLimits !== undefined,
+        patch.rateLimits?.requestsPerMinute ?? null,
+        patch.rateLimits?.tokensPerMinute ?? null,
+        patch.rateLimits?.concurrency ?? null,
       ],
     );
     return rows[0] ? toApiKey(rows[0]) : null;
@@ -130,10 +153,13 @@ export class SqlSessionStore implements SessionStore {
   constructor(private readonly db: Queryable) {}
 
   async create(input: { personId: string; tokenHash: string; expiresAt: Date; csrfTokenHash?: string | null }) {
-    const { rows } = await this.db.query(
-      'INSERT INTO sessions (id, person_id, token_hash, expires_at, csrf_token_hash) VALUES ($1, $2, $3, $4, $5) RETURNING *',
-      [randomUUID(), input.personId, input.tokenHash, input.expiresAt, input.csrfTokenHash ?? null],
-    );
+    const { rows } = await this.db.query('INSERT INTO sessions (id, person_id, token_hash, expires_at, csrf_token_hash) VALUES ($1, $2, $3, $4, $5) RETURNING *', [
+      randomUUID(),
+      input.personId,
+      input.tokenHash,
+      input.expiresAt,
+      input.csrfTokenHash ?? null,
+    ]);
     return toSession(rows[0]!);
   }
 

@@ -58,10 +58,7 @@ export class SqlBlobStore implements BlobStore {
       for await (const chunk of rechunk(chunks, CHUNK_BYTES)) {
         await this.db.query('INSERT INTO blob_chunks (blob_key, seq, data) VALUES ($1, $2, $3)', [key, seq++, chunk]);
       }
-      const { rows } = await this.db.query(
-        `UPDATE blobs SET size = $2, sha256 = $3, complete = true WHERE key = $1 RETURNING ${COLUMNS}`,
-        [key, result.size, result.sha256],
-      );
+      const { rows } = await this.db.query(`UPDATE blobs SET size = $2, sha256 = $3, complete = true WHERE key = $1 RETURNING ${COLUMNS}`, [key, result.size, result.sha256]);
       return infoOf(rows[0]!);
     } catch (error) {
       await this.db.query('DELETE FROM blobs WHERE key = $1', [key]).catch(() => undefined);
@@ -92,10 +89,11 @@ export class SqlBlobStore implements BlobStore {
   async list(prefix: string, options: { after?: string; limit?: number } = {}): Promise<BlobInfo[]> {
     assertBlobListPrefix(prefix);
     // key >= prefix lets the primary key's index start at the prefix; starts_with bounds it.
-    const { rows } = await this.db.query(
-      `SELECT ${COLUMNS} FROM blobs WHERE complete AND key >= $1 AND key > $2 AND starts_with(key, $1) ORDER BY key LIMIT $3`,
-      [prefix, options.after ?? '', options.limit ?? 1000],
-    );
+    const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM blobs WHERE complete AND key >= $1 AND key > $2 AND starts_with(key, $1) ORDER BY key LIMIT $3`, [
+      prefix,
+      options.after ?? '',
+      options.limit ?? 1000,
+    ]);
     return rows.map(infoOf);
   }
 
@@ -103,10 +101,12 @@ export class SqlBlobStore implements BlobStore {
     const last = Math.floor(end / CHUNK_BYTES);
     let seq = Math.floor(start / CHUNK_BYTES);
     while (seq <= last) {
-      const { rows } = await this.db.query<{ seq: number; data: unknown }>(
-        'SELECT seq, data FROM blob_chunks WHERE blob_key = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4',
-        [key, seq, last, CHUNKS_PER_READ],
-      );
+      const { rows } = await this.db.query<{ seq: number; data: unknown }>('SELECT seq, data FROM blob_chunks WHERE blob_key = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4', [
+        key,
+        seq,
+        last,
+        CHUNKS_PER_READ,
+      ]);
       if (rows.length === 0) throw new Error(`blob ${key} was deleted while it was being read`);
       for (const row of rows) {
         if (row.seq !== seq) throw new Error(`blob ${key} was deleted while it was being read`);

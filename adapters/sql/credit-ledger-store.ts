@@ -28,10 +28,7 @@ export class SqlCreditLedger implements CreditLedger {
 
   async ensureAccount(organizationId: string, initialCreditMicros: bigint): Promise<void> {
     await this.db.transaction(async (tx) => {
-      const created = await tx.query(
-        'INSERT INTO credit_balances (organization_id, balance_micros) VALUES ($1, 0) ON CONFLICT DO NOTHING RETURNING organization_id',
-        [organizationId],
-      );
+      const created = await tx.query('INSERT INTO credit_balances (organization_id, balance_micros) VALUES ($1, 0) ON CONFLICT DO NOTHING RETURNING organization_id', [organizationId]);
       if (created.rowCount > 0 && initialCreditMicros > 0n) {
         await appendLine(tx, organizationId, { kind: 'adjustment', amountMicros: initialCreditMicros, note: 'Opening credit', reference: 'opening-credit' });
       }

@@ -1,7 +1,5 @@
 import type { Database, Queryable } from '../../core/ports/database.ts';
-import type {
-  ClaimRequest, ClaimedJob, HeartbeatAnswer, JobLease, JobLeaseStore, JobOutcome, JobQueueStore, JobRecord, JobState, NewJob, PeriodicStore,
-} from '../../core/ports/queue.ts';
+import type { ClaimRequest, ClaimedJob, HeartbeatAnswer, JobLease, JobLeaseStore, JobOutcome, JobQueueStore, JobRecord, JobState, NewJob, PeriodicStore } from '../../core/ports/queue.ts';
 import { bool, date, dateOrNull, str, strOrNull, type Row } from './rows.ts';
 
 const JOB_COLUMNS = `id, queue, payload, state, attempts, max_attempts, priority, run_at, idempotency_key, last_error, cancel_requested, created_at, finished_at`;
@@ -26,9 +24,7 @@ function toJob(row: Row): JobRecord {
   };
 }
 
-const jobParams = (job: NewJob): unknown[] => [
-  job.queue, JSON.stringify(job.payload), job.priority, job.runAt, job.maxAttempts, job.idempotencyKey, job.createdAt,
-];
+const jobParams = (job: NewJob): unknown[] => [job.queue, JSON.stringify(job.payload), job.priority, job.runAt, job.maxAttempts, job.idempotencyKey, job.createdAt];
 
 /**
  * Inserts a job; with an idempotency key already taken in that queue, returns the job holding it.
@@ -145,23 +141,19 @@ export class SqlJobStore implements JobQueueStore, JobLeaseStore {
         result = await db.query(`UPDATE jobs SET state = 'failed', finished_at = $3, last_error = $4, ${release} ${fence}`, [...key, now, outcome.error]);
         break;
       case 'cancelled':
-        result = await db.query(
-          `UPDATE jobs SET state = 'cancelled', finished_at = $3, last_error = coalesce($4, last_error), ${release} ${fence}`,
-          [...key, now, outcome.error],
-        );
+        result = await db.query(`UPDATE jobs SET state = 'cancelled', finished_at = $3, last_error = coalesce($4, last_error), ${release} ${fence}`, [...key, now, outcome.error]);
         break;
       // A job someone asked to cancel while it ran is not queued again.
       case 'retry':
-        result = await db.query(
-          `UPDATE jobs SET state = ${requeued}, finished_at = ${finishedIfCancelled}, run_at = $3, last_error = $5, ${release} ${fence}`,
-          [...key, outcome.runAt, now, outcome.error],
-        );
+        result = await db.query(`UPDATE jobs SET state = ${requeued}, finished_at = ${finishedIfCancelled}, run_at = $3, last_error = $5, ${release} ${fence}`, [
+          ...key,
+          outcome.runAt,
+          now,
+          outcome.error,
+        ]);
         break;
       case 'released':
-        result = await db.query(
-          `UPDATE jobs SET state = ${requeued}, finished_at = ${finishedIfCancelled}, run_at = $3, attempts = attempts - 1, ${release} ${fence}`,
-          [...key, now, now],
-        );
+        result = await db.query(`UPDATE jobs SET state = ${requeued}, finished_at = ${finishedIfCancelled}, run_at = $3, attempts = attempts - 1, ${release} ${fence}`, [...key, now, now]);
         break;
     }
     return result.rowCount > 0;

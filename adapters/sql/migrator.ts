@@ -65,7 +65,9 @@ export function lockKeyFor(base: bigint | number, schema: string): bigint {
   if (typeof base === 'number' && !Number.isSafeInteger(base)) {
     throw new Error(`lockKey must be an integer, got ${base}`);
   }
-  const digest = createHash('sha256').update(`${BigInt.asIntN(64, BigInt(base))}\0${schema}`, 'utf8').digest();
+  const digest = createHash('sha256')
+    .update(`${BigInt.asIntN(64, BigInt(base))}\0${schema}`, 'utf8')
+    .digest();
   return digest.readBigInt64BE(0);
 }
 
@@ -124,11 +126,7 @@ function scriptRunner(tx: Queryable): ScriptQueryable {
  * Migration SQL must not contain its own BEGIN/COMMIT (it runs inside ours), and cannot use
  * statements that refuse transactions (CREATE INDEX CONCURRENTLY).
  */
-export async function runMigrations(
-  db: Database,
-  migrations: readonly Migration[],
-  options: RunMigrationsOptions = {},
-): Promise<{ applied: AppliedMigration[] }> {
+export async function runMigrations(db: Database, migrations: readonly Migration[], options: RunMigrationsOptions = {}): Promise<{ applied: AppliedMigration[] }> {
   const ordered = plan(migrations);
   const base = options.lockKey ?? DEFAULT_LOCK_KEY;
   let lockKey: bigint | undefined;
@@ -161,10 +159,7 @@ export async function runMigrations(
       }
       const top = highest.get(m.owner);
       if (top !== undefined && m.version < top) {
-        throw new MigrationError(
-          m,
-          `migration ${label(m)} is not applied but ${m.owner}@${top} already is; versions must be added in ascending order`,
-        );
+        throw new MigrationError(m, `migration ${label(m)} is not applied but ${m.owner}@${top} already is; versions must be added in ascending order`);
       }
       todo.push(m);
     }
@@ -177,22 +172,14 @@ export async function runMigrations(
     try {
       didApply = await db.transaction(async (tx) => {
         await lock(tx);
-        const { rows } = await tx.query<{ checksum: string }>(
-          'SELECT checksum FROM schema_migrations WHERE owner = $1 AND version = $2',
-          [m.owner, m.version],
-        );
+        const { rows } = await tx.query<{ checksum: string }>('SELECT checksum FROM schema_migrations WHERE owner = $1 AND version = $2', [m.owner, m.version]);
         const existing = rows[0];
         if (existing !== undefined) {
           checkUnchanged(m, existing.checksum);
           return false;
         }
         await scriptRunner(tx).exec(m.sql);
-        await tx.query('INSERT INTO schema_migrations (owner, version, name, checksum) VALUES ($1, $2, $3, $4)', [
-          m.owner,
-          m.version,
-          m.name,
-          m.checksum,
-        ]);
+        await tx.query('INSERT INTO schema_migrations (owner, version, name, checksum) VALUES ($1, $2, $3, $4)', [m.owner, m.version, m.name, m.checksum]);
         return true;
       });
     } catch (err) {

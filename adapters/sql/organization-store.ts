@@ -1,8 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
-import type {
-  Membership, MembershipStore, Organization, OrganizationStore, PasswordTokenStore, Person, PersonStore, SpendCap,
-} from '../../core/ports/identity.ts';
+import type { Membership, MembershipStore, Organization, OrganizationStore, PasswordTokenStore, Person, PersonStore, SpendCap } from '../../core/ports/identity.ts';
 import type { OrgRole } from '../../core/scopes.ts';
 import { bool, date, spendCapOf, str, strOrNull, type Row } from './rows.ts';
 
@@ -37,8 +35,14 @@ export class SqlOrganizationStore implements OrganizationStore {
          spend_cap_mode = CASE WHEN $5::boolean THEN $8::text ELSE spend_cap_mode END
        WHERE id = $1 RETURNING *`,
       [
-        id, patch.name ?? null, patch.status ?? null, patch.requestLogging ?? null,
-        patch.spendCap !== undefined, patch.spendCap?.limitMicros ?? null, patch.spendCap?.period ?? null, patch.spendCap?.mode ?? null,
+        id,
+        patch.name ?? null,
+        patch.status ?? null,
+        patch.requestLogging ?? null,
+        patch.spendCap !== undefined,
+        patch.spendCap?.limitMicros ?? null,
+        patch.spendCap?.period ?? null,
+        patch.spendCap?.mode ?? null,
       ],
     );
     return rows[0] ? toOrganization(rows[0]) : null;
@@ -103,10 +107,7 @@ export class SqlPasswordTokenStore implements PasswordTokenStore {
   }
 
   async consume(tokenHash: string, now: Date): Promise<string | null> {
-    const { rows } = await this.db.query(
-      'UPDATE password_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING person_id',
-      [tokenHash, now],
-    );
+    const { rows } = await this.db.query('UPDATE password_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING person_id', [tokenHash, now]);
     return rows[0] ? str(rows[0], 'person_id') : null;
   }
 }
@@ -148,10 +149,12 @@ export class SqlMembershipStore implements MembershipStore {
   }
 
   async update(organizationId: string, personId: string, patch: { role?: OrgRole; status?: Membership['status'] }) {
-    const { rowCount } = await this.db.query(
-      'UPDATE memberships SET role = COALESCE($3, role), status = COALESCE($4, status) WHERE organization_id = $1 AND person_id = $2',
-      [organizationId, personId, patch.role ?? null, patch.status ?? null],
-    );
+    const { rowCount } = await this.db.query('UPDATE memberships SET role = COALESCE($3, role), status = COALESCE($4, status) WHERE organization_id = $1 AND person_id = $2', [
+      organizationId,
+      personId,
+      patch.role ?? null,
+      patch.status ?? null,
+    ]);
     return rowCount ? this.get(organizationId, personId) : null;
   }
 }

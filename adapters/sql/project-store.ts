@@ -18,10 +18,13 @@ export class SqlProjectStore implements ProjectStore {
   constructor(private readonly db: Queryable) {}
 
   async create(input: { organizationId: string; name: string; isDefault?: boolean; modelAllowList?: string[] | null }) {
-    const { rows } = await this.db.query(
-      'INSERT INTO projects (id, organization_id, name, is_default, model_allow_list) VALUES ($1, $2, $3, $4, $5) RETURNING *',
-      [randomUUID(), input.organizationId, input.name, input.isDefault ?? false, input.modelAllowList ?? null],
-    );
+    const { rows } = await this.db.query('INSERT INTO projects (id, organization_id, name, is_default, model_allow_list) VALUES ($1, $2, $3, $4, $5) RETURNING *', [
+      randomUUID(),
+      input.organizationId,
+      input.name,
+      input.isDefault ?? false,
+      input.modelAllowList ?? null,
+    ]);
     return toProject(rows[0]!);
   }
 
@@ -45,8 +48,15 @@ export class SqlProjectStore implements ProjectStore {
          updated_at = now()
        WHERE organization_id = $1 AND id = $2 RETURNING *`,
       [
-        organizationId, id, patch.name ?? null, patch.modelAllowList !== undefined, patch.modelAllowList ?? null,
-        patch.spendCap !== undefined, patch.spendCap?.limitMicros ?? null, patch.spendCap?.period ?? null, patch.spendCap?.mode ?? null,
+        organizationId,
+        id,
+        patch.name ?? null,
+        patch.modelAllowList !== undefined,
+        patch.modelAllowList ?? null,
+        patch.spendCap !== undefined,
+        patch.spendCap?.limitMicros ?? null,
+        patch.spendCap?.period ?? null,
+        patch.spendCap?.mode ?? null,
       ],
     );
     return rows[0] ? toProject(rows[0]) : null;

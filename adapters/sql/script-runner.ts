@@ -25,10 +25,7 @@ export function quoteIdentifier(name: string): string {
  * never look like success.
  */
 export function abortedCommitError(): Error & { code: string } {
-  return Object.assign(
-    new Error('Transaction was rolled back instead of committed: a statement inside it failed and the error was caught'),
-    { code: '25P02' },
-  );
+  return Object.assign(new Error('Transaction was rolled back instead of committed: a statement inside it failed and the error was caught'), { code: '25P02' });
 }
 
 /** Both adapters' transactions end with this: a failing callback must not turn a commit into an error. */

@@ -64,10 +64,16 @@ export class SqlSecretStore implements SecretStore {
   }
 
   async reseal(owner: SecretOwner, name: string, version: number, sealed: SealedSecret): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `UPDATE secrets SET ${SEALED_SET} WHERE owner_kind = $1 AND owner_id = $2 AND name = $3 AND version = $8`,
-      [owner.kind, owner.id, name, sealed.keyId, sealed.nonce, sealed.ciphertext, sealed.authTag, version],
-    );
+    const { rowCount } = await this.db.query(`UPDATE secrets SET ${SEALED_SET} WHERE owner_kind = $1 AND owner_id = $2 AND name = $3 AND version = $8`, [
+      owner.kind,
+      owner.id,
+      name,
+      sealed.keyId,
+      sealed.nonce,
+      sealed.ciphertext,
+      sealed.authTag,
+      version,
+    ]);
     return rowCount > 0;
   }
 }

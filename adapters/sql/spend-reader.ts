@@ -9,9 +9,15 @@ type Column = 'key_id' | 'project_id' | 'organization_id';
 export class SqlSpendReader implements SpendReader {
   constructor(private readonly db: Queryable) {}
 
-  forKey(keyId: string, now: Date) { return this.windows('key_id', keyId, now); }
-  forProject(projectId: string, now: Date) { return this.windows('project_id', projectId, now); }
-  forOrganization(organizationId: string, now: Date) { return this.windows('organization_id', organizationId, now); }
+  forKey(keyId: string, now: Date) {
+    return this.windows('key_id', keyId, now);
+  }
+  forProject(projectId: string, now: Date) {
+    return this.windows('project_id', projectId, now);
+  }
+  forOrganization(organizationId: string, now: Date) {
+    return this.windows('organization_id', organizationId, now);
+  }
 
   private async windows(column: Column, id: string, now: Date): Promise<SpendWindows> {
     const { rows } = await this.db.query(

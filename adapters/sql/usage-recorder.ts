@@ -35,9 +35,29 @@ const COLUMNS: ReadonlyArray<readonly [string, string]> = [
  */
 function rowValues(r: RequestLogRow): unknown[] {
   return [
-    r.id, r.organizationId, r.projectId, r.keyId, r.endpoint, r.model, r.provider, r.upstreamModel,
-    r.statusCode, r.errorCode, r.inputTokens, r.cachedInputTokens, r.cacheWriteTokens, r.outputTokens, r.reasoningTokens, r.usageEstimated,
-    r.costMicros.toString(), r.priceVersion, r.latencyMs, r.ttftMs, r.streamed, r.attempts, r.createdAt.getTime(),
+    r.id,
+    r.organizationId,
+    r.projectId,
+    r.keyId,
+    r.endpoint,
+    r.model,
+    r.provider,
+    r.upstreamModel,
+    r.statusCode,
+    r.errorCode,
+    r.inputTokens,
+    r.cachedInputTokens,
+    r.cacheWriteTokens,
+    r.outputTokens,
+    r.reasoningTokens,
+    r.usageEstimated,
+    r.costMicros.toString(),
+    r.priceVersion,
+    r.latencyMs,
+    r.ttftMs,
+    r.streamed,
+    r.attempts,
+    r.createdAt.getTime(),
   ];
 }
 
@@ -102,10 +122,9 @@ export class SqlUsageRecorder implements UsageRecorder {
       // Bodies of the rows that were new, in one statement like the rows themselves.
       const bodies = withBodies.filter((row) => stored.has(row.id)).map((row) => [row.id, row.bodies!.request ?? null, row.bodies!.response ?? null]);
       if (bodies.length > 0) {
-        await tx.query(
-          'INSERT INTO request_log_bodies (request_id, request_body, response_body) SELECT b->>0, b->1, b->2 FROM jsonb_array_elements($1::jsonb) AS b',
-          [jsonForStorage(bodies)],
-        );
+        await tx.query('INSERT INTO request_log_bodies (request_id, request_body, response_body) SELECT b->>0, b->1, b->2 FROM jsonb_array_elements($1::jsonb) AS b', [
+          jsonForStorage(bodies),
+        ]);
       }
       return fresh;
     });

@@ -16,7 +16,7 @@ import { defineQueue, PermanentJobError, type Job, type QueueSettings, type Queu
  * Data is stored as JSON and handed to subscribers as read back: use strings for dates and
  * for bigint amounts.
  */
-// eslint-disable-next-line @typescript-eslint/no-empty-object-type
+// biome-ignore lint/suspicious/noEmptyInterface: plugins add event types to this interface by declaration merging
 export interface EventCatalogue {}
 
 export type EventType = keyof EventCatalogue & string;
@@ -56,7 +56,7 @@ export interface SubscriberDefinition<T extends EventType = EventType> extends P
 }
 
 // Subscribers are stored heterogeneously; each is type-checked inside defineSubscriber.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: the element type varies per entry
 export type AnySubscriber = SubscriberDefinition<any>;
 
 export function defineSubscriber<T extends EventType>(definition: SubscriberDefinition<T>): SubscriberDefinition<T> {

@@ -105,5 +105,9 @@ export function isStorageUnavailable(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
-  return error.name === 'ClientClosedError' || error.name === 'ConnectionTimeoutError' || /client (is|was) closed|connection terminated|the client is offline|pool after calling end|pglite is closed/i.test(error.message);
+  return (
+    error.name === 'ClientClosedError' ||
+    error.name === 'ConnectionTimeoutError' ||
+    /client (is|was) closed|connection terminated|the client is offline|pool after calling end|pglite is closed/i.test(error.message)
+  );
 }

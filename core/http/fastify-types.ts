@@ -19,5 +19,3 @@ declare module 'fastify' {
     credential: Credential | null;
   }
 }
-
-export {};

@@ -35,7 +35,10 @@ export class JobRegistry {
       maxAttempts: definition.maxAttempts ?? 1,
       ...(definition.leaseMs === undefined ? {} : { leaseMs: definition.leaseMs }),
     });
-    this.addQueue(queue.handle((job) => definition.run(job as Parameters<PeriodicDefinition['run']>[0])), { kernel: true });
+    this.addQueue(
+      queue.handle((job) => definition.run(job as Parameters<PeriodicDefinition['run']>[0])),
+      { kernel: true },
+    );
     this.periodicJobs.push({ name: definition.name, everyMs: definition.everyMs, queue: queue.name, maxAttempts: queue.maxAttempts });
   }
 

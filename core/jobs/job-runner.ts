@@ -194,7 +194,10 @@ export class JobRunner implements WorkerNudges {
     const periodic = this.deps.registry.periodic();
     if (periodic.length === 0 || this.state === 'draining' || this.state === 'closed') return;
     if (!this.periodicRegistered) {
-      await this.deps.periodic.register(periodic.map((p) => ({ name: p.name, intervalMs: p.everyMs })), now);
+      await this.deps.periodic.register(
+        periodic.map((p) => ({ name: p.name, intervalMs: p.everyMs })),
+        now,
+      );
       this.periodicRegistered = true;
     }
     await this.deps.periodic.claimDue(periodic, now, this.workerId);
@@ -202,7 +205,10 @@ export class JobRunner implements WorkerNudges {
 
   /** Claims are serialised per process, so the slot counts a claim is based on are never stale. */
   private claimOnce(): Promise<{ started: number; more: boolean }> {
-    const next = this.claimChain.then(() => this.claimNow(), () => this.claimNow());
+    const next = this.claimChain.then(
+      () => this.claimNow(),
+      () => this.claimNow(),
+    );
     this.claimChain = next.catch(() => undefined);
     return next;
   }

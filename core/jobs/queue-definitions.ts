@@ -79,11 +79,7 @@ export class PermanentJobError extends Error {
 export class JobInterrupted extends Error {
   override readonly name = 'JobInterrupted';
   constructor(readonly reason: 'cancelled' | 'lease_lost' | 'shutdown') {
-    super(
-      reason === 'cancelled' ? 'the job was cancelled'
-        : reason === 'lease_lost' ? "the job's lease was lost: another worker owns it now"
-          : 'the worker is shutting down',
-    );
+    super(reason === 'cancelled' ? 'the job was cancelled' : reason === 'lease_lost' ? "the job's lease was lost: another worker owns it now" : 'the worker is shutting down');
   }
 }
 

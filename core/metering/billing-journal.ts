@@ -67,9 +67,31 @@ type RecordKind = 'row' | 'started';
 export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
   return (
     JSON.stringify([
-      kind, r.id, r.organizationId, r.projectId, r.keyId, r.endpoint, r.model, r.provider, r.upstreamModel,
-      r.statusCode, r.errorCode, r.inputTokens, r.cachedInputTokens, r.cacheWriteTokens, r.outputTokens, r.reasoningTokens, r.usageEstimated,
-      r.costMicros.toString(), r.priceVersion, r.latencyMs, r.ttftMs, r.streamed, r.attempts, r.createdAt.getTime(), r.bodies,
+      kind,
+      r.id,
+      r.organizationId,
+      r.projectId,
+      r.keyId,
+      r.endpoint,
+      r.model,
+      r.provider,
+      r.upstreamModel,
+      r.statusCode,
+      r.errorCode,
+      r.inputTokens,
+      r.cachedInputTokens,
+      r.cacheWriteTokens,
+      r.outputTokens,
+      r.reasoningTokens,
+      r.usageEstimated,
+      r.costMicros.toString(),
+      r.priceVersion,
+      r.latencyMs,
+      r.ttftMs,
+      r.streamed,
+      r.attempts,
+      r.createdAt.getTime(),
+      r.bodies,
     ]) + '\n'
   );
 }
@@ -89,18 +111,55 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
   }
   if (!Array.isArray(v) || v.length !== FIELDS || (v[0] !== 'row' && v[0] !== 'started')) return null;
   const ok =
-    isText(v[1]) && isText(v[2]) && isTextOrNull(v[3]) && isTextOrNull(v[4]) && isText(v[5]) && isTextOrNull(v[6]) && isTextOrNull(v[7]) && isTextOrNull(v[8]) &&
-    isCount(v[9]) && isTextOrNull(v[10]) && [11, 12, 13, 14, 15].every((i) => isCount(v[i])) && typeof v[16] === 'boolean' &&
-    isText(v[17]) && /^-?\d+$/.test(v[17]) && isTextOrNull(v[18]) && isCount(v[19]) && (v[20] === null || isCount(v[20])) && typeof v[21] === 'boolean' &&
-    isCount(v[22]) && isCount(v[23]) && (v[24] === null || typeof v[24] === 'object');
+    isText(v[1]) &&
+    isText(v[2]) &&
+    isTextOrNull(v[3]) &&
+    isTextOrNull(v[4]) &&
+    isText(v[5]) &&
+    isTextOrNull(v[6]) &&
+    isTextOrNull(v[7]) &&
+    isTextOrNull(v[8]) &&
+    isCount(v[9]) &&
+    isTextOrNull(v[10]) &&
+    [11, 12, 13, 14, 15].every((i) => isCount(v[i])) &&
+    typeof v[16] === 'boolean' &&
+    isText(v[17]) &&
+    /^-?\d+$/.test(v[17]) &&
+    isTextOrNull(v[18]) &&
+    isCount(v[19]) &&
+    (v[20] === null || isCount(v[20])) &&
+    typeof v[21] === 'boolean' &&
+    isCount(v[22]) &&
+    isCount(v[23]) &&
+    (v[24] === null || typeof v[24] === 'object');
   if (!ok) return null;
   return {
     kind: v[0],
     row: {
-      id: v[1], organizationId: v[2], projectId: v[3], keyId: v[4], endpoint: v[5], model: v[6], provider: v[7], upstreamModel: v[8],
-      statusCode: v[9], errorCode: v[10], inputTokens: v[11], cachedInputTokens: v[12], cacheWriteTokens: v[13], outputTokens: v[14], reasoningTokens: v[15],
-      usageEstimated: v[16], costMicros: BigInt(v[17]), priceVersion: v[18], latencyMs: v[19], ttftMs: v[20], streamed: v[21], attempts: v[22],
-      createdAt: new Date(v[23]), bodies: v[24],
+      id: v[1],
+      organizationId: v[2],
+      projectId: v[3],
+      keyId: v[4],
+      endpoint: v[5],
+      model: v[6],
+      provider: v[7],
+      upstreamModel: v[8],
+      statusCode: v[9],
+      errorCode: v[10],
+      inputTokens: v[11],
+      cachedInputTokens: v[12],
+      cacheWriteTokens: v[13],
+      outputTokens: v[14],
+      reasoningTokens: v[15],
+      usageEstimated: v[16],
+      costMicros: BigInt(v[17]),
+      priceVersion: v[18],
+      latencyMs: v[19],
+      ttftMs: v[20],
+      streamed: v[21],
+      attempts: v[22],
+      createdAt: new Date(v[23]),
+      bodies: v[24],
     },
   };
 }

@@ -137,15 +137,24 @@ export class GovernedAdmission implements InferenceAdmission {
   /** Starts renewing live leases and counters; a crashed process's leases lapse on their own TTL. */
   start(): void {
     const { coordination, settings } = this.deps;
-    this.heartbeat ??= setInterval(() => {
-      const counters = new Set<string>();
-      for (const call of this.live) {
-        if (call.keys.length > 0) void coordination.leases.renew(call.keys, call.leaseId, settings.leaseTtlMs).catch(() => undefined);
-        for (const counter of call.counters) counters.add(counter);
-      }
-      // Giving nothing refreshes a counter's TTL: one that idled out mid-call would be re-seeded without other replicas' reservations.
-      if (counters.size > 0) void coordination.allowances.give([...counters].map((key) => ({ key, amount: 0 })), settings.counterTtlMs).catch(() => undefined);
-    }, Math.max(1000, Math.floor(settings.leaseTtlMs / 3)));
+    this.heartbeat ??= setInterval(
+      () => {
+        const counters = new Set<string>();
+        for (const call of this.live) {
+          if (call.keys.length > 0) void coordination.leases.renew(call.keys, call.leaseId, settings.leaseTtlMs).catch(() => undefined);
+          for (const counter of call.counters) counters.add(counter);
+        }
+        // Giving nothing refreshes a counter's TTL: one that idled out mid-call would be re-seeded without other replicas' reservations.
+        if (counters.size > 0)
+          void coordination.allowances
+            .give(
+              [...counters].map((key) => ({ key, amount: 0 })),
+              settings.counterTtlMs,
+            )
+            .catch(() => undefined);
+      },
+      Math.max(1000, Math.floor(settings.leaseTtlMs / 3)),
+    );
     this.heartbeat.unref();
   }
 
@@ -167,10 +176,7 @@ export class GovernedAdmission implements InferenceAdmission {
   async peekHeaders(credential: Credential): Promise<Record<string, string>> {
     const plan = this.planOf(credential);
     const { rateLimiter } = this.deps.coordination;
-    const [requests, tokens] = await Promise.all([
-      plan.requests.length > 0 ? rateLimiter.peek(plan.requests) : [],
-      plan.tokenBuckets.length > 0 ? rateLimiter.peek(plan.tokenBuckets) : [],
-    ]);
+    const [requests, tokens] = await Promise.all([plan.requests.length > 0 ? rateLimiter.peek(plan.requests) : [], plan.tokenBuckets.length > 0 ? rateLimiter.peek(plan.tokenBuckets) : []]);
     return rateLimitHeaders(requests, tokens);
   }
 
@@ -199,7 +205,21 @@ export class GovernedAdmission implements InferenceAdmission {
     // Refusals report the token family too when a limit is set (absent means "not measured").
     const headers = rateLimitHeaders(result.requests, result.tokens);
     if (!result.ok) throw this.refusal(result, { headers, tokens, tokenEstimate, caps, estimate });
-    return this.admission({ scopes: plan.scopes, reserved: estimate, request, sheet, takes, taken: result.taken, tokens, tokenEstimate, leaseKeys: plan.leaseKeys, leaseId, caps, headers, logBodies: account.requestLogging });
+    return this.admission({
+      scopes: plan.scopes,
+      reserved: estimate,
+      request,
+      sheet,
+      takes,
+      taken: result.taken,
+      tokens,
+      tokenEstimate,
+      leaseKeys: plan.leaseKeys,
+      leaseId,
+      caps,
+      headers,
+      logBodies: account.requestLogging,
+    });
   }
 
   private refusal(
@@ -240,7 +260,9 @@ export class GovernedAdmission implements InferenceAdmission {
           402,
           'budget_exceeded',
           `The ${cap.scope} spend cap of $${microsToUsd(cap.cap.limitMicros)} per ${cap.cap.period} is used up` +
-            (left > 0 ? ` for a request of this size: $${microsToUsd(BigInt(left))} is left, and this request may cost up to $${microsToUsd(BigInt(context.estimate))}; lower max_tokens` : '') +
+            (left > 0
+              ? ` for a request of this size: $${microsToUsd(BigInt(left))} is left, and this request may cost up to $${microsToUsd(BigInt(context.estimate))}; lower max_tokens`
+              : '') +
             '. GET /client/budget shows every cap.',
           { headers },
         );
@@ -267,7 +289,14 @@ export class GovernedAdmission implements InferenceAdmission {
       scopes.push({ kind: 'project', id: credential.projectId, limits: settings.project });
     }
     scopes.push({ kind: 'account', id: credential.organizationId, limits: settings.account });
-    const plan: ScopePlan = { requests: [], tokenBuckets: [], leases: [], leaseKeys: [], creditKey: `credit:${credential.organizationId}`, scopes: scopes.map(({ kind, id }) => `${kind}:${id}`) };
+    const plan: ScopePlan = {
+      requests: [],
+      tokenBuckets: [],
+      leases: [],
+      leaseKeys: [],
+      creditKey: `credit:${credential.organizationId}`,
+      scopes: scopes.map(({ kind, id }) => `${kind}:${id}`),
+    };
     for (const { kind, id, limits } of scopes) {
       if (limits.requestsPerMinute) plan.requests.push({ key: `rpm:${kind}:${id}`, limit: limits.requestsPerMinute, periodMs: MINUTE, cost: 1 });
       if (limits.tokensPerMinute) plan.tokenBuckets.push({ key: `tpm:${kind}:${id}`, limit: limits.tokensPerMinute, periodMs: MINUTE });
@@ -385,11 +414,7 @@ export class GovernedAdmission implements InferenceAdmission {
   }
 
   /** Not an async function: most calls have no alert cap to check, and then settling is one gate call. */
-  private settle(
-    state: AdmittedCall,
-    outcome: CallOutcome,
-    createdAt: Date,
-  ): Promise<void> {
+  private settle(state: AdmittedCall, outcome: CallOutcome, createdAt: Date): Promise<void> {
     const { coordination, settings } = this.deps;
     const { request, sheet, takes, taken } = state;
     const usage = outcome.usage;

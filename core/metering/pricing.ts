@@ -56,12 +56,7 @@ export function costMicros(usage: Usage, sheet: PriceSheet): bigint {
   const written = BigInt(Math.max(0, usage.cacheWriteTokens));
   const plainInput = BigInt(Math.max(0, usage.inputTokens - usage.cachedInputTokens - usage.cacheWriteTokens));
   const output = BigInt(Math.max(0, usage.outputTokens));
-  return ceilToMicros(
-    plainInput * sheet.picoPerInputToken +
-      cached * sheet.picoPerCachedInputToken +
-      written * sheet.picoPerCacheWriteToken +
-      output * sheet.picoPerOutputToken,
-  );
+  return ceilToMicros(plainInput * sheet.picoPerInputToken + cached * sheet.picoPerCachedInputToken + written * sheet.picoPerCacheWriteToken + output * sheet.picoPerOutputToken);
 }
 
 /**

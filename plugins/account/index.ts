@@ -5,6 +5,5 @@ import { accountOperations } from './account-operations.ts';
 export const accountPlugin = definePlugin({
   name: 'account',
   description: 'Who am I, organisations and the default organisation',
-  operations: ({ container }) =>
-    accountOperations({ identity: container.resolve(Tokens.Identity), authenticator: container.resolve(Tokens.Authenticator) }),
+  operations: ({ container }) => accountOperations({ identity: container.resolve(Tokens.Identity), authenticator: container.resolve(Tokens.Authenticator) }),
 });

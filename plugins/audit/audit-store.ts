@@ -64,9 +64,22 @@ export class AuditStore {
        VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10, $11, $12, $13, $14, $15, $16)
        ON CONFLICT (event_id) DO NOTHING`,
       [
-        entry.eventId, entry.organizationId, entry.occurredAt, entry.operation, entry.method, entry.path, JSON.stringify(entry.params),
-        entry.targetId, entry.actor.kind, entry.actor.id, entry.actor.label, entry.credential.kind, entry.credential.id, entry.status,
-        entry.errorCode, entry.requestId,
+        entry.eventId,
+        entry.organizationId,
+        entry.occurredAt,
+        entry.operation,
+        entry.method,
+        entry.path,
+        JSON.stringify(entry.params),
+        entry.targetId,
+        entry.actor.kind,
+        entry.actor.id,
+        entry.actor.label,
+        entry.credential.kind,
+        entry.credential.id,
+        entry.status,
+        entry.errorCode,
+        entry.requestId,
       ],
     );
   }
@@ -79,10 +92,7 @@ export class AuditStore {
     if (filter.before !== undefined) {
       where.push(`(occurred_at, id) < ($${params.push(filter.before.at)}::timestamptz, $${params.push(filter.before.id)}::bigint)`);
     }
-    const { rows } = await this.db.query(
-      `SELECT ${COLUMNS} FROM audit_log WHERE ${where.join(' AND ')} ORDER BY occurred_at DESC, id DESC LIMIT $${params.push(limit)}`,
-      params,
-    );
+    const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM audit_log WHERE ${where.join(' AND ')} ORDER BY occurred_at DESC, id DESC LIMIT $${params.push(limit)}`, params);
     return rows.map(toEntry);
   }
 }

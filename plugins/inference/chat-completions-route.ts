@@ -166,9 +166,7 @@ async function openUntilFirstContent(candidate: RouteCandidate<'language'>, call
       reject(late);
     }, ttftMs);
   });
-  const iterator = candidate.api
-    .chatStream(upstreamChatBody(call.body, candidate.upstreamModel), new GatewayCallOptions(upstream.signal, requestId))
-    [Symbol.asyncIterator]();
+  const iterator = candidate.api.chatStream(upstreamChatBody(call.body, candidate.upstreamModel), new GatewayCallOptions(upstream.signal, requestId))[Symbol.asyncIterator]();
   const buffered: ChatStreamEvent[] = [];
   try {
     for (;;) {
@@ -262,7 +260,14 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
     }
     if (includeUsage && usage) {
       const tail = last as ChatCompletionChunk | null;
-      await sse.data({ id: tail?.id ?? request.id, object: 'chat.completion.chunk', created: tail?.created ?? Math.floor(Date.now() / 1000), model: model.id, choices: [], usage: toOpenAIUsage(usage) });
+      await sse.data({
+        id: tail?.id ?? request.id,
+        object: 'chat.completion.chunk',
+        created: tail?.created ?? Math.floor(Date.now() / 1000),
+        model: model.id,
+        choices: [],
+        usage: toOpenAIUsage(usage),
+      });
     }
     await sse.data('[DONE]');
   } catch (error) {
@@ -274,7 +279,9 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
       status = 502;
       errorCode = 'upstream_error';
       request.log.warn({ err: error, route: opened.candidate.key }, 'stream failed after first content');
-      await sse.data({ error: { message: 'The upstream stream failed part-way; the response is incomplete. It is safe to retry.', type: 'upstream_error', code: 'upstream_error', param: null } });
+      await sse.data({
+        error: { message: 'The upstream stream failed part-way; the response is incomplete. It is safe to retry.', type: 'upstream_error', code: 'upstream_error', param: null },
+      });
     }
     void iterator.return?.().catch(() => undefined);
   } finally {

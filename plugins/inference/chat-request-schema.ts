@@ -166,7 +166,10 @@ export const chatRequestSchema: JsonSchema = {
     functions: { type: 'array', items: { type: 'object', required: ['name'], properties: { name: string, description: string, parameters: object } } },
     function_call: {
       type: ['string', 'object'],
-      allOf: [{ if: { type: 'string' }, then: { enum: ['none', 'auto'] } }, { if: { type: 'object' }, then: namedFunction }],
+      allOf: [
+        { if: { type: 'string' }, then: { enum: ['none', 'auto'] } },
+        { if: { type: 'object' }, then: namedFunction },
+      ],
     },
     response_format: ref('responseFormat'),
     user: string,

@@ -87,8 +87,7 @@ export async function runWithFailover<C extends RouteCandidate, T>(
         }
         void breaker.recordFailure(candidate.key);
         const retryAfter = caught.retryAfterMs;
-        const sameRouteAgain =
-          caught.retryable && onRoute < settings.retriesPerRoute && !(caught.kind === 'rate_limited' && (retryAfter === null || retryAfter > settings.maxRetryAfterMs));
+        const sameRouteAgain = caught.retryable && onRoute < settings.retriesPerRoute && !(caught.kind === 'rate_limited' && (retryAfter === null || retryAfter > settings.maxRetryAfterMs));
         if (!sameRouteAgain) continue search;
         const backoff = random() * Math.min(settings.maxBackoffMs, settings.initialBackoffMs * 2 ** onRoute);
         const delay = retryAfter ?? backoff;

@@ -27,10 +27,7 @@ export const inferencePlugin = definePlugin({
   register({ container, config }) {
     container.bindValue(InferenceTokens.Catalogue, new ModelCatalogue(config));
     container.bindValue(InferenceTokens.Providers, new ProviderRegistry());
-    container.bindValue(
-      InferenceTokens.CircuitBreaker,
-      new CircuitBreaker(container.resolve(Tokens.Coordination), config.circuitBreaker),
-    );
+    container.bindValue(InferenceTokens.CircuitBreaker, new CircuitBreaker(container.resolve(Tokens.Coordination), config.circuitBreaker));
   },
   routes(app: FastifyInstance, { container, config }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
@@ -56,17 +53,18 @@ export const inferencePlugin = definePlugin({
     const admission = container.resolve(InferenceAdmissionToken);
     // Responses that took nothing from the limits (model lists, refusals before admission) still
     // say where the caller stands. Without a metering plugin there are no limits to tell of.
-    if (admission !== openAdmission) app.addHook('onSend', (request, reply, payload, done) => {
-      if (!request.credential || reply.hasHeader('x-ratelimit-limit-requests') || reply.hasHeader('x-ratelimit-limit-tokens')) return done(null, payload);
-      admission.peekHeaders(request.credential).then(
-        (headers) => {
-          void reply.headers(headers);
-          done(null, payload);
-        },
-        // Headers are advice; a coordination hiccup must not fail the response.
-        () => done(null, payload),
-      );
-    });
+    if (admission !== openAdmission)
+      app.addHook('onSend', (request, reply, payload, done) => {
+        if (!request.credential || reply.hasHeader('x-ratelimit-limit-requests') || reply.hasHeader('x-ratelimit-limit-tokens')) return done(null, payload);
+        admission.peekHeaders(request.credential).then(
+          (headers) => {
+            void reply.headers(headers);
+            done(null, payload);
+          },
+          // Headers are advice; a coordination hiccup must not fail the response.
+          () => done(null, payload),
+        );
+      });
     registerModelsRoutes(app, catalogue);
     registerChatCompletionsRoute(app, {
       catalogue,

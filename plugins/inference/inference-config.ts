@@ -28,9 +28,7 @@ const modality = z.enum(['text', 'image', 'audio', 'embedding']);
 
 export const modelSchema = z.strictObject({
   routes: z.array(routeSchema).min(1),
-  modalities: z
-    .strictObject({ input: z.array(modality).min(1).default(['text']), output: z.array(modality).min(1).default(['text']) })
-    .prefault({}),
+  modalities: z.strictObject({ input: z.array(modality).min(1).default(['text']), output: z.array(modality).min(1).default(['text']) }).prefault({}),
   /** Whether /v1/batches accepts this model (`svc_batch`). */
   batch: z.boolean().default(false),
   contextWindow: z.number().int().positive().default(128_000),

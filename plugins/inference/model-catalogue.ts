@@ -17,9 +17,7 @@ export class ModelCatalogue {
   private readonly models: Map<string, CatalogueModel>;
 
   constructor(config: InferenceConfig, created = Math.floor(Date.now() / 1000)) {
-    this.models = new Map(
-      Object.entries(config.models).map(([id, model]) => [id, { ...model, id, created, inputProfile: modelInputProfile(model, config.providers) }]),
-    );
+    this.models = new Map(Object.entries(config.models).map(([id, model]) => [id, { ...model, id, created, inputProfile: modelInputProfile(model, config.providers) }]));
   }
 
   /** Every model the credential may use, in config order. */

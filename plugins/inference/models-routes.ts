@@ -21,7 +21,5 @@ export function registerModelsRoutes(app: FastifyInstance, catalogue: ModelCatal
     object: 'list',
     data: catalogue.visibleTo(request.credential!).map(toModelObject),
   }));
-  app.get<{ Params: { model: string } }>('/v1/models/:model', { config }, async (request) =>
-    toModelObject(catalogue.require(request.credential!, request.params.model)),
-  );
+  app.get<{ Params: { model: string } }>('/v1/models/:model', { config }, async (request) => toModelObject(catalogue.require(request.credential!, request.params.model)));
 }

@@ -25,7 +25,9 @@ export class ProviderRegistry {
       if (!parsed.success) {
         // A package may bring its own schema library: use zod's issue when there is one.
         const issue = (parsed.error as { issues?: Parameters<typeof describeIssue>[0][] } | undefined)?.issues?.[0];
-        throw new ConfigError(issue ? describeIssue(issue, ['plugins', 'inference', 'providers', name]) : `config: ${field}: ${String((parsed.error as Error | undefined)?.message ?? 'invalid')}`);
+        throw new ConfigError(
+          issue ? describeIssue(issue, ['plugins', 'inference', 'providers', name]) : `config: ${field}: ${String((parsed.error as Error | undefined)?.message ?? 'invalid')}`,
+        );
       }
       const allowPrivateNetwork = (parsed.data as { allowPrivateNetwork?: boolean } | null)?.allowPrivateNetwork === true;
       const context = createProviderContext({ timeouts: { ...config.timeouts, ...timeouts }, allowPrivateNetwork });

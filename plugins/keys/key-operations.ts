@@ -7,9 +7,7 @@ import type { IdentityStores, IdentityStoresFactory, KeyRateLimits } from '../..
 import { authorizedKey, authorizedProject } from '../../core/authorization.ts';
 import { visibleProjects } from '../../core/project-access.ts';
 import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
-import {
-  createdKeyView, createKeyRequest, keyDetailView, keyView, rateLimitsInput, updateKeyRequest,
-} from './key-schemas.ts';
+import { createdKeyView, createKeyRequest, keyDetailView, keyView, type rateLimitsInput, updateKeyRequest } from './key-schemas.ts';
 import { assertNoEscalation, assertOwnerFor } from './key-rules.ts';
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
 
@@ -22,7 +20,6 @@ interface Deps {
 }
 
 const idParams = z.strictObject({ id: z.uuid() });
-
 
 const toRateLimits = (input: z.output<typeof rateLimitsInput> | undefined): KeyRateLimits => ({
   requestsPerMinute: input?.requestsPerMinute ?? null,
@@ -61,7 +58,11 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     scope: 'keys:write',
     body: createKeyRequest,
     resource: {
-      kind: 'project', access: 'write', in: 'body', field: 'projectId', whenAbsent: 'default-project',
+      kind: 'project',
+      access: 'write',
+      in: 'body',
+      field: 'projectId',
+      whenAbsent: 'default-project',
       keyOwnProjectOnly: { code: 'cross_project', message: 'An API key can only create keys in its own project' },
     },
     output: createdKeyView,
@@ -78,20 +79,22 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         throw new ApiError(400, 'invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
       }
       const token = generateToken(KEY_PREFIX);
-      const key = await transaction((tx) => identityFor(tx).apiKeys.create({
-        organizationId: credential.organizationId,
-        projectId,
-        name: body.name,
-        tokenHash: hashToken(token),
-        hint: tokenHint(token),
-        scopes,
-        modelAllowList: body.models ?? null,
-        expiresAt,
-        spendCap: toSpendCap(body.spendCap ?? null),
-        rateLimits: toRateLimits(body.rateLimits),
-        createdByPersonId: credential.kind === 'session' ? credential.personId : null,
-        createdByKeyId: credential.kind === 'key' ? credential.keyId : null,
-      }));
+      const key = await transaction((tx) =>
+        identityFor(tx).apiKeys.create({
+          organizationId: credential.organizationId,
+          projectId,
+          name: body.name,
+          tokenHash: hashToken(token),
+          hint: tokenHint(token),
+          scopes,
+          modelAllowList: body.models ?? null,
+          expiresAt,
+          spendCap: toSpendCap(body.spendCap ?? null),
+          rateLimits: toRateLimits(body.rateLimits),
+          createdByPersonId: credential.kind === 'session' ? credential.personId : null,
+          createdByKeyId: credential.kind === 'key' ? credential.keyId : null,
+        }),
+      );
       return { ...toKeyView(key, clock()), key: token };
     },
   });
@@ -127,7 +130,10 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       {
         // The destination of a move; an API key sees only its own project's keys, so for a key
         // "another project" is a move, which is a person's act.
-        kind: 'project', access: 'write', in: 'body', field: 'projectId',
+        kind: 'project',
+        access: 'write',
+        in: 'body',
+        field: 'projectId',
         keyOwnProjectOnly: { code: 'key_cannot_move_key', message: "An API key cannot move a key to another project; that is a person's act" },
       },
     ],
@@ -144,16 +150,18 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       if (body.disabled !== undefined && key.revokedAt) {
         throw new ApiError(409, 'key_revoked', 'This key is revoked; a revoked key cannot be paused or resumed', { param: 'disabled' });
       }
-      const updated = await transaction((tx) => identityFor(tx).apiKeys.update(credential.organizationId, key.id, {
-        name: body.name,
-        projectId: body.projectId,
-        scopes: body.scopes,
-        modelAllowList: body.models,
-        disabled: body.disabled,
-        expiresAt: body.expiresAt,
-        spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
-        rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),
-      }));
+      const updated = await transaction((tx) =>
+        identityFor(tx).apiKeys.update(credential.organizationId, key.id, {
+          name: body.name,
+          projectId: body.projectId,
+          scopes: body.scopes,
+          modelAllowList: body.models,
+          disabled: body.disabled,
+          expiresAt: body.expiresAt,
+          spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
+          rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),
+        }),
+      );
       if (!updated) throw new ApiError(404, 'key_not_found', `No API key ${params.id}`, { param: 'id' });
       await authenticator.invalidate({ kind: 'key', id: key.id });
       return { object: 'ack' as const, ok: true as const, key: toKeyView(updated, clock()) };

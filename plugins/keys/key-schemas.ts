@@ -10,7 +10,6 @@ export const scopeList = z
 
 export const modelList = z.array(z.string().min(1).max(200)).max(500).nullable();
 
-
 const keyName = z.string().trim().min(1).max(100);
 
 const positiveLimit = z.number().int().positive().max(1_000_000_000).nullable().optional();
@@ -47,7 +46,6 @@ export const updateKeyRequest = z
     rateLimits: rateLimitsInput.optional().describe('Owner only; replaces all three; null fields use the defaults'),
   })
   .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
-
 
 export const keyView = z.object({
   object: z.literal('api_key'),

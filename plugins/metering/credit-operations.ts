@@ -149,8 +149,7 @@ export function creditOperations(deps: Deps): AnyOperation[] {
       // The admission counter is credited before the ledger, and the credit taken back if the payment
       // is not recorded: a counter re-seeded from the ledger in between then sees the payment once.
       const amountMicros = usdToMicros(body.amountUsd);
-      const counter = (amount: bigint) =>
-        deps.coordination.allowances.give([{ key: `credit:${credential.organizationId}`, amount: Number(amount) }], deps.counterTtlMs);
+      const counter = (amount: bigint) => deps.coordination.allowances.give([{ key: `credit:${credential.organizationId}`, amount: Number(amount) }], deps.counterTtlMs);
       await counter(amountMicros);
       let line;
       try {

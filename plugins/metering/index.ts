@@ -63,31 +63,35 @@ export const meteringPlugin = definePlugin({
     container.bindValue(PaymentProviderToken, manualPayments(ledger));
     const metrics = container.resolve(Tokens.Metrics);
     metrics.gauge('svc_request_log_queue_depth', 'Request-log rows waiting to be written', () => writer.snapshot().queued);
-    metrics.gauge('svc_request_log_dropped_rows', 'Request-log rows not held in memory because the queue was full (with the billing journal on, kept there for the next start)', () => writer.snapshot().dropped);
+    metrics.gauge(
+      'svc_request_log_dropped_rows',
+      'Request-log rows not held in memory because the queue was full (with the billing journal on, kept there for the next start)',
+      () => writer.snapshot().dropped,
+    );
     metrics.gauge('svc_request_log_failed_flushes', 'Request-log flushes that failed and were retried', () => writer.snapshot().failedFlushes);
     if (journal) metrics.gauge('svc_billing_journal_failed_writes', 'Billing-journal writes that failed (those calls were not protected against a crash)', () => journal.failedWrites);
     const alerts = new BudgetAlerts(database, container.resolve(Tokens.Events));
     const admission = new GovernedAdmission({
-        coordination: container.resolve(Tokens.Coordination),
-        ledger,
-        spend: identity.spend,
-        policies,
-        writer,
-        alerts,
-        prices,
-        clock: container.resolve(Tokens.Clock),
-        logger,
-        onRejected: (kind) => metrics.rejected(kind),
-        onCharged: (model, micros) => metrics.observeCost(model, micros),
-        settings: {
-          keyDefaults: config.limits.keyDefaults,
-          project: config.limits.project,
-          account: config.limits.account,
-          leaseTtlMs: config.leaseTtlMs,
-          counterTtlMs: config.counterTtlMs,
-          initialCreditMicros: usdToMicros(config.initialCreditUsd),
-        },
-      });
+      coordination: container.resolve(Tokens.Coordination),
+      ledger,
+      spend: identity.spend,
+      policies,
+      writer,
+      alerts,
+      prices,
+      clock: container.resolve(Tokens.Clock),
+      logger,
+      onRejected: (kind) => metrics.rejected(kind),
+      onCharged: (model, micros) => metrics.observeCost(model, micros),
+      settings: {
+        keyDefaults: config.limits.keyDefaults,
+        project: config.limits.project,
+        account: config.limits.account,
+        leaseTtlMs: config.leaseTtlMs,
+        counterTtlMs: config.counterTtlMs,
+        initialCreditMicros: usdToMicros(config.initialCreditUsd),
+      },
+    });
     container.bindValue(MeteringTokens.Admission, admission);
     container.bindValue(InferenceAdmissionToken, admission);
   },

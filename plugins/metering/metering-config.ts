@@ -34,7 +34,11 @@ export const meteringConfigSchema = z.strictObject({
   /** Concurrency leases lapse after this unless renewed (streams renew them). */
   leaseTtlMs: z.number().int().min(1000).default(60_000),
   /** Money counters idle this long are re-read from the ledger. */
-  counterTtlMs: z.number().int().min(1000).default(30 * 60_000),
+  counterTtlMs: z
+    .number()
+    .int()
+    .min(1000)
+    .default(30 * 60_000),
   /** How long account and project caps are cached per replica. */
   policyCacheTtlMs: z.number().int().min(0).default(2_000),
 });

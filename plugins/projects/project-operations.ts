@@ -127,7 +127,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     name: 'projects.update',
     method: 'PATCH',
     path: '/projects/:id',
-    summary: "Rename a project or change its model allow-list",
+    summary: 'Rename a project or change its model allow-list',
     scope: 'projects:write',
     params: idParams,
     body: z

@@ -4,9 +4,7 @@ import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import { mayReadBodies, usageVisibility, VISIBILITY } from './usage-access.ts';
 import type { UsageDeps } from './usage-operations.ts';
 import { minuteWindow, resolveOpenRange } from './usage-query.ts';
-import {
-  RECENT_REQUESTS, requestDetailView, requestIdParams, requestListView, requestsQuery, windowQuery, windowView,
-} from './usage-schemas.ts';
+import { RECENT_REQUESTS, requestDetailView, requestIdParams, requestListView, requestsQuery, windowQuery, windowView } from './usage-schemas.ts';
 import { toRequestRowView, toWindowStatsView } from './usage-view.ts';
 
 export function requestOperations({ store, identity, clock }: UsageDeps): AnyOperation[] {

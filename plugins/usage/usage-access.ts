@@ -4,8 +4,7 @@ import { visibleProjects } from '../../core/project-access.ts';
 import type { Visibility } from './usage-store.ts';
 
 /** For operation descriptions. */
-export const VISIBILITY =
-  'An API key sees its own project only; a person sees the projects they can read (owners and admins: all).';
+export const VISIBILITY = 'An API key sees its own project only; a person sees the projects they can read (owners and admins: all).';
 
 /**
  * Which request-log rows a caller sees:

@@ -78,10 +78,7 @@ export function usageOperations({ store, identity, clock }: UsageDeps): AnyOpera
       const current = resolveRange(query, clock());
       const previous = previousRange(current);
       const visibility = await usageVisibility(identity, credential);
-      const [now, before] = await Promise.all([
-        store.totals({ visibility, ...current, keyId: query.keyId }),
-        store.totals({ visibility, ...previous, keyId: query.keyId }),
-      ]);
+      const [now, before] = await Promise.all([store.totals({ visibility, ...current, keyId: query.keyId }), store.totals({ visibility, ...previous, keyId: query.keyId })]);
       return {
         object: 'usage_comparison' as const,
         keyId: query.keyId ?? null,

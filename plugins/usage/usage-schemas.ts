@@ -17,7 +17,7 @@ export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 const from = dateOrTimestampSchema.optional().describe('Start of the window, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
 const to = dateOrTimestampSchema.optional().describe('End of the window, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
-const keyId = z.uuid().optional().describe("Only calls made with this key; a key outside what the caller sees gives no rows");
+const keyId = z.uuid().optional().describe('Only calls made with this key; a key outside what the caller sees gives no rows');
 
 export const usageQuery = z.object({
   from: from.describe('Start of the window, inclusive (default: 30 days before `to`)'),
@@ -53,13 +53,7 @@ export const requestsQuery = z.object({
   q: z.string().min(1).max(200).optional().describe('A request id, or text contained in the model or endpoint (case-insensitive)'),
   band: z.enum(['errors', 'slow']).optional().describe('errors: status 400 or above; slow: streamed first token over 5 s, or unstreamed over 30 s'),
   cursor: cursorSchema.optional().describe('nextCursor of the previous page'),
-  limit: z.coerce
-    .number()
-    .int()
-    .min(1)
-    .max(REQUESTS_PAGE_MAX)
-    .default(REQUESTS_PAGE_DEFAULT)
-    .describe(`Rows per page (default ${REQUESTS_PAGE_DEFAULT}, max ${REQUESTS_PAGE_MAX})`),
+  limit: z.coerce.number().int().min(1).max(REQUESTS_PAGE_MAX).default(REQUESTS_PAGE_DEFAULT).describe(`Rows per page (default ${REQUESTS_PAGE_DEFAULT}, max ${REQUESTS_PAGE_MAX})`),
 });
 
 export const windowQuery = z.object({
@@ -111,10 +105,7 @@ export const requestRowView = z.object({
 export const requestDetailView = requestRowView.extend({
   request: z.unknown().describe('The prompt as sent; null when hidden or not logged'),
   response: z.unknown().describe('The response as returned; null when hidden or not logged'),
-  bodiesHidden: z
-    .enum(['role', 'not_logged'])
-    .nullable()
-    .describe("Why the bodies are null: 'role' the caller may not read them; 'not_logged' request logging was off for this call"),
+  bodiesHidden: z.enum(['role', 'not_logged']).nullable().describe("Why the bodies are null: 'role' the caller may not read them; 'not_logged' request logging was off for this call"),
 });
 
 export const totalsView = z.object({
@@ -145,9 +136,7 @@ export const seriesView = z.object({
   to: z.string(),
   keyId: z.string().nullable(),
   granularity: z.enum(['hour', 'day']),
-  buckets: z
-    .array(z.object({ start: z.string(), requests: count, errors: count, tokens: tokenTotalsView, costUsd: z.number() }))
-    .describe('UTC buckets, newest first, empty ones included'),
+  buckets: z.array(z.object({ start: z.string(), requests: count, errors: count, tokens: tokenTotalsView, costUsd: z.number() })).describe('UTC buckets, newest first, empty ones included'),
 });
 
 const deltaView = z.object({

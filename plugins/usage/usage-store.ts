@@ -303,10 +303,7 @@ export class UsageStore {
   /** Rows newest first (created_at, then id, both descending), at most `limit`. */
   async list(filter: RequestFilter, limit: number): Promise<RequestLog[]> {
     const c = requestConditions(filter);
-    const { rows } = await this.db.query(
-      `SELECT ${ROW_COLUMNS} FROM request_logs WHERE ${c.sql} ORDER BY created_at DESC, id DESC LIMIT ${c.param(limit)}::int`,
-      c.params,
-    );
+    const { rows } = await this.db.query(`SELECT ${ROW_COLUMNS} FROM request_logs WHERE ${c.sql} ORDER BY created_at DESC, id DESC LIMIT ${c.param(limit)}::int`, c.params);
     return rows.map(toRequestLog);
   }
 
@@ -320,10 +317,7 @@ export class UsageStore {
 
   /** Stored prompt and response, or null when nothing was logged for the call. */
   async bodies(id: string): Promise<RequestBodies | null> {
-    const { rows } = await this.db.query(
-      'SELECT request_body, response_body FROM request_log_bodies WHERE request_id = $1',
-      [id],
-    );
+    const { rows } = await this.db.query('SELECT request_body, response_body FROM request_log_bodies WHERE request_id = $1', [id]);
     const row = rows[0];
     if (!row) return null;
     const request = row['request_body'] ?? null;

@@ -40,12 +40,7 @@ export function upstreamErrorMessage(body: unknown): string | null {
   return null;
 }
 
-export function errorFromStatus(
-  context: ErrorContext,
-  status: number,
-  headers: IncomingHttpHeaders,
-  bodyText: string,
-): UpstreamError {
+export function errorFromStatus(context: ErrorContext, status: number, headers: IncomingHttpHeaders, bodyText: string): UpstreamError {
   let body: unknown = bodyText;
   try {
     body = bodyText === '' ? null : JSON.parse(bodyText);
@@ -63,12 +58,7 @@ export function errorFromStatus(
 }
 
 /** An in-band error (an SSE `error` frame, a JSON `{error}` in a 200 stream). */
-export function errorFromInBand(
-  context: ErrorContext,
-  kind: UpstreamErrorKind,
-  body: unknown,
-  status: number | null = null,
-): UpstreamError {
+export function errorFromInBand(context: ErrorContext, kind: UpstreamErrorKind, body: unknown, status: number | null = null): UpstreamError {
   const safeBody = redactValue(body, context.secrets);
   const detail = upstreamErrorMessage(safeBody) ?? 'unknown error';
   return new UpstreamError(kind, redactText(`${context.label}: upstream reported an error mid-stream: ${detail}`, context.secrets), {
@@ -95,16 +85,9 @@ function errorCode(error: unknown): string | undefined {
  * Maps a thrown transport error to the one error type providers throw. Our own aborts are judged
  * by their recorded cause, not by whatever error undici surfaced for them.
  */
-export function errorFromTransport(
-  context: ErrorContext,
-  error: unknown,
-  phase: CallPhase,
-  cause: AbortCause | null,
-  timeouts: { firstByteMs: number; totalMs: number },
-): UpstreamError {
+export function errorFromTransport(context: ErrorContext, error: unknown, phase: CallPhase, cause: AbortCause | null, timeouts: { firstByteMs: number; totalMs: number }): UpstreamError {
   if (error instanceof UpstreamError) return error;
-  const say = (kind: UpstreamErrorKind, what: string) =>
-    new UpstreamError(kind, redactText(`${context.label}: ${what}`, context.secrets), { cause: error });
+  const say = (kind: UpstreamErrorKind, what: string) => new UpstreamError(kind, redactText(`${context.label}: ${what}`, context.secrets), { cause: error });
 
   if (cause === 'caller') return say('aborted', 'the call was cancelled by the gateway');
   if (cause === 'first_byte') return say('timeout', `no response headers within ${timeouts.firstByteMs} ms`);

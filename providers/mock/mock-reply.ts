@@ -26,7 +26,10 @@ export function messageText(message: ChatMessage | undefined): string {
 
 /** The first dozen words, on one line: what the mock "heard". */
 function snippet(text: string): string {
-  const words = text.trim().split(/\s+/).filter((word) => word !== '');
+  const words = text
+    .trim()
+    .split(/\s+/)
+    .filter((word) => word !== '');
   let short = words.slice(0, 12).join(' ');
   let clipped = words.length > 12;
   if (short.length > 80) {

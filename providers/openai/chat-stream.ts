@@ -11,11 +11,7 @@ type RawChunk = Partial<ChatCompletionChunk> & { error?: unknown; usage?: unknow
  * stream is read to `[DONE]`. Chunks are passed on without `usage`: the gateway writes its own
  * usage chunk from the usage event, the same way for every provider.
  */
-export async function* openAIChatEvents(
-  body: AsyncIterable<Uint8Array>,
-  request: ChatRequestBody,
-  errors: ErrorContext,
-): AsyncGenerator<ChatStreamEvent> {
+export async function* openAIChatEvents(body: AsyncIterable<Uint8Array>, request: ChatRequestBody, errors: ErrorContext): AsyncGenerator<ChatStreamEvent> {
   let usage: Usage | null = null;
   let finished = false;
   let done = false;

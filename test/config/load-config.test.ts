@@ -26,8 +26,6 @@ function yamlFile(text: string): string {
 
 const OWNER_TOKEN = `svc_sess_${'A1b2C3d4'.repeat(4)}`;
 
-
-
 t.test('config/default.yaml loads and validates with an empty environment', async (t) => {
   const config = loadConfig({ path: DEFAULT_CONFIG_PATH, env: {} });
   t.equal(config.server.host, '127.0.0.1', 'HOST defaults through ${HOST:-127.0.0.1}');
@@ -54,7 +52,9 @@ t.test('a headersTimeoutMs above requestTimeoutMs fails naming server.headersTim
 
 t.test('config/default.yaml enables only known plugins, with valid settings and their dependencies', async (t) => {
   const config = loadConfig({ path: DEFAULT_CONFIG_PATH, env: {} });
-  const enabled = Object.entries(config.plugins).filter(([, section]) => section !== false).map(([name]) => name);
+  const enabled = Object.entries(config.plugins)
+    .filter(([, section]) => section !== false)
+    .map(([name]) => name);
   const resolved = resolvePlugins(manifest, config.plugins);
   t.same(resolved.map((r) => r.plugin.name).sort(), enabled.sort());
 });

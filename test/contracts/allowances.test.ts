@@ -47,7 +47,13 @@ async function allowanceContract(t: Test, make: () => Promise<Coordination>) {
     const scarce = fresh();
     await store.seed(plenty, 100, TTL);
     await store.seed(scarce, 2, TTL);
-    const result = await store.take([{ key: plenty, amount: 5, shrink: false }, { key: scarce, amount: 5, shrink: false }], TTL);
+    const result = await store.take(
+      [
+        { key: plenty, amount: 5, shrink: false },
+        { key: scarce, amount: 5, shrink: false },
+      ],
+      TTL,
+    );
     t.match(result, { ok: false, reason: 'insufficient', key: scarce });
     t.same(await store.peek([plenty, scarce]), [100, 2]);
   });
@@ -56,7 +62,13 @@ async function allowanceContract(t: Test, make: () => Promise<Coordination>) {
     const key = fresh();
     const absent = fresh();
     await store.seed(key, 10, TTL);
-    await store.give([{ key, amount: 5 }, { key: absent, amount: 5 }], TTL);
+    await store.give(
+      [
+        { key, amount: 5 },
+        { key: absent, amount: 5 },
+      ],
+      TTL,
+    );
     t.same(await store.peek([key, absent]), [15, null]);
     await store.give([{ key, amount: -20 }], TTL);
     t.same(await store.peek([key]), [-5]);

@@ -102,7 +102,10 @@ function blobContract(t: Test, store: BlobStore): void {
     t.same(await store.list('pending/'), [], 'not listed while it is being written');
     release();
     const info = await putting;
-    t.same((await store.list('pending/')).map((b) => b.key), [info.key]);
+    t.same(
+      (await store.list('pending/')).map((b) => b.key),
+      [info.key],
+    );
   });
 
   t.test('delete removes a blob once; afterwards it is gone', async (t) => {
@@ -117,10 +120,19 @@ function blobContract(t: Test, store: BlobStore): void {
     const keys: string[] = [];
     for (let i = 0; i < 5; i++) keys.push((await store.put(Readable.from([Buffer.from(`n${i}`)]), { prefix: 'listed/org-1/' })).key);
     await store.put(Readable.from([Buffer.from('other')]), { prefix: 'listed/org-2/' });
-    t.same((await store.list('listed/org-1/')).map((b) => b.key), keys);
+    t.same(
+      (await store.list('listed/org-1/')).map((b) => b.key),
+      keys,
+    );
     const first = await store.list('listed/org-1/', { limit: 2 });
-    t.same(first.map((b) => b.key), keys.slice(0, 2));
-    t.same((await store.list('listed/org-1/', { after: first[1]!.key, limit: 2 })).map((b) => b.key), keys.slice(2, 4));
+    t.same(
+      first.map((b) => b.key),
+      keys.slice(0, 2),
+    );
+    t.same(
+      (await store.list('listed/org-1/', { after: first[1]!.key, limit: 2 })).map((b) => b.key),
+      keys.slice(2, 4),
+    );
     t.equal((await store.list('listed/org-')).length, 6, 'a prefix may stop inside a segment');
     t.equal((await store.list('listed/')).length, 6);
     t.same(await store.list('nothing-here/'), []);

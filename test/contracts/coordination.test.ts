@@ -35,10 +35,7 @@ function key(name: string): string {
 
 /** actual is expected, or at most `slack` below it (time only ever runs forward). */
 function near(t: Test, actual: number | undefined, expected: number, slack: number, what: string): void {
-  t.ok(
-    actual !== undefined && actual <= expected && actual >= expected - slack,
-    `${what}: ${actual} should be ${slack === 0 ? '' : `within ${slack} below `}${expected}`,
-  );
+  t.ok(actual !== undefined && actual <= expected && actual >= expected - slack, `${what}: ${actual} should be ${slack === 0 ? '' : `within ${slack} below `}${expected}`);
 }
 
 async function eventually(condition: () => boolean, what: string, timeoutMs = 2_000): Promise<void> {
@@ -165,7 +162,14 @@ function contract(t: Test, h: Harness): void {
     const roomy = key('lease-roomy');
     const tight = key('lease-tight');
     await c.leases.acquire([{ key: tight, limit: 1 }], 'x', 60_000);
-    const r = await c.leases.acquire([{ key: roomy, limit: 5 }, { key: tight, limit: 1 }], 'y', 60_000);
+    const r = await c.leases.acquire(
+      [
+        { key: roomy, limit: 5 },
+        { key: tight, limit: 1 },
+      ],
+      'y',
+      60_000,
+    );
     t.same(r, { acquired: false, fullKey: tight });
     t.equal(await c.leases.active(roomy), 0, 'the first key was not taken');
   });
@@ -269,7 +273,10 @@ function contract(t: Test, h: Harness): void {
       gateRequest({
         requests: [rate(rpm, 10, 60_000, 1)],
         tokens: [rate(tpm, 1_000, 60_000, 300)],
-        leases: [{ key: conc, limit: 5 }, { key: full, limit: 1 }],
+        leases: [
+          { key: conc, limit: 5 },
+          { key: full, limit: 1 },
+        ],
         takes: [{ key: credit, amount: 400, shrink: true }],
       }),
     );
@@ -300,7 +307,13 @@ function contract(t: Test, h: Harness): void {
     const [rpm, credit, cap] = [key('g-rpm'), key('g-credit'), key('g-cap')];
     await c.allowances.seed(credit, 50, TTL);
     const result = await c.gate.admit(
-      gateRequest({ requests: [rate(rpm, 5, 60_000, 1)], takes: [{ key: credit, amount: 10, shrink: true }, { key: cap, amount: 10, shrink: false }] }),
+      gateRequest({
+        requests: [rate(rpm, 5, 60_000, 1)],
+        takes: [
+          { key: credit, amount: 10, shrink: true },
+          { key: cap, amount: 10, shrink: false },
+        ],
+      }),
     );
     t.match(result, { ok: false, refused: 'money', allowance: { reason: 'missing', keys: [cap] } });
     t.equal((await c.rateLimiter.peek([{ key: rpm, limit: 5, periodMs: 60_000 }]))[0]?.remaining, 5);
@@ -311,8 +324,22 @@ function contract(t: Test, h: Harness): void {
     const [credit, cap] = [key('g-credit'), key('g-cap')];
     await c.allowances.seed(credit, 30, TTL);
     await c.allowances.seed(cap, 100, TTL);
-    t.match(await c.gate.admit(gateRequest({ takes: [{ key: credit, amount: 40, shrink: true }, { key: cap, amount: 40, shrink: false }] })), { ok: true, taken: [30, 40] });
-    t.match(await c.gate.admit(gateRequest({ leaseId: 'call-2', takes: [{ key: credit, amount: 40, shrink: true }] })), { ok: false, refused: 'money', allowance: { reason: 'insufficient', key: credit } });
+    t.match(
+      await c.gate.admit(
+        gateRequest({
+          takes: [
+            { key: credit, amount: 40, shrink: true },
+            { key: cap, amount: 40, shrink: false },
+          ],
+        }),
+      ),
+      { ok: true, taken: [30, 40] },
+    );
+    t.match(await c.gate.admit(gateRequest({ leaseId: 'call-2', takes: [{ key: credit, amount: 40, shrink: true }] })), {
+      ok: false,
+      refused: 'money',
+      allowance: { reason: 'insufficient', key: credit },
+    });
     t.same(await c.allowances.peek([credit, cap]), [0, 60]);
   });
 

@@ -35,13 +35,9 @@ for (const backend of databaseBackends()) {
       const db = await open(backend, t);
       t.equal(db.kind, backend.name);
       await db.query('CREATE TABLE item (id int PRIMARY KEY, label text, flag boolean, meta jsonb)');
-      const insert = await db.query('INSERT INTO item VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)', [
-        1, 'one', true, JSON.stringify({ a: 1 }), 2, null, false, null,
-      ]);
+      const insert = await db.query('INSERT INTO item VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)', [1, 'one', true, JSON.stringify({ a: 1 }), 2, null, false, null]);
       t.equal(insert.rowCount, 2);
-      const { rows, rowCount } = await db.query<{ id: number; label: string | null; flag: boolean; meta: unknown }>(
-        'SELECT id, label, flag, meta FROM item ORDER BY id',
-      );
+      const { rows, rowCount } = await db.query<{ id: number; label: string | null; flag: boolean; meta: unknown }>('SELECT id, label, flag, meta FROM item ORDER BY id');
       t.equal(rowCount, 2);
       t.same(rows, [
         { id: 1, label: 'one', flag: true, meta: { a: 1 } },
@@ -62,7 +58,10 @@ for (const backend of databaseBackends()) {
       await db.query('CREATE TABLE ledger (id int PRIMARY KEY, micros bigint NOT NULL)');
       await db.query('INSERT INTO ledger VALUES (1, $1), (2, $2)', [BIG, -BIG]);
       const { rows } = await db.query<{ micros: bigint }>('SELECT micros FROM ledger ORDER BY id');
-      t.same(rows.map((r) => r.micros), [BIG, -BIG]);
+      t.same(
+        rows.map((r) => r.micros),
+        [BIG, -BIG],
+      );
       t.equal(typeof rows[0]?.micros, 'bigint');
       const sum = await db.query<{ total: bigint; one: bigint; many: bigint[] }>(
         'SELECT sum(micros)::bigint + $1::bigint AS total, 1::int8 AS one, ARRAY[$2::int8, NULL, 3] AS many FROM ledger',
@@ -126,12 +125,10 @@ for (const backend of databaseBackends()) {
       await t.rejects(
         db.transaction(async (tx) => {
           await tx.query("INSERT INTO event VALUES ('tx')");
-          outsideRead = db
-            .query<{ n: bigint }>("SELECT count(*) AS n FROM event WHERE source = 'tx'")
-            .then((r) => {
-              events.push('outside-read-done');
-              return r.rows[0]?.n;
-            });
+          outsideRead = db.query<{ n: bigint }>("SELECT count(*) AS n FROM event WHERE source = 'tx'").then((r) => {
+            events.push('outside-read-done');
+            return r.rows[0]?.n;
+          });
           outsideWrite = db.query("INSERT INTO event VALUES ('outside')");
           await sleep(50);
           events.push('tx-ending');
@@ -164,10 +161,10 @@ for (const backend of databaseBackends()) {
 
     t.test('migrator', async (t) => {
       const migrations: Migration[] = [
-        { owner: 'core', version: 2, name: 'add-price', sql: 'ALTER TABLE model ADD COLUMN price bigint; INSERT INTO trail VALUES (\'core2\');' },
-        { owner: 'core', version: 1, name: 'init', sql: 'CREATE TABLE model (id text PRIMARY KEY);\nCREATE TABLE trail (step text);\nINSERT INTO trail VALUES (\'core1\');' },
-        { owner: 'plugin-x', version: 1, name: 'x-init', sql: 'CREATE TABLE x_thing (model text REFERENCES model(id)); INSERT INTO trail VALUES (\'x1\');' },
-        { owner: 'core', version: 3, name: 'seed', sql: 'INSERT INTO model VALUES (\'gpt\', 5); INSERT INTO trail VALUES (\'core3\');' },
+        { owner: 'core', version: 2, name: 'add-price', sql: "ALTER TABLE model ADD COLUMN price bigint; INSERT INTO trail VALUES ('core2');" },
+        { owner: 'core', version: 1, name: 'init', sql: "CREATE TABLE model (id text PRIMARY KEY);\nCREATE TABLE trail (step text);\nINSERT INTO trail VALUES ('core1');" },
+        { owner: 'plugin-x', version: 1, name: 'x-init', sql: "CREATE TABLE x_thing (model text REFERENCES model(id)); INSERT INTO trail VALUES ('x1');" },
+        { owner: 'core', version: 3, name: 'seed', sql: "INSERT INTO model VALUES ('gpt', 5); INSERT INTO trail VALUES ('core3');" },
       ];
 
       t.test('applies owners in first-appearance order, versions ascending; second run is a no-op', async (t) => {
@@ -179,7 +176,10 @@ for (const backend of databaseBackends()) {
           { owner: 'core', version: 3, name: 'seed' },
           { owner: 'plugin-x', version: 1, name: 'x-init' },
         ]);
-        t.same((await db.query('SELECT step FROM trail')).rows.map((r) => r.step), ['core1', 'core2', 'core3', 'x1']);
+        t.same(
+          (await db.query('SELECT step FROM trail')).rows.map((r) => r.step),
+          ['core1', 'core2', 'core3', 'x1'],
+        );
         const recorded = await db.query<{ owner: string; version: number; checksum: string; applied_at: unknown }>(
           'SELECT owner, version, checksum, applied_at FROM schema_migrations ORDER BY owner, version',
         );
@@ -190,10 +190,7 @@ for (const backend of databaseBackends()) {
         t.same(second.applied, []);
         t.equal((await db.query('SELECT step FROM trail')).rowCount, 4);
 
-        const more = await runMigrations(db, [
-          ...migrations,
-          { owner: 'core', version: 4, name: 'later', sql: "INSERT INTO trail VALUES ('core4')" },
-        ]);
+        const more = await runMigrations(db, [...migrations, { owner: 'core', version: 4, name: 'later', sql: "INSERT INTO trail VALUES ('core4')" }]);
         t.same(more.applied, [{ owner: 'core', version: 4, name: 'later' }]);
       });
 
@@ -229,15 +226,24 @@ for (const backend of databaseBackends()) {
           name: 'MigrationError',
           message: /core@1 \(init\) was already applied with different SQL/,
         });
-        t.equal((await db.query("SELECT 1 FROM schema_migrations WHERE version = 2")).rowCount, 0, 'nothing else ran');
+        t.equal((await db.query('SELECT 1 FROM schema_migrations WHERE version = 2')).rowCount, 0, 'nothing else ran');
       });
 
       t.test('refuses a version below one already applied, and duplicates', async (t) => {
         const db = await open(backend, t);
-        await runMigrations(db, [migrations[1]!, migrations[3]!].map((m) => (m.version === 3 ? { ...m, sql: 'SELECT 1' } : m)));
-        await t.rejects(runMigrations(db, migrations.map((m) => (m.version === 3 ? { ...m, sql: 'SELECT 1' } : m))), {
-          message: /core@2 \(add-price\) is not applied but core@3 already is/,
-        });
+        await runMigrations(
+          db,
+          [migrations[1]!, migrations[3]!].map((m) => (m.version === 3 ? { ...m, sql: 'SELECT 1' } : m)),
+        );
+        await t.rejects(
+          runMigrations(
+            db,
+            migrations.map((m) => (m.version === 3 ? { ...m, sql: 'SELECT 1' } : m)),
+          ),
+          {
+            message: /core@2 \(add-price\) is not applied but core@3 already is/,
+          },
+        );
         await t.rejects(runMigrations(db, [migrations[1]!, migrations[1]!]), { message: /listed twice/ });
       });
     });
@@ -257,7 +263,10 @@ for (const backend of databaseBackends()) {
         const appliedCount = results.reduce((n, r) => n + r.applied.length, 0);
         t.equal(appliedCount, plan.length, 'every migration is reported applied by exactly one replica');
         const ran = await replicas[0]!.query<{ name: string; n: bigint }>('SELECT name, count(*) AS n FROM ran GROUP BY name ORDER BY name');
-        t.same(ran.rows, ['m2', 'm3', 'm4', 'm5', 'p1'].map((name) => ({ name, n: 1n })));
+        t.same(
+          ran.rows,
+          ['m2', 'm3', 'm4', 'm5', 'p1'].map((name) => ({ name, n: 1n })),
+        );
       });
 
       t.test("pg's process-wide type parsers are left alone", async (t) => {
@@ -277,8 +286,7 @@ for (const backend of databaseBackends()) {
         t.teardown(() => db.close());
         const killer = await createPgDatabase({ url: shared.options.url, poolSize: 1 });
         t.teardown(() => killer.close());
-        const pidOf = async (q: { query: Database['query'] }) =>
-          (await q.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+        const pidOf = async (q: { query: Database['query'] }) => (await q.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
 
         // idle in the pool
         const idlePid = await pidOf(db);

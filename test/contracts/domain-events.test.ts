@@ -68,11 +68,12 @@ for (const backend of databaseBackends()) {
       kit.events.subscribe(recording('audit'));
       kit.events.subscribe(recording('webhooks', ['test.happened', 'test.other']));
       kit.events.subscribe(recording('elsewhere', ['test.other']));
-      const id = await db.transaction((tx) =>
-        kit.events.emit(tx, { type: 'test.happened', organizationId: null, subject: 'thing-1', data: { n: 7 }, actor: system }),
-      );
+      const id = await db.transaction((tx) => kit.events.emit(tx, { type: 'test.happened', organizationId: null, subject: 'thing-1', data: { n: 7 }, actor: system }));
       await kit.runner().runUntilIdle();
-      t.same(await deliveries(db), [{ subscriber: 'audit', n: 7 }, { subscriber: 'webhooks', n: 7 }]);
+      t.same(await deliveries(db), [
+        { subscriber: 'audit', n: 7 },
+        { subscriber: 'webhooks', n: 7 },
+      ]);
       const stored = await new SqlEventStore(db).get(id);
       t.match(stored, { id, type: 'test.happened', subject: 'thing-1', data: { n: 7 }, actor: system });
     });
@@ -91,21 +92,23 @@ for (const backend of databaseBackends()) {
       const midway = deferred();
       const thaw = deferred();
       let lateError: unknown;
-      frozenEvents.subscribe(defineSubscriber({
-        name: 'audit',
-        events: ['test.happened'],
-        leaseMs: 300_000,
-        async handle(event, job) {
-          midway.resolve();
-          await thaw.promise;
-          try {
-            await job.complete((tx) => tx.query("INSERT INTO deliveries VALUES ($1, 'audit', -1)", [event.id]));
-          } catch (error) {
-            lateError = error;
-            throw error;
-          }
-        },
-      }));
+      frozenEvents.subscribe(
+        defineSubscriber({
+          name: 'audit',
+          events: ['test.happened'],
+          leaseMs: 300_000,
+          async handle(event, job) {
+            midway.resolve();
+            await thaw.promise;
+            try {
+              await job.complete((tx) => tx.query("INSERT INTO deliveries VALUES ($1, 'audit', -1)", [event.id]));
+            } catch (error) {
+              lateError = error;
+              throw error;
+            }
+          },
+        }),
+      );
       frozenEvents.subscribe(recording('webhooks'));
       const frozen = kit.runner({ registry: frozenRegistry, workerId: 'frozen' });
 
@@ -121,9 +124,23 @@ for (const backend of databaseBackends()) {
       thaw.resolve();
       await frozen.settled();
       t.ok(lateError instanceof JobInterrupted && lateError.reason === 'lease_lost', 'the frozen replica cannot complete the delivery it lost');
-      t.same(await deliveries(db), [{ subscriber: 'audit', n: 1 }, { subscriber: 'webhooks', n: 1 }], 'each subscriber once');
+      t.same(
+        await deliveries(db),
+        [
+          { subscriber: 'audit', n: 1 },
+          { subscriber: 'webhooks', n: 1 },
+        ],
+        'each subscriber once',
+      );
       const { rows } = await db.query<{ queue: string; state: string }>('SELECT queue, state FROM jobs ORDER BY queue');
-      t.same(rows, [{ queue: 'event.audit', state: 'succeeded' }, { queue: 'event.webhooks', state: 'succeeded' }], 'one delivery job per subscriber');
+      t.same(
+        rows,
+        [
+          { queue: 'event.audit', state: 'succeeded' },
+          { queue: 'event.webhooks', state: 'succeeded' },
+        ],
+        'one delivery job per subscriber',
+      );
     });
 
     t.test('a subscriber that fails is retried until it succeeds, once', async (t) => {
@@ -131,19 +148,21 @@ for (const backend of databaseBackends()) {
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       let calls = 0;
-      kit.events.subscribe(defineSubscriber({
-        name: 'flaky',
-        events: ['test.happened'],
-        backoff: { baseMs: 1_000, maxMs: 1_000 },
-        async handle(event, job) {
-          calls += 1;
-          // Fails after its write, inside the transaction: the write rolls back with it.
-          await job.complete(async (tx) => {
-            await tx.query("INSERT INTO deliveries VALUES ($1, 'flaky', $2)", [event.id, event.data.n]);
-            if (calls === 1) throw new Error('the receiver was down');
-          });
-        },
-      }));
+      kit.events.subscribe(
+        defineSubscriber({
+          name: 'flaky',
+          events: ['test.happened'],
+          backoff: { baseMs: 1_000, maxMs: 1_000 },
+          async handle(event, job) {
+            calls += 1;
+            // Fails after its write, inside the transaction: the write rolls back with it.
+            await job.complete(async (tx) => {
+              await tx.query("INSERT INTO deliveries VALUES ($1, 'flaky', $2)", [event.id, event.data.n]);
+              if (calls === 1) throw new Error('the receiver was down');
+            });
+          },
+        }),
+      );
       await db.transaction((tx) => kit.events.emit(tx, { type: 'test.happened', organizationId: null, subject: null, data: { n: 3 }, actor: null }));
       const runner = kit.runner();
       await runner.runUntilIdle();

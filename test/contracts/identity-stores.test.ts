@@ -39,7 +39,10 @@ async function storeContract(t: Test, db: Database) {
     const dev = await addPersonTo(stores, { organizationId: organization.id, email: 'dev@acme.test', name: 'Dev', role: 'member' });
     await stores.projectMembers.upsert({ projectId: project.id, personId: dev.id, role: 'viewer' });
     await stores.projectMembers.upsert({ projectId: project.id, personId: dev.id, role: 'developer' });
-    t.same((await stores.projectMembers.list(project.id)).map((m) => [m.email, m.role]), [['dev@acme.test', 'developer']]);
+    t.same(
+      (await stores.projectMembers.list(project.id)).map((m) => [m.email, m.role]),
+      [['dev@acme.test', 'developer']],
+    );
     t.equal(await stores.projectMembers.remove(project.id, dev.id), true);
     t.equal(await stores.projectMembers.remove(project.id, dev.id), false);
   });
@@ -79,8 +82,17 @@ async function storeContract(t: Test, db: Database) {
   t.test('keys are invisible across organisations', async (t) => {
     const other = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Other', ownerEmail: 'o@other.test', ownerName: 'O' });
     const key = await stores.apiKeys.create({
-      organizationId: other.organization.id, projectId: other.project.id, name: 'theirs', tokenHash: `h-${Math.random()}`, hint: 'h',
-      scopes: ['inference'], modelAllowList: null, expiresAt: null, spendCap: null, createdByPersonId: null, createdByKeyId: null,
+      organizationId: other.organization.id,
+      projectId: other.project.id,
+      name: 'theirs',
+      tokenHash: `h-${Math.random()}`,
+      hint: 'h',
+      scopes: ['inference'],
+      modelAllowList: null,
+      expiresAt: null,
+      spendCap: null,
+      createdByPersonId: null,
+      createdByKeyId: null,
     });
     t.equal(await stores.apiKeys.get(organization.id, key.id), null);
     t.equal(await stores.apiKeys.revoke(organization.id, key.id), null);
@@ -116,10 +128,30 @@ async function storeContract(t: Test, db: Database) {
     const ledger = new SqlCreditLedger(db);
     const before = (await ledger.balance(organization.id)) ?? 0n;
     const row = (id: string, cost: bigint): RequestLogRow => ({
-      id, organizationId: organization.id, projectId: project.id, keyId: null, endpoint: '/v1/chat/completions', model: 'm', provider: 'p',
-      upstreamModel: 'u', statusCode: 200, errorCode: null, inputTokens: 1, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 1,
-      reasoningTokens: 0, usageEstimated: false, costMicros: cost, priceVersion: 'v1', latencyMs: 1, ttftMs: null, streamed: false, attempts: 1,
-      createdAt: new Date(), bodies: id === 'r1' ? { request: { text: 'a\u0000b' }, response: null } : null,
+      id,
+      organizationId: organization.id,
+      projectId: project.id,
+      keyId: null,
+      endpoint: '/v1/chat/completions',
+      model: 'm',
+      provider: 'p',
+      upstreamModel: 'u',
+      statusCode: 200,
+      errorCode: null,
+      inputTokens: 1,
+      cachedInputTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 1,
+      reasoningTokens: 0,
+      usageEstimated: false,
+      costMicros: cost,
+      priceVersion: 'v1',
+      latencyMs: 1,
+      ttftMs: null,
+      streamed: false,
+      attempts: 1,
+      createdAt: new Date(),
+      bodies: id === 'r1' ? { request: { text: 'a\u0000b' }, response: null } : null,
     });
     const recorder = new SqlUsageRecorder(db);
     t.equal(await recorder.record([row('r1', 100n), row('r2', 250n)]), 2);
@@ -132,10 +164,30 @@ async function storeContract(t: Test, db: Database) {
   t.test('stored bodies replace NUL characters and keep text that only spells an escape', async (t) => {
     const bodies = { request: { nul: 'a\u0000b', spelled: 'path C:\\u0000\\x', slashes: '\\' }, response: null };
     const row: RequestLogRow = {
-      id: 'bodies-1', organizationId: organization.id, projectId: project.id, keyId: null, endpoint: '/v1/chat/completions', model: 'm', provider: 'p',
-      upstreamModel: 'u', statusCode: 200, errorCode: null, inputTokens: 1, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 1,
-      reasoningTokens: 0, usageEstimated: false, costMicros: 0n, priceVersion: 'v1', latencyMs: 1, ttftMs: null, streamed: false, attempts: 1,
-      createdAt: new Date(), bodies,
+      id: 'bodies-1',
+      organizationId: organization.id,
+      projectId: project.id,
+      keyId: null,
+      endpoint: '/v1/chat/completions',
+      model: 'm',
+      provider: 'p',
+      upstreamModel: 'u',
+      statusCode: 200,
+      errorCode: null,
+      inputTokens: 1,
+      cachedInputTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 1,
+      reasoningTokens: 0,
+      usageEstimated: false,
+      costMicros: 0n,
+      priceVersion: 'v1',
+      latencyMs: 1,
+      ttftMs: null,
+      streamed: false,
+      attempts: 1,
+      createdAt: new Date(),
+      bodies,
     };
     await new SqlUsageRecorder(db).record([row]);
     const stored = await db.query<{ body: Record<string, string> }>("SELECT request_body AS body FROM request_log_bodies WHERE request_id = 'bodies-1'");
@@ -145,10 +197,30 @@ async function storeContract(t: Test, db: Database) {
   t.test('stored bodies replace lone surrogates, which jsonb refuses, and keep paired ones', async (t) => {
     const bodies = { request: { high: 'a\ud800b', low: '\udfff', pair: 'emoji \ud83d\ude00', spelled: 'C:\\ud800' }, response: null };
     const row: RequestLogRow = {
-      id: 'bodies-2', organizationId: organization.id, projectId: project.id, keyId: null, endpoint: '/v1/chat/completions', model: 'm', provider: 'p',
-      upstreamModel: 'u', statusCode: 200, errorCode: null, inputTokens: 1, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 1,
-      reasoningTokens: 0, usageEstimated: false, costMicros: 1n, priceVersion: 'v1', latencyMs: 1, ttftMs: null, streamed: false, attempts: 1,
-      createdAt: new Date(), bodies,
+      id: 'bodies-2',
+      organizationId: organization.id,
+      projectId: project.id,
+      keyId: null,
+      endpoint: '/v1/chat/completions',
+      model: 'm',
+      provider: 'p',
+      upstreamModel: 'u',
+      statusCode: 200,
+      errorCode: null,
+      inputTokens: 1,
+      cachedInputTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 1,
+      reasoningTokens: 0,
+      usageEstimated: false,
+      costMicros: 1n,
+      priceVersion: 'v1',
+      latencyMs: 1,
+      ttftMs: null,
+      streamed: false,
+      attempts: 1,
+      createdAt: new Date(),
+      bodies,
     };
     t.equal(await new SqlUsageRecorder(db).record([row]), 1, 'the batch is written');
     const stored = await db.query<{ body: Record<string, string> }>("SELECT request_body AS body FROM request_log_bodies WHERE request_id = 'bodies-2'");

@@ -125,10 +125,12 @@ for (const backend of databaseBackends()) {
       const kit = await jobKit(db, { clock, random: () => 1 });
       const flaky = defineQueue({ name: 'test.flaky', payload: z.object({}), maxAttempts: 5, backoff: { baseMs: 1_000, maxMs: 5_000 } });
       const attempts: number[] = [];
-      kit.registry.addQueue(flaky.handle(async (job) => {
-        attempts.push(job.attempt);
-        throw new Error(`upstream said no (attempt ${job.attempt}), key svc_live_abcdefghijklmnop`);
-      }));
+      kit.registry.addQueue(
+        flaky.handle(async (job) => {
+          attempts.push(job.attempt);
+          throw new Error(`upstream said no (attempt ${job.attempt}), key svc_live_abcdefghijklmnop`);
+        }),
+      );
       const runner = kit.runner();
       const { id } = await kit.jobs.enqueue(flaky, {});
       const delays: number[] = [];
@@ -156,9 +158,11 @@ for (const backend of databaseBackends()) {
     t.test('a PermanentJobError fails the job at once', async (t) => {
       const db = await open(backend, t);
       const kit = await jobKit(db, { clock: testClock() });
-      kit.registry.addQueue(work.handle(async () => {
-        throw new PermanentJobError('the input can never work');
-      }));
+      kit.registry.addQueue(
+        work.handle(async () => {
+          throw new PermanentJobError('the input can never work');
+        }),
+      );
       const { id } = await kit.jobs.enqueue(work, { n: 1 });
       await kit.runner().runUntilIdle();
       const state = await jobState(db, id);
@@ -177,16 +181,18 @@ for (const backend of databaseBackends()) {
       const release = deferred();
       const stuck = new JobRegistry();
       let lateError: unknown;
-      stuck.addQueue(slow.handle(async (job) => {
-        started.resolve();
-        await release.promise;
-        try {
-          await job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'stuck')", [job.id]));
-        } catch (error) {
-          lateError = error;
-          throw error;
-        }
-      }));
+      stuck.addQueue(
+        slow.handle(async (job) => {
+          started.resolve();
+          await release.promise;
+          try {
+            await job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'stuck')", [job.id]));
+          } catch (error) {
+            lateError = error;
+            throw error;
+          }
+        }),
+      );
       const healthy = new JobRegistry();
       healthy.addQueue(slow.handle(async (job) => void (await job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'healthy')", [job.id])))));
       // The stuck worker never renews, as if its process froze.
@@ -238,10 +244,12 @@ for (const backend of databaseBackends()) {
       const kit = await jobKit(db, { clock });
       const long = defineQueue({ name: 'test.long', payload: z.object({}), leaseMs: 60 });
       const renewed = deferred();
-      kit.registry.addQueue(long.handle(async () => {
-        clock.advance(1_000);
-        await renewed.promise;
-      }));
+      kit.registry.addQueue(
+        long.handle(async () => {
+          clock.advance(1_000);
+          await renewed.promise;
+        }),
+      );
       const { id } = await kit.jobs.enqueue(long, {});
       const runner = kit.runner();
       await runner.pollOnce();
@@ -276,10 +284,12 @@ for (const backend of databaseBackends()) {
       const kit = await jobKit(db, { clock: testClock() });
       const started = deferred();
       let reason: unknown;
-      kit.registry.addQueue(work.handle(async (job: Job<{ n: number }>) => {
-        started.resolve();
-        await new Promise((_, reject) => job.signal.addEventListener('abort', () => reject((reason = job.signal.reason))));
-      }));
+      kit.registry.addQueue(
+        work.handle(async (job: Job<{ n: number }>) => {
+          started.resolve();
+          await new Promise((_, reject) => job.signal.addEventListener('abort', () => reject((reason = job.signal.reason))));
+        }),
+      );
       const runner = kit.runner();
       const { id } = await kit.jobs.enqueue(work, { n: 1 });
       await runner.pollOnce();
@@ -299,10 +309,12 @@ for (const backend of databaseBackends()) {
       kit.registry.addQueue(remote.handle(async () => undefined));
       const started = deferred();
       const other = new JobRegistry();
-      other.addQueue(remote.handle(async (job) => {
-        started.resolve();
-        await new Promise((_, reject) => job.signal.addEventListener('abort', () => reject(job.signal.reason)));
-      }));
+      other.addQueue(
+        remote.handle(async (job) => {
+          started.resolve();
+          await new Promise((_, reject) => job.signal.addEventListener('abort', () => reject(job.signal.reason)));
+        }),
+      );
       const elsewhere = kit.runner({ registry: other });
       const { id } = await kit.jobs.enqueue(remote, {});
       await elsewhere.pollOnce();
@@ -319,13 +331,15 @@ for (const backend of databaseBackends()) {
       const started = deferred();
       const finish = deferred();
       const ran: number[] = [];
-      kit.registry.addQueue(work.handle(async (job) => {
-        if (job.payload.n === 1) {
-          started.resolve();
-          await finish.promise;
-        }
-        ran.push(job.payload.n);
-      }));
+      kit.registry.addQueue(
+        work.handle(async (job) => {
+          if (job.payload.n === 1) {
+            started.resolve();
+            await finish.promise;
+          }
+          ran.push(job.payload.n);
+        }),
+      );
       const runner = kit.runner();
       runner.start();
       const first = await kit.jobs.enqueue(work, { n: 1 });
@@ -344,10 +358,12 @@ for (const backend of databaseBackends()) {
       const kit = await jobKit(db, { clock: testClock() });
       const started = deferred();
       let reason: unknown;
-      kit.registry.addQueue(work.handle(async (job) => {
-        started.resolve();
-        await new Promise((resolve) => job.signal.addEventListener('abort', () => resolve((reason = job.signal.reason))));
-      }));
+      kit.registry.addQueue(
+        work.handle(async (job) => {
+          started.resolve();
+          await new Promise((resolve) => job.signal.addEventListener('abort', () => resolve((reason = job.signal.reason))));
+        }),
+      );
       const runner = kit.runner({ settings: { drainMs: 0 } });
       const { id } = await kit.jobs.enqueue(work, { n: 1 });
       await runner.pollOnce();
@@ -423,10 +439,17 @@ for (const backend of databaseBackends()) {
       const kit = await jobKit(db, { clock });
       const hold = deferred();
       let runs = 0;
-      kit.registry.addPeriodic(definePeriodic({ name: 'test.slow-tick', everyMs: 1_000, leaseMs: 600_000, run: async () => {
-        runs += 1;
-        await hold.promise;
-      } }));
+      kit.registry.addPeriodic(
+        definePeriodic({
+          name: 'test.slow-tick',
+          everyMs: 1_000,
+          leaseMs: 600_000,
+          run: async () => {
+            runs += 1;
+            await hold.promise;
+          },
+        }),
+      );
       const runner = kit.runner();
       await runner.pollOnce();
       clock.advance(5_000);

@@ -9,15 +9,7 @@ import { sqlIdentityStores } from '../../adapters/sql/identity-stores.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
 import { createOrganizationWithOwner } from '../../core/identity-admin.ts';
-import {
-  BillingJournal,
-  decodeRecord,
-  encodeRecord,
-  localHost,
-  ownerIsGone,
-  type HostView,
-  type OwnerRecord,
-} from '../../core/metering/billing-journal.ts';
+import { BillingJournal, decodeRecord, encodeRecord, localHost, ownerIsGone, type HostView, type OwnerRecord } from '../../core/metering/billing-journal.ts';
 import { RequestLogWriter } from '../../core/metering/request-log-writer.ts';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
 import { meteringMigrations } from '../../plugins/metering/metering-migrations.ts';
@@ -99,7 +91,7 @@ t.test('records', async (t) => {
 });
 
 t.test('writing', async (t) => {
-  t.test("a row is on disk, whole, when append returns, in a file only this user can read", async (t) => {
+  t.test('a row is on disk, whole, when append returns, in a file only this user can read', async (t) => {
     const root = tempRoot(t);
     const j = journal(root);
     j.open(DATABASE);
@@ -190,7 +182,14 @@ t.test('writing', async (t) => {
     t.equal(writer.snapshot().dropped, 1, 'not held in memory');
     await j.close();
     const text = readFileSync(join(root, DATABASE, segments(root)[0]!), 'utf8');
-    t.same(text.trimEnd().split('\n').map((line) => decodeRecord(line)?.row.id), [held.id, overflow.id], 'both wait in the journal for the next start');
+    t.same(
+      text
+        .trimEnd()
+        .split('\n')
+        .map((line) => decodeRecord(line)?.row.id),
+      [held.id, overflow.id],
+      'both wait in the journal for the next start',
+    );
   });
 });
 
@@ -261,7 +260,11 @@ for (const backend of databaseBackends()) {
       first.open(DATABASE);
       t.match(await first.recover(), { segments: 1, calls: 3, inserted: 3, unreadableLines: 0 });
       t.equal(await balance(), before - 351n);
-      t.same(segments(root).filter((name) => !name.startsWith(first.id)), [], 'replayed segments are deleted');
+      t.same(
+        segments(root).filter((name) => !name.startsWith(first.id)),
+        [],
+        'replayed segments are deleted',
+      );
 
       // The same files again, as if the replaying process died after its commit and before deleting them.
       rmSync(root, { recursive: true });
@@ -323,7 +326,10 @@ for (const backend of databaseBackends()) {
       const next = journal(root, { recorder });
       next.open(DATABASE);
       t.match(await next.recover(), { segments: 0, calls: 0 });
-      t.ok(segments(root).some((name) => name.startsWith(live.id)), 'still there');
+      t.ok(
+        segments(root).some((name) => name.startsWith(live.id)),
+        'still there',
+      );
     });
 
     t.test('two replicas starting at once replay each segment once', async (t) => {

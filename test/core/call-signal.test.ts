@@ -79,7 +79,7 @@ t.test("a provider's call options show a standard signal and no kernel cancellat
   t.ok(options.signal.aborted, 'the signal follows the call');
 });
 
-t.test("the kernel reaches the cheap cancellation behind its own options, and a plain signal otherwise", async (t) => {
+t.test('the kernel reaches the cheap cancellation behind its own options, and a plain signal otherwise', async (t) => {
   const cancel = new CallSignal();
   t.equal(cancellationOf(new GatewayCallOptions(cancel, 'r')), cancel);
   const signal = new AbortController().signal;

@@ -201,7 +201,11 @@ plugins:
   const midStream = started.filter((call) => call.stream && !call.completed);
   t.ok(started.length >= KILL_AFTER_STARTED, `${started.length} responses started before the kill`);
   t.ok(midStream.length >= 1, `${midStream.length} streams were cut mid-way by the kill`);
-  t.same(started.filter((call) => call.status !== 200), [], 'every call was served');
+  t.same(
+    started.filter((call) => call.status !== 200),
+    [],
+    'every call was served',
+  );
 
   // Start again on the same data: the journal is replayed before the gateway listens.
   const second = await startGateway(configPath, data, ownerToken);
@@ -217,9 +221,17 @@ plugins:
   );
   const byId = new Map(logged.rows.map((row) => [row.id, row]));
   const missing = started.filter((call) => !byId.has(call.id!));
-  t.same(missing.map((call) => call.id), [], 'every call whose response started is in the request log');
+  t.same(
+    missing.map((call) => call.id),
+    [],
+    'every call whose response started is in the request log',
+  );
   const unpaid = started.filter((call) => (byId.get(call.id!)?.cost_micros ?? 0n) <= 0n);
-  t.same(unpaid.map((call) => call.id), [], 'and was charged');
+  t.same(
+    unpaid.map((call) => call.id),
+    [],
+    'and was charged',
+  );
   for (const call of midStream) {
     t.equal(byId.get(call.id!)?.error_code, 'gateway_interrupted', `the stream cut by the kill (${call.id}) is billed as interrupted`);
   }

@@ -61,7 +61,9 @@ t.test('a wrong method on a known path answers 405 with an allow header', async 
     await t.test(`${method} ${url}`, async (t) => {
       const response = await raw(method, url);
       assertEnvelope(t, response, 405);
-      const allow = String(response.headers.allow ?? '').split(/,\s*/).filter(Boolean);
+      const allow = String(response.headers.allow ?? '')
+        .split(/,\s*/)
+        .filter(Boolean);
       for (const m of allowed) t.ok(allow.includes(m), `allow lists ${m} (${allow.join(', ')})`);
       t.notOk(allow.includes(method), `allow does not list ${method}`);
     });

@@ -47,7 +47,13 @@ plugins:
   child.stderr.on('data', (chunk) => (output += chunk));
   const base = `http://127.0.0.1:${port}`;
   for (let i = 0; i < 300; i += 1) {
-    if (await fetch(`${base}/health`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`${base}/health`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 

@@ -4,8 +4,18 @@ import { SCOPES } from '../../core/scopes.ts';
 import { chatRequestSchema } from '../../plugins/inference/chat-request-schema.ts';
 import { MeteringTokens } from '../../plugins/metering/index.ts';
 import {
-  bodyVariants, pathCases, queryCases, queryValueAccepted, sampleOf, schemaOracle, seededRandom, seededUuid, validSampleOf, wholeBodyVariants,
-  type Schema, type Variant,
+  bodyVariants,
+  pathCases,
+  queryCases,
+  queryValueAccepted,
+  sampleOf,
+  schemaOracle,
+  seededRandom,
+  seededUuid,
+  validSampleOf,
+  wholeBodyVariants,
+  type Schema,
+  type Variant,
 } from '../fixtures/input-fuzz.ts';
 import { BODY_OVERRIDES } from '../fixtures/operation-inputs.ts';
 import { allPlugins, buildTestApp, createKey } from '../helpers/app.ts';

@@ -78,10 +78,7 @@ t.test('two worker processes on one PostgreSQL never run a job twice', { skip },
   await db.transaction(async (tx) => {
     for (let n = 0; n < 200; n += 1) await kit.jobs.enqueue(processQueue, { n }, { tx });
   });
-  await until(
-    async () => (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE state = 'succeeded'")).rows[0]?.n === 200,
-    'every job to succeed',
-  );
+  await until(async () => (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM jobs WHERE state = 'succeeded'")).rows[0]?.n === 200, 'every job to succeed');
   const { rows } = await db.query<{ runs: number; jobs: number; a: number; b: number }>(
     `SELECT count(*)::int AS runs, count(DISTINCT job_id)::int AS jobs,
             count(*) FILTER (WHERE worker = 'a')::int AS a, count(*) FILTER (WHERE worker = 'b')::int AS b FROM runs`,
@@ -94,7 +91,11 @@ t.test('two worker processes on one PostgreSQL never run a job twice', { skip },
   const exits = [once(a.child, 'exit'), once(b.child, 'exit')];
   a.child.kill('SIGTERM');
   b.child.kill('SIGTERM');
-  t.same((await Promise.all(exits)).map(([code]) => code), [0, 0], 'both workers exit 0 on SIGTERM');
+  t.same(
+    (await Promise.all(exits)).map(([code]) => code),
+    [0, 0],
+    'both workers exit 0 on SIGTERM',
+  );
 });
 
 t.test('a job whose worker process was killed mid-job runs again after its lease', { skip }, async (t) => {

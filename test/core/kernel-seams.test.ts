@@ -73,9 +73,7 @@ function notesPlugin(state: NotesState): AnyPlugin {
       }),
     ],
     periodic: () => [definePeriodic({ name: 'notes.sweep', everyMs: 3_600_000, run: async () => void (state.sweeps += 1) })],
-    subscribers: () => [
-      defineSubscriber({ name: 'notes-feed', events: ['note.written'], handle: async (event) => void state.fed.push(event.data.text) }),
-    ],
+    subscribers: () => [defineSubscriber({ name: 'notes-feed', events: ['note.written'], handle: async (event) => void state.fed.push(event.data.text) })],
     async start() {
       state.started = true;
     },
@@ -147,7 +145,14 @@ t.test('closing the app lets the running job finish, claims nothing new, and dra
   state.hold.resolve();
   await closed;
   t.same(state.delivered, ['hold on'], 'the running job finished; the new one was not claimed');
-  t.same(state.atStop, [{ text: 'hold on', state: 'succeeded' }, { text: 'too late', state: 'queued' }], 'the plugin stopped after the worker drained');
+  t.same(
+    state.atStop,
+    [
+      { text: 'hold on', state: 'succeeded' },
+      { text: 'too late', state: 'queued' },
+    ],
+    'the plugin stopped after the worker drained',
+  );
 });
 
 t.test('a plugin cannot take a queue name the kernel reserves', async (t) => {

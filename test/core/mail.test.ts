@@ -27,9 +27,15 @@ for (const backend of databaseBackends()) {
       await outbox.send({ to: 'ada@example.com', subject: 'Your sign-in code', text: 'Code: 123456' });
       await outbox.send({ to: 'bob@example.com', subject: 'Invitation', text: 'Join us', html: '<p>Join us</p>' });
       await outbox.send({ to: 'Ada@Example.com', subject: 'Second code', text: 'Code: 654321' });
-      t.same((await outbox.list()).map((m) => m.subject), ['Second code', 'Invitation', 'Your sign-in code']);
+      t.same(
+        (await outbox.list()).map((m) => m.subject),
+        ['Second code', 'Invitation', 'Your sign-in code'],
+      );
       const ada = await outbox.list({ to: 'ADA@example.com' });
-      t.same(ada.map((m) => m.text), ['Code: 654321', 'Code: 123456']);
+      t.same(
+        ada.map((m) => m.text),
+        ['Code: 654321', 'Code: 123456'],
+      );
       t.match((await outbox.list({ to: 'bob@example.com' }))[0], { from: 'svc <no-reply@localhost>', html: '<p>Join us</p>' });
       t.same(await outbox.list({ limit: 1 }).then((m) => m.length), 1);
     });

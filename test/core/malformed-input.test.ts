@@ -4,9 +4,7 @@ import t from 'tap';
 import type { z } from 'zod';
 import type { AnyOperation } from '../../core/operations.ts';
 import { Tokens } from '../../core/tokens.ts';
-import {
-  fillPath, inputJsonSchema, pathParamNames, primary, sampleBody, sampleBodyIsValid, sampleValue, typesOf, type JsonSchema,
-} from '../fixtures/operation-inputs.ts';
+import { fillPath, inputJsonSchema, pathParamNames, primary, sampleBody, sampleBodyIsValid, sampleValue, typesOf, type JsonSchema } from '../fixtures/operation-inputs.ts';
 import { buildTestApp, createKey } from '../helpers/app.ts';
 
 /** The assertions the helpers below use; satisfied by the root test and by subtests. */
@@ -338,7 +336,12 @@ t.test('an extra field inside a nested object answers 400 naming its path', asyn
       if (inner.type !== 'object' || inner.additionalProperties !== false) continue;
       checked += 1;
       const nested = { ...(sampleValue(inner) as Record<string, unknown>), extraField: 1 };
-      const param = assert400(t, operation, await send(operation, JSON.stringify(withValue(sampleBody(operation) ?? {}, schema, field.path, nested))), `${operation.name}: ${field.path.join('.')}.extraField`);
+      const param = assert400(
+        t,
+        operation,
+        await send(operation, JSON.stringify(withValue(sampleBody(operation) ?? {}, schema, field.path, nested))),
+        `${operation.name}: ${field.path.join('.')}.extraField`,
+      );
       t.equal(param, [...field.path, 'extraField'].join('.'), `${operation.name}: param names the nested field`);
     }
   }

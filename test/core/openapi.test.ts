@@ -36,7 +36,12 @@ t.test('GET /platform/v1/openapi.json describes the same operations under the re
   const regional = await test.call('GET', '/platform/v1/openapi.json', { token: null });
   t.equal(regional.statusCode, 200);
   const regionalDoc = regional.json() as OpenApiDocument;
-  t.same(Object.keys(regionalDoc.paths).sort(), Object.keys(doc.paths).map((path) => path.replace(/^\/client/, '/platform/v1')).sort());
+  t.same(
+    Object.keys(regionalDoc.paths).sort(),
+    Object.keys(doc.paths)
+      .map((path) => path.replace(/^\/client/, '/platform/v1'))
+      .sort(),
+  );
   t.ok(Object.keys(regionalDoc.paths).length > 0 && Object.keys(regionalDoc.paths).every((path) => path.startsWith('/platform/v1/')));
 });
 

@@ -1,13 +1,6 @@
 import t from 'tap';
 import type { LookupFunction } from 'node:net';
-import {
-  assertPublicUrl,
-  assertPublicUrlSync,
-  createOutboundUrlChecker,
-  guardedLookup,
-  isPrivateAddress,
-  OutboundUrlRefusedError,
-} from '../../core/outbound-url-guard.ts';
+import { assertPublicUrl, assertPublicUrlSync, createOutboundUrlChecker, guardedLookup, isPrivateAddress, OutboundUrlRefusedError } from '../../core/outbound-url-guard.ts';
 
 function refusalReason(check: () => unknown): string | null {
   try {
@@ -29,12 +22,19 @@ const refused = (url: string) => {
 
 t.test('refuses non-http schemes', async (t) => {
   for (const url of ['file:///etc/passwd', 'ftp://example.com/', 'gopher://example.com/', 'javascript:alert(1)', 'data:text/plain,hi']) {
-    t.equal(refusalReason(() => assertPublicUrlSync(url)), 'scheme', url);
+    t.equal(
+      refusalReason(() => assertPublicUrlSync(url)),
+      'scheme',
+      url,
+    );
   }
 });
 
 t.test('refuses text that is not a URL', async (t) => {
-  t.equal(refusalReason(() => assertPublicUrlSync('not a url')), 'invalid_url');
+  t.equal(
+    refusalReason(() => assertPublicUrlSync('not a url')),
+    'invalid_url',
+  );
 });
 
 t.test('allows public http and https URLs', async (t) => {
@@ -45,9 +45,24 @@ t.test('allows public http and https URLs', async (t) => {
 
 t.test('refuses private, loopback, link-local, CGNAT and reserved IPv4 literals', async (t) => {
   const hosts = [
-    '127.0.0.1', '127.255.255.254', '10.0.0.1', '10.255.255.255', '172.16.0.1', '172.31.255.255', '192.168.1.1',
-    '169.254.169.254', '100.64.0.1', '100.127.255.255', '0.0.0.0', '0.1.2.3', '224.0.0.1', '239.255.255.250',
-    '255.255.255.255', '240.0.0.1', '198.18.0.1', '192.0.2.1',
+    '127.0.0.1',
+    '127.255.255.254',
+    '10.0.0.1',
+    '10.255.255.255',
+    '172.16.0.1',
+    '172.31.255.255',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '100.127.255.255',
+    '0.0.0.0',
+    '0.1.2.3',
+    '224.0.0.1',
+    '239.255.255.250',
+    '255.255.255.255',
+    '240.0.0.1',
+    '198.18.0.1',
+    '192.0.2.1',
   ];
   for (const host of hosts) t.ok(refused(`http://${host}/`), host);
 });
@@ -59,7 +74,20 @@ t.test('allows public IPv4 addresses at the edges of private ranges', async (t) 
 });
 
 t.test('refuses IPv4 literals in every notation the URL parser accepts', async (t) => {
-  const spellings = ['http://2130706433/', 'http://0x7f000001/', 'http://0x7f.1/', 'http://017700000001/', 'http://0177.0.0.1/', 'http://127.1/', 'http://0/', 'http://0xA9.0xFE.0xA9.0xFE/', 'http://169.254.43518/', 'http://127.0.0.1./', 'http://%31%32%37.0.0.1/', 'http://\u2460\u2461\u2466.0.0.1/'];
+  const spellings = [
+    'http://2130706433/',
+    'http://0x7f000001/',
+    'http://0x7f.1/',
+    'http://017700000001/',
+    'http://0177.0.0.1/',
+    'http://127.1/',
+    'http://0/',
+    'http://0xA9.0xFE.0xA9.0xFE/',
+    'http://169.254.43518/',
+    'http://127.0.0.1./',
+    'http://%31%32%37.0.0.1/',
+    'http://\u2460\u2461\u2466.0.0.1/',
+  ];
   for (const url of spellings) t.ok(refused(url), url);
 });
 
@@ -83,7 +111,10 @@ t.test('refuses localhost names without resolving them', async (t) => {
 
 t.test('allowPrivate lets private addresses through but still checks the scheme', async (t) => {
   t.equal(assertPublicUrlSync('http://127.0.0.1:8000/v1', { allowPrivate: true }).hostname, '127.0.0.1');
-  t.equal(refusalReason(() => assertPublicUrlSync('file:///etc/passwd', { allowPrivate: true })), 'scheme');
+  t.equal(
+    refusalReason(() => assertPublicUrlSync('file:///etc/passwd', { allowPrivate: true })),
+    'scheme',
+  );
 });
 
 t.test('isPrivateAddress classifies bare and bracketed addresses and ignores names', async (t) => {
@@ -94,12 +125,18 @@ t.test('isPrivateAddress classifies bare and bracketed addresses and ignores nam
 });
 
 t.test('assertPublicUrl refuses a hostname that resolves to a private address', async (t) => {
-  const lookupAll = async () => [{ address: '93.184.216.34', family: 4 }, { address: '10.1.2.3', family: 4 }];
+  const lookupAll = async () => [
+    { address: '93.184.216.34', family: 4 },
+    { address: '10.1.2.3', family: 4 },
+  ];
   await t.rejects(assertPublicUrl('https://rebind.example/', { lookupAll }), { reason: 'private_address', message: /10\.1\.2\.3/ });
 });
 
 t.test('assertPublicUrl accepts a hostname that resolves only to public addresses', async (t) => {
-  const lookupAll = async () => [{ address: '93.184.216.34', family: 4 }, { address: '2606:2800:220:1::1', family: 6 }];
+  const lookupAll = async () => [
+    { address: '93.184.216.34', family: 4 },
+    { address: '2606:2800:220:1::1', family: 6 },
+  ];
   const url = await assertPublicUrl('https://example.com/hook', { lookupAll });
   t.equal(url.hostname, 'example.com');
 });
@@ -123,7 +160,12 @@ t.test('guardedLookup refuses a private answer at connect time (DNS rebinding)',
 });
 
 t.test('guardedLookup refuses when any of several answers is private', async (t) => {
-  const lookup = guardedLookup(fakeLookup([{ address: '8.8.8.8', family: 4 }, { address: '::1', family: 6 }]));
+  const lookup = guardedLookup(
+    fakeLookup([
+      { address: '8.8.8.8', family: 4 },
+      { address: '::1', family: 6 },
+    ]),
+  );
   const error = await new Promise<unknown>((resolve) => lookup('mixed.example', { all: true }, (err) => resolve(err)));
   t.type(error, OutboundUrlRefusedError);
 });

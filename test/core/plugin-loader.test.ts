@@ -5,7 +5,6 @@ import { definePlugin, type AnyPlugin } from '../../core/plugin.ts';
 import { resolvePlugins } from '../../core/plugin-loader.ts';
 import { buildTestApp } from '../helpers/app.ts';
 
-
 const plain = (name: string, dependsOn: string[] = []): AnyPlugin => definePlugin({ name, description: `fixture ${name}`, dependsOn });
 
 const withSettings = definePlugin({
@@ -19,7 +18,6 @@ const withSettings = definePlugin({
 });
 
 const names = (resolved: ReturnType<typeof resolvePlugins>) => resolved.map((r) => r.plugin.name);
-
 
 t.test('plugins are ordered after their dependencies regardless of manifest order', async (t) => {
   const manifest = [plain('gateway', ['keys', 'usage']), plain('usage', ['keys']), plain('keys', ['account']), plain('account')];
@@ -150,9 +148,5 @@ t.test('plugins register and start in dependency order and stop in reverse', asy
   } finally {
     await test.app.close();
   }
-  t.same(events, [
-    'register first', 'register second', 'register third',
-    'start first', 'start second', 'start third',
-    'stop third', 'stop second', 'stop first',
-  ]);
+  t.same(events, ['register first', 'register second', 'register third', 'start first', 'start second', 'start third', 'stop third', 'stop second', 'stop first']);
 });

@@ -64,4 +64,3 @@ t.test('replicas starting at the same moment bootstrap one organisation', { skip
   const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM organizations');
   t.equal(rows[0]?.n, 1);
 });
-

@@ -52,9 +52,7 @@ t.test('a client trickling its headers is answered 408 request_timeout and disco
 t.test('a client trickling its body is answered 408 request_timeout and disconnected', async (t) => {
   const connection = await RawConnection.open(test.app);
   const body = JSON.stringify({ name: 'x'.repeat(1_000) });
-  connection.write(
-    `POST /client/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${test.ownerToken}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
-  );
+  connection.write(`POST /client/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${test.ownerToken}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
   void connection.trickle(body, 20);
   await closedByServer(connection, 'trickled body');
   assertEnvelope(t, await connection.response(), 408, { code: 'request_timeout' });

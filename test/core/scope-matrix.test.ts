@@ -45,10 +45,23 @@ function envelopeCode(response: LightMyRequestResponse): string | undefined {
 t.test('the matrix covers at least the keys, projects and account operations', async (t) => {
   const names = new Set(operations.map((op) => op.name));
   for (const name of [
-    'keys.list', 'keys.create', 'keys.get', 'keys.update', 'keys.delete',
-    'projects.list', 'projects.create', 'projects.get', 'projects.update', 'projects.delete',
-    'projects.members.list', 'projects.members.add', 'projects.members.update', 'projects.members.remove',
-    'account.whoami', 'organizations.list', 'organizations.setDefault',
+    'keys.list',
+    'keys.create',
+    'keys.get',
+    'keys.update',
+    'keys.delete',
+    'projects.list',
+    'projects.create',
+    'projects.get',
+    'projects.update',
+    'projects.delete',
+    'projects.members.list',
+    'projects.members.add',
+    'projects.members.update',
+    'projects.members.remove',
+    'account.whoami',
+    'organizations.list',
+    'organizations.setDefault',
   ]) {
     t.ok(names.has(name), `${name} is registered`);
   }
@@ -185,7 +198,7 @@ t.test('a key of another project is refused every resource of project A', async 
   for (const operation of withResources.filter((op) => mayCall(op, keyScopes))) refusedOnA(t, operation, 'key of B', await requestOnProjectA(operation, keyOfB));
 });
 
-t.test("a member without a role on project A is refused its resources", async (t) => {
+t.test('a member without a role on project A is refused its resources', async (t) => {
   for (const operation of withResources.filter((op) => mayCall(op, memberScopes))) refusedOnA(t, operation, 'member of B', await requestOnProjectA(operation, memberOfB.token));
 });
 

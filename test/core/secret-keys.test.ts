@@ -12,8 +12,7 @@ let dirs = 0;
 const freshDir = () => join(dir, `data-${++dirs}`);
 
 /** The embedded database on disk under `dataDir` (nothing is opened: only the key rules are exercised). */
-const onDisk = (dataDir: string, env: Record<string, string> = {}) =>
-  parseConfig({ storage: { dataDir, database: { driver: 'pglite', dataDir: join(dataDir, 'pglite') } } }, env);
+const onDisk = (dataDir: string, env: Record<string, string> = {}) => parseConfig({ storage: { dataDir, database: { driver: 'pglite', dataDir: join(dataDir, 'pglite') } } }, env);
 
 t.test('SVC_SECRET_KEYS lists the keys, the first one encrypting', async (t) => {
   const [a, b] = [generateKeyEntry(), generateKeyEntry()];

@@ -20,7 +20,10 @@ function vaultWith(db: Database, ...keys: string[]): SecretVault {
 }
 
 async function rejectsWith(t: Test, promise: Promise<unknown>, reason: string, message = reason) {
-  const error = await promise.then(() => null, (e: unknown) => e);
+  const error = await promise.then(
+    () => null,
+    (e: unknown) => e,
+  );
   t.type(error, SecretVaultError, message);
   t.equal((error as SecretVaultError).reason, reason, message);
 }
@@ -49,7 +52,13 @@ async function vaultContract(t: Test, db: Database) {
     await vault.put(app, 'DATABASE_URL', 'postgres://u:p@h/db');
     await vault.put(app, 'API_TOKEN', 'tok-123');
     const listed = await vault.list(app);
-    t.same(listed.map((s) => [s.name, s.version]), [['API_TOKEN', 1], ['DATABASE_URL', 1]]);
+    t.same(
+      listed.map((s) => [s.name, s.version]),
+      [
+        ['API_TOKEN', 1],
+        ['DATABASE_URL', 1],
+      ],
+    );
     t.notMatch(JSON.stringify(listed), /tok-123|u:p@h/);
     t.same(await vault.list({ kind: 'app', id: 'app_2' }), []);
   });
@@ -85,7 +94,9 @@ async function vaultContract(t: Test, db: Database) {
   t.test('a ciphertext moved to another name of the same owner fails to open', async (t) => {
     await vault.put(hook, 'a', 'value-a');
     await vault.put(hook, 'b', 'value-b');
-    await db.query(`UPDATE secrets SET (nonce, ciphertext, auth_tag) = (SELECT nonce, ciphertext, auth_tag FROM secrets WHERE owner_id = 'wh_1' AND name = 'a') WHERE owner_id = 'wh_1' AND name = 'b'`);
+    await db.query(
+      `UPDATE secrets SET (nonce, ciphertext, auth_tag) = (SELECT nonce, ciphertext, auth_tag FROM secrets WHERE owner_id = 'wh_1' AND name = 'a') WHERE owner_id = 'wh_1' AND name = 'b'`,
+    );
     await rejectsWith(t, vault.get(hook, 'b'), 'undecryptable');
   });
 
@@ -118,7 +129,10 @@ async function vaultContract(t: Test, db: Database) {
   t.test('a rotation reports what no key opens and leaves it alone', async (t) => {
     await vaultWith(db, keyC).put({ kind: 'orphan', id: 'o1' }, 'token', 'under-a-lost-key');
     const report = await vaultWith(db, keyB).rotate();
-    t.same(report.failed.filter((f) => f.owner.kind === 'orphan'), [{ owner: { kind: 'orphan', id: 'o1' }, name: 'token', reason: 'unknown_key' }]);
+    t.same(
+      report.failed.filter((f) => f.owner.kind === 'orphan'),
+      [{ owner: { kind: 'orphan', id: 'o1' }, name: 'token', reason: 'unknown_key' }],
+    );
     t.notMatch(JSON.stringify(report), /under-a-lost-key/);
     t.equal((await vaultWith(db, keyC).get({ kind: 'orphan', id: 'o1' }, 'token'))!.value.reveal(), 'under-a-lost-key');
   });

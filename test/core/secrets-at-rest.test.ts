@@ -93,5 +93,9 @@ t.test('the start that creates the key file says so once, without the key', asyn
 
   const second = capture();
   await buildTestApp(t, { plugins: {}, config: { server: { logLevel: 'info' }, secrets: { keyFile } }, logStream: second.logStream });
-  t.same(second.lines.filter((line) => line.includes('key file')), [], 'a later start is silent about it');
+  t.same(
+    second.lines.filter((line) => line.includes('key file')),
+    [],
+    'a later start is silent about it',
+  );
 });

@@ -20,8 +20,7 @@ t.test('an unreachable storage backend answers 503 with retry-after and does not
     },
   });
   const { key } = await createKey(test, { name: 'outage' });
-  const chat = () =>
-    test.call('POST', '/v1/chat/completions', { token: key, body: { model: 'mock-small', messages: [{ role: 'user', content: 'hi' }] } });
+  const chat = () => test.call('POST', '/v1/chat/completions', { token: key, body: { model: 'mock-small', messages: [{ role: 'user', content: 'hi' }] } });
   t.equal((await chat()).statusCode, 200, 'works while Redis is up');
 
   // Redis goes away: rate limits and spend counters cannot be read, so nothing is served unmetered.

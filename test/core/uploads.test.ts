@@ -139,7 +139,13 @@ t.test('over a real connection', async (t) => {
 
   t.test('the file reaches the handler while the client is still sending it', async (t) => {
     const { body, contentType } = await formBody({ file: { bytes: randomBytes(200 * 1024), filename: 'slow.bin' } });
-    const request = httpRequest({ host: '127.0.0.1', port, method: 'POST', path: '/v1/fixture/uploads', headers: { authorization: `Bearer ${test.ownerToken}`, 'content-type': contentType } });
+    const request = httpRequest({
+      host: '127.0.0.1',
+      port,
+      method: 'POST',
+      path: '/v1/fixture/uploads',
+      headers: { authorization: `Bearer ${test.ownerToken}`, 'content-type': contentType },
+    });
     const answered = once(request, 'response');
     const firstBytes = once(uploadProbe, 'first-bytes');
     request.write(body.subarray(0, 50 * 1024));

@@ -55,7 +55,11 @@ t.test('two Authorization headers answer 400 duplicate_authorization_header, whi
 });
 
 t.test('one Authorization header is served as before', async (t) => {
-  for (const [path, token] of [['/client/whoami', `Bearer ${test.ownerToken}`], ['/v1/models', `Bearer ${key.key}`], ['/metrics', `Bearer ${METRICS_TOKEN}`]] as const) {
+  for (const [path, token] of [
+    ['/client/whoami', `Bearer ${test.ownerToken}`],
+    ['/v1/models', `Bearer ${key.key}`],
+    ['/metrics', `Bearer ${METRICS_TOKEN}`],
+  ] as const) {
     const { response, connection } = await rawRequest(test.app, `GET ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: ${token}\r\nConnection: close\r\n\r\n`);
     connection.close();
     t.equal(response.statusCode, 200, `${path}: 200 (${response.body.slice(0, 120)})`);

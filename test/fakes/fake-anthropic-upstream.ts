@@ -1,14 +1,4 @@
-import {
-  sendBrokenSse,
-  sendJson,
-  sendSse,
-  sleep,
-  startFakeServer,
-  type Exchange,
-  type FakeServerOptions,
-  type FakeUpstream,
-  type FaultBehaviour,
-} from './fake-upstream-server.ts';
+import { sendBrokenSse, sendJson, sendSse, sleep, startFakeServer, type Exchange, type FakeServerOptions, type FakeUpstream, type FaultBehaviour } from './fake-upstream-server.ts';
 
 /**
  * A fake Anthropic Messages API: POST /v1/messages, JSON or SSE (`stream: true`).

@@ -1,15 +1,5 @@
 import { createHash } from 'node:crypto';
-import {
-  sendBrokenSse,
-  sendJson,
-  sendSse,
-  sleep,
-  startFakeServer,
-  type Exchange,
-  type FakeServerOptions,
-  type FakeUpstream,
-  type FaultBehaviour,
-} from './fake-upstream-server.ts';
+import { sendBrokenSse, sendJson, sendSse, sleep, startFakeServer, type Exchange, type FakeServerOptions, type FakeUpstream, type FaultBehaviour } from './fake-upstream-server.ts';
 
 /**
  * A fake OpenAI-compatible upstream: POST …/chat/completions (JSON or SSE) and …/embeddings, under

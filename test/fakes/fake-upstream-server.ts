@@ -132,10 +132,7 @@ function parseBody(text: string): unknown {
   }
 }
 
-export async function startFakeServer<B extends { kind: string }>(
-  format: WireFormat<B>,
-  options: FakeServerOptions = {},
-): Promise<FakeUpstream<B>> {
+export async function startFakeServer<B extends { kind: string }>(format: WireFormat<B>, options: FakeServerOptions = {}): Promise<FakeUpstream<B>> {
   const record = options.record ?? true;
   const requests: RecordedRequest[] = [];
   let queue: B[] = [];

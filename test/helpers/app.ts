@@ -115,10 +115,7 @@ export async function createKey(test: TestApp, body: Record<string, unknown> = {
 }
 
 /** Adds a person to the test organisation with a role and returns a session token for them. */
-export async function addPerson(
-  test: TestApp,
-  input: { role: 'owner' | 'admin' | 'member'; email?: string; name?: string },
-): Promise<{ personId: string; token: string }> {
+export async function addPerson(test: TestApp, input: { role: 'owner' | 'admin' | 'member'; email?: string; name?: string }): Promise<{ personId: string; token: string }> {
   const identity = test.app.svc.container.resolve(Tokens.Identity);
   const email = input.email ?? `${input.role}-${Math.random().toString(36).slice(2)}@example.com`;
   const person = await addPersonTo(identity, { organizationId: test.organizationId, email, name: input.name ?? email, role: input.role });

@@ -40,7 +40,13 @@ export async function startGateway(t: TapLike, overrides: { inference?: Record<s
       mock: { type: 'mock' },
     },
     models: {
-      duo: { routes: [{ provider: 'primary', model: 'up-primary' }, { provider: 'secondary', model: 'up-secondary' }], prices: TEST_PRICES },
+      duo: {
+        routes: [
+          { provider: 'primary', model: 'up-primary' },
+          { provider: 'secondary', model: 'up-secondary' },
+        ],
+        prices: TEST_PRICES,
+      },
       solo: { routes: [{ provider: 'primary', model: 'up-solo' }], prices: TEST_PRICES },
       claude: { routes: [{ provider: 'claude', model: 'claude-test' }], prices: TEST_PRICES },
       'mock-small': { routes: [{ provider: 'mock', model: 'mock-small' }], prices: TEST_PRICES },

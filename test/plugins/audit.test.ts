@@ -45,11 +45,14 @@ for (const backend of backends) {
       t.equal((await test.call('PATCH', `/client/keys/${id}`, { body: { name: 'audited, renamed' } })).statusCode, 200);
       t.equal((await test.call('DELETE', `/client/keys/${id}`)).statusCode, 200);
       const { data } = await auditLog(test, `?limit=3`);
-      t.same(data.map((e) => [e.operation, e.method, e.targetId]), [
-        ['keys.delete', 'DELETE', id],
-        ['keys.update', 'PATCH', id],
-        ['keys.create', 'POST', id],
-      ]);
+      t.same(
+        data.map((e) => [e.operation, e.method, e.targetId]),
+        [
+          ['keys.delete', 'DELETE', id],
+          ['keys.update', 'PATCH', id],
+          ['keys.create', 'POST', id],
+        ],
+      );
       for (const entry of data) {
         t.match(entry, {
           object: 'audit_entry',
@@ -59,7 +62,10 @@ for (const backend of backends) {
         });
         t.ok(entry.requestId.startsWith('req_'), 'names the request');
       }
-      t.same(data.map((e) => e.outcome.status), [200, 200, 201]);
+      t.same(
+        data.map((e) => e.outcome.status),
+        [200, 200, 201],
+      );
       t.same(data[0]?.params, { id });
       t.equal(data[0]?.path, '/keys/:id');
     });
@@ -105,7 +111,11 @@ for (const backend of backends) {
         seen.push(...page.data.map((e) => e.id));
         cursor = page.nextCursor;
       } while (cursor);
-      t.same(seen, all.map((e) => e.id), 'the pages walk the whole log once, in order');
+      t.same(
+        seen,
+        all.map((e) => e.id),
+        'the pages walk the whole log once, in order',
+      );
       const bad = await test.call('GET', '/client/audit-log?cursor=nonsense');
       t.equal(bad.statusCode, 400);
       t.equal(bad.json().error.param, 'cursor');

@@ -138,7 +138,11 @@ t.test('API keys', async (t) => {
   });
 
   t.test('unknown key ids answer 404', async (t) => {
-    for (const [method, body] of [['GET', undefined], ['PATCH', { name: 'x' }], ['DELETE', undefined]] as const) {
+    for (const [method, body] of [
+      ['GET', undefined],
+      ['PATCH', { name: 'x' }],
+      ['DELETE', undefined],
+    ] as const) {
       const response = await test.call(method, '/client/keys/00000000-0000-4000-8000-000000000000', { body });
       t.equal(response.statusCode, 404, method);
       t.equal(response.json().error.code, 'key_not_found');
@@ -240,7 +244,10 @@ t.test('API keys', async (t) => {
   t.test('an expiry outside 1970-01-01 to 9999-12-31 (UTC) answers 400 naming expiresAt, on create and update', async (t) => {
     const { id } = await createKey(test, { name: 'expiry range' });
     for (const bad of ['0000-01-01T00:00:00Z', '9999-12-31T23:59:59-23:59']) {
-      for (const [method, url] of [['POST', '/client/keys'], ['PATCH', `/client/keys/${id}`]] as const) {
+      for (const [method, url] of [
+        ['POST', '/client/keys'],
+        ['PATCH', `/client/keys/${id}`],
+      ] as const) {
         const response = await test.call(method, url, { body: { ...(method === 'POST' ? { name: 'x' } : {}), expiresAt: bad } });
         t.equal(response.statusCode, 400, `${method} expiresAt=${bad}: ${response.body.slice(0, 120)}`);
         t.equal(response.json().error.param, 'expiresAt');

@@ -9,7 +9,8 @@ const clock = () => now;
 const test = await buildTestApp(t, { clock });
 const db = test.app.svc.container.resolve(Tokens.Database);
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: response bodies of any shape
+type Json = Record<string, any>;
 
 interface Scenario {
   projectId: string;
@@ -61,20 +62,36 @@ async function insert(s: Scenario, f: Fixture): Promise<string> {
        cost_micros, latency_ms, ttft_ms, streamed, attempts, created_at, price_version)
      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22::timestamptz, $23)`,
     [
-      id, test.organizationId, f.projectId === undefined ? s.projectId : f.projectId, f.keyId === undefined ? s.keyId : f.keyId,
-      f.endpoint ?? '/v1/chat/completions', f.model === undefined ? 'gpt-test' : f.model, f.provider === undefined ? 'primary' : f.provider,
-      f.upstreamModel === undefined ? null : f.upstreamModel, f.status ?? 200, f.errorCode ?? null,
-      f.input ?? 0, f.cached ?? 0, f.cacheWrite ?? 0, f.output ?? 0, f.reasoning ?? 0, f.estimated ?? false,
-      BigInt(f.costMicros ?? 0), f.latencyMs ?? 100, f.ttftMs ?? null, f.streamed ?? false, f.attempts ?? 1, f.at, f.priceVersion ?? null,
+      id,
+      test.organizationId,
+      f.projectId === undefined ? s.projectId : f.projectId,
+      f.keyId === undefined ? s.keyId : f.keyId,
+      f.endpoint ?? '/v1/chat/completions',
+      f.model === undefined ? 'gpt-test' : f.model,
+      f.provider === undefined ? 'primary' : f.provider,
+      f.upstreamModel === undefined ? null : f.upstreamModel,
+      f.status ?? 200,
+      f.errorCode ?? null,
+      f.input ?? 0,
+      f.cached ?? 0,
+      f.cacheWrite ?? 0,
+      f.output ?? 0,
+      f.reasoning ?? 0,
+      f.estimated ?? false,
+      BigInt(f.costMicros ?? 0),
+      f.latencyMs ?? 100,
+      f.ttftMs ?? null,
+      f.streamed ?? false,
+      f.attempts ?? 1,
+      f.at,
+      f.priceVersion ?? null,
     ],
   );
   return id;
 }
 
 async function storeBodies(id: string, request: unknown, response: unknown): Promise<void> {
-  await db.query('INSERT INTO request_log_bodies (request_id, request_body, response_body) VALUES ($1, $2::jsonb, $3::jsonb)', [
-    id, JSON.stringify(request), JSON.stringify(response),
-  ]);
+  await db.query('INSERT INTO request_log_bodies (request_id, request_body, response_body) VALUES ($1, $2::jsonb, $3::jsonb)', [id, JSON.stringify(request), JSON.stringify(response)]);
 }
 
 async function get(token: string, path: string): Promise<{ status: number; body: Json }> {
@@ -130,13 +147,19 @@ t.test('usage: headline totals, per-model breakdown and recent requests for a wi
   });
   t.same(
     body.models.map((m: Json) => [m.model, m.requests, m.errors, m.costUsd, m.tokens.input]),
-    [['big', 2, 0, 3.5, 300], ['small', 3, 2, 0.000006, 60]],
+    [
+      ['big', 2, 0, 3.5, 300],
+      ['small', 3, 2, 0.000006, 60],
+    ],
     'per model, costliest first',
   );
   t.equal(body.models[1].p50LatencyMs, 400);
   t.equal(body.recent.length, 5);
   t.equal(body.recent[0].id, newest, 'recent is newest first');
-  t.same(body.recent.map((r: Json) => r.createdAt), [...body.recent.map((r: Json) => r.createdAt)].sort().reverse());
+  t.same(
+    body.recent.map((r: Json) => r.createdAt),
+    [...body.recent.map((r: Json) => r.createdAt)].sort().reverse(),
+  );
 });
 
 t.test('usage: from is inclusive and to is exclusive', async (t) => {
@@ -194,8 +217,13 @@ t.test('usage: an empty window reports zeros and null latency', async (t) => {
   const s = await scenario();
   const body = await ok(s.token, '/usage?from=2020-01-01&to=2020-01-02');
   t.same(body.totals, {
-    requests: 0, errors: 0, tokens: { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 },
-    costUsd: 0, avgLatencyMs: null, p50LatencyMs: null, p95LatencyMs: null,
+    requests: 0,
+    errors: 0,
+    tokens: { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 },
+    costUsd: 0,
+    avgLatencyMs: null,
+    p50LatencyMs: null,
+    p95LatencyMs: null,
   });
   t.same(body.models, []);
   t.same(body.recent, []);
@@ -262,14 +290,24 @@ t.test('series: hourly buckets for a window of two days or less, empty buckets i
   t.equal(body.buckets[23].start, '2026-02-01T00:00:00.000Z');
   const at = (start: string) => body.buckets.find((b: Json) => b.start === start);
   t.same(at('2026-02-01T03:00:00.000Z'), {
-    start: '2026-02-01T03:00:00.000Z', requests: 2, errors: 1,
-    tokens: { input: 30, cachedInput: 0, cacheWrite: 0, output: 3, reasoning: 0 }, costUsd: 0.0003,
+    start: '2026-02-01T03:00:00.000Z',
+    requests: 2,
+    errors: 1,
+    tokens: { input: 30, cachedInput: 0, cacheWrite: 0, output: 3, reasoning: 0 },
+    costUsd: 0.0003,
   });
   t.equal(at('2026-02-01T10:00:00.000Z').requests, 1);
-  t.same(at('2026-02-01T04:00:00.000Z'), {
-    start: '2026-02-01T04:00:00.000Z', requests: 0, errors: 0,
-    tokens: { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 }, costUsd: 0,
-  }, 'an empty bucket is present with zeros');
+  t.same(
+    at('2026-02-01T04:00:00.000Z'),
+    {
+      start: '2026-02-01T04:00:00.000Z',
+      requests: 0,
+      errors: 0,
+      tokens: { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 },
+      costUsd: 0,
+    },
+    'an empty bucket is present with zeros',
+  );
   t.equal(body.buckets.filter((b: Json) => b.requests === 0).length, 22);
 });
 
@@ -282,10 +320,18 @@ t.test('series: exactly two days is hourly; longer windows default to daily buck
   t.equal(twoDays.buckets.length, 48);
   const week = await ok(s.token, '/usage/series?from=2026-02-01&to=2026-02-08');
   t.equal(week.granularity, 'day');
-  t.same(week.buckets.map((b: Json) => [b.start.slice(0, 10), b.requests, b.costUsd]), [
-    ['2026-02-07', 0, 0], ['2026-02-06', 0, 0], ['2026-02-05', 1, 2], ['2026-02-04', 0, 0],
-    ['2026-02-03', 1, 1], ['2026-02-02', 0, 0], ['2026-02-01', 0, 0],
-  ]);
+  t.same(
+    week.buckets.map((b: Json) => [b.start.slice(0, 10), b.requests, b.costUsd]),
+    [
+      ['2026-02-07', 0, 0],
+      ['2026-02-06', 0, 0],
+      ['2026-02-05', 1, 2],
+      ['2026-02-04', 0, 0],
+      ['2026-02-03', 1, 1],
+      ['2026-02-02', 0, 0],
+      ['2026-02-01', 0, 0],
+    ],
+  );
 });
 
 t.test('series: granularity overrides the default; a window cut mid-bucket counts only rows inside it', async (t) => {
@@ -294,12 +340,20 @@ t.test('series: granularity overrides the default; a window cut mid-bucket count
   await insert(s, { at: '2026-02-10T10:45:00Z' });
   await insert(s, { at: '2026-02-10T12:59:00Z' });
   const hours = await ok(s.token, '/usage/series?from=2026-02-10T10:30:00Z&to=2026-02-10T13:00:00Z');
-  t.same(hours.buckets.map((b: Json) => [b.start, b.requests]), [
-    ['2026-02-10T12:00:00.000Z', 1], ['2026-02-10T11:00:00.000Z', 0], ['2026-02-10T10:00:00.000Z', 1],
-  ]);
+  t.same(
+    hours.buckets.map((b: Json) => [b.start, b.requests]),
+    [
+      ['2026-02-10T12:00:00.000Z', 1],
+      ['2026-02-10T11:00:00.000Z', 0],
+      ['2026-02-10T10:00:00.000Z', 1],
+    ],
+  );
   const days = await ok(s.token, '/usage/series?from=2026-02-10&to=2026-02-11&granularity=day');
   t.equal(days.granularity, 'day');
-  t.same(days.buckets.map((b: Json) => [b.start, b.requests]), [['2026-02-10T00:00:00.000Z', 3]]);
+  t.same(
+    days.buckets.map((b: Json) => [b.start, b.requests]),
+    [['2026-02-10T00:00:00.000Z', 3]],
+  );
 });
 
 t.test('series: keyId narrows the buckets to one key', async (t) => {
@@ -309,7 +363,10 @@ t.test('series: keyId narrows the buckets to one key', async (t) => {
   await insert(s, { at: '2026-02-12T01:30:00Z', keyId: other });
   const body = await ok(s.token, `/usage/series?from=2026-02-12&to=2026-02-13&keyId=${other}`);
   t.equal(body.keyId, other);
-  t.equal(body.buckets.reduce((sum: number, b: Json) => sum + b.requests, 0), 1);
+  t.equal(
+    body.buckets.reduce((sum: number, b: Json) => sum + b.requests, 0),
+    1,
+  );
 });
 
 t.test('series: a bad granularity, or more buckets than served, answers 400 naming the param', async (t) => {
@@ -379,19 +436,48 @@ t.test('requests: rows newest first in the documented shape', async (t) => {
   const s = await scenario();
   const older = await insert(s, { at: '2026-04-01T00:00:00Z' });
   const id = await insert(s, {
-    at: '2026-04-01T10:00:00.123Z', endpoint: '/v1/responses', model: 'duo', provider: 'secondary', upstreamModel: 'up-secondary',
-    status: 200, input: 11, cached: 2, cacheWrite: 3, output: 4, reasoning: 5, estimated: true, costMicros: 1_234_567,
-    latencyMs: 2500, ttftMs: 300, streamed: true, attempts: 2, priceVersion: 'pv_abc',
+    at: '2026-04-01T10:00:00.123Z',
+    endpoint: '/v1/responses',
+    model: 'duo',
+    provider: 'secondary',
+    upstreamModel: 'up-secondary',
+    status: 200,
+    input: 11,
+    cached: 2,
+    cacheWrite: 3,
+    output: 4,
+    reasoning: 5,
+    estimated: true,
+    costMicros: 1_234_567,
+    latencyMs: 2500,
+    ttftMs: 300,
+    streamed: true,
+    attempts: 2,
+    priceVersion: 'pv_abc',
   });
   const body = await ok(s.token, '/requests');
   t.equal(body.object, 'list');
   t.same(ids(body), [id, older]);
   t.equal(body.nextCursor, null);
   t.same(body.data[0], {
-    object: 'request_log', id, createdAt: '2026-04-01T10:00:00.123Z', keyId: s.keyId, projectId: s.projectId,
-    endpoint: '/v1/responses', model: 'duo', provider: 'secondary', upstreamModel: 'up-secondary', status: 200, errorCode: null,
+    object: 'request_log',
+    id,
+    createdAt: '2026-04-01T10:00:00.123Z',
+    keyId: s.keyId,
+    projectId: s.projectId,
+    endpoint: '/v1/responses',
+    model: 'duo',
+    provider: 'secondary',
+    upstreamModel: 'up-secondary',
+    status: 200,
+    errorCode: null,
     tokens: { input: 11, cachedInput: 2, cacheWrite: 3, output: 4, reasoning: 5, estimated: true },
-    costUsd: 1.234567, latencyMs: 2500, ttftMs: 300, streamed: true, attempts: 2, priceVersion: 'pv_abc',
+    costUsd: 1.234567,
+    latencyMs: 2500,
+    ttftMs: 300,
+    streamed: true,
+    attempts: 2,
+    priceVersion: 'pv_abc',
   });
 });
 
@@ -475,14 +561,23 @@ t.test('requests: filters combine', async (t) => {
 t.test('requests: cursor pages visit every row exactly once, ties on created_at included', async (t) => {
   const s = await scenario();
   const times = [
-    '2026-04-11T00:00:00Z', '2026-04-11T00:00:00Z', '2026-04-11T00:00:00Z', '2026-04-11T00:00:00Z',
-    '2026-04-11T00:00:00.000001Z', '2026-04-11T00:00:00.000002Z', '2026-04-11T00:00:00.000999Z',
-    '2026-04-11T00:00:01Z', '2026-04-11T00:00:01Z',
+    '2026-04-11T00:00:00Z',
+    '2026-04-11T00:00:00Z',
+    '2026-04-11T00:00:00Z',
+    '2026-04-11T00:00:00Z',
+    '2026-04-11T00:00:00.000001Z',
+    '2026-04-11T00:00:00.000002Z',
+    '2026-04-11T00:00:00.000999Z',
+    '2026-04-11T00:00:01Z',
+    '2026-04-11T00:00:01Z',
   ];
   for (let i = 0; i < 23; i += 1) await insert(s, { at: times[i % times.length]!, status: i % 3 === 0 ? 500 : 200 });
   const everything = ids(await ok(s.token, '/requests?limit=200'));
   t.equal(everything.length, 23);
-  for (const [filter, expected] of [['', everything], ['&band=errors', ids(await ok(s.token, '/requests?limit=200&band=errors'))]] as const) {
+  for (const [filter, expected] of [
+    ['', everything],
+    ['&band=errors', ids(await ok(s.token, '/requests?limit=200&band=errors'))],
+  ] as const) {
     const seen: string[] = [];
     let cursor: string | null = null;
     let pages = 0;
@@ -540,13 +635,19 @@ t.test('visibility: a key of project A never sees project B rows', async (t) => 
   t.same(ids(await ok(b.token, '/requests')), [theirs]);
   const usage = await ok(a.token, `/usage${window}`);
   t.same([usage.totals.requests, usage.totals.costUsd], [1, 0.000001]);
-  t.same(usage.recent.map((r: Json) => r.id), [mine]);
+  t.same(
+    usage.recent.map((r: Json) => r.id),
+    [mine],
+  );
   const series = await ok(a.token, `/usage/series${window}`);
-  t.equal(series.buckets.reduce((sum: number, x: Json) => sum + x.requests, 0), 1);
+  t.equal(
+    series.buckets.reduce((sum: number, x: Json) => sum + x.requests, 0),
+    1,
+  );
   t.equal((await ok(a.token, `/usage/comparison${window}`)).current.totals.requests, 1);
   t.same(ids(await ok(a.token, '/requests/recent')), [mine]);
   const detail = await get(a.token, `/requests/${theirs}`);
-  t.equal(detail.status, 404, 'another project\'s request is not found');
+  t.equal(detail.status, 404, "another project's request is not found");
   t.equal(detail.body.error.code, 'request_not_found');
   t.same(ids(await ok(a.token, `/requests?q=${theirs}`)), []);
 });
@@ -671,18 +772,27 @@ t.test('window: requests, errors, cost and latency over the last N minutes, per 
   t.equal(body.object, 'request_window');
   t.equal(body.minutes, 60, 'default 60 minutes');
   t.same([body.from, body.to], ['2026-06-20T11:31:00.000Z', '2026-06-20T12:31:00.000Z']);
-  t.same(
-    [body.requests, body.errors, body.costUsd, body.p50LatencyMs, body.p95LatencyMs, body.p50TtftMs],
-    [4, 1, 0.01, 200, 400, 50],
-  );
+  t.same([body.requests, body.errors, body.costUsd, body.p50LatencyMs, body.p95LatencyMs, body.p50TtftMs], [4, 1, 0.01, 200, 400, 50]);
   t.equal(body.buckets.length, 60);
   t.same(body.buckets[0], {
-    start: '2026-06-20T12:30:00.000Z', requests: 2, errors: 1, costUsd: 0.003, p50LatencyMs: 100, p95LatencyMs: 300, p50TtftMs: 50,
+    start: '2026-06-20T12:30:00.000Z',
+    requests: 2,
+    errors: 1,
+    costUsd: 0.003,
+    p50LatencyMs: 100,
+    p95LatencyMs: 300,
+    p50TtftMs: 50,
   });
   t.equal(body.buckets[59].start, '2026-06-20T11:31:00.000Z');
   t.equal(body.buckets[59].requests, 1);
   t.same(body.buckets[1], {
-    start: '2026-06-20T12:29:00.000Z', requests: 0, errors: 0, costUsd: 0, p50LatencyMs: null, p95LatencyMs: null, p50TtftMs: null,
+    start: '2026-06-20T12:29:00.000Z',
+    requests: 0,
+    errors: 0,
+    costUsd: 0,
+    p50LatencyMs: null,
+    p95LatencyMs: null,
+    p50TtftMs: null,
   });
   const five = await ok(s.token, '/requests/window?minutes=5');
   t.equal(five.buckets.length, 5);

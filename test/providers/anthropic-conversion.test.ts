@@ -14,7 +14,10 @@ t.test('system and developer messages become the system blocks', async (t) => {
       { role: 'user', content: 'Hi' },
     ],
   });
-  t.same(request.system, [{ type: 'text', text: 'Be brief.' }, { type: 'text', text: 'Answer in English.', cache_control: { type: 'ephemeral' } }]);
+  t.same(request.system, [
+    { type: 'text', text: 'Be brief.' },
+    { type: 'text', text: 'Answer in English.', cache_control: { type: 'ephemeral' } },
+  ]);
   t.same(request.messages, [{ role: 'user', content: [{ type: 'text', text: 'Hi' }] }]);
 });
 
@@ -26,19 +29,48 @@ t.test('multi-turn conversations keep their order and roles', async (t) => {
       { role: 'user', content: 'Three' },
     ],
   });
-  t.same(request.messages.map((m: any) => [m.role, m.content[0].text]), [['user', 'One'], ['assistant', 'Two'], ['user', 'Three']]);
+  t.same(
+    request.messages.map((m: any) => [m.role, m.content[0].text]),
+    [
+      ['user', 'One'],
+      ['assistant', 'Two'],
+      ['user', 'Three'],
+    ],
+  );
 });
 
 t.test('consecutive messages of the same role are merged into one turn', async (t) => {
-  const request = convert({ messages: [{ role: 'user', content: 'a' }, { role: 'user', content: 'b' }, { role: 'assistant', content: 'c' }] });
+  const request = convert({
+    messages: [
+      { role: 'user', content: 'a' },
+      { role: 'user', content: 'b' },
+      { role: 'assistant', content: 'c' },
+    ],
+  });
   t.same(request.messages, [
-    { role: 'user', content: [{ type: 'text', text: 'a' }, { type: 'text', text: 'b' }] },
+    {
+      role: 'user',
+      content: [
+        { type: 'text', text: 'a' },
+        { type: 'text', text: 'b' },
+      ],
+    },
     { role: 'assistant', content: [{ type: 'text', text: 'c' }] },
   ]);
 });
 
 t.test('a data-URL image becomes a base64 source', async (t) => {
-  const request = convert({ messages: [{ role: 'user', content: [{ type: 'text', text: 'What is this?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }] }] });
+  const request = convert({
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'What is this?' },
+          { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+        ],
+      },
+    ],
+  });
   t.same(request.messages[0].content[1], { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } });
 });
 
@@ -58,7 +90,12 @@ t.test('an inline PDF file becomes a document block', async (t) => {
 
 t.test('function tools become input_schema tools', async (t) => {
   const parameters = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] };
-  const request = convert({ tools: [{ type: 'function', function: { name: 'get_weather', description: 'Weather now', parameters } }, { type: 'function', function: { name: 'ping' } }] });
+  const request = convert({
+    tools: [
+      { type: 'function', function: { name: 'get_weather', description: 'Weather now', parameters } },
+      { type: 'function', function: { name: 'ping' } },
+    ],
+  });
   t.same(request.tools, [
     { name: 'get_weather', description: 'Weather now', input_schema: parameters },
     { name: 'ping', input_schema: { type: 'object', properties: {} } },
@@ -119,12 +156,20 @@ t.test('assistant tool_calls become tool_use blocks and tool messages become too
 });
 
 t.test('an assistant turn with only tool calls has no empty text block', async (t) => {
-  const request = convert({ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '' } }] }] });
+  const request = convert({
+    messages: [
+      { role: 'user', content: 'x' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '' } }] },
+    ],
+  });
   t.same(request.messages[1].content, [{ type: 'tool_use', id: 'c', name: 'f', input: {} }]);
 });
 
 t.test('tool call arguments that are not JSON are refused', async (t) => {
-  t.throws(() => convert({ messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{oops' } }] }] }), UnconvertibleRequestError);
+  t.throws(
+    () => convert({ messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{oops' } }] }] }),
+    UnconvertibleRequestError,
+  );
 });
 
 t.test('stop, temperature, top_p and max tokens are carried over', async (t) => {
@@ -156,7 +201,10 @@ t.test('a message with text and tool_use converts back to content and tool_calls
       type: 'message',
       role: 'assistant',
       model: 'claude-test',
-      content: [{ type: 'text', text: 'Let me check.' }, { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Oslo' } }],
+      content: [
+        { type: 'text', text: 'Let me check.' },
+        { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Oslo' } },
+      ],
       stop_reason: 'tool_use',
       usage: { input_tokens: 10, output_tokens: 20, cache_read_input_tokens: 100, cache_creation_input_tokens: 5 },
     },

@@ -16,20 +16,24 @@ t.teardown(() => fake.close());
 t.beforeEach(() => fake.reset());
 
 function provider(config: Record<string, unknown> = {}): Provider {
-  const created = anthropicProviderType.create('anthropic-test', anthropicProviderType.configSchema.parse({ baseUrl: fake.url, apiKey: API_KEY, allowPrivateNetwork: true, ...config }), context);
+  const created = anthropicProviderType.create(
+    'anthropic-test',
+    anthropicProviderType.configSchema.parse({ baseUrl: fake.url, apiKey: API_KEY, allowPrivateNetwork: true, ...config }),
+    context,
+  );
   t.teardown(() => created.close?.());
   return created;
 }
 
 const body = (extra: Partial<ChatRequestBody> = {}): ChatRequestBody => ({
   model: 'claude-test',
-  messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hello' }],
+  messages: [
+    { role: 'system', content: 'Be brief.' },
+    { role: 'user', content: 'Say hello' },
+  ],
   ...extra,
 });
 const weatherTool = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } };
-
-
-
 
 t.test('non-stream chat converts the request and the answer', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'Hello!', usage: { input_tokens: 10, output_tokens: 3 } });
@@ -149,7 +153,14 @@ t.test('stream converts text events into chunks, then usage', async (t) => {
 });
 
 t.test('stream converts tool_use blocks into tool-call deltas', async (t) => {
-  fake.enqueue({ kind: 'reply', content: 'Checking.', toolCalls: [{ id: 'toolu_a', name: 'get_weather', input: { city: 'Oslo' } }, { id: 'toolu_b', name: 'get_time', input: { tz: 'CET' } }] });
+  fake.enqueue({
+    kind: 'reply',
+    content: 'Checking.',
+    toolCalls: [
+      { id: 'toolu_a', name: 'get_weather', input: { city: 'Oslo' } },
+      { id: 'toolu_b', name: 'get_time', input: { tz: 'CET' } },
+    ],
+  });
   const chunks = chunksOf(await collect(provider().language!.chatStream(body({ tools: [weatherTool] }), options())));
   const calls = chunks.flatMap((chunk) => (chunk.choices[0]?.delta.tool_calls as any[]) ?? []);
   const starts = calls.filter((call) => call.id);
@@ -157,7 +168,11 @@ t.test('stream converts tool_use blocks into tool-call deltas', async (t) => {
     { index: 0, id: 'toolu_a', type: 'function', function: { name: 'get_weather', arguments: '' } },
     { index: 1, id: 'toolu_b', type: 'function', function: { name: 'get_time', arguments: '' } },
   ]);
-  const args = (index: number) => calls.filter((call) => call.index === index).map((call) => call.function.arguments).join('');
+  const args = (index: number) =>
+    calls
+      .filter((call) => call.index === index)
+      .map((call) => call.function.arguments)
+      .join('');
   t.equal(args(0), '{"city":"Oslo"}');
   t.equal(args(1), '{"tz":"CET"}');
   t.equal(chunks.at(-1)?.choices[0]?.finish_reason, 'tool_calls');
@@ -202,7 +217,15 @@ t.test('a stream cut mid-way fails as a server error', async (t) => {
 
 t.test('status codes map to kinds, 529 overloaded included', async (t) => {
   const p = provider();
-  for (const [status, kind] of [[400, 'client'], [401, 'auth'], [403, 'auth'], [404, 'client'], [429, 'rate_limited'], [500, 'server'], [529, 'server']] as const) {
+  for (const [status, kind] of [
+    [400, 'client'],
+    [401, 'auth'],
+    [403, 'auth'],
+    [404, 'client'],
+    [429, 'rate_limited'],
+    [500, 'server'],
+    [529, 'server'],
+  ] as const) {
     fake.enqueue({ kind: 'status', status, retryAfter: status === 429 ? '4' : undefined });
     const error = await failure(() => p.language!.chat(body(), options()));
     t.equal(error.kind, kind, `status ${status}`);

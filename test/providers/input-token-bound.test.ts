@@ -69,7 +69,12 @@ for (const size of ['short', 'long'] as const) {
 t.test('a byte-level BPE never makes more tokens of a text than it has UTF-8 bytes (r50k, p50k, cl100k, o200k)', async (t) => {
   for (const [script, sample] of Object.entries(SAMPLES)) {
     const size = Buffer.byteLength(sample);
-    for (const [name, encode] of [['r50k', encodeR50k], ['p50k', encodeP50k], ['cl100k', encodeCl100k], ['o200k', encodeO200k]] as const) {
+    for (const [name, encode] of [
+      ['r50k', encodeR50k],
+      ['p50k', encodeP50k],
+      ['cl100k', encodeCl100k],
+      ['o200k', encodeO200k],
+    ] as const) {
       const count = encode(sample).length;
       t.ok(count <= size, `${script} in ${name}: ${count} tokens ≤ ${size} bytes`);
     }
@@ -104,10 +109,16 @@ t.test('tool definitions: the bound is at least gpt-4o’s function-calling coun
   const tools = functions.map((fn) => ({ type: 'function', function: fn }));
   // gpt-4o supports function calling, so gpt-tokenizer gives it the function-calling count.
   const countWithFunctions = gpt4oCompletionTokens!;
-  for (const [label, content] of [['short', SAMPLES['english']!], ['long', long(SAMPLES['english']!)]] as const) {
+  for (const [label, content] of [
+    ['short', SAMPLES['english']!],
+    ['long', long(SAMPLES['english']!)],
+  ] as const) {
     const messages = chat(content);
     const real = countWithFunctions({ messages, functions });
-    for (const [profile, profileName] of [[o200k, 'o200k'], [bytes, 'bytes']] as const) {
+    for (const [profile, profileName] of [
+      [o200k, 'o200k'],
+      [bytes, 'bytes'],
+    ] as const) {
       const bound = chatInputTokenBound({ messages, tools }, profile);
       t.ok(bound >= real, `${label} prompt, ${profileName}: bound ${bound} ≥ real ${real}`);
     }
@@ -168,14 +179,21 @@ t.test('special-token text in a prompt is counted as plain text, never thrown on
 });
 
 t.test('malformed messages and parts count as their JSON text instead of failing', async (t) => {
-  const odd = { messages: ['hello', null, { role: 'user', content: 42 }, { role: 'user', content: ['part', { type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }] } as unknown as ChatInput;
+  const odd = {
+    messages: ['hello', null, { role: 'user', content: 42 }, { role: 'user', content: ['part', { type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }],
+  } as unknown as ChatInput;
   for (const profile of [o200k, bytes]) t.ok(chatInputTokenBound(odd, profile) > 0);
 });
 
 t.test('every field a message carries counts: tool calls, tool results, refusals', async (t) => {
   const base = { messages: [{ role: 'assistant', content: null }] };
   const call = { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: JSON.stringify({ city: '東京', unit: 'celsius' }) } };
-  const withCall = { messages: [{ role: 'assistant', content: null, tool_calls: [call] }, { role: 'tool', tool_call_id: 'call_1', content: '晴れ、25度' }] };
+  const withCall = {
+    messages: [
+      { role: 'assistant', content: null, tool_calls: [call] },
+      { role: 'tool', tool_call_id: 'call_1', content: '晴れ、25度' },
+    ],
+  };
   for (const profile of [o200k, bytes]) {
     t.ok(chatInputTokenBound(withCall, profile) >= chatInputTokenBound(base, profile) + encodeO200k(JSON.stringify([call])).length + encodeO200k('晴れ、25度').length);
   }

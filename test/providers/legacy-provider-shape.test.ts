@@ -1,6 +1,6 @@
 import t from 'tap';
 import { fileURLToPath } from 'node:url';
-import OpenAI from 'openai';
+import type OpenAI from 'openai';
 import { modalitiesOf, type ChatStreamEvent } from '../../core/provider.ts';
 import { createProviderContext, resolveProviderType } from '../../providers/index.ts';
 import { startGateway, TEST_PRICES } from '../helpers/gateway.ts';

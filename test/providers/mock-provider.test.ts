@@ -11,10 +11,15 @@ function provider(config: Record<string, unknown> = {}): Provider {
 
 const body = (content: string, extra: Partial<ChatRequestBody> = {}): ChatRequestBody => ({ model: 'mock-small', messages: [{ role: 'user', content }], ...extra });
 const tools = [
-  { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { type: 'string', enum: ['c', 'f'] } }, required: ['city', 'days', 'unit'] } } },
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { type: 'string', enum: ['c', 'f'] } }, required: ['city', 'days', 'unit'] },
+    },
+  },
   { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: {} } } },
 ];
-
 
 t.test('the reply echoes part of the last user message', async (t) => {
   const result = await provider().language!.chat(body('What is the capital of Norway?'), options());

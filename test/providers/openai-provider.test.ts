@@ -25,8 +25,6 @@ function provider(config: Record<string, unknown> = {}): Provider {
 
 const body = (extra: Partial<ChatRequestBody> = {}): ChatRequestBody => ({ model: 'gpt-test', messages: [{ role: 'user', content: 'Say hello' }], ...extra });
 
-
-
 t.test('non-stream chat returns the completion and normalised usage', async (t) => {
   fake.enqueue({ kind: 'reply', content: 'Hello there', usage: { prompt_tokens: 20, completion_tokens: 9, cached_tokens: 8, reasoning_tokens: 4 } });
   const result = await provider().language!.chat(body(), options());
@@ -87,7 +85,10 @@ t.test('stream yields chunks, then the usage that arrives after the finish chunk
   t.equal(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''), 'one two three four');
   t.equal(chunks.at(-1)?.choices[0]?.finish_reason, 'stop');
   t.equal(events.filter((event) => event.type === 'usage').length, 1);
-  t.ok(chunks.every((chunk) => !('usage' in chunk)), 'chunks carry no usage: the usage event does');
+  t.ok(
+    chunks.every((chunk) => !('usage' in chunk)),
+    'chunks carry no usage: the usage event does',
+  );
 });
 
 t.test('stream asks for include_usage without clobbering other stream_options', async (t) => {
@@ -191,7 +192,7 @@ t.test('aborting a non-stream call stops the upstream call', async (t) => {
   t.equal(await fake.requests[0]?.outcome, 'closed');
 });
 
-t.test('the gateway\'s cheaper cancel stops the upstream call without the provider making an AbortSignal', async (t) => {
+t.test("the gateway's cheaper cancel stops the upstream call without the provider making an AbortSignal", async (t) => {
   fake.enqueue({ kind: 'hang' });
   let signalRead = false;
   const cancel = new (class extends CallSignal {
@@ -225,7 +226,14 @@ t.test('reset before any response maps to connect', async (t) => {
 
 t.test('status codes map to kinds', async (t) => {
   const p = provider();
-  for (const [status, kind] of [[400, 'client'], [401, 'auth'], [403, 'auth'], [429, 'rate_limited'], [500, 'server'], [503, 'server']] as const) {
+  for (const [status, kind] of [
+    [400, 'client'],
+    [401, 'auth'],
+    [403, 'auth'],
+    [429, 'rate_limited'],
+    [500, 'server'],
+    [503, 'server'],
+  ] as const) {
     fake.enqueue({ kind: 'status', status });
     const error = await failure(() => p.language!.chat(body(), options()));
     t.equal(error.kind, kind, `status ${status}`);

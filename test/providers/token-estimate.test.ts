@@ -15,7 +15,17 @@ t.test('multi-byte scripts count by their UTF-8 size', async (t) => {
 t.test('chat input counts messages, framing, images and tools', async (t) => {
   const plain = estimateChatInputTokens({ messages: [{ role: 'user', content: 'abcd' }] });
   t.equal(plain, 3 + 4 + 1);
-  const withImage = estimateChatInputTokens({ messages: [{ role: 'user', content: [{ type: 'text', text: 'abcd' }, { type: 'image_url', image_url: { url: 'data:,' } }] }] });
+  const withImage = estimateChatInputTokens({
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'abcd' },
+          { type: 'image_url', image_url: { url: 'data:,' } },
+        ],
+      },
+    ],
+  });
   t.equal(withImage, plain + 85);
   const withTools = estimateChatInputTokens({ messages: [{ role: 'user', content: 'abcd' }], tools: [{ type: 'function', function: { name: 'f' } }] });
   t.ok(withTools > plain);

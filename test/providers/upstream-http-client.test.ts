@@ -162,7 +162,7 @@ t.test('a long error page is kept only up to its first 64 KiB', async (t) => {
 
 t.test('a hostname whose connect never completes hits the connect timeout', async (t) => {
   const neverAnswers = (() => undefined) as unknown as LookupFunction;
-  const error = await failure(() => 
+  const error = await failure(() =>
     client({ baseUrl: 'http://upstream.invalid:9/v1', lookup: neverAnswers, timeouts: { connectMs: 100, firstByteMs: 1000, totalMs: 1500 } }).postJson(chatRequest()),
   );
   t.equal(error.kind, 'timeout');
@@ -231,11 +231,7 @@ t.test('a non-JSON error page is kept as text in upstreamBody', async (t) => {
 });
 
 t.test('the API key never appears in error messages, bodies or causes', async (t) => {
-  fake.enqueue(
-    { kind: 'status', status: 401, message: `Incorrect API key provided: ${API_KEY}` },
-    { kind: 'raw', status: 200, body: `not json ${API_KEY}` },
-    { kind: 'reset' },
-  );
+  fake.enqueue({ kind: 'status', status: 401, message: `Incorrect API key provided: ${API_KEY}` }, { kind: 'raw', status: 200, body: `not json ${API_KEY}` }, { kind: 'reset' });
   const http = client();
   for (let i = 0; i < 3; i++) {
     const error = await failure(() => http.postJson(chatRequest()));

@@ -47,7 +47,10 @@ t.test('chat completions through the official OpenAI SDK', async (t) => {
     const stream = await gw.client.chat.completions.create({ model: 'duo', messages: user('x'), stream: true });
     const chunks = [];
     for await (const chunk of stream) chunks.push(chunk);
-    t.notOk(chunks.some((c) => c.usage), 'no usage chunk');
+    t.notOk(
+      chunks.some((c) => c.usage),
+      'no usage chunk',
+    );
   });
 
   t.test('tool calls pass through both ways', async (t) => {
@@ -150,7 +153,10 @@ t.test('errors surface as the SDK typed errors', async (t) => {
   t.test('a model outside the key allow-list is 404 and missing from the list', async (t) => {
     const { key } = await (await import('../../helpers/app.ts')).createKey(gw.test, { name: 'only solo', models: ['solo'] });
     const client = new OpenAI({ apiKey: key, baseURL: `${gw.url}/v1`, maxRetries: 0 });
-    t.same((await client.models.list()).data.map((m) => m.id), ['solo']);
+    t.same(
+      (await client.models.list()).data.map((m) => m.id),
+      ['solo'],
+    );
     t.type(await client.models.retrieve('duo').catch((e: unknown) => e), OpenAI.NotFoundError);
     t.type(await client.chat.completions.create({ model: 'duo', messages: user('x') }).catch((e: unknown) => e), OpenAI.NotFoundError);
   });

@@ -75,8 +75,18 @@ t.test('an assistant message needs content unless it carries tool calls', async 
 
 t.test('numbers outside their documented ranges answer 400 naming the field', async (t) => {
   const cases: Array<[string, unknown]> = [
-    ['temperature', 2.5], ['temperature', -0.1], ['top_p', 1.01], ['n', 0], ['n', 1.5], ['max_tokens', 0], ['max_completion_tokens', 2.5],
-    ['presence_penalty', 2.1], ['frequency_penalty', -2.1], ['top_logprobs', 21], ['seed', 0.5], ['temperature', '0.7'],
+    ['temperature', 2.5],
+    ['temperature', -0.1],
+    ['top_p', 1.01],
+    ['n', 0],
+    ['n', 1.5],
+    ['max_tokens', 0],
+    ['max_completion_tokens', 2.5],
+    ['presence_penalty', 2.1],
+    ['frequency_penalty', -2.1],
+    ['top_logprobs', 21],
+    ['seed', 0.5],
+    ['temperature', '0.7'],
   ];
   for (const [field, value] of cases) await expect400(t, { model: 'solo', messages: [user], [field]: value }, field);
   await expect400(t, { model: 'solo', messages: [user], logit_bias: { '50256': 101 } }, 'logit_bias.50256');
@@ -126,7 +136,14 @@ t.test('fields, content parts and tools the gateway does not know pass through t
   const body = {
     model: 'solo',
     messages: [
-      { role: 'user', content: [{ type: 'text', text: 'look' }, { type: 'video_url', video_url: { url: 'https://x/v.mp4' } }], vendor_hint: 1 },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'look' },
+          { type: 'video_url', video_url: { url: 'https://x/v.mp4' } },
+        ],
+        vendor_hint: 1,
+      },
       { role: 'assistant', content: 'ok', reasoning_content: 'thought' },
       { role: 'user', content: 'and?' },
     ],

@@ -68,7 +68,15 @@ t.test('gpt-4o-mini counts its images in tokens 33 times smaller, so its image m
 t.test('on OpenAI’s own API a route’s tokenizer comes from its model name', async (t) => {
   t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4o-mini' }] }).encodings, ['o200k_base']);
   t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4' }] }).encodings, ['cl100k_base']);
-  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4o' }, { provider: 'openai', model: 'gpt-4' }] }).encodings, ['o200k_base', 'cl100k_base']);
+  t.same(
+    profileOf({
+      routes: [
+        { provider: 'openai', model: 'gpt-4o' },
+        { provider: 'openai', model: 'gpt-4' },
+      ],
+    }).encodings,
+    ['o200k_base', 'cl100k_base'],
+  );
 });
 
 t.test('elsewhere, or for an unknown name, the tokenizer is unknown and the bound is by bytes', async (t) => {
@@ -86,7 +94,12 @@ t.test('elsewhere, or for an unknown name, the tokenizer is unknown and the boun
 });
 
 t.test('a route with an unknown tokenizer makes the model’s bound the byte bound, failover may land there', async (t) => {
-  const profile = profileOf({ routes: [{ provider: 'openai', model: 'gpt-4o' }, { provider: 'groq', model: 'llama-3.3-70b' }] });
+  const profile = profileOf({
+    routes: [
+      { provider: 'openai', model: 'gpt-4o' },
+      { provider: 'groq', model: 'llama-3.3-70b' },
+    ],
+  });
   t.same(profile.encodings, []);
 });
 

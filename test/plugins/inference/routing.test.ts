@@ -56,11 +56,27 @@ t.test('route planning', async (t) => {
   });
 
   t.test('lower priority numbers come first', async (t) => {
-    t.same(keys(planRoutes(model([{ provider: 'a', priority: 2 }, { provider: 'b', priority: 1 }]), 'language', providers, breaker)), ['b', 'a']);
+    t.same(
+      keys(
+        planRoutes(
+          model([
+            { provider: 'a', priority: 2 },
+            { provider: 'b', priority: 1 },
+          ]),
+          'language',
+          providers,
+          breaker,
+        ),
+      ),
+      ['b', 'a'],
+    );
   });
 
   t.test('routes of equal priority share traffic by weight', async (t) => {
-    const plan = model([{ provider: 'a', weight: 3, priority: 0 }, { provider: 'b', weight: 1, priority: 0 }]);
+    const plan = model([
+      { provider: 'a', weight: 3, priority: 0 },
+      { provider: 'b', weight: 1, priority: 0 },
+    ]);
     // Total weight 4: a draw below 3 picks a, at or above 3 picks b.
     t.same(keys(planRoutes(plan, 'language', providers, breaker, sequence(0.5))), ['a', 'b']);
     t.same(keys(planRoutes(plan, 'language', providers, breaker, sequence(0.8))), ['b', 'a']);

@@ -15,7 +15,8 @@ const DURATION = /^(\d+ms|\d+(\.\d+)?s|\d+m\d+s)$/;
 
 const present = (r: ChatResult, names: string[]) => names.filter((name) => r.headers.get(name) !== null);
 
-async function logRow(requestId: string | null): Promise<Record<string, any>> { // eslint-disable-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: response bodies of any shape
+async function logRow(requestId: string | null): Promise<Record<string, any>> {
   await g.flush();
   const { rows } = await g.db.query('SELECT * FROM request_logs WHERE id = $1', [requestId]);
   if (rows.length !== 1) throw new Error(`no request_logs row for ${requestId}`);
@@ -33,7 +34,10 @@ t.test('header presence/absence rules', async (t) => {
     t.equal(streamed.status, 200);
     t.match(streamed.headers.get('content-type'), /text\/event-stream/);
     t.equal(sseFrames(streamed.text).at(-1), '[DONE]', 'the stream ran to the end');
-    for (const [label, r] of [['JSON', json], ['streamed', streamed]] as const) {
+    for (const [label, r] of [
+      ['JSON', json],
+      ['streamed', streamed],
+    ] as const) {
       t.same(present(r, [...REQUEST_HEADERS, ...TOKEN_HEADERS]), [...REQUEST_HEADERS, ...TOKEN_HEADERS], `${label}: all six headers`);
       t.equal(r.headers.get('x-ratelimit-limit-requests'), '100', `${label}: the requests ceiling`);
       t.equal(r.headers.get('x-ratelimit-limit-tokens'), '100000', `${label}: the tokens ceiling`);
@@ -50,7 +54,10 @@ t.test('header presence/absence rules', async (t) => {
     g.upstream.reset();
     const json = await g.chat(key, { model: 'solo', messages: user('hello'), max_tokens: 50 });
     const streamed = await g.chat(key, { model: 'solo', messages: user('hello'), max_tokens: 50, stream: true });
-    for (const [label, r] of [['JSON', json], ['streamed', streamed]] as const) {
+    for (const [label, r] of [
+      ['JSON', json],
+      ['streamed', streamed],
+    ] as const) {
       t.equal(r.status, 200, label);
       t.same(present(r, REQUEST_HEADERS), REQUEST_HEADERS, `${label}: the -requests headers are there`);
       t.same(present(r, TOKEN_HEADERS), [], `${label}: no -tokens header`);
@@ -246,7 +253,10 @@ t.test('two calls sending the same x-request-id are both logged and both charged
   t.equal(first.headers.get('x-client-request-id'), 'same-id-every-time', 'the caller’s id comes back');
   t.not(first.headers.get('x-request-id'), second.headers.get('x-request-id'), 'each call has its own request id');
   const rows = [await logRow(first.headers.get('x-request-id')), await logRow(second.headers.get('x-request-id'))];
-  t.ok(rows.every((row) => row['cost_micros'] > 0n), 'both rows are stored and priced');
+  t.ok(
+    rows.every((row) => row['cost_micros'] > 0n),
+    'both rows are stored and priced',
+  );
   t.equal(await g.loggedCost(keyId), before + rows[0]!['cost_micros'] + rows[1]!['cost_micros'], 'and both are charged');
 });
 
@@ -256,7 +266,12 @@ t.test('alert-only caps never block and record exactly one alert per period', as
   await g.patchKey(id, { spendCap: { usd: 0.00001, period: 'day', mode: 'alert' } });
   g.upstream.reset();
   const alerts = async () =>
-    (await g.db.query<{ period_start: Date; cap_micros: bigint; spent_micros: bigint }>("SELECT period_start, cap_micros, spent_micros FROM budget_alerts WHERE scope = 'key' AND scope_id = $1 ORDER BY period_start", [id])).rows;
+    (
+      await g.db.query<{ period_start: Date; cap_micros: bigint; spent_micros: bigint }>(
+        "SELECT period_start, cap_micros, spent_micros FROM budget_alerts WHERE scope = 'key' AND scope_id = $1 ORDER BY period_start",
+        [id],
+      )
+    ).rows;
 
   const statuses: number[] = [];
   for (let i = 0; i < 3; i += 1) statuses.push((await g.chat(key, { model: 'solo', messages: user(`sequential ${i}`), max_tokens: 20 })).status);

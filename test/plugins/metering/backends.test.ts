@@ -29,10 +29,9 @@ function prng(seed: number): () => number {
 }
 
 async function ledgerRows(g: MeteredGateway): Promise<LedgerRow[]> {
-  const { rows } = await g.db.query<LedgerRow>(
-    'SELECT id, kind, amount_micros, balance_after_micros, created_at FROM credit_ledger WHERE organization_id = $1 ORDER BY id',
-    [g.test.organizationId],
-  );
+  const { rows } = await g.db.query<LedgerRow>('SELECT id, kind, amount_micros, balance_after_micros, created_at FROM credit_ledger WHERE organization_id = $1 ORDER BY id', [
+    g.test.organizationId,
+  ]);
   return rows.map((row) => ({ ...row, id: BigInt(row.id), amount_micros: BigInt(row.amount_micros), balance_after_micros: BigInt(row.balance_after_micros) }));
 }
 
@@ -118,10 +117,20 @@ function runOn(t: Test, storage: AppConfigInput['storage'] | undefined) {
       await mark();
     }
     t.ok(calls > 20, `${calls} calls in the mix`);
-    t.ok(topups.every((r) => r.status === 201), 'every top-up answered 201 (repeats as duplicates, none failing)');
-    t.ok(topups.some((r) => r.duplicate), 'the mix repeated a payment reference');
+    t.ok(
+      topups.every((r) => r.status === 201),
+      'every top-up answered 201 (repeats as duplicates, none failing)',
+    );
+    t.ok(
+      topups.some((r) => r.duplicate),
+      'the mix repeated a payment reference',
+    );
     t.equal(burst.filter((d) => d === false).length, 1, 'a payment reported six times at once is credited once');
-    t.same(burst.filter((d) => d !== true && d !== false), [], 'the repeats are answered as duplicates, not errors');
+    t.same(
+      burst.filter((d) => d !== true && d !== false),
+      [],
+      'the repeats are answered as duplicates, not errors',
+    );
     const { rows: burstLines } = await g.db.query('SELECT 1 FROM credit_ledger WHERE organization_id = $1 AND reference = $2', [orgId, 'burst-ref']);
     t.equal(burstLines.length, 1, 'one ledger line for the repeated reference');
 

@@ -39,9 +39,7 @@ for (const backend of databaseBackends()) {
       t.equal(await alerts.record({ scope: 'key', scopeId, organizationId, cap, spentMicros: 9_007_199_254_740_999n, now: clock() }), false, 'once per period');
       t.same(received, [], 'not before the worker runs');
       await runner.runUntilIdle();
-      t.same(received, [
-        { scope: 'key', scopeId, organizationId, cap, spentMicros: 9_007_199_254_740_995n, periodStart: new Date('2026-03-02T00:00:00.000Z') },
-      ]);
+      t.same(received, [{ scope: 'key', scopeId, organizationId, cap, spentMicros: 9_007_199_254_740_995n, periodStart: new Date('2026-03-02T00:00:00.000Z') }]);
       const { rows } = await db.query<{ type: string; subject: string }>("SELECT type, subject FROM events WHERE type = 'budget.threshold_reached'");
       t.same(rows, [{ type: 'budget.threshold_reached', subject: scopeId }]);
     });

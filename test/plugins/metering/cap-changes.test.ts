@@ -66,7 +66,6 @@ const backends = [
 
 for (const backend of backends) {
   t.test(backend.name, { skip: backend.skip }, async (t) => {
-
     t.test('a cap raised while capped calls are in flight admits only what the new cap leaves', async (t) => {
       const hold = await heldUpstream(t);
       const g = await startMeteredGateway(t, { storage: backend.storage(t), upstream: hold.upstream });
@@ -98,7 +97,11 @@ for (const backend of backends) {
 
       await g.patchKey(id, { spendCap: { usd: usd(capFitting(10)), period: 'total', mode: 'blocking' } });
       const more = await Promise.all(Array.from({ length: 10 }, () => g.chat(key, CALL)));
-      t.same(more.map((r) => r.status), Array(10).fill(402), 'every new call is refused: the calls in flight already hold more than the lowered cap');
+      t.same(
+        more.map((r) => r.status),
+        Array(10).fill(402),
+        'every new call is refused: the calls in flight already hold more than the lowered cap',
+      );
       t.equal(more[0]!.body.error.code, 'budget_exceeded');
 
       hold.release();
@@ -118,7 +121,11 @@ for (const backend of backends) {
       await g.coordination.allowances.delete([counter, `credit:${g.test.organizationId}`]);
 
       const more = await Promise.all(Array.from({ length: 5 }, () => g.chat(key, CALL)));
-      t.same(more.map((r) => r.status), Array(5).fill(402), 'the re-seeded counter still holds the ten reservations');
+      t.same(
+        more.map((r) => r.status),
+        Array(5).fill(402),
+        'the re-seeded counter still holds the ten reservations',
+      );
 
       hold.release();
       await Promise.all(first);
@@ -130,35 +137,43 @@ for (const backend of backends) {
   });
 }
 
-t.test('Redis losing its data while capped calls are in flight on two replicas admits nothing past the cap', { skip: real ? false : 'needs TEST_PG_URL and TEST_REDIS_URL (two replicas share the real servers)' }, async (t) => {
-  if (!real) return;
-  t.teardown(() => real.dropSchema());
-  const hold = await heldUpstream(t);
-  const ownerToken = generateToken(SESSION_PREFIX);
-  const a = await startMeteredGateway(t, { storage: real.storage, ownerToken, upstream: hold.upstream });
-  const b = await startMeteredGateway(t, { storage: real.storage, ownerToken, upstream: hold.upstream });
-  const { id, key } = await a.newKey({ spendCap: { usd: usd(capFitting(10)), period: 'total', mode: 'blocking' } });
-  const first = await inFlight([a, b], key, 10, hold.upstream);
+t.test(
+  'Redis losing its data while capped calls are in flight on two replicas admits nothing past the cap',
+  { skip: real ? false : 'needs TEST_PG_URL and TEST_REDIS_URL (two replicas share the real servers)' },
+  async (t) => {
+    if (!real) return;
+    t.teardown(() => real.dropSchema());
+    const hold = await heldUpstream(t);
+    const ownerToken = generateToken(SESSION_PREFIX);
+    const a = await startMeteredGateway(t, { storage: real.storage, ownerToken, upstream: hold.upstream });
+    const b = await startMeteredGateway(t, { storage: real.storage, ownerToken, upstream: hold.upstream });
+    const { id, key } = await a.newKey({ spendCap: { usd: usd(capFitting(10)), period: 'total', mode: 'blocking' } });
+    const first = await inFlight([a, b], key, 10, hold.upstream);
 
-  // What a restart without persistence (or a failover to an empty replica) leaves: nothing under the prefix.
-  const { createClient } = await import('redis');
-  const admin = createClient({ url: process.env.TEST_REDIS_URL });
-  await admin.connect();
-  let deleted = 0;
-  for await (const keys of admin.scanIterator({ MATCH: `${real.prefix}*`, COUNT: 500 })) {
-    if (keys.length > 0) deleted += await admin.del(keys);
-  }
-  await admin.quit();
-  t.ok(deleted > 0, `the replicas' coordination state is gone (${deleted} keys)`);
+    // What a restart without persistence (or a failover to an empty replica) leaves: nothing under the prefix.
+    const { createClient } = await import('redis');
+    const admin = createClient({ url: process.env.TEST_REDIS_URL });
+    await admin.connect();
+    let deleted = 0;
+    for await (const keys of admin.scanIterator({ MATCH: `${real.prefix}*`, COUNT: 500 })) {
+      if (keys.length > 0) deleted += await admin.del(keys);
+    }
+    await admin.quit();
+    t.ok(deleted > 0, `the replicas' coordination state is gone (${deleted} keys)`);
 
-  const more = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? a : b).chat(key, CALL)));
-  t.same(more.map((r) => r.status), Array(10).fill(402), 'every new call on either replica is refused: the reservations in flight were reported back');
+    const more = await Promise.all(Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? a : b).chat(key, CALL)));
+    t.same(
+      more.map((r) => r.status),
+      Array(10).fill(402),
+      'every new call on either replica is refused: the reservations in flight were reported back',
+    );
 
-  hold.release();
-  await Promise.all(first);
-  await a.flush();
-  await b.flush();
-  const logged = await loggedFor(a, id);
-  t.equal(logged.calls, 10, 'only the ten calls admitted before the loss were served');
-  t.ok(logged.cost <= BigInt(capFitting(10)), `spent ${logged.cost} µ$ of a ${capFitting(10)} µ$ cap (0 over)`);
-});
+    hold.release();
+    await Promise.all(first);
+    await a.flush();
+    await b.flush();
+    const logged = await loggedFor(a, id);
+    t.equal(logged.calls, 10, 'only the ten calls admitted before the loss were served');
+    t.ok(logged.cost <= BigInt(capFitting(10)), `spent ${logged.cost} µ$ of a ${capFitting(10)} µ$ cap (0 over)`);
+  },
+);

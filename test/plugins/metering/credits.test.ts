@@ -12,7 +12,8 @@ const g = await startMeteredGateway(t, { metering: { initialCreditUsd: 0.0001 } 
 const orgId = g.test.organizationId;
 const CALL_COST = 24n;
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+// biome-ignore lint/suspicious/noExplicitAny: response bodies of any shape
+type Json = Record<string, any>;
 
 const admin = await addPerson(g.test, { role: 'admin' });
 const member = await addPerson(g.test, { role: 'member' });
@@ -68,7 +69,11 @@ t.test('credit balance: once the balance cannot cover a call, 402 insufficient_c
 
 t.test('credits routes', async (t) => {
   t.test('topup is owner-only (403 for an admin session and for a key)', async (t) => {
-    for (const [label, token] of [['admin session', admin.token], ['member session', member.token], ['key', reader.key]] as const) {
+    for (const [label, token] of [
+      ['admin session', admin.token],
+      ['member session', member.token],
+      ['key', reader.key],
+    ] as const) {
       const response = await g.test.call('POST', '/client/credits/topup', { token, body: { amountUsd: 5 } });
       t.equal(response.statusCode, 403, label);
       t.equal(response.json().error.code, 'owner_required', label);
@@ -112,7 +117,9 @@ t.test('credits routes', async (t) => {
       t.equal(r.body.error?.type, 'invalid_request_error');
     }
     const lines = (await statement('?limit=500')).lines;
-    const ordered = lines.every((line, i) => i === 0 || line.createdAt < lines[i - 1]!.createdAt || (line.createdAt === lines[i - 1]!.createdAt && BigInt(line.id) < BigInt(lines[i - 1]!.id)));
+    const ordered = lines.every(
+      (line, i) => i === 0 || line.createdAt < lines[i - 1]!.createdAt || (line.createdAt === lines[i - 1]!.createdAt && BigInt(line.id) < BigInt(lines[i - 1]!.id)),
+    );
     t.ok(ordered, 'newest first');
     t.equal(lines[0]!.balanceAfterUsd, Number(await balanceMicros()) / 1e6, 'the first line carries the current balance');
   });
@@ -132,11 +139,23 @@ t.test('credits routes', async (t) => {
 
     const between = await statement(`?from=${encodeURIComponent(secondAt)}&to=${encodeURIComponent(thirdAt)}`);
     t.equal(between.status, 200);
-    t.same(between.lines.map((l) => l.note), ['window 22'], 'from includes its line; to excludes the line at exactly that time');
+    t.same(
+      between.lines.map((l) => l.note),
+      ['window 22'],
+      'from includes its line; to excludes the line at exactly that time',
+    );
     const fromThird = await statement(`?from=${encodeURIComponent(thirdAt)}`);
-    t.same(fromThird.lines.map((l) => l.note), ['window 33'], 'from at exactly a line includes it');
+    t.same(
+      fromThird.lines.map((l) => l.note),
+      ['window 33'],
+      'from at exactly a line includes it',
+    );
     const until = await statement(`?to=${encodeURIComponent(thirdAt)}&limit=2`);
-    t.same(until.lines.map((l) => l.note), ['window 22', 'window 11'], 'to alone: everything before, newest first');
+    t.same(
+      until.lines.map((l) => l.note),
+      ['window 22', 'window 11'],
+      'to alone: everything before, newest first',
+    );
     t.equal((await statement('?from=yesterday')).status, 400, 'a malformed time is 400');
   });
 
@@ -189,14 +208,21 @@ t.test('credits routes', async (t) => {
     const orgSpentMicros = await g.loggedCost();
     const orgSpend = Number(orgSpentMicros) / 1e6;
     const byScope = (scope: string, id: string) => budget.scopes.find((s: Json) => s.scope === scope && s.id === id);
-    t.match(byScope('account', orgId), { capUsd: 50, period: 'month', mode: 'alert', spentUsd: orgSpend, remainingUsd: Number(50_000_000n - orgSpentMicros) / 1e6, state: 'ok' }, 'the account cap');
+    t.match(
+      byScope('account', orgId),
+      { capUsd: 50, period: 'month', mode: 'alert', spentUsd: orgSpend, remainingUsd: Number(50_000_000n - orgSpentMicros) / 1e6, state: 'ok' },
+      'the account cap',
+    );
     t.match(byScope('project', g.test.defaultProjectId), { capUsd: 20, mode: 'alert', spentUsd: orgSpend, state: 'ok' }, 'the project cap (every call here was in the default project)');
     t.match(byScope('key', capped.id), { capUsd: 0.01, mode: 'blocking', spentUsd: 0.000048, remainingUsd: 0.009952, state: 'ok' }, 'the key cap: two calls of 24 µ$');
     t.equal(budget.scopes.filter((s: Json) => s.scope === 'key').length, 1, 'keys without a cap are not listed');
   });
 
   t.test('PATCH /client/budget sets the account cap (owner only)', async (t) => {
-    for (const [label, token] of [['admin session', admin.token], ['key', reader.key]] as const) {
+    for (const [label, token] of [
+      ['admin session', admin.token],
+      ['key', reader.key],
+    ] as const) {
       const response = await g.test.call('PATCH', '/client/budget', { token, body: { accountCap: { usd: 1 } } });
       t.equal(response.statusCode, 403, label);
     }
@@ -207,11 +233,17 @@ t.test('credits routes', async (t) => {
     t.equal((await g.test.call('PATCH', '/client/budget', { body: { accountCap: { usd: 1 }, extra: true } })).statusCode, 400, 'unknown fields are refused');
     const cleared = await g.test.call('PATCH', '/client/budget', { body: { accountCap: null } });
     t.equal(cleared.json().accountCap, null);
-    t.notOk((await g.test.call('GET', '/client/budget')).json().scopes.some((s: Json) => s.scope === 'account'), 'no account row once cleared');
+    t.notOk(
+      (await g.test.call('GET', '/client/budget')).json().scopes.some((s: Json) => s.scope === 'account'),
+      'no account row once cleared',
+    );
   });
 
   t.test('POST /client/log-requests toggles body logging (owner only) and bodies are then stored in request_log_bodies', async (t) => {
-    for (const [label, token] of [['admin session', admin.token], ['key', reader.key]] as const) {
+    for (const [label, token] of [
+      ['admin session', admin.token],
+      ['key', reader.key],
+    ] as const) {
       t.equal((await g.test.call('POST', '/client/log-requests', { token, body: { enabled: true } })).statusCode, 403, label);
     }
     const { key } = await g.newKey({ name: 'logged' });

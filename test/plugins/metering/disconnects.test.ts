@@ -12,7 +12,10 @@ async function disconnectMidStream(t: Test, storage: AppConfigInput['storage'] |
   // Every stream is slow: 2 words per chunk, 100 ms between chunks, about 3 s if read to the end.
   const g = await startMeteredGateway(t, {
     storage,
-    upstreamOptions: { record: false, defaultReply: { content: Array.from({ length: 50 }, (_, i) => `word${i}`).join(' '), chunkDelayMs: 100, usage: { prompt_tokens: 20, completion_tokens: 50 } } },
+    upstreamOptions: {
+      record: false,
+      defaultReply: { content: Array.from({ length: 50 }, (_, i) => `word${i}`).join(' '), chunkDelayMs: 100, usage: { prompt_tokens: 20, completion_tokens: 50 } },
+    },
   });
   const orgId = g.test.organizationId;
   const { id, key } = await g.newKey({ name: 'leaver' });
@@ -60,12 +63,16 @@ async function disconnectMidStream(t: Test, storage: AppConfigInput['storage'] |
   const creditKey = `credit:${orgId}`;
   let counter: number | null = null;
   let balance: bigint | null = null;
-  await waitFor(async () => {
-    await g.flush();
-    counter = (await g.coordination.allowances.peek([creditKey]))[0] ?? null;
-    balance = await g.ledger.balance(orgId);
-    return counter !== null && balance !== null && BigInt(counter) === balance;
-  }, 5_000, 50);
+  await waitFor(
+    async () => {
+      await g.flush();
+      counter = (await g.coordination.allowances.peek([creditKey]))[0] ?? null;
+      balance = await g.ledger.balance(orgId);
+      return counter !== null && balance !== null && BigInt(counter) === balance;
+    },
+    5_000,
+    50,
+  );
   t.ok(balance !== null && balance < 1_000_000_000n, `the departed streams were charged (balance ${balance} µ$)`);
   t.equal(counter, Number(balance), 'the credit counter equals the ledger balance (no reservation stuck)');
   t.equal(g.writer.pendingMicros('account', orgId), 0n, 'nothing is left pending in the writer');

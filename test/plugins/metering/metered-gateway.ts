@@ -41,7 +41,8 @@ export interface MeteredGatewayOptions {
 export interface ChatResult {
   status: number;
   headers: Headers;
-  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  // biome-ignore lint/suspicious/noExplicitAny: response bodies of any shape
+  body: any;
   text: string;
 }
 
@@ -161,10 +162,9 @@ export async function startMeteredGateway(t: TapLike, options: MeteredGatewayOpt
       return { status: response.status, headers: response.headers, body: parsed, text };
     },
     async loggedCost(keyId) {
-      const { rows } = await db.query<{ total: bigint }>(
-        'SELECT COALESCE(sum(cost_micros), 0)::bigint AS total FROM request_logs WHERE ($1::uuid IS NULL OR key_id = $1::uuid)',
-        [keyId ?? null],
-      );
+      const { rows } = await db.query<{ total: bigint }>('SELECT COALESCE(sum(cost_micros), 0)::bigint AS total FROM request_logs WHERE ($1::uuid IS NULL OR key_id = $1::uuid)', [
+        keyId ?? null,
+      ]);
       return BigInt(rows[0]!.total);
     },
   };
