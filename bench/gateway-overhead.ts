@@ -179,11 +179,11 @@ function startChild(name: string, file: string, env: Record<string, string>, nod
   child.on('message', (message) => {
     if (!isChildMessage(message)) return;
     inbox.push(message);
-    waiters.splice(0).forEach((wake) => wake());
+    for (const wake of waiters.splice(0)) wake();
   });
   child.on('exit', (code, signal) => {
     exited = `${name} exited (code ${code}, signal ${signal})`;
-    waiters.splice(0).forEach((wake) => wake());
+    for (const wake of waiters.splice(0)) wake();
   });
   const handle: Child = {
     name,
@@ -524,7 +524,8 @@ async function main(): Promise<void> {
     const firstStartPeakKiB = prepared.type === 'stats' ? prepared.maxRssKiB : 0;
     await new Promise<void>((resolve) => (prepare.process.exitCode !== null ? resolve() : prepare.process.once('exit', () => resolve())));
 
-    const profileArgs = PROFILE ? (mkdirSync(PROFILE_DIR, { recursive: true }), ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, '--cpu-prof-interval=200']) : [];
+    if (PROFILE) mkdirSync(PROFILE_DIR, { recursive: true });
+    const profileArgs = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, '--cpu-prof-interval=200'] : [];
     // --expose-gc only lets the end-of-run stats tell retained memory from garbage.
     const gatewayChild = startChild('gateway', gatewayEntry, gatewayEnv, ['--expose-gc', ...GATEWAY_NODE_ARGS, ...profileArgs]);
     const gatewayReady = await gatewayChild.next('ready', 60_000);
@@ -642,7 +643,7 @@ async function main(): Promise<void> {
       };
 
       log();
-      log('Results' + (PROFILE ? ' (PROFILING: gateway figures inflated)' : ''));
+      log(`Results${PROFILE ? ' (PROFILING: gateway figures inflated)' : ''}`);
       log(`  (load generator, gateway and fake upstream share ${host.cores} cores: ${host.cpu}; node ${host.node}; ${startedAt.toISOString()})`);
       log();
       log(`  1. Throughput, ${CONNECTIONS} connections, non-streamed chat completions (${THROUGHPUT_ROUNDS} x ${THROUGHPUT_ROUND_S} s each)`);

@@ -76,7 +76,9 @@ export interface OperationDefinition<
 export type AnyOperation = OperationDefinition<any, any, any, any>;
 
 export function defineOperation<
+  // biome-ignore lint/complexity/noBannedTypes: zod types an object schema without fields as ZodObject<{}>
   P extends AnyObjectSchema = z.ZodObject<{}>,
+  // biome-ignore lint/complexity/noBannedTypes: as above
   Q extends AnyObjectSchema = z.ZodObject<{}>,
   B extends z.ZodType = z.ZodUndefined,
   O extends z.ZodType = z.ZodType,

@@ -7,6 +7,7 @@ import { adaptingLegacyProviders, type DeprecationLog } from './legacy-provider-
 export { createProviderContext, DEFAULT_UPSTREAM_TIMEOUTS } from './provider-context.ts';
 
 /** The provider types that ship with the gateway, by their `type:` name. */
+// biome-ignore lint/suspicious/noExplicitAny: each provider type has its own config type
 export const builtInProviderTypes: ReadonlyMap<string, ProviderType<any>> = new Map<string, ProviderType<any>>([
   [openAIProviderType.type, openAIProviderType],
   [anthropicProviderType.type, anthropicProviderType],

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { assertBlobKey, assertBlobListPrefix, blobInfo, clampRange, measure, newBlobKey } from '../../core/blobs.ts';
@@ -71,7 +72,7 @@ export class FilesystemBlobStore implements BlobStore {
     if (info === null) return null;
     const span = clampRange(range, info.size);
     if (span === null) return { info, stream: Readable.from([]) };
-    let file;
+    let file: FileHandle;
     try {
       file = await open(this.inside(this.dataRoot, key), 'r');
     } catch (error) {

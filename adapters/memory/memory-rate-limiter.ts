@@ -24,7 +24,7 @@ export class MemoryRateLimiter implements RateLimiter {
   }
 
   async peek(entries: Omit<RateEntry, 'cost'>[]): Promise<RateDecision[]> {
-    entries.forEach((entry) => assertRateEntry(entry));
+    for (const entry of entries) assertRateEntry(entry);
     const now = this.now();
     return entries.map((entry) => {
       // retryAfterMs of a peek: how long until one unit fits.

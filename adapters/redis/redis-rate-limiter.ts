@@ -24,7 +24,7 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async peek(entries: Omit<RateEntry, 'cost'>[]): Promise<RateDecision[]> {
-    entries.forEach((entry) => assertRateEntry(entry));
+    for (const entry of entries) assertRateEntry(entry);
     if (entries.length === 0) return [];
     const args = entries.flatMap((entry) => [String(entry.limit), String(entry.periodMs)]);
     const reply = integerReply(await runScript(this.client, GCRA_PEEK, this.keys(entries), args), GCRA_PEEK);
@@ -32,7 +32,7 @@ export class RedisRateLimiter implements RateLimiter {
   }
 
   async adjust(entries: RateEntry[]): Promise<void> {
-    entries.forEach((entry) => assertRateEntry(entry));
+    for (const entry of entries) assertRateEntry(entry);
     if (entries.length === 0) return;
     const args = entries.flatMap((entry) => [String(entry.limit), String(entry.periodMs), String(entry.cost)]);
     await runScript(this.client, GCRA_ADJUST, this.keys(entries), args);

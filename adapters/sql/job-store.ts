@@ -1,4 +1,4 @@
-import type { Database, Queryable } from '../../core/ports/database.ts';
+import type { Database, Queryable, QueryResult } from '../../core/ports/database.ts';
 import type { ClaimRequest, ClaimedJob, HeartbeatAnswer, JobLease, JobLeaseStore, JobOutcome, JobQueueStore, JobRecord, JobState, NewJob, PeriodicStore } from '../../core/ports/queue.ts';
 import { bool, date, dateOrNull, str, strOrNull, type Row } from './rows.ts';
 
@@ -132,7 +132,7 @@ export class SqlJobStore implements JobQueueStore, JobLeaseStore {
     const key = [lease.id, lease.token];
     const requeued = `CASE WHEN cancel_requested THEN 'cancelled' ELSE 'queued' END`;
     const finishedIfCancelled = `CASE WHEN cancel_requested THEN $4::timestamptz END`;
-    let result;
+    let result: QueryResult<Record<string, unknown>>;
     switch (outcome.state) {
       case 'succeeded':
         result = await db.query(`UPDATE jobs SET state = 'succeeded', finished_at = $3, ${release} ${fence}`, [...key, now]);

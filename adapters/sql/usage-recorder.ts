@@ -86,7 +86,7 @@ const INSERT_AND_TOTAL = `WITH inserted AS (
  * as it was. One such row would otherwise fail its whole batch on every retry.
  */
 function jsonForStorage(value: unknown): string {
-  return JSON.stringify(value ?? null).replace(/\\(\\|u0000|ud[89a-f][0-9a-f]{2})/g, (escape, what: string) => (what === '\\' ? escape : '\\ufffd'));
+  return JSON.stringify(value ?? null).replace(/\\(\\|u0000|ud[89a-f][0-9a-f]{2})/g, (sequence, what: string) => (what === '\\' ? sequence : '\\ufffd'));
 }
 
 /**

@@ -7,7 +7,7 @@ export const SESSION_COOKIE = 'svc_session';
  * twice (a cookie set for a parent domain beside ours) is refused as absent rather than guessed at.
  */
 export function sessionCookieOf(header: string | undefined): string | null {
-  if (!header || !header.includes(SESSION_COOKIE)) return null;
+  if (!header?.includes(SESSION_COOKIE)) return null;
   let found: string | null = null;
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');

@@ -65,35 +65,33 @@ type RecordKind = 'row' | 'started';
  * them, i.e. when they would be stored anyway.
  */
 export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
-  return (
-    JSON.stringify([
-      kind,
-      r.id,
-      r.organizationId,
-      r.projectId,
-      r.keyId,
-      r.endpoint,
-      r.model,
-      r.provider,
-      r.upstreamModel,
-      r.statusCode,
-      r.errorCode,
-      r.inputTokens,
-      r.cachedInputTokens,
-      r.cacheWriteTokens,
-      r.outputTokens,
-      r.reasoningTokens,
-      r.usageEstimated,
-      r.costMicros.toString(),
-      r.priceVersion,
-      r.latencyMs,
-      r.ttftMs,
-      r.streamed,
-      r.attempts,
-      r.createdAt.getTime(),
-      r.bodies,
-    ]) + '\n'
-  );
+  return `${JSON.stringify([
+    kind,
+    r.id,
+    r.organizationId,
+    r.projectId,
+    r.keyId,
+    r.endpoint,
+    r.model,
+    r.provider,
+    r.upstreamModel,
+    r.statusCode,
+    r.errorCode,
+    r.inputTokens,
+    r.cachedInputTokens,
+    r.cacheWriteTokens,
+    r.outputTokens,
+    r.reasoningTokens,
+    r.usageEstimated,
+    r.costMicros.toString(),
+    r.priceVersion,
+    r.latencyMs,
+    r.ttftMs,
+    r.streamed,
+    r.attempts,
+    r.createdAt.getTime(),
+    r.bodies,
+  ])}\n`;
 }
 
 const FIELDS = 25;
@@ -592,7 +590,7 @@ export class BillingJournal {
     for (const name of claimed) ignoreMissing(() => unlinkSync(join(dir, name)));
     const report: RecoveryReport = { segments: claimed.length, calls: rows.length, inserted, unreadableLines };
     const log = unreadableLines > 0 ? this.logger.warn.bind(this.logger) : this.logger.info.bind(this.logger);
-    log(report, 'billing journal: replayed the segments of a gone process' + (unreadableLines > 0 ? ' (unreadable lines, torn by the crash, were skipped)' : ''));
+    log(report, `billing journal: replayed the segments of a gone process${unreadableLines > 0 ? ' (unreadable lines, torn by the crash, were skipped)' : ''}`);
     return report;
   }
 

@@ -1,5 +1,5 @@
 import { ConfigError, describeIssue } from '../../config/load.ts';
-import type { Provider } from '../../core/provider.ts';
+import type { Provider, ProviderType } from '../../core/provider.ts';
 import type { DeprecationLog } from '../../providers/legacy-provider-shape.ts';
 import { createProviderContext, resolveProviderType } from '../../providers/index.ts';
 import type { InferenceConfig } from './inference-config.ts';
@@ -15,7 +15,7 @@ export class ProviderRegistry {
     for (const [name, entry] of Object.entries(config.providers)) {
       const { type, package: packageName, timeouts, ...typeConfig } = entry;
       const field = `plugins.inference.providers.${name}`;
-      let providerType;
+      let providerType: ProviderType;
       try {
         providerType = await resolveProviderType({ type, package: packageName }, log);
       } catch (error) {

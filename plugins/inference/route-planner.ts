@@ -13,8 +13,12 @@ export interface RouteCandidate<M extends Modality = Modality> {
   upstreamModel: string;
 }
 
+// The tier cache holds candidates of every modality; plan<M> hands them back typed for the modality asked.
+// biome-ignore lint/suspicious/noExplicitAny: see above
+type CandidateOfAnyModality = RouteCandidate<any>;
+
 interface WeightedCandidate {
-  candidate: RouteCandidate<any>;
+  candidate: CandidateOfAnyModality;
   weight: number;
 }
 
@@ -69,10 +73,10 @@ export function planRoutes<M extends Modality>(
 }
 
 /** Weighted sampling without replacement. */
-function weightedOrder(items: WeightedCandidate[], random: () => number): RouteCandidate<any>[] {
+function weightedOrder(items: WeightedCandidate[], random: () => number): CandidateOfAnyModality[] {
   if (items.length === 1) return [items[0]!.candidate];
   const pool = [...items];
-  const out: RouteCandidate<any>[] = [];
+  const out: CandidateOfAnyModality[] = [];
   while (pool.length > 0) {
     const total = pool.reduce((sum, item) => sum + item.weight, 0);
     let pick = random() * total;

@@ -151,7 +151,7 @@ export function creditOperations(deps: Deps): AnyOperation[] {
       const amountMicros = usdToMicros(body.amountUsd);
       const counter = (amount: bigint) => deps.coordination.allowances.give([{ key: `credit:${credential.organizationId}`, amount: Number(amount) }], deps.counterTtlMs);
       await counter(amountMicros);
-      let line;
+      let line: LedgerLine | null;
       try {
         line = await deps.payments.recordPayment(credential.organizationId, { amountMicros, reference: body.reference ?? null, note: body.note ?? null });
       } catch (error) {

@@ -562,7 +562,11 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
   t.test('gate: after Redis loses its data, admissions wait out the recovery window and a seed can read what the other replicas hold', async (t) => {
     // Their own prefix: this test wipes it, as a restart without persistence would.
     const lostPrefix = `svc-test:${randomUUID()}:`;
-    const replica = () => createRedisCoordination({ url: redisUrl, keyPrefix: lostPrefix, recoveryWindowMs: RECOVERY_WINDOW_MS }).then((c) => (open.push(c), c));
+    const replica = () =>
+      createRedisCoordination({ url: redisUrl, keyPrefix: lostPrefix, recoveryWindowMs: RECOVERY_WINDOW_MS }).then((c) => {
+        open.push(c);
+        return c;
+      });
     const [a, b] = [await replica(), await replica()];
     const credit = key('lost-credit');
     const TTL = 60_000;

@@ -78,7 +78,7 @@ for (const backend of databaseBackends()) {
       const { rows } = await db.query<{ now: unknown; at: unknown }>('SELECT now() AS now, $1::timestamptz AS at', [at]);
       t.ok(rows[0]?.now instanceof Date);
       t.ok(rows[0]?.at instanceof Date);
-      t.equal((rows[0]?.at as Date).getTime(), at.getTime());
+      t.equal((rows[0]!.at as Date).getTime(), at.getTime());
     });
 
     t.test('transaction commits, and rolls back on throw', async (t) => {
@@ -221,7 +221,7 @@ for (const backend of databaseBackends()) {
       t.test('a changed checksum of an applied migration is refused', async (t) => {
         const db = await open(backend, t);
         await runMigrations(db, [migrations[1]!]);
-        const edited = { ...migrations[1]!, sql: migrations[1]!.sql + '\n-- tweak' };
+        const edited = { ...migrations[1]!, sql: `${migrations[1]!.sql}\n-- tweak` };
         await t.rejects(runMigrations(db, [edited, migrations[0]!]), {
           name: 'MigrationError',
           message: /core@1 \(init\) was already applied with different SQL/,

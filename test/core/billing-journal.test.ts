@@ -157,7 +157,12 @@ t.test('writing', async (t) => {
   t.test('the request-log writer journals each row as it is queued and releases it once flushed', async (t) => {
     const root = tempRoot(t);
     const stored: string[] = [];
-    const recorder: UsageRecorder = { record: async (rows) => (stored.push(...rows.map((r) => r.id)), rows.length) };
+    const recorder: UsageRecorder = {
+      record: async (rows) => {
+        stored.push(...rows.map((r) => r.id));
+        return rows.length;
+      },
+    };
     const j = journal(root, { segmentBytes: 1 });
     j.open(DATABASE);
     const writer = new RequestLogWriter(recorder, { flushIntervalMs: 60_000, batchSize: 10, maxQueue: 100 }, silent, j);
@@ -251,7 +256,9 @@ for (const backend of databaseBackends()) {
     t.test('a gone process’s calls are stored and charged once; replaying the same segments again bills nothing', async (t) => {
       const root = tempRoot(t);
       const rows = [orgRow({ costMicros: 100n }), orgRow({ costMicros: 250n }), orgRow({ costMicros: 1n })];
-      await deadWith(root, (j) => rows.forEach((r) => j.append(r, true)));
+      await deadWith(root, (j) => {
+        for (const r of rows) j.append(r, true);
+      });
       const copy = join(tempRoot(t), 'copy');
       cpSync(root, copy, { recursive: true });
       const before = await balance();
@@ -280,7 +287,9 @@ for (const backend of databaseBackends()) {
     t.test('a torn last line is skipped and reported; the lines before it are replayed', async (t) => {
       const root = tempRoot(t);
       const whole = [orgRow(), orgRow()];
-      await deadWith(root, (j) => whole.forEach((r) => j.append(r, true)));
+      await deadWith(root, (j) => {
+        for (const r of whole) j.append(r, true);
+      });
       const [segment] = segments(root);
       appendFileSync(join(root, DATABASE, segment!), encodeRecord('row', orgRow()).slice(0, 60));
       const next = journal(root, { recorder });

@@ -63,7 +63,10 @@ t.test('/health/ready is 503 naming coordination when Redis stops answering', { 
   await once(relay, 'listening');
   const port = (relay.address() as { port: number }).port;
   t.teardown(() => {
-    for (const { client, upstream } of links) client.destroy(), upstream.destroy();
+    for (const { client, upstream } of links) {
+      client.destroy();
+      upstream.destroy();
+    }
     relay.close();
   });
   const prefix = `test:ready:${Math.random().toString(36).slice(2)}:`;
@@ -124,7 +127,12 @@ t.test('a process that runs workers is not ready while its job runner is not cla
 t.test('the dependency probe is reused for a second, and concurrent checks share one probe', async (t) => {
   let queries = 0;
   let now = 0;
-  const database = { query: async () => ((queries += 1), { rows: [], rowCount: 0 }) };
+  const database = {
+    query: async () => {
+      queries += 1;
+      return { rows: [], rowCount: 0 };
+    },
+  };
   const readiness = new Readiness({ database, coordination: pong, jobs: null, now: () => now, cacheMs: 1_000 });
   await Promise.all([readiness.check(), readiness.check(), readiness.check()]);
   t.equal(queries, 1, 'one probe for three concurrent checks');

@@ -128,7 +128,7 @@ function isFreeTextList(schema: JsonSchema): boolean {
   return inner.type === 'array' && inner.items !== undefined && isFreeText(inner.items);
 }
 
-const deepObject = (levels: number) => '{"a":'.repeat(levels) + '1' + '}'.repeat(levels);
+const deepObject = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
 const deepArray = (levels: number) => '['.repeat(levels) + ']'.repeat(levels);
 
 /** The valid sample body as JSON with one more raw member appended. */

@@ -29,7 +29,7 @@ const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operati
 const response = await test.call('GET', '/client/openapi.json', { token: null });
 const doc = response.json() as OpenApiDocument;
 
-const docPath = (operation: AnyOperation) => '/client' + operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
+const docPath = (operation: AnyOperation) => `/client${operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`;
 const documented = (operation: AnyOperation): DocOperation | undefined => doc.paths[docPath(operation)]?.[operation.method.toLowerCase()];
 
 t.test('GET /platform/v1/openapi.json describes the same operations under the regional surface', async (t) => {

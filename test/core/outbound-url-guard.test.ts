@@ -149,7 +149,7 @@ t.test('assertPublicUrl skips resolution when private networks are allowed', asy
 });
 
 const fakeLookup = (answer: string | Array<{ address: string; family: number }>): LookupFunction =>
-  ((_hostname: string, _options: unknown, callback: (error: NodeJS.ErrnoException | null, address: any, family?: number) => void) => {
+  ((_hostname: string, _options: unknown, callback: (error: NodeJS.ErrnoException | null, address: string | Array<{ address: string; family: number }>, family?: number) => void) => {
     callback(null, answer, typeof answer === 'string' ? 4 : undefined);
   }) as unknown as LookupFunction;
 

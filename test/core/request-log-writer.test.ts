@@ -72,7 +72,9 @@ function writerWith(settings: Partial<WriterSettings> = {}) {
 
 t.test('a flush writes the rows queued when it began, in batches of batchSize', async (t) => {
   const { recorder, writer } = writerWith({ batchSize: 100 });
-  const ids = [row(), row()].map((r) => (writer.enqueue(r), r.id));
+  const rows = [row(), row()];
+  for (const r of rows) writer.enqueue(r);
+  const ids = rows.map((r) => r.id);
   const flushed = writer.flush();
   await recorder.finishOne();
   await flushed;

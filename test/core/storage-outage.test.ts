@@ -33,7 +33,7 @@ t.test('an unreachable storage backend answers 503 with retry-after and does not
 
   // PostgreSQL goes away: a key not in the cache cannot be checked.
   await test.app.svc.container.resolve(Tokens.Database).close();
-  const lookup = await test.call('GET', '/client/whoami', { token: 'svc_live_' + 'x'.repeat(43) });
+  const lookup = await test.call('GET', '/client/whoami', { token: `svc_live_${'x'.repeat(43)}` });
   t.equal(lookup.statusCode, 503);
 });
 
@@ -45,7 +45,10 @@ t.test('shutting down while Redis is unreachable still closes the database', { s
   const relay = createServer((client) => {
     const upstream = createConnection({ host: target.hostname, port: Number(target.port || 6379) });
     client.pipe(upstream).pipe(client);
-    for (const socket of [client, upstream]) socket.on('error', () => undefined), sockets.push(socket);
+    for (const socket of [client, upstream]) {
+      socket.on('error', () => undefined);
+      sockets.push(socket);
+    }
   });
   relay.listen(0, '127.0.0.1');
   await once(relay, 'listening');

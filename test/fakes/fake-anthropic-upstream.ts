@@ -83,7 +83,7 @@ function usageOf(reply: Omit<AnthropicReply, 'kind'>) {
   return { cache_read_input_tokens: 0, cache_creation_input_tokens: 0, ...usage };
 }
 
-function modelOf(body: any): string {
+function modelOf(body: { model?: unknown } | null | undefined): string {
   return typeof body?.model === 'string' ? body.model : 'claude-fake';
 }
 

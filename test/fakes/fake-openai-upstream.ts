@@ -105,7 +105,7 @@ function toolCallsBody(calls: FakeToolCall[]) {
   }));
 }
 
-function modelOf(body: any): string {
+function modelOf(body: { model?: unknown } | null | undefined): string {
   return typeof body?.model === 'string' ? body.model : 'fake-model';
 }
 

@@ -46,7 +46,14 @@ export async function jobKit(db: Database, options: { clock: TestClock; random?:
     database: db,
     registry,
     clock: options.clock,
-    workers: { wake: (queue) => runners.forEach((r) => r.wake(queue)), interrupt: (id) => runners.forEach((r) => r.interrupt(id)) },
+    workers: {
+      wake: (queue) => {
+        for (const r of runners) r.wake(queue);
+      },
+      interrupt: (id) => {
+        for (const r of runners) r.interrupt(id);
+      },
+    },
   });
   const events = new DomainEvents({ store: new SqlEventStore(db), jobs, registry, clock: options.clock });
   return {

@@ -9,7 +9,6 @@ const clock = () => now;
 const test = await buildTestApp(t, { clock });
 const db = test.app.svc.container.resolve(Tokens.Database);
 
-// biome-ignore lint/suspicious/noExplicitAny: response bodies of any shape
 type Json = Record<string, any>;
 
 interface Scenario {

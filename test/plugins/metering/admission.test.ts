@@ -15,7 +15,6 @@ const DURATION = /^(\d+ms|\d+(\.\d+)?s|\d+m\d+s)$/;
 
 const present = (r: ChatResult, names: string[]) => names.filter((name) => r.headers.get(name) !== null);
 
-// biome-ignore lint/suspicious/noExplicitAny: response bodies of any shape
 async function logRow(requestId: string | null): Promise<Record<string, any>> {
   await g.flush();
   const { rows } = await g.db.query('SELECT * FROM request_logs WHERE id = $1', [requestId]);

@@ -12,7 +12,6 @@ const g = await startMeteredGateway(t, { metering: { initialCreditUsd: 0.0001 } 
 const orgId = g.test.organizationId;
 const CALL_COST = 24n;
 
-// biome-ignore lint/suspicious/noExplicitAny: response bodies of any shape
 type Json = Record<string, any>;
 
 const admin = await addPerson(g.test, { role: 'admin' });

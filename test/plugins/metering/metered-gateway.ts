@@ -41,7 +41,6 @@ export interface MeteredGatewayOptions {
 export interface ChatResult {
   status: number;
   headers: Headers;
-  // biome-ignore lint/suspicious/noExplicitAny: response bodies of any shape
   body: any;
   text: string;
 }
