@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import type { Coordination } from '../../core/ports/coordination.ts';
-import { microsToUsd, usdAmount, usdToMicros } from '../../core/money.ts';
+import { microsToUsd, usdAmount, usdToMicros } from '../../core/vocabulary/money.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
-import { dateOrTimestampSchema } from '../../core/timestamps.ts';
+import { dateOrTimestampSchema } from '../../core/vocabulary/timestamps.ts';
 import type { CreditLedger, LedgerKind, LedgerLine } from '../../core/ports/metering.ts';
 import type { PaymentProvider } from './payment-provider.ts';
 

@@ -1,5 +1,5 @@
 import { ApiError } from '../../core/errors.ts';
-import { encodeCursor } from '../../core/keyset-cursor.ts';
+import { encodeCursor } from '../../core/vocabulary/pagination.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import { mayReadBodies, usageVisibility, VISIBILITY } from './usage-access.ts';
 import type { UsageDeps } from './usage-operations.ts';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { cursorSchema } from '../../core/keyset-cursor.ts';
-import { dateOrTimestampSchema } from '../../core/timestamps.ts';
+import { cursorSchema } from '../../core/vocabulary/pagination.ts';
+import { dateOrTimestampSchema } from '../../core/vocabulary/timestamps.ts';
 
 /** Query parameters and wire shapes of the usage and request-log operations. */
 

@@ -1,4 +1,4 @@
-import type { KeysetCursor } from '../../core/keyset-cursor.ts';
+import type { KeysetCursor } from '../../core/vocabulary/pagination.ts';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { RequestLogRow } from '../../core/ports/metering.ts';
 import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
