@@ -39,7 +39,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     name: 'keys.list',
     method: 'GET',
     path: '/keys',
-    summary: 'List API keys (never their plaintext)',
+    summary: 'List API keys, newest first (never their plaintext)',
     scope: 'keys:read',
     readOnly: true,
     query: pageQuery({ defaultLimit: KEYS_PAGE_DEFAULT, maxLimit: KEYS_PAGE_MAX, id: resourceId }).extend({
