@@ -31,6 +31,7 @@ import type { Coordination } from './ports/coordination.ts';
 import type { Database } from './ports/database.ts';
 import { Tokens } from './tokens.ts';
 import { newRequestId } from './request-ids.ts';
+import { REQUEST_ID_PATTERN } from './vocabulary/ids.ts';
 import { lazyRequestLogger } from './http/request-logger.ts';
 import { REDACTED_LOG_PATHS } from './log-redaction.ts';
 import { createBlobStore } from '../adapters/create-blob-store.ts';
@@ -71,9 +72,6 @@ declare module 'fastify' {
     svc: ServiceHandle;
   }
 }
-
-/** A caller's own correlation id that is safe to send back (x-client-request-id). */
-const SAFE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
  * The composition root: validates plugins against config, opens storage, migrates, bootstraps the
@@ -205,7 +203,8 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     app.addHook('onRequest', (request, reply, done) => {
       void reply.header('x-request-id', request.id);
       const own = request.headers['x-request-id'];
-      if (typeof own === 'string' && SAFE_REQUEST_ID.test(own)) void reply.header('x-client-request-id', own);
+      // A caller's own correlation id goes back only when it is safe to put in a header.
+      if (typeof own === 'string' && REQUEST_ID_PATTERN.test(own)) void reply.header('x-client-request-id', own);
       done();
     });
     installDraining(app);

@@ -8,13 +8,19 @@ import type { IdentityStores, Project } from './ports/identity.ts';
  */
 export async function visibleProjects(identity: IdentityStores, credential: Credential): Promise<Project[]> {
   const all = await identity.projects.list(credential.organizationId);
-  if (credential.kind === 'key') {
-    return credential.scopes.has('projects:write') ? all : all.filter((p) => p.id === credential.projectId);
-  }
-  if (credential.role === 'owner' || credential.role === 'admin') return all;
-  const mine: Project[] = [];
-  for (const project of all) {
-    if (await identity.projectMembers.get(project.id, credential.personId)) mine.push(project);
-  }
-  return mine;
+  const ids = await visibleProjectIds(identity, credential);
+  if (ids === null) return all;
+  const visible = new Set(ids);
+  return all.filter((p) => visible.has(p.id));
+}
+
+/**
+ * The same rules as a filter a store applies in SQL, so a page is never short for rows dropped
+ * after the query: the ids of the projects the credential sees, or null for every project of its
+ * organisation.
+ */
+export async function visibleProjectIds(identity: IdentityStores, credential: Credential): Promise<string[] | null> {
+  if (credential.kind === 'key') return credential.scopes.has('projects:write') ? null : [credential.projectId];
+  if (credential.role === 'owner' || credential.role === 'admin') return null;
+  return identity.projectMembers.projectIdsOf(credential.organizationId, credential.personId);
 }

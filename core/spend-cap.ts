@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { microsToUsd, usdAmount, usdToMicros } from './money.ts';
+import { microsToUsd, usdAmount, usdToMicros } from './vocabulary/money.ts';
 import type { SpendCap } from './ports/identity.ts';
 
 /** One wire shape for a spend cap wherever one is set: keys, projects, the account. */

@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { ApiKey, ApiKeyPatch, ApiKeyStore, CredentialLookup, KeyAuthRecord, NewApiKey, Person, Session, SessionAuthRecord, SessionStore } from '../../core/ports/identity.ts';
 import type { Scope } from '../../core/scopes.ts';
+import type { PageRequest } from '../../core/vocabulary/pagination.ts';
+import { Conditions } from './conditions.ts';
+import { type KeysetOrder, selectPage } from './keyset.ts';
 import { bool, date, dateOrNull, rateLimitsOf, spendCapOf, str, strOrNull, strings, type Row } from './rows.ts';
 
 const toApiKey = (row: Row): ApiKey => {
@@ -26,6 +29,8 @@ const toApiKey = (row: Row): ApiKey => {
     createdByKeyId: strOrNull(row, 'created_by_key_id'),
   };
 };
+
+const KEY_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'uuid' };
 
 export class SqlApiKeyStore implements ApiKeyStore {
   constructor(private readonly db: Queryable) {}
@@ -72,6 +77,14 @@ export class SqlApiKeyStore implements ApiKeyStore {
       [organizationId, filter.projectId ?? null],
     );
     return rows.map(toApiKey);
+  }
+
+  async page(organizationId: string, filter: { projectId?: string; projectIds: readonly string[] | null }, page: PageRequest) {
+    const where = new Conditions();
+    where.add(`organization_id = ${where.param(organizationId)}::uuid`);
+    if (filter.projectId !== undefined) where.add(`project_id = ${where.param(filter.projectId)}::uuid`);
+    if (filter.projectIds !== null) where.add(`project_id = ANY(${where.param([...filter.projectIds])}::uuid[])`);
+    return selectPage(this.db, { columns: '*', from: 'api_keys', where, order: KEY_ORDER, page, toItem: toApiKey });
   }
 
   async update(organizationId: string, id: string, patch: ApiKeyPatch) {

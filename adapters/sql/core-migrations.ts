@@ -278,4 +278,20 @@ CREATE TABLE password_tokens (
 CREATE INDEX password_tokens_person ON password_tokens (person_id);
 `,
   },
+  {
+    owner: 'core',
+    version: 5,
+    name: 'keyset order of the paginated lists',
+    sql: `
+-- Every list pages newest first by (created_at, id) (adapters/sql/keyset.ts): each index is the
+-- list's filter columns, then that order, so a page is one index range scan however deep it is.
+CREATE INDEX api_keys_org_time ON api_keys (organization_id, created_at DESC, id DESC);
+CREATE INDEX api_keys_org_project_time ON api_keys (organization_id, project_id, created_at DESC, id DESC);
+DROP INDEX IF EXISTS api_keys_org_project;
+CREATE INDEX projects_org_time ON projects (organization_id, created_at DESC, id DESC);
+CREATE INDEX project_members_project_time ON project_members (project_id, created_at DESC, person_id DESC);
+CREATE INDEX memberships_person_time ON memberships (person_id, created_at DESC, organization_id DESC);
+DROP INDEX IF EXISTS memberships_person;
+`,
+  },
 ];

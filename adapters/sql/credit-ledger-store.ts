@@ -1,5 +1,8 @@
 import type { Database, Queryable } from '../../core/ports/database.ts';
-import type { CreditLedger, LedgerKind, LedgerLine, LedgerSummary, NewLedgerLine } from '../../core/ports/metering.ts';
+import type { CreditLedger, LedgerFilter, LedgerKind, LedgerLine, LedgerSummary, NewLedgerLine } from '../../core/ports/metering.ts';
+import type { PageRequest } from '../../core/vocabulary/pagination.ts';
+import { Conditions } from './conditions.ts';
+import { type KeysetOrder, selectPage } from './keyset.ts';
 import { bigintOf, date, str, strOrNull, type Row } from './rows.ts';
 
 const toLine = (row: Row): LedgerLine => ({
@@ -18,6 +21,9 @@ const toLine = (row: Row): LedgerLine => ({
 function formatDay(value: unknown): string {
   return value instanceof Date ? value.toISOString().slice(0, 10) : String(value).slice(0, 10);
 }
+
+/** Ledger lines are numbered by the database; created_at is clock_timestamp(), microseconds apart. */
+const LEDGER_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'bigint' };
 
 /**
  * The ledger in SQL. Every line is written in the same transaction that moves the balance row
@@ -45,7 +51,16 @@ export class SqlCreditLedger implements CreditLedger {
     return rows[0] ? bigintOf(rows[0], 'balance_micros') : null;
   }
 
-  async lines(organizationId: string, filter: { kinds?: LedgerKind[]; from?: Date; to?: Date; limit: number }): Promise<LedgerLine[]> {
+  async page(organizationId: string, filter: LedgerFilter, page: PageRequest) {
+    const where = new Conditions();
+    where.add(`organization_id = ${where.param(organizationId)}::uuid`);
+    if (filter.kinds) where.add(`kind = ANY(${where.param(filter.kinds)}::text[])`);
+    if (filter.from) where.add(`created_at >= ${where.param(filter.from)}::timestamptz`);
+    if (filter.to) where.add(`created_at < ${where.param(filter.to)}::timestamptz`);
+    return selectPage(this.db, { columns: '*', from: 'credit_ledger', where, order: LEDGER_ORDER, page, toItem: toLine });
+  }
+
+  async lines(organizationId: string, filter: LedgerFilter & { limit: number }): Promise<LedgerLine[]> {
     const { rows } = await this.db.query(
       `SELECT * FROM credit_ledger
        WHERE organization_id = $1

@@ -2,6 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { Membership, MembershipStore, Organization, OrganizationStore, PasswordTokenStore, Person, PersonStore, SpendCap } from '../../core/ports/identity.ts';
 import type { OrgRole } from '../../core/scopes.ts';
+import type { PageRequest } from '../../core/vocabulary/pagination.ts';
+import { Conditions } from './conditions.ts';
+import { type KeysetOrder, selectPage } from './keyset.ts';
 import { bool, date, spendCapOf, str, strOrNull, type Row } from './rows.ts';
 
 const toOrganization = (row: Row): Organization => ({
@@ -112,8 +115,10 @@ export class SqlPasswordTokenStore implements PasswordTokenStore {
   }
 }
 
-const MEMBERSHIP_SELECT = `SELECT m.*, o.name AS organization_name, o.status AS organization_status
-  FROM memberships m JOIN organizations o ON o.id = m.organization_id`;
+const MEMBERSHIP_FROM = 'memberships m JOIN organizations o ON o.id = m.organization_id';
+const MEMBERSHIP_SELECT = `SELECT m.*, o.name AS organization_name, o.status AS organization_status FROM ${MEMBERSHIP_FROM}`;
+/** A person belongs to an organisation once, so the organisation id breaks ties among a person's memberships. */
+const MEMBERSHIP_ORDER: KeysetOrder = { at: 'm.created_at', id: 'm.organization_id', idType: 'uuid' };
 
 const toMembership = (row: Row): Membership => ({
   organizationId: str(row, 'organization_id'),
@@ -141,6 +146,19 @@ export class SqlMembershipStore implements MembershipStore {
   async listForPerson(personId: string): Promise<Membership[]> {
     const { rows } = await this.db.query(`${MEMBERSHIP_SELECT} WHERE m.person_id = $1 ORDER BY m.created_at, o.name`, [personId]);
     return rows.map(toMembership);
+  }
+
+  async pageForPerson(personId: string, page: PageRequest) {
+    const where = new Conditions();
+    where.add(`m.person_id = ${where.param(personId)}::uuid`);
+    return selectPage(this.db, {
+      columns: 'm.*, o.name AS organization_name, o.status AS organization_status',
+      from: MEMBERSHIP_FROM,
+      where,
+      order: MEMBERSHIP_ORDER,
+      page,
+      toItem: toMembership,
+    });
   }
 
   async listForOrganization(organizationId: string): Promise<Membership[]> {

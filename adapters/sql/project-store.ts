@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { Project, ProjectMember, ProjectMemberStore, ProjectRole, ProjectStore, SpendCap } from '../../core/ports/identity.ts';
+import type { PageRequest } from '../../core/vocabulary/pagination.ts';
+import { Conditions } from './conditions.ts';
+import { type KeysetOrder, selectPage } from './keyset.ts';
 import { bool, date, spendCapOf, str, strings, type Row } from './rows.ts';
+
+const PROJECT_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'uuid' };
+/** A person is a member of a project once, so the person id breaks ties within one project. */
+const MEMBER_ORDER: KeysetOrder = { at: 'pm.created_at', id: 'pm.person_id', idType: 'uuid' };
 
 const toProject = (row: Row): Project => ({
   id: str(row, 'id'),
@@ -36,6 +43,13 @@ export class SqlProjectStore implements ProjectStore {
   async list(organizationId: string) {
     const { rows } = await this.db.query('SELECT * FROM projects WHERE organization_id = $1 ORDER BY is_default DESC, created_at, id', [organizationId]);
     return rows.map(toProject);
+  }
+
+  async page(organizationId: string, filter: { projectIds: readonly string[] | null }, page: PageRequest) {
+    const where = new Conditions();
+    where.add(`organization_id = ${where.param(organizationId)}::uuid`);
+    if (filter.projectIds !== null) where.add(`id = ANY(${where.param([...filter.projectIds])}::uuid[])`);
+    return selectPage(this.db, { columns: '*', from: 'projects', where, order: PROJECT_ORDER, page, toItem: toProject });
   }
 
   async update(organizationId: string, id: string, patch: { name?: string; modelAllowList?: string[] | null; spendCap?: SpendCap | null }) {
@@ -90,6 +104,20 @@ export class SqlProjectMemberStore implements ProjectMemberStore {
   async list(projectId: string) {
     const { rows } = await this.db.query(`${MEMBER_SELECT} WHERE pm.project_id = $1 ORDER BY pm.created_at, p.email`, [projectId]);
     return rows.map(toMember);
+  }
+
+  async page(projectId: string, page: PageRequest) {
+    const where = new Conditions();
+    where.add(`pm.project_id = ${where.param(projectId)}::uuid`);
+    return selectPage(this.db, { columns: 'pm.*, p.email, p.name', from: 'project_members pm JOIN people p ON p.id = pm.person_id', where, order: MEMBER_ORDER, page, toItem: toMember });
+  }
+
+  async projectIdsOf(organizationId: string, personId: string) {
+    const { rows } = await this.db.query('SELECT pm.project_id FROM project_members pm JOIN projects pr ON pr.id = pm.project_id WHERE pr.organization_id = $1 AND pm.person_id = $2', [
+      organizationId,
+      personId,
+    ]);
+    return rows.map((row) => str(row, 'project_id'));
   }
 
   async get(projectId: string, personId: string) {

@@ -1,7 +1,7 @@
 import type { Queryable } from '../../core/ports/database.ts';
 import type { SpendReader, SpendWindows } from '../../core/ports/identity.ts';
 import { bigintOf } from './rows.ts';
-import { periodStart } from '../../core/time-windows.ts';
+import { periodStart } from '../../core/vocabulary/periods.ts';
 
 type Column = 'key_id' | 'project_id' | 'organization_id';
 

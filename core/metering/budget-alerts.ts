@@ -1,10 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { createToken } from '../container.ts';
 import { defineSubscriber, type DomainEvents } from '../events/domain-events.ts';
-import { microsToUsd } from '../money.ts';
+import { microsToUsd } from '../vocabulary/money.ts';
 import type { Database } from '../ports/database.ts';
 import type { CapMode, SpendCap, SpendPeriod } from '../ports/identity.ts';
-import { periodStart } from '../time-windows.ts';
+import { periodStart } from '../vocabulary/periods.ts';
 
 export interface BudgetAlert {
   scope: 'key' | 'project' | 'account';

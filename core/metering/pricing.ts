@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { usdToMicros } from '../money.ts';
+import { usdToMicros } from '../vocabulary/money.ts';
 import type { Usage } from '../provider.ts';
 
 export interface ModelPrices {

@@ -1,4 +1,5 @@
 import type { OrgRole, Scope } from '../scopes.ts';
+import type { Page, PageRequest } from '../vocabulary/pagination.ts';
 
 /** Storage ports for who may call the service: organisations, people, projects, sessions, keys. */
 
@@ -57,6 +58,8 @@ export interface MembershipStore {
   add(input: { organizationId: string; personId: string; role: OrgRole }): Promise<Membership>;
   get(organizationId: string, personId: string): Promise<Membership | null>;
   listForPerson(personId: string): Promise<Membership[]>;
+  /** A person's memberships, newest first (core/vocabulary/pagination.ts). */
+  pageForPerson(personId: string, page: PageRequest): Promise<Page<Membership>>;
   listForOrganization(organizationId: string): Promise<Membership[]>;
   update(organizationId: string, personId: string, patch: { role?: OrgRole; status?: Membership['status'] }): Promise<Membership | null>;
 }
@@ -79,6 +82,8 @@ export interface ProjectStore {
   create(input: { organizationId: string; name: string; isDefault?: boolean; modelAllowList?: string[] | null }): Promise<Project>;
   get(organizationId: string, id: string): Promise<Project | null>;
   list(organizationId: string): Promise<Project[]>;
+  /** Newest first; `projectIds` (null: every project) is what the caller may see. */
+  page(organizationId: string, filter: { projectIds: readonly string[] | null }, page: PageRequest): Promise<Page<Project>>;
   update(organizationId: string, id: string, patch: { name?: string; modelAllowList?: string[] | null; spendCap?: SpendCap | null }): Promise<Project | null>;
   /** Deletes an empty project; false when it does not exist. */
   delete(organizationId: string, id: string): Promise<boolean>;
@@ -96,6 +101,10 @@ export interface ProjectMember {
 
 export interface ProjectMemberStore {
   list(projectId: string): Promise<ProjectMember[]>;
+  /** Newest first, ties broken by person id. */
+  page(projectId: string, page: PageRequest): Promise<Page<ProjectMember>>;
+  /** The projects of the organisation on which the person has a role (any role). */
+  projectIdsOf(organizationId: string, personId: string): Promise<string[]>;
   get(projectId: string, personId: string): Promise<ProjectMember | null>;
   upsert(input: { projectId: string; personId: string; role: ProjectRole }): Promise<ProjectMember>;
   remove(projectId: string, personId: string): Promise<boolean>;
@@ -188,6 +197,8 @@ export interface ApiKeyStore {
   create(input: NewApiKey): Promise<ApiKey>;
   get(organizationId: string, id: string): Promise<ApiKey | null>;
   list(organizationId: string, filter?: { projectId?: string }): Promise<ApiKey[]>;
+  /** Newest first; `projectIds` (null: every project) is what the caller may see. */
+  page(organizationId: string, filter: { projectId?: string; projectIds: readonly string[] | null }, page: PageRequest): Promise<Page<ApiKey>>;
   update(organizationId: string, id: string, patch: ApiKeyPatch): Promise<ApiKey | null>;
   /** Marks revoked (stays listed); returns the key or null. */
   revoke(organizationId: string, id: string): Promise<ApiKey | null>;

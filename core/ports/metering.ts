@@ -1,4 +1,5 @@
 import type { Queryable } from './database.ts';
+import type { Page, PageRequest } from '../vocabulary/pagination.ts';
 
 /** The credit ledger: append-only lines whose balance_after chains exactly, per organisation. */
 export type LedgerKind = 'payment' | 'adjustment' | 'ai_usage' | 'hosting' | 'hosting_base_fee';
@@ -36,6 +37,13 @@ export interface LedgerSummary {
   closingMicros: bigint;
 }
 
+/** Which ledger lines: of these kinds, created in [from, to). */
+export interface LedgerFilter {
+  kinds?: LedgerKind[] | undefined;
+  from?: Date | undefined;
+  to?: Date | undefined;
+}
+
 export interface CreditLedger {
   /** Creates the balance with its opening credit once; later calls change nothing. */
   ensureAccount(organizationId: string, initialCreditMicros: bigint): Promise<void>;
@@ -43,7 +51,9 @@ export interface CreditLedger {
   append(organizationId: string, line: NewLedgerLine, tx?: Queryable): Promise<LedgerLine | null>;
   balance(organizationId: string): Promise<bigint | null>;
   /** Newest first; `to` exclusive. */
-  lines(organizationId: string, filter: { kinds?: LedgerKind[]; from?: Date; to?: Date; limit: number }): Promise<LedgerLine[]>;
+  lines(organizationId: string, filter: LedgerFilter & { limit: number }): Promise<LedgerLine[]>;
+  /** The same lines a page at a time (core/vocabulary/pagination.ts). */
+  page(organizationId: string, filter: LedgerFilter, page: PageRequest): Promise<Page<LedgerLine>>;
   summary(organizationId: string, window: { from?: Date; to?: Date }): Promise<LedgerSummary>;
 }
 

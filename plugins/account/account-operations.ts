@@ -4,6 +4,8 @@ import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import type { Authenticator } from '../../core/authenticator.ts';
 import { SCOPES } from '../../core/scopes.ts';
+import { resourceId } from '../../core/vocabulary/ids.ts';
+import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 
 interface Deps {
   identity: IdentityStores;
@@ -59,24 +61,23 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     method: 'GET',
     path: '/organizations',
     summary: "The caller's organisations and which one it acts in",
+    description: 'Memberships newest first. An API key lists none: it acts in the organisation it was issued in.',
     scope: null,
     readOnly: true,
-    output: z.object({
-      object: z.literal('list'),
-      data: z.array(organizationView),
-      current: z.uuid(),
-      defaultOrganizationId: z.uuid().nullable(),
+    query: pageQuery({ defaultLimit: 50, maxLimit: 200, id: resourceId }),
+    output: listOf(organizationView).extend({
+      current: resourceId,
+      defaultOrganizationId: resourceId.nullable(),
       fixed: z.boolean().describe('True for API keys: a key always acts in the organisation it was issued in'),
     }),
-    async handler(_input, { credential }) {
+    async handler({ query }, { credential }) {
       if (credential.kind === 'key') {
-        return { object: 'list' as const, data: [], current: credential.organizationId, defaultOrganizationId: null, fixed: true };
+        return { object: 'list' as const, data: [], nextCursor: null, current: credential.organizationId, defaultOrganizationId: null, fixed: true };
       }
       const person = await identity.people.get(credential.personId);
-      const memberships = await identity.memberships.listForPerson(credential.personId);
+      const page = await identity.memberships.pageForPerson(credential.personId, query);
       return {
-        object: 'list' as const,
-        data: memberships.map((m) => ({
+        ...listResponse(page, (m) => ({
           id: m.organizationId,
           name: m.organizationName,
           role: m.role,

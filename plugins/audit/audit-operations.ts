@@ -1,7 +1,8 @@
 import { z } from 'zod';
-import { ApiError } from '../../core/errors.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
-import type { AuditEntry, AuditPosition, AuditStore } from './audit-store.ts';
+import { sequenceId } from '../../core/vocabulary/ids.ts';
+import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
+import type { AuditEntry, AuditStore } from './audit-store.ts';
 
 export const AUDIT_PAGE_DEFAULT = 50;
 export const AUDIT_PAGE_MAX = 200;
@@ -32,23 +33,10 @@ const auditEntryView = z.object({
   requestId: z.string().describe('x-request-id of the call'),
 });
 
-const auditQuery = z.object({
+const auditQuery = pageQuery({ defaultLimit: AUDIT_PAGE_DEFAULT, maxLimit: AUDIT_PAGE_MAX, id: sequenceId }).extend({
   operation: z.string().min(1).max(100).optional().describe('Only this operation, e.g. keys.create'),
   actorId: z.string().min(1).max(100).optional().describe('Only calls by this person or API key (its id)'),
-  cursor: z.string().min(1).max(200).optional().describe('nextCursor of the previous page'),
-  limit: z.coerce.number().int().min(1).max(AUDIT_PAGE_MAX).default(AUDIT_PAGE_DEFAULT).describe(`Page size (default ${AUDIT_PAGE_DEFAULT}, max ${AUDIT_PAGE_MAX})`),
 });
-
-// Opaque to callers: base64url of "<occurred_at in ms>.<row id>".
-function encodeCursor(position: AuditPosition): string {
-  return Buffer.from(`${position.at.getTime()}.${position.id}`, 'utf8').toString('base64url');
-}
-
-function decodeCursor(cursor: string): AuditPosition {
-  const match = /^(\d{1,15})\.(\d{1,18})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!match) throw new ApiError(400, 'invalid_parameter', "Invalid 'cursor' in query: pass nextCursor from a previous page unchanged", { param: 'cursor' });
-  return { at: new Date(Number(match[1])), id: match[2]! };
-}
 
 function toView(entry: AuditEntry) {
   return {
@@ -82,20 +70,10 @@ export function auditOperations({ store }: { store: AuditStore }): AnyOperation[
     ownerOnly: true,
     readOnly: true,
     query: auditQuery,
-    output: z.object({ object: z.literal('list'), data: z.array(auditEntryView), nextCursor: z.string().nullable() }),
+    output: listOf(auditEntryView),
     async handler({ query }, { credential }) {
-      const rows = await store.list(
-        {
-          organizationId: credential.organizationId,
-          operation: query.operation,
-          actorId: query.actorId,
-          before: query.cursor === undefined ? undefined : decodeCursor(query.cursor),
-        },
-        query.limit + 1,
-      );
-      const page = rows.slice(0, query.limit);
-      const last = page[page.length - 1];
-      return { object: 'list' as const, data: page.map(toView), nextCursor: rows.length > query.limit && last ? encodeCursor(last.position) : null };
+      const page = await store.page({ organizationId: credential.organizationId, operation: query.operation, actorId: query.actorId }, query);
+      return listResponse(page, toView);
     },
   });
   return [list];

@@ -1,4 +1,7 @@
 import type { Queryable } from '../../core/ports/database.ts';
+import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
+import { Conditions } from '../../adapters/sql/conditions.ts';
+import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
 import { date, str, strOrNull, type Row } from '../../adapters/sql/rows.ts';
 
 export interface AuditEntry {
@@ -17,23 +20,19 @@ export interface AuditEntry {
   requestId: string;
 }
 
-/** Newest first: entries before this position. */
-export interface AuditPosition {
-  at: Date;
-  id: string;
-}
-
 export interface AuditFilter {
   organizationId: string;
   operation?: string;
   actorId?: string;
-  before?: AuditPosition;
 }
+
+/** Entries are numbered by the database; occurred_at is when the operation ran. */
+const AUDIT_ORDER: KeysetOrder = { at: 'occurred_at', id: 'id', idType: 'bigint' };
 
 const COLUMNS = `id, event_id, organization_id, occurred_at, operation, method, path, params, target_id, actor_kind, actor_id, actor_label,
   credential_kind, credential_id, status, error_code, request_id`;
 
-function toEntry(row: Row): AuditEntry & { position: AuditPosition } {
+function toEntry(row: Row): AuditEntry {
   return {
     eventId: str(row, 'event_id'),
     organizationId: str(row, 'organization_id'),
@@ -48,7 +47,6 @@ function toEntry(row: Row): AuditEntry & { position: AuditPosition } {
     status: Number(row['status']),
     errorCode: strOrNull(row, 'error_code'),
     requestId: str(row, 'request_id'),
-    position: { at: date(row, 'occurred_at'), id: String(row['id']) },
   };
 }
 
@@ -84,15 +82,12 @@ export class AuditStore {
     );
   }
 
-  async list(filter: AuditFilter, limit: number): Promise<Array<AuditEntry & { position: AuditPosition }>> {
-    const params: unknown[] = [filter.organizationId];
-    const where = ['organization_id = $1'];
-    if (filter.operation !== undefined) where.push(`operation = $${params.push(filter.operation)}`);
-    if (filter.actorId !== undefined) where.push(`actor_id = $${params.push(filter.actorId)}`);
-    if (filter.before !== undefined) {
-      where.push(`(occurred_at, id) < ($${params.push(filter.before.at)}::timestamptz, $${params.push(filter.before.id)}::bigint)`);
-    }
-    const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM audit_log WHERE ${where.join(' AND ')} ORDER BY occurred_at DESC, id DESC LIMIT $${params.push(limit)}`, params);
-    return rows.map(toEntry);
+  /** Newest first, on the indexes of audit-migrations.ts. */
+  async page(filter: AuditFilter, page: PageRequest): Promise<Page<AuditEntry>> {
+    const where = new Conditions();
+    where.add(`organization_id = ${where.param(filter.organizationId)}::uuid`);
+    if (filter.operation !== undefined) where.add(`operation = ${where.param(filter.operation)}`);
+    if (filter.actorId !== undefined) where.add(`actor_id = ${where.param(filter.actorId)}`);
+    return selectPage(this.db, { columns: COLUMNS, from: 'audit_log', where, order: AUDIT_ORDER, page, toItem: toEntry });
   }
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { usdAmount } from '../../core/money.ts';
+import { usdAmount } from '../../core/vocabulary/money.ts';
 import { TOKENIZERS } from '../../providers/input-token-bound.ts';
 
 /** Prices in USD; token prices per million tokens. Metering bills with these. */

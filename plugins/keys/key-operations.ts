@@ -5,7 +5,9 @@ import { toSpendCap } from '../../core/spend-cap.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { IdentityStores, IdentityStoresFactory, KeyRateLimits } from '../../core/ports/identity.ts';
 import { authorizedKey, authorizedProject } from '../../core/authorization.ts';
-import { visibleProjects } from '../../core/project-access.ts';
+import { visibleProjectIds } from '../../core/project-access.ts';
+import { resourceId } from '../../core/vocabulary/ids.ts';
+import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
 import { createdKeyView, createKeyRequest, keyDetailView, keyView, type rateLimitsInput, updateKeyRequest } from './key-schemas.ts';
 import { assertNoEscalation, assertOwnerFor } from './key-rules.ts';
@@ -19,7 +21,10 @@ interface Deps {
   clock: () => Date;
 }
 
-const idParams = z.strictObject({ id: z.uuid() });
+const idParams = z.strictObject({ id: resourceId });
+
+export const KEYS_PAGE_DEFAULT = 50;
+export const KEYS_PAGE_MAX = 200;
 
 const toRateLimits = (input: z.output<typeof rateLimitsInput> | undefined): KeyRateLimits => ({
   requestsPerMinute: input?.requestsPerMinute ?? null,
@@ -34,19 +39,20 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     name: 'keys.list',
     method: 'GET',
     path: '/keys',
-    summary: 'List API keys (never their plaintext)',
+    summary: 'List API keys, newest first (never their plaintext)',
     scope: 'keys:read',
     readOnly: true,
-    query: z.object({ projectId: z.uuid().optional().describe('Only keys of this project') }),
+    query: pageQuery({ defaultLimit: KEYS_PAGE_DEFAULT, maxLimit: KEYS_PAGE_MAX, id: resourceId }).extend({
+      projectId: resourceId.optional().describe('Only keys of this project'),
+    }),
     resource: { kind: 'project', access: 'read', in: 'query', field: 'projectId', keyOwnProjectOnly: true },
-    output: z.object({ object: z.literal('list'), data: z.array(keyView) }),
+    output: listOf(keyView),
     async handler({ query }, { credential }) {
       const now = clock();
       // An API key lists its own project's keys only, whatever other scopes it holds.
       const projectId = query.projectId ?? (credential.kind === 'key' ? credential.projectId : undefined);
-      const keys = await identity.apiKeys.list(credential.organizationId, { projectId });
-      const visible = new Set((await visibleProjects(identity, credential)).map((p) => p.id));
-      return { object: 'list' as const, data: keys.filter((key) => visible.has(key.projectId)).map((key) => toKeyView(key, now)) };
+      const page = await identity.apiKeys.page(credential.organizationId, { projectId, projectIds: await visibleProjectIds(identity, credential) }, query);
+      return listResponse(page, (key) => toKeyView(key, now));
     },
   });
 

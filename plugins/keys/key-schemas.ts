@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { spendCapInput, spendCapView } from '../../core/spend-cap.ts';
 import { SCOPES } from '../../core/scopes.ts';
-import { timestampSchema } from '../../core/timestamps.ts';
+import { timestampSchema } from '../../core/vocabulary/timestamps.ts';
 
 export const scopeList = z
   .array(z.enum(SCOPES))

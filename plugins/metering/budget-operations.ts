@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { CapPolicies } from '../../core/metering/cap-policies.ts';
 import type { RequestLogWriter } from '../../core/metering/request-log-writer.ts';
-import { microsToUsd } from '../../core/money.ts';
+import { microsToUsd } from '../../core/vocabulary/money.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { IdentityStores, SpendCap, SpendWindows } from '../../core/ports/identity.ts';
 import type { CreditLedger } from '../../core/ports/metering.ts';

@@ -1,8 +1,10 @@
 import { z } from 'zod';
 import type { Coordination } from '../../core/ports/coordination.ts';
-import { microsToUsd, usdAmount, usdToMicros } from '../../core/money.ts';
+import { microsToUsd, usdAmount, usdToMicros } from '../../core/vocabulary/money.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
-import { dateOrTimestampSchema } from '../../core/timestamps.ts';
+import { sequenceId } from '../../core/vocabulary/ids.ts';
+import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
+import { dateOrTimestampSchema } from '../../core/vocabulary/timestamps.ts';
 import type { CreditLedger, LedgerKind, LedgerLine } from '../../core/ports/metering.ts';
 import type { PaymentProvider } from './payment-provider.ts';
 
@@ -38,6 +40,10 @@ const toLineView = (line: LedgerLine): z.infer<typeof lineView> => ({
   createdAt: line.createdAt.toISOString(),
 });
 
+/** The spec's limits of GET /credits/statement. */
+export const STATEMENT_PAGE_DEFAULT = 100;
+export const STATEMENT_PAGE_MAX = 500;
+
 const LENS_KINDS: Record<string, LedgerKind[]> = {
   payments: ['payment'],
   usage: ['ai_usage'],
@@ -70,20 +76,19 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     method: 'GET',
     path: '/credits/statement',
     summary: 'Ledger lines, newest first',
-    description: 'Scope usage:read. lens narrows to payments, usage (AI) or hosting lines; `to` is exclusive.',
+    description: 'Scope usage:read. lens narrows to payments, usage (AI) or hosting lines; `to` is exclusive. Pass nextCursor back as cursor, with the same filters, for the next page.',
     scope: 'usage:read',
     readOnly: true,
-    query: z.object({
+    query: pageQuery({ defaultLimit: STATEMENT_PAGE_DEFAULT, maxLimit: STATEMENT_PAGE_MAX, id: sequenceId }).extend({
       lens: z.enum(['payments', 'usage', 'hosting']).optional(),
-      limit: z.coerce.number().int().min(1).max(500).default(100),
       from: dateOrTimestampSchema.optional(),
       to: dateOrTimestampSchema.optional(),
     }),
-    output: z.object({ object: z.literal('list'), data: z.array(lineView) }),
+    output: listOf(lineView),
     async handler({ query }, { credential }) {
       await ensure(credential.organizationId);
-      const lines = await ledger.lines(credential.organizationId, { kinds: query.lens ? LENS_KINDS[query.lens] : undefined, from: query.from, to: query.to, limit: query.limit });
-      return { object: 'list' as const, data: lines.map(toLineView) };
+      const page = await ledger.page(credential.organizationId, { kinds: query.lens ? LENS_KINDS[query.lens] : undefined, from: query.from, to: query.to }, query);
+      return listResponse(page, toLineView);
     },
   });
 

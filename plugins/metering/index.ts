@@ -11,7 +11,7 @@ import { CapPolicies } from '../../core/metering/cap-policies.ts';
 import { GovernedAdmission } from '../../core/metering/governed-admission.ts';
 import { priceSheet, type PriceSheet } from '../../core/metering/pricing.ts';
 import { RequestLogWriter } from '../../core/metering/request-log-writer.ts';
-import { usdToMicros } from '../../core/money.ts';
+import { usdToMicros } from '../../core/vocabulary/money.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import type { CreditLedger } from '../../core/ports/metering.ts';
 import { Tokens } from '../../core/tokens.ts';

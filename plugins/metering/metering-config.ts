@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { usdAmount } from '../../core/money.ts';
+import { usdAmount } from '../../core/vocabulary/money.ts';
 
 const limitSet = z.strictObject({
   requestsPerMinute: z.number().int().positive().nullable().default(null),

@@ -4,7 +4,9 @@ import { ApiError } from '../../core/errors.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { IdentityStores, IdentityStoresFactory, Project, ProjectMember } from '../../core/ports/identity.ts';
 import { authorizedProject } from '../../core/authorization.ts';
-import { visibleProjects } from '../../core/project-access.ts';
+import { visibleProjectIds } from '../../core/project-access.ts';
+import { resourceId } from '../../core/vocabulary/ids.ts';
+import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import { isOwner } from '../../core/credential.ts';
 import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/spend-cap.ts';
 
@@ -57,8 +59,10 @@ const toMemberView = (m: ProjectMember): z.infer<typeof memberView> => ({
 const projectName = z.string().trim().min(1).max(100);
 const models = z.array(z.string().min(1).max(200)).max(500).nullable();
 const role = z.enum(['admin', 'developer', 'viewer']);
-const idParams = z.strictObject({ id: z.uuid() });
-const memberParams = z.strictObject({ id: z.uuid(), userId: z.uuid() });
+const idParams = z.strictObject({ id: resourceId });
+const memberParams = z.strictObject({ id: resourceId, userId: resourceId });
+/** Projects and their members are listed by uuid: a person id breaks ties among members. */
+const PROJECTS_PAGE = { defaultLimit: 50, maxLimit: 200, id: resourceId };
 const readsProject = { kind: 'project', access: 'read', in: 'path', field: 'id' } as const;
 const writesProject = { kind: 'project', access: 'write', in: 'path', field: 'id' } as const;
 
@@ -73,12 +77,14 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     name: 'projects.list',
     method: 'GET',
     path: '/projects',
-    summary: 'Projects the caller can see',
+    summary: 'Projects the caller can see, newest first',
     scope: null,
     readOnly: true,
-    output: z.object({ object: z.literal('list'), data: z.array(projectView) }),
-    async handler(_input, { credential }) {
-      return { object: 'list' as const, data: (await visibleProjects(identity, credential)).map(toProjectView) };
+    query: pageQuery(PROJECTS_PAGE),
+    output: listOf(projectView),
+    async handler({ query }, { credential }) {
+      const page = await identity.projects.page(credential.organizationId, { projectIds: await visibleProjectIds(identity, credential) }, query);
+      return listResponse(page, toProjectView);
     },
   });
 
@@ -182,15 +188,16 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     name: 'projects.members.list',
     method: 'GET',
     path: '/projects/:id/members',
-    summary: 'People with a role on a project',
+    summary: 'People with a role on a project, most recently added first',
     scope: null,
     readOnly: true,
     params: idParams,
+    query: pageQuery(PROJECTS_PAGE),
     resource: readsProject,
-    output: z.object({ object: z.literal('list'), data: z.array(memberView) }),
-    async handler(_input, { authorization }) {
+    output: listOf(memberView),
+    async handler({ query }, { authorization }) {
       const project = authorizedProject(authorization);
-      return { object: 'list' as const, data: (await identity.projectMembers.list(project.id)).map(toMemberView) };
+      return listResponse(await identity.projectMembers.page(project.id, query), toMemberView);
     },
   });
 

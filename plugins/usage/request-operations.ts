@@ -1,5 +1,5 @@
 import { ApiError } from '../../core/errors.ts';
-import { encodeCursor } from '../../core/keyset-cursor.ts';
+import { listResponse } from '../../core/vocabulary/pagination.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import { mayReadBodies, usageVisibility, VISIBILITY } from './usage-access.ts';
 import type { UsageDeps } from './usage-operations.ts';
@@ -19,7 +19,7 @@ export function requestOperations({ store, identity, clock }: UsageDeps): AnyOpe
     query: requestsQuery,
     output: requestListView,
     async handler({ query }, { credential }) {
-      const rows = await store.list(
+      const page = await store.page(
         {
           visibility: await usageVisibility(identity, credential),
           ...resolveOpenRange(query),
@@ -27,17 +27,10 @@ export function requestOperations({ store, identity, clock }: UsageDeps): AnyOpe
           model: query.model,
           q: query.q,
           band: query.band,
-          cursor: query.cursor,
         },
-        query.limit + 1,
+        query,
       );
-      const page = rows.slice(0, query.limit);
-      const last = page[page.length - 1];
-      return {
-        object: 'list' as const,
-        data: page.map(toRequestRowView),
-        nextCursor: rows.length > query.limit && last ? encodeCursor(last.position) : null,
-      };
+      return listResponse(page, toRequestRowView);
     },
   });
 

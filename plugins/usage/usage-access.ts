@@ -1,6 +1,6 @@
 import type { Credential } from '../../core/credential.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
-import { visibleProjects } from '../../core/project-access.ts';
+import { visibleProjectIds } from '../../core/project-access.ts';
 import type { Visibility } from './usage-store.ts';
 
 /** For operation descriptions. */
@@ -13,10 +13,9 @@ export const VISIBILITY = 'An API key sees its own project only; a person sees t
  * - a member's session: rows of the projects they have a role on (any role reads).
  */
 export async function usageVisibility(identity: IdentityStores, credential: Credential): Promise<Visibility> {
-  const organizationId = credential.organizationId;
-  if (credential.kind === 'key') return { organizationId, projectIds: [credential.projectId] };
-  if (credential.role === 'owner' || credential.role === 'admin') return { organizationId, projectIds: null };
-  return { organizationId, projectIds: (await visibleProjects(identity, credential)).map((p) => p.id) };
+  // A key sees its own project's calls even when projects:write lets it see every project.
+  if (credential.kind === 'key') return { organizationId: credential.organizationId, projectIds: [credential.projectId] };
+  return { organizationId: credential.organizationId, projectIds: await visibleProjectIds(identity, credential) };
 }
 
 /**

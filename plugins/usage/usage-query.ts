@@ -1,5 +1,5 @@
 import { ApiError } from '../../core/errors.ts';
-import { clampToAcceptedRange } from '../../core/timestamps.ts';
+import { clampToAcceptedRange } from '../../core/vocabulary/timestamps.ts';
 import type { Granularity } from './usage-store.ts';
 
 /** Turns the validated query into what the store takes: time windows. */

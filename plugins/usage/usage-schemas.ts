@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { cursorSchema } from '../../core/keyset-cursor.ts';
-import { dateOrTimestampSchema } from '../../core/timestamps.ts';
+import { requestId } from '../../core/vocabulary/ids.ts';
+import { listOf, pageQuery } from '../../core/vocabulary/pagination.ts';
+import { dateOrTimestampSchema } from '../../core/vocabulary/timestamps.ts';
 
 /** Query parameters and wire shapes of the usage and request-log operations. */
 
@@ -11,9 +12,6 @@ export const REQUESTS_PAGE_MAX = 200;
 export const RECENT_REQUESTS = 20;
 export const WINDOW_MINUTES_DEFAULT = 60;
 export const WINDOW_MINUTES_MAX = 1_440;
-
-/** Request ids as the gateway issues or accepts them (x-request-id). */
-export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;
 
 const from = dateOrTimestampSchema.optional().describe('Start of the window, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
 const to = dateOrTimestampSchema.optional().describe('End of the window, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
@@ -45,15 +43,13 @@ export const comparisonQuery = z.object({
   keyId,
 });
 
-export const requestsQuery = z.object({
+export const requestsQuery = pageQuery({ defaultLimit: REQUESTS_PAGE_DEFAULT, maxLimit: REQUESTS_PAGE_MAX, id: requestId }).extend({
   from,
   to,
   keyId,
   model: z.string().min(1).max(200).optional().describe('Exact model name'),
   q: z.string().min(1).max(200).optional().describe('A request id, or text contained in the model or endpoint (case-insensitive)'),
   band: z.enum(['errors', 'slow']).optional().describe('errors: status 400 or above; slow: streamed first token over 5 s, or unstreamed over 30 s'),
-  cursor: cursorSchema.optional().describe('nextCursor of the previous page'),
-  limit: z.coerce.number().int().min(1).max(REQUESTS_PAGE_MAX).default(REQUESTS_PAGE_DEFAULT).describe(`Rows per page (default ${REQUESTS_PAGE_DEFAULT}, max ${REQUESTS_PAGE_MAX})`),
 });
 
 export const windowQuery = z.object({
@@ -67,7 +63,7 @@ export const windowQuery = z.object({
 });
 
 export const requestIdParams = z.strictObject({
-  id: z.string().regex(REQUEST_ID_PATTERN, 'a request id: 1 to 128 letters, digits, or . _ : -').describe('Request id (x-request-id of the call)'),
+  id: requestId.describe('Request id (x-request-id of the call)'),
 });
 
 const count = z.number().int().nonnegative();
@@ -178,8 +174,4 @@ export const windowView = z.object({
   buckets: z.array(z.object({ start: z.string(), ...windowStatsShape })).describe('One per minute, newest first, empty ones included'),
 });
 
-export const requestListView = z.object({
-  object: z.literal('list'),
-  data: z.array(requestRowView),
-  nextCursor: z.string().nullable(),
-});
+export const requestListView = listOf(requestRowView);

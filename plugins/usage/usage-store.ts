@@ -1,6 +1,8 @@
-import type { KeysetCursor } from '../../core/keyset-cursor.ts';
+import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { RequestLogRow } from '../../core/ports/metering.ts';
+import { Conditions } from '../../adapters/sql/conditions.ts';
+import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
 import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
 
 /**
@@ -26,21 +28,14 @@ export interface UsageFilter {
 
 export type Band = 'errors' | 'slow';
 
-/** A position in the newest-first order: created_at as text with microseconds, and the id. */
-export type Cursor = KeysetCursor;
-
 export interface RequestFilter extends UsageFilter {
   model?: string;
   q?: string;
   band?: Band;
-  cursor?: Cursor;
 }
 
 /** A stored call: what the writer stored, read back (bodies live in their own table). */
-export interface RequestLog extends Omit<RequestLogRow, 'bodies'> {
-  /** created_at at full (microsecond) precision, for cursors. */
-  position: Cursor;
-}
+export type RequestLog = Omit<RequestLogRow, 'bodies'>;
 
 /** Token and cost sums shared by totals and series buckets. */
 interface CallSums {
@@ -92,25 +87,6 @@ export interface RequestBodies {
 export const SLOW_TTFT_MS = 5_000;
 export const SLOW_LATENCY_MS = 30_000;
 
-/** Collects WHERE clauses and their $n parameters together, so placeholders always line up. */
-class Conditions {
-  readonly params: unknown[] = [];
-  private readonly clauses: string[] = [];
-
-  param(value: unknown): string {
-    this.params.push(value);
-    return `$${this.params.length}`;
-  }
-
-  add(clause: string): void {
-    this.clauses.push(clause);
-  }
-
-  get sql(): string {
-    return this.clauses.length ? this.clauses.join(' AND ') : 'TRUE';
-  }
-}
-
 function usageConditions(filter: UsageFilter): Conditions {
   const c = new Conditions();
   c.add(`organization_id = ${c.param(filter.visibility.organizationId)}::uuid`);
@@ -133,17 +109,13 @@ function requestConditions(filter: RequestFilter): Conditions {
   if (filter.band === 'slow') {
     c.add(`((streamed AND ttft_ms > ${SLOW_TTFT_MS}) OR (NOT streamed AND latency_ms > ${SLOW_LATENCY_MS}))`);
   }
-  if (filter.cursor) {
-    const at = c.param(filter.cursor.at);
-    // The plain bound lets the planner narrow the index range; the row comparison breaks ties on id.
-    c.add(`created_at <= ${at}::timestamptz`);
-    c.add(`(created_at, id) < (${at}::timestamptz, ${c.param(filter.cursor.id)}::text)`);
-  }
   return c;
 }
 
+/** The request log's keyset order: request ids are unique. */
+const REQUEST_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'text' };
+
 const ROW_COLUMNS = `id, created_at,
-  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS created_at_text,
   organization_id, project_id, key_id, endpoint, model, provider, upstream_model, status_code, error_code,
   input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, usage_estimated,
   cost_micros, latency_ms, ttft_ms, streamed, attempts, price_version`;
@@ -172,11 +144,9 @@ const numOrNull = (row: Row, column: string): number | null => (row[column] === 
 const strOrNull = (row: Row, column: string): string | null => (row[column] as string | null | undefined) ?? null;
 
 function toRequestLog(row: Row): RequestLog {
-  const id = row['id'] as string;
   return {
-    id,
+    id: row['id'] as string,
     createdAt: row['created_at'] as Date,
-    position: { at: row['created_at_text'] as string, id },
     organizationId: row['organization_id'] as string,
     projectId: strOrNull(row, 'project_id'),
     keyId: strOrNull(row, 'key_id'),
@@ -300,7 +270,12 @@ export class UsageStore {
     }));
   }
 
-  /** Rows newest first (created_at, then id, both descending), at most `limit`. */
+  /** One page of rows, newest first (created_at, then id, both descending). */
+  async page(filter: RequestFilter, page: PageRequest): Promise<Page<RequestLog>> {
+    return selectPage(this.db, { columns: ROW_COLUMNS, from: 'request_logs', where: requestConditions(filter), order: REQUEST_ORDER, page, toItem: toRequestLog });
+  }
+
+  /** The latest rows, at most `limit`, newest first: a fixed window, no further pages. */
   async list(filter: RequestFilter, limit: number): Promise<RequestLog[]> {
     const c = requestConditions(filter);
     const { rows } = await this.db.query(`SELECT ${ROW_COLUMNS} FROM request_logs WHERE ${c.sql} ORDER BY created_at DESC, id DESC LIMIT ${c.param(limit)}::int`, c.params);

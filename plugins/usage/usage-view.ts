@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { microsToUsd } from '../../core/money.ts';
+import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { comparisonView, requestRowView, totalsView, windowView } from './usage-schemas.ts';
 import type { RequestLog, SeriesBucket, UsageTotals, WindowStats } from './usage-store.ts';
 

@@ -7,6 +7,7 @@ import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
 import { addPersonTo, createOrganizationWithOwner } from '../../core/identity-admin.ts';
 import type { Database } from '../../core/ports/database.ts';
 import type { RequestLogRow } from '../../core/ports/metering.ts';
+import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 import { meteringMigrations } from '../../plugins/metering/metering-migrations.ts';
 import { databaseBackends } from '../helpers/databases.ts';
 
@@ -97,6 +98,80 @@ async function storeContract(t: Test, db: Database) {
     t.equal(await stores.apiKeys.get(organization.id, key.id), null);
     t.equal(await stores.apiKeys.revoke(organization.id, key.id), null);
     t.equal(await stores.apiKeys.delete(organization.id, key.id), false);
+  });
+
+  /** Follows a store's pages to the end, `limit` at a time. */
+  async function allPages<T>(page: (request: PageRequest) => Promise<Page<T>>, limit: number): Promise<{ items: T[]; pages: number }> {
+    const items: T[] = [];
+    let request: PageRequest = { limit };
+    for (let pages = 1; ; pages++) {
+      const result = await page(request);
+      items.push(...result.items);
+      if (!result.next) return { items, pages };
+      request = { limit, cursor: result.next };
+    }
+  }
+
+  t.test('key pages run newest first, a tie at the same microsecond broken by the higher uuid', async (t) => {
+    const other = await stores.projects.create({ organizationId: organization.id, name: 'Paged' });
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const key = await stores.apiKeys.create({
+        organizationId: organization.id,
+        projectId: other.id,
+        name: `paged ${i}`,
+        tokenHash: `paged-${i}-${Math.random()}`,
+        hint: 'x',
+        scopes: ['inference'],
+        modelAllowList: null,
+        expiresAt: null,
+        spendCap: null,
+        createdByPersonId: null,
+        createdByKeyId: null,
+      });
+      ids.push(key.id);
+    }
+    // Keys 0-1 and 2-3 share an instant; key 4 is the newest. Microseconds must survive the cursor.
+    const instants = ['2026-01-01T00:00:00.000001Z', '2026-01-01T00:00:00.000001Z', '2026-01-01T00:00:00.000002Z', '2026-01-01T00:00:00.000002Z', '2026-01-01T00:00:00.000003Z'];
+    for (const [i, id] of ids.entries()) await db.query('UPDATE api_keys SET created_at = $2::timestamptz WHERE id = $1', [id, instants[i]]);
+    const desc = (a: string, b: string) => (a < b ? 1 : -1);
+    const expected = [ids[4], ...[ids[2]!, ids[3]!].sort(desc), ...[ids[0]!, ids[1]!].sort(desc)];
+    const paged = await allPages((page) => stores.apiKeys.page(organization.id, { projectId: other.id, projectIds: null }, page), 2);
+    t.same(
+      paged.items.map((key) => key.id),
+      expected,
+    );
+    t.equal(paged.pages, 3);
+    const narrowed = await stores.apiKeys.page(organization.id, { projectIds: [project.id] }, { limit: 10 });
+    t.notOk(
+      narrowed.items.some((key) => key.projectId === other.id),
+      'projectIds narrows the rows in the query',
+    );
+  });
+
+  t.test('ledger pages run newest first by row number, with filters', async (t) => {
+    const ledger = new SqlCreditLedger(db);
+    await ledger.ensureAccount(organization.id, 0n);
+    for (let i = 0; i < 5; i++) await ledger.append(organization.id, { kind: 'payment', amountMicros: 1n, reference: `paged-${i}` });
+    await db.query("UPDATE credit_ledger SET created_at = '2026-01-01T00:00:00.000001Z' WHERE organization_id = $1", [organization.id]);
+    const all = await ledger.lines(organization.id, { kinds: ['payment'], limit: 100 });
+    const paged = await allPages((page) => ledger.page(organization.id, { kinds: ['payment'] }, page), 2);
+    t.same(
+      paged.items.map((line) => line.id),
+      all.map((line) => line.id),
+    );
+    t.same(
+      paged.items.map((line) => BigInt(line.id)),
+      paged.items.map((line) => BigInt(line.id)).sort((a, b) => (a < b ? 1 : -1)),
+      'the row number breaks the tie',
+    );
+  });
+
+  t.test("a person's projects are the ones they have a role on, in their organisation only", async (t) => {
+    const dev = await addPersonTo(stores, { organizationId: organization.id, email: 'projects-of@acme.test', name: 'Dev', role: 'member' });
+    const research = await stores.projects.create({ organizationId: organization.id, name: 'Projects of' });
+    await stores.projectMembers.upsert({ projectId: research.id, personId: dev.id, role: 'viewer' });
+    t.same(await stores.projectMembers.projectIdsOf(organization.id, dev.id), [research.id]);
   });
 
   t.test('the ledger chains balance_after exactly under concurrent appends', async (t) => {

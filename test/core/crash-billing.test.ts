@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
 import { createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
-import { usdToMicros } from '../../core/money.ts';
+import { usdToMicros } from '../../core/vocabulary/money.ts';
 import type { Database } from '../../core/ports/database.ts';
 import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
 import { startFakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { generateToken, SESSION_PREFIX } from '../../../core/secrets.ts';
-import { periodStart } from '../../../core/time-windows.ts';
+import { periodStart } from '../../../core/vocabulary/periods.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../../fakes/fake-openai-upstream.ts';
 import { realServersConfig } from '../../helpers/app.ts';
 import { startMeteredGateway, user, waitFor, type ChatResult, type MeteredGateway } from './metered-gateway.ts';

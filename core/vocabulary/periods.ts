@@ -1,4 +1,4 @@
-import type { SpendPeriod } from './ports/identity.ts';
+import type { SpendPeriod } from '../ports/identity.ts';
 
 /** Start of the UTC period containing `now`: day, ISO week (Monday), calendar month; epoch for total. */
 export function periodStart(period: SpendPeriod, now: Date): Date {
