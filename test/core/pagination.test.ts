@@ -252,9 +252,7 @@ t.test('keys.list: a key of one project pages through its own project only', asy
 });
 
 t.test('the OpenAPI document shows limit, cursor and nextCursor for every list', async (t) => {
-  // biome-ignore lint/suspicious/noExplicitAny: the document's JSON
   const doc = (await test.call('GET', '/client/openapi.json', { token: null })).json() as Record<string, any>;
-  // biome-ignore lint/suspicious/noExplicitAny: a JSON Schema, maybe a $ref
   const resolve = (schema: any) => (schema?.$ref ? doc.components.schemas[schema.$ref.split('/').pop()] : schema);
   const operations = new Map(
     Object.values(doc.paths)

@@ -1,6 +1,5 @@
 import type { TestApp } from './app.ts';
 
-// biome-ignore lint/suspicious/noExplicitAny: list items of any shape
 export type Item = Record<string, any>;
 
 export interface PagedList {
