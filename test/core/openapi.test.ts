@@ -1,6 +1,8 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import t from 'tap';
-import type { z } from 'zod';
+import { z } from 'zod';
+import { buildOpenApiDocument } from '../../core/openapi.ts';
+import { defineOperation } from '../../core/operations.ts';
 import type { AnyOperation } from '../../core/operations.ts';
 import { SCOPES } from '../../core/scopes.ts';
 import { Tokens } from '../../core/tokens.ts';
@@ -261,4 +263,27 @@ t.test('the Error schema is the envelope with exactly message, type, code and pa
   t.same(doc.components.schemas.Error?.required, ['error']);
   t.same([...(error?.required ?? [])].sort(), ['code', 'message', 'param', 'type']);
   t.same(Object.keys(error?.properties ?? {}).sort(), ['code', 'message', 'param', 'type']);
+});
+
+t.test('a second app in the same process documents the same named schemas', async (t) => {
+  // Named schemas are declared once, at module level: another app's operations answer with the same ones.
+  const second = await buildTestApp(t);
+  const registry = second.app.svc.container.resolve(Tokens.Operations);
+  const again = buildOpenApiDocument(operations, { prefix: '/client', ownerOf: (name) => registry.ownerOf(name) });
+  t.same(again.components, doc.components);
+  t.same(buildOpenApiDocument(registry.list(), { prefix: '/client', ownerOf: (name) => registry.ownerOf(name) }).components, doc.components);
+});
+
+t.test('an answer must be named, and a name belongs to one schema', async (t) => {
+  const probe = (output: z.ZodType) => defineOperation({ name: 'probe.get', method: 'GET', path: '/probe', summary: 'A probe', scope: null, output, handler: async () => ({}) });
+  t.throws(() => buildOpenApiDocument([probe(z.object({ a: z.string() }))], { prefix: '/client' }), /name its output schema/);
+  const first = z.object({ a: z.string() }).meta({ id: 'OpenApiTestProbe' });
+  const second = z.object({ b: z.string() }).meta({ id: 'OpenApiTestProbe' });
+  try {
+    t.throws(() => buildOpenApiDocument([probe(first)], { prefix: '/client' }), /two schemas are named OpenApiTestProbe/);
+    t.same(buildOpenApiDocument([probe(second)], { prefix: '/client' }).components.schemas.OpenApiTestProbe?.required, ['b']);
+  } finally {
+    z.globalRegistry.remove(second);
+    z.globalRegistry.remove(first);
+  }
 });
