@@ -254,7 +254,7 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
     },
     servers: [{ url: options.prefix, description: 'This host' }, ...(publicUrl ? [{ url: `${publicUrl}${options.prefix}`, description: 'The public address of the service' }] : [])],
     security: [{ bearerAuth: [] }],
-    tags: [...tags.values()],
+    tags: [...tags.values()].sort((a, b) => a.name.localeCompare(b.name)),
     paths,
     components: {
       securitySchemes: {

@@ -21,7 +21,7 @@ interface Deps {
   clock: () => Date;
 }
 
-const idParams = z.strictObject({ id: resourceId });
+const idParams = z.strictObject({ id: resourceId.describe('API key id') });
 
 export const KEYS_PAGE_DEFAULT = 50;
 export const KEYS_PAGE_MAX = 200;

@@ -66,6 +66,9 @@ const toLineView = (line: LedgerLine): z.infer<typeof lineView> => ({
   createdAt: line.createdAt.toISOString(),
 });
 
+const FROM = 'Start, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp';
+const TO = 'End, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp';
+
 /** The spec's limits of GET /credits/statement. */
 export const STATEMENT_PAGE_DEFAULT = 100;
 export const STATEMENT_PAGE_MAX = 500;
@@ -106,9 +109,9 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     scope: 'usage:read',
     readOnly: true,
     query: pageQuery({ defaultLimit: STATEMENT_PAGE_DEFAULT, maxLimit: STATEMENT_PAGE_MAX, id: sequenceId }).extend({
-      lens: z.enum(['payments', 'usage', 'hosting']).optional(),
-      from: dateOrTimestampSchema.optional(),
-      to: dateOrTimestampSchema.optional(),
+      lens: z.enum(['payments', 'usage', 'hosting']).optional().describe('Only payment, AI usage or hosting lines'),
+      from: dateOrTimestampSchema.optional().describe(FROM),
+      to: dateOrTimestampSchema.optional().describe(TO),
     }),
     output: lineListView,
     async handler({ query }, { credential }) {
@@ -126,7 +129,7 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     description: 'Scope usage:read. Without `from` the opening balance is zero; `to` is exclusive. The micros fields carry the exact integers.',
     scope: 'usage:read',
     readOnly: true,
-    query: z.object({ from: dateOrTimestampSchema.optional(), to: dateOrTimestampSchema.optional() }),
+    query: z.object({ from: dateOrTimestampSchema.optional().describe(FROM), to: dateOrTimestampSchema.optional().describe(TO) }),
     output: summaryView,
     async handler({ query }, { credential }) {
       await ensure(credential.organizationId);

@@ -72,8 +72,9 @@ const toMemberView = (m: ProjectMember): z.infer<typeof memberView> => ({
 const projectName = z.string().trim().min(1).max(100);
 const models = z.array(z.string().min(1).max(200)).max(500).nullable();
 const role = z.enum(['admin', 'developer', 'viewer']);
-const idParams = z.strictObject({ id: resourceId });
-const memberParams = z.strictObject({ id: resourceId, userId: resourceId });
+const projectId = resourceId.describe('Project id');
+const idParams = z.strictObject({ id: projectId });
+const memberParams = z.strictObject({ id: projectId, userId: resourceId.describe("The member's person id") });
 /** Projects and their members are listed by uuid: a person id breaks ties among members. */
 const PROJECTS_PAGE = { defaultLimit: 50, maxLimit: 200, id: resourceId };
 const readsProject = { kind: 'project', access: 'read', in: 'path', field: 'id' } as const;
