@@ -80,17 +80,15 @@ type ErrorResponseName = keyof typeof ERROR_RESPONSES;
 
 /**
  * The error responses an operation documents, as references to the named responses. The one
- * place that decides them: for now the statuses the kernel can answer for any operation (input
- * checks, authentication, scope and role, resource lookup, and 409 on writes, where a resource's
- * state can refuse the change); the error catalogue will plug each operation's own errors in here.
+ * place that decides them, so the error catalogue can plug each operation's own errors in here.
+ * For now, what any operation may answer: 400 (input, JSON, body), 401 (credential), 403 (scope,
+ * role, or the session cookie's CSRF check), 404 (a resource it names or looks up, which the kernel
+ * or the handler may not find), and on writes 409 (the resource's state refuses the change).
+ * No management operation is rate limited, so none documents 429 (TooManyRequests) yet.
  */
 export function errorResponsesFor(operation: AnyOperation): Record<string, { $ref: string }> {
-  const names: ErrorResponseName[] = ['BadRequest', 'Unauthorized'];
-  const writes = operation.method !== 'GET';
-  // Scopes, owner-only, declared resources, and on writes the session cookie's CSRF check.
-  if (operation.scope !== null || operation.ownerOnly || operation.resource || writes) names.push('Forbidden');
-  if (operation.params || operation.resource) names.push('NotFound');
-  if (writes) names.push('Conflict');
+  const names: ErrorResponseName[] = ['BadRequest', 'Unauthorized', 'Forbidden', 'NotFound'];
+  if (operation.method !== 'GET') names.push('Conflict');
   return Object.fromEntries(names.map((name) => [ERROR_RESPONSES[name].status, { $ref: `${RESPONSE_PREFIX}${name}` }]));
 }
 
