@@ -217,7 +217,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
       ctx: { config: pluginConfig, appConfig: config, container, logger: app.log.child({ plugin: plugin.name }) } satisfies PluginContext<unknown>,
     }));
     for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
-    for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation);
+    for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation, plugin);
     for (const { plugin, ctx } of contexts) {
       for (const queue of plugin.queues?.(ctx) ?? []) jobRegistry.addQueue(queue);
       for (const periodic of plugin.periodic?.(ctx) ?? []) jobRegistry.addPeriodic(periodic);
@@ -302,7 +302,7 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
     // Each surface describes its own paths, so a client generated from either calls that surface.
     let document: unknown = null;
     app.get(`${prefix}/openapi.json`, { config: { auth: false, surface: 'client' } }, async () => {
-      document ??= buildOpenApiDocument(registry.list(), { serverUrl: config.server.publicUrl, prefix });
+      document ??= buildOpenApiDocument(registry.list(), { prefix, publicUrl: config.server.publicUrl, ownerOf: (name) => registry.ownerOf(name) });
       return document;
     });
   }

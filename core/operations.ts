@@ -174,9 +174,16 @@ function isEmptyObject(value: unknown): boolean {
   return typeof value === 'object' && value !== null && Object.keys(value).length === 0;
 }
 
-/** Holds every operation the enabled plugins declared. */
+/** The plugin that declared an operation, as the OpenAPI document groups it (one tag per plugin). */
+export interface OperationOwner {
+  readonly name: string;
+  readonly description: string;
+}
+
+/** Holds every operation the enabled plugins declared, and which plugin declared each. */
 export class OperationRegistry {
   private readonly operations = new Map<string, AnyOperation>();
+  private readonly owners = new Map<string, OperationOwner>();
 
   constructor(private readonly deps: AuthorizationDeps) {}
 
@@ -194,7 +201,8 @@ export class OperationRegistry {
     return runOperation(operation, raw, ctx, this.deps);
   }
 
-  add(operation: AnyOperation): void {
+  /** `owner`: the declaring plugin (core/app.ts passes it); absent for operations a test adds by hand. */
+  add(operation: AnyOperation, owner?: OperationOwner): void {
     if (this.operations.has(operation.name)) throw new Error(`Operation ${operation.name} is declared twice`);
     for (const existing of this.operations.values()) {
       if (existing.method === operation.method && existing.path === operation.path) {
@@ -202,6 +210,12 @@ export class OperationRegistry {
       }
     }
     this.operations.set(operation.name, operation);
+    if (owner) this.owners.set(operation.name, { name: owner.name, description: owner.description });
+  }
+
+  /** The plugin that declared the operation, when it was added with one. */
+  ownerOf(name: string): OperationOwner | undefined {
+    return this.owners.get(name);
   }
 
   get(name: string): AnyOperation | undefined {

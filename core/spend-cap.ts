@@ -9,11 +9,13 @@ export const spendCapInput = z.strictObject({
   mode: z.enum(['blocking', 'alert']).default('blocking').describe('blocking answers 402 at the cap; alert only records a warning'),
 });
 
-export const spendCapView = z.object({
-  usd: z.number(),
-  period: z.enum(['day', 'week', 'month', 'total']),
-  mode: z.enum(['blocking', 'alert']),
-});
+export const spendCapView = z
+  .object({
+    usd: z.number(),
+    period: z.enum(['day', 'week', 'month', 'total']),
+    mode: z.enum(['blocking', 'alert']),
+  })
+  .meta({ id: 'SpendCap', description: 'A spend cap: USD per period; blocking answers 402 at the cap, alert only records a warning' });
 
 export function toSpendCap(input: z.output<typeof spendCapInput> | null): SpendCap | null {
   return input ? { limitMicros: usdToMicros(input.usd), period: input.period, mode: input.mode } : null;

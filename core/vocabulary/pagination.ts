@@ -79,13 +79,23 @@ export function pageQuery({ defaultLimit, maxLimit, id }: PageLimits) {
   });
 }
 
-/** The response of a paginated list: `{object: 'list', data, nextCursor}`; extend it with anything else the list returns. */
-export function listOf<Item extends z.ZodType>(item: Item) {
-  return z.object({
-    object: z.literal('list'),
-    data: z.array(item).describe('Newest first'),
-    nextCursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last page'),
-  });
+/**
+ * The response of a paginated list: `{object: 'list', data, nextCursor}`, plus `extra`, anything
+ * else the list returns. It is the `<Item>List` schema of the OpenAPI document, so the item must be
+ * named (`.meta({ id })`), and, like every named schema, the list is declared once, at module level:
+ * a name belongs to one schema (core/openapi.ts refuses two).
+ */
+export function listOf<Item extends z.ZodType, Extra extends z.ZodRawShape = Record<never, never>>(item: Item, extra?: Extra) {
+  const name = z.globalRegistry.get(item)?.id;
+  if (!name) throw new Error('listOf: name the item schema first (.meta({ id }))');
+  return z
+    .object({
+      object: z.literal('list'),
+      data: z.array(item).describe('Newest first'),
+      nextCursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last page'),
+      ...(extra ?? ({} as Extra)),
+    })
+    .meta({ id: `${name}List`, description: `A page of ${name} items, newest first` });
 }
 
 /** A store's page as a list response, each row turned into its wire view. */

@@ -32,6 +32,16 @@ export const dateOrTimestampSchema = z
   .transform(toInstant)
   .refine(inAcceptedRange, RANGE_MESSAGE);
 
+/**
+ * What the service answers with: an instant as `Date.toISOString()` writes it (UTC, `Z`,
+ * milliseconds), and a UTC calendar day. Plain strings on the wire, but declared as such so the
+ * OpenAPI document says `format: date-time` / `format: date` rather than an opaque string; the
+ * input schemas above turn into Dates, which a JSON Schema of the answer could not describe.
+ */
+export const instantView = z.iso.datetime();
+
+export const dayView = z.iso.date();
+
 /** Clamps a derived instant (never a caller's) into the accepted range. */
 export function clampToAcceptedRange(instant: Date): Date {
   const time = instant.getTime();

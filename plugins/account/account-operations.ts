@@ -12,23 +12,38 @@ interface Deps {
   authenticator: Authenticator;
 }
 
-const whoamiView = z.object({
-  object: z.literal('whoami'),
-  account: z.object({ id: z.uuid(), name: z.string() }),
-  project: z.object({ id: z.uuid(), name: z.string() }).nullable().describe("The key's project; null for a person"),
-  credential: z.discriminatedUnion('type', [
-    z.object({ type: z.literal('api_key'), id: z.uuid(), name: z.string() }),
-    z.object({ type: z.literal('session'), personId: z.uuid(), email: z.string(), role: z.enum(['owner', 'admin', 'member']) }),
-  ]),
-  scopes: z.array(z.enum(SCOPES)),
+/** The wire views: named schemas of the OpenAPI document (`.meta({ id })`), declared once. */
+const whoamiView = z
+  .object({
+    object: z.literal('whoami'),
+    account: z.object({ id: z.uuid(), name: z.string() }),
+    project: z.object({ id: z.uuid(), name: z.string() }).nullable().describe("The key's project; null for a person"),
+    credential: z.discriminatedUnion('type', [
+      z.object({ type: z.literal('api_key'), id: z.uuid(), name: z.string() }),
+      z.object({ type: z.literal('session'), personId: z.uuid(), email: z.string(), role: z.enum(['owner', 'admin', 'member']) }),
+    ]),
+    scopes: z.array(z.enum(SCOPES)),
+  })
+  .meta({ id: 'CallerIdentity', description: 'The account, project, credential and scopes a call is made with' });
+
+const organizationView = z
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    role: z.enum(['owner', 'admin', 'member']),
+    status: z.enum(['active', 'suspended']),
+  })
+  .meta({ id: 'Organization', description: "An organisation the caller belongs to, and the caller's role in it" });
+
+const organizationListView = listOf(organizationView, {
+  current: resourceId,
+  defaultOrganizationId: resourceId.nullable(),
+  fixed: z.boolean().describe('True for API keys: a key always acts in the organisation it was issued in'),
 });
 
-const organizationView = z.object({
-  id: z.uuid(),
-  name: z.string(),
-  role: z.enum(['owner', 'admin', 'member']),
-  status: z.enum(['active', 'suspended']),
-});
+const defaultOrganizationView = z
+  .object({ object: z.literal('ack'), ok: z.literal(true), defaultOrganizationId: z.uuid() })
+  .meta({ id: 'DefaultOrganization', description: "The organisation a person's sessions now act in" });
 
 export function accountOperations({ identity, authenticator }: Deps): AnyOperation[] {
   const whoami = defineOperation({
@@ -65,11 +80,7 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     scope: null,
     readOnly: true,
     query: pageQuery({ defaultLimit: 50, maxLimit: 200, id: resourceId }),
-    output: listOf(organizationView).extend({
-      current: resourceId,
-      defaultOrganizationId: resourceId.nullable(),
-      fixed: z.boolean().describe('True for API keys: a key always acts in the organisation it was issued in'),
-    }),
+    output: organizationListView,
     async handler({ query }, { credential }) {
       if (credential.kind === 'key') {
         return { object: 'list' as const, data: [], nextCursor: null, current: credential.organizationId, defaultOrganizationId: null, fixed: true };
@@ -97,7 +108,7 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     summary: "Choose the organisation a person's sessions act in",
     scope: null,
     body: z.strictObject({ organizationId: z.uuid() }),
-    output: z.object({ object: z.literal('ack'), ok: z.literal(true), defaultOrganizationId: z.uuid() }),
+    output: defaultOrganizationView,
     async handler({ body }, { credential }) {
       if (credential.kind === 'key') {
         throw new ApiError(400, 'key_organization_fixed', 'An API key always acts in the organisation it was issued in', { param: 'organizationId' });

@@ -2,36 +2,41 @@ import { z } from 'zod';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import { sequenceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
+import { instantView } from '../../core/vocabulary/timestamps.ts';
 import type { AuditEntry, AuditStore } from './audit-store.ts';
 
 export const AUDIT_PAGE_DEFAULT = 50;
 export const AUDIT_PAGE_MAX = 200;
 
-const auditEntryView = z.object({
-  object: z.literal('audit_entry'),
-  id: z.uuid().describe('The id of the management.operation event this entry records'),
-  occurredAt: z.iso.datetime().describe('When the operation ran'),
-  operation: z.string().describe('Operation name, e.g. keys.update'),
-  method: z.enum(['POST', 'PUT', 'PATCH', 'DELETE']),
-  path: z.string().describe('Path template under /client, e.g. /keys/:id'),
-  params: z.record(z.string(), z.string()).describe('The path parameters of the call'),
-  targetId: z.string().nullable().describe('The resource acted on: the id path parameter, or the id of what a create made; null when none'),
-  actor: z.object({
-    kind: z.enum(['person', 'key']),
-    id: z.string().describe('Person id or API key id'),
-    label: z.string().describe("The person's email or the key's name at the time"),
-  }),
-  credential: z.object({
-    kind: z.enum(['session', 'key']),
-    id: z.string().describe('The session id, or the API key id, the call was made with'),
-  }),
-  outcome: z.object({
-    status: z.number().int().describe('HTTP status answered'),
-    succeeded: z.boolean(),
-    code: z.string().nullable().describe('The error code when it failed'),
-  }),
-  requestId: z.string().describe('x-request-id of the call'),
-});
+const auditEntryView = z
+  .object({
+    object: z.literal('audit_entry'),
+    id: z.uuid().describe('The id of the management.operation event this entry records'),
+    occurredAt: instantView.describe('When the operation ran'),
+    operation: z.string().describe('Operation name, e.g. keys.update'),
+    method: z.enum(['POST', 'PUT', 'PATCH', 'DELETE']),
+    path: z.string().describe('Path template under /client, e.g. /keys/:id'),
+    params: z.record(z.string(), z.string()).describe('The path parameters of the call'),
+    targetId: z.string().nullable().describe('The resource acted on: the id path parameter, or the id of what a create made; null when none'),
+    actor: z.object({
+      kind: z.enum(['person', 'key']),
+      id: z.string().describe('Person id or API key id'),
+      label: z.string().describe("The person's email or the key's name at the time"),
+    }),
+    credential: z.object({
+      kind: z.enum(['session', 'key']),
+      id: z.string().describe('The session id, or the API key id, the call was made with'),
+    }),
+    outcome: z.object({
+      status: z.number().int().describe('HTTP status answered'),
+      succeeded: z.boolean(),
+      code: z.string().nullable().describe('The error code when it failed'),
+    }),
+    requestId: z.string().describe('x-request-id of the call'),
+  })
+  .meta({ id: 'AuditEntry', description: 'One management call that writes: who, what, when, with which credential, and the outcome' });
+
+const auditEntryListView = listOf(auditEntryView);
 
 const auditQuery = pageQuery({ defaultLimit: AUDIT_PAGE_DEFAULT, maxLimit: AUDIT_PAGE_MAX, id: sequenceId }).extend({
   operation: z.string().min(1).max(100).optional().describe('Only this operation, e.g. keys.create'),
@@ -70,7 +75,7 @@ export function auditOperations({ store }: { store: AuditStore }): AnyOperation[
     ownerOnly: true,
     readOnly: true,
     query: auditQuery,
-    output: listOf(auditEntryView),
+    output: auditEntryListView,
     async handler({ query }, { credential }) {
       const page = await store.page({ organizationId: credential.organizationId, operation: query.operation, actorId: query.actorId }, query);
       return listResponse(page, toView);

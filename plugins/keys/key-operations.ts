@@ -7,9 +7,9 @@ import type { IdentityStores, IdentityStoresFactory, KeyRateLimits } from '../..
 import { authorizedKey, authorizedProject } from '../../core/authorization.ts';
 import { visibleProjectIds } from '../../core/project-access.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
-import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
+import { listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
-import { createdKeyView, createKeyRequest, keyDetailView, keyView, type rateLimitsInput, updateKeyRequest } from './key-schemas.ts';
+import { createdKeyView, createKeyRequest, keyDetailView, keyListView, keyRemovalView, type rateLimitsInput, updatedKeyView, updateKeyRequest } from './key-schemas.ts';
 import { assertNoEscalation, assertOwnerFor } from './key-rules.ts';
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
 
@@ -21,7 +21,7 @@ interface Deps {
   clock: () => Date;
 }
 
-const idParams = z.strictObject({ id: resourceId });
+const idParams = z.strictObject({ id: resourceId.describe('API key id') });
 
 export const KEYS_PAGE_DEFAULT = 50;
 export const KEYS_PAGE_MAX = 200;
@@ -46,7 +46,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       projectId: resourceId.optional().describe('Only keys of this project'),
     }),
     resource: { kind: 'project', access: 'read', in: 'query', field: 'projectId', keyOwnProjectOnly: true },
-    output: listOf(keyView),
+    output: keyListView,
     async handler({ query }, { credential }) {
       const now = clock();
       // An API key lists its own project's keys only, whatever other scopes it holds.
@@ -143,7 +143,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         keyOwnProjectOnly: { code: 'key_cannot_move_key', message: "An API key cannot move a key to another project; that is a person's act" },
       },
     ],
-    output: z.object({ object: z.literal('ack'), ok: z.literal(true), key: keyView }),
+    output: updatedKeyView,
     async handler({ params, body }, { credential, transaction, authorization }) {
       const key = authorizedKey(authorization);
       if (body.projectId !== undefined && body.projectId !== key.projectId && key.appId) {
@@ -183,7 +183,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     params: idParams,
     query: z.object({ permanent: z.enum(['true']).optional().describe('Only value: true') }),
     resource: { kind: 'key', access: 'write', in: 'path', field: 'id' },
-    output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid(), status: z.enum(['revoked', 'deleted']) }),
+    output: keyRemovalView,
     async handler({ query }, { credential, transaction, authorization }) {
       const key = authorizedKey(authorization);
       await transaction(async (tx) => {

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import { spendCapInput, spendCapView } from '../../core/spend-cap.ts';
 import { SCOPES } from '../../core/scopes.ts';
-import { timestampSchema } from '../../core/vocabulary/timestamps.ts';
+import { listOf } from '../../core/vocabulary/pagination.ts';
+import { instantView, timestampSchema } from '../../core/vocabulary/timestamps.ts';
 
 export const scopeList = z
   .array(z.enum(SCOPES))
@@ -18,11 +19,13 @@ export const rateLimitsInput = z.strictObject({
   tokensPerMinute: positiveLimit,
   concurrency: z.number().int().positive().max(100_000).nullable().optional(),
 });
-const rateLimitsView = z.object({
-  requestsPerMinute: z.number().nullable(),
-  tokensPerMinute: z.number().nullable(),
-  concurrency: z.number().nullable(),
-});
+const rateLimitsView = z
+  .object({
+    requestsPerMinute: z.number().nullable(),
+    tokensPerMinute: z.number().nullable(),
+    concurrency: z.number().nullable(),
+  })
+  .meta({ id: 'RateLimits', description: "A key's own rate limits; null means the operator's default applies" });
 
 export const createKeyRequest = z.strictObject({
   name: keyName,
@@ -47,44 +50,67 @@ export const updateKeyRequest = z
   })
   .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
 
-export const keyView = z.object({
-  object: z.literal('api_key'),
-  id: z.uuid(),
-  name: z.string(),
-  hint: z.string().describe('Prefix and last four characters; the whole key is shown only once'),
-  projectId: z.uuid(),
-  appId: z.uuid().nullable(),
-  scopes: z.array(z.enum(SCOPES)),
-  models: z.array(z.string()).nullable(),
-  status: z.enum(['active', 'disabled', 'expired', 'revoked']),
-  disabled: z.boolean(),
-  expiresAt: z.string().nullable(),
-  spendCap: spendCapView.nullable(),
-  rateLimits: rateLimitsView.describe('This key’s own limits; null means the default applies'),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-  lastUsedAt: z.string().nullable(),
-  revokedAt: z.string().nullable(),
-});
+/** The wire views below are named schemas of the OpenAPI document (`.meta({ id })`). */
+export const keyView = z
+  .object({
+    object: z.literal('api_key'),
+    id: z.uuid(),
+    name: z.string(),
+    hint: z.string().describe('Prefix and last four characters; the whole key is shown only once'),
+    projectId: z.uuid(),
+    appId: z.uuid().nullable(),
+    scopes: z.array(z.enum(SCOPES)),
+    models: z.array(z.string()).nullable(),
+    status: z.enum(['active', 'disabled', 'expired', 'revoked']),
+    disabled: z.boolean(),
+    expiresAt: instantView.nullable(),
+    spendCap: spendCapView.nullable(),
+    rateLimits: rateLimitsView.describe('This key’s own limits; null means the default applies'),
+    createdAt: instantView,
+    updatedAt: instantView,
+    lastUsedAt: instantView.nullable(),
+    revokedAt: instantView.nullable(),
+  })
+  .meta({ id: 'Key', description: 'An API key, without its plaintext' });
 
-export const createdKeyView = keyView.extend({
-  key: z.string().startsWith('svc_live_').describe('The plaintext key. Shown once: store it now.'),
-});
+export const keyListView = listOf(keyView);
 
-export const spendWindowsView = z.object({
-  totalUsd: z.number(),
-  todayUsd: z.number(),
-  weekUsd: z.number(),
-  monthUsd: z.number(),
-});
+export const createdKeyView = keyView
+  .extend({
+    // A pattern, not zod's startsWith: that would document a non-standard `format`.
+    key: z
+      .string()
+      .regex(/^svc_live_/)
+      .describe('The plaintext key. Shown once: store it now.'),
+  })
+  .meta({ id: 'CreatedKey', description: 'A new API key with its plaintext, which is shown this once' });
 
-export const budgetStatusView = z.object({
-  state: z.enum(['uncapped', 'ok', 'alerting', 'exceeded']),
-  capUsd: z.number().nullable(),
-  period: z.enum(['day', 'week', 'month', 'total']).nullable(),
-  mode: z.enum(['blocking', 'alert']).nullable(),
-  spentUsd: z.number().nullable().describe('Spend in the current period of the cap'),
-  remainingUsd: z.number().nullable(),
-});
+export const spendWindowsView = z
+  .object({
+    totalUsd: z.number(),
+    todayUsd: z.number(),
+    weekUsd: z.number(),
+    monthUsd: z.number(),
+  })
+  .meta({ id: 'SpendWindows', description: 'Spend in USD over all time and in the current UTC day, ISO week and calendar month' });
 
-export const keyDetailView = keyView.extend({ spend: spendWindowsView, budget: budgetStatusView });
+export const budgetStatusView = z
+  .object({
+    state: z.enum(['uncapped', 'ok', 'alerting', 'exceeded']),
+    capUsd: z.number().nullable(),
+    period: z.enum(['day', 'week', 'month', 'total']).nullable(),
+    mode: z.enum(['blocking', 'alert']).nullable(),
+    spentUsd: z.number().nullable().describe('Spend in the current period of the cap'),
+    remainingUsd: z.number().nullable(),
+  })
+  .meta({ id: 'BudgetStatus', description: 'Where a key stands against its own spend cap' });
+
+export const keyDetailView = keyView
+  .extend({ spend: spendWindowsView, budget: budgetStatusView })
+  .meta({ id: 'KeyDetail', description: 'An API key with its spend and where it stands against its cap' });
+
+export const updatedKeyView = z.object({ object: z.literal('ack'), ok: z.literal(true), key: keyView }).meta({ id: 'UpdatedKey', description: 'The key as it is after the change' });
+
+export const keyRemovalView = z
+  .object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid(), status: z.enum(['revoked', 'deleted']) })
+  .meta({ id: 'KeyRemoval', description: 'A key revoked (it stays listed) or deleted' });

@@ -17,17 +17,37 @@ interface Deps {
   initialCreditMicros: bigint;
 }
 
-const scopeView = z.object({
-  scope: z.enum(['account', 'project', 'key']),
-  id: z.uuid(),
-  name: z.string(),
-  capUsd: z.number(),
-  period: z.enum(['day', 'week', 'month', 'total']),
-  mode: z.enum(['blocking', 'alert']),
-  spentUsd: z.number().describe('Spend in the current period, including calls not yet written to the log'),
-  remainingUsd: z.number(),
-  state: z.enum(['ok', 'alerting', 'exceeded']),
-});
+/** The wire views: named schemas of the OpenAPI document (`.meta({ id })`), declared once. */
+const scopeView = z
+  .object({
+    scope: z.enum(['account', 'project', 'key']),
+    id: z.uuid(),
+    name: z.string(),
+    capUsd: z.number(),
+    period: z.enum(['day', 'week', 'month', 'total']),
+    mode: z.enum(['blocking', 'alert']),
+    spentUsd: z.number().describe('Spend in the current period, including calls not yet written to the log'),
+    remainingUsd: z.number(),
+    state: z.enum(['ok', 'alerting', 'exceeded']),
+  })
+  .meta({ id: 'BudgetScope', description: 'An account, project or key with a spend cap, and where it stands against it' });
+
+const budgetView = z
+  .object({
+    object: z.literal('budget'),
+    balanceUsd: z.number(),
+    accountCap: spendCapView.nullable(),
+    scopes: z.array(scopeView),
+  })
+  .meta({ id: 'Budget', description: 'Spend against every cap the caller can see, and the credit balance' });
+
+const accountCapView = z
+  .object({ object: z.literal('ack'), ok: z.literal(true), accountCap: spendCapView.nullable() })
+  .meta({ id: 'AccountCapSetting', description: 'The account-wide spend cap as it is after the change' });
+
+const requestLoggingView = z
+  .object({ object: z.literal('ack'), ok: z.literal(true), requestLogging: z.boolean() })
+  .meta({ id: 'RequestLoggingSetting', description: 'Whether the request log keeps prompt and response bodies, after the change' });
 
 const PERIOD_WINDOW = { day: 'todayMicros', week: 'weekMicros', month: 'monthMicros', total: 'totalMicros' } as const;
 
@@ -57,12 +77,7 @@ export function budgetOperations(deps: Deps): AnyOperation[] {
     summary: 'Spend against every cap the caller can see, and the credit balance',
     scope: 'usage:read',
     readOnly: true,
-    output: z.object({
-      object: z.literal('budget'),
-      balanceUsd: z.number(),
-      accountCap: spendCapView.nullable(),
-      scopes: z.array(scopeView),
-    }),
+    output: budgetView,
     async handler(_input, { credential }) {
       const now = clock();
       const orgId = credential.organizationId;
@@ -97,7 +112,7 @@ export function budgetOperations(deps: Deps): AnyOperation[] {
     scope: null,
     ownerOnly: true,
     body: z.strictObject({ accountCap: spendCapInput.nullable() }),
-    output: z.object({ object: z.literal('ack'), ok: z.literal(true), accountCap: spendCapView.nullable() }),
+    output: accountCapView,
     async handler({ body }, { credential }) {
       const updated = await identity.organizations.update(credential.organizationId, { spendCap: toSpendCap(body.accountCap) });
       deps.policies.forget(credential.organizationId);
@@ -114,7 +129,7 @@ export function budgetOperations(deps: Deps): AnyOperation[] {
     scope: null,
     ownerOnly: true,
     body: z.strictObject({ enabled: z.boolean() }),
-    output: z.object({ object: z.literal('ack'), ok: z.literal(true), requestLogging: z.boolean() }),
+    output: requestLoggingView,
     async handler({ body }, { credential }) {
       const updated = await identity.organizations.update(credential.organizationId, { requestLogging: body.enabled });
       deps.policies.forget(credential.organizationId);

@@ -4,7 +4,7 @@ import { microsToUsd, usdAmount, usdToMicros } from '../../core/vocabulary/money
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import { sequenceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
-import { dateOrTimestampSchema } from '../../core/vocabulary/timestamps.ts';
+import { dateOrTimestampSchema, dayView, instantView } from '../../core/vocabulary/timestamps.ts';
 import type { CreditLedger, LedgerKind, LedgerLine } from '../../core/ports/metering.ts';
 import type { PaymentProvider } from './payment-provider.ts';
 
@@ -16,17 +16,43 @@ interface Deps {
   initialCreditMicros: bigint;
 }
 
-const lineView = z.object({
-  id: z.string(),
-  kind: z.enum(['payment', 'adjustment', 'ai_usage', 'hosting', 'hosting_base_fee']),
-  amountUsd: z.number().describe('Signed: credits positive, charges negative'),
-  balanceAfterUsd: z.number(),
-  note: z.string().nullable(),
-  reference: z.string().nullable(),
-  coversUtcDay: z.string().nullable(),
-  coversEntries: z.number().nullable(),
-  createdAt: z.string(),
-});
+/** The wire views: named schemas of the OpenAPI document (`.meta({ id })`), declared once. */
+const lineView = z
+  .object({
+    id: z.string(),
+    kind: z.enum(['payment', 'adjustment', 'ai_usage', 'hosting', 'hosting_base_fee']),
+    amountUsd: z.number().describe('Signed: credits positive, charges negative'),
+    balanceAfterUsd: z.number(),
+    note: z.string().nullable(),
+    reference: z.string().nullable(),
+    coversUtcDay: dayView.nullable().describe('The UTC day a daily charge covers'),
+    coversEntries: z.number().nullable(),
+    createdAt: instantView,
+  })
+  .meta({ id: 'LedgerEntry', description: 'One line of the credit ledger' });
+
+const lineListView = listOf(lineView);
+
+const balanceView = z
+  .object({ object: z.literal('credits'), balanceUsd: z.number(), balanceMicros: z.string(), recent: z.array(lineView) })
+  .meta({ id: 'CreditBalance', description: 'The credit balance (balanceMicros: exact integer micro-USD, as text) and the latest ledger lines' });
+
+const summaryView = z
+  .object({
+    object: z.literal('credit_summary'),
+    openingBalanceUsd: z.number(),
+    paymentsUsd: z.number(),
+    adjustmentsUsd: z.number(),
+    hostingUsd: z.number(),
+    aiUsd: z.number(),
+    closingBalanceUsd: z.number(),
+    micros: z.object({ opening: z.string(), payments: z.string(), adjustments: z.string(), hosting: z.string(), ai: z.string(), closing: z.string() }),
+  })
+  .meta({ id: 'CreditSummary', description: 'Opening + payments + adjustments − hosting − AI = closing; micros: the exact integers, as text' });
+
+const paymentView = z
+  .object({ object: z.literal('credit_payment'), duplicate: z.boolean(), line: lineView.nullable(), balanceUsd: z.number() })
+  .meta({ id: 'CreditPayment', description: 'A payment recorded (or recognised as a repeat of its reference) and the balance after it' });
 
 const toLineView = (line: LedgerLine): z.infer<typeof lineView> => ({
   id: line.id,
@@ -39,6 +65,9 @@ const toLineView = (line: LedgerLine): z.infer<typeof lineView> => ({
   coversEntries: line.coversEntries,
   createdAt: line.createdAt.toISOString(),
 });
+
+const FROM = 'Start, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp';
+const TO = 'End, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp';
 
 /** The spec's limits of GET /credits/statement. */
 export const STATEMENT_PAGE_DEFAULT = 100;
@@ -62,7 +91,7 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     description: 'Scope usage:read.',
     scope: 'usage:read',
     readOnly: true,
-    output: z.object({ object: z.literal('credits'), balanceUsd: z.number(), balanceMicros: z.string(), recent: z.array(lineView) }),
+    output: balanceView,
     async handler(_input, { credential }) {
       await ensure(credential.organizationId);
       const balance = (await ledger.balance(credential.organizationId)) ?? 0n;
@@ -80,11 +109,11 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     scope: 'usage:read',
     readOnly: true,
     query: pageQuery({ defaultLimit: STATEMENT_PAGE_DEFAULT, maxLimit: STATEMENT_PAGE_MAX, id: sequenceId }).extend({
-      lens: z.enum(['payments', 'usage', 'hosting']).optional(),
-      from: dateOrTimestampSchema.optional(),
-      to: dateOrTimestampSchema.optional(),
+      lens: z.enum(['payments', 'usage', 'hosting']).optional().describe('Only payment, AI usage or hosting lines'),
+      from: dateOrTimestampSchema.optional().describe(FROM),
+      to: dateOrTimestampSchema.optional().describe(TO),
     }),
-    output: listOf(lineView),
+    output: lineListView,
     async handler({ query }, { credential }) {
       await ensure(credential.organizationId);
       const page = await ledger.page(credential.organizationId, { kinds: query.lens ? LENS_KINDS[query.lens] : undefined, from: query.from, to: query.to }, query);
@@ -100,17 +129,8 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     description: 'Scope usage:read. Without `from` the opening balance is zero; `to` is exclusive. The micros fields carry the exact integers.',
     scope: 'usage:read',
     readOnly: true,
-    query: z.object({ from: dateOrTimestampSchema.optional(), to: dateOrTimestampSchema.optional() }),
-    output: z.object({
-      object: z.literal('credit_summary'),
-      openingBalanceUsd: z.number(),
-      paymentsUsd: z.number(),
-      adjustmentsUsd: z.number(),
-      hostingUsd: z.number(),
-      aiUsd: z.number(),
-      closingBalanceUsd: z.number(),
-      micros: z.object({ opening: z.string(), payments: z.string(), adjustments: z.string(), hosting: z.string(), ai: z.string(), closing: z.string() }),
-    }),
+    query: z.object({ from: dateOrTimestampSchema.optional().describe(FROM), to: dateOrTimestampSchema.optional().describe(TO) }),
+    output: summaryView,
     async handler({ query }, { credential }) {
       await ensure(credential.organizationId);
       const s = await ledger.summary(credential.organizationId, { from: query.from, to: query.to });
@@ -147,7 +167,7 @@ export function creditOperations(deps: Deps): AnyOperation[] {
       reference: z.string().trim().min(1).max(200).optional().describe('Idempotency: the payment reference'),
       note: z.string().trim().max(500).optional(),
     }),
-    output: z.object({ object: z.literal('credit_payment'), duplicate: z.boolean(), line: lineView.nullable(), balanceUsd: z.number() }),
+    output: paymentView,
     status: 201,
     async handler({ body }, { credential }) {
       await ensure(credential.organizationId);

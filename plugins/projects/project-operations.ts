@@ -8,6 +8,7 @@ import { visibleProjectIds } from '../../core/project-access.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import { isOwner } from '../../core/credential.ts';
+import { instantView } from '../../core/vocabulary/timestamps.ts';
 import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/spend-cap.ts';
 
 interface Deps {
@@ -16,25 +17,37 @@ interface Deps {
   authenticator: Authenticator;
 }
 
-const projectView = z.object({
-  object: z.literal('project'),
-  id: z.uuid(),
-  name: z.string(),
-  isDefault: z.boolean(),
-  models: z.array(z.string()).nullable().describe('Models keys of this project may use; null means every model'),
-  spendCap: spendCapView.nullable(),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-});
+/** The wire views: named schemas of the OpenAPI document (`.meta({ id })`), declared once. */
+const projectView = z
+  .object({
+    object: z.literal('project'),
+    id: z.uuid(),
+    name: z.string(),
+    isDefault: z.boolean(),
+    models: z.array(z.string()).nullable().describe('Models keys of this project may use; null means every model'),
+    spendCap: spendCapView.nullable(),
+    createdAt: instantView,
+    updatedAt: instantView,
+  })
+  .meta({ id: 'Project', description: 'A project: the keys, members, model list and spend cap it groups' });
 
-const memberView = z.object({
-  object: z.literal('project_member'),
-  personId: z.uuid(),
-  email: z.string(),
-  name: z.string(),
-  role: z.enum(['admin', 'developer', 'viewer']),
-  addedAt: z.string(),
-});
+const memberView = z
+  .object({
+    object: z.literal('project_member'),
+    personId: z.uuid(),
+    email: z.string(),
+    name: z.string(),
+    role: z.enum(['admin', 'developer', 'viewer']),
+    addedAt: instantView,
+  })
+  .meta({ id: 'ProjectMember', description: "A person's role in a project" });
+
+const projectListView = listOf(projectView);
+const memberListView = listOf(memberView);
+
+const projectRemovalView = z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() }).meta({ id: 'ProjectRemoval', description: 'The id of the project deleted' });
+
+const memberRemovalView = z.object({ object: z.literal('ack'), ok: z.literal(true) }).meta({ id: 'MemberRemoval', description: 'The person is no longer a member of the project' });
 
 const toProjectView = (p: Project): z.infer<typeof projectView> => ({
   object: 'project',
@@ -59,8 +72,9 @@ const toMemberView = (m: ProjectMember): z.infer<typeof memberView> => ({
 const projectName = z.string().trim().min(1).max(100);
 const models = z.array(z.string().min(1).max(200)).max(500).nullable();
 const role = z.enum(['admin', 'developer', 'viewer']);
-const idParams = z.strictObject({ id: resourceId });
-const memberParams = z.strictObject({ id: resourceId, userId: resourceId });
+const projectId = resourceId.describe('Project id');
+const idParams = z.strictObject({ id: projectId });
+const memberParams = z.strictObject({ id: projectId, userId: resourceId.describe("The member's person id") });
 /** Projects and their members are listed by uuid: a person id breaks ties among members. */
 const PROJECTS_PAGE = { defaultLimit: 50, maxLimit: 200, id: resourceId };
 const readsProject = { kind: 'project', access: 'read', in: 'path', field: 'id' } as const;
@@ -81,7 +95,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: null,
     readOnly: true,
     query: pageQuery(PROJECTS_PAGE),
-    output: listOf(projectView),
+    output: projectListView,
     async handler({ query }, { credential }) {
       const page = await identity.projects.page(credential.organizationId, { projectIds: await visibleProjectIds(identity, credential) }, query);
       return listResponse(page, toProjectView);
@@ -171,7 +185,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: 'projects:write',
     params: idParams,
     resource: writesProject,
-    output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() }),
+    output: projectRemovalView,
     async handler(_input, { credential, authorization }) {
       const project = authorizedProject(authorization);
       if (project.isDefault) throw new ApiError(400, 'default_project', 'The default project cannot be deleted', { param: 'id' });
@@ -194,7 +208,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     params: idParams,
     query: pageQuery(PROJECTS_PAGE),
     resource: readsProject,
-    output: listOf(memberView),
+    output: memberListView,
     async handler({ query }, { authorization }) {
       const project = authorizedProject(authorization);
       return listResponse(await identity.projectMembers.page(project.id, query), toMemberView);
@@ -252,7 +266,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: 'projects:write',
     params: memberParams,
     resource: writesProject,
-    output: z.object({ object: z.literal('ack'), ok: z.literal(true) }),
+    output: memberRemovalView,
     async handler({ params }, { authorization }) {
       const project = authorizedProject(authorization);
       if (!(await identity.projectMembers.remove(project.id, params.userId))) {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { requestId } from '../../core/vocabulary/ids.ts';
 import { listOf, pageQuery } from '../../core/vocabulary/pagination.ts';
-import { dateOrTimestampSchema } from '../../core/vocabulary/timestamps.ts';
+import { dateOrTimestampSchema, instantView } from '../../core/vocabulary/timestamps.ts';
 
 /** Query parameters and wire shapes of the usage and request-log operations. */
 
@@ -69,92 +69,116 @@ export const requestIdParams = z.strictObject({
 const count = z.number().int().nonnegative();
 const msOrNull = z.number().nullable();
 
-export const tokenTotalsView = z.object({
-  input: count,
-  cachedInput: count,
-  cacheWrite: count,
-  output: count,
-  reasoning: count,
-});
+/* The wire views: named schemas of the OpenAPI document (`.meta({ id })`), declared once. */
 
-export const requestRowView = z.object({
-  object: z.literal('request_log'),
-  id: z.string(),
-  createdAt: z.string(),
-  keyId: z.string().nullable(),
-  projectId: z.string().nullable(),
-  endpoint: z.string(),
-  model: z.string().nullable(),
-  provider: z.string().nullable(),
-  upstreamModel: z.string().nullable(),
-  status: z.number().int(),
-  errorCode: z.string().nullable(),
-  tokens: tokenTotalsView.extend({ estimated: z.boolean().describe('Counted by the gateway because the provider reported no usage') }),
-  costUsd: z.number(),
-  latencyMs: z.number().int(),
-  ttftMs: z.number().int().nullable().describe('Time to first token, streamed calls'),
-  streamed: z.boolean(),
-  attempts: z.number().int(),
-  priceVersion: z.string().nullable(),
-});
+export const tokenTotalsView = z
+  .object({
+    input: count,
+    cachedInput: count,
+    cacheWrite: count,
+    output: count,
+    reasoning: count,
+  })
+  .meta({ id: 'TokenCounts', description: 'Tokens by kind' });
 
-export const requestDetailView = requestRowView.extend({
-  request: z.unknown().describe('The prompt as sent; null when hidden or not logged'),
-  response: z.unknown().describe('The response as returned; null when hidden or not logged'),
-  bodiesHidden: z.enum(['role', 'not_logged']).nullable().describe("Why the bodies are null: 'role' the caller may not read them; 'not_logged' request logging was off for this call"),
-});
+export const requestRowView = z
+  .object({
+    object: z.literal('request_log'),
+    id: z.string(),
+    createdAt: instantView,
+    keyId: z.string().nullable(),
+    projectId: z.string().nullable(),
+    endpoint: z.string(),
+    model: z.string().nullable(),
+    provider: z.string().nullable(),
+    upstreamModel: z.string().nullable(),
+    status: z.number().int(),
+    errorCode: z.string().nullable(),
+    tokens: tokenTotalsView.extend({ estimated: z.boolean().describe('Counted by the gateway because the provider reported no usage') }),
+    costUsd: z.number(),
+    latencyMs: z.number().int(),
+    ttftMs: z.number().int().nullable().describe('Time to first token, streamed calls'),
+    streamed: z.boolean(),
+    attempts: z.number().int(),
+    priceVersion: z.string().nullable(),
+  })
+  .meta({ id: 'RequestLog', description: 'One gateway call as the request log keeps it, without its bodies' });
 
-export const totalsView = z.object({
-  requests: count,
-  errors: count.describe('Calls answered with status 400 or above'),
-  tokens: tokenTotalsView,
-  costUsd: z.number(),
-  avgLatencyMs: msOrNull,
-  p50LatencyMs: msOrNull,
-  p95LatencyMs: msOrNull,
-});
+export const requestDetailView = requestRowView
+  .extend({
+    request: z.unknown().describe('The prompt as sent; null when hidden or not logged'),
+    response: z.unknown().describe('The response as returned; null when hidden or not logged'),
+    bodiesHidden: z.enum(['role', 'not_logged']).nullable().describe("Why the bodies are null: 'role' the caller may not read them; 'not_logged' request logging was off for this call"),
+  })
+  .meta({ id: 'RequestLogDetail', description: 'One gateway call with its request and response bodies, where the caller may read them' });
 
-export const modelTotalsView = totalsView.extend({ model: z.string().nullable() });
+export const totalsView = z
+  .object({
+    requests: count,
+    errors: count.describe('Calls answered with status 400 or above'),
+    tokens: tokenTotalsView,
+    costUsd: z.number(),
+    avgLatencyMs: msOrNull,
+    p50LatencyMs: msOrNull,
+    p95LatencyMs: msOrNull,
+  })
+  .meta({ id: 'UsageTotals', description: 'Calls, errors, tokens, cost and latency over a window' });
 
-export const usageReportView = z.object({
-  object: z.literal('usage_report'),
-  from: z.string(),
-  to: z.string(),
-  keyId: z.string().nullable(),
-  totals: totalsView,
-  models: z.array(modelTotalsView).describe('Per model, costliest first'),
-  recent: z.array(requestRowView).describe('The latest requests of the window, newest first'),
-});
+export const modelTotalsView = totalsView.extend({ model: z.string().nullable() }).meta({ id: 'ModelUsage', description: 'The totals of one model' });
 
-export const seriesView = z.object({
-  object: z.literal('usage_series'),
-  from: z.string(),
-  to: z.string(),
-  keyId: z.string().nullable(),
-  granularity: z.enum(['hour', 'day']),
-  buckets: z.array(z.object({ start: z.string(), requests: count, errors: count, tokens: tokenTotalsView, costUsd: z.number() })).describe('UTC buckets, newest first, empty ones included'),
-});
+export const usageReportView = z
+  .object({
+    object: z.literal('usage_report'),
+    from: instantView,
+    to: instantView,
+    keyId: z.string().nullable(),
+    totals: totalsView,
+    models: z.array(modelTotalsView).describe('Per model, costliest first'),
+    recent: z.array(requestRowView).describe('The latest requests of the window, newest first'),
+  })
+  .meta({ id: 'UsageReport', description: 'Usage over a window: totals, per model, and the latest requests' });
 
-const deltaView = z.object({
-  absolute: z.number().nullable().describe('This window minus the previous; null when either figure is null'),
-  percent: z.number().nullable().describe('Change relative to the previous window, in percent; null when the previous is 0 or null'),
-});
+const seriesBucketView = z
+  .object({ start: instantView, requests: count, errors: count, tokens: tokenTotalsView, costUsd: z.number() })
+  .meta({ id: 'UsageBucket', description: 'The usage of one hour or day, UTC' });
 
-export const comparisonView = z.object({
-  object: z.literal('usage_comparison'),
-  keyId: z.string().nullable(),
-  current: z.object({ from: z.string(), to: z.string(), totals: totalsView }),
-  previous: z.object({ from: z.string(), to: z.string(), totals: totalsView }),
-  deltas: z.object({
-    requests: deltaView,
-    errors: deltaView,
-    tokens: z.object({ input: deltaView, cachedInput: deltaView, cacheWrite: deltaView, output: deltaView, reasoning: deltaView }),
-    costUsd: deltaView,
-    avgLatencyMs: deltaView,
-    p50LatencyMs: deltaView,
-    p95LatencyMs: deltaView,
-  }),
-});
+export const seriesView = z
+  .object({
+    object: z.literal('usage_series'),
+    from: instantView,
+    to: instantView,
+    keyId: z.string().nullable(),
+    granularity: z.enum(['hour', 'day']),
+    buckets: z.array(seriesBucketView).describe('UTC buckets, newest first, empty ones included'),
+  })
+  .meta({ id: 'UsageSeries', description: 'Usage over a window in hourly or daily buckets' });
+
+const deltaView = z
+  .object({
+    absolute: z.number().nullable().describe('This window minus the previous; null when either figure is null'),
+    percent: z.number().nullable().describe('Change relative to the previous window, in percent; null when the previous is 0 or null'),
+  })
+  .meta({ id: 'UsageDelta', description: 'How a figure changed from the previous window' });
+
+const periodTotalsView = z.object({ from: instantView, to: instantView, totals: totalsView }).meta({ id: 'UsagePeriod', description: 'The totals of one window' });
+
+export const comparisonView = z
+  .object({
+    object: z.literal('usage_comparison'),
+    keyId: z.string().nullable(),
+    current: periodTotalsView,
+    previous: periodTotalsView,
+    deltas: z.object({
+      requests: deltaView,
+      errors: deltaView,
+      tokens: z.object({ input: deltaView, cachedInput: deltaView, cacheWrite: deltaView, output: deltaView, reasoning: deltaView }),
+      costUsd: deltaView,
+      avgLatencyMs: deltaView,
+      p50LatencyMs: deltaView,
+      p95LatencyMs: deltaView,
+    }),
+  })
+  .meta({ id: 'UsageComparison', description: 'A window against the one of the same length before it' });
 
 const windowStatsShape = {
   requests: count,
@@ -165,13 +189,17 @@ const windowStatsShape = {
   p50TtftMs: msOrNull.describe('Median time to first token of streamed calls'),
 };
 
-export const windowView = z.object({
-  object: z.literal('request_window'),
-  minutes: z.number().int(),
-  from: z.string(),
-  to: z.string(),
-  ...windowStatsShape,
-  buckets: z.array(z.object({ start: z.string(), ...windowStatsShape })).describe('One per minute, newest first, empty ones included'),
-});
+const windowBucketView = z.object({ start: instantView, ...windowStatsShape }).meta({ id: 'RequestWindowBucket', description: 'The calls of one minute' });
+
+export const windowView = z
+  .object({
+    object: z.literal('request_window'),
+    minutes: z.number().int(),
+    from: instantView,
+    to: instantView,
+    ...windowStatsShape,
+    buckets: z.array(windowBucketView).describe('One per minute, newest first, empty ones included'),
+  })
+  .meta({ id: 'RequestWindow', description: 'The latest minutes of calls, minute by minute' });
 
 export const requestListView = listOf(requestRowView);

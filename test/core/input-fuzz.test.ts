@@ -78,12 +78,17 @@ interface OpenApiOperation {
   requestBody?: { required?: boolean; content: { 'application/json': { schema: Schema } } };
 }
 
-const document = (await test.call('GET', '/client/openapi.json', { token: null })).json() as { paths: Record<string, Record<string, OpenApiOperation>> };
+const document = (await test.call('GET', '/client/openapi.json', { token: null })).json() as {
+  servers: Array<{ url: string }>;
+  paths: Record<string, Record<string, OpenApiOperation>>;
+};
+/** The document's paths are relative to its server: the relative one, this host's /client. */
+const surface = document.servers.find((server) => server.url.startsWith('/'))?.url ?? '/client';
 
 interface Endpoint {
   label: string;
   method: string;
-  /** With `{name}` placeholders. */
+  /** With `{name}` placeholders; absolute (`/client/keys/{id}`). */
   path: string;
   pathParams: string[];
   query: OpenApiParameter[];
@@ -116,14 +121,15 @@ async function existingId(collection: string, collectionUrl: string, param: stri
     const value = record[param] ?? record.id ?? Object.values(record).find((v) => typeof v === 'string' && ID_PATTERN.test(v));
     return typeof value === 'string' ? value : undefined;
   };
-  const create = document.paths[collection]?.post;
+  const relative = collection.slice(surface.length);
+  const create = document.paths[relative]?.post;
   if (create) {
     const schema = create.requestBody?.content['application/json'].schema;
     const body = BODY_OVERRIDES[create.operationId]?.() ?? (schema ? sampleOf(schema, schema, random) : undefined);
     const response = await send('POST', collectionUrl, test.ownerToken, body === undefined ? undefined : JSON.stringify(body));
     if (response.statusCode < 300) return pick(response.json());
   }
-  if (document.paths[collection]?.get) {
+  if (document.paths[relative]?.get) {
     const response = await send('GET', collectionUrl, test.ownerToken);
     if (response.statusCode < 300) return pick((response.json() as { data?: unknown[] }).data?.[0]);
   }
@@ -151,9 +157,9 @@ function managementEndpoints(): Endpoint[] {
       const oracle = schema ? schemaOracle(schema) : null;
       const sample = schema ? (BODY_OVERRIDES[operation.operationId]?.() ?? validSampleOf(schema, schema, random, (v) => oracle!(v))) : undefined;
       out.push({
-        label: `${method.toUpperCase()} ${path} (${operation.operationId})`,
+        label: `${method.toUpperCase()} ${surface}${path} (${operation.operationId})`,
         method: method.toUpperCase(),
-        path,
+        path: `${surface}${path}`,
         pathParams: placeholders(path),
         query: (operation.parameters ?? []).filter((p) => p.in === 'query'),
         body: schema,

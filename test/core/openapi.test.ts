@@ -1,6 +1,8 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import t from 'tap';
-import type { z } from 'zod';
+import { z } from 'zod';
+import { buildOpenApiDocument } from '../../core/openapi.ts';
+import { defineOperation } from '../../core/operations.ts';
 import type { AnyOperation } from '../../core/operations.ts';
 import { SCOPES } from '../../core/scopes.ts';
 import { Tokens } from '../../core/tokens.ts';
@@ -9,17 +11,26 @@ import { buildTestApp } from '../helpers/app.ts';
 
 interface DocOperation {
   operationId?: string;
+  summary?: string;
+  description?: string;
+  tags?: string[];
+  security?: Array<Record<string, string[]>>;
   'x-required-scope'?: string | null;
   parameters?: Array<{ name: string; in: string; required?: boolean; schema?: JsonSchema }>;
   requestBody?: { required?: boolean; content?: Record<string, { schema?: JsonSchema }> };
-  responses?: Record<string, { content?: Record<string, { schema?: JsonSchema & { $ref?: string } }> }>;
+  responses?: Record<string, { $ref?: string; description?: string; content?: Record<string, { schema?: JsonSchema & { $ref?: string } }> }>;
 }
 
 interface OpenApiDocument {
   openapi: string;
-  info: { version: string; title: string };
+  info: { version: string; title: string; license?: { name: string; identifier?: string } };
+  servers: Array<{ url: string; description?: string }>;
+  tags: Array<{ name: string; description?: string }>;
   paths: Record<string, Record<string, DocOperation>>;
-  components: { schemas: Record<string, JsonSchema & { properties?: Record<string, JsonSchema> }> };
+  components: {
+    schemas: Record<string, JsonSchema & { properties?: Record<string, JsonSchema> }>;
+    responses: Record<string, { description: string; content?: Record<string, { schema?: JsonSchema }> }>;
+  };
 }
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
@@ -29,20 +40,22 @@ const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operati
 const response = await test.call('GET', '/client/openapi.json', { token: null });
 const doc = response.json() as OpenApiDocument;
 
-const docPath = (operation: AnyOperation) => `/client${operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`;
+/** Paths are relative to the surface's server (`/client`). */
+const docPath = (operation: AnyOperation) => operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
 const documented = (operation: AnyOperation): DocOperation | undefined => doc.paths[docPath(operation)]?.[operation.method.toLowerCase()];
 
 t.test('GET /platform/v1/openapi.json describes the same operations under the regional surface', async (t) => {
   const regional = await test.call('GET', '/platform/v1/openapi.json', { token: null });
   t.equal(regional.statusCode, 200);
   const regionalDoc = regional.json() as OpenApiDocument;
-  t.same(
-    Object.keys(regionalDoc.paths).sort(),
-    Object.keys(doc.paths)
-      .map((path) => path.replace(/^\/client/, '/platform/v1'))
-      .sort(),
-  );
-  t.ok(Object.keys(regionalDoc.paths).length > 0 && Object.keys(regionalDoc.paths).every((path) => path.startsWith('/platform/v1/')));
+  t.same(Object.keys(regionalDoc.paths).sort(), Object.keys(doc.paths).sort(), 'the same paths, relative to the server');
+  t.same(regionalDoc.servers, [{ url: '/platform/v1', description: 'This host' }]);
+  t.same(regionalDoc.components, doc.components, 'the same components');
+});
+
+t.test('paths are relative to the server of the surface, /client', async (t) => {
+  t.same(doc.servers, [{ url: '/client', description: 'This host' }], 'no absolute server without server.publicUrl');
+  t.ok(Object.keys(doc.paths).length > 0 && Object.keys(doc.paths).every((path) => path.startsWith('/') && !path.startsWith('/client')));
 });
 
 t.test('GET /client/openapi.json is served as JSON without a credential', async (t) => {
@@ -58,8 +71,33 @@ t.test('the document validates as OpenAPI 3.1', async (t) => {
   t.match(doc.openapi, /^3\.1\.\d+$/);
 });
 
-t.test('info.version is 1.0.0', async (t) => {
+t.test('info.version is 1.0.0 and the licence is Apache-2.0', async (t) => {
   t.equal(doc.info.version, '1.0.0');
+  t.same(doc.info.license, { name: 'Apache-2.0', identifier: 'Apache-2.0' });
+});
+
+t.test('every operation is tagged with the plugin that declared it, and every tag is described', async (t) => {
+  const tagNames = doc.tags.map((tag) => tag.name);
+  t.same(new Set(tagNames).size, tagNames.length, 'tags are listed once');
+  for (const tag of doc.tags) t.ok(tag.description, `${tag.name} has a description`);
+  const tagOf = (name: string) => documented(operations.find((op) => op.name === name)!)?.tags;
+  t.same(tagOf('keys.list'), ['keys']);
+  t.same(tagOf('credits.get'), ['metering']);
+  t.same(tagOf('requests.list'), ['usage']);
+  t.same(tagOf('account.whoami'), ['account']);
+  for (const operation of operations) {
+    const tags = documented(operation)?.tags ?? [];
+    t.ok(tags.length === 1 && tagNames.includes(tags[0] ?? ''), `${operation.name}: one listed tag`);
+  }
+});
+
+t.test('every operation has a summary, a description and bearer security', async (t) => {
+  for (const operation of operations) {
+    const entry = documented(operation);
+    t.equal(entry?.summary, operation.summary, `${operation.name}: summary`);
+    t.ok(entry?.description, `${operation.name}: description`);
+    t.same(entry?.security, [{ bearerAuth: [] }], `${operation.name}: security`);
+  }
 });
 
 t.test('the registry is not empty', async (t) => {
@@ -152,14 +190,71 @@ t.test('nested strict objects in a body also have additionalProperties: false', 
   t.equal(object?.additionalProperties, false);
 });
 
-t.test('every operation documents its success answer and the 400, 401, 403 and 404 envelopes', async (t) => {
+t.test('every operation answers with a named schema, described', async (t) => {
+  for (const operation of operations) {
+    const success = documented(operation)?.responses?.[String(operation.status ?? 200)];
+    const ref = success?.content?.['application/json']?.schema?.$ref ?? '';
+    t.match(ref, /^#\/components\/schemas\/[A-Z][A-Za-z]+$/, `${operation.name}: ${operation.status ?? 200} is a named schema`);
+    t.ok(doc.components.schemas[ref.split('/').pop() ?? ''], `${operation.name}: ${ref} exists`);
+    t.ok(success?.description, `${operation.name}: the success answer is described`);
+  }
+});
+
+t.test('every operation documents its error answers as named responses of the Error envelope', async (t) => {
+  const expected: Record<string, string> = { '400': 'BadRequest', '401': 'Unauthorized', '403': 'Forbidden', '404': 'NotFound', '409': 'Conflict' };
   for (const operation of operations) {
     const responses = documented(operation)?.responses ?? {};
-    t.ok(responses[String(operation.status ?? 200)]?.content?.['application/json']?.schema, `${operation.name}: ${operation.status ?? 200} schema`);
-    for (const status of ['400', '401', '403', '404']) {
-      t.equal(responses[status]?.content?.['application/json']?.schema?.$ref, '#/components/schemas/Error', `${operation.name}: ${status} is the error envelope`);
+    const errors = Object.keys(responses).filter((status) => Number(status) >= 400);
+    for (const status of ['400', '401', '403', '404']) t.ok(errors.includes(status), `${operation.name}: ${status}`);
+    t.equal(errors.includes('409'), operation.method !== 'GET', `${operation.name}: 409 on writes only`);
+    for (const status of errors) {
+      t.equal(responses[status]?.$ref, `#/components/responses/${expected[status]}`, `${operation.name}: ${status} is the named response`);
     }
   }
+  for (const [name, response] of Object.entries(doc.components.responses)) {
+    t.ok(response.description, `${name} is described`);
+    t.equal(response.content?.['application/json']?.schema?.$ref, '#/components/schemas/Error', `${name} is the error envelope`);
+  }
+});
+
+t.test('resources are named components, each name in PascalCase', async (t) => {
+  for (const name of [
+    'Error',
+    'Key',
+    'KeyList',
+    'KeyDetail',
+    'CreatedKey',
+    'Project',
+    'ProjectList',
+    'ProjectMember',
+    'Organization',
+    'OrganizationList',
+    'Budget',
+    'CreditBalance',
+    'LedgerEntry',
+    'LedgerEntryList',
+    'UsageReport',
+    'RequestLog',
+    'RequestLogList',
+    'AuditEntry',
+    'AuditEntryList',
+    'SpendCap',
+  ]) {
+    t.ok(doc.components.schemas[name], `${name} is a component`);
+  }
+  for (const name of Object.keys(doc.components.schemas)) t.match(name, /^[A-Z][A-Za-z]+$/, `${name} is PascalCase`);
+  const list = doc.components.schemas.KeyList;
+  t.same(list?.properties?.data?.items, { $ref: '#/components/schemas/Key' }, 'a list refers to its item');
+  t.notOk(JSON.stringify(doc).includes('$defs'), 'no inline definitions');
+});
+
+t.test('only standard formats', async (t) => {
+  const standard = new Set(['date-time', 'date', 'email', 'uri', 'uuid', 'int32', 'int64', 'float', 'double']);
+  const formats = new Set([...JSON.stringify(doc).matchAll(/"format":"([^"]*)"/g)].map((m) => m[1] ?? ''));
+  t.ok(formats.size > 0);
+  for (const format of formats) t.ok(standard.has(format), `format ${format}`);
+  const instant = doc.components.schemas.Key?.properties?.createdAt;
+  t.equal(instant?.format, 'date-time', 'timestamps in answers are date-time');
 });
 
 t.test('the Error schema is the envelope with exactly message, type, code and param', async (t) => {
@@ -167,4 +262,27 @@ t.test('the Error schema is the envelope with exactly message, type, code and pa
   t.same(doc.components.schemas.Error?.required, ['error']);
   t.same([...(error?.required ?? [])].sort(), ['code', 'message', 'param', 'type']);
   t.same(Object.keys(error?.properties ?? {}).sort(), ['code', 'message', 'param', 'type']);
+});
+
+t.test('a second app in the same process documents the same named schemas', async (t) => {
+  // Named schemas are declared once, at module level: another app's operations answer with the same ones.
+  const second = await buildTestApp(t);
+  const registry = second.app.svc.container.resolve(Tokens.Operations);
+  const again = buildOpenApiDocument(operations, { prefix: '/client', ownerOf: (name) => registry.ownerOf(name) });
+  t.same(again.components, doc.components);
+  t.same(buildOpenApiDocument(registry.list(), { prefix: '/client', ownerOf: (name) => registry.ownerOf(name) }).components, doc.components);
+});
+
+t.test('an answer must be named, and a name belongs to one schema', async (t) => {
+  const probe = (output: z.ZodType) => defineOperation({ name: 'probe.get', method: 'GET', path: '/probe', summary: 'A probe', scope: null, output, handler: async () => ({}) });
+  t.throws(() => buildOpenApiDocument([probe(z.object({ a: z.string() }))], { prefix: '/client' }), /name its output schema/);
+  const first = z.object({ a: z.string() }).meta({ id: 'OpenApiTestProbe' });
+  const second = z.object({ b: z.string() }).meta({ id: 'OpenApiTestProbe' });
+  try {
+    t.throws(() => buildOpenApiDocument([probe(first)], { prefix: '/client' }), /two schemas are named OpenApiTestProbe/);
+    t.same(buildOpenApiDocument([probe(second)], { prefix: '/client' }).components.schemas.OpenApiTestProbe?.required, ['b']);
+  } finally {
+    z.globalRegistry.remove(second);
+    z.globalRegistry.remove(first);
+  }
 });
