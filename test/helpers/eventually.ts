@@ -16,16 +16,19 @@ export interface EventuallyOptions {
   everyMs?: number;
 }
 
+/** What a truthy check returned. */
+export type Truthy<T> = Exclude<T, null | undefined | false | 0 | ''>;
+
 /**
  * Resolves with the first truthy value `check` returns (checked at once, then every `everyMs`);
  * rejects naming `what` and the last value once `timeoutMs` has passed.
  */
-export async function eventually<T>(check: () => T | Promise<T>, what: string, options: EventuallyOptions = {}): Promise<T> {
+export async function eventually<T>(check: () => T | Promise<T>, what: string, options: EventuallyOptions = {}): Promise<Truthy<T>> {
   const { timeoutMs = 10_000, everyMs = 10 } = options;
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await check();
-    if (value) return value;
+    if (value) return value as Truthy<T>;
     if (performance.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what} (last: ${String(value)})`);
     await sleep(everyMs);
   }
