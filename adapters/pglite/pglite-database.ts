@@ -31,6 +31,17 @@ const postgresqlconf = ['shared_buffers = 16MB'];
 const base = { parsers, postgresqlconf } as PGliteOptions;
 
 let clusterImage: Promise<File | Blob> | undefined;
+/** The cluster image this process is writing to the cache file, if any (see clusterImageWritten). */
+let imageWrite: Promise<void> = Promise.resolve();
+
+/**
+ * Resolves once the cluster image this process last started writing to the cache file is there
+ * (or its write failed, which only costs speed). Databases open without waiting for it; a test
+ * about the cache awaits it.
+ */
+export function clusterImageWritten(): Promise<void> {
+  return imageWrite;
+}
 
 /**
  * Where a freshly initialised cluster is kept between processes (each test file is one): initdb
@@ -98,7 +109,7 @@ async function openInMemory(reuseImage: boolean): Promise<PGlite> {
   const first = PGlite.create(base);
   const image = first.then((db) => db.dumpDataDir('none'));
   clusterImage = image;
-  image.then((blob) => writeCachedImage(file, blob)).catch(() => undefined);
+  imageWrite = image.then((blob) => writeCachedImage(file, blob)).catch(() => undefined);
   image.catch(() => {
     if (clusterImage === image) clusterImage = undefined;
   });

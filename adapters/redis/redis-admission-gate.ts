@@ -35,6 +35,8 @@ export class RedisAdmissionGate implements AdmissionGate {
   private source: () => ReadonlyMap<string, number> = () => new Map();
   private readonly replicaId = randomUUID();
   private readonly watch: NodeJS.Timeout;
+  /** Waiting in watched() for the next watch tick to run to its end. */
+  private tickWaiters: Array<() => void> = [];
 
   readonly recovery: GateRecovery = {
     setOutstandingSource: (source) => {
@@ -54,12 +56,31 @@ export class RedisAdmissionGate implements AdmissionGate {
     private readonly options: RedisGateOptions,
   ) {
     this.names = redisKeyNames(prefix);
-    this.watch = setInterval(() => void this.tick().catch(() => undefined), Math.max(10, Math.floor(options.recoveryWindowMs / 4)));
+    this.watch = setInterval(
+      () => {
+        const waiting = this.tickWaiters;
+        this.tickWaiters = [];
+        void this.tick()
+          .catch(() => undefined)
+          .then(() => {
+            for (const resolve of waiting) resolve();
+          });
+      },
+      Math.max(10, Math.floor(options.recoveryWindowMs / 4)),
+    );
     this.watch.unref();
   }
 
   close(): void {
     clearInterval(this.watch);
+  }
+
+  /**
+   * Resolves once a watch tick that started after this call has run to its end: a test that
+   * asserts what the watch did (or did not do) awaits it instead of sleeping through ticks.
+   */
+  watched(): Promise<void> {
+    return new Promise((resolve) => this.tickWaiters.push(resolve));
   }
 
   async admit(request: GateRequest): Promise<GateResult> {

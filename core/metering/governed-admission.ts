@@ -125,6 +125,10 @@ export class GovernedAdmission implements InferenceAdmission {
    */
   private readonly inflight = new Map<string, number>();
   private heartbeat: NodeJS.Timeout | null = null;
+  /** Settlements still running: the gate call and, with an alert-only cap, the alert check. */
+  private readonly settling = new Set<Promise<void>>();
+  /** Waiting in idle() for the moment no call is live and nothing is settling. */
+  private idleWaiters: Array<() => void> = [];
   /** Lease ids: unique per process (random prefix) without a random draw per call. */
   private readonly leasePrefix = randomUUID();
   private leaseSequence = 0;
@@ -171,6 +175,23 @@ export class GovernedAdmission implements InferenceAdmission {
   stop(): void {
     if (this.heartbeat) clearInterval(this.heartbeat);
     this.heartbeat = null;
+  }
+
+  /**
+   * Resolves once no admitted call is running and every settlement begun has ended (alert-only
+   * caps' alerts included): what a test awaits instead of sleeping until background work is done.
+   * The rows those calls queued are then the request-log writer's to store (its flush()).
+   */
+  idle(): Promise<void> {
+    if (this.live.size === 0 && this.settling.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private wakeIdle(): void {
+    if (this.idleWaiters.length === 0 || this.live.size > 0 || this.settling.size > 0) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const resolve of waiters) resolve();
   }
 
   async peekHeaders(credential: Credential): Promise<Record<string, string>> {
@@ -396,10 +417,16 @@ export class GovernedAdmission implements InferenceAdmission {
         const report = (error: unknown) => logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed');
         // finish never throws (the contract): a synchronous failure is reported like a rejected one.
         try {
-          this.settle(state, outcome, createdAt).catch(report);
+          const settling = this.settle(state, outcome, createdAt).catch(report);
+          this.settling.add(settling);
+          void settling.then(() => {
+            this.settling.delete(settling);
+            this.wakeIdle();
+          });
         } catch (error) {
           report(error);
         }
+        this.wakeIdle();
       },
     };
   }

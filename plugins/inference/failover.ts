@@ -39,6 +39,12 @@ export interface FailoverOptions<C extends RouteCandidate = RouteCandidate> {
   signal: CallSignal;
   now?: () => number;
   random?: () => number;
+  /**
+   * The pause before a retry on the same route (backoff or retry-after): resolves after `ms`, or
+   * rejects with ClientGoneError once `signal` aborts. Default: a timer. Tests pass one that records
+   * the delays and returns at once.
+   */
+  wait?: (ms: number, signal: CallSignal) => Promise<void>;
   /** Told about every failed attempt (metrics). */
   onAttemptFailed?(candidate: C, error: UpstreamError): void;
 }
@@ -59,6 +65,7 @@ export async function runWithFailover<C extends RouteCandidate, T>(
   const { settings, breaker, signal } = options;
   const now = options.now ?? Date.now;
   const random = options.random ?? Math.random;
+  const wait = options.wait ?? waitOrAbort;
   const deadline = now() + settings.deadlineMs;
   let attempts = 0;
   let last: { error: UpstreamError; route: string } | null = null;
@@ -92,7 +99,7 @@ export async function runWithFailover<C extends RouteCandidate, T>(
         const backoff = random() * Math.min(settings.maxBackoffMs, settings.initialBackoffMs * 2 ** onRoute);
         const delay = retryAfter ?? backoff;
         if (now() + delay >= deadline) continue search;
-        await sleep(delay, signal);
+        await wait(delay, signal);
       }
     }
   }
@@ -104,7 +111,8 @@ function describe(error: UpstreamError): string {
   return error.status ? `${error.kind} ${error.status}` : error.kind;
 }
 
-function sleep(ms: number, signal: CallSignal): Promise<void> {
+/** The default wait: a timer the client's going away cuts short. */
+export function waitOrAbort(ms: number, signal: CallSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal.aborted) return reject(new ClientGoneError());
     const timer = setTimeout(() => {

@@ -9,7 +9,9 @@ import t from 'tap';
 import { createClient } from 'redis';
 import type { Coordination, GateRequest, RateEntry } from '../../core/ports/coordination.ts';
 import { createMemoryCoordination } from '../../adapters/memory/memory-coordination.ts';
+import type { RedisAdmissionGate } from '../../adapters/redis/redis-admission-gate.ts';
 import { createRedisCoordination } from '../../adapters/redis/redis-coordination.ts';
+import { eventually, waitFor } from '../helpers/eventually.ts';
 
 /** The type of a subtest's `t` (the last overload of t.test takes just the callback). */
 type Test = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -36,14 +38,6 @@ function key(name: string): string {
 /** actual is expected, or at most `slack` below it (time only ever runs forward). */
 function near(t: Test, actual: number | undefined, expected: number, slack: number, what: string): void {
   t.ok(actual !== undefined && actual <= expected && actual >= expected - slack, `${what}: ${actual} should be ${slack === 0 ? '' : `within ${slack} below `}${expected}`);
-}
-
-async function eventually(condition: () => boolean, what: string, timeoutMs = 2_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(5);
-  }
 }
 
 function contract(t: Test, h: Harness): void {
@@ -555,6 +549,8 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
     // Real time passes between calls (a loaded CI machine can take a second): values read back
     // may be this much lower than exact.
     slack: 1_000,
+    // Redis keeps time on its server's clock (TIME in the scripts, key expiry), which every
+    // replica shares and no test can move: here time has to pass for real.
     advance: (ms) => sleep(ms),
     another: create,
   });
@@ -579,7 +575,8 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
     let aHolds = new Map([['account:acme', 700]]);
     a.gate.recovery.setOutstandingSource(() => aHolds);
     b.gate.recovery.setOutstandingSource(() => new Map([['account:acme', 50]]));
-    await sleep(RECOVERY_WINDOW_MS);
+    // Each replica's watch has looked at the store at least once since its calls began.
+    await Promise.all([a, b].map((replica) => (replica.gate as RedisAdmissionGate).watched()));
     t.same(await b.gate.recovery.othersOutstanding('account:acme'), 0, 'nobody reports while the store keeps its data');
 
     const admin = createClient({ url: redisUrl });
@@ -594,15 +591,6 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
     t.equal(await a.gate.recovery.othersOutstanding('account:acme'), 50, 'each replica reads the others, never its own report');
 
     aHolds = new Map();
-    t.ok(await waitUntil(async () => (await b.gate.recovery.othersOutstanding('account:acme')) === 0), 'a report is withdrawn once the replica holds nothing');
+    t.ok(await waitFor(async () => (await b.gate.recovery.othersOutstanding('account:acme')) === 0), 'a report is withdrawn once the replica holds nothing');
   });
 });
-
-async function waitUntil(check: () => Promise<boolean>, timeoutMs = 5_000): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs;
-  while (performance.now() < deadline) {
-    if (await check()) return true;
-    await sleep(20);
-  }
-  return false;
-}

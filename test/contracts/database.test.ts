@@ -25,8 +25,6 @@ function deferred(): { promise: Promise<void>; resolve(): void } {
   return { promise, resolve };
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
 const BIG = 2n ** 60n + 7n; // well above Number.MAX_SAFE_INTEGER
 
 for (const backend of databaseBackends()) {
@@ -130,7 +128,14 @@ for (const backend of databaseBackends()) {
             return r.rows[0]?.n;
           });
           outsideWrite = db.query("INSERT INTO event VALUES ('outside')");
-          await sleep(50);
+          if (backend.name === 'pglite') {
+            // One session, queries served in turn: were the transaction not holding it, the two
+            // queries issued above would be served before this one.
+            await tx.query('SELECT 1');
+          } else {
+            // Other connections: both finish while the transaction is still open.
+            await Promise.all([outsideRead, outsideWrite]);
+          }
           events.push('tx-ending');
           throw new Error('roll back');
         }),
@@ -282,7 +287,15 @@ for (const backend of databaseBackends()) {
         const shared = await createSharedPgSchema();
         t.teardown(shared.cleanup);
         const seen: Error[] = [];
-        const db = await createPgDatabase({ ...shared.options, poolSize: 1, onConnectionError: (err) => seen.push(err) });
+        const firstError = deferred();
+        const db = await createPgDatabase({
+          ...shared.options,
+          poolSize: 1,
+          onConnectionError: (err) => {
+            seen.push(err);
+            firstError.resolve();
+          },
+        });
         t.teardown(() => db.close());
         const killer = await createPgDatabase({ url: shared.options.url, poolSize: 1 });
         t.teardown(() => killer.close());
@@ -291,15 +304,15 @@ for (const backend of databaseBackends()) {
         // idle in the pool
         const idlePid = await pidOf(db);
         await killer.query('SELECT pg_terminate_backend($1)', [idlePid]);
-        for (let i = 0; i < 100 && seen.length === 0; i++) await sleep(10);
+        await firstError.promise;
         t.equal(seen.length, 1, 'the idle-connection error reached the listener');
         t.same((await db.query('SELECT 1 AS ok')).rows, [{ ok: 1 }], 'the pool replaced the dead connection');
 
         // checked out by a transaction that is awaiting something else
         await t.rejects(
           db.transaction(async (tx) => {
-            await killer.query('SELECT pg_terminate_backend($1)', [await pidOf(tx)]);
-            await sleep(50);
+            // With a timeout, pg_terminate_backend returns once the backend has exited (PostgreSQL 14+).
+            await killer.query('SELECT pg_terminate_backend($1, 10000)', [await pidOf(tx)]);
             await tx.query('SELECT 1');
           }),
         );

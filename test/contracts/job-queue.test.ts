@@ -4,6 +4,7 @@ import { JobRegistry } from '../../core/jobs/job-registry.ts';
 import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, type Job } from '../../core/jobs/queue-definitions.ts';
 import type { Database } from '../../core/ports/database.ts';
 import { databaseBackends, type DatabaseBackend } from '../helpers/databases.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { deferred, jobKit, testClock } from '../helpers/jobs.ts';
 
 interface HasTeardown {
@@ -254,14 +255,10 @@ for (const backend of databaseBackends()) {
       const runner = kit.runner();
       await runner.pollOnce();
       const first = await db.query<{ locked_until: Date }>('SELECT locked_until FROM jobs WHERE id = $1', [id]);
-      // Heartbeats come every leaseMs / 3 (20 ms here); wait for one to move locked_until.
-      for (let i = 0; i < 500; i += 1) {
-        const { rows } = await db.query<{ locked_until: Date }>('SELECT locked_until FROM jobs WHERE id = $1', [id]);
-        if (rows[0]!.locked_until.getTime() > first.rows[0]!.locked_until.getTime()) break;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      const { rows } = await db.query<{ locked_until: Date }>('SELECT locked_until FROM jobs WHERE id = $1', [id]);
-      t.equal(rows[0]!.locked_until.getTime(), clock().getTime() + 60, 'the lease now runs from the renewal');
+      // Heartbeats come every leaseMs / 3 (20 ms here, a real timer); wait for one to move locked_until.
+      const lockedUntil = async () => (await db.query<{ locked_until: Date }>('SELECT locked_until FROM jobs WHERE id = $1', [id])).rows[0]!.locked_until.getTime();
+      await eventually(async () => (await lockedUntil()) > first.rows[0]!.locked_until.getTime(), 'a heartbeat to renew the lease');
+      t.equal(await lockedUntil(), clock().getTime() + 60, 'the lease now runs from the renewal');
       renewed.resolve();
       await runner.settled();
     });

@@ -1,7 +1,6 @@
 import { existsSync, statSync, writeFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { clusterImageFile, createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
+import { clusterImageFile, clusterImageWritten, createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
 
 /**
  * Test suites start many in-memory databases, one process per test file: the first initialised
@@ -21,12 +20,9 @@ t.test('a damaged cached image is ignored: the database still opens, and a whole
   const db = await createPgliteDatabase({ reuseClusterImage: true });
   t.teardown(() => db.close());
   t.same((await db.query<{ one: number }>('SELECT 1 AS one')).rows, [{ one: 1 }]);
-  // The image is written after the database opened; give it a bounded while.
-  let size = 0;
-  for (let i = 0; i < 200 && size < 1_000_000; i += 1) {
-    size = existsSync(file) ? statSync(file).size : 0;
-    if (size < 1_000_000) await sleep(25);
-  }
+  // The image is written after the database opened.
+  await clusterImageWritten();
+  const size = existsSync(file) ? statSync(file).size : 0;
   t.ok(size > 1_000_000, `the cache holds a whole cluster image again (${size} bytes)`);
   const second = await createPgliteDatabase({ reuseClusterImage: true });
   t.teardown(() => second.close());

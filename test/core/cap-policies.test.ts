@@ -1,37 +1,47 @@
 import t from 'tap';
 import { CapPolicies } from '../../core/metering/cap-policies.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
+import { deferred } from '../helpers/jobs.ts';
 
-/** Identity stores that answer from memory and count the reads CapPolicies makes. */
+/**
+ * Identity stores that answer from memory and count the reads CapPolicies makes. Each read waits
+ * for `gate` (open by default), so a test can keep reads in flight until it opens it.
+ */
 function countingStores() {
   const reads = { organizations: 0, projects: 0 };
+  const control = { gate: Promise.resolve() };
   const stores = {
     organizations: {
       async get() {
         reads.organizations += 1;
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        await control.gate;
         return { spendCap: null, requestLogging: true };
       },
     },
     projects: {
       async get() {
         reads.projects += 1;
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        await control.gate;
         return { spendCap: null };
       },
     },
   } as unknown as IdentityStores;
-  return { reads, stores };
+  return { reads, stores, control };
 }
 
 t.test('calls that find a policy missing at the same moment share one read', async (t) => {
-  const { reads, stores } = countingStores();
+  const { reads, stores, control } = countingStores();
   const policies = new CapPolicies(stores, 1_000);
-  const accounts = await Promise.all(Array.from({ length: 20 }, () => policies.account('org')));
-  await Promise.all(Array.from({ length: 20 }, () => policies.project('org', 'project')));
+  // Every call below starts while the first read is still in flight: they must share it.
+  const open = deferred();
+  control.gate = open.promise;
+  const accounts = Promise.all(Array.from({ length: 20 }, () => policies.account('org')));
+  const projects = Promise.all(Array.from({ length: 20 }, () => policies.project('org', 'project')));
+  open.resolve();
+  t.ok((await accounts).every((policy) => policy.requestLogging === true));
+  await projects;
   t.equal(reads.organizations, 1);
   t.equal(reads.projects, 1);
-  t.ok(accounts.every((policy) => policy.requestLogging === true));
 });
 
 t.test('an expired policy is read again, and forget() drops an account at once', async (t) => {

@@ -9,6 +9,9 @@ import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { assertEnvelope } from '../helpers/envelope.ts';
 import { RawConnection } from '../helpers/raw-http.ts';
+import { eventually } from '../helpers/eventually.ts';
+import { deferred } from '../helpers/jobs.ts';
+import { startFakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
 
 async function freePort(): Promise<number> {
   const server = createServer();
@@ -20,6 +23,11 @@ async function freePort(): Promise<number> {
 }
 
 t.test('SIGTERM lets an in-flight request finish, then the process exits 0', async (t) => {
+  // The upstream holds the call until the test lets it go: SIGTERM is sent while it is in flight.
+  const upstream = await startFakeOpenAIUpstream();
+  t.teardown(() => upstream.close());
+  const release = deferred();
+  upstream.enqueue({ kind: 'reply', content: 'take your time', holdUntil: release.promise });
   const dir = mkdtempSync(join(tmpdir(), 'svc-shutdown-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const configPath = join(dir, 'config.yaml');
@@ -31,7 +39,7 @@ plugins:
   account: {}
   keys: {}
   inference:
-    providers: { slow: { type: mock, latencyMs: 1500 } }
+    providers: { slow: { type: openai, baseUrl: '${upstream.baseUrl}', apiKey: sk-test, allowPrivateNetwork: true } }
     models: { slow-model: { routes: [{ provider: slow, model: slow }] } }
 `,
   );
@@ -46,16 +54,15 @@ plugins:
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 300; i += 1) {
-    if (
-      await fetch(`${base}/health`).then(
+  await eventually(
+    () =>
+      fetch(`${base}/health`).then(
         (r) => r.ok,
         () => false,
-      )
-    )
-      break;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+      ),
+    'the gateway to answer /health',
+    { timeoutMs: 30_000, everyMs: 100 },
+  );
 
   const created = await fetch(`${base}/client/keys`, {
     method: 'POST',
@@ -69,9 +76,21 @@ plugins:
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'slow-model', messages: [{ role: 'user', content: 'take your time' }] }),
   });
-  await new Promise((resolve) => setTimeout(resolve, 300));
+  await upstream.arrived();
   const exited = once(child, 'exit');
   child.kill('SIGTERM');
+  // Let the call go only once the process is draining (a new request is refused or answered
+  // 503): its answer is then what the shutdown waits for.
+  await eventually(
+    () =>
+      fetch(`${base}/health`).then(
+        (r) => !r.ok,
+        () => true,
+      ),
+    'the process to start draining',
+    { timeoutMs: 30_000 },
+  );
+  release.resolve();
   const response = await inFlight;
   t.equal(response.status, 200, 'the in-flight request completed');
   t.match(((await response.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]?.message.content, /take your time/);

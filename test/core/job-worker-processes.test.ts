@@ -4,6 +4,7 @@ import t from 'tap';
 import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
 import { createSharedPgSchema, testPgUrl } from '../helpers/databases.ts';
+import { eventually } from '../helpers/eventually.ts';
 import { jobKit, testClock } from '../helpers/jobs.ts';
 import { processQueue } from '../fixtures/queue-worker.ts';
 
@@ -52,14 +53,8 @@ function startWorker(t: { teardown(fn: () => unknown): void }, env: Record<strin
   };
 }
 
-/** Polls a condition the workers make true (they run on their own; nothing else tells us). */
-async function until(check: () => Promise<boolean>, what: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Waits for a condition the workers make true (they run on their own; nothing else tells us). */
+const until = (check: () => Promise<boolean>, what: string) => eventually(check, what, { timeoutMs: 60_000, everyMs: 50 });
 
 t.test('two worker processes on one PostgreSQL never run a job twice', { skip }, async (t) => {
   const shared = await createSharedPgSchema();

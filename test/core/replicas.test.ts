@@ -2,6 +2,7 @@ import t from 'tap';
 import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
 import { buildTestApp, createKey, realServersConfig } from '../helpers/app.ts';
 import { Tokens } from '../../core/tokens.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 // Cross-replica behaviour needs the real servers; CI provides them (TEST_PG_URL, TEST_REDIS_URL).
 const servers = realServersConfig();
@@ -15,34 +16,36 @@ t.test('two replicas sharing PostgreSQL and Redis', { skip: servers ? false : 'n
   const a = await buildTestApp(t, { config });
   const b = await buildTestApp(t, { config });
 
-  t.test('a key revoked on one replica is refused by the other within a second', async (t) => {
+  // The pushed invalidation arrives within milliseconds; the deadline below only bounds a failing
+  // test and stays far inside the 60 s cache TTL, so a refusal can only have come from the push.
+  const refusedBy = (replica: typeof a, key: string) =>
+    eventually(
+      async () => {
+        const response = await replica.call('GET', '/client/whoami', { token: key });
+        return response.statusCode === 401 ? response : null;
+      },
+      'the other replica to refuse the key',
+      { timeoutMs: 20_000 },
+    );
+
+  t.test('a key revoked on one replica is refused by the other long before its cache entry expires', async (t) => {
     const { id, key } = await createKey(a);
     const before = await b.call('GET', '/client/whoami', { token: key });
     t.equal(before.statusCode, 200, 'replica B has the key cached');
     const revoked = await a.call('DELETE', `/client/keys/${id}`);
     t.equal(revoked.statusCode, 200);
     const started = Date.now();
-    let status = 200;
-    while (Date.now() - started < 1000) {
-      status = (await b.call('GET', '/client/whoami', { token: key })).statusCode;
-      if (status === 401) break;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    t.equal(status, 401, `refused after ${Date.now() - started} ms`);
+    const refused = await refusedBy(b, key);
+    t.equal(refused.statusCode, 401, `refused after ${Date.now() - started} ms`);
   });
 
-  t.test('a key disabled on one replica is refused by the other within a second', async (t) => {
+  t.test('a key disabled on one replica is refused by the other long before its cache entry expires', async (t) => {
     const { id, key } = await createKey(b);
     t.equal((await a.call('GET', '/client/whoami', { token: key })).statusCode, 200);
     await b.call('PATCH', `/client/keys/${id}`, { body: { disabled: true } });
-    const started = Date.now();
-    let response = await a.call('GET', '/client/whoami', { token: key });
-    while (response.statusCode !== 401 && Date.now() - started < 1000) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-      response = await a.call('GET', '/client/whoami', { token: key });
-    }
-    t.equal(response.statusCode, 401);
-    t.equal(response.json().error.code, 'key_disabled');
+    const refused = await refusedBy(a, key);
+    t.equal(refused.statusCode, 401);
+    t.equal(refused.json().error.code, 'key_disabled');
   });
 
   t.test('both replicas share one bootstrapped organisation', async (t) => {

@@ -48,6 +48,12 @@ export interface FakeUpstream<B> {
   url: string;
   /** Requests in arrival order (empty when started with `record: false`). */
   requests: RecordedRequest[];
+  /**
+   * Resolves with the `count`-th recorded request (1 = the first since start or reset()) once it
+   * has arrived, at once if it already has: a test acts "while the upstream holds the call" on
+   * this, not on a timer. Needs `record` (the default).
+   */
+  arrived(count?: number): Promise<RecordedRequest>;
   /** Script the next requests, one behaviour each, in order; unscripted requests get a normal answer. */
   enqueue(...behaviours: B[]): void;
   /** Drop recorded requests and unused behaviours. */
@@ -136,6 +142,12 @@ export async function startFakeServer<B extends { kind: string }>(format: WireFo
   const record = options.record ?? true;
   const requests: RecordedRequest[] = [];
   let queue: B[] = [];
+  let arrivals: Array<{ count: number; resolve(request: RecordedRequest): void }> = [];
+  const wakeArrivals = () => {
+    const due = arrivals.filter((waiter) => waiter.count <= requests.length);
+    arrivals = arrivals.filter((waiter) => waiter.count > requests.length);
+    for (const waiter of due) waiter.resolve(requests[waiter.count - 1]!);
+  };
 
   const server = http.createServer((req, res) => {
     let gone = false;
@@ -151,7 +163,10 @@ export async function startFakeServer<B extends { kind: string }>(format: WireFo
         const path = req.url ?? '/';
         const query = path.indexOf('?');
         const request: RecordedRequest = { method: req.method ?? 'GET', path, headers: req.headers, remotePort: req.socket.remotePort, body: parseBody(text), outcome };
-        if (record) requests.push(request);
+        if (record) {
+          requests.push(request);
+          wakeArrivals();
+        }
         const exchange: Exchange = {
           request,
           pathname: query === -1 ? path : path.slice(0, query),
@@ -179,6 +194,13 @@ export async function startFakeServer<B extends { kind: string }>(format: WireFo
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    arrived: (count = 1) => {
+      if (!record) throw new Error('arrived() needs a fake started with record: true');
+      return new Promise((resolve) => {
+        arrivals.push({ count, resolve });
+        wakeArrivals();
+      });
+    },
     enqueue: (...behaviours) => {
       queue.push(...behaviours);
     },

@@ -12,7 +12,7 @@ export interface RawResponse {
 /**
  * One HTTP/1.1 connection written byte for byte: for what fetch and app.inject cannot send
  * (malformed requests, repeated headers, requests trickled slowly) and for watching the server
- * close the connection. Responses are read by content-length (not chunked ones).
+ * close the connection. Responses are read by content-length or, when chunked, to the last chunk.
  */
 export class RawConnection {
   readonly closed: Promise<void>;
@@ -34,9 +34,15 @@ export class RawConnection {
     });
   }
 
-  static async open(app: FastifyInstance): Promise<RawConnection> {
+  /**
+   * Connects to the app. `request`, when given, is handed to the socket before it has connected,
+   * so it goes out in one write the moment the connection exists: nothing of this side's pace
+   * comes between the server accepting and the whole request arriving.
+   */
+  static async open(app: FastifyInstance, request?: string): Promise<RawConnection> {
     const { port } = app.server.address() as AddressInfo;
     const socket = connect(port, '127.0.0.1');
+    if (request !== undefined) socket.write(request, 'latin1');
     await once(socket, 'connect');
     return new RawConnection(socket);
   }
@@ -89,12 +95,39 @@ export class RawConnection {
       const colon = line.indexOf(':');
       headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
     }
-    const length = Number(headers['content-length'] ?? 0);
     const bodyBytes = Buffer.from(this.received.slice(end + 4), 'latin1');
+    if (headers['transfer-encoding']?.toLowerCase() === 'chunked') {
+      const chunked = readChunked(bodyBytes);
+      if (!chunked) return null;
+      this.received = bodyBytes.subarray(chunked.consumed).toString('latin1');
+      return { statusCode: Number(statusLine.split(' ')[1]), headers, body: chunked.body.toString('utf8') };
+    }
+    const length = Number(headers['content-length'] ?? 0);
     if (bodyBytes.length < length) return null;
     const body = bodyBytes.subarray(0, length).toString('utf8');
     this.received = bodyBytes.subarray(length).toString('latin1');
     return { statusCode: Number(statusLine.split(' ')[1]), headers, body };
+  }
+}
+
+/** A whole chunked body (without trailers): its bytes and how many were read, or null while incomplete. */
+function readChunked(bytes: Buffer): { body: Buffer; consumed: number } | null {
+  const parts: Buffer[] = [];
+  let at = 0;
+  for (;;) {
+    const lineEnd = bytes.indexOf('\r\n', at, 'latin1');
+    if (lineEnd < 0) return null;
+    const size = Number.parseInt(bytes.subarray(at, lineEnd).toString('latin1'), 16);
+    if (Number.isNaN(size)) throw new Error(`bad chunk size line ${JSON.stringify(bytes.subarray(at, lineEnd).toString('latin1'))}`);
+    const start = lineEnd + 2;
+    if (size === 0) {
+      // The last chunk, then the (empty) trailer section's CRLF.
+      if (bytes.length < start + 2) return null;
+      return { body: Buffer.concat(parts), consumed: start + 2 };
+    }
+    if (bytes.length < start + size + 2) return null;
+    parts.push(bytes.subarray(start, start + size));
+    at = start + size + 2;
   }
 }
 

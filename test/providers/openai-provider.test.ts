@@ -186,8 +186,10 @@ t.test('leaving a stream early closes the upstream connection', async (t) => {
 t.test('aborting a non-stream call stops the upstream call', async (t) => {
   fake.enqueue({ kind: 'hang' });
   const controller = new AbortController();
-  setTimeout(() => controller.abort(), 30);
-  const error = await failure(() => provider().language!.chat(body(), options(controller.signal)));
+  const pending = failure(() => provider().language!.chat(body(), options(controller.signal)));
+  await fake.arrived(); // abort while the upstream holds the call
+  controller.abort();
+  const error = await pending;
   t.equal(error.kind, 'aborted');
   t.equal(await fake.requests[0]?.outcome, 'closed');
 });
@@ -204,7 +206,7 @@ t.test("the gateway's cheaper cancel stops the upstream call without the provide
   const callOptions = new GatewayCallOptions(cancel, 'req-123');
   const pending = failure(() => provider().language!.chat(body(), callOptions));
   // Cancel once the upstream holds the request, however slow the machine is.
-  while (fake.requests.length === 0) await new Promise((resolve) => setImmediate(resolve));
+  await fake.arrived();
   cancel.abort(new Error('client gone'));
   const error = await pending;
   t.equal(error.kind, 'aborted');

@@ -115,11 +115,9 @@ t.test('connection refused maps to connect', async (t) => {
 
 t.test('an upstream that hangs before the first byte times out', async (t) => {
   fake.enqueue({ kind: 'hang' });
-  const started = Date.now();
   const error = await failure(() => client({ timeouts: { ...timeouts, firstByteMs: 150 } }).postJson(chatRequest()));
   t.equal(error.kind, 'timeout');
-  t.match(error.message, /150 ms/);
-  t.ok(Date.now() - started < 1000);
+  t.match(error.message, /150 ms/, 'the first-byte timeout cut it (not the 1500 ms total)');
   t.equal(await fake.requests[0]?.outcome, 'closed', 'the upstream sees the connection close');
 });
 
@@ -172,8 +170,10 @@ t.test('a hostname whose connect never completes hits the connect timeout', asyn
 t.test('the caller aborting before headers maps to aborted and closes the upstream connection', async (t) => {
   fake.enqueue({ kind: 'hang' });
   const controller = new AbortController();
-  setTimeout(() => controller.abort(), 50);
-  const error = await failure(() => client().postJson(chatRequest(controller.signal)));
+  const pending = failure(() => client().postJson(chatRequest(controller.signal)));
+  await fake.arrived(); // the upstream holds the request: no headers will come
+  controller.abort();
+  const error = await pending;
   t.equal(error.kind, 'aborted');
   t.equal(error.retryable, false);
   t.equal(await fake.requests[0]?.outcome, 'closed');
@@ -190,8 +190,10 @@ t.test('an already aborted signal fails without calling the upstream', async (t)
 t.test('a CallSignal cuts a call like an AbortSignal: aborted, and the upstream connection closed', async (t) => {
   fake.enqueue({ kind: 'hang' });
   const cancel = new CallSignal();
-  setTimeout(() => cancel.abort(new Error('client gone')), 50);
-  const error = await failure(() => client().postJson(chatRequest(cancel)));
+  const pending = failure(() => client().postJson(chatRequest(cancel)));
+  await fake.arrived();
+  cancel.abort(new Error('client gone'));
+  const error = await pending;
   t.equal(error.kind, 'aborted');
   t.equal(await fake.requests[0]?.outcome, 'closed');
 });

@@ -2,7 +2,7 @@ import t from 'tap';
 import { createMemoryCoordination } from '../../../adapters/memory/memory-coordination.ts';
 import { UpstreamError, type EmbeddingProvider, type LanguageModelProvider, type Provider } from '../../../core/provider.ts';
 import { CircuitBreaker } from '../../../plugins/inference/circuit-breaker.ts';
-import { runWithFailover, type FailoverSettings } from '../../../plugins/inference/failover.ts';
+import { runWithFailover, waitOrAbort, type FailoverSettings } from '../../../plugins/inference/failover.ts';
 import type { CatalogueModel } from '../../../plugins/inference/model-catalogue.ts';
 import { inputTokenProfile } from '../../../providers/input-token-bound.ts';
 import type { ProviderRegistry } from '../../../plugins/inference/provider-registry.ts';
@@ -118,24 +118,62 @@ t.test('failover engine', async (t) => {
   const candidates: RouteCandidate<'language'>[] = ['a', 'b'].map((name) => ({ key: `${name}/m`, provider: provider(name), api: language, upstreamModel: 'm' }));
 
   t.test('backoff grows exponentially with full jitter, capped', async (t) => {
-    const calls: number[] = [];
-    let clock = 0;
-    const outcome = runWithFailover(
+    const waits: number[] = [];
+    const result = await runWithFailover(
       candidates,
       async (candidate) => {
-        calls.push(Date.now());
         if (candidate.provider.name === 'a') throw new UpstreamError('server', 'boom', { status: 500 });
         return 'ok';
       },
-      { settings: { ...settings, initialBackoffMs: 40, maxBackoffMs: 60 }, breaker, signal: new CallSignal(), random: () => 0.999, now: () => clock },
+      {
+        settings: { ...settings, initialBackoffMs: 40, maxBackoffMs: 60 },
+        breaker,
+        signal: new CallSignal(),
+        random: () => 0.5,
+        now: () => 0,
+        wait: async (ms) => void waits.push(ms),
+      },
     );
-    const result = await outcome;
-    clock += 1;
     t.equal(result.value, 'ok');
     t.equal(result.attempts, 4, 'three tries on a, then b');
-    const gaps = calls.slice(1, 3).map((at, i) => at - calls[i]!);
-    t.ok(gaps[0]! >= 35 && gaps[0]! < 200, `first wait ~40 ms (${gaps[0]})`);
-    t.ok(gaps[1]! >= 55 && gaps[1]! < 250, `second wait capped at 60 ms (${gaps[1]})`);
+    t.same(waits, [20, 30], 'half (the jitter) of 40 ms, then of 80 ms capped at 60 ms; none before moving to b');
+  });
+
+  t.test('a retry-after within maxRetryAfterMs is waited out instead of the backoff', async (t) => {
+    const waits: number[] = [];
+    let calls = 0;
+    const result = await runWithFailover(
+      candidates,
+      async () => {
+        calls += 1;
+        if (calls === 1) throw new UpstreamError('rate_limited', 'slow down', { status: 429, retryAfterMs: 800 });
+        return 'ok';
+      },
+      { settings, breaker, signal: new CallSignal(), now: () => 0, wait: async (ms) => void waits.push(ms) },
+    );
+    t.equal(result.candidate.provider.name, 'a', 'the same route, after waiting');
+    t.same(waits, [800]);
+  });
+
+  t.test('a retry-after longer than maxRetryAfterMs moves to the next route without waiting', async (t) => {
+    const waits: number[] = [];
+    const result = await runWithFailover(
+      candidates,
+      async (candidate) => {
+        if (candidate.provider.name === 'a') throw new UpstreamError('rate_limited', 'slow down', { status: 429, retryAfterMs: 30_000 });
+        return 'ok';
+      },
+      { settings, breaker, signal: new CallSignal(), now: () => 0, wait: async (ms) => void waits.push(ms) },
+    );
+    t.equal(result.candidate.provider.name, 'b');
+    t.same(waits, []);
+  });
+
+  t.test('the default wait ends early when the client goes away', async (t) => {
+    const client = new CallSignal();
+    const waiting = waitOrAbort(60_000, client);
+    client.abort(new Error('client gone'));
+    await t.rejects(waiting, { name: 'ClientGoneError' });
   });
 
   t.test('no new attempt starts after the deadline', async (t) => {

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { priceSheet } from '../../../core/metering/pricing.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
+import { deferred } from '../../helpers/jobs.ts';
 import { estimatedInputTokens, reservedInputTokens, sseFrames, startMeteredGateway, user, waitFor, type ChatResult } from './metered-gateway.ts';
 
 /** Admission on one embedded gateway: headers, concurrency, tokens/min, costs, alert-only caps. */
@@ -88,14 +89,18 @@ t.test('header presence/absence rules', async (t) => {
       spendCap: { usd: 0.001, period: 'month', mode: 'blocking' },
     });
     g.upstream.reset();
-    g.upstream.enqueue({ kind: 'reply', content: Array.from({ length: 10 }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 30 });
+    const release = deferred();
+    g.upstream.enqueue({ kind: 'reply', content: Array.from({ length: 10 }, (_, i) => `w${i}`).join(' '), holdUntil: release.promise });
     const slow = g.chat(key, { model: 'solo', messages: user('slow'), max_tokens: 50, stream: true });
-    t.ok(await waitFor(async () => (await g.coordination.leases.active(`conc:key:${id}`)) === 1), 'the first call holds the one slot');
+    await g.upstream.arrived(); // admitted, and held by the upstream until released below
+    t.equal(await g.coordination.leases.active(`conc:key:${id}`), 1, 'the first call holds the one slot');
     const busy = await g.chat(key, { model: 'solo', messages: user('second'), max_tokens: 50 });
     t.equal(busy.status, 429);
     t.same(present(busy, [...REQUEST_HEADERS, ...TOKEN_HEADERS]), [...REQUEST_HEADERS, ...TOKEN_HEADERS], 'concurrency 429: all six headers');
+    release.resolve();
     t.equal((await slow).status, 200);
-    t.ok(await waitFor(async () => (await g.coordination.leases.active(`conc:key:${id}`)) === 0));
+    await g.settled();
+    t.equal(await g.coordination.leases.active(`conc:key:${id}`), 0, 'the slot is free again');
 
     // max_tokens 1000 may cost 2008 µ$, more than the 1000 µ$ cap.
     const over = await g.chat(key, { model: 'solo', messages: user('hi'), max_tokens: 1_000 });
@@ -122,30 +127,17 @@ t.test('header presence/absence rules', async (t) => {
 t.test('concurrency cap: with concurrency 2, a third simultaneous slow stream gets 429 and, once one finishes, a new one is admitted', async (t) => {
   const { id, key } = await g.newKey({ name: 'two at once' });
   await g.patchKey(id, { rateLimits: { concurrency: 2 } });
+  const active = () => g.coordination.leases.active(`conc:key:${id}`);
   g.upstream.reset();
-  const slow = { kind: 'reply' as const, content: Array.from({ length: 20 }, (_, i) => `w${i}`).join(' '), chunkDelayMs: 40 };
-  g.upstream.enqueue(slow, slow);
-
-  const open = async () => {
-    const response = await fetch(`${g.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'solo', messages: user('slow'), stream: true, max_tokens: 100 }),
-    });
-    const reader = response.body!.getReader();
-    await reader.read(); // streaming: the first chunk is here
-    return {
-      status: response.status,
-      async rest() {
-        let text = '';
-        for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += Buffer.from(chunk.value).toString('utf8');
-        return text;
-      },
-    };
-  };
-  const [first, second] = await Promise.all([open(), open()]);
-  t.same([first.status, second.status], [200, 200], 'two streams run');
-  t.equal(await g.coordination.leases.active(`conc:key:${id}`), 2, 'each holds a lease');
+  // Both streams are held by the upstream until the test lets each go: "at the same time" is then
+  // a fact, however slow the machine.
+  const [releaseA, releaseB] = [deferred(), deferred()];
+  const content = Array.from({ length: 20 }, (_, i) => `w${i}`).join(' ');
+  g.upstream.enqueue({ kind: 'reply', content, holdUntil: releaseA.promise }, { kind: 'reply', content, holdUntil: releaseB.promise });
+  const open = () => g.chat(key, { model: 'solo', messages: user('slow'), stream: true, max_tokens: 100 });
+  const streams = [open(), open()];
+  await g.upstream.arrived(2);
+  t.equal(await active(), 2, 'two streams run, each holding a lease');
 
   const third = await g.chat(key, { model: 'solo', messages: user('third'), stream: true, max_tokens: 100 });
   t.equal(third.status, 429, 'a third at the same time is refused');
@@ -153,11 +145,22 @@ t.test('concurrency cap: with concurrency 2, a third simultaneous slow stream ge
   t.equal(third.body?.error?.type, 'rate_limit_error');
   t.match(third.headers.get('retry-after'), /^[1-9]\d*$/, 'with retry-after');
 
-  t.match(await first.rest(), /\[DONE\]/, 'the first stream finishes');
+  releaseA.resolve();
+  const first = await Promise.race(streams);
+  t.equal(first.status, 200);
+  t.match(first.text, /\[DONE\]/, 'the first stream finishes');
+  // Its lease is given back as the call settles, just after the client has read the end.
+  t.ok(await waitFor(async () => (await active()) === 1), 'the finished stream released its lease');
   const fourth = await g.chat(key, { model: 'solo', messages: user('fourth'), stream: true, max_tokens: 100 });
   t.equal(fourth.status, 200, 'once one finished, a new stream is admitted');
-  await second.rest();
-  t.ok(await waitFor(async () => (await g.coordination.leases.active(`conc:key:${id}`)) === 0), 'every lease is released afterwards');
+  releaseB.resolve();
+  t.same(
+    (await Promise.all(streams)).map((r) => r.status),
+    [200, 200],
+    'both streams ran',
+  );
+  await g.settled();
+  t.equal(await active(), 0, 'every lease is released afterwards');
 });
 
 t.test('tokens/min: a request whose estimate exceeds the tpm limit is refused with a message saying to lower max_tokens', async (t) => {
@@ -278,9 +281,7 @@ t.test('alert-only caps never block and record exactly one alert per period', as
   statuses.push(...burst.map((r) => r.status));
   t.same([...new Set(statuses)], [200], 'every call is served though the cap is long passed');
 
-  t.ok(await waitFor(async () => (await alerts()).length > 0), 'an alert is recorded');
-  await g.flush();
-  await new Promise((resolve) => setTimeout(resolve, 200)); // any late settle would have written by now
+  await g.settled(); // every call above has settled: no alert can still come
   const first = await alerts();
   t.equal(first.length, 1, 'exactly one alert for the period');
   t.equal(first[0]!.cap_micros, 10n);
@@ -293,9 +294,7 @@ t.test('alert-only caps never block and record exactly one alert per period', as
   offsetMs = 24 * 60 * 60_000;
   const nextDay = await Promise.all(Array.from({ length: 4 }, (_, i) => g.chat(key, { model: 'solo', messages: user(`next day ${i}`), max_tokens: 20 })));
   t.same([...new Set(nextDay.map((r) => r.status))], [200], 'still served the next day');
-  t.ok(await waitFor(async () => (await alerts()).length > 1), 'the new period records its alert');
-  await g.flush();
-  await new Promise((resolve) => setTimeout(resolve, 200));
+  await g.settled();
   const both = await alerts();
   t.equal(both.length, 2, 'one alert per period');
   t.equal(both[1]!.period_start.getTime() - both[0]!.period_start.getTime(), 24 * 60 * 60_000, 'for consecutive days');

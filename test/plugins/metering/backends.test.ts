@@ -55,6 +55,9 @@ function runOn(t: Test, storage: AppConfigInput['storage'] | undefined) {
     t.equal((await g.chat(key, { model: 'mock-small', messages: user('warm up') })).status, 200);
 
     const marks: Date[] = [];
+    // A mark strictly between the rows before and after it: created_at comes from the database's
+    // clock (clock_timestamp()), which no injected clock reaches, so a few real milliseconds
+    // separate them. Only a lower bound: a slower machine separates them further.
     const mark = async () => {
       await g.flush();
       await sleep(8);

@@ -126,6 +126,9 @@ t.test('credits routes', async (t) => {
   t.test('statement from/to: from inclusive, to exclusive', async (t) => {
     const appended: LedgerLine[] = [];
     for (const micros of [11n, 22n, 33n]) {
+      // Lines a few milliseconds apart: created_at is the database's clock_timestamp(), which no
+      // injected clock reaches, and `from`/`to` below are whole milliseconds. Only a lower bound:
+      // a slower machine spaces them further.
       await sleep(5);
       appended.push((await g.ledger.append(orgId, { kind: 'adjustment', amountMicros: micros, note: `window ${micros}` }))!);
     }

@@ -1,5 +1,4 @@
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import type { AppConfigInput } from '../../../config/schema.ts';
 import type { RequestLogWriter } from '../../../core/metering/request-log-writer.ts';
 import type { Coordination } from '../../../core/ports/coordination.ts';
@@ -55,6 +54,11 @@ export interface MeteredGateway {
   writer: RequestLogWriter;
   /** Writes every queued request-log row (and its ledger charge) now. */
   flush(): Promise<void>;
+  /**
+   * Waits until every admitted call has finished and settled (alert-only caps' alerts recorded),
+   * then flushes: after it, no call made so far writes anything more.
+   */
+  settled(): Promise<void>;
   /** A key in the default project, scope `inference` unless `body` says otherwise (owner-created, so it may carry a spendCap). */
   newKey(body?: Record<string, unknown>): Promise<{ id: string; key: string }>;
   /** PATCH /client/keys/{id} as the owner; throws unless 200. */
@@ -123,6 +127,13 @@ export async function startMeteredGateway(t: TapLike, options: MeteredGatewayOpt
   const db = container.resolve(Tokens.Database);
   const writer = container.resolve(MeteringTokens.Writer);
 
+  const flush = async () => {
+    // A flush already running returns its promise and leaves rows queued meanwhile to the next
+    // one: flush until nothing is queued (each round is a database write; a failing one throws below).
+    for (let round = 0; round < 50 && writer.snapshot().queued > 0; round += 1) await writer.flush();
+    if (writer.snapshot().queued > 0) throw new Error(`request log writer did not drain: ${JSON.stringify(writer.snapshot())}`);
+  };
+
   return {
     test,
     url,
@@ -131,14 +142,10 @@ export async function startMeteredGateway(t: TapLike, options: MeteredGatewayOpt
     coordination: container.resolve(Tokens.Coordination),
     ledger: container.resolve(MeteringTokens.Ledger),
     writer,
-    async flush() {
-      // A flush already running returns its promise: loop until nothing is queued.
-      for (let i = 0; i < 50; i += 1) {
-        await writer.flush();
-        if (writer.snapshot().queued === 0) return;
-        await sleep(10);
-      }
-      throw new Error(`request log writer did not drain: ${JSON.stringify(writer.snapshot())}`);
+    flush,
+    async settled() {
+      await container.resolve(MeteringTokens.Admission).idle();
+      await flush();
     },
     async newKey(body = {}) {
       const created = await createKey(test, { name: 'metering test', scopes: ['inference'], ...body });
@@ -169,15 +176,8 @@ export async function startMeteredGateway(t: TapLike, options: MeteredGatewayOpt
   };
 }
 
-/** Polls `check` until it returns true or `timeoutMs` passes; returns the last result. */
-export async function waitFor(check: () => Promise<boolean> | boolean, timeoutMs = 5_000, stepMs = 20): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await check()) return true;
-    if (Date.now() >= deadline) return false;
-    await sleep(stepMs);
-  }
-}
+/** Polls `check` until it returns true or the deadline passes (test/helpers/eventually.ts). */
+export { waitFor } from '../../helpers/eventually.ts';
 
 /** The data frames of an SSE body (without the `data: ` prefix), `[DONE]` included. */
 export function sseFrames(text: string): string[] {
