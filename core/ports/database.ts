@@ -37,3 +37,9 @@ export interface Migration {
   name: string;
   sql: string;
 }
+
+/**
+ * Applies the migrations not yet recorded, in order, safely against replicas doing the same
+ * (adapters/sql/migrator.ts). The kernel runs it at start over its own and its plugins' migrations.
+ */
+export type Migrator = (db: Database, migrations: readonly Migration[]) => Promise<unknown>;
