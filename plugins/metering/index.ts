@@ -1,8 +1,8 @@
 import { join, resolve } from 'node:path';
 import { ConfigError } from '../../config/load.ts';
 import type { AppConfig } from '../../config/schema.ts';
-import { SqlCreditLedger } from '../../adapters/sql/credit-ledger-store.ts';
-import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
+import { SqlCreditLedger } from './credit-ledger-store.ts';
+import { SqlUsageRecorder } from './usage-recorder.ts';
 import { createToken } from '../../core/container.ts';
 import { InferenceAdmissionToken } from '../../core/inference-admission.ts';
 import { BillingJournal } from '../../core/metering/billing-journal.ts';
