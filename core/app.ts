@@ -4,7 +4,7 @@ import type { AppConfig } from '../config/schema.ts';
 import { Authenticator } from './authenticator.ts';
 import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts';
 import { Container } from './container.ts';
-import { InferenceAdmissionToken, openAdmission } from './inference-admission.ts';
+import { ExtensionRegistry } from './extension-points.ts';
 import { installAuthHook } from './http/auth-hook.ts';
 import { mountAuthRoutes } from './http/auth-routes.ts';
 import { PeopleSignIn } from './people-sign-in.ts';
@@ -189,8 +189,6 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
         windowMs: config.auth.signInWindowMinutes * 60_000,
       }),
     );
-    // Extension point: admits everything until a metering plugin binds its own.
-    container.bindValue(InferenceAdmissionToken, openAdmission);
     app.decorate('svc', { container, config, bootstrap, workers: runner });
 
     // Callback-style hooks on the hot path: no promise per request.
@@ -206,11 +204,19 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     installJsonBodyParser(app);
     installAuthHook(app, authenticator, { ownOrigin: config.server.publicUrl ? new URL(config.server.publicUrl).origin : null });
 
+    const extensions = new ExtensionRegistry();
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
       plugin,
-      ctx: { config: pluginConfig, appConfig: config, container, logger: app.log.child({ plugin: plugin.name }) } satisfies PluginContext<unknown>,
+      ctx: {
+        config: pluginConfig,
+        appConfig: config,
+        container,
+        extensions: extensions.forPlugin(plugin.name),
+        logger: app.log.child({ plugin: plugin.name }),
+      } satisfies PluginContext<unknown>,
     }));
     for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
+    extensions.closeRegistration();
     for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation);
     for (const { plugin, ctx } of contexts) {
       for (const queue of plugin.queues?.(ctx) ?? []) jobRegistry.addQueue(queue);
