@@ -1,13 +1,7 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config/load.ts';
-import { createDatabase } from './adapters/create-database.ts';
-import { coreMigrations } from './adapters/sql/core-migrations.ts';
-import { sqlIdentityStores } from './adapters/sql/identity-stores.ts';
-import { SqlMailOutbox } from './adapters/sql/mail-outbox.ts';
-import { runMigrations } from './adapters/sql/migrator.ts';
-import { SqlSecretStore } from './adapters/sql/secret-store.ts';
+import { openOperatorStorage } from './composition/operator-storage.ts';
 import { addPersonTo, createOrganizationWithOwner, invitePerson, issueSession } from './core/identity-admin.ts';
-import { createMailer } from './adapters/create-mailer.ts';
 import { ORG_ROLES, type OrgRole } from './core/scopes.ts';
 import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/secret-keys.ts';
 import { SecretVault } from './core/secret-vault.ts';
@@ -55,10 +49,10 @@ async function main(argv: string[]): Promise<number> {
   };
 
   const config = loadConfig();
-  const db = await createDatabase(config.storage.database);
+  const storage = await openOperatorStorage(config);
+  const { db } = storage;
   try {
-    await runMigrations(db, coreMigrations);
-    const stores = sqlIdentityStores(db);
+    const stores = storage.stores.identity(db);
     const command = `${noun} ${verb ?? ''}`.trim();
     switch (command) {
       case 'orgs list': {
@@ -68,7 +62,7 @@ async function main(argv: string[]): Promise<number> {
       }
       case 'orgs create': {
         const email = need(values['owner-email'], 'owner-email');
-        const created = await createOrganizationWithOwner(db, sqlIdentityStores, {
+        const created = await createOrganizationWithOwner(db, storage.stores.identity, {
           name: need(values.name, 'name'),
           ownerEmail: email,
           ownerName: values['owner-name'] ?? email,
@@ -91,9 +85,9 @@ async function main(argv: string[]): Promise<number> {
         if (!ORG_ROLES.includes(role)) throw new UsageError(`--role must be one of ${ORG_ROLES.join(', ')}`);
         const organizationId = need(values.org, 'org');
         if (!(await stores.organizations.get(organizationId))) throw new UsageError(`no organisation ${organizationId}`);
-        const mailer = createMailer(config.mail, db);
+        const mailer = storage.openMailer();
         try {
-          const { person, expiresAt } = await invitePerson(db, sqlIdentityStores, mailer, {
+          const { person, expiresAt } = await invitePerson(db, storage.stores.identity, mailer, {
             organizationId,
             email: need(values.email, 'email'),
             ...(values.name ? { name: values.name } : {}),
@@ -123,7 +117,7 @@ async function main(argv: string[]): Promise<number> {
         const limit = Number(values.limit ?? 20);
         if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
         if (config.mail.driver !== 'outbox') process.stderr.write(`mail is configured to go out by ${config.mail.driver}; the outbox holds only what was kept before\n`);
-        const mails = await new SqlMailOutbox(db, config.mail.from).list({ ...(values.to ? { to: values.to } : {}), limit });
+        const mails = await storage.outbox.list({ ...(values.to ? { to: values.to } : {}), limit });
         for (const mail of mails) {
           process.stdout.write(`--- ${mail.createdAt.toISOString()}  ${mail.id}\nFrom: ${mail.from}\nTo: ${mail.to}\nSubject: ${mail.subject}\n\n${mail.text}\n\n`);
         }
@@ -143,7 +137,7 @@ async function main(argv: string[]): Promise<number> {
         }
         const { keyring, warning } = await loadSecretKeys(config);
         if (keyring === null) throw new UsageError(warning ?? 'no secret-encryption key is configured');
-        const report = await new SecretVault((q) => new SqlSecretStore(q), db, keyring).rotate();
+        const report = await new SecretVault(storage.stores.secrets, db, keyring).rotate();
         process.stdout.write(`re-encrypted ${report.resealed} secret(s) under key ${report.keyId}; ${report.changed} changed while this ran\n`);
         for (const failure of report.failed) {
           process.stderr.write(`cannot re-encrypt ${failure.owner.kind}/${failure.owner.id}/${failure.name}: ${failure.reason}\n`);

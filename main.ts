@@ -1,5 +1,5 @@
 import { loadConfig, ConfigError } from './config/load.ts';
-import { buildApp } from './core/app.ts';
+import { buildApp } from './composition/build-app.ts';
 import { manifest } from './plugins/index.ts';
 
 /** Starts the service: load config, build, listen, and drain in-flight work on SIGTERM/SIGINT. */

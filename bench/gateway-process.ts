@@ -21,7 +21,7 @@ import type { AddressInfo } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_CONFIG_PATH, parseConfig } from '../config/load.ts';
 import type { AppConfigInput } from '../config/schema.ts';
-import { buildApp } from '../core/app.ts';
+import { buildApp } from '../composition/build-app.ts';
 import { manifest } from '../plugins/index.ts';
 import { exitWithParent, tellParent, type ChildMessage } from './ipc.ts';
 

@@ -1,17 +1,10 @@
 import './http/fastify-types.ts';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AppConfig } from '../config/schema.ts';
-import { createCoordination } from '../adapters/create-coordination.ts';
-import { createDatabase } from '../adapters/create-database.ts';
-import { coreMigrations } from '../adapters/sql/core-migrations.ts';
-import { SqlEventStore } from '../adapters/sql/event-store.ts';
-import { SqlJobStore, SqlPeriodicStore } from '../adapters/sql/job-store.ts';
-import { sqlIdentityStores } from '../adapters/sql/identity-stores.ts';
-import { runMigrations } from '../adapters/sql/migrator.ts';
 import { Authenticator } from './authenticator.ts';
 import { bootstrapFirstOrganization, type BootstrapResult } from './bootstrap.ts';
 import { Container } from './container.ts';
-import { InferenceAdmissionToken, openAdmission } from './inference-admission.ts';
+import { ExtensionRegistry } from './extension-points.ts';
 import { installAuthHook } from './http/auth-hook.ts';
 import { mountAuthRoutes } from './http/auth-routes.ts';
 import { PeopleSignIn } from './people-sign-in.ts';
@@ -29,14 +22,12 @@ import type { AnyPlugin, PluginContext } from './plugin.ts';
 import { resolvePlugins } from './plugin-loader.ts';
 import type { Coordination } from './ports/coordination.ts';
 import type { Database } from './ports/database.ts';
+import type { KernelAdapters } from './ports/kernel-adapters.ts';
 import { Tokens } from './tokens.ts';
 import { newRequestId } from './request-ids.ts';
 import { REQUEST_ID_PATTERN } from './vocabulary/ids.ts';
 import { lazyRequestLogger } from './http/request-logger.ts';
 import { REDACTED_LOG_PATHS } from './log-redaction.ts';
-import { createBlobStore } from '../adapters/create-blob-store.ts';
-import { createMailer } from '../adapters/create-mailer.ts';
-import { SqlSecretStore } from '../adapters/sql/secret-store.ts';
 import { loadSecretKeys } from './secret-keys.ts';
 import { SecretVault } from './secret-vault.ts';
 import { DomainEvents } from './events/domain-events.ts';
@@ -74,16 +65,19 @@ declare module 'fastify' {
 }
 
 /**
- * The composition root: validates plugins against config, opens storage, migrates, bootstraps the
- * first organisation, binds the kernel's services, then lets each enabled plugin bind, declare
- * operations and mount routes. Start/stop of plugins ride on Fastify's onReady/onClose.
+ * The kernel's wiring, over adapters composition/build-app.ts has chosen: validates plugins
+ * against config, migrates, bootstraps the first organisation, binds the kernel's services, then
+ * lets each enabled plugin bind, declare operations and mount routes. Start/stop of plugins ride
+ * on Fastify's onReady/onClose. It owns the adapters from here: they close with the app, or at
+ * once if building it fails.
  *
  * `server.role` picks what this process does with the same wiring: `api` serves every route and
  * runs no job workers (its enqueues wait for another replica), `worker` runs the workers and
  * periodic jobs and serves only /health, `all` both. Plugins bind and start in every role, so a
  * job handler finds the same services a route would.
  */
-export async function buildApp(config: AppConfig, options: AppOptions): Promise<FastifyInstance> {
+export async function buildKernel(config: AppConfig, adapters: KernelAdapters, options: AppOptions): Promise<FastifyInstance> {
+  const { stores } = adapters;
   const plugins = resolvePlugins(options.manifest, config.plugins);
   const clock = options.clock ?? (() => new Date());
   const runsWorkers = config.server.role !== 'api';
@@ -117,10 +111,10 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
   let database: Database | null = null;
   let coordination: Coordination | null = null;
   try {
-    database = await createDatabase(config.storage.database);
-    coordination = await createCoordination(config.storage.coordination);
-    await runMigrations(database, [...coreMigrations, ...plugins.flatMap(({ plugin }) => plugin.migrations ?? [])]);
-    const bootstrap = await bootstrapFirstOrganization(database, sqlIdentityStores, config, clock());
+    database = await adapters.openDatabase();
+    coordination = await adapters.openCoordination();
+    await adapters.migrate(database, [...adapters.migrations, ...plugins.flatMap(({ plugin }) => plugin.migrations ?? [])]);
+    const bootstrap = await bootstrapFirstOrganization(database, stores.identity, config, clock());
     const secretKeys = await loadSecretKeys(config);
     if (secretKeys.source.kind === 'file' && secretKeys.source.created) {
       app.log.info({ path: secretKeys.source.path }, 'created the key file that encrypts customer secrets; back it up with the data directory (SVC_SECRET_KEYS replaces it)');
@@ -129,10 +123,10 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     if (config.mail.driver === 'outbox' && database.kind === 'postgres') {
       app.log.warn('mail is kept in the local outbox, not delivered: configure mail.driver smtp');
     }
-    const mailer = createMailer(config.mail, database);
+    const mailer = adapters.mailer(database);
 
     const container = Container.create();
-    const identity = sqlIdentityStores(database);
+    const identity = stores.identity(database);
     const authenticator = new Authenticator(identity.credentials, identity.memberships, coordination.pubsub, {
       cacheTtlMs: config.auth.credentialCacheTtlMs,
       maxEntries: config.auth.credentialCacheMaxEntries,
@@ -141,12 +135,12 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     });
     const registry = new OperationRegistry({ identity });
     const metrics = new GatewayMetrics();
-    const jobStore = new SqlJobStore(database);
-    const eventStore = new SqlEventStore(database);
+    const jobStore = stores.jobs(database);
+    const eventStore = stores.events(database);
     const jobRegistry = new JobRegistry();
     const runner = new JobRunner({
       leases: jobStore,
-      periodic: new SqlPeriodicStore(database),
+      periodic: stores.periodic(database),
       database,
       registry: jobRegistry,
       clock,
@@ -168,7 +162,7 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
         },
       }),
     );
-    const blobs = createBlobStore(config.storage, database);
+    const blobs = adapters.blobs(database);
     // On one replica, not on each one's put path: abandoned uploads are the database's (or the shared volume's).
     jobRegistry.addPeriodic(definePeriodic({ name: 'kernel.blobs-sweep', everyMs: 3_600_000, run: async () => void (await blobs.sweepAbandoned()) }));
     container.bindValue(Tokens.Config, config);
@@ -180,23 +174,21 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     container.bindValue(Tokens.Authenticator, authenticator);
     container.bindValue(Tokens.Metrics, metrics);
     container.bindValue(Tokens.Identity, identity);
-    container.bindValue(Tokens.IdentityFactory, sqlIdentityStores);
+    container.bindValue(Tokens.IdentityFactory, stores.identity);
     container.bindValue(Tokens.Blobs, blobs);
-    container.bindValue(Tokens.Secrets, new SecretVault((db) => new SqlSecretStore(db), database, secretKeys.keyring));
+    container.bindValue(Tokens.Secrets, new SecretVault(stores.secrets, database, secretKeys.keyring));
     container.bindValue(Tokens.Mailer, mailer);
     container.bindValue(Tokens.Jobs, jobs);
     container.bindValue(Tokens.Events, events);
     container.bindValue(
       Tokens.SignIn,
-      new PeopleSignIn(database, sqlIdentityStores, coordination.rateLimiter, authenticator, clock, {
+      new PeopleSignIn(database, stores.identity, coordination.rateLimiter, authenticator, clock, {
         sessionTtlDays: config.auth.sessionTtlDays,
         attemptsPerEmail: config.auth.signInAttemptsPerEmail,
         attemptsPerIp: config.auth.signInAttemptsPerIp,
         windowMs: config.auth.signInWindowMinutes * 60_000,
       }),
     );
-    // Extension point: admits everything until a metering plugin binds its own.
-    container.bindValue(InferenceAdmissionToken, openAdmission);
     app.decorate('svc', { container, config, bootstrap, workers: runner });
 
     // Callback-style hooks on the hot path: no promise per request.
@@ -212,11 +204,19 @@ export async function buildApp(config: AppConfig, options: AppOptions): Promise<
     installJsonBodyParser(app);
     installAuthHook(app, authenticator, { ownOrigin: config.server.publicUrl ? new URL(config.server.publicUrl).origin : null });
 
+    const extensions = new ExtensionRegistry();
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
       plugin,
-      ctx: { config: pluginConfig, appConfig: config, container, logger: app.log.child({ plugin: plugin.name }) } satisfies PluginContext<unknown>,
+      ctx: {
+        config: pluginConfig,
+        appConfig: config,
+        container,
+        extensions: extensions.forPlugin(plugin.name),
+        logger: app.log.child({ plugin: plugin.name }),
+      } satisfies PluginContext<unknown>,
     }));
     for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
+    extensions.closeRegistration();
     for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation, plugin);
     for (const { plugin, ctx } of contexts) {
       for (const queue of plugin.queues?.(ctx) ?? []) jobRegistry.addQueue(queue);

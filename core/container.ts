@@ -24,7 +24,8 @@ export class Container {
   }
 
   bindValue<T>(token: Token<T>, value: T): void {
-    this.inner.register(token.key, { useValue: value });
+    // A factory rather than tsyringe's useValue, which takes null as "no provider" (a token may be typed `X | null`).
+    this.inner.register(token.key, { useFactory: () => value });
   }
 
   /** Lazily built singleton; the factory may resolve other tokens. */
@@ -39,9 +40,5 @@ export class Container {
   resolve<T>(token: Token<T>): T {
     if (!this.has(token)) throw new Error(`Nothing is bound to ${token.name} in the container`);
     return this.inner.resolve<T>(token.key);
-  }
-
-  tryResolve<T>(token: Token<T>): T | undefined {
-    return this.has(token) ? this.inner.resolve<T>(token.key) : undefined;
   }
 }

@@ -1,5 +1,5 @@
-import { createToken } from './container.ts';
 import type { Credential } from './credential.ts';
+import { defineExtensionPoint } from './extension-points.ts';
 import type { Usage } from './provider.ts';
 
 /**
@@ -78,8 +78,8 @@ export const openAdmission: InferenceAdmission = {
 };
 
 /**
- * The extension point. The kernel binds openAdmission to it before any plugin registers; a
- * metering plugin binds its own in register() (the later binding wins); the inference plugin
- * resolves it in routes(), when every plugin has registered, and never asks whether one exists.
+ * The extension point: a metering plugin provides its admission in register(); the inference
+ * plugin reads it in routes(), when every plugin has registered, and gets openAdmission when none
+ * does, never asking whether one exists.
  */
-export const InferenceAdmissionToken = createToken<InferenceAdmission>('InferenceAdmission');
+export const InferenceAdmissionPoint = defineExtensionPoint<InferenceAdmission>('InferenceAdmission', { default: openAdmission });

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import type { z } from 'zod';
 import type { Container } from './container.ts';
+import type { PluginExtensions } from './extension-points.ts';
 import type { Migration } from './ports/database.ts';
 import type { AnyOperation } from './operations.ts';
 import type { AnySubscriber } from './events/domain-events.ts';
@@ -17,6 +18,8 @@ export interface PluginContext<C> {
   readonly config: C;
   readonly appConfig: AppConfig;
   readonly container: Container;
+  /** Typed seams between plugins (core/extension-points.ts): provide in register(), read later. */
+  readonly extensions: PluginExtensions;
   readonly logger: FastifyBaseLogger;
 }
 
@@ -28,7 +31,7 @@ export interface PluginDefinition<C = unknown> {
   /** Validates `plugins.<name>` from config; absent means the plugin takes no settings. */
   readonly configSchema?: z.ZodType<C>;
   readonly migrations?: readonly Migration[];
-  /** Binds this plugin's services in the container. Synchronous: no I/O at bind time. */
+  /** Binds this plugin's services in the container and provides its extension points. Synchronous: no I/O at bind time. */
   register?(ctx: PluginContext<C>): void;
   /** Management operations: mounted under /client and /platform/v1, documented, offered as MCP tools. */
   operations?(ctx: PluginContext<C>): readonly AnyOperation[];

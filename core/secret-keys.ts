@@ -1,7 +1,7 @@
 import { createSecretKey, randomBytes, type KeyObject } from 'node:crypto';
 import { mkdir, open, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
-import { isEmbeddedOnDisk } from '../adapters/create-database.ts';
+import { isEmbeddedOnDisk } from '../config/embedded-database.ts';
 import { SECRET_KEY_PATTERN, type AppConfig } from '../config/schema.ts';
 
 /**

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { loadConfig } from '../config/load.ts';
-import { createDatabase } from '../adapters/create-database.ts';
+import { createDatabase } from '../composition/create-database.ts';
 import { coreMigrations } from '../adapters/sql/core-migrations.ts';
 import { SqlMailOutbox } from '../adapters/sql/mail-outbox.ts';
 import { runMigrations } from '../adapters/sql/migrator.ts';

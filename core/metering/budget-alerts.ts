@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { createToken } from '../container.ts';
 import { defineSubscriber, type DomainEvents } from '../events/domain-events.ts';
+import { defineExtensionPoint } from '../extension-points.ts';
 import { microsToUsd } from '../vocabulary/money.ts';
 import type { Database } from '../ports/database.ts';
 import type { CapMode, SpendCap, SpendPeriod } from '../ports/identity.ts';
@@ -34,12 +34,13 @@ declare module '../events/domain-events.ts' {
   }
 }
 
-/** Where alerts go once recorded: the log by default; the webhooks plugin binds its own. */
+/** Where alerts go once recorded: the metering plugin's log unless a plugin (webhooks) provides its own. */
 export interface BudgetAlertSink {
   notify(alert: BudgetAlert): Promise<void>;
 }
 
-export const BudgetAlertSinkToken = createToken<BudgetAlertSink>('BudgetAlertSink');
+/** No default here: the fallback, loggingAlertSink, writes to the reading plugin's log. */
+export const BudgetAlertSinkPoint = defineExtensionPoint<BudgetAlertSink>('BudgetAlertSink');
 
 export function loggingAlertSink(logger: FastifyBaseLogger): BudgetAlertSink {
   return {
@@ -102,14 +103,14 @@ export class BudgetAlerts {
   }
 }
 
-/** Hands each recorded alert to the bound sink (at least once: a sink that throws is retried). */
-export function budgetAlertSubscriber(sink: () => BudgetAlertSink) {
+/** Hands each recorded alert to the sink (at least once: a sink that throws is retried). */
+export function budgetAlertSubscriber(sink: BudgetAlertSink) {
   return defineSubscriber({
     name: 'budget-alert-sink',
     events: ['budget.threshold_reached'],
     async handle(event) {
       const { data } = event;
-      await sink().notify({
+      await sink.notify({
         scope: data.scope,
         scopeId: data.scopeId,
         organizationId: event.organizationId!,

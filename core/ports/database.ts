@@ -1,8 +1,9 @@
 /**
  * The SQL port. One SQL dialect (PostgreSQL) serves both the embedded default (PGlite) and real
- * PostgreSQL (pg), so stores in adapters/sql/ are written once against this interface.
- * Parameters use $1, $2… placeholders. bigint parameters are sent as text; bigint/int8 columns
- * come back as JavaScript bigint (money is integer micro-USD).
+ * PostgreSQL (pg), so stores are written once against this interface: the kernel's in
+ * adapters/sql/, a plugin's in its own folder. Parameters use $1, $2… placeholders. bigint
+ * parameters are sent as text; bigint/int8 columns come back as JavaScript bigint (money is
+ * integer micro-USD).
  */
 export interface QueryResult<R> {
   rows: R[];
@@ -37,3 +38,9 @@ export interface Migration {
   name: string;
   sql: string;
 }
+
+/**
+ * Applies the migrations not yet recorded, in order, safely against replicas doing the same
+ * (adapters/sql/migrator.ts). The kernel runs it at start over its own and its plugins' migrations.
+ */
+export type Migrator = (db: Database, migrations: readonly Migration[]) => Promise<unknown>;

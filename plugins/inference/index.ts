@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { InferenceAdmissionToken, openAdmission } from '../../core/inference-admission.ts';
+import { InferenceAdmissionPoint, openAdmission } from '../../core/inference-admission.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { Tokens } from '../../core/tokens.ts';
 import { enforceBrowserRule } from './browser-rule.ts';
@@ -29,7 +29,7 @@ export const inferencePlugin = definePlugin({
     container.bindValue(InferenceTokens.Providers, new ProviderRegistry());
     container.bindValue(InferenceTokens.CircuitBreaker, new CircuitBreaker(container.resolve(Tokens.Coordination), config.circuitBreaker));
   },
-  routes(app: FastifyInstance, { container, config }) {
+  routes(app: FastifyInstance, { container, extensions, config }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
     // Callback-style hooks on the hot path: no promise per request.
     app.addHook('onRequest', (request, _reply, done) => {
@@ -48,9 +48,9 @@ export const inferencePlugin = definePlugin({
       surface: 'inference',
       endpoints: ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions'],
     }));
-    // The kernel's extension point: openAdmission unless a metering plugin bound its own, which
+    // The kernel's extension point: openAdmission unless a metering plugin provides its own, which
     // it has by now (every plugin registers before any routes()).
-    const admission = container.resolve(InferenceAdmissionToken);
+    const admission = extensions.get(InferenceAdmissionPoint);
     // Responses that took nothing from the limits (model lists, refusals before admission) still
     // say where the caller stands. Without a metering plugin there are no limits to tell of.
     if (admission !== openAdmission)

@@ -1,12 +1,12 @@
 import { join, resolve } from 'node:path';
 import { ConfigError } from '../../config/load.ts';
 import type { AppConfig } from '../../config/schema.ts';
-import { SqlCreditLedger } from '../../adapters/sql/credit-ledger-store.ts';
-import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
+import { SqlCreditLedger } from './credit-ledger-store.ts';
+import { SqlUsageRecorder } from './usage-recorder.ts';
 import { createToken } from '../../core/container.ts';
-import { InferenceAdmissionToken } from '../../core/inference-admission.ts';
+import { InferenceAdmissionPoint } from '../../core/inference-admission.ts';
 import { BillingJournal } from '../../core/metering/billing-journal.ts';
-import { budgetAlertSubscriber, BudgetAlerts, BudgetAlertSinkToken, loggingAlertSink } from '../../core/metering/budget-alerts.ts';
+import { budgetAlertSubscriber, BudgetAlerts, BudgetAlertSinkPoint, loggingAlertSink } from '../../core/metering/budget-alerts.ts';
 import { CapPolicies } from '../../core/metering/cap-policies.ts';
 import { GovernedAdmission } from '../../core/metering/governed-admission.ts';
 import { priceSheet, type PriceSheet } from '../../core/metering/pricing.ts';
@@ -20,13 +20,13 @@ import { budgetOperations } from './budget-operations.ts';
 import { creditOperations } from './credit-operations.ts';
 import { meteringConfigSchema, type MeteringConfig } from './metering-config.ts';
 import { meteringMigrations } from './metering-migrations.ts';
-import { manualPayments, PaymentProviderToken } from './payment-provider.ts';
+import { manualPayments, PaymentProviderPoint } from './payment-provider.ts';
 
 export const MeteringTokens = {
   Ledger: createToken<CreditLedger>('CreditLedger'),
   Writer: createToken<RequestLogWriter>('RequestLogWriter'),
-  /** Bound only when the journal is on (see journalRoot). */
-  Journal: createToken<BillingJournal>('BillingJournal'),
+  /** Null when the journal is off (see journalRoot). */
+  Journal: createToken<BillingJournal | null>('BillingJournal'),
   Policies: createToken<CapPolicies>('CapPolicies'),
   Prices: createToken<ReadonlyMap<string, PriceSheet>>('PriceSheets'),
   Admission: createToken<GovernedAdmission>('GovernedAdmission'),
@@ -38,7 +38,7 @@ export const meteringPlugin = definePlugin({
   dependsOn: ['inference'],
   configSchema: meteringConfigSchema,
   migrations: meteringMigrations,
-  register({ container, config, appConfig, logger }) {
+  register({ container, extensions, config, appConfig, logger }) {
     const database = container.resolve(Tokens.Database);
     const identity = container.resolve(Tokens.Identity);
     const catalogue = container.resolve(InferenceTokens.Catalogue);
@@ -53,14 +53,13 @@ export const meteringPlugin = definePlugin({
     const recorder = new SqlUsageRecorder(database);
     const root = journalRoot(config, appConfig);
     const journal = root === null ? null : new BillingJournal(recorder, { root, segmentBytes: JOURNAL_SEGMENT_BYTES, batchSize: config.requestLog.batchSize }, logger);
-    if (journal) container.bindValue(MeteringTokens.Journal, journal);
+    container.bindValue(MeteringTokens.Journal, journal);
     const writer = new RequestLogWriter(recorder, config.requestLog, logger, journal);
     const policies = new CapPolicies(identity, config.policyCacheTtlMs);
     container.bindValue(MeteringTokens.Ledger, ledger);
     container.bindValue(MeteringTokens.Writer, writer);
     container.bindValue(MeteringTokens.Policies, policies);
     container.bindValue(MeteringTokens.Prices, prices);
-    container.bindValue(PaymentProviderToken, manualPayments(ledger));
     const metrics = container.resolve(Tokens.Metrics);
     metrics.gauge('svc_request_log_queue_depth', 'Request-log rows waiting to be written', () => writer.snapshot().queued);
     metrics.gauge(
@@ -93,16 +92,16 @@ export const meteringPlugin = definePlugin({
       },
     });
     container.bindValue(MeteringTokens.Admission, admission);
-    container.bindValue(InferenceAdmissionToken, admission);
+    extensions.provide(InferenceAdmissionPoint, admission);
   },
-  subscribers: ({ container, logger }) => [budgetAlertSubscriber(() => container.tryResolve(BudgetAlertSinkToken) ?? loggingAlertSink(logger))],
-  operations({ container, config }) {
+  subscribers: ({ extensions, logger }) => [budgetAlertSubscriber(extensions.get(BudgetAlertSinkPoint) ?? loggingAlertSink(logger))],
+  operations({ container, extensions, config }) {
     const initialCreditMicros = usdToMicros(config.initialCreditUsd);
     const ledger = container.resolve(MeteringTokens.Ledger);
     return [
       ...creditOperations({
         ledger,
-        payments: container.resolve(PaymentProviderToken),
+        payments: extensions.get(PaymentProviderPoint) ?? manualPayments(ledger),
         coordination: container.resolve(Tokens.Coordination),
         counterTtlMs: config.counterTtlMs,
         initialCreditMicros,
@@ -126,7 +125,7 @@ export const meteringPlugin = definePlugin({
         JSON.stringify(sheet.prices),
       ]);
     }
-    const journal = container.tryResolve(MeteringTokens.Journal);
+    const journal = container.resolve(MeteringTokens.Journal);
     if (journal) {
       const { rows } = await database.query<{ id: string }>('SELECT id FROM journal_identity');
       journal.open(rows[0]!.id);
@@ -140,7 +139,7 @@ export const meteringPlugin = definePlugin({
   async stop({ container }) {
     container.resolve(MeteringTokens.Admission).stop();
     await container.resolve(MeteringTokens.Writer).stop();
-    await container.tryResolve(MeteringTokens.Journal)?.close();
+    await container.resolve(MeteringTokens.Journal)?.close();
   },
 });
 

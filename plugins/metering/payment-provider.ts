@@ -1,16 +1,18 @@
-import { createToken } from '../../core/container.ts';
+import { defineExtensionPoint } from '../../core/extension-points.ts';
 import type { CreditLedger, LedgerLine } from '../../core/ports/metering.ts';
 
 /**
- * Where payments come from. The default records what an operator says was paid (bank transfer,
- * invoice); a card processor's plugin binds its own, confirming the charge before recording it.
+ * Where payments come from. Without a provider the metering plugin records what an operator says
+ * was paid (manualPayments: bank transfer, invoice); a card processor's plugin provides its own,
+ * confirming the charge before recording it.
  */
 export interface PaymentProvider {
   /** Records a settled payment as a ledger line; null when the reference was recorded before. */
   recordPayment(organizationId: string, payment: { amountMicros: bigint; reference: string | null; note: string | null }): Promise<LedgerLine | null>;
 }
 
-export const PaymentProviderToken = createToken<PaymentProvider>('PaymentProvider');
+/** No default here: the fallback, manualPayments, writes to the metering plugin's ledger. */
+export const PaymentProviderPoint = defineExtensionPoint<PaymentProvider>('PaymentProvider');
 
 export function manualPayments(ledger: CreditLedger): PaymentProvider {
   return {

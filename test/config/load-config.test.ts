@@ -9,7 +9,7 @@ import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, parseConfig } from '../..
 import { definePlugin } from '../../core/plugin.ts';
 import { resolvePlugins } from '../../core/plugin-loader.ts';
 import { manifest } from '../../plugins/index.ts';
-import { blobStorageOf } from '../../adapters/create-blob-store.ts';
+import { blobStorageOf } from '../../composition/create-blob-store.ts';
 import { keyFileOf } from '../../core/secret-keys.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');

@@ -4,7 +4,7 @@ import path from 'node:path';
 import pg from 'pg';
 import t from 'tap';
 import type { Database, Migration } from '../../core/ports/database.ts';
-import { createDatabase } from '../../adapters/create-database.ts';
+import { createDatabase } from '../../composition/create-database.ts';
 import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
 import { lockKeyFor, MigrationError, runMigrations } from '../../adapters/sql/migrator.ts';
 import { createSharedPgSchema, databaseBackends, type DatabaseBackend } from '../helpers/databases.ts';

@@ -1,9 +1,9 @@
 import t, { type Test } from 'tap';
 import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
-import { SqlCreditLedger } from '../../adapters/sql/credit-ledger-store.ts';
+import { SqlCreditLedger } from '../../plugins/metering/credit-ledger-store.ts';
 import { sqlIdentityStores } from '../../adapters/sql/identity-stores.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
-import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
+import { SqlUsageRecorder } from '../../plugins/metering/usage-recorder.ts';
 import { addPersonTo, createOrganizationWithOwner } from '../../core/identity-admin.ts';
 import type { Database } from '../../core/ports/database.ts';
 import type { RequestLogRow } from '../../core/ports/metering.ts';

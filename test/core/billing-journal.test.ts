@@ -4,10 +4,10 @@ import { appendFileSync, cpSync, mkdtempSync, readdirSync, readFileSync, rmSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
-import { SqlCreditLedger } from '../../adapters/sql/credit-ledger-store.ts';
+import { SqlCreditLedger } from '../../plugins/metering/credit-ledger-store.ts';
 import { sqlIdentityStores } from '../../adapters/sql/identity-stores.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
-import { SqlUsageRecorder } from '../../adapters/sql/usage-recorder.ts';
+import { SqlUsageRecorder } from '../../plugins/metering/usage-recorder.ts';
 import { createOrganizationWithOwner } from '../../core/identity-admin.ts';
 import { BillingJournal, decodeRecord, encodeRecord, localHost, ownerIsGone, type HostView, type OwnerRecord } from '../../core/metering/billing-journal.ts';
 import { RequestLogWriter } from '../../core/metering/request-log-writer.ts';

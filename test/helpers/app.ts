@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { parseConfig } from '../../config/load.ts';
 import type { AppConfig, AppConfigInput } from '../../config/schema.ts';
-import { buildApp } from '../../core/app.ts';
+import { buildApp } from '../../composition/build-app.ts';
 import type { AnyPlugin } from '../../core/plugin.ts';
 import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
 import { addPersonTo, issueSession } from '../../core/identity-admin.ts';

@@ -18,7 +18,7 @@ for (const backend of databaseBackends()) {
     const received: BudgetAlert[] = [];
     let failNext = false;
     kit.events.subscribe(
-      budgetAlertSubscriber(() => ({
+      budgetAlertSubscriber({
         async notify(alert) {
           if (failNext) {
             failNext = false;
@@ -26,7 +26,7 @@ for (const backend of databaseBackends()) {
           }
           received.push(alert);
         },
-      })),
+      }),
     );
     const alerts = new BudgetAlerts(db, kit.events);
     const runner = kit.runner();

@@ -1,9 +1,9 @@
 import type { Database, Queryable } from '../../core/ports/database.ts';
 import type { CreditLedger, LedgerFilter, LedgerKind, LedgerLine, LedgerSummary, NewLedgerLine } from '../../core/ports/metering.ts';
 import type { PageRequest } from '../../core/vocabulary/pagination.ts';
-import { Conditions } from './conditions.ts';
-import { type KeysetOrder, selectPage } from './keyset.ts';
-import { bigintOf, date, str, strOrNull, type Row } from './rows.ts';
+import { Conditions } from '../../adapters/sql/conditions.ts';
+import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
+import { bigintOf, date, str, strOrNull, type Row } from '../../adapters/sql/rows.ts';
 
 const toLine = (row: Row): LedgerLine => ({
   id: String(row['id']),

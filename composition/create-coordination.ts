@@ -1,10 +1,10 @@
 import type { AppConfig } from '../config/schema.ts';
 import type { Coordination } from '../core/ports/coordination.ts';
-import { createMemoryCoordination } from './memory/memory-coordination.ts';
+import { createMemoryCoordination } from '../adapters/memory/memory-coordination.ts';
 
 export async function createCoordination(config: AppConfig['storage']['coordination']): Promise<Coordination> {
   if (config.driver === 'memory') return createMemoryCoordination();
   // Imported on use, so a single-process deployment never loads the Redis client.
-  const { createRedisCoordination } = await import('./redis/redis-coordination.ts');
+  const { createRedisCoordination } = await import('../adapters/redis/redis-coordination.ts');
   return createRedisCoordination({ url: config.url, keyPrefix: config.keyPrefix, recoveryWindowMs: config.recoveryWindowMs });
 }

@@ -2,9 +2,9 @@ import path from 'node:path';
 import type { AppConfig } from '../config/schema.ts';
 import type { BlobStore } from '../core/ports/blobs.ts';
 import type { Queryable } from '../core/ports/database.ts';
-import { isEmbeddedOnDisk } from './create-database.ts';
-import { FilesystemBlobStore } from './filesystem/filesystem-blob-store.ts';
-import { SqlBlobStore } from './sql/blob-store.ts';
+import { isEmbeddedOnDisk } from '../config/embedded-database.ts';
+import { FilesystemBlobStore } from '../adapters/filesystem/filesystem-blob-store.ts';
+import { SqlBlobStore } from '../adapters/sql/blob-store.ts';
 
 /** What `storage.blobs` means once its default is applied (see config/schema.ts). */
 export function blobStorageOf(storage: AppConfig['storage']): { driver: 'filesystem'; dir: string } | { driver: 'database' } {
