@@ -1,6 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import { ApiError, ClientGoneError, requestTooLarge } from '../errors.ts';
+import { DatabaseUnavailable } from '../ports/database.ts';
 
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
@@ -97,17 +98,14 @@ export function toApiError(error: unknown, request: FastifyRequest): ApiError {
   return new ApiError(500, 'internal_error', `Internal server error; quote request id ${request.id} when reporting it`);
 }
 
-// Socket errors, PostgreSQL's connection and shutdown classes (08xxx, 57P0x), and closed clients.
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P02', '57P03']);
+// Redis's socket errors and closed clients; the database adapters raise DatabaseUnavailable themselves.
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
 
 /** Whether an error says a database or Redis could not be reached (fail closed, retryable). */
 export function isStorageUnavailable(error: unknown): boolean {
+  if (error instanceof DatabaseUnavailable) return true;
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
-  return (
-    error.name === 'ClientClosedError' ||
-    error.name === 'ConnectionTimeoutError' ||
-    /client (is|was) closed|connection terminated|the client is offline|pool after calling end|pglite is closed/i.test(error.message)
-  );
+  if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
+  return error.name === 'ClientClosedError' || error.name === 'ConnectionTimeoutError' || /client (is|was) closed|the client is offline/i.test(error.message);
 }

@@ -3,6 +3,7 @@ import type { Authenticator } from '../../core/authenticator.ts';
 import { ApiError } from '../../core/errors.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { IdentityStores, IdentityStoresFactory, Project, ProjectMember } from '../../core/ports/identity.ts';
+import { UniqueViolation } from '../../core/ports/database.ts';
 import { authorizedProject } from '../../core/authorization.ts';
 import { visibleProjectIds } from '../../core/project-access.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
@@ -63,12 +64,10 @@ const idParams = z.strictObject({ id: resourceId });
 const memberParams = z.strictObject({ id: resourceId, userId: resourceId });
 /** Projects and their members are listed by uuid: a person id breaks ties among members. */
 const PROJECTS_PAGE = { defaultLimit: 50, maxLimit: 200, id: resourceId };
+/** The unique index on (organization, lower(name)) refused the name: another project holds it. */
+const isNameTaken = (error: unknown): boolean => error instanceof UniqueViolation && error.constraint === 'projects_org_name';
 const readsProject = { kind: 'project', access: 'read', in: 'path', field: 'id' } as const;
 const writesProject = { kind: 'project', access: 'write', in: 'path', field: 'id' } as const;
-
-function isUniqueViolation(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: string }).code === '23505';
-}
 
 export function projectOperations({ identity, identityFor, authenticator }: Deps): AnyOperation[] {
   const nameTaken = (name: string) => new ApiError(409, 'project_name_taken', `A project named ${JSON.stringify(name)} already exists`, { param: 'name' });
@@ -108,7 +107,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
         });
         return toProjectView(project);
       } catch (error) {
-        if (isUniqueViolation(error)) throw nameTaken(body.name);
+        if (isNameTaken(error)) throw nameTaken(body.name);
         throw error;
       }
     },
@@ -156,7 +155,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
         if (body.models !== undefined) await authenticator.invalidate({ kind: 'all' });
         return toProjectView(updated);
       } catch (error) {
-        if (isUniqueViolation(error) && body.name) throw nameTaken(body.name);
+        if (isNameTaken(error) && body.name) throw nameTaken(body.name);
         throw error;
       }
     },
