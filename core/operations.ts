@@ -91,17 +91,17 @@ export type InputLocation = 'path' | 'query' | 'body';
 /** Turns the first zod issue into a 400 that names the field, as the envelope's `param`. */
 export function validationError(error: z.ZodError, location: InputLocation): ApiError {
   const issue = error.issues[0];
-  if (!issue) return new ApiError(400, 'invalid_request', `Invalid ${location}`);
+  if (!issue) return new ApiError('invalid_request', `Invalid ${location}`);
   const base = issue.path.map(String);
   if (issue.code === 'unrecognized_keys') {
     const fields = issue.keys.map((key) => [...base, key].join('.'));
     const noun = fields.length > 1 ? 'fields' : 'field';
-    return new ApiError(400, 'unknown_field', `Unknown ${noun} in ${location}: ${fields.join(', ')}`, { param: fields[0] ?? null });
+    return new ApiError('unknown_field', `Unknown ${noun} in ${location}: ${fields.join(', ')}`, { param: fields[0] ?? null });
   }
   const param = base.join('.') || null;
   const code = location === 'body' && !param ? 'invalid_body' : 'invalid_parameter';
   const message = param ? `Invalid '${param}' in ${location}: ${issue.message}` : `Invalid ${location}: ${issue.message}`;
-  return new ApiError(400, code, message, { param });
+  return new ApiError(code, message, { param });
 }
 
 export function parseInput<S extends z.ZodType>(schema: S | undefined, value: unknown, location: InputLocation): z.output<S> {
@@ -111,7 +111,7 @@ export function parseInput<S extends z.ZodType>(schema: S | undefined, value: un
   const nul = findNulCharacter(result.data, []);
   if (nul) {
     // PostgreSQL text and jsonb cannot hold U+0000; refuse it here rather than fail at storage.
-    throw new ApiError(400, 'invalid_parameter', `Invalid '${nul}' in ${location}: the NUL character (U+0000) is not allowed`, { param: nul });
+    throw new ApiError('invalid_parameter', `Invalid '${nul}' in ${location}: the NUL character (U+0000) is not allowed`, { param: nul });
   }
   return result.data;
 }
@@ -150,10 +150,10 @@ export async function runOperation(
   authorizeCredential(ctx.credential, operation);
   const bodyRequired = operation.bodyRequired ?? operation.body !== undefined;
   if (operation.body && bodyRequired && (raw.body === undefined || raw.body === null)) {
-    throw new ApiError(400, 'missing_body', 'A JSON request body is required');
+    throw new ApiError('missing_body');
   }
   if (!operation.body && raw.body !== undefined && raw.body !== null && !isEmptyObject(raw.body)) {
-    throw new ApiError(400, 'unexpected_body', 'This operation takes no request body');
+    throw new ApiError('unexpected_body');
   }
   const input = {
     params: parseInput(operation.params, raw.params ?? {}, 'path'),

@@ -82,7 +82,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
       const expiresAt = body.expiresAt ?? null;
       if (expiresAt && expiresAt <= clock()) {
-        throw new ApiError(400, 'invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
+        throw new ApiError('invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
       }
       const token = generateToken(KEY_PREFIX);
       const key = await transaction((tx) =>
@@ -147,14 +147,14 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     async handler({ params, body }, { credential, transaction, authorization }) {
       const key = authorizedKey(authorization);
       if (body.projectId !== undefined && body.projectId !== key.projectId && key.appId) {
-        throw new ApiError(409, 'app_owned_key', 'This key belongs to an app and moves only with it; move the app instead', { param: 'projectId' });
+        throw new ApiError('app_owned_key', undefined, { param: 'projectId' });
       }
       if (body.scopes) assertNoEscalation(credential, body.scopes);
       if (body.expiresAt !== undefined) assertOwnerFor(credential, 'expiresAt');
       if (body.spendCap !== undefined) assertOwnerFor(credential, 'spendCap');
       if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
       if (body.disabled !== undefined && key.revokedAt) {
-        throw new ApiError(409, 'key_revoked', 'This key is revoked; a revoked key cannot be paused or resumed', { param: 'disabled' });
+        throw new ApiError('key_revoked_conflict', undefined, { param: 'disabled' });
       }
       const updated = await transaction((tx) =>
         identityFor(tx).apiKeys.update(credential.organizationId, key.id, {
@@ -168,7 +168,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
           rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),
         }),
       );
-      if (!updated) throw new ApiError(404, 'key_not_found', `No API key ${params.id}`, { param: 'id' });
+      if (!updated) throw new ApiError('key_not_found', `No API key ${params.id}`, { param: 'id' });
       await authenticator.invalidate({ kind: 'key', id: key.id });
       return { object: 'ack' as const, ok: true as const, key: toKeyView(updated, clock()) };
     },

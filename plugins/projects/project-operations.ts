@@ -70,7 +70,7 @@ const readsProject = { kind: 'project', access: 'read', in: 'path', field: 'id' 
 const writesProject = { kind: 'project', access: 'write', in: 'path', field: 'id' } as const;
 
 export function projectOperations({ identity, identityFor, authenticator }: Deps): AnyOperation[] {
-  const nameTaken = (name: string) => new ApiError(409, 'project_name_taken', `A project named ${JSON.stringify(name)} already exists`, { param: 'name' });
+  const nameTaken = (name: string) => new ApiError('project_name_taken', `A project named ${JSON.stringify(name)} already exists`, { param: 'name' });
 
   const list = defineOperation({
     name: 'projects.list',
@@ -142,7 +142,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     output: projectView,
     async handler({ params, body }, { credential }) {
       if (body.spendCap !== undefined && !isOwner(credential)) {
-        throw new ApiError(403, 'owner_required', 'Only an owner may set a spend cap on a project', { param: 'spendCap' });
+        throw new ApiError('owner_required', 'Only an owner may set a spend cap on a project', { param: 'spendCap' });
       }
       try {
         const updated = await identity.projects.update(credential.organizationId, params.id, {
@@ -150,7 +150,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
           modelAllowList: body.models,
           spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
         });
-        if (!updated) throw new ApiError(404, 'project_not_found', `No project ${params.id}`, { param: 'id' });
+        if (!updated) throw new ApiError('project_not_found', `No project ${params.id}`, { param: 'id' });
         // Cached key credentials carry the project's allow-list.
         if (body.models !== undefined) await authenticator.invalidate({ kind: 'all' });
         return toProjectView(updated);
@@ -173,10 +173,10 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() }),
     async handler(_input, { credential, authorization }) {
       const project = authorizedProject(authorization);
-      if (project.isDefault) throw new ApiError(400, 'default_project', 'The default project cannot be deleted', { param: 'id' });
+      if (project.isDefault) throw new ApiError('default_project', undefined, { param: 'id' });
       const keys = await identity.apiKeys.list(credential.organizationId, { projectId: project.id });
       if (keys.length > 0) {
-        throw new ApiError(409, 'project_not_empty', `Project still has ${keys.length} key(s); delete them permanently or move them first`);
+        throw new ApiError('project_not_empty', `Project still has ${keys.length} key(s); delete them permanently or move them first`);
       }
       await identity.projects.delete(credential.organizationId, project.id);
       return { object: 'ack' as const, ok: true as const, id: project.id };
@@ -218,7 +218,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
       const person = body.personId ? await identity.people.get(body.personId) : await identity.people.getByEmail(body.email!);
       const membership = person ? await identity.memberships.get(credential.organizationId, person.id) : null;
       if (!person || !membership) {
-        throw new ApiError(404, 'person_not_found', 'No such person in this organisation', { param: body.personId ? 'personId' : 'email' });
+        throw new ApiError('person_not_found', undefined, { param: body.personId ? 'personId' : 'email' });
       }
       return toMemberView(await identity.projectMembers.upsert({ projectId: project.id, personId: person.id, role: body.role }));
     },
@@ -237,7 +237,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     async handler({ params, body }, { authorization }) {
       const project = authorizedProject(authorization);
       if (!(await identity.projectMembers.get(project.id, params.userId))) {
-        throw new ApiError(404, 'member_not_found', 'That person has no role on this project', { param: 'userId' });
+        throw new ApiError('member_not_found', undefined, { param: 'userId' });
       }
       return toMemberView(await identity.projectMembers.upsert({ projectId: project.id, personId: params.userId, role: body.role }));
     },
@@ -255,7 +255,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     async handler({ params }, { authorization }) {
       const project = authorizedProject(authorization);
       if (!(await identity.projectMembers.remove(project.id, params.userId))) {
-        throw new ApiError(404, 'member_not_found', 'That person has no role on this project', { param: 'userId' });
+        throw new ApiError('member_not_found', undefined, { param: 'userId' });
       }
       return { object: 'ack' as const, ok: true as const };
     },
