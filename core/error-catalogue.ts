@@ -153,7 +153,10 @@ export const ERROR_CATALOGUE = {
 export type ErrorCode = keyof typeof ERROR_CATALOGUE;
 
 export function errorEntry(code: ErrorCode): ErrorEntry {
-  return ERROR_CATALOGUE[code];
+  const entry: ErrorEntry | undefined = ERROR_CATALOGUE[code];
+  // Only reachable from untyped code: tsc refuses an uncatalogued literal.
+  if (entry === undefined) throw new Error(`Error code ${JSON.stringify(code)} is not in core/error-catalogue.ts`);
+  return entry;
 }
 
 /** The code the envelope carries for a catalogued code (its own name but for wireCode entries). */

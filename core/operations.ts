@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import type { FastifyBaseLogger } from 'fastify';
+import type { ErrorCode } from './error-catalogue.ts';
 import { ApiError } from './errors.ts';
+import { permittedErrors, UndeclaredErrorCode } from './operation-errors.ts';
 import { authorize, authorizeCredential, authorizeResources, type Authorization, type AuthorizationDeps, type ResourceDeclaration } from './authorization.ts';
 import type { Credential } from './credential.ts';
 import type { Transaction } from './ports/database.ts';
@@ -68,6 +70,12 @@ export interface OperationDefinition<
    * finds it in `ctx.authorization`.
    */
   readonly resource?: ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>> | readonly ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>>[];
+  /**
+   * The error codes the handler itself answers with. The kernel adds the ones the rest of the
+   * declaration implies (authentication, scope, owner-only, input, declared resources; see
+   * core/operation-errors.ts); together they are the operation's documented error answers.
+   */
+  readonly errors?: readonly ErrorCode[];
   handler(input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>, ctx: OperationContext): Promise<z.input<O>>;
 }
 
@@ -136,12 +144,34 @@ function findNulCharacter(value: unknown, path: string[]): string | null {
   return null;
 }
 
+export interface RunOptions {
+  /** Refuse an ApiError whose code the operation neither declares nor implies (see core/operation-errors.ts). */
+  checkDeclaredErrors?: boolean;
+}
+
 /**
  * Runs an operation for an authenticated credential: what the credential alone decides (scope,
  * owner-only) first, then the input is validated, then the declared resources are authorised,
- * then the handler runs and its output is checked.
+ * then the handler runs and its output is checked. With `checkDeclaredErrors`, an ApiError with an
+ * undeclared code becomes an UndeclaredErrorCode (a 500): the declaration is wrong, not the caller.
  */
 export async function runOperation(
+  operation: AnyOperation,
+  raw: { params: unknown; query: unknown; body: unknown },
+  ctx: Omit<OperationContext, 'authorization'>,
+  deps: AuthorizationDeps,
+  options: RunOptions = {},
+): Promise<unknown> {
+  if (!options.checkDeclaredErrors) return runChecked(operation, raw, ctx, deps);
+  try {
+    return await runChecked(operation, raw, ctx, deps);
+  } catch (error) {
+    if (error instanceof ApiError && !permittedErrors(operation).has(error.catalogued)) throw new UndeclaredErrorCode(operation, error.catalogued, error);
+    throw error;
+  }
+}
+
+async function runChecked(
   operation: AnyOperation,
   raw: { params: unknown; query: unknown; body: unknown },
   ctx: Omit<OperationContext, 'authorization'>,
@@ -177,6 +207,12 @@ function isEmptyObject(value: unknown): boolean {
 /** Holds every operation the enabled plugins declared. */
 export class OperationRegistry {
   private readonly operations = new Map<string, AnyOperation>();
+  /**
+   * Whether run() refuses error codes an operation does not declare. Off in production (a wrong
+   * declaration should not cost the caller the real answer); the test helpers turn it on, so a
+   * test that provokes an undeclared code fails.
+   */
+  checkDeclaredErrors = false;
 
   constructor(private readonly deps: AuthorizationDeps) {}
 
@@ -191,7 +227,7 @@ export class OperationRegistry {
 
   /** Runs an operation through the same checks as the HTTP surface. */
   run(operation: AnyOperation, raw: { params: unknown; query: unknown; body: unknown }, ctx: Omit<OperationContext, 'authorization'>): Promise<unknown> {
-    return runOperation(operation, raw, ctx, this.deps);
+    return runOperation(operation, raw, ctx, this.deps, { checkDeclaredErrors: this.checkDeclaredErrors });
   }
 
   add(operation: AnyOperation): void {

@@ -38,6 +38,7 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     summary: 'The account, project and scopes of the calling credential',
     scope: null,
     readOnly: true,
+    errors: ['account_not_found'],
     output: whoamiView,
     async handler(_input, { credential }) {
       const organization = await identity.organizations.get(credential.organizationId);
@@ -97,6 +98,7 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     summary: "Choose the organisation a person's sessions act in",
     scope: null,
     body: z.strictObject({ organizationId: z.uuid() }),
+    errors: ['key_organization_fixed', 'organization_not_found', 'organization_inactive'],
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), defaultOrganizationId: z.uuid() }),
     async handler({ body }, { credential }) {
       if (credential.kind === 'key') {

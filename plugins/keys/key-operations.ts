@@ -71,6 +71,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       whenAbsent: 'default-project',
       keyOwnProjectOnly: { code: 'cross_project', message: 'An API key can only create keys in its own project' },
     },
+    errors: ['scope_escalation', 'owner_required'],
     output: createdKeyView,
     status: 201,
     async handler({ body }, { credential, transaction, authorization }) {
@@ -143,6 +144,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         keyOwnProjectOnly: { code: 'key_cannot_move_key', message: "An API key cannot move a key to another project; that is a person's act" },
       },
     ],
+    errors: ['key_not_found', 'app_owned_key', 'key_revoked_conflict', 'scope_escalation', 'owner_required'],
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), key: keyView }),
     async handler({ params, body }, { credential, transaction, authorization }) {
       const key = authorizedKey(authorization);

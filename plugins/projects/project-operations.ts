@@ -94,6 +94,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     summary: 'Create a project',
     scope: 'projects:write',
     body: z.strictObject({ name: projectName, models: models.optional() }),
+    errors: ['project_name_taken'],
     output: projectView,
     status: 201,
     async handler({ body }, { credential, transaction }) {
@@ -139,6 +140,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
       .strictObject({ name: projectName.optional(), models: models.optional(), spendCap: spendCapInput.nullable().optional().describe('Owner only; null clears') })
       .refine((b) => Object.keys(b).length > 0, 'send at least one field to change'),
     resource: writesProject,
+    errors: ['project_not_found', 'project_name_taken', 'owner_required'],
     output: projectView,
     async handler({ params, body }, { credential }) {
       if (body.spendCap !== undefined && !isOwner(credential)) {
@@ -170,6 +172,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: 'projects:write',
     params: idParams,
     resource: writesProject,
+    errors: ['default_project', 'project_not_empty'],
     output: z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() }),
     async handler(_input, { credential, authorization }) {
       const project = authorizedProject(authorization);
@@ -211,6 +214,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
       .strictObject({ personId: z.uuid().optional(), email: z.email().optional(), role })
       .refine((b) => (b.personId === undefined) !== (b.email === undefined), 'send exactly one of personId or email'),
     resource: writesProject,
+    errors: ['person_not_found'],
     output: memberView,
     status: 201,
     async handler({ body }, { credential, authorization }) {
@@ -233,6 +237,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     params: memberParams,
     body: z.strictObject({ role }),
     resource: writesProject,
+    errors: ['member_not_found'],
     output: memberView,
     async handler({ params, body }, { authorization }) {
       const project = authorizedProject(authorization);
@@ -251,6 +256,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: 'projects:write',
     params: memberParams,
     resource: writesProject,
+    errors: ['member_not_found'],
     output: z.object({ object: z.literal('ack'), ok: z.literal(true) }),
     async handler({ params }, { authorization }) {
       const project = authorizedProject(authorization);

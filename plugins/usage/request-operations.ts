@@ -82,6 +82,7 @@ export function requestOperations({ store, identity, clock }: UsageDeps): AnyOpe
     scope: 'usage:read',
     readOnly: true,
     params: requestIdParams,
+    errors: ['request_not_found'],
     output: requestDetailView,
     async handler({ params }, { credential }) {
       const row = await store.get(await usageVisibility(identity, credential), params.id);

@@ -47,6 +47,7 @@ function notesPlugin(state: NotesState): AnyPlugin {
         scope: null,
         body: z.strictObject({ text: z.string(), refuse: z.boolean().optional() }),
         output: z.object({ id: z.uuid() }),
+        errors: ['project_name_taken'],
         status: 201,
         async handler({ body }, { credential, transaction }) {
           const jobs = container.resolve(Tokens.Jobs);
