@@ -292,7 +292,7 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
     const token = config.metrics.bearerToken;
     app.get('/metrics', { config: { auth: false, surface: 'root' } }, async (request, reply) => {
       if (token && authorizationHeader(request.raw) !== `Bearer ${token}`) {
-        throw new ApiError(401, 'invalid_metrics_token', 'GET /metrics needs the operator metrics token');
+        throw new ApiError('invalid_metrics_token');
       }
       return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
     });

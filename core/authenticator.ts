@@ -40,7 +40,7 @@ export interface AuthenticatorOptions {
   recordKeyUse?: (usedAt: ReadonlyMap<string, Date>) => Promise<void>;
 }
 
-const invalid = () => new ApiError(401, 'invalid_api_key', 'Invalid credential: send a valid key as "Authorization: Bearer svc_live_…"');
+const invalid = () => new ApiError('invalid_api_key');
 
 /**
  * Turns a bearer token into a Credential. Lookups are cached per token hash for a short TTL
@@ -140,17 +140,17 @@ export class Authenticator {
     if (entry.kind === 'miss') throw invalid();
     if (entry.kind === 'key') {
       const { key, organizationStatus } = entry.record;
-      if (key.revokedAt) throw new ApiError(401, 'key_revoked', 'This API key has been revoked');
-      if (key.disabled) throw new ApiError(401, 'key_disabled', 'This API key is disabled; re-enable it to use it again');
-      if (key.expiresAt && key.expiresAt.getTime() <= now) throw new ApiError(401, 'key_expired', 'This API key has expired');
-      if (organizationStatus !== 'active') throw new ApiError(401, 'account_suspended', 'The account this key belongs to is suspended');
+      if (key.revokedAt) throw new ApiError('key_revoked');
+      if (key.disabled) throw new ApiError('key_disabled');
+      if (key.expiresAt && key.expiresAt.getTime() <= now) throw new ApiError('key_expired');
+      if (organizationStatus !== 'active') throw new ApiError('account_suspended');
       if (this.options.recordKeyUse) this.usedKeys.set(key.id, now);
       return entry.credential;
     }
     const { session } = entry.record;
-    if (session.revokedAt) throw new ApiError(401, 'session_revoked', 'This session has been signed out');
-    if (session.expiresAt.getTime() <= now) throw new ApiError(401, 'session_expired', 'This session has expired; sign in again');
-    if (!entry.credential) throw new ApiError(401, 'no_organization', 'This person belongs to no active organisation');
+    if (session.revokedAt) throw new ApiError('session_revoked');
+    if (session.expiresAt.getTime() <= now) throw new ApiError('session_expired');
+    if (!entry.credential) throw new ApiError('no_organization');
     return entry.credential;
   }
 
@@ -238,13 +238,13 @@ export class Authenticator {
 function tokenHash(authorization: string | undefined): string {
   const token = bearerToken(authorization);
   if (!token) {
-    throw new ApiError(401, 'missing_api_key', 'Missing credential: send "Authorization: Bearer svc_live_…"');
+    throw new ApiError('missing_api_key');
   }
   if (!token.startsWith(KEY_PREFIX) && !token.startsWith(SESSION_PREFIX)) throw invalid();
   return hashToken(token);
 }
 
-const invalidSession = () => new ApiError(401, 'invalid_session', 'This session cookie is not valid: sign in again');
+const invalidSession = () => new ApiError('invalid_session');
 
 function cookieHash(token: string): string {
   if (!token.startsWith(SESSION_PREFIX)) throw invalidSession();

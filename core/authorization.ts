@@ -1,5 +1,6 @@
 import type { Credential } from './credential.ts';
 import { isOwner } from './credential.ts';
+import type { ErrorCode } from './error-catalogue.ts';
 import { ApiError } from './errors.ts';
 import type { AnyOperation, OperationInput } from './operations.ts';
 import type { ApiKey, IdentityStores, Project } from './ports/identity.ts';
@@ -25,7 +26,7 @@ export type ResourceDeclaration<P = Record<string, unknown>, Q = Record<string, 
    * An API key reaches only its own project here, even holding `projects:write`. Elsewhere it is
    * refused with 404 (`true`, as if the project did not exist) or with this 403.
    */
-  readonly keyOwnProjectOnly?: true | { readonly code: string; readonly message: string };
+  readonly keyOwnProjectOnly?: true | { readonly code: ErrorCode; readonly message?: string };
 } & ResourceLocation<P, Q, B>;
 
 type ResourceLocation<P, Q, B> =
@@ -64,7 +65,7 @@ export function resourceId(declaration: ResourceDeclaration, input: OperationInp
  */
 export function scopeRefusal(credential: Credential, scope: Scope | null): ApiError | null {
   if (scope && !credential.scopes.has(scope)) {
-    return new ApiError(403, 'missing_scope', `This credential lacks the '${scope}' scope that this operation needs`);
+    return new ApiError('missing_scope', `This credential lacks the '${scope}' scope that this operation needs`);
   }
   return null;
 }
@@ -77,7 +78,7 @@ export function authorizeCredential(credential: Credential, operation: AnyOperat
   const refusal = scopeRefusal(credential, operation.scope);
   if (refusal) throw refusal;
   if (operation.ownerOnly && !isOwner(credential)) {
-    throw new ApiError(403, 'owner_required', `Only an owner may call ${operation.name}: sign in as an owner (API keys cannot)`);
+    throw new ApiError('owner_required', `Only an owner may call ${operation.name}: sign in as an owner (API keys cannot)`);
   }
 }
 
@@ -113,7 +114,7 @@ async function resolve(identity: IdentityStores, credential: Credential, declara
   const param = declaration.field;
   if (declaration.kind === 'key') {
     if (id === undefined) return null;
-    const missing = new ApiError(404, 'key_not_found', `No API key ${id}`, { param });
+    const missing = new ApiError('key_not_found', `No API key ${id}`, { param });
     const key = await identity.apiKeys.get(credential.organizationId, id);
     if (!key || (credential.kind === 'key' && key.projectId !== credential.projectId)) throw missing;
     const project = await reachProject(identity, credential, key.projectId, declaration.access, missing);
@@ -123,13 +124,13 @@ async function resolve(identity: IdentityStores, credential: Credential, declara
   if (projectId === undefined) {
     if (declaration.whenAbsent !== 'default-project') return null;
     projectId = credential.kind === 'key' ? credential.projectId : (await identity.projects.getDefault(credential.organizationId))?.id;
-    if (!projectId) throw new ApiError(400, 'project_required', 'This account has no default project; name one in projectId', { param });
+    if (!projectId) throw new ApiError('project_required', undefined, { param });
   }
-  const missing = new ApiError(404, 'project_not_found', `No project ${projectId}`, { param });
+  const missing = new ApiError('project_not_found', `No project ${projectId}`, { param });
   const confined = declaration.keyOwnProjectOnly;
   if (confined && credential.kind === 'key' && projectId !== credential.projectId) {
     if (confined === true) throw missing;
-    throw new ApiError(403, confined.code, confined.message, { param });
+    throw new ApiError(confined.code, confined.message, { param });
   }
   return { kind: 'project', project: await reachProject(identity, credential, projectId, declaration.access, missing) };
 }
@@ -145,7 +146,7 @@ async function reachProject(identity: IdentityStores, credential: Credential, pr
   const membership = await identity.projectMembers.get(project.id, credential.personId);
   if (!membership) throw missing;
   if (access === 'write' && membership.role === 'viewer') {
-    throw new ApiError(403, 'project_role_insufficient', `Your role on project ${project.name} is viewer; this needs developer or admin`);
+    throw new ApiError('project_role_insufficient', `Your role on project ${project.name} is viewer; this needs developer or admin`);
   }
   return project;
 }

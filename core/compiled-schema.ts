@@ -45,7 +45,7 @@ const COMBINATORS = new Set(['if', 'anyOf', 'oneOf', 'allOf', 'not']);
 
 function bodyError(schema: JsonSchema, body: unknown, errors: readonly ErrorObject[]): ApiError {
   const error = errors.find((e) => !COMBINATORS.has(e.keyword)) ?? errors[0];
-  if (!error) return new ApiError(400, 'invalid_body', 'Invalid body');
+  if (!error) return new ApiError('invalid_body', 'Invalid body');
   const segments = pointerSegments(error.instancePath);
   const params = error.params as Record<string, unknown>;
   if (error.keyword === 'required') segments.push(String(params.missingProperty));
@@ -53,8 +53,8 @@ function bodyError(schema: JsonSchema, body: unknown, errors: readonly ErrorObje
   if (error.keyword === 'discriminator') segments.push(String(params.tag));
   const param = segments.length > 0 ? fieldPath(body, segments) : null;
   const message = describe(error, params, schema, valueAt(body, segments));
-  if (!param) return new ApiError(400, 'invalid_body', `Invalid body: ${message}`);
-  return new ApiError(400, 'invalid_parameter', `Invalid '${param}' in body: ${message}`, { param });
+  if (!param) return new ApiError('invalid_body', `Invalid body: ${message}`);
+  return new ApiError('invalid_parameter', `Invalid '${param}' in body: ${message}`, { param });
 }
 
 function describe(error: ErrorObject, params: Record<string, unknown>, schema: JsonSchema, value: unknown): string {

@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import type { FastifyBaseLogger } from 'fastify';
+import type { ErrorCode } from './error-catalogue.ts';
 import { ApiError } from './errors.ts';
+import { permittedErrors, UndeclaredErrorCode } from './operation-errors.ts';
 import { authorize, authorizeCredential, authorizeResources, type Authorization, type AuthorizationDeps, type ResourceDeclaration } from './authorization.ts';
 import type { Credential } from './credential.ts';
 import type { Transaction } from './ports/database.ts';
@@ -68,6 +70,12 @@ export interface OperationDefinition<
    * finds it in `ctx.authorization`.
    */
   readonly resource?: ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>> | readonly ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>>[];
+  /**
+   * The error codes the handler itself answers with. The kernel adds the ones the rest of the
+   * declaration implies (authentication, scope, owner-only, input, declared resources; see
+   * core/operation-errors.ts); together they are the operation's documented error answers.
+   */
+  readonly errors?: readonly ErrorCode[];
   handler(input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>, ctx: OperationContext): Promise<z.input<O>>;
 }
 
@@ -91,17 +99,17 @@ export type InputLocation = 'path' | 'query' | 'body';
 /** Turns the first zod issue into a 400 that names the field, as the envelope's `param`. */
 export function validationError(error: z.ZodError, location: InputLocation): ApiError {
   const issue = error.issues[0];
-  if (!issue) return new ApiError(400, 'invalid_request', `Invalid ${location}`);
+  if (!issue) return new ApiError('invalid_request', `Invalid ${location}`);
   const base = issue.path.map(String);
   if (issue.code === 'unrecognized_keys') {
     const fields = issue.keys.map((key) => [...base, key].join('.'));
     const noun = fields.length > 1 ? 'fields' : 'field';
-    return new ApiError(400, 'unknown_field', `Unknown ${noun} in ${location}: ${fields.join(', ')}`, { param: fields[0] ?? null });
+    return new ApiError('unknown_field', `Unknown ${noun} in ${location}: ${fields.join(', ')}`, { param: fields[0] ?? null });
   }
   const param = base.join('.') || null;
   const code = location === 'body' && !param ? 'invalid_body' : 'invalid_parameter';
   const message = param ? `Invalid '${param}' in ${location}: ${issue.message}` : `Invalid ${location}: ${issue.message}`;
-  return new ApiError(400, code, message, { param });
+  return new ApiError(code, message, { param });
 }
 
 export function parseInput<S extends z.ZodType>(schema: S | undefined, value: unknown, location: InputLocation): z.output<S> {
@@ -111,7 +119,7 @@ export function parseInput<S extends z.ZodType>(schema: S | undefined, value: un
   const nul = findNulCharacter(result.data, []);
   if (nul) {
     // PostgreSQL text and jsonb cannot hold U+0000; refuse it here rather than fail at storage.
-    throw new ApiError(400, 'invalid_parameter', `Invalid '${nul}' in ${location}: the NUL character (U+0000) is not allowed`, { param: nul });
+    throw new ApiError('invalid_parameter', `Invalid '${nul}' in ${location}: the NUL character (U+0000) is not allowed`, { param: nul });
   }
   return result.data;
 }
@@ -136,12 +144,34 @@ function findNulCharacter(value: unknown, path: string[]): string | null {
   return null;
 }
 
+export interface RunOptions {
+  /** Refuse an ApiError whose code the operation neither declares nor implies (see core/operation-errors.ts). */
+  checkDeclaredErrors?: boolean;
+}
+
 /**
  * Runs an operation for an authenticated credential: what the credential alone decides (scope,
  * owner-only) first, then the input is validated, then the declared resources are authorised,
- * then the handler runs and its output is checked.
+ * then the handler runs and its output is checked. With `checkDeclaredErrors`, an ApiError with an
+ * undeclared code becomes an UndeclaredErrorCode (a 500): the declaration is wrong, not the caller.
  */
 export async function runOperation(
+  operation: AnyOperation,
+  raw: { params: unknown; query: unknown; body: unknown },
+  ctx: Omit<OperationContext, 'authorization'>,
+  deps: AuthorizationDeps,
+  options: RunOptions = {},
+): Promise<unknown> {
+  if (!options.checkDeclaredErrors) return runChecked(operation, raw, ctx, deps);
+  try {
+    return await runChecked(operation, raw, ctx, deps);
+  } catch (error) {
+    if (error instanceof ApiError && !permittedErrors(operation).has(error.catalogued)) throw new UndeclaredErrorCode(operation, error.catalogued, error);
+    throw error;
+  }
+}
+
+async function runChecked(
   operation: AnyOperation,
   raw: { params: unknown; query: unknown; body: unknown },
   ctx: Omit<OperationContext, 'authorization'>,
@@ -150,10 +180,10 @@ export async function runOperation(
   authorizeCredential(ctx.credential, operation);
   const bodyRequired = operation.bodyRequired ?? operation.body !== undefined;
   if (operation.body && bodyRequired && (raw.body === undefined || raw.body === null)) {
-    throw new ApiError(400, 'missing_body', 'A JSON request body is required');
+    throw new ApiError('missing_body');
   }
   if (!operation.body && raw.body !== undefined && raw.body !== null && !isEmptyObject(raw.body)) {
-    throw new ApiError(400, 'unexpected_body', 'This operation takes no request body');
+    throw new ApiError('unexpected_body');
   }
   const input = {
     params: parseInput(operation.params, raw.params ?? {}, 'path'),
@@ -184,6 +214,12 @@ export interface OperationOwner {
 export class OperationRegistry {
   private readonly operations = new Map<string, AnyOperation>();
   private readonly owners = new Map<string, OperationOwner>();
+  /**
+   * Whether run() refuses error codes an operation does not declare. Off in production (a wrong
+   * declaration should not cost the caller the real answer); the test helpers turn it on, so a
+   * test that provokes an undeclared code fails.
+   */
+  checkDeclaredErrors = false;
 
   constructor(private readonly deps: AuthorizationDeps) {}
 
@@ -198,7 +234,7 @@ export class OperationRegistry {
 
   /** Runs an operation through the same checks as the HTTP surface. */
   run(operation: AnyOperation, raw: { params: unknown; query: unknown; body: unknown }, ctx: Omit<OperationContext, 'authorization'>): Promise<unknown> {
-    return runOperation(operation, raw, ctx, this.deps);
+    return runOperation(operation, raw, ctx, this.deps, { checkDeclaredErrors: this.checkDeclaredErrors });
   }
 
   /** `owner`: the declaring plugin (core/app.ts passes it); absent for operations a test adds by hand. */

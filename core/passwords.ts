@@ -48,13 +48,13 @@ export function dummyPasswordHash(): Promise<string> {
 export function checkPasswordRules(password: string, email: string): void {
   const length = [...password].length;
   if (length < PASSWORD_MIN_LENGTH) {
-    throw new ApiError(400, 'password_too_short', `A password has at least ${PASSWORD_MIN_LENGTH} characters`, { param: 'password' });
+    throw new ApiError('password_too_short', `A password has at least ${PASSWORD_MIN_LENGTH} characters`, { param: 'password' });
   }
   if (length > PASSWORD_MAX_LENGTH) {
-    throw new ApiError(400, 'password_too_long', `A password has at most ${PASSWORD_MAX_LENGTH} characters`, { param: 'password' });
+    throw new ApiError('password_too_long', `A password has at most ${PASSWORD_MAX_LENGTH} characters`, { param: 'password' });
   }
   if (password.trim().toLowerCase() === email.trim().toLowerCase()) {
-    throw new ApiError(400, 'password_is_email', 'A password cannot be your email address', { param: 'password' });
+    throw new ApiError('password_is_email', undefined, { param: 'password' });
   }
 }
 

@@ -23,7 +23,7 @@ export interface SignedIn {
   expiresAt: Date;
 }
 
-const wrongCredentials = () => new ApiError(401, 'invalid_credentials', 'Wrong email or password');
+const wrongCredentials = () => new ApiError('invalid_credentials');
 
 /**
  * A browser session's CSRF token, derived from its session token so GET /client/auth/session can
@@ -66,7 +66,7 @@ export class PeopleSignIn {
   /** Spends a set-password token and sets the password; every earlier session of the person ends. */
   async setPassword(input: { token: string; password: string }): Promise<Person> {
     const tokenHash = hashToken(input.token);
-    const invalidToken = () => new ApiError(400, 'invalid_token', 'This set-password token is unknown, used or expired', { param: 'token' });
+    const invalidToken = () => new ApiError('invalid_token', undefined, { param: 'token' });
     const found = await this.db.transaction(async (tx) => {
       const stores = this.storesFor(tx);
       const personId = await stores.passwordTokens.consume(tokenHash, this.clock());
@@ -119,7 +119,7 @@ export class PeopleSignIn {
     ]);
     if (result.allowed) return;
     const waitMs = Math.max(...result.decisions.map((d) => d.retryAfterMs));
-    throw new ApiError(429, 'too_many_sign_in_attempts', 'Too many sign-in attempts; wait before trying again', {
+    throw new ApiError('too_many_sign_in_attempts', undefined, {
       headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) },
     });
   }

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { CustomTypesConfig, PoolClient, QueryConfig, QueryResult as PgQueryResult } from 'pg';
 import type { Database, QueryResult, Transaction } from '../../core/ports/database.ts';
+import { translated, translateDatabaseError } from '../sql/database-errors.ts';
 import { abortedCommitError, quoteIdentifier, runAfterCommit, type ScriptQueryable } from '../sql/script-runner.ts';
 
 export interface PgDatabaseOptions {
@@ -114,11 +115,11 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
     }
   } catch (err) {
     await pool.end().catch(ignoreError);
-    throw err;
+    throw translateDatabaseError(err);
   }
 
   async function transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
-    const client: PoolClient = await pool.connect();
+    const client: PoolClient = await translated(pool.connect());
     // While checked out the pool's own error listener is detached; a connection dying while the
     // callback awaits something else would otherwise be an uncaught 'error' event.
     const onClientError = (err: Error): void => options.onConnectionError?.(err);
@@ -133,11 +134,11 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
     const tx: ScriptQueryable & Transaction = {
       async query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]) {
         ensureOpen();
-        return toResult<R>(await client.query(singleStatement(sql, params)));
+        return toResult<R>(await translated(client.query(singleStatement(sql, params))));
       },
       async exec(sql: string) {
         ensureOpen();
-        await client.query(sql);
+        await translated(client.query(sql));
       },
       afterCommit(callback: () => void) {
         ensureOpen();
@@ -149,7 +150,7 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
         await client.query('BEGIN');
       } catch (err) {
         destroy = err as Error;
-        throw err;
+        throw translateDatabaseError(err);
       }
       let result: T;
       try {
@@ -169,7 +170,7 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
         commit = await client.query('COMMIT');
       } catch (err) {
         destroy = err as Error;
-        throw err;
+        throw translateDatabaseError(err);
       }
       if (commit.command === 'ROLLBACK') throw abortedCommitError();
       runAfterCommit(committed);
@@ -184,10 +185,10 @@ export async function createPgDatabase(options: PgDatabaseOptions): Promise<Data
   return {
     kind: 'postgres',
     async query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]) {
-      return toResult<R>(await pool.query(singleStatement(sql, params)));
+      return toResult<R>(await translated(pool.query(singleStatement(sql, params))));
     },
     async exec(sql: string) {
-      await pool.query(sql);
+      await translated(pool.query(sql));
     },
     transaction,
     async close() {

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite, types, type PGliteOptions, type Results } from '@electric-sql/pglite';
 import type { Database, QueryResult, Transaction } from '../../core/ports/database.ts';
+import { translated, translateDatabaseError } from '../sql/database-errors.ts';
 import { runAfterCommit, type ScriptQueryable } from '../sql/script-runner.ts';
 
 export interface PgliteDatabaseOptions {
@@ -148,27 +149,39 @@ export async function createPgliteDatabase(options: PgliteDatabaseOptions = {}):
   return {
     kind: 'pglite',
     async query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]) {
-      return toResult(await pglite.query<R>(sql, params === undefined ? [] : [...params]));
+      return toResult(await translated(pglite.query<R>(sql, params === undefined ? [] : [...params])));
     },
     async exec(sql: string) {
-      await pglite.exec(sql);
+      await translated(pglite.exec(sql));
     },
     async transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T> {
       const committed: Array<() => void> = [];
-      const result = await pglite.transaction(async (inner) => {
-        const tx: ScriptQueryable & Transaction = {
-          async query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]) {
-            return toResult(await inner.query<R>(sql, params === undefined ? [] : [...params]));
-          },
-          async exec(sql: string) {
-            await inner.exec(sql);
-          },
-          afterCommit(callback: () => void) {
-            committed.push(callback);
-          },
-        };
-        return fn(tx);
-      });
+      // The callback's own errors leave untouched; only BEGIN/COMMIT and a closed PGlite are translated here.
+      let fromCallback: { error: unknown } | undefined;
+      let result: T;
+      try {
+        result = await pglite.transaction(async (inner) => {
+          const tx: ScriptQueryable & Transaction = {
+            async query<R = Record<string, unknown>>(sql: string, params?: readonly unknown[]) {
+              return toResult(await translated(inner.query<R>(sql, params === undefined ? [] : [...params])));
+            },
+            async exec(sql: string) {
+              await translated(inner.exec(sql));
+            },
+            afterCommit(callback: () => void) {
+              committed.push(callback);
+            },
+          };
+          try {
+            return await fn(tx);
+          } catch (error) {
+            fromCallback = { error };
+            throw error;
+          }
+        });
+      } catch (error) {
+        throw fromCallback?.error === error ? error : translateDatabaseError(error);
+      }
       runAfterCommit(committed);
       return result;
     },

@@ -59,9 +59,4 @@ export function installAuthHook(app: FastifyInstance, authenticator: Authenticat
   });
 }
 
-const apiKeyRequired = () =>
-  new ApiError(
-    401,
-    'api_key_required',
-    'The /v1 API takes API keys only, not sessions: create a key with POST /client/keys (scope "inference") and send it as "Authorization: Bearer svc_live_…"',
-  );
+const apiKeyRequired = () => new ApiError('api_key_required');

@@ -73,26 +73,26 @@ function sessionView(result: SignedIn) {
 
 function sessionOf(request: FastifyRequest): SessionCredential {
   const credential = request.credential!;
-  if (credential.kind !== 'session') throw new ApiError(400, 'session_required', 'Only a person’s session can be signed out; revoke an API key with DELETE /client/keys/{id}');
+  if (credential.kind !== 'session') throw new ApiError('session_required');
   return credential;
 }
 
 function browserSession(request: FastifyRequest): SessionCredential {
   const credential = sessionOf(request);
   if (credential.csrfTokenHash === null || sessionCookieOf(request.headers.cookie) === null) {
-    throw new ApiError(400, 'browser_session_required', 'GET /client/auth/session describes a browser session: send the svc_session cookie');
+    throw new ApiError('browser_session_required');
   }
   return credential;
 }
 
 function objectBody(body: unknown): Record<string, unknown> {
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ApiError(400, 'invalid_body', 'Send a JSON object');
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ApiError('invalid_body', 'Send a JSON object');
   return body as Record<string, unknown>;
 }
 
 function stringField(body: Record<string, unknown>, name: string, maxLength: number): string {
   const value = body[name];
-  if (typeof value !== 'string' || value.length === 0) throw new ApiError(400, 'invalid_request', `'${name}' is required and must be a string`, { param: name });
-  if (value.length > maxLength) throw new ApiError(400, 'invalid_request', `'${name}' is too long`, { param: name });
+  if (typeof value !== 'string' || value.length === 0) throw new ApiError('invalid_request', `'${name}' is required and must be a string`, { param: name });
+  if (value.length > maxLength) throw new ApiError('invalid_request', `'${name}' is too long`, { param: name });
   return value;
 }

@@ -15,7 +15,7 @@ export function authorizationHeader(raw: IncomingMessage): string | undefined {
     const name = names[i]!;
     if (name.length !== 13 || !isAuthorization(name)) continue;
     if (seen) {
-      throw new ApiError(400, 'duplicate_authorization_header', 'The request carries more than one Authorization header; send exactly one credential', {
+      throw new ApiError('duplicate_authorization_header', undefined, {
         param: 'authorization',
       });
     }

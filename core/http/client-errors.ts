@@ -37,26 +37,25 @@ export function clientErrorHandler(log: () => FastifyBaseLogger, timeouts: { hea
  * with none, closes the connection without a word. It is refused like any other method.
  */
 export function refuseConnect(_request: IncomingMessage, socket: Duplex): void {
-  socket.write(rawResponse(new ApiError(405, 'method_not_allowed', 'Method CONNECT is not allowed: this server is not a proxy'), newRequestId()));
+  socket.write(rawResponse(new ApiError('method_not_allowed', 'Method CONNECT is not allowed: this server is not a proxy'), newRequestId()));
   socket.destroy();
 }
 
 function clientErrorFor(error: ClientError, timeouts: { headersTimeoutMs: number; requestTimeoutMs: number }): ApiError {
   switch (error.code) {
     case 'HPE_HEADER_OVERFLOW':
-      return new ApiError(431, 'request_header_too_large', `The request line and headers are larger than ${maxHeaderSize} bytes`);
+      return new ApiError('request_header_too_large', `The request line and headers are larger than ${maxHeaderSize} bytes`);
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
-      return new ApiError(413, 'request_too_large', 'The chunk extensions of the body are too large');
+      return new ApiError('request_too_large', 'The chunk extensions of the body are too large');
     case 'ERR_HTTP_REQUEST_TIMEOUT':
       return new ApiError(
-        408,
         'request_timeout',
         `The request was not received in time: headers must arrive within ${timeouts.headersTimeoutMs} ms and the whole request within ${timeouts.requestTimeoutMs} ms`,
       );
     case 'HPE_INVALID_METHOD':
-      return new ApiError(400, 'unsupported_method', 'The request method is not a known HTTP method');
+      return new ApiError('unsupported_method');
     default:
-      return new ApiError(400, 'malformed_request', `The request is not valid HTTP/1.1${error.reason ? `: ${error.reason}` : ''}`);
+      return new ApiError('malformed_request', `The request is not valid HTTP/1.1${error.reason ? `: ${error.reason}` : ''}`);
   }
 }
 

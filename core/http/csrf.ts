@@ -6,7 +6,7 @@ import { hashToken } from '../secrets.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
-const csrfFailed = (message: string) => new ApiError(403, 'csrf_failed', message);
+const csrfFailed = (message: string) => new ApiError('csrf_failed', message);
 
 /**
  * A browser may send the session cookie with requests another site makes it send, so a write

@@ -22,8 +22,7 @@ export function installDraining(app: FastifyInstance): void {
     // Answered here, not passed to done(): the error handler would log a 5xx as a fault.
     sendError(
       reply,
-      new ApiError(503, 'shutting_down', `This server is shutting down and did nothing with the request; retry it (request id ${request.id})`, {
-        type: 'api_error',
+      new ApiError('shutting_down', `This server is shutting down and did nothing with the request; retry it (request id ${request.id})`, {
         headers: { 'retry-after': '1', connection: 'close' },
       }),
     );

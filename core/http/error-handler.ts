@@ -1,6 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
+import type { ErrorCode } from '../error-catalogue.ts';
 import { ApiError, ClientGoneError, requestTooLarge } from '../errors.ts';
+import { DatabaseUnavailable } from '../ports/database.ts';
 
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
@@ -8,7 +10,7 @@ const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 
 export function frameworkErrorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
   void reply.header('x-request-id', request.id);
   const code = error.code === 'FST_ERR_BAD_URL' ? 'invalid_url' : error.code === 'FST_ERR_MAX_PARAM_LENGTH' ? 'path_too_long' : 'invalid_request';
-  sendError(reply, new ApiError(error.statusCode && error.statusCode < 500 ? error.statusCode : 400, code, error.message));
+  sendError(reply, new ApiError(code, error.message));
 }
 
 /**
@@ -39,15 +41,29 @@ export function installErrorHandling(app: FastifyInstance): void {
     const allowed = METHODS.filter((method) => method !== request.method && shadow.find(method, path));
     if (allowed.length > 0) {
       void reply.header('allow', allowed.join(', '));
-      return sendError(reply, new ApiError(405, 'method_not_allowed', `Method ${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`));
+      return sendError(reply, new ApiError('method_not_allowed', `Method ${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`));
     }
-    return sendError(reply, new ApiError(404, 'route_not_found', `No route ${request.method} ${path}`));
+    return sendError(reply, new ApiError('route_not_found', `No route ${request.method} ${path}`));
   });
 
   app.setErrorHandler((error: FastifyError | ApiError | Error, request, reply) => {
     return sendError(reply, toApiError(error, request));
   });
 }
+
+/**
+ * Any other 4xx a library raises, by status: the catalogued code that says the same. A status not
+ * listed here is answered as a plain 400 invalid_request.
+ */
+const CLIENT_ERROR_CODES: Partial<Record<number, ErrorCode>> = {
+  404: 'route_not_found',
+  405: 'method_not_allowed',
+  408: 'request_timeout',
+  413: 'request_too_large',
+  414: 'path_too_long',
+  415: 'unsupported_media_type',
+  431: 'request_header_too_large',
+};
 
 export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
@@ -57,7 +73,7 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 export function toApiError(error: unknown, request: FastifyRequest): ApiError {
   // The client went away: nobody reads this answer, and it is no server fault.
   if (error instanceof ClientGoneError) {
-    return new ApiError(499, 'client_closed_request', 'The client closed the request');
+    return new ApiError('client_closed_request');
   }
   if (error instanceof ApiError) {
     if (error.status >= 500) request.log.error({ err: error.cause ?? error }, error.message);
@@ -68,46 +84,43 @@ export function toApiError(error: unknown, request: FastifyRequest): ApiError {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return requestTooLarge(request.routeOptions.bodyLimit);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new ApiError(415, 'unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send application/json`);
+      return new ApiError('unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send application/json`);
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new ApiError(400, 'invalid_json', 'The body is empty but content-type says application/json');
+      return new ApiError('invalid_json', 'The body is empty but content-type says application/json');
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new ApiError(400, 'invalid_content_length', 'Content-Length does not match the body');
+      return new ApiError('invalid_content_length');
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return new ApiError(400, 'invalid_json', `The body is not valid JSON: ${fastifyError.message}`);
+      return new ApiError('invalid_json', `The body is not valid JSON: ${fastifyError.message}`);
     default:
       break;
   }
   if (error instanceof SyntaxError || fastifyError.code === 'FST_ERR_CTP_INVALID_JSON') {
-    return new ApiError(400, 'invalid_json', `The body is not valid JSON: ${error instanceof Error ? error.message : ''}`);
+    return new ApiError('invalid_json', `The body is not valid JSON: ${error instanceof Error ? error.message : ''}`);
   }
   const status = fastifyError.statusCode;
   if (status && status >= 400 && status < 500) {
     // Fastify's own client errors say what was wrong; other libraries' messages may say too much.
     const ours = typeof fastifyError.code === 'string' && fastifyError.code.startsWith('FST_');
-    return new ApiError(status, fastifyError.code?.toLowerCase() ?? 'invalid_request', ours ? fastifyError.message : 'The request could not be processed');
+    return new ApiError(CLIENT_ERROR_CODES[status] ?? 'invalid_request', ours ? fastifyError.message : undefined);
   }
   if (isStorageUnavailable(error)) {
     request.log.error({ err: error }, 'storage unavailable');
-    return new ApiError(503, 'service_unavailable', `A storage backend is unreachable; nothing was done. Retry shortly (request id ${request.id})`, {
+    return new ApiError('service_unavailable', `A storage backend is unreachable; nothing was done. Retry shortly (request id ${request.id})`, {
       headers: { 'retry-after': '1' },
     });
   }
   request.log.error({ err: error }, 'unhandled error');
-  return new ApiError(500, 'internal_error', `Internal server error; quote request id ${request.id} when reporting it`);
+  return new ApiError('internal_error', `Internal server error; quote request id ${request.id} when reporting it`);
 }
 
-// Socket errors, PostgreSQL's connection and shutdown classes (08xxx, 57P0x), and closed clients.
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P02', '57P03']);
+// Redis's socket errors and closed clients; the database adapters raise DatabaseUnavailable themselves.
+const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
 
 /** Whether an error says a database or Redis could not be reached (fail closed, retryable). */
 export function isStorageUnavailable(error: unknown): boolean {
+  if (error instanceof DatabaseUnavailable) return true;
   if (!(error instanceof Error)) return false;
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && (UNAVAILABLE_CODES.has(code) || code.startsWith('08'))) return true;
-  return (
-    error.name === 'ClientClosedError' ||
-    error.name === 'ConnectionTimeoutError' ||
-    /client (is|was) closed|connection terminated|the client is offline|pool after calling end|pglite is closed/i.test(error.message)
-  );
+  if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
+  return error.name === 'ClientClosedError' || error.name === 'ConnectionTimeoutError' || /client (is|was) closed|the client is offline/i.test(error.message);
 }

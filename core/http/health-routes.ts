@@ -21,8 +21,7 @@ export function mountHealthRoutes(app: FastifyInstance, readiness: Readiness): v
     // Answered here rather than thrown: the error handler would log an expected 503 as a fault.
     return sendError(
       reply,
-      new ApiError(503, 'not_ready', `This server is not ready; failing checks: ${report.failed.join(', ')}`, {
-        type: 'api_error',
+      new ApiError('not_ready', `This server is not ready; failing checks: ${report.failed.join(', ')}`, {
         headers: { 'retry-after': '1' },
       }),
     );

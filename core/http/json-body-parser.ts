@@ -25,7 +25,7 @@ export function installJsonBodyParser(app: FastifyInstance): void {
       if (field === undefined) return done(null, value);
       const where = field === null ? 'The body' : `'${field}'`;
       const message = `${where} nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep`;
-      done(new ApiError(400, field === null ? 'invalid_body' : 'invalid_parameter', message, { param: field }), undefined);
+      done(new ApiError(field === null ? 'invalid_body' : 'invalid_parameter', message, { param: field }), undefined);
     });
   });
 }

@@ -18,7 +18,7 @@ export async function mountUploadRoutes(app: FastifyInstance, routes: (uploads: 
   await app.register(async (uploads) => {
     uploads.removeAllContentTypeParsers();
     uploads.addContentTypeParser('*', (request, _payload, done) => {
-      done(new ApiError(415, 'unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send multipart/form-data`), undefined);
+      done(new ApiError('unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send multipart/form-data`), undefined);
     });
     await uploads.register(multipart);
     const defaultLimit = uploads.svc.config.server.uploadLimitBytes;
@@ -77,7 +77,7 @@ interface MultipartFile {
 export async function* readUpload(request: FastifyRequest, limits: UploadLimits = {}): AsyncGenerator<UploadPart> {
   if (typeof request.isMultipart !== 'function') throw new Error('readUpload is for routes mounted with mountUploadRoutes');
   if (!request.isMultipart()) {
-    throw new ApiError(415, 'unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send multipart/form-data`);
+    throw new ApiError('unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send multipart/form-data`);
   }
   const bodyLimit = request.routeOptions.bodyLimit;
   if (Number(request.headers['content-length']) > bodyLimit) throw requestTooLarge(bodyLimit);
@@ -173,16 +173,16 @@ function translate(error: unknown, maxFileBytes: number): Error {
       return requestTooLarge(maxFileBytes, part?.filename ? `File ${JSON.stringify(part.filename)}` : 'A file', part?.fieldname ?? null);
     }
     case 'FST_FILES_LIMIT':
-      return new ApiError(413, 'request_too_large', 'The body holds more files than this route takes');
+      return new ApiError('request_too_large', 'The body holds more files than this route takes');
     case 'FST_FIELDS_LIMIT':
     case 'FST_PARTS_LIMIT':
-      return new ApiError(413, 'request_too_large', 'The body holds more fields than this route takes');
+      return new ApiError('request_too_large', 'The body holds more fields than this route takes');
     case 'FST_MP_PREMATURE_CLOSE':
       return new ClientGoneError();
     case 'FST_INVALID_MULTIPART_CONTENT_TYPE':
-      return new ApiError(415, 'unsupported_media_type', 'Send multipart/form-data');
+      return new ApiError('unsupported_media_type', 'Send multipart/form-data');
     default:
       // The parser's own messages ("Unexpected end of form", "Malformed part header") say what is wrong and nothing more.
-      return new ApiError(400, 'invalid_multipart', `The multipart body is malformed: ${error instanceof Error ? error.message : String(error)}`);
+      return new ApiError('invalid_multipart', `The multipart body is malformed: ${error instanceof Error ? error.message : String(error)}`);
   }
 }

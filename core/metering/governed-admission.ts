@@ -99,8 +99,7 @@ const MINUTE = 60_000;
 const SEED_ROUNDS = 3;
 
 const tooMany = (message: string, retryAfterMs: number, headers: Record<string, string>) =>
-  new ApiError(429, 'rate_limit_exceeded', message, {
-    type: 'rate_limit_error',
+  new ApiError('rate_limit_exceeded', message, {
     headers: { ...headers, 'retry-after': String(Math.max(1, Math.ceil(retryAfterMs / 1000))) },
   });
 
@@ -205,7 +204,7 @@ export class GovernedAdmission implements InferenceAdmission {
     const { coordination, settings, policies } = this.deps;
     const { credential } = request;
     const sheet = this.deps.prices.get(request.model);
-    if (!sheet) throw new ApiError(500, 'model_not_priced', `Model ${request.model} has no prices; refusing to serve it unmetered`);
+    if (!sheet) throw new ApiError('model_not_priced', `Model ${request.model} has no prices; refusing to serve it unmetered`);
     const plan = this.planOf(credential);
     const tokenEstimate = request.estimate.inputTokens + request.estimate.maxOutputTokens;
     const tokens: RateEntry[] = plan.tokenBuckets.map((bucket) => ({ key: bucket.key, limit: bucket.limit, periodMs: bucket.periodMs, cost: tokenEstimate }));
@@ -269,16 +268,15 @@ export class GovernedAdmission implements InferenceAdmission {
       }
       case 'money': {
         const refused = result.allowance;
-        if (refused.reason === 'missing') return new ApiError(503, 'metering_unavailable', 'Spend counters could not be prepared; it is safe to retry');
+        if (refused.reason === 'missing') return new ApiError('metering_unavailable');
         if (refused.key.startsWith('credit:')) {
           reject('credit');
-          return new ApiError(402, 'insufficient_credit', 'The account’s credit balance is used up; top up to continue (GET /client/credits shows the balance)', { headers });
+          return new ApiError('insufficient_credit', undefined, { headers });
         }
         reject('budget');
         const cap = context.caps.find((c) => c.counter === refused.key)!;
         const left = Math.max(0, refused.remaining);
         return new ApiError(
-          402,
           'budget_exceeded',
           `The ${cap.scope} spend cap of $${microsToUsd(cap.cap.limitMicros)} per ${cap.cap.period} is used up` +
             (left > 0

@@ -53,10 +53,11 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     summary: 'The account, project and scopes of the calling credential',
     scope: null,
     readOnly: true,
+    errors: ['account_not_found'],
     output: whoamiView,
     async handler(_input, { credential }) {
       const organization = await identity.organizations.get(credential.organizationId);
-      if (!organization) throw new ApiError(404, 'account_not_found', 'The account of this credential no longer exists');
+      if (!organization) throw new ApiError('account_not_found');
       const project = credential.kind === 'key' ? await identity.projects.get(credential.organizationId, credential.projectId) : null;
       return {
         object: 'whoami' as const,
@@ -108,15 +109,16 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     summary: "Choose the organisation a person's sessions act in",
     scope: null,
     body: z.strictObject({ organizationId: z.uuid() }),
+    errors: ['key_organization_fixed', 'organization_not_found', 'organization_inactive'],
     output: defaultOrganizationView,
     async handler({ body }, { credential }) {
       if (credential.kind === 'key') {
-        throw new ApiError(400, 'key_organization_fixed', 'An API key always acts in the organisation it was issued in', { param: 'organizationId' });
+        throw new ApiError('key_organization_fixed', undefined, { param: 'organizationId' });
       }
       const membership = await identity.memberships.get(body.organizationId, credential.personId);
-      if (!membership) throw new ApiError(404, 'organization_not_found', `No organisation ${body.organizationId} among yours`, { param: 'organizationId' });
+      if (!membership) throw new ApiError('organization_not_found', `No organisation ${body.organizationId} among yours`, { param: 'organizationId' });
       if (membership.status !== 'active' || membership.organizationStatus !== 'active') {
-        throw new ApiError(400, 'organization_inactive', 'That organisation or your membership in it is not active', { param: 'organizationId' });
+        throw new ApiError('organization_inactive', undefined, { param: 'organizationId' });
       }
       await identity.people.setDefaultOrganization(credential.personId, body.organizationId);
       await authenticator.invalidate({ kind: 'session', id: credential.sessionId });

@@ -8,9 +8,5 @@ import { ApiError } from '../../core/errors.ts';
 export function enforceBrowserRule(request: FastifyRequest): void {
   if (request.headers.origin === undefined) return;
   if (request.headers['x-svc-dangerous-browser-access'] === 'true') return;
-  throw new ApiError(
-    403,
-    'browser_access_denied',
-    'Requests from a browser (with an Origin header) are refused: they would expose your API key. Call from a server, or send x-svc-dangerous-browser-access: true if you accept the risk.',
-  );
+  throw new ApiError('browser_access_denied');
 }

@@ -279,9 +279,7 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
       status = 502;
       errorCode = 'upstream_error';
       request.log.warn({ err: error, route: opened.candidate.key }, 'stream failed after first content');
-      await sse.data({
-        error: { message: 'The upstream stream failed part-way; the response is incomplete. It is safe to retry.', type: 'upstream_error', code: 'upstream_error', param: null },
-      });
+      await sse.data(new ApiError('upstream_error', 'The upstream stream failed part-way; the response is incomplete. It is safe to retry.').toEnvelope());
     }
     void iterator.return?.().catch(() => undefined);
   } finally {

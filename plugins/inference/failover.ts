@@ -1,4 +1,5 @@
 import type { CallSignal } from '../../core/call-signal.ts';
+import type { ErrorCode } from '../../core/error-catalogue.ts';
 import { ApiError, ClientGoneError } from '../../core/errors.ts';
 import { UpstreamError } from '../../core/provider.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
@@ -22,13 +23,12 @@ export interface FailoverOutcome<T, C extends RouteCandidate = RouteCandidate> {
 /** An ApiError that also says how many upstream attempts were made (for headers and logs). */
 export class FailoverError extends ApiError {
   constructor(
-    status: number,
-    code: string,
+    code: ErrorCode,
     message: string,
     readonly attempts: number,
     readonly lastRoute: string | null,
   ) {
-    super(status, code, message, { headers: { 'x-svc-attempts': String(attempts) } });
+    super(code, message, { headers: { 'x-svc-attempts': String(attempts) } });
   }
 }
 
@@ -71,7 +71,7 @@ export async function runWithFailover<C extends RouteCandidate, T>(
   let last: { error: UpstreamError; route: string } | null = null;
 
   if (candidates.length === 0) {
-    throw new FailoverError(502, 'upstream_error', 'No upstream route can serve this model right now; it is safe to retry later', 0, null);
+    throw new FailoverError('upstream_error', 'No upstream route can serve this model right now; it is safe to retry later', 0, null);
   }
 
   search: for (const candidate of candidates) {
@@ -90,7 +90,7 @@ export async function runWithFailover<C extends RouteCandidate, T>(
         last = { error: caught, route: candidate.key };
         options.onAttemptFailed?.(candidate, caught);
         if (caught.kind === 'client' && caught.status !== 404) {
-          throw new FailoverError(400, 'upstream_rejected_request', `The model rejected the request: ${caught.message}`, attempts, candidate.key);
+          throw new FailoverError('upstream_rejected_request', `The model rejected the request: ${caught.message}`, attempts, candidate.key);
         }
         void breaker.recordFailure(candidate.key);
         const retryAfter = caught.retryAfterMs;
@@ -104,7 +104,7 @@ export async function runWithFailover<C extends RouteCandidate, T>(
     }
   }
   const detail = last ? ` (last: ${describe(last.error)} from ${last.route})` : '';
-  throw new FailoverError(502, 'upstream_error', `The model could not be reached after ${attempts} attempt(s)${detail}; it is safe to retry`, attempts, last?.route ?? null);
+  throw new FailoverError('upstream_error', `The model could not be reached after ${attempts} attempt(s)${detail}; it is safe to retry`, attempts, last?.route ?? null);
 }
 
 function describe(error: UpstreamError): string {

@@ -29,7 +29,7 @@ export class ModelCatalogue {
   require(credential: Credential, id: unknown, param = 'model'): CatalogueModel {
     const model = typeof id === 'string' ? this.models.get(id) : undefined;
     if (!model || !allows(credential, model.id)) {
-      throw new ApiError(404, 'model_not_found', `The model ${JSON.stringify(id)} does not exist or this key cannot use it; GET /v1/models lists the ones it can`, { param });
+      throw new ApiError('model_not_found', `The model ${JSON.stringify(id)} does not exist or this key cannot use it; GET /v1/models lists the ones it can`, { param });
     }
     return model;
   }

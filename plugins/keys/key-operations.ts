@@ -71,6 +71,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       whenAbsent: 'default-project',
       keyOwnProjectOnly: { code: 'cross_project', message: 'An API key can only create keys in its own project' },
     },
+    errors: ['scope_escalation', 'owner_required'],
     output: createdKeyView,
     status: 201,
     async handler({ body }, { credential, transaction, authorization }) {
@@ -82,7 +83,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
       const expiresAt = body.expiresAt ?? null;
       if (expiresAt && expiresAt <= clock()) {
-        throw new ApiError(400, 'invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
+        throw new ApiError('invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
       }
       const token = generateToken(KEY_PREFIX);
       const key = await transaction((tx) =>
@@ -143,18 +144,19 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         keyOwnProjectOnly: { code: 'key_cannot_move_key', message: "An API key cannot move a key to another project; that is a person's act" },
       },
     ],
+    errors: ['key_not_found', 'app_owned_key', 'key_revoked_conflict', 'scope_escalation', 'owner_required'],
     output: updatedKeyView,
     async handler({ params, body }, { credential, transaction, authorization }) {
       const key = authorizedKey(authorization);
       if (body.projectId !== undefined && body.projectId !== key.projectId && key.appId) {
-        throw new ApiError(409, 'app_owned_key', 'This key belongs to an app and moves only with it; move the app instead', { param: 'projectId' });
+        throw new ApiError('app_owned_key', undefined, { param: 'projectId' });
       }
       if (body.scopes) assertNoEscalation(credential, body.scopes);
       if (body.expiresAt !== undefined) assertOwnerFor(credential, 'expiresAt');
       if (body.spendCap !== undefined) assertOwnerFor(credential, 'spendCap');
       if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
       if (body.disabled !== undefined && key.revokedAt) {
-        throw new ApiError(409, 'key_revoked', 'This key is revoked; a revoked key cannot be paused or resumed', { param: 'disabled' });
+        throw new ApiError('key_revoked_conflict', undefined, { param: 'disabled' });
       }
       const updated = await transaction((tx) =>
         identityFor(tx).apiKeys.update(credential.organizationId, key.id, {
@@ -168,7 +170,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
           rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),
         }),
       );
-      if (!updated) throw new ApiError(404, 'key_not_found', `No API key ${params.id}`, { param: 'id' });
+      if (!updated) throw new ApiError('key_not_found', `No API key ${params.id}`, { param: 'id' });
       await authenticator.invalidate({ kind: 'key', id: key.id });
       return { object: 'ack' as const, ok: true as const, key: toKeyView(updated, clock()) };
     },

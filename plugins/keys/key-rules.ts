@@ -11,13 +11,13 @@ export function assertNoEscalation(credential: Credential, requested: readonly S
   if (isOwner(credential)) return;
   const beyond = requested.filter((scope) => isManagementScope(scope) && !credential.scopes.has(scope));
   if (beyond.length > 0) {
-    throw new ApiError(403, 'scope_escalation', `Cannot grant scopes this credential does not hold: ${beyond.join(', ')}`, { param: 'scopes' });
+    throw new ApiError('scope_escalation', `Cannot grant scopes this credential does not hold: ${beyond.join(', ')}`, { param: 'scopes' });
   }
 }
 
 export function assertOwnerFor(credential: Credential, field: 'expiresAt' | 'spendCap' | 'rateLimits'): void {
   if (!isOwner(credential)) {
     const what = field === 'spendCap' ? 'a spend cap' : field === 'rateLimits' ? 'rate limits' : 'an expiry';
-    throw new ApiError(403, 'owner_required', `Only an owner may set ${what} on a key`, { param: field });
+    throw new ApiError('owner_required', `Only an owner may set ${what} on a key`, { param: field });
   }
 }

@@ -3,6 +3,7 @@ import type { Authenticator } from '../../core/authenticator.ts';
 import { ApiError } from '../../core/errors.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { IdentityStores, IdentityStoresFactory, Project, ProjectMember } from '../../core/ports/identity.ts';
+import { UniqueViolation } from '../../core/ports/database.ts';
 import { authorizedProject } from '../../core/authorization.ts';
 import { visibleProjectIds } from '../../core/project-access.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
@@ -77,15 +78,13 @@ const idParams = z.strictObject({ id: projectId });
 const memberParams = z.strictObject({ id: projectId, userId: resourceId.describe("The member's person id") });
 /** Projects and their members are listed by uuid: a person id breaks ties among members. */
 const PROJECTS_PAGE = { defaultLimit: 50, maxLimit: 200, id: resourceId };
+/** The unique index on (organization, lower(name)) refused the name: another project holds it. */
+const isNameTaken = (error: unknown): boolean => error instanceof UniqueViolation && error.constraint === 'projects_org_name';
 const readsProject = { kind: 'project', access: 'read', in: 'path', field: 'id' } as const;
 const writesProject = { kind: 'project', access: 'write', in: 'path', field: 'id' } as const;
 
-function isUniqueViolation(error: unknown): boolean {
-  return typeof error === 'object' && error !== null && (error as { code?: string }).code === '23505';
-}
-
 export function projectOperations({ identity, identityFor, authenticator }: Deps): AnyOperation[] {
-  const nameTaken = (name: string) => new ApiError(409, 'project_name_taken', `A project named ${JSON.stringify(name)} already exists`, { param: 'name' });
+  const nameTaken = (name: string) => new ApiError('project_name_taken', `A project named ${JSON.stringify(name)} already exists`, { param: 'name' });
 
   const list = defineOperation({
     name: 'projects.list',
@@ -109,6 +108,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     summary: 'Create a project',
     scope: 'projects:write',
     body: z.strictObject({ name: projectName, models: models.optional() }),
+    errors: ['project_name_taken'],
     output: projectView,
     status: 201,
     async handler({ body }, { credential, transaction }) {
@@ -122,7 +122,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
         });
         return toProjectView(project);
       } catch (error) {
-        if (isUniqueViolation(error)) throw nameTaken(body.name);
+        if (isNameTaken(error)) throw nameTaken(body.name);
         throw error;
       }
     },
@@ -154,10 +154,11 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
       .strictObject({ name: projectName.optional(), models: models.optional(), spendCap: spendCapInput.nullable().optional().describe('Owner only; null clears') })
       .refine((b) => Object.keys(b).length > 0, 'send at least one field to change'),
     resource: writesProject,
+    errors: ['project_not_found', 'project_name_taken', 'owner_required'],
     output: projectView,
     async handler({ params, body }, { credential }) {
       if (body.spendCap !== undefined && !isOwner(credential)) {
-        throw new ApiError(403, 'owner_required', 'Only an owner may set a spend cap on a project', { param: 'spendCap' });
+        throw new ApiError('owner_required', 'Only an owner may set a spend cap on a project', { param: 'spendCap' });
       }
       try {
         const updated = await identity.projects.update(credential.organizationId, params.id, {
@@ -165,12 +166,12 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
           modelAllowList: body.models,
           spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
         });
-        if (!updated) throw new ApiError(404, 'project_not_found', `No project ${params.id}`, { param: 'id' });
+        if (!updated) throw new ApiError('project_not_found', `No project ${params.id}`, { param: 'id' });
         // Cached key credentials carry the project's allow-list.
         if (body.models !== undefined) await authenticator.invalidate({ kind: 'all' });
         return toProjectView(updated);
       } catch (error) {
-        if (isUniqueViolation(error) && body.name) throw nameTaken(body.name);
+        if (isNameTaken(error) && body.name) throw nameTaken(body.name);
         throw error;
       }
     },
@@ -185,13 +186,14 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: 'projects:write',
     params: idParams,
     resource: writesProject,
+    errors: ['default_project', 'project_not_empty'],
     output: projectRemovalView,
     async handler(_input, { credential, authorization }) {
       const project = authorizedProject(authorization);
-      if (project.isDefault) throw new ApiError(400, 'default_project', 'The default project cannot be deleted', { param: 'id' });
+      if (project.isDefault) throw new ApiError('default_project', undefined, { param: 'id' });
       const keys = await identity.apiKeys.list(credential.organizationId, { projectId: project.id });
       if (keys.length > 0) {
-        throw new ApiError(409, 'project_not_empty', `Project still has ${keys.length} key(s); delete them permanently or move them first`);
+        throw new ApiError('project_not_empty', `Project still has ${keys.length} key(s); delete them permanently or move them first`);
       }
       await identity.projects.delete(credential.organizationId, project.id);
       return { object: 'ack' as const, ok: true as const, id: project.id };
@@ -226,6 +228,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
       .strictObject({ personId: z.uuid().optional(), email: z.email().optional(), role })
       .refine((b) => (b.personId === undefined) !== (b.email === undefined), 'send exactly one of personId or email'),
     resource: writesProject,
+    errors: ['person_not_found'],
     output: memberView,
     status: 201,
     async handler({ body }, { credential, authorization }) {
@@ -233,7 +236,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
       const person = body.personId ? await identity.people.get(body.personId) : await identity.people.getByEmail(body.email!);
       const membership = person ? await identity.memberships.get(credential.organizationId, person.id) : null;
       if (!person || !membership) {
-        throw new ApiError(404, 'person_not_found', 'No such person in this organisation', { param: body.personId ? 'personId' : 'email' });
+        throw new ApiError('person_not_found', undefined, { param: body.personId ? 'personId' : 'email' });
       }
       return toMemberView(await identity.projectMembers.upsert({ projectId: project.id, personId: person.id, role: body.role }));
     },
@@ -248,11 +251,12 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     params: memberParams,
     body: z.strictObject({ role }),
     resource: writesProject,
+    errors: ['member_not_found'],
     output: memberView,
     async handler({ params, body }, { authorization }) {
       const project = authorizedProject(authorization);
       if (!(await identity.projectMembers.get(project.id, params.userId))) {
-        throw new ApiError(404, 'member_not_found', 'That person has no role on this project', { param: 'userId' });
+        throw new ApiError('member_not_found', undefined, { param: 'userId' });
       }
       return toMemberView(await identity.projectMembers.upsert({ projectId: project.id, personId: params.userId, role: body.role }));
     },
@@ -266,11 +270,12 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     scope: 'projects:write',
     params: memberParams,
     resource: writesProject,
+    errors: ['member_not_found'],
     output: memberRemovalView,
     async handler({ params }, { authorization }) {
       const project = authorizedProject(authorization);
       if (!(await identity.projectMembers.remove(project.id, params.userId))) {
-        throw new ApiError(404, 'member_not_found', 'That person has no role on this project', { param: 'userId' });
+        throw new ApiError('member_not_found', undefined, { param: 'userId' });
       }
       return { object: 'ack' as const, ok: true as const };
     },

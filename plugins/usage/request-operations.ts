@@ -82,10 +82,11 @@ export function requestOperations({ store, identity, clock }: UsageDeps): AnyOpe
     scope: 'usage:read',
     readOnly: true,
     params: requestIdParams,
+    errors: ['request_not_found'],
     output: requestDetailView,
     async handler({ params }, { credential }) {
       const row = await store.get(await usageVisibility(identity, credential), params.id);
-      if (!row) throw new ApiError(404, 'request_not_found', `No request ${params.id}`, { param: 'id' });
+      if (!row) throw new ApiError('request_not_found', `No request ${params.id}`, { param: 'id' });
       const view = toRequestRowView(row);
       if (!(await mayReadBodies(identity, credential, row.projectId))) {
         return { ...view, request: null, response: null, bodiesHidden: 'role' as const };

@@ -10,7 +10,7 @@ export const DEFAULT_WINDOW_DAYS = 30;
 /** The widest series: a year and a half of days, or about eleven weeks of hours. */
 export const MAX_SERIES_BUCKETS = 2_000;
 
-const invalid = (param: string, message: string) => new ApiError(400, 'invalid_parameter', message, { param });
+const invalid = (param: string, message: string) => new ApiError('invalid_parameter', message, { param });
 
 export interface TimeRange {
   from: Date;

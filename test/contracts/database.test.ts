@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import t from 'tap';
-import type { Database, Migration } from '../../core/ports/database.ts';
+import { CheckViolation, DatabaseError, DatabaseUnavailable, ForeignKeyViolation, UniqueViolation, type Database, type Migration } from '../../core/ports/database.ts';
 import { createDatabase } from '../../composition/create-database.ts';
 import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
 import { lockKeyFor, MigrationError, runMigrations } from '../../adapters/sql/migrator.ts';
@@ -99,6 +99,56 @@ for (const backend of databaseBackends()) {
       );
       const { rows } = await db.query<{ body: string }>('SELECT body FROM note');
       t.same(rows, [{ body: 'kept' }]);
+    });
+
+    t.test('constraint failures arrive as typed errors naming the constraint, the driver error as cause', async (t) => {
+      const db = await open(backend, t);
+      await db.query('CREATE TABLE parent (id int PRIMARY KEY, name text NOT NULL, size int CONSTRAINT parent_size_positive CHECK (size > 0))');
+      await db.query('CREATE UNIQUE INDEX parent_name_key ON parent (lower(name))');
+      await db.query('CREATE TABLE child (parent_id int CONSTRAINT child_parent_fk REFERENCES parent(id))');
+      await db.query("INSERT INTO parent VALUES (1, 'one', 1)");
+
+      const duplicate = await db.query("INSERT INTO parent VALUES (2, 'ONE', 1)").catch((error: unknown) => error);
+      t.ok(duplicate instanceof UniqueViolation, 'a duplicate is a UniqueViolation');
+      t.equal((duplicate as UniqueViolation).constraint, 'parent_name_key');
+      t.ok((duplicate as Error).cause instanceof Error, 'the driver error is kept as cause');
+      t.equal((duplicate as UniqueViolation).sqlState, '23505');
+
+      const primaryKey = await db.transaction((tx) => tx.query("INSERT INTO parent VALUES (1, 'other', 1)")).catch((error: unknown) => error);
+      t.ok(primaryKey instanceof UniqueViolation, 'inside a transaction too');
+      t.equal((primaryKey as UniqueViolation).constraint, 'parent_pkey');
+
+      const orphan = await db.query('INSERT INTO child VALUES (9)').catch((error: unknown) => error);
+      t.ok(orphan instanceof ForeignKeyViolation, 'a missing parent is a ForeignKeyViolation');
+      t.equal((orphan as ForeignKeyViolation).constraint, 'child_parent_fk');
+      await db.query('INSERT INTO child VALUES (1)');
+      const inUse = await db.query('DELETE FROM parent WHERE id = 1').catch((error: unknown) => error);
+      t.ok(inUse instanceof ForeignKeyViolation, 'deleting a referenced row too');
+
+      const check = await db.query("INSERT INTO parent VALUES (3, 'three', 0)").catch((error: unknown) => error);
+      t.ok(check instanceof CheckViolation, 'a CHECK refusal is a CheckViolation');
+      t.equal((check as CheckViolation).constraint, 'parent_size_positive');
+
+      const syntax = await db.query('SELEC 1').catch((error: unknown) => error);
+      t.notOk(syntax instanceof DatabaseError, 'other errors pass through as the driver raised them');
+
+      const callbackError = new Error('mine');
+      await t.rejects(
+        db.transaction(async () => Promise.reject(callbackError)),
+        callbackError,
+        "the callback's own error is not translated",
+      );
+    });
+
+    t.test('a closed database is DatabaseUnavailable', async (t) => {
+      const { db, cleanup } = await backend.create();
+      t.teardown(cleanup);
+      await db.close();
+      await t.rejects(db.query('SELECT 1'), DatabaseUnavailable);
+      await t.rejects(
+        db.transaction(async () => undefined),
+        DatabaseUnavailable,
+      );
     });
 
     t.test('a failed statement whose error was swallowed makes COMMIT fail', async (t) => {

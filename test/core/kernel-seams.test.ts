@@ -47,6 +47,7 @@ function notesPlugin(state: NotesState): AnyPlugin {
         scope: null,
         body: z.strictObject({ text: z.string(), refuse: z.boolean().optional() }),
         output: z.object({ id: z.uuid() }),
+        errors: ['project_name_taken'],
         status: 201,
         async handler({ body }, { credential, transaction }) {
           const jobs = container.resolve(Tokens.Jobs);
@@ -56,7 +57,7 @@ function notesPlugin(state: NotesState): AnyPlugin {
             await tx.query('INSERT INTO notes (id, text) VALUES ($1, $2)', [id, body.text]);
             await jobs.enqueue(deliveries, { noteId: id, text: body.text }, { tx });
             await events.emit(tx, { type: 'note.written', organizationId: credential.organizationId, subject: id, data: { noteId: id, text: body.text }, actor: actorOf(credential) });
-            if (body.refuse) throw new ApiError(409, 'note_refused', 'This note is refused after it was written');
+            if (body.refuse) throw new ApiError('project_name_taken', 'This note is refused after it was written');
             return { id };
           });
         },
@@ -118,7 +119,7 @@ t.test('an operation whose transaction fails leaves no job and no event, and its
   t.same((await db.query("SELECT id FROM jobs WHERE queue = 'notes.deliver'")).rows, [], 'no job');
   t.same(state.fed, [], 'no event delivered');
   const { rows } = await db.query<{ type: string; data: Record<string, unknown> }>('SELECT type, data FROM events');
-  t.match(rows, [{ type: 'management.operation', data: { operation: 'notes.create', status: 409, code: 'note_refused', targetId: null } }]);
+  t.match(rows, [{ type: 'management.operation', data: { operation: 'notes.create', status: 409, code: 'project_name_taken', targetId: null } }]);
 });
 
 t.test('with role api, jobs are enqueued and nothing runs them', async (t) => {

@@ -62,6 +62,8 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
   };
   const config = parseConfig(raw);
   const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream, random: options.random });
+  // Every error an operation answers must be declared (or implied): see core/operation-errors.ts.
+  app.svc.container.resolve(Tokens.Operations).checkDeclaredErrors = true;
   t.teardown(async () => {
     await app.close();
     rmSync(dataDir, { recursive: true, force: true });
