@@ -1,11 +1,13 @@
 import { z } from 'zod';
+import { operationErrors, type OperationError } from './operation-errors.ts';
 import type { AnyOperation, OperationOwner } from './operations.ts';
 import { SCOPES } from './scopes.ts';
 
 /**
  * The OpenAPI 3.1 document of a management surface, built from the operation registry, for a
  * generated client to be pleasant with: every answer is a named schema (`components.schemas`,
- * named by the views' `.meta({ id })`), every error a named response, operations grouped by the
+ * named by the views' `.meta({ id })`), every error code the operation can answer listed with an
+ * example (the error catalogue), operations grouped by the
  * plugin that declared them (tags), and paths relative to the surface (servers). The lint gate
  * (test/core/openapi-lint.test.ts) keeps it clean under Redocly's and Spectral's recommendations.
  */
@@ -22,7 +24,7 @@ export interface OpenApiOptions {
 }
 
 const SCHEMA_PREFIX = '#/components/schemas/';
-const RESPONSE_PREFIX = '#/components/responses/';
+const EXAMPLE_PREFIX = '#/components/examples/';
 const schemaRef = (id: string) => `${SCHEMA_PREFIX}${id}`;
 
 /** Formats a generator knows (OpenAPI's registry and JSON Schema's); anything else is a bug in a schema. */
@@ -66,30 +68,46 @@ const errorSchema: JsonSchema = {
   },
 };
 
-/** The named error responses, each the Error envelope; `errorResponsesFor` picks an operation's. */
-const ERROR_RESPONSES = {
-  BadRequest: { status: '400', description: 'Malformed input; the message and param name the field' },
-  Unauthorized: { status: '401', description: 'Missing or invalid credential' },
-  Forbidden: { status: '403', description: 'The credential lacks the scope or role this needs' },
-  NotFound: { status: '404', description: 'No such resource, or none the caller may see' },
-  Conflict: { status: '409', description: 'Conflicts with the state of the resource' },
-  TooManyRequests: { status: '429', description: 'Too many requests; retry after the time retry-after names' },
-} as const;
+/** How each error status is described; the codes an operation answers with it follow. */
+const STATUS_TITLES: Record<number, string> = {
+  400: 'Malformed input; the message and param name the field',
+  401: 'Missing or invalid credential',
+  402: 'Not enough credit, or a spend cap reached',
+  403: 'The credential lacks the scope or role this needs',
+  404: 'No such resource, or none the caller may see',
+  409: 'Conflicts with the state of the resource',
+  413: 'The request body is over its limit',
+  415: 'The request body is not of a type this takes',
+  429: 'Too many requests; retry after the time retry-after names',
+};
 
-type ErrorResponseName = keyof typeof ERROR_RESPONSES;
+/** One example per catalogued error; an error's status is part of its name only where one code has two (key_revoked: 401, 409). */
+const exampleName = (error: OperationError, statusesOfCode: ReadonlyMap<string, ReadonlySet<number>>) =>
+  (statusesOfCode.get(error.code)?.size ?? 1) > 1 ? `${error.code}_${error.status}` : error.code;
 
 /**
- * The error responses an operation documents, as references to the named responses. The one
- * place that decides them, so the error catalogue can plug each operation's own errors in here.
- * For now, what any operation may answer: 400 (input, JSON, body), 401 (credential), 403 (scope,
- * role, or the session cookie's CSRF check), 404 (a resource it names or looks up, which the kernel
- * or the handler may not find), and on writes 409 (the resource's state refuses the change).
- * No management operation is rate limited, so none documents 429 (TooManyRequests) yet.
+ * The error responses an operation documents: one per status among its errors (core/operation-errors.ts:
+ * what its handler declares and what the kernel implies from the rest of its declaration), each the
+ * Error envelope, its description naming the codes and one shared example per code, so a generated
+ * client can branch on `error.code` knowing which ones this call can answer.
  */
-export function errorResponsesFor(operation: AnyOperation): Record<string, { $ref: string }> {
-  const names: ErrorResponseName[] = ['BadRequest', 'Unauthorized', 'Forbidden', 'NotFound'];
-  if (operation.method !== 'GET') names.push('Conflict');
-  return Object.fromEntries(names.map((name) => [ERROR_RESPONSES[name].status, { $ref: `${RESPONSE_PREFIX}${name}` }]));
+export function errorResponsesFor(operation: AnyOperation, exampleOf: (error: OperationError) => string): Record<string, unknown> {
+  const byStatus = new Map<number, OperationError[]>();
+  for (const error of operationErrors(operation)) byStatus.set(error.status, [...(byStatus.get(error.status) ?? []), error]);
+  return Object.fromEntries(
+    [...byStatus].map(([status, errors]) => [
+      String(status),
+      {
+        description: `${STATUS_TITLES[status] ?? 'Error'}: ${errors.map((error) => error.code).join(', ')}`,
+        content: {
+          'application/json': {
+            schema: { $ref: schemaRef('Error') },
+            examples: Object.fromEntries(errors.map((error) => [error.code, { $ref: `${EXAMPLE_PREFIX}${exampleOf(error)}` }])),
+          },
+        },
+      },
+    ]),
+  );
 }
 
 /**
@@ -188,7 +206,16 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
   const schemas = namedSchemas();
   const paths: Record<string, Record<string, unknown>> = {};
   const tags = new Map<string, { name: string; description: string }>();
-  const usedResponses = new Set<string>();
+  // Every code's statuses across the document, to name its examples (exampleName).
+  const statusesOfCode = new Map<string, Set<number>>();
+  for (const operation of operations)
+    for (const error of operationErrors(operation)) (statusesOfCode.get(error.code) ?? statusesOfCode.set(error.code, new Set()).get(error.code)!).add(error.status);
+  const examples: Record<string, unknown> = {};
+  const exampleOf = (error: OperationError) => {
+    const name = exampleName(error, statusesOfCode);
+    examples[name] ??= { summary: `${error.status} ${error.code}`, value: { error: { message: error.message, type: error.type, code: error.code, param: null } } };
+    return name;
+  };
 
   for (const operation of operations) {
     const owner = options.ownerOf?.(operation.name);
@@ -196,8 +223,7 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
     if (!tags.has(tag)) tags.set(tag, { name: tag, description: owner?.description ?? `Operations named ${tag}.*` });
 
     const output = outputName(operation);
-    const errors = errorResponsesFor(operation);
-    for (const { $ref } of Object.values(errors)) usedResponses.add($ref.slice(RESPONSE_PREFIX.length));
+    const errors = errorResponsesFor(operation, exampleOf);
     const parameters = parametersOf(operation);
     const path = operation.path.replace(/:([A-Za-z0-9_]+)/g, '{$1}');
     (paths[path] ??= {})[operation.method.toLowerCase()] = {
@@ -226,18 +252,14 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
 
   // Only what this document uses: the registry also holds the views of plugins that are off.
   const used = referencedSchemas(paths, schemas);
+  if (schemas.Error) throw new Error('Error is the error envelope; name the schema otherwise');
   const componentSchemas: Record<string, JsonSchema> = { Error: errorSchema };
   for (const id of [...used].sort()) {
-    if (id === 'Error') throw new Error('Error is the error envelope; name the schema otherwise');
+    if (id === 'Error') continue;
     const schema = schemas[id];
     if (!schema) throw new Error(`A reference to #/components/schemas/${id}, which no schema is named`);
     componentSchemas[id] = schema;
   }
-  const responses = Object.fromEntries(
-    (Object.keys(ERROR_RESPONSES) as ErrorResponseName[])
-      .filter((name) => usedResponses.has(name))
-      .map((name) => [name, { description: ERROR_RESPONSES[name].description, content: { 'application/json': { schema: { $ref: schemaRef('Error') } } } }]),
-  );
   const formats = customFormats({ paths, componentSchemas }, '#');
   if (formats.length) throw new Error(`Non-standard formats in the OpenAPI document: ${formats.join(', ')}`);
 
@@ -259,7 +281,7 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
         bearerAuth: { type: 'http', scheme: 'bearer', description: `API key (svc_live_…) or session token. Scopes: ${SCOPES.join(', ')}` },
       },
       schemas: componentSchemas,
-      responses,
+      examples: Object.fromEntries(Object.entries(examples).sort(([a], [b]) => a.localeCompare(b))),
     },
   };
 }

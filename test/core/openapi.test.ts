@@ -2,6 +2,7 @@ import { Validator } from '@seriousme/openapi-schema-validator';
 import t from 'tap';
 import { z } from 'zod';
 import { buildOpenApiDocument } from '../../core/openapi.ts';
+import { operationErrors } from '../../core/operation-errors.ts';
 import { defineOperation } from '../../core/operations.ts';
 import type { AnyOperation } from '../../core/operations.ts';
 import { SCOPES } from '../../core/scopes.ts';
@@ -18,7 +19,7 @@ interface DocOperation {
   'x-required-scope'?: string | null;
   parameters?: Array<{ name: string; in: string; required?: boolean; schema?: JsonSchema }>;
   requestBody?: { required?: boolean; content?: Record<string, { schema?: JsonSchema }> };
-  responses?: Record<string, { $ref?: string; description?: string; content?: Record<string, { schema?: JsonSchema & { $ref?: string } }> }>;
+  responses?: Record<string, { $ref?: string; description?: string; content?: Record<string, { schema?: JsonSchema & { $ref?: string }; examples?: Record<string, { $ref?: string }> }> }>;
 }
 
 interface OpenApiDocument {
@@ -29,7 +30,7 @@ interface OpenApiDocument {
   paths: Record<string, Record<string, DocOperation>>;
   components: {
     schemas: Record<string, JsonSchema & { properties?: Record<string, JsonSchema> }>;
-    responses: Record<string, { description: string; content?: Record<string, { schema?: JsonSchema }> }>;
+    examples: Record<string, { summary?: string; value: { error: { message: string; type: string; code: string; param: string | null } } }>;
   };
 }
 
@@ -200,20 +201,43 @@ t.test('every operation answers with a named schema, described', async (t) => {
   }
 });
 
-t.test('every operation documents its error answers as named responses of the Error envelope', async (t) => {
-  const expected: Record<string, string> = { '400': 'BadRequest', '401': 'Unauthorized', '403': 'Forbidden', '404': 'NotFound', '409': 'Conflict' };
+t.test('every operation documents each error it can answer, by status, with the codes the catalogue gives it', async (t) => {
   for (const operation of operations) {
     const responses = documented(operation)?.responses ?? {};
-    const errors = Object.keys(responses).filter((status) => Number(status) >= 400);
-    for (const status of ['400', '401', '403', '404']) t.ok(errors.includes(status), `${operation.name}: ${status}`);
-    t.equal(errors.includes('409'), operation.method !== 'GET', `${operation.name}: 409 on writes only`);
-    for (const status of errors) {
-      t.equal(responses[status]?.$ref, `#/components/responses/${expected[status]}`, `${operation.name}: ${status} is the named response`);
+    const documentedCodes = Object.entries(responses)
+      .filter(([status]) => Number(status) >= 400)
+      .flatMap(([status, answer]) => Object.keys(answer.content?.['application/json']?.examples ?? {}).map((code) => `${status} ${code}`))
+      .sort();
+    const expected = operationErrors(operation)
+      .map((error) => `${error.status} ${error.code}`)
+      .sort();
+    t.same(documentedCodes, expected, `${operation.name}: its errors`);
+    for (const [status, answer] of Object.entries(responses).filter(([status]) => Number(status) >= 400)) {
+      t.equal(answer.content?.['application/json']?.schema?.$ref, '#/components/schemas/Error', `${operation.name}: ${status} is the error envelope`);
+      for (const code of Object.keys(answer.content?.['application/json']?.examples ?? {})) t.match(answer.description, code, `${operation.name}: ${status} names ${code}`);
     }
   }
-  for (const [name, response] of Object.entries(doc.components.responses)) {
-    t.ok(response.description, `${name} is described`);
-    t.equal(response.content?.['application/json']?.schema?.$ref, '#/components/schemas/Error', `${name} is the error envelope`);
+});
+
+t.test('every operation documents 401 with the credential refusals, and the errors its handler declares', async (t) => {
+  for (const operation of operations) {
+    const unauthorized = Object.keys(documented(operation)?.responses?.['401']?.content?.['application/json']?.examples ?? {});
+    t.ok(unauthorized.includes('invalid_api_key') && unauthorized.includes('session_expired'), `${operation.name}: 401 lists the credential refusals`);
+  }
+  const create = operations.find((operation) => operation.name === 'projects.create');
+  t.ok(create, 'projects.create is registered');
+  const conflict = documented(create!)?.responses?.['409'];
+  t.ok(conflict?.content?.['application/json']?.examples?.project_name_taken, 'projects.create documents its 409 project_name_taken');
+});
+
+t.test('every error example is the envelope of its catalogued code', async (t) => {
+  const examples = Object.entries(doc.components.examples);
+  t.ok(examples.length > 20, "the catalogue's codes are examples");
+  for (const [name, example] of examples) {
+    const { code, type, message, param } = example.value.error;
+    t.ok(name === code || name.startsWith(`${code}_`), `${name}: named by its code`);
+    t.ok(type && message, `${name}: has a type and a message`);
+    t.equal(param, null, `${name}: param is null`);
   }
 });
 
