@@ -294,4 +294,17 @@ CREATE INDEX memberships_person_time ON memberships (person_id, created_at DESC,
 DROP INDEX IF EXISTS memberships_person;
 `,
   },
+  {
+    owner: 'core-mail',
+    version: 2,
+    name: 'mail outbox in the order it was written',
+    sql: `
+-- now() can give two messages the same instant (PGlite's clock is coarse), and their random ids
+-- then sort them either way: the outbox lists by the order rows were written instead.
+ALTER TABLE mail_outbox ADD COLUMN seq bigint GENERATED ALWAYS AS IDENTITY;
+CREATE INDEX mail_outbox_seq ON mail_outbox (seq DESC);
+CREATE INDEX mail_outbox_recipient_seq ON mail_outbox (lower(recipient), seq DESC);
+DROP INDEX IF EXISTS mail_outbox_recipient;
+`,
+  },
 ];

@@ -44,8 +44,8 @@ export class SqlMailOutbox implements Mailer, MailOutbox {
     const limit = options.limit ?? 50;
     const { rows } =
       options.to === undefined
-        ? await this.db.query('SELECT * FROM mail_outbox ORDER BY created_at DESC, id LIMIT $1', [limit])
-        : await this.db.query('SELECT * FROM mail_outbox WHERE lower(recipient) = lower($1) ORDER BY created_at DESC, id LIMIT $2', [options.to, limit]);
+        ? await this.db.query('SELECT * FROM mail_outbox ORDER BY seq DESC LIMIT $1', [limit])
+        : await this.db.query('SELECT * FROM mail_outbox WHERE lower(recipient) = lower($1) ORDER BY seq DESC LIMIT $2', [options.to, limit]);
     return rows.map(mailOf);
   }
 }
