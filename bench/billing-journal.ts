@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Fastify from 'fastify';
-import { BillingJournal, encodeRecord } from '../core/metering/billing-journal.ts';
+import { BillingJournal, encodeRecord } from '../plugins/metering/billing-journal.ts';
 import type { RequestLogRow } from '../core/ports/metering.ts';
 
 const calls = Number(process.argv[2] ?? 200_000);

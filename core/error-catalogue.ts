@@ -100,7 +100,7 @@ export const ERROR_CATALOGUE = {
   project_not_found: { status: 404, type: 'not_found_error', message: 'No such project' },
   key_not_found: { status: 404, type: 'not_found_error', message: 'No such API key' },
 
-  // Metering and admission (core/metering/*).
+  // Metering and admission (plugins/metering/*).
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Too many requests for this key, project or account; retry after the time in retry-after' },
   insufficient_credit: {
     status: 402,

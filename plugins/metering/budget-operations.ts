@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import type { CapPolicies } from '../../core/metering/cap-policies.ts';
-import type { RequestLogWriter } from '../../core/metering/request-log-writer.ts';
+import type { CapPolicies } from './cap-policies.ts';
+import type { RequestLogWriter } from './request-log-writer.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations.ts';
 import type { IdentityStores, SpendCap, SpendWindows } from '../../core/ports/identity.ts';

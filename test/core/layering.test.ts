@@ -89,3 +89,9 @@ for (const layer of ['core', 'plugins', 'providers', 'config']) {
     t.same(wrong, [], wrong.join('\n'));
   });
 }
+
+t.test('core/ writes no table of its own: tables belong to the adapters (kernel stores) and to the plugins that own them', async (t) => {
+  const STATEMENTS = /\b(?:INSERT\s+INTO|DELETE\s+FROM|CREATE\s+TABLE|ALTER\s+TABLE|UPDATE\s+[a-z_]+\s+SET)\b/i;
+  const wrong = sourcesUnder('core').filter((file) => STATEMENTS.test(readFileSync(join(ROOT, file), 'utf8')));
+  t.same(wrong, [], `SQL that writes tables in ${wrong.join(', ')}: move it to adapters/sql/ (kernel stores) or to its plugin`);
+});

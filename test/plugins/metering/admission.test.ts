@@ -1,5 +1,5 @@
 import t from 'tap';
-import { priceSheet } from '../../../core/metering/pricing.ts';
+import { priceSheet } from '../../../plugins/metering/pricing.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
 import { deferred } from '../../helpers/jobs.ts';
 import { estimatedInputTokens, reservedInputTokens, sseFrames, startMeteredGateway, user, waitFor, type ChatResult } from './metered-gateway.ts';

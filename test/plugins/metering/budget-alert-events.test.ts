@@ -2,7 +2,7 @@ import t from 'tap';
 import { randomUUID } from 'node:crypto';
 import { runMigrations } from '../../../adapters/sql/migrator.ts';
 import { coreMigrations } from '../../../adapters/sql/core-migrations.ts';
-import { budgetAlertSubscriber, BudgetAlerts, type BudgetAlert } from '../../../core/metering/budget-alerts.ts';
+import { budgetAlertSubscriber, BudgetAlerts, type BudgetAlert } from '../../../plugins/metering/budget-alerts.ts';
 import { meteringMigrations } from '../../../plugins/metering/metering-migrations.ts';
 import { databaseBackends } from '../../helpers/databases.ts';
 import { jobKit, testClock } from '../../helpers/jobs.ts';

@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import type { AppConfigInput } from '../../../config/schema.ts';
-import type { RequestLogWriter } from '../../../core/metering/request-log-writer.ts';
+import type { RequestLogWriter } from '../../../plugins/metering/request-log-writer.ts';
 import type { Coordination } from '../../../core/ports/coordination.ts';
 import type { Database } from '../../../core/ports/database.ts';
 import type { CreditLedger } from '../../../core/ports/metering.ts';

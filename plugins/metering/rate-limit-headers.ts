@@ -1,4 +1,4 @@
-import type { RateDecision } from '../ports/coordination.ts';
+import type { RateDecision } from '../../core/ports/coordination.ts';
 
 /** OpenAI's duration style: "120ms", "1.5s", "6m0s". */
 function formatDuration(ms: number): string {

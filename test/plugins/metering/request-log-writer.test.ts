@@ -1,7 +1,7 @@
 import t from 'tap';
 import Fastify from 'fastify';
-import { RequestLogWriter, type WriterSettings } from '../../core/metering/request-log-writer.ts';
-import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
+import { RequestLogWriter, type WriterSettings } from '../../../plugins/metering/request-log-writer.ts';
+import type { RequestLogRow, UsageRecorder } from '../../../core/ports/metering.ts';
 
 /** A recorder whose writes finish only when the test says so; it keeps every batch it was given. */
 class HeldRecorder implements UsageRecorder {

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { RequestLogRow, UsageRecorder } from '../ports/metering.ts';
+import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
 import type { BillingJournal } from './billing-journal.ts';
 
 export interface WriterSettings {

@@ -1,4 +1,4 @@
-import type { IdentityStores, SpendCap } from '../ports/identity.ts';
+import type { IdentityStores, SpendCap } from '../../core/ports/identity.ts';
 
 interface Cached<T> {
   value: T;

@@ -1,7 +1,7 @@
 import t from 'tap';
-import { CapPolicies } from '../../core/metering/cap-policies.ts';
-import type { IdentityStores } from '../../core/ports/identity.ts';
-import { deferred } from '../helpers/jobs.ts';
+import { CapPolicies } from '../../../plugins/metering/cap-policies.ts';
+import type { IdentityStores } from '../../../core/ports/identity.ts';
+import { deferred } from '../../helpers/jobs.ts';
 
 /**
  * Identity stores that answer from memory and count the reads CapPolicies makes. Each read waits

@@ -1,10 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { defineSubscriber, type DomainEvents } from '../events/domain-events.ts';
-import { defineExtensionPoint } from '../extension-points.ts';
-import { microsToUsd } from '../vocabulary/money.ts';
-import type { Database } from '../ports/database.ts';
-import type { CapMode, SpendCap, SpendPeriod } from '../ports/identity.ts';
-import { periodStart } from '../vocabulary/periods.ts';
+import { defineSubscriber, type DomainEvents } from '../../core/events/domain-events.ts';
+import { defineExtensionPoint } from '../../core/extension-points.ts';
+import { microsToUsd } from '../../core/vocabulary/money.ts';
+import type { Database } from '../../core/ports/database.ts';
+import type { CapMode, SpendCap, SpendPeriod } from '../../core/ports/identity.ts';
+import { periodStart } from '../../core/vocabulary/periods.ts';
 
 export interface BudgetAlert {
   scope: 'key' | 'project' | 'account';
@@ -28,7 +28,7 @@ export interface BudgetThresholdReached {
   periodStart: string;
 }
 
-declare module '../events/domain-events.ts' {
+declare module '../../core/events/domain-events.ts' {
   interface EventCatalogue {
     'budget.threshold_reached': BudgetThresholdReached;
   }

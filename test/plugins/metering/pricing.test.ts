@@ -1,5 +1,5 @@
 import t from 'tap';
-import { costMicros, estimateCostMicros, priceSheet } from '../../core/metering/pricing.ts';
+import { costMicros, estimateCostMicros, priceSheet } from '../../../plugins/metering/pricing.ts';
 
 t.test('the reservation prices input at its dearest rate: cache writes may cost more than plain input', async (t) => {
   // Anthropic's: a cache write costs 1.25 times plain input.

@@ -3,7 +3,7 @@ import { closeSync, futimesSync, mkdirSync, openSync, readdirSync, readFileSync,
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
-import type { RequestLogRow, UsageRecorder } from '../ports/metering.ts';
+import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
 
 /**
  * What survives the gateway's process dying with request-log rows still queued in memory: every
