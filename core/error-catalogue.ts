@@ -2,11 +2,15 @@ import type { ErrorType } from './errors.ts';
 
 /**
  * Every error code the service answers with, once: its HTTP status, its envelope type and a
- * default sentence. `new ApiError(code)` takes only a code from here (tsc refuses any other), so a
+ * default sentence. `new ApiError(code)` takes only a catalogued code (tsc refuses any other), so a
  * status cannot drift between two call sites and the OpenAPI document can list what each operation
  * answers (see operationErrors in core/operation-errors.ts). A call site may still pass a more
- * specific message and a param. A plugin adds its codes to its own section below: codes are part
- * of the public API, and one table keeps two plugins from giving one code two meanings.
+ * specific message and a param.
+ *
+ * The kernel's codes are below. A plugin catalogues its own next to its code, as it declares its
+ * migrations and domain events: `defineErrorCodes(plugin, { … })` registers them (refusing a code
+ * another owner already has, so no code gets two meanings), and augmenting `ErrorCodes` with
+ * `CodesOf<typeof THEM>` lets tsc accept them (plugins/projects/project-errors.ts is an example).
  */
 export interface ErrorEntry {
   readonly status: number;
@@ -21,7 +25,7 @@ export interface ErrorEntry {
 
 const invalid = 'invalid_request_error';
 
-export const ERROR_CATALOGUE = {
+const KERNEL_ERRORS = {
   // The HTTP kernel: framing, routing, bodies (core/http/*).
   invalid_request: { status: 400, type: invalid, message: 'The request could not be processed' },
   invalid_url: { status: 400, type: invalid, message: 'The URL is not valid' },
@@ -94,73 +98,58 @@ export const ERROR_CATALOGUE = {
   missing_scope: { status: 403, type: 'permission_error', message: 'This credential lacks the scope that this operation needs' },
   owner_required: { status: 403, type: 'permission_error', message: 'Only an owner may do this' },
   project_role_insufficient: { status: 403, type: 'permission_error', message: 'Your role on this project is viewer; this needs developer or admin' },
-  cross_project: { status: 403, type: 'permission_error', message: 'An API key can only create keys in its own project' },
-  key_cannot_move_key: { status: 403, type: 'permission_error', message: "An API key cannot move a key to another project; that is a person's act" },
   project_required: { status: 400, type: invalid, message: 'This account has no default project; name one in projectId' },
   project_not_found: { status: 404, type: 'not_found_error', message: 'No such project' },
   key_not_found: { status: 404, type: 'not_found_error', message: 'No such API key' },
-
-  // Metering and admission (plugins/metering/*).
-  rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Too many requests for this key, project or account; retry after the time in retry-after' },
-  insufficient_credit: {
-    status: 402,
-    type: 'insufficient_quota',
-    message: 'The account’s credit balance is used up; top up to continue (GET /client/credits shows the balance)',
-  },
-  budget_exceeded: { status: 402, type: 'insufficient_quota', message: 'A spend cap is used up. GET /client/budget shows every cap.' },
-  metering_unavailable: { status: 503, type: 'upstream_error', message: 'Spend counters could not be prepared; it is safe to retry' },
-  model_not_priced: { status: 500, type: 'api_error', message: 'The model has no prices; refusing to serve it unmetered' },
-
-  // plugins/account
-  account_not_found: { status: 404, type: 'not_found_error', message: 'The account of this credential no longer exists' },
-  organization_not_found: { status: 404, type: 'not_found_error', message: 'No such organisation among yours' },
-  organization_inactive: { status: 400, type: invalid, message: 'That organisation or your membership in it is not active' },
-  key_organization_fixed: { status: 400, type: invalid, message: 'An API key always acts in the organisation it was issued in' },
-
-  // plugins/projects
-  project_name_taken: { status: 409, type: 'conflict_error', message: 'A project with this name already exists' },
-  project_not_empty: { status: 409, type: 'conflict_error', message: 'The project still has keys; delete them permanently or move them first' },
-  default_project: { status: 400, type: invalid, message: 'The default project cannot be deleted' },
-  person_not_found: { status: 404, type: 'not_found_error', message: 'No such person in this organisation' },
-  member_not_found: { status: 404, type: 'not_found_error', message: 'That person has no role on this project' },
-
-  // plugins/keys
-  scope_escalation: { status: 403, type: 'permission_error', message: 'Cannot grant scopes this credential does not hold' },
-  app_owned_key: { status: 409, type: 'conflict_error', message: 'This key belongs to an app and moves only with it; move the app instead' },
-  key_revoked_conflict: {
-    status: 409,
-    type: 'conflict_error',
-    message: 'This key is revoked; a revoked key cannot be paused or resumed',
-    wireCode: 'key_revoked',
-  },
-
-  // plugins/usage
-  request_not_found: { status: 404, type: 'not_found_error', message: 'No such request' },
-
-  // plugins/inference
-  model_not_found: { status: 404, type: 'not_found_error', message: 'The model does not exist or this key cannot use it; GET /v1/models lists the ones it can' },
-  browser_access_denied: {
-    status: 403,
-    type: 'permission_error',
-    message:
-      'Requests from a browser (with an Origin header) are refused: they would expose your API key. Call from a server, or send x-svc-dangerous-browser-access: true if you accept the risk.',
-  },
-  upstream_error: { status: 502, type: 'upstream_error', message: 'The model could not be reached; it is safe to retry' },
-  upstream_rejected_request: { status: 400, type: invalid, message: 'The model rejected the request' },
 } as const satisfies Record<string, ErrorEntry>;
 
+/** The shape a set of codes adds to `ErrorCodes`: its names, each an entry. */
+export type CodesOf<T> = { readonly [K in keyof T]: ErrorEntry };
+
+/**
+ * Every catalogued code, by name: the kernel's, and each plugin's through module augmentation
+ * (`declare module '…/core/error-catalogue.ts' { interface ErrorCodes extends CodesOf<typeof X> {} }`).
+ */
+export interface ErrorCodes extends CodesOf<typeof KERNEL_ERRORS> {}
+
 /** A catalogued code: the only thing ApiError accepts. */
-export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+export type ErrorCode = keyof ErrorCodes & string;
+
+interface Catalogued {
+  readonly entry: ErrorEntry;
+  /** `core`, or the plugin that defined it. */
+  readonly owner: string;
+}
+
+const catalogue = new Map<string, Catalogued>(Object.entries(KERNEL_ERRORS).map(([code, entry]) => [code, { entry, owner: 'core' }]));
+
+/**
+ * Catalogues a plugin's codes (at module load, so they exist wherever the module that throws them
+ * is imported) and returns them unchanged, for `CodesOf<typeof …>`. A code another owner already
+ * catalogued is refused: two meanings for one public code would break the clients that branch on it.
+ */
+export function defineErrorCodes<const T extends Record<string, ErrorEntry>>(owner: string, entries: T): T {
+  for (const [code, entry] of Object.entries(entries)) {
+    const existing = catalogue.get(code);
+    if (existing && existing.entry !== entry) throw new Error(`Error code ${code} of ${owner} is already catalogued by ${existing.owner}`);
+    catalogue.set(code, { entry, owner });
+  }
+  return entries;
+}
 
 export function errorEntry(code: ErrorCode): ErrorEntry {
-  const entry: ErrorEntry | undefined = ERROR_CATALOGUE[code];
-  // Only reachable from untyped code: tsc refuses an uncatalogued literal.
-  if (entry === undefined) throw new Error(`Error code ${JSON.stringify(code)} is not in core/error-catalogue.ts`);
-  return entry;
+  const found = catalogue.get(code);
+  // Reachable when tsc saw a plugin's augmentation but the module defining its codes was not loaded.
+  if (found === undefined) throw new Error(`Error code ${JSON.stringify(code)} is not catalogued: import the module that defines it (defineErrorCodes)`);
+  return found.entry;
 }
 
 /** The code the envelope carries for a catalogued code (its own name but for wireCode entries). */
 export function wireCode(code: ErrorCode): string {
-  const entry: ErrorEntry = ERROR_CATALOGUE[code];
-  return entry.wireCode ?? code;
+  return errorEntry(code).wireCode ?? code;
+}
+
+/** Every catalogued code with its entry and owner, in the order they were catalogued. */
+export function catalogueEntries(): Array<{ code: string; owner: string; entry: ErrorEntry }> {
+  return [...catalogue].map(([code, { entry, owner }]) => ({ code, owner, entry }));
 }

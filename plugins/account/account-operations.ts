@@ -6,6 +6,8 @@ import type { Authenticator } from '../../core/authenticator.ts';
 import { SCOPES } from '../../core/scopes.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './account-errors.ts';
 
 interface Deps {
   identity: IdentityStores;

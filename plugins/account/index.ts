@@ -1,6 +1,8 @@
 import { definePlugin } from '../../core/plugin.ts';
 import { Tokens } from '../../core/tokens.ts';
 import { accountOperations } from './account-operations.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './account-errors.ts';
 
 export const accountPlugin = definePlugin({
   name: 'account',

@@ -1,5 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import { ApiError } from '../../core/errors.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './inference-errors.ts';
 
 /**
  * A request from a web page (it carries Origin) would expose the key to the page's users, so it is

@@ -16,6 +16,8 @@ import type { CatalogueModel, ModelCatalogue } from './model-catalogue.ts';
 import type { ProviderRegistry } from './provider-registry.ts';
 import { planRoutes, type RouteCandidate } from './route-planner.ts';
 import { SseResponse } from './sse-response.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './inference-errors.ts';
 
 export interface ChatRouteDeps {
   catalogue: ModelCatalogue;

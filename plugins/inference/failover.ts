@@ -4,6 +4,8 @@ import { ApiError, ClientGoneError } from '../../core/errors.ts';
 import { UpstreamError } from '../../core/provider.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import type { RouteCandidate } from './route-planner.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './inference-errors.ts';
 
 export interface FailoverSettings {
   maxAttempts: number;

@@ -10,6 +10,8 @@ import { ModelCatalogue } from './model-catalogue.ts';
 import { registerModelsRoutes } from './models-routes.ts';
 import { ProviderRegistry } from './provider-registry.ts';
 import { createToken } from '../../core/container.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './inference-errors.ts';
 
 export const InferenceTokens = {
   Catalogue: createToken<ModelCatalogue>('ModelCatalogue'),

@@ -3,6 +3,8 @@ import { ApiError } from '../../core/errors.ts';
 import type { InputTokenProfile } from '../../providers/input-token-bound.ts';
 import type { InferenceConfig, ModelConfig } from './inference-config.ts';
 import { modelInputProfile } from './input-token-profile.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './inference-errors.ts';
 
 export interface CatalogueModel extends ModelConfig {
   id: string;

@@ -1,6 +1,8 @@
 import { definePlugin } from '../../core/plugin.ts';
 import { Tokens } from '../../core/tokens.ts';
 import { keyOperations } from './key-operations.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './key-errors.ts';
 
 export const keysPlugin = definePlugin({
   name: 'keys',

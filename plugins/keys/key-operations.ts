@@ -12,6 +12,8 @@ import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secr
 import { createdKeyView, createKeyRequest, keyDetailView, keyListView, keyRemovalView, type rateLimitsInput, updatedKeyView, updateKeyRequest } from './key-schemas.ts';
 import { assertNoEscalation, assertOwnerFor } from './key-rules.ts';
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './key-errors.ts';
 
 interface Deps {
   identity: IdentityStores;

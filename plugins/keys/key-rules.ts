@@ -2,6 +2,8 @@ import type { Credential } from '../../core/credential.ts';
 import { isOwner } from '../../core/credential.ts';
 import { ApiError } from '../../core/errors.ts';
 import { isManagementScope, type Scope } from '../../core/scopes.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './key-errors.ts';
 
 /**
  * Granting a management scope needs an owner's session or a credential that already holds it;

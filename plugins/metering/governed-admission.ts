@@ -15,6 +15,8 @@ import { rateLimitHeaders } from './rate-limit-headers.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import type { BudgetAlerts } from './budget-alerts.ts';
 import { INTERRUPTED_ERROR_CODE } from './billing-journal.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './metering-errors.ts';
 
 /** A scope's rate limits; null means no limit. */
 export type LimitSet = KeyRateLimits;

@@ -21,6 +21,8 @@ import { creditOperations } from './credit-operations.ts';
 import { meteringConfigSchema, type MeteringConfig } from './metering-config.ts';
 import { meteringMigrations } from './metering-migrations.ts';
 import { manualPayments, PaymentProviderPoint } from './payment-provider.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './metering-errors.ts';
 
 export const MeteringTokens = {
   Ledger: createToken<CreditLedger>('CreditLedger'),

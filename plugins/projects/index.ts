@@ -1,6 +1,8 @@
 import { definePlugin } from '../../core/plugin.ts';
 import { Tokens } from '../../core/tokens.ts';
 import { projectOperations } from './project-operations.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './project-errors.ts';
 
 export const projectsPlugin = definePlugin({
   name: 'projects',

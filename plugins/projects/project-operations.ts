@@ -11,6 +11,8 @@ import { listOf, listResponse, pageQuery } from '../../core/vocabulary/paginatio
 import { isOwner } from '../../core/credential.ts';
 import { instantView } from '../../core/vocabulary/timestamps.ts';
 import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/spend-cap.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './project-errors.ts';
 
 interface Deps {
   identity: IdentityStores;

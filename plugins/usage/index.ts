@@ -3,6 +3,8 @@ import { Tokens } from '../../core/tokens.ts';
 import { requestOperations } from './request-operations.ts';
 import { usageOperations, type UsageDeps } from './usage-operations.ts';
 import { UsageStore } from './usage-store.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './usage-errors.ts';
 
 export const usagePlugin = definePlugin({
   name: 'usage',

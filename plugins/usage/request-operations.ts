@@ -6,6 +6,8 @@ import type { UsageDeps } from './usage-operations.ts';
 import { minuteWindow, resolveOpenRange } from './usage-query.ts';
 import { RECENT_REQUESTS, requestDetailView, requestIdParams, requestListView, requestsQuery, windowQuery, windowView } from './usage-schemas.ts';
 import { toRequestRowView, toWindowStatsView } from './usage-view.ts';
+// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import './usage-errors.ts';
 
 export function requestOperations({ store, identity, clock }: UsageDeps): AnyOperation[] {
   const list = defineOperation({

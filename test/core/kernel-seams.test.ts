@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { z } from 'zod';
+import { type CodesOf, defineErrorCodes } from '../../core/error-catalogue.ts';
 import { ApiError } from '../../core/errors.ts';
 import { defineSubscriber } from '../../core/events/domain-events.ts';
 import { definePeriodic, defineQueue } from '../../core/jobs/queue-definitions.ts';
@@ -16,6 +17,13 @@ declare module '../../core/events/domain-events.ts' {
   interface EventCatalogue {
     'note.written': { noteId: string; text: string };
   }
+}
+
+// A plugin's own error code, catalogued beside it as a third-party plugin would.
+const NOTE_ERRORS = defineErrorCodes('notes', { note_refused: { status: 409, type: 'conflict_error', message: 'This note is refused' } });
+
+declare module '../../core/error-catalogue.ts' {
+  interface ErrorCodes extends CodesOf<typeof NOTE_ERRORS> {}
 }
 
 const deliveries = defineQueue({ name: 'notes.deliver', payload: z.object({ noteId: z.uuid(), text: z.string() }) });
@@ -47,7 +55,7 @@ function notesPlugin(state: NotesState): AnyPlugin {
         scope: null,
         body: z.strictObject({ text: z.string(), refuse: z.boolean().optional() }),
         output: z.object({ id: z.uuid() }),
-        errors: ['project_name_taken'],
+        errors: ['note_refused'],
         status: 201,
         async handler({ body }, { credential, transaction }) {
           const jobs = container.resolve(Tokens.Jobs);
@@ -57,7 +65,7 @@ function notesPlugin(state: NotesState): AnyPlugin {
             await tx.query('INSERT INTO notes (id, text) VALUES ($1, $2)', [id, body.text]);
             await jobs.enqueue(deliveries, { noteId: id, text: body.text }, { tx });
             await events.emit(tx, { type: 'note.written', organizationId: credential.organizationId, subject: id, data: { noteId: id, text: body.text }, actor: actorOf(credential) });
-            if (body.refuse) throw new ApiError('project_name_taken', 'This note is refused after it was written');
+            if (body.refuse) throw new ApiError('note_refused', 'This note is refused after it was written');
             return { id };
           });
         },
@@ -119,7 +127,7 @@ t.test('an operation whose transaction fails leaves no job and no event, and its
   t.same((await db.query("SELECT id FROM jobs WHERE queue = 'notes.deliver'")).rows, [], 'no job');
   t.same(state.fed, [], 'no event delivered');
   const { rows } = await db.query<{ type: string; data: Record<string, unknown> }>('SELECT type, data FROM events');
-  t.match(rows, [{ type: 'management.operation', data: { operation: 'notes.create', status: 409, code: 'project_name_taken', targetId: null } }]);
+  t.match(rows, [{ type: 'management.operation', data: { operation: 'notes.create', status: 409, code: 'note_refused', targetId: null } }]);
 });
 
 t.test('with role api, jobs are enqueued and nothing runs them', async (t) => {

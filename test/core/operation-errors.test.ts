@@ -1,7 +1,9 @@
 import t from 'tap';
 import { z } from 'zod';
 import type { SessionCredential } from '../../core/credential.ts';
-import { ERROR_CATALOGUE } from '../../core/error-catalogue.ts';
+import { catalogueEntries, defineErrorCodes, errorEntry } from '../../core/error-catalogue.ts';
+import { PROJECT_ERRORS } from '../../plugins/projects/project-errors.ts';
+import '../../plugins/keys/key-errors.ts';
 import { ApiError } from '../../core/errors.ts';
 import { operationErrors, UndeclaredErrorCode } from '../../core/operation-errors.ts';
 import { defineOperation, OperationRegistry } from '../../core/operations.ts';
@@ -74,7 +76,7 @@ t.test('operationErrors lists the declared codes and the ones the declaration im
   t.notOk(codes.includes('key_not_found'), 'it declares no key');
   t.same(
     errors.find((e) => e.code === 'project_not_empty'),
-    { status: 409, code: 'project_not_empty', type: 'conflict_error', message: ERROR_CATALOGUE.project_not_empty.message },
+    { status: 409, code: 'project_not_empty', type: 'conflict_error', message: PROJECT_ERRORS.project_not_empty.message },
     'status, type and default message from the catalogue',
   );
   t.same(
@@ -124,17 +126,31 @@ t.test('ApiError takes its status and type from the catalogue', async (t) => {
   const error = new ApiError('project_name_taken', 'A project named "x" already exists', { param: 'name' });
   t.same(error.toEnvelope(), { error: { message: 'A project named "x" already exists', type: 'conflict_error', code: 'project_name_taken', param: 'name' } });
   t.equal(error.status, 409);
-  t.equal(new ApiError('key_disabled').message, ERROR_CATALOGUE.key_disabled.message, 'the default message');
+  t.equal(new ApiError('key_disabled').message, errorEntry('key_disabled').message, 'the default message');
   const conflict = new ApiError('key_revoked_conflict');
   t.same([conflict.status, conflict.code, conflict.catalogued], [409, 'key_revoked', 'key_revoked_conflict'], 'a wire code kept for compatibility');
   // @ts-expect-error an uncatalogued code does not compile
-  t.throws(() => new ApiError('not_a_code'), /not in core\/error-catalogue/);
+  t.throws(() => new ApiError('not_a_code'), /not catalogued/);
 });
 
 t.test('every catalogue entry is well formed', async (t) => {
-  for (const [code, entry] of Object.entries(ERROR_CATALOGUE)) {
+  const entries = catalogueEntries();
+  t.ok(entries.some((e) => e.owner === 'core') && entries.some((e) => e.owner === 'projects'), "the kernel's codes and a plugin's");
+  for (const { code, entry } of entries) {
     t.match(code, /^[a-z][a-z_]*[a-z]$/, `${code}: snake_case`);
     t.ok(entry.status >= 400 && entry.status < 600, `${code}: an error status`);
     t.ok(entry.message.length > 0, `${code}: a default message`);
   }
+});
+
+t.test('a plugin catalogues its own codes, and may not take one another owner has', async (t) => {
+  t.equal(catalogueEntries().find((e) => e.code === 'project_name_taken')?.owner, 'projects', 'defined by the projects plugin');
+  const mine = defineErrorCodes('notes', { note_refused: { status: 409, type: 'conflict_error', message: 'The note was refused' } });
+  t.equal(errorEntry('note_refused' as never).status, 409, 'known at run time once defined');
+  t.equal(defineErrorCodes('notes', mine), mine, 'defining the same entries again changes nothing');
+  t.throws(
+    () => defineErrorCodes('notes', { project_name_taken: { status: 400, type: 'invalid_request_error', message: 'another meaning' } }),
+    /project_name_taken of notes is already catalogued by projects/,
+  );
+  t.throws(() => defineErrorCodes('other', { note_refused: { status: 409, type: 'conflict_error', message: 'The note was refused' } }), /already catalogued by notes/);
 });

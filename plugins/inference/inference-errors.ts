@@ -1,0 +1,18 @@
+import { type CodesOf, defineErrorCodes } from '../../core/error-catalogue.ts';
+
+/** The inference plugin's error codes (core/error-catalogue.ts: what a code is, and why one table). */
+export const INFERENCE_ERRORS = defineErrorCodes('inference', {
+  model_not_found: { status: 404, type: 'not_found_error', message: 'The model does not exist or this key cannot use it; GET /v1/models lists the ones it can' },
+  browser_access_denied: {
+    status: 403,
+    type: 'permission_error',
+    message:
+      'Requests from a browser (with an Origin header) are refused: they would expose your API key. Call from a server, or send x-svc-dangerous-browser-access: true if you accept the risk.',
+  },
+  upstream_error: { status: 502, type: 'upstream_error', message: 'The model could not be reached; it is safe to retry' },
+  upstream_rejected_request: { status: 400, type: 'invalid_request_error', message: 'The model rejected the request' },
+});
+
+declare module '../../core/error-catalogue.ts' {
+  interface ErrorCodes extends CodesOf<typeof INFERENCE_ERRORS> {}
+}

@@ -1,0 +1,18 @@
+import { type CodesOf, defineErrorCodes } from '../../core/error-catalogue.ts';
+
+/** The metering plugin's error codes (core/error-catalogue.ts: what a code is, and why one table). */
+export const METERING_ERRORS = defineErrorCodes('metering', {
+  rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Too many requests for this key, project or account; retry after the time in retry-after' },
+  insufficient_credit: {
+    status: 402,
+    type: 'insufficient_quota',
+    message: 'The account’s credit balance is used up; top up to continue (GET /client/credits shows the balance)',
+  },
+  budget_exceeded: { status: 402, type: 'insufficient_quota', message: 'A spend cap is used up. GET /client/budget shows every cap.' },
+  metering_unavailable: { status: 503, type: 'upstream_error', message: 'Spend counters could not be prepared; it is safe to retry' },
+  model_not_priced: { status: 500, type: 'api_error', message: 'The model has no prices; refusing to serve it unmetered' },
+});
+
+declare module '../../core/error-catalogue.ts' {
+  interface ErrorCodes extends CodesOf<typeof METERING_ERRORS> {}
+}
