@@ -127,7 +127,11 @@ export class GovernedAdmission implements InferenceAdmission {
   private readonly inflight = new Map<string, number>();
   private heartbeat: NodeJS.Timeout | null = null;
   /** Settlements still running: the gate call and, with an alert-only cap, the alert check. */
-  private readonly settling = new Set<Promise<void>>();
+  private settlingCount = 0;
+  private readonly settledOne = (): void => {
+    this.settlingCount -= 1;
+    this.wakeIdle();
+  };
   /** Waiting in idle() for the moment no call is live and nothing is settling. */
   private idleWaiters: Array<() => void> = [];
   /** Lease ids: unique per process (random prefix) without a random draw per call. */
@@ -184,12 +188,12 @@ export class GovernedAdmission implements InferenceAdmission {
    * The rows those calls queued are then the request-log writer's to store (its flush()).
    */
   idle(): Promise<void> {
-    if (this.live.size === 0 && this.settling.size === 0) return Promise.resolve();
+    if (this.live.size === 0 && this.settlingCount === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
   private wakeIdle(): void {
-    if (this.idleWaiters.length === 0 || this.live.size > 0 || this.settling.size > 0) return;
+    if (this.idleWaiters.length === 0 || this.live.size > 0 || this.settlingCount > 0) return;
     const waiters = this.idleWaiters;
     this.idleWaiters = [];
     for (const resolve of waiters) resolve();
@@ -414,17 +418,17 @@ export class GovernedAdmission implements InferenceAdmission {
         this.live.delete(held);
         // Synchronously with the row's enqueue in settle: the money moves from in flight to pending in one turn.
         this.reserve(state.scopes, -state.reserved);
-        const report = (error: unknown) => logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed');
         // finish never throws (the contract): a synchronous failure is reported like a rejected one.
         try {
-          const settling = this.settle(state, outcome, createdAt).catch(report);
-          this.settling.add(settling);
-          void settling.then(() => {
-            this.settling.delete(settling);
-            this.wakeIdle();
+          const settling = this.settle(state, outcome, createdAt);
+          this.settlingCount += 1;
+          // One reaction per call, as before idle() existed: a counter, not a set of promises.
+          settling.then(this.settledOne, (error: unknown) => {
+            logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed');
+            this.settledOne();
           });
         } catch (error) {
-          report(error);
+          logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed');
         }
         this.wakeIdle();
       },
