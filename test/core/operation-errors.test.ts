@@ -3,7 +3,8 @@ import { z } from 'zod';
 import type { SessionCredential } from '../../core/credential.ts';
 import { catalogueEntries, defineErrorCodes, errorEntry } from '../../core/error-catalogue.ts';
 import { PROJECT_ERRORS } from '../../plugins/projects/project-errors.ts';
-import '../../plugins/keys/key-errors.ts';
+// Every in-tree plugin, so the well-formedness test sees every catalogued code.
+import '../../plugins/index.ts';
 import { ApiError } from '../../core/errors.ts';
 import { operationErrors, UndeclaredErrorCode } from '../../core/operation-errors.ts';
 import { defineOperation, OperationRegistry } from '../../core/operations.ts';
