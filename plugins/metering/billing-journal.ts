@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
+import { rowValues } from './request-log-row-values.ts';
 
 /**
  * What survives the gateway's process dying with request-log rows still queued in memory: every
@@ -60,38 +61,14 @@ const openHere = new Set<string>();
 type RecordKind = 'row' | 'started';
 
 /**
- * One line: [kind, …the row's fields in a fixed order]. Money as a decimal string (JSON numbers are
- * not exact past 2^53), times as epoch milliseconds. Bodies are present only when the account keeps
+ * One line: [kind, …the row's fields in the request log's own order (rowValues: money as a decimal
+ * string, times as epoch milliseconds), bodies]. Bodies are present only when the account keeps
  * them, i.e. when they would be stored anyway.
  */
 export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
-  return `${JSON.stringify([
-    kind,
-    r.id,
-    r.organizationId,
-    r.projectId,
-    r.keyId,
-    r.endpoint,
-    r.model,
-    r.provider,
-    r.upstreamModel,
-    r.statusCode,
-    r.errorCode,
-    r.inputTokens,
-    r.cachedInputTokens,
-    r.cacheWriteTokens,
-    r.outputTokens,
-    r.reasoningTokens,
-    r.usageEstimated,
-    r.costMicros.toString(),
-    r.priceVersion,
-    r.latencyMs,
-    r.ttftMs,
-    r.streamed,
-    r.attempts,
-    r.createdAt.getTime(),
-    r.bodies,
-  ])}\n`;
+  const values = rowValues(r, [kind]);
+  values.push(r.bodies);
+  return `${JSON.stringify(values)}\n`;
 }
 
 const FIELDS = 25;

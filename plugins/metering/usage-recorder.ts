@@ -1,65 +1,7 @@
 import type { Database } from '../../core/ports/database.ts';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
 import { appendLine } from './credit-ledger-store.ts';
-
-/** Column and its SQL type, in the order of each row's JSON array (rowValues). */
-const COLUMNS: ReadonlyArray<readonly [string, string]> = [
-  ['id', 'text'],
-  ['organization_id', 'uuid'],
-  ['project_id', 'uuid'],
-  ['key_id', 'uuid'],
-  ['endpoint', 'text'],
-  ['model', 'text'],
-  ['provider', 'text'],
-  ['upstream_model', 'text'],
-  ['status_code', 'int4'],
-  ['error_code', 'text'],
-  ['input_tokens', 'int4'],
-  ['cached_input_tokens', 'int4'],
-  ['cache_write_tokens', 'int4'],
-  ['output_tokens', 'int4'],
-  ['reasoning_tokens', 'int4'],
-  ['usage_estimated', 'bool'],
-  ['cost_micros', 'int8'],
-  ['price_version', 'text'],
-  ['latency_ms', 'int4'],
-  ['ttft_ms', 'int4'],
-  ['streamed', 'bool'],
-  ['attempts', 'int4'],
-  ['created_at', 'timestamptz'],
-];
-
-/**
- * A row as a JSON array in COLUMNS order: money as a string (JSON numbers are not exact past 2^53),
- * times as epoch milliseconds (cheaper to write and to read than ISO text).
- */
-function rowValues(r: RequestLogRow): unknown[] {
-  return [
-    r.id,
-    r.organizationId,
-    r.projectId,
-    r.keyId,
-    r.endpoint,
-    r.model,
-    r.provider,
-    r.upstreamModel,
-    r.statusCode,
-    r.errorCode,
-    r.inputTokens,
-    r.cachedInputTokens,
-    r.cacheWriteTokens,
-    r.outputTokens,
-    r.reasoningTokens,
-    r.usageEstimated,
-    r.costMicros.toString(),
-    r.priceVersion,
-    r.latencyMs,
-    r.ttftMs,
-    r.streamed,
-    r.attempts,
-    r.createdAt.getTime(),
-  ];
-}
+import { COLUMNS, rowValues } from './request-log-row-values.ts';
 
 /**
  * The whole batch travels as one JSON parameter (an array of row arrays): serialising it is one
@@ -102,7 +44,7 @@ export class SqlUsageRecorder implements UsageRecorder {
     const withBodies = rows.filter((row) => row.bodies);
     return this.db.transaction(async (tx) => {
       const totals = await tx.query<{ organization_id: string; micros: bigint; calls: number; with_bodies: string[] | null }>(INSERT_AND_TOTAL, [
-        JSON.stringify(rows.map(rowValues)),
+        JSON.stringify(rows.map((row) => rowValues(row))),
         withBodies.map((row) => row.id),
       ]);
       let fresh = 0;

@@ -1,0 +1,67 @@
+import type { RequestLogRow } from '../../core/ports/metering.ts';
+
+/*
+ * A request-log row as a flat JSON array: the one field order both the usage recorder's INSERT
+ * (one JSON array per row, read back by position) and the billing journal's records use.
+ */
+
+/** Column and its SQL type, in the order of each row's JSON array (rowValues). */
+export const COLUMNS: ReadonlyArray<readonly [string, string]> = [
+  ['id', 'text'],
+  ['organization_id', 'uuid'],
+  ['project_id', 'uuid'],
+  ['key_id', 'uuid'],
+  ['endpoint', 'text'],
+  ['model', 'text'],
+  ['provider', 'text'],
+  ['upstream_model', 'text'],
+  ['status_code', 'int4'],
+  ['error_code', 'text'],
+  ['input_tokens', 'int4'],
+  ['cached_input_tokens', 'int4'],
+  ['cache_write_tokens', 'int4'],
+  ['output_tokens', 'int4'],
+  ['reasoning_tokens', 'int4'],
+  ['usage_estimated', 'bool'],
+  ['cost_micros', 'int8'],
+  ['price_version', 'text'],
+  ['latency_ms', 'int4'],
+  ['ttft_ms', 'int4'],
+  ['streamed', 'bool'],
+  ['attempts', 'int4'],
+  ['created_at', 'timestamptz'],
+];
+
+/**
+ * A row as a JSON array in COLUMNS order: money as a string (JSON numbers are not exact past 2^53),
+ * times as epoch milliseconds (cheaper to write and to read than ISO text). Appended to `into`
+ * when given, so a record that frames the row (the journal's) builds one array, not two.
+ */
+export function rowValues(r: RequestLogRow, into: unknown[] = []): unknown[] {
+  into.push(
+    r.id,
+    r.organizationId,
+    r.projectId,
+    r.keyId,
+    r.endpoint,
+    r.model,
+    r.provider,
+    r.upstreamModel,
+    r.statusCode,
+    r.errorCode,
+    r.inputTokens,
+    r.cachedInputTokens,
+    r.cacheWriteTokens,
+    r.outputTokens,
+    r.reasoningTokens,
+    r.usageEstimated,
+    r.costMicros.toString(),
+    r.priceVersion,
+    r.latencyMs,
+    r.ttftMs,
+    r.streamed,
+    r.attempts,
+    r.createdAt.getTime(),
+  );
+  return into;
+}
