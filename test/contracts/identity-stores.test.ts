@@ -6,6 +6,7 @@ import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { SqlUsageRecorder } from '../../plugins/metering/usage-recorder.ts';
 import { addPersonTo, createOrganizationWithOwner } from '../../core/identity-admin.ts';
 import type { Database } from '../../core/ports/database.ts';
+import { requestLogRow } from '../helpers/request-log-rows.ts';
 import type { RequestLogRow } from '../../core/ports/metering.ts';
 import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 import { meteringMigrations } from '../../plugins/metering/metering-migrations.ts';
@@ -202,32 +203,8 @@ async function storeContract(t: Test, db: Database) {
   t.test('recording usage stores rows once and charges exactly them', async (t) => {
     const ledger = new SqlCreditLedger(db);
     const before = (await ledger.balance(organization.id)) ?? 0n;
-    const row = (id: string, cost: bigint): RequestLogRow => ({
-      id,
-      organizationId: organization.id,
-      projectId: project.id,
-      keyId: null,
-      endpoint: '/v1/chat/completions',
-      model: 'm',
-      provider: 'p',
-      upstreamModel: 'u',
-      statusCode: 200,
-      errorCode: null,
-      inputTokens: 1,
-      cachedInputTokens: 0,
-      cacheWriteTokens: 0,
-      outputTokens: 1,
-      reasoningTokens: 0,
-      usageEstimated: false,
-      costMicros: cost,
-      priceVersion: 'v1',
-      latencyMs: 1,
-      ttftMs: null,
-      streamed: false,
-      attempts: 1,
-      createdAt: new Date(),
-      bodies: id === 'r1' ? { request: { text: 'a\u0000b' }, response: null } : null,
-    });
+    const row = (id: string, cost: bigint): RequestLogRow =>
+      requestLogRow({ id, organizationId: organization.id, projectId: project.id, costMicros: cost, bodies: id === 'r1' ? { request: { text: 'a\u0000b' }, response: null } : null });
     const recorder = new SqlUsageRecorder(db);
     t.equal(await recorder.record([row('r1', 100n), row('r2', 250n)]), 2);
     t.equal(await recorder.record([row('r2', 250n), row('r3', 1n)]), 1, 'a retried row is not stored or charged again');
@@ -238,32 +215,7 @@ async function storeContract(t: Test, db: Database) {
 
   t.test('stored bodies replace NUL characters and keep text that only spells an escape', async (t) => {
     const bodies = { request: { nul: 'a\u0000b', spelled: 'path C:\\u0000\\x', slashes: '\\' }, response: null };
-    const row: RequestLogRow = {
-      id: 'bodies-1',
-      organizationId: organization.id,
-      projectId: project.id,
-      keyId: null,
-      endpoint: '/v1/chat/completions',
-      model: 'm',
-      provider: 'p',
-      upstreamModel: 'u',
-      statusCode: 200,
-      errorCode: null,
-      inputTokens: 1,
-      cachedInputTokens: 0,
-      cacheWriteTokens: 0,
-      outputTokens: 1,
-      reasoningTokens: 0,
-      usageEstimated: false,
-      costMicros: 0n,
-      priceVersion: 'v1',
-      latencyMs: 1,
-      ttftMs: null,
-      streamed: false,
-      attempts: 1,
-      createdAt: new Date(),
-      bodies,
-    };
+    const row = requestLogRow({ id: 'bodies-1', organizationId: organization.id, projectId: project.id, costMicros: 0n, bodies });
     await new SqlUsageRecorder(db).record([row]);
     const stored = await db.query<{ body: Record<string, string> }>("SELECT request_body AS body FROM request_log_bodies WHERE request_id = 'bodies-1'");
     t.same(stored.rows[0]?.body, { nul: 'a\ufffdb', spelled: 'path C:\\u0000\\x', slashes: '\\' });
@@ -271,32 +223,7 @@ async function storeContract(t: Test, db: Database) {
 
   t.test('stored bodies replace lone surrogates, which jsonb refuses, and keep paired ones', async (t) => {
     const bodies = { request: { high: 'a\ud800b', low: '\udfff', pair: 'emoji \ud83d\ude00', spelled: 'C:\\ud800' }, response: null };
-    const row: RequestLogRow = {
-      id: 'bodies-2',
-      organizationId: organization.id,
-      projectId: project.id,
-      keyId: null,
-      endpoint: '/v1/chat/completions',
-      model: 'm',
-      provider: 'p',
-      upstreamModel: 'u',
-      statusCode: 200,
-      errorCode: null,
-      inputTokens: 1,
-      cachedInputTokens: 0,
-      cacheWriteTokens: 0,
-      outputTokens: 1,
-      reasoningTokens: 0,
-      usageEstimated: false,
-      costMicros: 1n,
-      priceVersion: 'v1',
-      latencyMs: 1,
-      ttftMs: null,
-      streamed: false,
-      attempts: 1,
-      createdAt: new Date(),
-      bodies,
-    };
+    const row = requestLogRow({ id: 'bodies-2', organizationId: organization.id, projectId: project.id, costMicros: 1n, bodies });
     t.equal(await new SqlUsageRecorder(db).record([row]), 1, 'the batch is written');
     const stored = await db.query<{ body: Record<string, string> }>("SELECT request_body AS body FROM request_log_bodies WHERE request_id = 'bodies-2'");
     t.same(stored.rows[0]?.body, { high: 'a\ufffdb', low: '\ufffd', pair: 'emoji \ud83d\ude00', spelled: 'C:\\ud800' });

@@ -11,6 +11,7 @@ import { SqlUsageRecorder } from '../../../plugins/metering/usage-recorder.ts';
 import { createOrganizationWithOwner } from '../../../core/identity-admin.ts';
 import { BillingJournal, decodeRecord, encodeRecord, localHost, ownerIsGone, type HostView, type OwnerRecord } from '../../../plugins/metering/billing-journal.ts';
 import { RequestLogWriter } from '../../../plugins/metering/request-log-writer.ts';
+import { requestLogRow } from '../../helpers/request-log-rows.ts';
 import type { RequestLogRow, UsageRecorder } from '../../../core/ports/metering.ts';
 import { meteringMigrations } from '../../../plugins/metering/metering-migrations.ts';
 import { databaseBackends } from '../../helpers/databases.ts';
@@ -23,37 +24,8 @@ const unusedRecorder: UsageRecorder = {
   record: () => Promise.reject(new Error('this test stores nothing')),
 };
 
-let sequence = 0;
-function row(overrides: Partial<RequestLogRow> = {}): RequestLogRow {
-  sequence += 1;
-  return {
-    id: `req_${String(sequence).padStart(6, '0')}`,
-    organizationId: '00000000-0000-4000-8000-000000000001',
-    projectId: null,
-    keyId: null,
-    endpoint: '/v1/chat/completions',
-    model: 'm',
-    provider: 'p',
-    upstreamModel: 'u',
-    statusCode: 200,
-    errorCode: null,
-    inputTokens: 10,
-    cachedInputTokens: 0,
-    cacheWriteTokens: 0,
-    outputTokens: 5,
-    reasoningTokens: 0,
-    usageEstimated: false,
-    costMicros: 20n,
-    priceVersion: 'v1',
-    latencyMs: 3,
-    ttftMs: null,
-    streamed: false,
-    attempts: 1,
-    createdAt: new Date(1_700_000_000_123),
-    bodies: null,
-    ...overrides,
-  };
-}
+/** A row at a fixed instant, so a record read back compares equal. */
+const row = (overrides: Partial<RequestLogRow> = {}): RequestLogRow => requestLogRow({ createdAt: new Date(1_700_000_000_123), ...overrides });
 
 function tempRoot(t: Test): string {
   const root = mkdtempSync(join(tmpdir(), 'svc-journal-'));

@@ -1,6 +1,7 @@
 import t from 'tap';
 import Fastify from 'fastify';
 import { RequestLogWriter, type WriterSettings } from '../../../plugins/metering/request-log-writer.ts';
+import { requestLogRow } from '../../helpers/request-log-rows.ts';
 import type { RequestLogRow, UsageRecorder } from '../../../core/ports/metering.ts';
 
 /** A recorder whose writes finish only when the test says so; it keeps every batch it was given. */
@@ -33,36 +34,7 @@ class HeldRecorder implements UsageRecorder {
 /** Fastify's no-op logger: the writer logs failures, which these tests read from its stats instead. */
 const silent = Fastify({ logger: false }).log;
 
-let sequence = 0;
-function row(costMicros = 10n): RequestLogRow {
-  sequence += 1;
-  return {
-    id: `req_${sequence}`,
-    organizationId: 'org',
-    projectId: 'project',
-    keyId: 'key',
-    endpoint: '/v1/chat/completions',
-    model: 'm',
-    provider: 'p',
-    upstreamModel: 'm',
-    statusCode: 200,
-    errorCode: null,
-    inputTokens: 1,
-    cachedInputTokens: 0,
-    cacheWriteTokens: 0,
-    outputTokens: 1,
-    reasoningTokens: 0,
-    usageEstimated: false,
-    costMicros,
-    priceVersion: 'v1',
-    latencyMs: 1,
-    ttftMs: null,
-    streamed: false,
-    attempts: 1,
-    createdAt: new Date(),
-    bodies: null,
-  };
-}
+const row = (costMicros = 10n): RequestLogRow => requestLogRow({ organizationId: 'org', projectId: 'project', keyId: 'key', costMicros });
 
 function writerWith(settings: Partial<WriterSettings> = {}) {
   const recorder = new HeldRecorder();
