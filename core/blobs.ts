@@ -53,10 +53,26 @@ export function assertBlobListPrefix(prefix: string): void {
   if (last !== '' && !SEGMENT.test(last)) throw new InvalidBlobKeyError('prefix', prefix);
 }
 
-/** The prefix, then 12 hex digits of the current millisecond and 80 random bits: keys sort by creation. */
+let lastKeyMs = -1;
+let keySequence = 0;
+
+/**
+ * The prefix, then 12 hex digits of the millisecond, 4 of a sequence within it and 64 random bits:
+ * keys sort by creation, and those one process makes within a millisecond (or while the clock
+ * stands behind its last key's) still sort in the order they were made; across processes, within
+ * one millisecond, their order is arbitrary. The random part keeps a key unguessable from another.
+ */
 export function newBlobKey(prefix = '', nowMs = Date.now()): string {
   assertBlobPrefix(prefix);
-  return `${prefix}${nowMs.toString(16).padStart(12, '0')}${randomBytes(10).toString('hex')}`;
+  if (nowMs > lastKeyMs) {
+    lastKeyMs = nowMs;
+    keySequence = 0;
+  } else if (++keySequence > 0xffff) {
+    // 65,536 keys in one millisecond: borrow the next one rather than break the order.
+    lastKeyMs += 1;
+    keySequence = 0;
+  }
+  return `${prefix}${lastKeyMs.toString(16).padStart(12, '0')}${keySequence.toString(16).padStart(4, '0')}${randomBytes(8).toString('hex')}`;
 }
 
 export interface MeasuredBody {

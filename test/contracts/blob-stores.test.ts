@@ -8,7 +8,7 @@ import { FilesystemBlobStore } from '../../adapters/filesystem/filesystem-blob-s
 import { SqlBlobStore } from '../../adapters/sql/blob-store.ts';
 import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
-import { BlobTooLargeError, InvalidBlobKeyError } from '../../core/blobs.ts';
+import { BlobTooLargeError, InvalidBlobKeyError, newBlobKey } from '../../core/blobs.ts';
 import type { BlobStore } from '../../core/ports/blobs.ts';
 import { databaseBackends } from '../helpers/databases.ts';
 
@@ -152,6 +152,14 @@ function blobContract(t: Test, store: BlobStore): void {
     }
   });
 }
+
+t.test('keys made within one millisecond, or while the clock stands still or goes back, sort in the order they were made', async (t) => {
+  const at = 1_795_000_000_000;
+  const keys = [newBlobKey('k/', at), newBlobKey('k/', at), newBlobKey('k/', at), newBlobKey('k/', at - 5), newBlobKey('k/', at + 1), newBlobKey('k/', at + 1)];
+  t.same([...keys].sort(), keys, 'sorted is made order');
+  t.equal(new Set(keys).size, keys.length, 'each key once');
+  for (const key of keys) t.match(key, /^k\/[0-9a-f]{32}$/);
+});
 
 t.test('filesystem blob store', async (t) => {
   const parent = mkdtempSync(join(tmpdir(), 'svc-blobs-'));
