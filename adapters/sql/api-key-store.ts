@@ -214,28 +214,37 @@ export class SqlCredentialLookup implements CredentialLookup {
   constructor(private readonly db: Queryable) {}
 
   async findKeyByTokenHash(tokenHash: string): Promise<KeyAuthRecord | null> {
-    // One query for the key and its chain of makers (depth 0 is the key itself), so a key made by
-    // a key costs authentication no extra round trip.
+    const { rows } = await this.db.query(
+      `SELECT k.*, o.status AS organization_status, p.model_allow_list AS project_model_allow_list
+       FROM api_keys k JOIN organizations o ON o.id = k.organization_id JOIN projects p ON p.id = k.project_id
+       WHERE k.token_hash = $1`,
+      [tokenHash],
+    );
+    const row = rows[0];
+    if (!row) return null;
+    const key = toApiKey(row);
+    return {
+      key,
+      // Only a key made by a key pays for reading its makers, and only when its cache entry is loaded.
+      ancestors: key.createdByKeyId ? await this.makersOf(key) : [],
+      organizationStatus: str(row, 'organization_status') as KeyAuthRecord['organizationStatus'],
+      projectModelAllowList: strings(row, 'project_model_allow_list'),
+    };
+  }
+
+  /** The keys that made `key`, nearest first, in one recursive query. */
+  private async makersOf(key: ApiKey): Promise<ApiKey[]> {
     const { rows } = await this.db.query(
       `WITH RECURSIVE chain AS (
-         SELECT k.*, 0 AS depth FROM api_keys k WHERE k.token_hash = $1
+         SELECT m.*, 1 AS depth FROM api_keys m WHERE m.id = $1 AND m.organization_id = $2
          UNION ALL
          SELECT m.*, c.depth + 1 FROM chain c JOIN api_keys m ON m.id = c.created_by_key_id AND m.organization_id = c.organization_id
          WHERE c.depth < ${MAX_KEY_CHAIN}
        )
-       SELECT c.*, o.status AS organization_status, p.model_allow_list AS project_model_allow_list
-       FROM chain c JOIN organizations o ON o.id = c.organization_id JOIN projects p ON p.id = c.project_id
-       ORDER BY c.depth`,
-      [tokenHash],
+       SELECT * FROM chain ORDER BY depth`,
+      [key.createdByKeyId, key.organizationId],
     );
-    const row = rows[0];
-    if (!row || Number(row['depth']) !== 0) return null;
-    return {
-      key: toApiKey(row),
-      ancestors: rows.slice(1).map(toApiKey),
-      organizationStatus: str(row, 'organization_status') as KeyAuthRecord['organizationStatus'],
-      projectModelAllowList: strings(row, 'project_model_allow_list'),
-    };
+    return rows.map(toApiKey);
   }
 
   async findSessionByTokenHash(tokenHash: string): Promise<SessionAuthRecord | null> {

@@ -216,7 +216,7 @@ export interface ApiKeyStore {
   touch(usedAt: ReadonlyMap<string, Date>): Promise<void>;
 }
 
-/** The one read the hot path makes: everything authentication needs, in one query. */
+/** The one read the hot path makes: everything authentication needs, in one query (a second for a key made by a key: its makers). */
 export interface KeyAuthRecord {
   key: ApiKey;
   /** The keys that made this one, nearest first (its maker, the maker's maker, …); empty for a person's key. */
