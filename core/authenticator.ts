@@ -1,4 +1,4 @@
-import type { Credential, KeyCredential, SessionCredential } from './credential.ts';
+import type { AncestorKey, Credential, KeyCredential, SessionCredential } from './credential.ts';
 import { ApiError } from './errors.ts';
 import type { PubSub, Unsubscribe } from './ports/coordination.ts';
 import type { CredentialLookup, KeyAuthRecord, MembershipStore, SessionAuthRecord } from './ports/identity.ts';
@@ -15,6 +15,8 @@ interface CachedKey {
   kind: 'key';
   record: KeyAuthRecord;
   credential: KeyCredential;
+  /** Why a key that made this one refuses it (revoked or paused), read once per lookup; null when none does. */
+  makerRefusal: MakerRefusal | null;
   cachedUntil: number;
 }
 
@@ -142,7 +144,10 @@ export class Authenticator {
       const { key, organizationStatus } = entry.record;
       if (key.revokedAt) throw new ApiError('key_revoked');
       if (key.disabled) throw new ApiError('key_disabled');
-      if (key.expiresAt && key.expiresAt.getTime() <= now) throw new ApiError('key_expired');
+      if (entry.makerRefusal) throw new ApiError(entry.makerRefusal.code, entry.makerRefusal.message);
+      // The credential's expiry is the earliest of the key's and its makers'.
+      const { expiresAt } = entry.credential;
+      if (expiresAt && expiresAt.getTime() <= now) throw new ApiError('key_expired');
       if (organizationStatus !== 'active') throw new ApiError('account_suspended');
       if (this.options.recordKeyUse) this.usedKeys.set(key.id, now);
       return entry.credential;
@@ -169,7 +174,7 @@ export class Authenticator {
     const keyRecord = await this.lookup.findKeyByTokenHash(hash);
     let entry: CacheEntry;
     if (keyRecord) {
-      entry = { kind: 'key', record: keyRecord, credential: keyCredential(keyRecord), cachedUntil };
+      entry = { kind: 'key', record: keyRecord, credential: keyCredential(keyRecord), makerRefusal: makerRefusal(keyRecord), cachedUntil };
       this.hashesByKeyId.set(keyRecord.key.id, hash);
     } else {
       const sessionRecord = await this.lookup.findSessionByTokenHash(hash);
@@ -231,6 +236,20 @@ export class Authenticator {
       this.cache.delete(hash);
       index.delete(parsed.id);
     }
+    if (parsed.kind === 'key') this.forgetKeysMadeBy(parsed.id);
+  }
+
+  /**
+   * A change to a key reaches every key it made (revoked, paused, expired or narrowed with it), so
+   * their entries go too. Walking the cache is fine here: invalidations are management writes.
+   */
+  private forgetKeysMadeBy(keyId: string): void {
+    for (const [hash, entry] of this.cache) {
+      if (entry.kind === 'key' && entry.record.ancestors.some((maker) => maker.id === keyId)) {
+        this.cache.delete(hash);
+        this.hashesByKeyId.delete(entry.record.key.id);
+      }
+    }
   }
 }
 
@@ -257,8 +276,21 @@ function bearerToken(authorization: string | undefined): string | null {
   return match?.[1] ?? null;
 }
 
+/**
+ * A key made by a key never holds more than its makers: its scopes and models are narrowed by
+ * theirs, and it expires when the first of them does (plugins/keys/key-rules.ts has the rules).
+ */
 function keyCredential(record: KeyAuthRecord): KeyCredential {
-  const { key, projectModelAllowList } = record;
+  const { key, ancestors, projectModelAllowList } = record;
+  let scopes = key.scopes.filter(isScope) as Scope[];
+  let models = intersectAllowLists(key.modelAllowList, projectModelAllowList);
+  let expiresAt = key.expiresAt;
+  for (const maker of ancestors) {
+    const theirs = new Set(maker.scopes);
+    scopes = scopes.filter((scope) => theirs.has(scope));
+    models = intersectAllowLists(models && [...models], maker.modelAllowList);
+    if (maker.expiresAt && (!expiresAt || maker.expiresAt < expiresAt)) expiresAt = maker.expiresAt;
+  }
   return {
     kind: 'key',
     keyId: key.id,
@@ -266,11 +298,27 @@ function keyCredential(record: KeyAuthRecord): KeyCredential {
     organizationId: key.organizationId,
     projectId: key.projectId,
     appId: key.appId,
-    scopes: new Set(key.scopes.filter(isScope) as Scope[]),
-    modelAllowList: intersectAllowLists(key.modelAllowList, projectModelAllowList),
+    scopes: new Set(scopes),
+    modelAllowList: models,
+    expiresAt,
     spendCap: key.spendCap,
     rateLimits: key.rateLimits,
+    ancestors: ancestors.map((maker): AncestorKey => ({ keyId: maker.id, spendCap: maker.spendCap, rateLimits: maker.rateLimits })),
   };
+}
+
+/** A key whose maker (or the maker's maker…) is revoked or paused is refused for the same reason. */
+interface MakerRefusal {
+  code: 'key_revoked' | 'key_disabled';
+  message: string;
+}
+
+function makerRefusal(record: KeyAuthRecord): MakerRefusal | null {
+  for (const maker of record.ancestors) {
+    if (maker.revokedAt) return { code: 'key_revoked', message: 'The API key that made this key has been revoked, and this key with it' };
+    if (maker.disabled) return { code: 'key_disabled', message: 'The API key that made this key is disabled; this key works again when that one is re-enabled' };
+  }
+  return null;
 }
 
 /** null means "no restriction"; two lists narrow each other. */

@@ -9,9 +9,24 @@ export interface KeyCredential {
   readonly organizationId: string;
   readonly projectId: string;
   readonly appId: string | null;
+  /** The key's scopes, narrowed by those of every key that made it. */
   readonly scopes: ReadonlySet<Scope>;
-  /** Models this key may use after the project's list is applied; null means every model. */
+  /** Models this key may use after the project's and its makers' lists are applied; null means every model. */
   readonly modelAllowList: ReadonlySet<string> | null;
+  /** The earliest expiry of the key and of every key that made it; null when none expires. */
+  readonly expiresAt: Date | null;
+  readonly spendCap: SpendCap | null;
+  readonly rateLimits: KeyRateLimits;
+  /**
+   * The keys that made this one, nearest first: their caps and limits bound this key's calls too
+   * (they count what all their descendants spend and hold). Empty for a key a person made.
+   */
+  readonly ancestors: readonly AncestorKey[];
+}
+
+/** What admission needs of a key up a credential's chain of makers. */
+export interface AncestorKey {
+  readonly keyId: string;
   readonly spendCap: SpendCap | null;
   readonly rateLimits: KeyRateLimits;
 }

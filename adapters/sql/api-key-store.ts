@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
-import type { ApiKey, ApiKeyPatch, ApiKeyStore, CredentialLookup, KeyAuthRecord, NewApiKey, Person, Session, SessionAuthRecord, SessionStore } from '../../core/ports/identity.ts';
+import type { ApiKey, ApiKeyPatch, ApiKeyStore, CredentialLookup, KeyActor, KeyAuthRecord, NewApiKey, Person, Session, SessionAuthRecord, SessionStore } from '../../core/ports/identity.ts';
 import type { Scope } from '../../core/scopes.ts';
 import type { PageRequest } from '../../core/vocabulary/pagination.ts';
 import { Conditions } from './conditions.ts';
+import { keyTree, MAX_KEY_CHAIN } from './key-tree.ts';
 import { type KeysetOrder, selectPage } from './keyset.ts';
 import { bool, date, dateOrNull, rateLimitsOf, spendCapOf, str, strOrNull, strings, type Row } from './rows.ts';
 
@@ -27,8 +28,16 @@ const toApiKey = (row: Row): ApiKey => {
     lastUsedAt: dateOrNull(row, 'last_used_at'),
     createdByPersonId: strOrNull(row, 'created_by_person_id'),
     createdByKeyId: strOrNull(row, 'created_by_key_id'),
+    disabledBy: disabledByOf(row),
   };
 };
+
+function disabledByOf(row: Row): KeyActor | null {
+  const personId = strOrNull(row, 'disabled_by_person_id');
+  if (personId) return { kind: 'person', id: personId };
+  const keyId = strOrNull(row, 'disabled_by_key_id');
+  return keyId ? { kind: 'key', id: keyId } : null;
+}
 
 const KEY_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'uuid' };
 
@@ -96,6 +105,8 @@ export class SqlApiKeyStore implements ApiKeyStore {
          scopes = COALESCE($5, scopes),
          model_allow_list = CASE WHEN $6::boolean THEN $7::text[] ELSE model_allow_list END,
          disabled = COALESCE($8, disabled),
+         disabled_by_person_id = CASE WHEN $8::boolean IS NULL THEN disabled_by_person_id WHEN $8 THEN $19::uuid END,
+         disabled_by_key_id = CASE WHEN $8::boolean IS NULL THEN disabled_by_key_id WHEN $8 THEN $20::uuid END,
          expires_at = CASE WHEN $9::boolean THEN $10::timestamptz ELSE expires_at END,
          spend_cap_micros = CASE WHEN $11::boolean THEN $12::bigint ELSE spend_cap_micros END,
          spend_cap_period = CASE WHEN $11::boolean THEN $13::text ELSE spend_cap_period END,
@@ -124,18 +135,23 @@ export class SqlApiKeyStore implements ApiKeyStore {
         patch.rateLimits?.requestsPerMinute ?? null,
         patch.rateLimits?.tokensPerMinute ?? null,
         patch.rateLimits?.concurrency ?? null,
+        patch.disabledBy?.kind === 'person' ? patch.disabledBy.id : null,
+        patch.disabledBy?.kind === 'key' ? patch.disabledBy.id : null,
       ],
     );
     return rows[0] ? toApiKey(rows[0]) : null;
   }
 
   async revoke(organizationId: string, id: string) {
+    // The keys it made go with it, in the same statement: none can outlive its maker.
     const { rows } = await this.db.query(
-      `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()), updated_at = now()
-       WHERE organization_id = $1 AND id = $2 RETURNING *`,
+      `WITH RECURSIVE ${keyTree('$2')}
+       UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()), updated_at = now()
+       WHERE organization_id = $1 AND id IN (SELECT id FROM key_tree) RETURNING *`,
       [organizationId, id],
     );
-    return rows[0] ? toApiKey(rows[0]) : null;
+    const key = rows.find((row) => str(row, 'id') === id);
+    return key ? toApiKey(key) : null;
   }
 
   async touch(usedAt: ReadonlyMap<string, Date>) {
@@ -148,6 +164,8 @@ export class SqlApiKeyStore implements ApiKeyStore {
   }
 
   async delete(organizationId: string, id: string) {
+    // Revoked first: a key whose maker is gone would have no maker left to bound it.
+    if (!(await this.revoke(organizationId, id))) return false;
     const { rowCount } = await this.db.query('DELETE FROM api_keys WHERE organization_id = $1 AND id = $2', [organizationId, id]);
     return rowCount > 0;
   }
@@ -204,11 +222,29 @@ export class SqlCredentialLookup implements CredentialLookup {
     );
     const row = rows[0];
     if (!row) return null;
+    const key = toApiKey(row);
     return {
-      key: toApiKey(row),
+      key,
+      // Only a key made by a key pays for reading its makers, and only when its cache entry is loaded.
+      ancestors: key.createdByKeyId ? await this.makersOf(key) : [],
       organizationStatus: str(row, 'organization_status') as KeyAuthRecord['organizationStatus'],
       projectModelAllowList: strings(row, 'project_model_allow_list'),
     };
+  }
+
+  /** The keys that made `key`, nearest first, in one recursive query. */
+  private async makersOf(key: ApiKey): Promise<ApiKey[]> {
+    const { rows } = await this.db.query(
+      `WITH RECURSIVE chain AS (
+         SELECT m.*, 1 AS depth FROM api_keys m WHERE m.id = $1 AND m.organization_id = $2
+         UNION ALL
+         SELECT m.*, c.depth + 1 FROM chain c JOIN api_keys m ON m.id = c.created_by_key_id AND m.organization_id = c.organization_id
+         WHERE c.depth < ${MAX_KEY_CHAIN}
+       )
+       SELECT * FROM chain ORDER BY depth`,
+      [key.createdByKeyId, key.organizationId],
+    );
+    return rows.map(toApiKey);
   }
 
   async findSessionByTokenHash(tokenHash: string): Promise<SessionAuthRecord | null> {

@@ -295,6 +295,19 @@ DROP INDEX IF EXISTS memberships_person;
 `,
   },
   {
+    owner: 'core',
+    version: 6,
+    name: 'keys remember who made and who disabled them',
+    sql: `
+-- A key made by a key stays inside its maker (plugins/keys/key-rules.ts): revoking a key revokes
+-- the keys it made, and a key's spend counts its descendants'. Both walk created_by_key_id down.
+CREATE INDEX api_keys_made_by ON api_keys (created_by_key_id) WHERE created_by_key_id IS NOT NULL;
+-- Who paused a key: a key may not resume one a person paused.
+ALTER TABLE api_keys ADD COLUMN disabled_by_person_id uuid;
+ALTER TABLE api_keys ADD COLUMN disabled_by_key_id uuid;
+`,
+  },
+  {
     owner: 'core-mail',
     version: 2,
     name: 'mail outbox in the order it was written',

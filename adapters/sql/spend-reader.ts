@@ -1,5 +1,6 @@
 import type { Queryable } from '../../core/ports/database.ts';
 import type { SpendReader, SpendWindows } from '../../core/ports/identity.ts';
+import { keyTree } from './key-tree.ts';
 import { bigintOf } from './rows.ts';
 import { periodStart } from '../../core/vocabulary/periods.ts';
 
@@ -9,8 +10,9 @@ type Column = 'key_id' | 'project_id' | 'organization_id';
 export class SqlSpendReader implements SpendReader {
   constructor(private readonly db: Queryable) {}
 
+  /** The key's own calls and those of every key it made: a maker's cap bounds its descendants too. */
   forKey(keyId: string, now: Date) {
-    return this.windows('key_id', keyId, now);
+    return this.windows('key_id', keyId, now, true);
   }
   forProject(projectId: string, now: Date) {
     return this.windows('project_id', projectId, now);
@@ -19,13 +21,13 @@ export class SqlSpendReader implements SpendReader {
     return this.windows('organization_id', organizationId, now);
   }
 
-  private async windows(column: Column, id: string, now: Date): Promise<SpendWindows> {
+  private async windows(column: Column, id: string, now: Date, withDescendants = false): Promise<SpendWindows> {
     const { rows } = await this.db.query(
-      `SELECT COALESCE(sum(cost_micros), 0)::bigint AS total,
+      `${withDescendants ? `WITH RECURSIVE ${keyTree('$1')} ` : ''}SELECT COALESCE(sum(cost_micros), 0)::bigint AS total,
               COALESCE(sum(cost_micros) FILTER (WHERE created_at >= $2), 0)::bigint AS today,
               COALESCE(sum(cost_micros) FILTER (WHERE created_at >= $3), 0)::bigint AS week,
               COALESCE(sum(cost_micros) FILTER (WHERE created_at >= $4), 0)::bigint AS month
-       FROM request_logs WHERE ${column} = $1`,
+       FROM request_logs WHERE ${withDescendants ? `${column} IN (SELECT id FROM key_tree)` : `${column} = $1`}`,
       [id, periodStart('day', now), periodStart('week', now), periodStart('month', now)],
     );
     const row = rows[0] ?? {};

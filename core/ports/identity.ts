@@ -163,8 +163,14 @@ export interface ApiKey {
   revokedAt: Date | null;
   lastUsedAt: Date | null;
   createdByPersonId: string | null;
+  /** The key that made this one (a key-made key stays inside its maker); null when a person made it. */
   createdByKeyId: string | null;
+  /** Who paused the key, while it is paused: a key may not resume a key a person paused. */
+  disabledBy: KeyActor | null;
 }
+
+/** A person or a key acting on a key. */
+export type KeyActor = { kind: 'person'; id: string } | { kind: 'key'; id: string };
 
 export interface NewApiKey {
   organizationId: string;
@@ -188,6 +194,8 @@ export interface ApiKeyPatch {
   scopes?: Scope[];
   modelAllowList?: string[] | null;
   disabled?: boolean;
+  /** Recorded with `disabled: true`; `disabled: false` clears it. */
+  disabledBy?: KeyActor;
   expiresAt?: Date | null;
   spendCap?: SpendCap | null;
   rateLimits?: KeyRateLimits;
@@ -200,17 +208,19 @@ export interface ApiKeyStore {
   /** Newest first; `projectIds` (null: every project) is what the caller may see. */
   page(organizationId: string, filter: { projectId?: string; projectIds: readonly string[] | null }, page: PageRequest): Promise<Page<ApiKey>>;
   update(organizationId: string, id: string, patch: ApiKeyPatch): Promise<ApiKey | null>;
-  /** Marks revoked (stays listed); returns the key or null. */
+  /** Marks the key and every key it made (transitively) revoked (they stay listed); returns the key or null. */
   revoke(organizationId: string, id: string): Promise<ApiKey | null>;
-  /** Removes the row; usage rows that name the key stay. */
+  /** Removes the row, revoking every key it made first; usage rows that name the key stay. */
   delete(organizationId: string, id: string): Promise<boolean>;
   /** Records when keys were last used (batched; never moves a time backwards). */
   touch(usedAt: ReadonlyMap<string, Date>): Promise<void>;
 }
 
-/** The one read the hot path makes: everything authentication needs, in one query. */
+/** The one read the hot path makes: everything authentication needs, in one query (a second for a key made by a key: its makers). */
 export interface KeyAuthRecord {
   key: ApiKey;
+  /** The keys that made this one, nearest first (its maker, the maker's maker, …); empty for a person's key. */
+  ancestors: ApiKey[];
   organizationStatus: Organization['status'];
   projectModelAllowList: string[] | null;
 }
@@ -234,6 +244,7 @@ export interface SpendWindows {
 
 /** Spend read from metered usage; windows are UTC (week starts Monday). */
 export interface SpendReader {
+  /** The key's spend and that of every key it made, transitively: what the key's cap counts. */
   forKey(keyId: string, now: Date): Promise<SpendWindows>;
   forProject(projectId: string, now: Date): Promise<SpendWindows>;
   forOrganization(organizationId: string, now: Date): Promise<SpendWindows>;

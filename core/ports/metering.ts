@@ -63,6 +63,11 @@ export interface RequestLogRow {
   organizationId: string;
   projectId: string | null;
   keyId: string | null;
+  /**
+   * Not stored: the keys that made keyId, whose caps count this cost too; the request-log writer
+   * counts it as theirs while the row waits to be written.
+   */
+  makerKeyIds?: readonly string[];
   endpoint: string;
   model: string | null;
   provider: string | null;

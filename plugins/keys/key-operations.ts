@@ -10,7 +10,7 @@ import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
 import { createdKeyView, createKeyRequest, keyDetailView, keyListView, keyRemovalView, type rateLimitsInput, updatedKeyView, updateKeyRequest } from './key-schemas.ts';
-import { assertNoEscalation, assertOwnerFor } from './key-rules.ts';
+import { assertMayResume, assertModelsWithin, assertNoEscalation, assertNotOwnRestrictions, assertOwnerFor, inheritedRestrictions } from './key-rules.ts';
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
 // Catalogues the codes this module answers with (core/error-catalogue.ts).
 import './key-errors.ts';
@@ -73,17 +73,21 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       whenAbsent: 'default-project',
       keyOwnProjectOnly: { code: 'cross_project', message: 'An API key can only create keys in its own project' },
     },
-    errors: ['scope_escalation', 'owner_required'],
+    errors: ['scope_escalation', 'limit_escalation', 'owner_required'],
     output: createdKeyView,
     status: 201,
     async handler({ body }, { credential, transaction, authorization }) {
       const projectId = authorizedProject(authorization).id;
-      const scopes = body.scopes ?? ['inference'];
-      assertNoEscalation(credential, scopes);
       if (body.expiresAt !== undefined && body.expiresAt !== null) assertOwnerFor(credential, 'expiresAt');
       if (body.spendCap !== undefined && body.spendCap !== null) assertOwnerFor(credential, 'spendCap');
       if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
-      const expiresAt = body.expiresAt ?? null;
+      const scopes = body.scopes ?? ['inference'];
+      assertNoEscalation(credential, scopes);
+      // A key's key starts from the key's own restrictions (key-rules.ts); only an owner sets these fields.
+      const inherited = credential.kind === 'key' ? inheritedRestrictions(credential) : null;
+      const models = body.models !== undefined ? body.models : (inherited?.modelAllowList ?? null);
+      assertModelsWithin(credential, models);
+      const expiresAt = body.expiresAt ?? inherited?.expiresAt ?? null;
       if (expiresAt && expiresAt <= clock()) {
         throw new ApiError('invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
       }
@@ -96,10 +100,10 @@ export function keyOperations(deps: Deps): AnyOperation[] {
           tokenHash: hashToken(token),
           hint: tokenHint(token),
           scopes,
-          modelAllowList: body.models ?? null,
+          modelAllowList: models,
           expiresAt,
-          spendCap: toSpendCap(body.spendCap ?? null),
-          rateLimits: toRateLimits(body.rateLimits),
+          spendCap: toSpendCap(body.spendCap ?? null) ?? inherited?.spendCap ?? null,
+          rateLimits: inherited?.rateLimits ?? toRateLimits(body.rateLimits),
           createdByPersonId: credential.kind === 'session' ? credential.personId : null,
           createdByKeyId: credential.kind === 'key' ? credential.keyId : null,
         }),
@@ -146,20 +150,23 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         keyOwnProjectOnly: { code: 'key_cannot_move_key', message: "An API key cannot move a key to another project; that is a person's act" },
       },
     ],
-    errors: ['key_not_found', 'app_owned_key', 'key_revoked_conflict', 'scope_escalation', 'owner_required'],
+    errors: ['key_not_found', 'app_owned_key', 'key_revoked_conflict', 'scope_escalation', 'limit_escalation', 'key_cannot_change_itself', 'paused_by_person', 'owner_required'],
     output: updatedKeyView,
     async handler({ params, body }, { credential, transaction, authorization }) {
       const key = authorizedKey(authorization);
       if (body.projectId !== undefined && body.projectId !== key.projectId && key.appId) {
         throw new ApiError('app_owned_key', undefined, { param: 'projectId' });
       }
+      assertNotOwnRestrictions(credential, key, body);
       if (body.scopes) assertNoEscalation(credential, body.scopes);
+      if (body.models !== undefined) assertModelsWithin(credential, body.models);
       if (body.expiresAt !== undefined) assertOwnerFor(credential, 'expiresAt');
       if (body.spendCap !== undefined) assertOwnerFor(credential, 'spendCap');
       if (body.rateLimits !== undefined) assertOwnerFor(credential, 'rateLimits');
       if (body.disabled !== undefined && key.revokedAt) {
         throw new ApiError('key_revoked_conflict', undefined, { param: 'disabled' });
       }
+      if (body.disabled === false) assertMayResume(credential, key);
       const updated = await transaction((tx) =>
         identityFor(tx).apiKeys.update(credential.organizationId, key.id, {
           name: body.name,
@@ -167,6 +174,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
           scopes: body.scopes,
           modelAllowList: body.models,
           disabled: body.disabled,
+          disabledBy: credential.kind === 'key' ? { kind: 'key', id: credential.keyId } : { kind: 'person', id: credential.personId },
           expiresAt: body.expiresAt,
           spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
           rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),

@@ -31,10 +31,10 @@ export const createKeyRequest = z.strictObject({
   name: keyName,
   projectId: z.uuid().optional().describe("Defaults to the caller's project (a key) or the default project (a person)"),
   scopes: scopeList.optional().describe('Defaults to ["inference"]'),
-  models: modelList.optional().describe('Model allow-list; null or absent means every model'),
-  expiresAt: timestampSchema.nullable().optional().describe('Owner only'),
-  spendCap: spendCapInput.nullable().optional().describe('Owner only'),
-  rateLimits: rateLimitsInput.optional().describe("Owner only; null or absent fields use the operator's defaults"),
+  models: modelList.optional().describe("Model allow-list; null means every model. Absent: every model, or the creating API key's own list (a key grants only models it may use)"),
+  expiresAt: timestampSchema.nullable().optional().describe("Owner only; a key made by an API key gets that key's expiry"),
+  spendCap: spendCapInput.nullable().optional().describe("Owner only; a key made by an API key gets that key's cap"),
+  rateLimits: rateLimitsInput.optional().describe("Owner only; null or absent fields use the operator's defaults (a key made by an API key gets that key's limits)"),
 });
 
 export const updateKeyRequest = z

@@ -301,16 +301,14 @@ export class GovernedAdmission implements InferenceAdmission {
     const { settings } = this.deps;
     const scopes: Array<{ kind: ScopeKind; id: string; limits: LimitSet }> = [];
     if (credential.kind === 'key') {
-      const own = credential.rateLimits;
-      scopes.push({
-        kind: 'key',
-        id: credential.keyId,
-        limits: {
-          requestsPerMinute: own.requestsPerMinute ?? settings.keyDefaults.requestsPerMinute,
-          tokensPerMinute: own.tokensPerMinute ?? settings.keyDefaults.tokensPerMinute,
-          concurrency: own.concurrency ?? settings.keyDefaults.concurrency,
-        },
+      const keyLimits = (own: LimitSet): LimitSet => ({
+        requestsPerMinute: own.requestsPerMinute ?? settings.keyDefaults.requestsPerMinute,
+        tokensPerMinute: own.tokensPerMinute ?? settings.keyDefaults.tokensPerMinute,
+        concurrency: own.concurrency ?? settings.keyDefaults.concurrency,
       });
+      scopes.push({ kind: 'key', id: credential.keyId, limits: keyLimits(credential.rateLimits) });
+      // The keys that made this one: their buckets and leases count every call of every key they made.
+      for (const maker of credential.ancestors) scopes.push({ kind: 'key', id: maker.keyId, limits: keyLimits(maker.rateLimits) });
       scopes.push({ kind: 'project', id: credential.projectId, limits: settings.project });
     }
     scopes.push({ kind: 'account', id: credential.organizationId, limits: settings.account });
@@ -344,6 +342,8 @@ export class GovernedAdmission implements InferenceAdmission {
     if (credential.kind === 'key') {
       const { policies } = this.deps;
       add('key', credential.keyId, credential.spendCap);
+      // A maker's cap counts what its descendants spend (SpendReader.forKey), so minting keys cannot multiply it.
+      for (const maker of credential.ancestors) add('key', maker.keyId, maker.spendCap);
       const project = policies.projectIfCached(credential.projectId) ?? (await policies.project(credential.organizationId, credential.projectId));
       add('project', credential.projectId, project.cap);
     }
@@ -476,6 +476,8 @@ export class GovernedAdmission implements InferenceAdmission {
   }
 }
 
+const NO_MAKERS: readonly string[] = [];
+
 /** A call's request-log row: what it cost and how it went. */
 function requestLogRow(state: AdmittedCall, outcome: CallOutcome, cost: bigint, createdAt: Date): RequestLogRow {
   const { request } = state;
@@ -486,6 +488,7 @@ function requestLogRow(state: AdmittedCall, outcome: CallOutcome, cost: bigint, 
     organizationId: credential.organizationId,
     projectId: credential.kind === 'key' ? credential.projectId : null,
     keyId: credential.kind === 'key' ? credential.keyId : null,
+    makerKeyIds: credential.kind === 'key' && credential.ancestors.length > 0 ? credential.ancestors.map((maker) => maker.keyId) : NO_MAKERS,
     endpoint: request.endpoint,
     model: request.model,
     provider: outcome.provider,

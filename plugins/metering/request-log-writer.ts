@@ -137,6 +137,7 @@ export class RequestLogWriter {
     add(this.pending.account, row.organizationId, amount);
     if (row.projectId) add(this.pending.project, row.projectId, amount);
     if (row.keyId) add(this.pending.key, row.keyId, amount);
+    if (row.makerKeyIds) for (const maker of row.makerKeyIds) add(this.pending.key, maker, amount);
   }
 }
 

@@ -101,6 +101,46 @@ async function storeContract(t: Test, db: Database) {
     t.equal(await stores.apiKeys.delete(organization.id, key.id), false);
   });
 
+  t.test('keys made by keys: the lookup reads the chain of makers, revoking revokes the keys made, spend counts theirs', async (t) => {
+    const make = (name: string, createdByKeyId: string | null) =>
+      stores.apiKeys.create({
+        organizationId: organization.id,
+        projectId: project.id,
+        name,
+        tokenHash: `${name}-${Math.random()}`,
+        hint: 'h',
+        scopes: ['inference'],
+        modelAllowList: null,
+        expiresAt: null,
+        spendCap: null,
+        createdByPersonId: createdByKeyId ? null : owner.id,
+        createdByKeyId,
+      });
+    const root = await make('root', null);
+    const child = await make('child', root.id);
+    const grandchild = await make('grandchild', child.id);
+    const { rows } = await db.query<{ token_hash: string }>('SELECT token_hash FROM api_keys WHERE id = $1', [grandchild.id]);
+    const auth = await stores.credentials.findKeyByTokenHash(rows[0]!.token_hash);
+    t.same(
+      auth?.ancestors.map((maker) => maker.id),
+      [child.id, root.id],
+      'nearest maker first',
+    );
+    await db.query(
+      `INSERT INTO request_logs (id, organization_id, project_id, key_id, endpoint, status_code, cost_micros) VALUES
+      ('req_a', $1, $2, $3, '/v1/chat/completions', 200, 5), ('req_b', $1, $2, $4, '/v1/chat/completions', 200, 7)`,
+      [organization.id, project.id, root.id, grandchild.id],
+    );
+    t.equal((await stores.spend.forKey(root.id, new Date())).totalMicros, 12n, "a key's spend counts what the keys it made spent");
+    t.equal((await stores.spend.forKey(child.id, new Date())).totalMicros, 7n);
+    const paused = await stores.apiKeys.update(organization.id, child.id, { disabled: true, disabledBy: { kind: 'key', id: root.id } });
+    t.same(paused?.disabledBy, { kind: 'key', id: root.id }, 'a pause records who paused');
+    const resumed = await stores.apiKeys.update(organization.id, child.id, { disabled: false });
+    t.equal(resumed?.disabledBy, null, 'resuming clears it');
+    t.ok(await stores.apiKeys.revoke(organization.id, root.id));
+    for (const key of [child, grandchild]) t.ok((await stores.apiKeys.get(organization.id, key.id))?.revokedAt, `${key.name} is revoked with its maker`);
+  });
+
   /** Follows a store's pages to the end, `limit` at a time. */
   async function allPages<T>(page: (request: PageRequest) => Promise<Page<T>>, limit: number): Promise<{ items: T[]; pages: number }> {
     const items: T[] = [];

@@ -231,3 +231,22 @@ t.test("the registry's authorize decides the same without HTTP, for the MCP surf
   const decision = await registry.authorize(ofA, get, input);
   t.match(decision.resources, [{ kind: 'key', key: { id, projectId: projectA }, project: { id: projectA } }]);
 });
+
+t.test('a key that may write keys grants no scope or model beyond its own and changes none of its own restrictions', async (t) => {
+  const held: Scope[] = ['inference', 'keys:read', 'keys:write'];
+  const narrow = await createKey(test, { name: 'narrow writer', scopes: held, models: ['mock-small'] });
+  const target = await createKey(test, { name: 'target of the narrow writer', models: ['mock-small'] });
+  const as = (method: string, url: string, body: Record<string, unknown>) => test.call(method, url, { token: narrow.key, body });
+  for (const scope of SCOPES.filter((s) => !held.includes(s))) {
+    t.equal(envelopeCode(await as('POST', '/client/keys', { name: 'wider', scopes: [scope] })), 'scope_escalation', `create granting ${scope}`);
+    t.equal(envelopeCode(await as('PATCH', `/client/keys/${target.id}`, { scopes: [scope] })), 'scope_escalation', `update granting ${scope}`);
+  }
+  for (const models of [null, ['mock-small', 'mock-large']]) {
+    t.equal(envelopeCode(await as('POST', '/client/keys', { name: 'wider', models })), 'limit_escalation', `create with models ${JSON.stringify(models)}`);
+    t.equal(envelopeCode(await as('PATCH', `/client/keys/${target.id}`, { models })), 'limit_escalation', `update with models ${JSON.stringify(models)}`);
+  }
+  const own = { scopes: held, models: ['mock-small'], expiresAt: null, spendCap: null, rateLimits: { concurrency: null } };
+  for (const [field, value] of Object.entries(own)) {
+    t.equal(envelopeCode(await as('PATCH', `/client/keys/${narrow.id}`, { [field]: value })), 'key_cannot_change_itself', `its own ${field}`);
+  }
+});

@@ -84,7 +84,7 @@ for (const backend of backends) {
     });
 
     t.test('a write made with an API key is attributed to the key', async (t) => {
-      const manager = await createKey(test, { name: 'key manager', scopes: ['keys:write', 'keys:read'] });
+      const manager = await createKey(test, { name: 'key manager', scopes: ['keys:write', 'keys:read', 'inference'] });
       const made = await createKey(test, { name: 'made by a key' }, manager.key);
       const [entry] = (await auditLog(test, '?limit=1')).data;
       t.match(entry, {

@@ -168,7 +168,7 @@ t.test('API keys', async (t) => {
     t.equal(cleared.json().key.expiresAt, null);
   });
 
-  t.test('a key cannot grant management scopes it does not hold', async (t) => {
+  t.test('a key cannot grant scopes it does not hold, inference included', async (t) => {
     const { key: writer, id } = await createKey(test, { name: 'limited', scopes: ['keys:write'] });
     const escalate = await test.call('POST', '/client/keys', { token: writer, body: { name: 'x', scopes: ['usage:read'] } });
     t.equal(escalate.statusCode, 403);
@@ -176,8 +176,10 @@ t.test('API keys', async (t) => {
     t.equal(escalate.json().error.param, 'scopes');
     const viaPatch = await test.call('PATCH', `/client/keys/${id}`, { token: writer, body: { scopes: ['keys:write', 'apps:deploy'] } });
     t.equal(viaPatch.statusCode, 403);
-    const same = await test.call('POST', '/client/keys', { token: writer, body: { name: 'y', scopes: ['keys:write', 'inference'] } });
-    t.equal(same.statusCode, 201, 'scopes it holds, and inference, may be granted');
+    const same = await test.call('POST', '/client/keys', { token: writer, body: { name: 'y', scopes: ['keys:write'] } });
+    t.equal(same.statusCode, 201, 'scopes it holds may be granted');
+    const inference = await test.call('POST', '/client/keys', { token: writer, body: { name: 'z', scopes: ['keys:write', 'inference'] } });
+    t.equal(inference.json().error.code, 'scope_escalation', 'a key only narrows: not even inference unless it holds it');
   });
 
   t.test('a member session cannot grant scopes its role lacks; an owner can grant any', async (t) => {
