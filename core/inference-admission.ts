@@ -16,6 +16,11 @@ export interface AdmissionRequest {
   stream: boolean;
   /** Upper-bound estimate for reservations. */
   estimate: { inputTokens: number; maxOutputTokens: number };
+  /**
+   * The call's input as counted locally, not the reservation's upper bound: what the call is billed
+   * if the process dies before it settles (admit journals it before the call is sent upstream).
+   */
+  countedInputTokens: number;
 }
 
 export interface CallOutcome {
@@ -34,28 +39,11 @@ export interface CallOutcome {
   bodies?: { request: unknown; response: unknown };
 }
 
-/** What is known when a response starts before its call can be settled (a stream's commit point). */
-export interface ResponseStart {
-  /** The call's input as counted locally (what a broken stream is billed on), not the reservation's upper bound. */
-  inputTokens: number;
-  provider: string;
-  upstreamModel: string;
-  attempts: number;
-  latencyMs: number;
-  ttftMs: number | null;
-}
-
 export interface Admission {
   /** Response headers to add (x-ratelimit-*). */
   readonly headers: Readonly<Record<string, string>>;
   /** Whether the account keeps prompt and response bodies: pass them in the outcome if so. */
   readonly logBodies: boolean;
-  /**
-   * The status line is about to go out and finish() will come only later (a stream): from here the
-   * call is billed even if the process dies first, at least for its input. A call finished before
-   * its response starts needs no such call. Never throws.
-   */
-  responseStarting(start: ResponseStart): void;
   /** Settles everything admit took. Never throws; calling it twice has no further effect. */
   finish(outcome: CallOutcome): void;
 }
@@ -73,7 +61,7 @@ const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 
 /** Used when no metering plugin is enabled: admits everything and records nothing. */
 export const openAdmission: InferenceAdmission = {
-  admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, responseStarting: () => undefined, finish: () => undefined }),
+  admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, finish: () => undefined }),
   peekHeaders: async () => EMPTY_HEADERS,
 };
 

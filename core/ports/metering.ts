@@ -93,8 +93,9 @@ export interface RequestLogRow {
 export interface UsageRecorder {
   /**
    * Stores a batch of calls and charges each organisation's balance for them, in one transaction:
-   * request rows (idempotent on id), one ai_usage ledger line per organisation, bodies where given.
-   * Returns how many rows were new.
+   * request rows (idempotent on id; a provisional row stored for a call that had not settled is
+   * replaced by the call's own row), one ai_usage ledger line per organisation for what the batch
+   * added, bodies where given. Returns how many rows were new or replaced a provisional one.
    */
   record(rows: RequestLogRow[]): Promise<number>;
 }

@@ -81,6 +81,7 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
     const model = deps.catalogue.require(credential, body.model);
     const stream = body.stream === true;
     const candidates = planRoutes(model, 'language', deps.providers, deps.breaker);
+    const countedInputTokens = estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]);
     const admitted = await deps.admission.admit({
       credential,
       requestId: request.id,
@@ -88,11 +89,11 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
       model: model.id,
       stream,
       estimate: estimateFor(body, model),
+      countedInputTokens,
     });
     const admission: Admission = {
       headers: admitted.headers,
       logBodies: admitted.logBodies,
-      responseStarting: admitted.responseStarting,
       finish(outcome) {
         deps.metrics.observeCall(ENDPOINT, model.id, outcome);
         admitted.finish(outcome);
@@ -100,7 +101,7 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
     };
     const started = performance.now();
     const signal = clientSignal(reply);
-    const call: CallContext = { deps, body, model, candidates, admission, started, signal, settings, onAttemptFailed };
+    const call: CallContext = { deps, body, model, candidates, admission, countedInputTokens, started, signal, settings, onAttemptFailed };
     return stream ? streamCompletion(request, reply, call) : completeOnce(request, reply, call);
   });
 }
@@ -111,6 +112,8 @@ interface CallContext {
   model: CatalogueModel;
   candidates: RouteCandidate<'language'>[];
   admission: Admission;
+  /** The input as counted locally: billed for a stream that breaks before its usage arrives. */
+  countedInputTokens: number;
   started: number;
   signal: CallSignal;
   settings: FailoverSettings;
@@ -207,15 +210,6 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
   }
 
   const { iterator, buffered, firstContentAt } = opened.value;
-  // Before the status line: from here a process death must still bill the call.
-  admission.responseStarting({
-    inputTokens: estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]),
-    provider: opened.candidate.provider.name,
-    upstreamModel: opened.candidate.upstreamModel,
-    attempts: opened.attempts,
-    latencyMs: Math.round(performance.now() - started),
-    ttftMs: Math.round(firstContentAt - started),
-  });
   reply.hijack();
   const sse = new SseResponse(reply.raw);
   sse.open({
@@ -289,7 +283,8 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
     admission.finish({
       status,
       errorCode,
-      usage: usage ?? partialUsage(body, outputBytes),
+      // A stream that broke before its usage arrived: what was sent, counted locally.
+      usage: usage ?? estimatedUsage(call.countedInputTokens, tokensFromUtf8Bytes(outputBytes)),
       provider: opened.candidate.provider.name,
       upstreamModel: opened.candidate.upstreamModel,
       attempts: opened.attempts,
@@ -299,9 +294,4 @@ async function streamCompletion(request: FastifyRequest, reply: FastifyReply, ca
     });
   }
   return reply;
-}
-
-/** When a stream broke before its usage arrived: what was sent, counted locally. */
-function partialUsage(body: ParsedChatRequest, outputBytes: number): Usage {
-  return estimatedUsage(estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]), tokensFromUtf8Bytes(outputBytes));
 }

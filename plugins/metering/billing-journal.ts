@@ -8,11 +8,12 @@ import { rowValues } from './request-log-row-values.ts';
 
 /**
  * What survives the gateway's process dying with request-log rows still queued in memory: every
- * row is appended to a local file (one synchronous write on an O_APPEND descriptor, no fsync) when
- * the call is settled, and a provisional row when a stream's status line is about to go out, so a
- * call whose response started is on disk before the client sees a byte of it. The kernel keeps
- * what was written when the process is killed; it is lost only if the machine itself fails before
- * writeback (see README, Money).
+ * call is appended to a local file (one synchronous write on an O_APPEND descriptor, no fsync) as a
+ * provisional row when it is admitted, before it is sent upstream, and as its own row when it is
+ * settled. So a call the upstream may have served is on disk before the upstream sees a byte of
+ * it, whenever the process dies after. The kernel keeps what was written when the process is
+ * killed; it is lost only if the machine itself fails before writeback (see README, Money, and
+ * plugins/metering/README.md).
  *
  * Layout: one folder per database (its journal_identity), in it per process instance an owner
  * record `<instance>.owner` (whose mtime is a heartbeat) and segments `<instance>.<seq>.seg` of one
@@ -20,7 +21,9 @@ import { rowValues } from './request-log-row-values.ts';
  * in the database. On start, and every few seconds after, segments whose owner is gone (see
  * ownerIsGone) are claimed by renaming them to `<claimer>.claimed.<name>` (one rename wins when
  * replicas race), replayed through the same UsageRecorder as the writer's flush (rows idempotent on
- * request id, the ledger charged only for rows that were new), then deleted.
+ * request id, a stored provisional row superseded by the call's own row, the ledger charged only
+ * for what changed), then deleted. Neither the order of the lines nor that of the replays matters:
+ * a call's own row wins over its provisional one whichever is read or stored first.
  */
 export interface JournalSettings {
   /** The journal's root; each database gets a folder in it. */
@@ -42,7 +45,10 @@ export interface RecoveryReport {
   unreadableLines: number;
 }
 
-/** A call whose stream started and never settled: billed its input estimate with this code. */
+/**
+ * A call admitted and never settled (the process died): billed its counted input with this code.
+ * Only provisional rows carry it, so a stored row with it is one a call's own row may supersede.
+ */
 export const INTERRUPTED_ERROR_CODE = 'gateway_interrupted';
 
 /** Heartbeat of the owner record, and how old it may grow before a process we cannot probe counts as gone. */
@@ -58,12 +64,14 @@ const openHere = new Set<string>();
 
 // ---- Records --------------------------------------------------------------------------------
 
+/** A call's own row, or a provisional one (what the call is billed if it never settles). */
 type RecordKind = 'row' | 'started';
 
 /**
  * One line: [kind, …the row's fields in the request log's own order (rowValues: money as a decimal
  * string, times as epoch milliseconds), bodies]. Bodies are present only when the account keeps
- * them, i.e. when they would be stored anyway.
+ * them, i.e. when they would be stored anyway. Provisional rows are written as `admitted` records
+ * (encodeAdmitted); a full `started` row is what journals written before that hold.
  */
 export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
   const values = rowValues(r, [kind]);
@@ -76,6 +84,120 @@ const isText = (v: unknown): v is string => typeof v === 'string';
 const isTextOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
 const isCount = (v: unknown): v is number => Number.isInteger(v);
 
+/** What every call of one credential to one model and endpoint shares: made once, reused per call. */
+export interface CallContext {
+  readonly organizationId: string;
+  readonly projectId: string | null;
+  readonly keyId: string | null;
+  readonly endpoint: string;
+  readonly model: string;
+  readonly priceVersion: string;
+  readonly streamed: boolean;
+}
+
+/** A call admitted and about to be sent upstream: what it is billed if its process dies before it settles. */
+export interface ProvisionalCall {
+  id: string;
+  context: CallContext;
+  /** Its input as counted locally. */
+  inputTokens: number;
+  /** What that input costs. */
+  costMicros: bigint;
+  createdAt: Date;
+}
+
+/**
+ * The row a provisional call is billed as: its input, none of its output (unknown), marked
+ * estimated, status 500 `gateway_interrupted` (see plugins/metering/README.md).
+ */
+export function provisionalRow(call: ProvisionalCall): RequestLogRow {
+  const { context } = call;
+  return {
+    id: call.id,
+    organizationId: context.organizationId,
+    projectId: context.projectId,
+    keyId: context.keyId,
+    endpoint: context.endpoint,
+    model: context.model,
+    provider: null,
+    upstreamModel: null,
+    statusCode: 500,
+    errorCode: INTERRUPTED_ERROR_CODE,
+    inputTokens: call.inputTokens,
+    cachedInputTokens: 0,
+    cacheWriteTokens: 0,
+    outputTokens: 0,
+    reasoningTokens: 0,
+    usageEstimated: true,
+    costMicros: call.costMicros,
+    priceVersion: context.priceVersion,
+    latencyMs: 0,
+    ttftMs: null,
+    streamed: context.streamed,
+    attempts: 0,
+    createdAt: call.createdAt,
+    bodies: null,
+  };
+}
+
+/** The context's part of an `admitted` record, encoded once per context (it outlives many calls). */
+const encodedContexts = new WeakMap<CallContext, string>();
+
+function encodedContext(c: CallContext): string {
+  let json = encodedContexts.get(c);
+  if (json === undefined) {
+    json = JSON.stringify([c.organizationId, c.projectId, c.keyId, c.endpoint, c.model, c.priceVersion, c.streamed]).slice(1, -1);
+    encodedContexts.set(c, json);
+  }
+  return json;
+}
+
+/**
+ * A provisional call as one line: ["admitted", id, organization, project, key, endpoint, model,
+ * price version, streamed, input tokens, cost as a decimal string, created at in epoch
+ * milliseconds]. Half a full row, and all but four values encoded once per context: the second
+ * write per call costs little more than its write() (see bench/billing-journal.ts).
+ */
+export function encodeAdmitted(call: ProvisionalCall): string {
+  return `["admitted",${JSON.stringify(call.id)},${encodedContext(call.context)},${call.inputTokens},"${call.costMicros}",${call.createdAt.getTime()}]\n`;
+}
+
+const ADMITTED_FIELDS = 12;
+
+function decodeAdmitted(v: unknown[]): RequestLogRow | null {
+  const ok =
+    v.length === ADMITTED_FIELDS &&
+    isText(v[1]) &&
+    isText(v[2]) &&
+    isTextOrNull(v[3]) &&
+    isTextOrNull(v[4]) &&
+    isText(v[5]) &&
+    isText(v[6]) &&
+    isText(v[7]) &&
+    typeof v[8] === 'boolean' &&
+    isCount(v[9]) &&
+    isText(v[10]) &&
+    /^-?\d+$/.test(v[10]) &&
+    isCount(v[11]);
+  if (!ok) return null;
+  const [, id, organizationId, projectId, keyId, endpoint, model, priceVersion, streamed, inputTokens, cost, createdAt] = v as [
+    string,
+    string,
+    string,
+    string | null,
+    string | null,
+    string,
+    string,
+    string,
+    boolean,
+    number,
+    string,
+    number,
+  ];
+  const context: CallContext = { organizationId, projectId, keyId, endpoint, model, priceVersion, streamed };
+  return provisionalRow({ id, context, inputTokens, costMicros: BigInt(cost), createdAt: new Date(createdAt) });
+}
+
 /** The record on a line, or null when the line is not a whole record (a torn write). */
 export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogRow } | null {
   let v: unknown;
@@ -84,7 +206,12 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
   } catch {
     return null;
   }
-  if (!Array.isArray(v) || v.length !== FIELDS || (v[0] !== 'row' && v[0] !== 'started')) return null;
+  if (!Array.isArray(v)) return null;
+  if (v[0] === 'admitted') {
+    const row = decodeAdmitted(v);
+    return row && { kind: 'started', row };
+  }
+  if (v.length !== FIELDS || (v[0] !== 'row' && v[0] !== 'started')) return null;
   const ok =
     isText(v[1]) &&
     isText(v[2]) &&
@@ -141,7 +268,7 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
 
 /**
  * The calls in a set of segment texts: a final row wins over a provisional (started) one for the
- * same request id, whatever the order of the files. A line that is not a whole record is counted
+ * same request id, whatever the order of the files and of the lines in them. A line that is not a whole record is counted
  * and skipped: the last line of a segment is torn when the process died inside its write.
  */
 export function readCalls(texts: readonly string[]): { rows: RequestLogRow[]; unreadableLines: number } {
@@ -279,7 +406,7 @@ function ignoreMissing(fn: () => void): void {
 }
 
 /**
- * The writer's side: append() when a row is queued, started() when a stream commits, committed(n)
+ * The writer's side: admitted() when a call is admitted, append() when its row is queued, committed(n)
  * when the writer stored its n oldest queued rows. Rows are stored in the order they were appended
  * (the writer's queue is first in, first out), so counting per segment is enough to know when a
  * segment holds nothing the database lacks. Nothing here throws on the request path: a failed
@@ -339,7 +466,7 @@ export class BillingJournal {
     const segment = this.writable();
     if (held) segment.held += 1;
     else segment.kept = true;
-    const written = this.write(segment, 'row', row);
+    const written = this.write(segment, encodeRecord('row', row));
     if (written && this.startedIn.size > 0) {
       const provisional = this.startedIn.get(row.id);
       if (provisional) {
@@ -349,13 +476,13 @@ export class BillingJournal {
     }
   }
 
-  /** A stream's response is about to start: `row` is what to bill if the process dies before append(). */
-  started(row: RequestLogRow): void {
+  /** A call is about to be sent upstream: what to bill if the process dies before its append(). */
+  admitted(call: ProvisionalCall): void {
     if (this.dir === null) return;
     const segment = this.writable();
-    if (this.write(segment, 'started', row)) {
+    if (this.write(segment, encodeAdmitted(call))) {
       segment.open += 1;
-      this.startedIn.set(row.id, segment);
+      this.startedIn.set(call.id, segment);
     }
   }
 
@@ -442,10 +569,9 @@ export class BillingJournal {
   }
 
   /** One record, whole or not at all usable: a short write is finished, a failed one closes the segment. */
-  private write(segment: Segment, kind: RecordKind, row: RequestLogRow): boolean {
+  private write(segment: Segment, line: string): boolean {
     if (segment.fd === null) return false;
     try {
-      const line = encodeRecord(kind, row);
       const done = writeSync(segment.fd, line);
       const length = Buffer.byteLength(line);
       if (done < length) {

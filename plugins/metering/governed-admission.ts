@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Credential } from '../../core/credential.ts';
 import { ApiError } from '../../core/errors.ts';
-import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission, ResponseStart } from '../../core/inference-admission.ts';
+import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { AllowanceTake, Coordination, GateRequest, GateResult, LeaseEntry, RateDecision, RateEntry } from '../../core/ports/coordination.ts';
 import type { KeyRateLimits, SpendCap, SpendReader } from '../../core/ports/identity.ts';
@@ -14,7 +14,7 @@ import { costMicros, estimateCostMicros, type PriceSheet } from './pricing.ts';
 import { rateLimitHeaders } from './rate-limit-headers.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import type { BudgetAlerts } from './budget-alerts.ts';
-import { INTERRUPTED_ERROR_CODE } from './billing-journal.ts';
+import type { CallContext } from './billing-journal.ts';
 // Catalogues the codes this module answers with (core/error-catalogue.ts).
 import './metering-errors.ts';
 
@@ -67,6 +67,8 @@ interface ScopePlan {
   creditKey: string;
   /** Outstanding-money scopes of this credential's calls (see GovernedAdmission.inflight). */
   scopes: string[];
+  /** Its calls' journal contexts, by endpoint, model and whether streamed (see callContext). */
+  contexts: Map<string, CallContext>;
 }
 
 interface CapEntry {
@@ -83,6 +85,8 @@ interface AdmittedCall {
   /** What the reservation counts as outstanding in each of them until the call is settled. */
   reserved: number;
   request: AdmissionRequest;
+  /** What its journal records share with the credential's other calls to the model. */
+  context: CallContext;
   sheet: PriceSheet;
   takes: AllowanceTake[];
   taken: number[];
@@ -235,6 +239,7 @@ export class GovernedAdmission implements InferenceAdmission {
       scopes: plan.scopes,
       reserved: estimate,
       request,
+      context: this.callContext(plan, request, sheet),
       sheet,
       takes,
       taken: result.taken,
@@ -319,6 +324,7 @@ export class GovernedAdmission implements InferenceAdmission {
       leaseKeys: [],
       creditKey: `credit:${credential.organizationId}`,
       scopes: scopes.map(({ kind, id }) => `${kind}:${id}`),
+      contexts: new Map(),
     };
     for (const { kind, id, limits } of scopes) {
       if (limits.requestsPerMinute) plan.requests.push({ key: `rpm:${kind}:${id}`, limit: limits.requestsPerMinute, periodMs: MINUTE, cost: 1 });
@@ -328,6 +334,26 @@ export class GovernedAdmission implements InferenceAdmission {
     plan.leaseKeys = plan.leases.map((lease) => lease.key);
     this.plans.set(credential, plan);
     return plan;
+  }
+
+  /** Made once per credential, endpoint, model and stream flag: the journal encodes each once. */
+  private callContext(plan: ScopePlan, request: AdmissionRequest, sheet: PriceSheet): CallContext {
+    const name = `${request.endpoint} ${request.model} ${request.stream}`;
+    let context = plan.contexts.get(name);
+    if (!context) {
+      const { credential } = request;
+      context = {
+        organizationId: credential.organizationId,
+        projectId: credential.kind === 'key' ? credential.projectId : null,
+        keyId: credential.kind === 'key' ? credential.keyId : null,
+        endpoint: request.endpoint,
+        model: request.model,
+        priceVersion: sheet.version,
+        streamed: request.stream,
+      };
+      plan.contexts.set(name, context);
+    }
+    return context;
   }
 
   private async capsOf(credential: Credential, accountCap: SpendCap | null): Promise<CapEntry[]> {
@@ -401,17 +427,18 @@ export class GovernedAdmission implements InferenceAdmission {
     this.reserve(state.scopes, state.reserved);
     let finished = false;
     const createdAt = this.deps.clock();
+    // Before the call can reach the upstream: from here a process death still bills it (its input;
+    // the upstream may have served it, and bills what it received).
+    try {
+      const inputTokens = state.request.countedInputTokens;
+      const costMicros = inputCostMicros(inputTokens, state.sheet);
+      this.deps.writer.admitted({ id: state.request.requestId, context: state.context, inputTokens, costMicros, createdAt });
+    } catch (error) {
+      logger.error({ err: error, requestId: state.request.requestId }, 'journaling an admitted call failed');
+    }
     return {
       headers: state.headers,
       logBodies: state.logBodies,
-      responseStarting: (start: ResponseStart) => {
-        if (finished) return;
-        try {
-          this.deps.writer.started(interruptedRow(state, start, createdAt));
-        } catch (error) {
-          logger.error({ err: error, requestId: state.request.requestId }, 'journaling a started response failed');
-        }
-      },
       finish: (outcome: CallOutcome) => {
         if (finished) return;
         finished = true;
@@ -512,16 +539,9 @@ function requestLogRow(state: AdmittedCall, outcome: CallOutcome, cost: bigint, 
   };
 }
 
-/**
- * The row billed if the process dies between a stream's status line and its settlement (the billing
- * journal keeps it until the call's own row supersedes it): its input as counted locally, none of
- * its output (unknown), marked estimated, status 500 `gateway_interrupted`.
- */
-function interruptedRow(state: AdmittedCall, start: ResponseStart, createdAt: Date): RequestLogRow {
-  const { inputTokens, ...rest } = start;
-  const usage = estimatedUsage(inputTokens, 0);
-  const outcome: CallOutcome = { status: 500, errorCode: INTERRUPTED_ERROR_CODE, usage, ...rest };
-  return requestLogRow(state, outcome, costMicros(usage, state.sheet), createdAt);
+/** What `inputTokens` of input alone cost, priced as a settled call's usage is. */
+function inputCostMicros(inputTokens: number, sheet: PriceSheet): bigint {
+  return costMicros(estimatedUsage(inputTokens, 0), sheet);
 }
 
 function isMissing(result: GateResult): result is Extract<GateResult, { refused: 'money' }> & { allowance: { reason: 'missing'; keys: string[] } } {

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
-import type { BillingJournal } from './billing-journal.ts';
+import type { BillingJournal, ProvisionalCall } from './billing-journal.ts';
 
 export interface WriterSettings {
   flushIntervalMs: number;
@@ -22,9 +22,9 @@ export interface WriterStats {
  * Keeps request-log writes off the hot path: calls are queued in memory and written in batches
  * (one transaction per batch, which also charges the balances). A failed flush keeps its rows and
  * tries again; the queue is bounded so a database outage cannot grow memory without limit. On
- * stop, everything queued is written before the process exits. With a billing journal, every row is
- * also appended to local disk as it is queued, so a process that dies loses none (see
- * billing-journal.ts).
+ * stop, everything queued is written before the process exits. With a billing journal, every call
+ * is also appended to local disk when it is admitted (provisionally) and when its row is queued, so
+ * a process that dies loses none (see billing-journal.ts).
  */
 export class RequestLogWriter {
   private queue: RequestLogRow[] = [];
@@ -66,11 +66,11 @@ export class RequestLogWriter {
   }
 
   /**
-   * A stream's status line is about to go out before the call can be settled: `provisional` is the
-   * row to bill if the process dies before the call's own row is queued.
+   * A call was admitted and is about to be sent upstream: what to bill if the process dies before
+   * the call's own row is queued.
    */
-  started(provisional: RequestLogRow): void {
-    this.journal?.started(provisional);
+  admitted(call: ProvisionalCall): void {
+    this.journal?.admitted(call);
   }
 
   /** Spend queued but not yet in the database for an account (organisation), project or key. */

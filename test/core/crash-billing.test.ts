@@ -15,18 +15,22 @@ import { dropSchema, randomSchemaName, testPgUrl } from '../helpers/databases.ts
 import { TEST_PRICES } from '../helpers/gateway.ts';
 
 /**
- * The gateway is killed with SIGKILL under load (JSON and streamed calls, some of them mid-stream)
- * and started again on the same data: every call whose response had started must be in the request
- * log and charged, and the balance must equal the opening credit less the logged costs, exactly.
+ * The gateway is killed with SIGKILL under load (JSON and streamed calls, some of them mid-stream),
+ * five times over on the same data, and started again after each kill: every call the upstream
+ * answered must be in the request log and charged, every call whose answer reached its client
+ * billed by its own row, and the balance must equal the opening credit less the logged costs,
+ * exactly. A kill lands wherever the load happens to be when the upstream receives its n-th call:
+ * calls in flight are then in every stage, from admitted to answered and about to be settled.
  */
 
-// Two gateway starts per database (PGlite's first one runs initdb): slow on a busy two-core machine.
-t.setTimeout(300_000);
+// Six gateway starts per database (PGlite's first one runs initdb): slow on a busy two-core machine.
+t.setTimeout(900_000);
 
 const OPENING_CREDIT_USD = 100;
 const WORKERS = 12;
-/** The kill comes when a stream's status line arrives after this many responses have started. */
-const KILL_AFTER_STARTED = 400;
+const KILLS = 5;
+/** Each kill comes when the upstream receives this many more calls. */
+const CALLS_PER_KILL = 150;
 /** Upper bound on calls per worker, should the kill never come. */
 const MAX_CALLS_PER_WORKER = 2_000;
 
@@ -44,11 +48,14 @@ interface Gateway {
   url: string;
   /** Process-log lines so far (pino JSON). */
   log: string[];
+  /** From spawn to listening. */
+  startMs: number;
 }
 
 /** Starts main.ts with this config and resolves once it listens (the log line, not a poll). */
 async function startGateway(configPath: string, dataDir: string, ownerToken: string): Promise<Gateway> {
   const port = await freePort();
+  const spawnedAt = performance.now();
   const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
     env: { ...process.env, SVC_CONFIG: configPath, PORT: String(port), SVC_OWNER_TOKEN: ownerToken, SVC_DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '', LOG_LEVEL: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -69,7 +76,7 @@ async function startGateway(configPath: string, dataDir: string, ownerToken: str
     child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before listening:\n${log.join('\n').slice(-2000)}`)));
   });
   await listening;
-  return { child, url: `http://127.0.0.1:${port}`, log };
+  return { child, url: `http://127.0.0.1:${port}`, log, startMs: Math.round(performance.now() - spawnedAt) };
 }
 
 async function stopGateway(gateway: Gateway, signal: NodeJS.Signals): Promise<number | null> {
@@ -89,13 +96,11 @@ interface Call {
 }
 
 /**
- * WORKERS clients call in a loop, alternating JSON and streamed calls, until the gateway dies. The
- * kill is decided by events: when a stream's headers arrive after KILL_AFTER_STARTED responses
- * have started, that stream is surely mid-flight (its chunks are paced by the upstream).
+ * WORKERS clients call in a loop, alternating JSON and streamed calls, until the gateway dies; it
+ * is killed the moment `killWhen` resolves (an event: the upstream received its n-th call).
  */
-async function loadUntilKilled(gateway: Gateway, key: string): Promise<Call[]> {
+async function loadUntilKilled(gateway: Gateway, key: string, killWhen: Promise<unknown>): Promise<Call[]> {
   const calls: Call[] = [];
-  let started = 0;
   let killed = false;
   const exited = once(gateway.child, 'exit');
   const kill = () => {
@@ -103,6 +108,7 @@ async function loadUntilKilled(gateway: Gateway, key: string): Promise<Call[]> {
     killed = true;
     gateway.child.kill('SIGKILL');
   };
+  void killWhen.then(kill);
   const worker = async (w: number) => {
     for (let i = 0; i < MAX_CALLS_PER_WORKER && !killed; i += 1) {
       const call: Call = { stream: (i + w) % 2 === 0, id: null, status: null, completed: false };
@@ -115,8 +121,6 @@ async function loadUntilKilled(gateway: Gateway, key: string): Promise<Call[]> {
         });
         call.id = response.headers.get('x-request-id');
         call.status = response.status;
-        started += 1;
-        if (call.stream && started >= KILL_AFTER_STARTED) kill();
         await response.text();
         call.completed = true;
       } catch {
@@ -162,7 +166,8 @@ async function crashAndRecover(t: Test, backend: Backend): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-crash-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   t.teardown(() => backend.cleanup());
-  const upstream = await startFakeOpenAIUpstream({ record: false, defaultReply: { content: 'one two three four five six seven eight nine ten', chunkDelayMs: 15 } });
+  // Records every call it receives (and answers at once): what the upstream answered.
+  const upstream = await startFakeOpenAIUpstream({ defaultReply: { content: 'one two three four five six seven eight nine ten', chunkDelayMs: 15 } });
   t.teardown(() => upstream.close());
   const configPath = join(dir, 'config.yaml');
   writeFileSync(
@@ -184,11 +189,10 @@ plugins:
 `,
   );
   const ownerToken = generateToken(SESSION_PREFIX);
-
   const data = join(dir, 'data');
-  const first = await startGateway(configPath, data, ownerToken);
-  t.teardown(() => stopGateway(first, 'SIGKILL'));
-  const created = await fetch(`${first.url}/client/keys`, {
+  let gateway = await startGateway(configPath, data, ownerToken);
+  t.teardown(() => stopGateway(gateway, 'SIGKILL'));
+  const created = await fetch(`${gateway.url}/client/keys`, {
     method: 'POST',
     headers: { authorization: `Bearer ${ownerToken}`, 'content-type': 'application/json' },
     body: JSON.stringify({ name: 'crash test', scopes: ['inference'] }),
@@ -196,23 +200,27 @@ plugins:
   t.equal(created.status, 201);
   const { key } = (await created.json()) as { key: string };
 
-  const calls = await loadUntilKilled(first, key);
+  const calls: Call[] = [];
+  for (let kill = 1; kill <= KILLS; kill += 1) {
+    const round = await loadUntilKilled(gateway, key, upstream.arrived(upstream.requests.length + CALLS_PER_KILL));
+    calls.push(...round);
+    // Start again on the same data: the journal is replayed before the gateway listens.
+    gateway = await startGateway(configPath, data, ownerToken);
+    const replayed = gateway.log.find((line) => line.includes('billing journal: replayed'));
+    t.comment(`kill ${kill}: ${round.length} calls sent; restarted in ${gateway.startMs} ms; replay: ${replayed ?? 'nothing'}`);
+  }
+  t.equal(await stopGateway(gateway, 'SIGTERM'), 0, 'the gateway restarted after the last kill stops cleanly');
+
   const started = calls.filter((call) => call.status !== null);
   const midStream = started.filter((call) => call.stream && !call.completed);
-  t.ok(started.length >= KILL_AFTER_STARTED, `${started.length} responses started before the kill`);
-  t.ok(midStream.length >= 1, `${midStream.length} streams were cut mid-way by the kill`);
+  const answeredIds = upstream.requests.map((request) => request.headers['x-client-request-id'] as string);
+  t.ok(answeredIds.length >= KILLS * CALLS_PER_KILL, `the upstream answered ${answeredIds.length} calls`);
+  t.ok(midStream.length >= 1, `${midStream.length} streams were cut mid-way by the kills`);
   t.same(
     started.filter((call) => call.status !== 200),
     [],
     'every call was served',
   );
-
-  // Start again on the same data: the journal is replayed before the gateway listens.
-  const second = await startGateway(configPath, data, ownerToken);
-  t.teardown(() => stopGateway(second, 'SIGKILL'));
-  const replayed = second.log.find((line) => line.includes('billing journal: replayed'));
-  t.comment(`replay: ${replayed ?? 'nothing'}`);
-  t.equal(await stopGateway(second, 'SIGTERM'), 0, 'the restarted gateway stops cleanly');
 
   const db = await backend.open(data);
   t.teardown(() => db.close());
@@ -220,21 +228,31 @@ plugins:
     'SELECT id, cost_micros, error_code, organization_id FROM request_logs',
   );
   const byId = new Map(logged.rows.map((row) => [row.id, row]));
-  const missing = started.filter((call) => !byId.has(call.id!));
   t.same(
-    missing.map((call) => call.id),
+    answeredIds.filter((id) => !byId.has(id)),
     [],
-    'every call whose response started is in the request log',
+    'every call the upstream answered is in the request log',
   );
-  const unpaid = started.filter((call) => (byId.get(call.id!)?.cost_micros ?? 0n) <= 0n);
   t.same(
-    unpaid.map((call) => call.id),
+    answeredIds.filter((id) => (byId.get(id)?.cost_micros ?? 0n) <= 0n),
     [],
     'and was charged',
   );
-  for (const call of midStream) {
-    t.equal(byId.get(call.id!)?.error_code, 'gateway_interrupted', `the stream cut by the kill (${call.id}) is billed as interrupted`);
-  }
+  t.same(
+    started.filter((call) => !byId.has(call.id!)).map((call) => call.id),
+    [],
+    'every call whose response started is in the request log',
+  );
+  t.same(
+    calls.filter((call) => call.completed && byId.get(call.id!)?.error_code !== null).map((call) => call.id),
+    [],
+    'every call whose client read the whole answer is billed by its own row (its output too)',
+  );
+  t.same(
+    midStream.filter((call) => byId.get(call.id!)?.error_code !== 'gateway_interrupted').map((call) => call.id),
+    [],
+    'a stream cut by a kill is billed as interrupted',
+  );
 
   const organizationId = logged.rows[0]!.organization_id;
   const totalCost = logged.rows.reduce((sum, row) => sum + row.cost_micros, 0n);
@@ -244,14 +262,17 @@ plugins:
     organizationId,
   ]);
   t.equal(charged.rows[0]?.micros, totalCost, 'the ledger’s usage lines cover exactly the logged calls');
-  t.comment(`${calls.length} calls sent, ${started.length} started, ${midStream.length} cut mid-stream, ${logged.rows.length} rows logged`);
+  const interrupted = logged.rows.filter((row) => row.error_code === 'gateway_interrupted').length;
+  t.comment(
+    `${calls.length} calls sent, ${answeredIds.length} answered upstream, ${started.length} started, ${midStream.length} cut mid-stream, ${logged.rows.length} rows logged (${interrupted} as interrupted)`,
+  );
 }
 
-t.test('a gateway killed under load bills every call whose response started (PGlite on disk)', async (t) => {
+t.test('a gateway killed under load, five times, bills every call the upstream answered (PGlite on disk)', async (t) => {
   await crashAndRecover(t, pgliteBackend());
 });
 
 const pgUrl = testPgUrl();
-t.test('a gateway killed under load bills every call whose response started (PostgreSQL)', { skip: pgUrl ? false : 'TEST_PG_URL is not set' }, async (t) => {
+t.test('a gateway killed under load, five times, bills every call the upstream answered (PostgreSQL)', { skip: pgUrl ? false : 'TEST_PG_URL is not set' }, async (t) => {
   await crashAndRecover(t, postgresBackend(pgUrl!));
 });

@@ -9,7 +9,19 @@ import { sqlIdentityStores } from '../../../adapters/sql/identity-stores.ts';
 import { runMigrations } from '../../../adapters/sql/migrator.ts';
 import { SqlUsageRecorder } from '../../../plugins/metering/usage-recorder.ts';
 import { createOrganizationWithOwner } from '../../../core/identity-admin.ts';
-import { BillingJournal, decodeRecord, encodeRecord, localHost, ownerIsGone, type HostView, type OwnerRecord } from '../../../plugins/metering/billing-journal.ts';
+import {
+  BillingJournal,
+  decodeRecord,
+  encodeAdmitted,
+  encodeRecord,
+  localHost,
+  ownerIsGone,
+  provisionalRow,
+  readCalls,
+  type HostView,
+  type OwnerRecord,
+  type ProvisionalCall,
+} from '../../../plugins/metering/billing-journal.ts';
 import { RequestLogWriter } from '../../../plugins/metering/request-log-writer.ts';
 import { requestLogRow } from '../../helpers/request-log-rows.ts';
 import type { RequestLogRow, UsageRecorder } from '../../../core/ports/metering.ts';
@@ -26,6 +38,15 @@ const unusedRecorder: UsageRecorder = {
 
 /** A row at a fixed instant, so a record read back compares equal. */
 const row = (overrides: Partial<RequestLogRow> = {}): RequestLogRow => requestLogRow({ createdAt: new Date(1_700_000_000_123), ...overrides });
+
+/** The call of `r` as admission journals it before sending it upstream: its input, costing `costMicros`. */
+const provisionalOf = (r: RequestLogRow, costMicros = 10n): ProvisionalCall => ({
+  id: r.id,
+  context: { organizationId: r.organizationId, projectId: r.projectId, keyId: r.keyId, endpoint: r.endpoint, model: r.model!, priceVersion: r.priceVersion!, streamed: r.streamed },
+  inputTokens: r.inputTokens,
+  costMicros,
+  createdAt: r.createdAt,
+});
 
 function tempRoot(t: Test): string {
   const root = mkdtempSync(join(tmpdir(), 'svc-journal-'));
@@ -53,6 +74,35 @@ t.test('records', async (t) => {
     const line = encodeRecord('row', original);
     t.ok(line.endsWith('\n'));
     t.same(decodeRecord(line.trimEnd()), { kind: 'row', row: original });
+  });
+
+  t.test('a provisional call survives the round trip as the row it is billed as: its input alone, interrupted', async (t) => {
+    const call = provisionalOf(row({ inputTokens: 37, streamed: true }), 9_007_199_254_740_993n);
+    t.same(decodeRecord(encodeAdmitted(call).trimEnd()), {
+      kind: 'started',
+      row: {
+        ...row({ id: call.id, inputTokens: 37, streamed: true }),
+        provider: null,
+        upstreamModel: null,
+        statusCode: 500,
+        errorCode: 'gateway_interrupted',
+        outputTokens: 0,
+        usageEstimated: true,
+        costMicros: 9_007_199_254_740_993n,
+        latencyMs: 0,
+        ttftMs: null,
+        attempts: 0,
+        cachedInputTokens: 0,
+        cacheWriteTokens: 0,
+        reasoningTokens: 0,
+        bodies: null,
+      },
+    });
+  });
+
+  t.test('a provisional row written whole (by a journal from before admission records) is still read as one', async (t) => {
+    const provisional = row({ statusCode: 500, errorCode: 'gateway_interrupted' });
+    t.same(decodeRecord(encodeRecord('started', provisional).trimEnd()), { kind: 'started', row: provisional });
   });
 
   t.test('a line cut short is not a record', async (t) => {
@@ -95,7 +145,7 @@ t.test('writing', async (t) => {
     const j = journal(root, { segmentBytes: 1 });
     j.open(DATABASE);
     const call = row({ streamed: true });
-    j.started({ ...call, statusCode: 500, errorCode: 'gateway_interrupted' });
+    j.admitted(provisionalOf(call));
     j.append(row(), true);
     j.committed(1);
     t.equal(segments(root).length, 1, 'the provisional record is all that is left, and it is kept');
@@ -272,14 +322,13 @@ for (const backend of databaseBackends()) {
       await next.close();
     });
 
-    t.test('a stream that started and never settled is billed its input estimate as gateway_interrupted; a settled one its own row', async (t) => {
+    t.test('a call admitted and never settled is billed its counted input as gateway_interrupted; a settled one its own row', async (t) => {
       const root = tempRoot(t);
       const cut = orgRow({ streamed: true });
       const done = orgRow({ streamed: true });
-      const provisional = (r: RequestLogRow) => ({ ...r, statusCode: 500, errorCode: 'gateway_interrupted', outputTokens: 0, usageEstimated: true, costMicros: 10n });
       await deadWith(root, (j) => {
-        j.started(provisional(cut));
-        j.started(provisional(done));
+        j.admitted(provisionalOf(cut));
+        j.admitted(provisionalOf(done));
         j.append({ ...done, costMicros: 40n }, true);
       });
       const costBefore = await storedCost();
@@ -296,6 +345,62 @@ for (const backend of databaseBackends()) {
       ]);
       t.equal(await storedCost(), costBefore + 50n);
       await next.close();
+    });
+
+    /** A call's provisional record (its counted input, as admission journals it) and its own row. */
+    const callRecords = () => {
+      const own = orgRow({ costMicros: 40n });
+      return { own, provisional: provisionalOf(own) };
+    };
+    const storedRow = async (id: string) => (await db.query<{ error_code: string | null; cost_micros: bigint }>('SELECT error_code, cost_micros FROM request_logs WHERE id = $1', [id])).rows;
+    const usageCharged = async () =>
+      (
+        await db.query<{ micros: bigint; entries: number }>(
+          "SELECT coalesce(-sum(amount_micros), 0)::bigint AS micros, coalesce(sum(covers_entries), 0)::int AS entries FROM credit_ledger WHERE organization_id = $1 AND kind = 'ai_usage'",
+          [organization.id],
+        )
+      ).rows[0]!;
+
+    for (const order of ['the call’s own row first', 'its provisional record first'] as const) {
+      t.test(`a call is billed once, by its own row, whichever of its two records a replay reads first (${order})`, async (t) => {
+        const { own, provisional } = callRecords();
+        const texts = [encodeRecord('row', own), encodeAdmitted(provisional)];
+        if (order === 'its provisional record first') texts.reverse();
+        t.same(readCalls(texts).rows, [own], 'across segments');
+        t.same(readCalls([texts.join('')]).rows, [own], 'within one segment');
+
+        // The two records in two segments replayed one after the other (a replica took the first
+        // for a stalled process's and replayed it; the process wrote the second and died later).
+        const root = tempRoot(t);
+        const [first, second] =
+          order === 'its provisional record first'
+            ? [(j: BillingJournal) => j.admitted(provisional), (j: BillingJournal) => j.append(own, true)]
+            : [(j: BillingJournal) => j.append(own, true), (j: BillingJournal) => j.admitted(provisional)];
+        const [balanceBefore, chargedBefore] = [await balance(), await usageCharged()];
+        for (const fill of [first, second]) {
+          await deadWith(root, fill);
+          const next = journal(root, { recorder });
+          next.open(DATABASE);
+          await next.recover();
+          await next.close();
+        }
+        t.same(await storedRow(own.id), [{ error_code: null, cost_micros: 40n }], 'the log holds the call’s own row');
+        t.equal(await balance(), balanceBefore - 40n, 'the balance is charged its cost once');
+        const charged = await usageCharged();
+        t.equal(charged.micros - chargedBefore.micros, 40n, 'the ledger’s usage lines add up to it');
+        t.equal(charged.entries - chargedBefore.entries, 1, 'and cover one request-log row');
+      });
+    }
+
+    t.test('a call whose own row costs less than its provisional one stored earlier is given the difference back', async (t) => {
+      const { own, provisional } = callRecords();
+      const failed = { ...own, statusCode: 502, errorCode: 'upstream_error', inputTokens: 0, outputTokens: 0, costMicros: 0n };
+      const before = await balance();
+      t.equal(await recorder.record([provisionalRow(provisional)]), 1);
+      t.equal(await balance(), before - 10n);
+      t.equal(await recorder.record([failed]), 1, 'the provisional row is replaced');
+      t.same(await storedRow(own.id), [{ error_code: 'upstream_error', cost_micros: 0n }]);
+      t.equal(await balance(), before, 'nothing charged for a call that produced nothing');
     });
 
     t.test('the segments of a live process are left alone', async (t) => {
