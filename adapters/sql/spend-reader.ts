@@ -1,5 +1,5 @@
 import type { Queryable } from '../../core/ports/database.ts';
-import type { SpendReader, SpendWindows } from '../../core/ports/identity.ts';
+import type { RecentCalls, SpendReader, SpendWindows } from '../../core/ports/identity.ts';
 import { bigintOf } from './rows.ts';
 import { periodStart } from '../../core/vocabulary/periods.ts';
 
@@ -17,6 +17,17 @@ export class SqlSpendReader implements SpendReader {
   }
   forOrganization(organizationId: string, now: Date) {
     return this.windows('organization_id', organizationId, now);
+  }
+
+  async recentCalls(scope: 'key' | 'project' | 'account', id: string, since: Date): Promise<RecentCalls> {
+    const column: Column = scope === 'key' ? 'key_id' : scope === 'project' ? 'project_id' : 'organization_id';
+    const { rows } = await this.db.query(
+      `SELECT count(*)::bigint AS requests, COALESCE(sum(input_tokens + output_tokens), 0)::bigint AS tokens
+       FROM request_logs WHERE ${column} = $1 AND created_at >= $2`,
+      [id, since],
+    );
+    const row = rows[0] ?? {};
+    return { requests: Number(bigintOf(row, 'requests')), tokens: Number(bigintOf(row, 'tokens')) };
   }
 
   private async windows(column: Column, id: string, now: Date): Promise<SpendWindows> {
