@@ -178,7 +178,8 @@ export class RedisAdmissionGate implements AdmissionGate {
 
   /** Watch tick: notice a new epoch without waiting for an admission, and keep a post-reset report current. */
   private async tick(): Promise<void> {
-    await this.heartbeat(false);
+    // The database being out must not stop the watch: a loss is still noticed, and recovery waits for the database.
+    await this.heartbeat(false).catch(() => undefined);
     const [changed] = integerReply(await runScript(this.client, EPOCH_CHECK, [this.names.epoch], [this.epoch]), EPOCH_CHECK);
     if (changed === 1) await this.sync();
     else if (this.reported.size > 0) await this.report();
@@ -204,7 +205,7 @@ export class RedisAdmissionGate implements AdmissionGate {
   }
 
   private async followEpoch(): Promise<boolean> {
-    if (this.lastHeartbeat === 0) await this.heartbeat(true);
+    if (this.lastHeartbeat === 0) await this.heartbeat(true).catch(() => undefined);
     for (let round = 0; round <= RESET_ROUNDS; round += 1) {
       const { epoch, lostAt } = await this.storeEpoch.current();
       if (epoch === this.epoch) return false;

@@ -13,6 +13,8 @@ export interface CurrentEpoch {
 
 /** While waiting for the live replicas' reports, look again this often (only after a loss). */
 const READY_POLL_MS = 10;
+/** Establishing an epoch that vanishes again at once this many times means the store keeps losing its data. */
+const ESTABLISH_ROUNDS = 5;
 
 /**
  * Tells a new Redis from one that lost its data, with the epoch the database remembers, and
@@ -31,11 +33,12 @@ export class RedisStoreEpoch {
 
   /** The store's epoch, established first if it has none (a new store, or one that lost its data). */
   async current(): Promise<CurrentEpoch> {
-    for (;;) {
+    for (let round = 0; round < ESTABLISH_ROUNDS; round += 1) {
       const [epoch, lost] = await this.client.mGet([this.names.epoch, this.names.epochLost]);
       if (epoch) return { epoch, lostAt: lost === null ? null : Number(lost) };
       await this.establish();
     }
+    throw new Error('coordination store keeps losing its epoch: admission refused');
   }
 
   /** The store has no epoch (seen just now): establish the one the database records, beginning one if needed. */
