@@ -45,6 +45,8 @@ export class SqlCoordinationEpochs implements StoreEpochRecord {
   }
 
   async liveReplicas(withinMs: number): Promise<string[]> {
+    // Replicas that died without closing leave a row each; asked only after a loss, this is where they go.
+    await this.db.query(`DELETE FROM coordination_replicas WHERE store = $1 AND seen_at < now() - interval '1 day'`, [this.store]);
     const { rows } = await this.db.query<{ replica: string }>(`SELECT replica FROM coordination_replicas WHERE store = $1 AND seen_at > now() - make_interval(secs => $2::float8 / 1000)`, [
       this.store,
       withinMs,
