@@ -23,7 +23,7 @@ export function buildApp(config: AppConfig, options: AppOptions): Promise<Fastif
 function kernelAdaptersFor(config: AppConfig): KernelAdapters {
   return {
     openDatabase: () => createDatabase(config.storage.database),
-    openCoordination: () => createCoordination(config.storage.coordination),
+    openCoordination: (db) => createCoordination(config.storage.coordination, db),
     blobs: (db) => createBlobStore(config.storage, db),
     mailer: (db) => createMailer(config.mail, db),
     migrations: coreMigrations,

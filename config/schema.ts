@@ -26,7 +26,7 @@ const redisCoordination = z.strictObject({
   driver: z.literal('redis'),
   url: z.string().min(1),
   keyPrefix: z.string().default('svc:'),
-  /** After Redis lost its data, how long admissions wait for every replica to report its calls in flight. */
+  /** After Redis lost its data, the longest admissions wait for a live replica to report its calls in flight (all reported: at once). */
   recoveryWindowMs: z.number().int().min(20).max(60_000).default(5_000),
 });
 

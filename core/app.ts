@@ -112,7 +112,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
   let coordination: Coordination | null = null;
   try {
     database = await adapters.openDatabase();
-    coordination = await adapters.openCoordination();
+    coordination = await adapters.openCoordination(database);
     await adapters.migrate(database, [...adapters.migrations, ...plugins.flatMap(({ plugin }) => plugin.migrations ?? [])]);
     const bootstrap = await bootstrapFirstOrganization(database, stores.identity, config, clock());
     const secretKeys = await loadSecretKeys(config);

@@ -1,4 +1,4 @@
-import type { AdmissionGate, GateRecovery, GateRequest, GateResult, GateSettlement } from '../../core/ports/coordination.ts';
+import { type AdmissionGate, type GateRecovery, type GateRequest, type GateResult, type GateSettlement, NOTHING_OUTSTANDING } from '../../core/ports/coordination.ts';
 import type { MemoryAllowances } from './memory-allowances.ts';
 import type { MemoryLeaseStore } from './memory-leases.ts';
 import type { MemoryRateLimiter } from './memory-rate-limiter.ts';
@@ -9,10 +9,16 @@ import { wholeTtlMs } from './ttl.ts';
  * only when all of them pass, in one synchronous pass, so nothing else runs in between.
  */
 export class MemoryAdmissionGate implements AdmissionGate {
-  /** This process is the only replica and its counters vanish only by idling out: nobody else holds money. */
+  /**
+   * This process is the only replica and its state vanishes only by idling out: a new store is
+   * always new, nobody else holds anything, and no rate bucket ever needs re-seeding.
+   */
   readonly recovery: GateRecovery = {
-    setOutstandingSource: () => undefined,
-    othersOutstanding: async () => 0,
+    setHoldingsSource: () => undefined,
+    refresh: () => undefined,
+    othersOutstanding: async () => NOTHING_OUTSTANDING,
+    seedWindow: async () => undefined,
+    counts: () => ({ recoveries: 0, admissionsHeld: 0 }),
   };
 
   constructor(

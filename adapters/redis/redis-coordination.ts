@@ -1,4 +1,4 @@
-import type { Coordination } from '../../core/ports/coordination.ts';
+import type { Coordination, StoreEpochRecord } from '../../core/ports/coordination.ts';
 import { closeClient, connectWithin, makeClient, reportErrors } from './redis-client.ts';
 import { RedisAdmissionGate } from './redis-admission-gate.ts';
 import { RedisAllowances } from './redis-allowances.ts';
@@ -17,12 +17,17 @@ export interface RedisCoordinationOptions {
    */
   keyPrefix?: string;
   /**
-   * After the server lost its data, how long admissions wait for every replica to report the
-   * money its calls in flight hold (default 5 s; see GateRecovery in core/ports/coordination.ts).
-   * Replicas look for a lost store four times per window.
+   * After the server lost its data, the longest admissions wait for every live replica to report
+   * what its calls in flight hold (default 5 s; see GateRecovery in core/ports/coordination.ts);
+   * they resume as soon as all have. Replicas look for a lost store four times per window.
    */
   recoveryWindowMs?: number;
+  /** The database's memory of this store's epoch: tells a new store from one that lost its data. */
+  epochs: StoreEpochRecord;
 }
+
+/** Where a replica that found the store's data lost tells the others to report what they hold. */
+const EPOCH_CHANNEL = 'coordination-epoch';
 
 /** Reports of outstanding money outlive their last refresh by this much: longer than any call runs. */
 const OUTSTANDING_TTL_MS = 60 * 60_000;
@@ -51,7 +56,19 @@ export async function createRedisCoordination(options: RedisCoordinationOptions)
     return subscriber;
   });
 
-  const gate = new RedisAdmissionGate(client, prefix, { recoveryWindowMs: options.recoveryWindowMs ?? 5_000, outstandingTtlMs: OUTSTANDING_TTL_MS });
+  const gate = new RedisAdmissionGate(client, prefix, {
+    recoveryWindowMs: options.recoveryWindowMs ?? 5_000,
+    outstandingTtlMs: OUTSTANDING_TTL_MS,
+    epochs: options.epochs,
+    announce: () => pubsub.publish(EPOCH_CHANNEL, 'lost'),
+  });
+  try {
+    await pubsub.subscribe(EPOCH_CHANNEL, () => gate.nudge());
+  } catch (err) {
+    await gate.close();
+    await Promise.all([pubsub.close(closeClient), closeClient(client)]);
+    throw err;
+  }
   let closing: Promise<void> | undefined;
   return {
     kind: 'redis',
@@ -65,8 +82,10 @@ export async function createRedisCoordination(options: RedisCoordinationOptions)
       await client.ping();
     },
     close() {
-      gate.close();
-      closing ??= Promise.all([pubsub.close(closeClient), closeClient(client)]).then(() => undefined);
+      closing ??= gate
+        .close()
+        .then(() => Promise.all([pubsub.close(closeClient), closeClient(client)]))
+        .then(() => undefined);
       return closing;
     },
   };

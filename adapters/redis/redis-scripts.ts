@@ -371,43 +371,103 @@ export const GATE_STATUS = { admitted: 1, requests: 2, concurrency: 3, tokens: 4
 
 /**
  * The store's epoch: a value set once and never expiring, so its absence means the server lost its
- * data (restarted without persistence, failed over to an empty replica, evicted keys). Whoever
- * notices first starts a new epoch (the server's clock in µs) whose admissions wait until a
- * recovery window has passed, giving every replica time to report what it holds. Returns nil when
- * the caller's epoch is current, else the current epoch and the milliseconds until it admits.
+ * data (restarted without persistence, failed over to an empty replica, evicted keys) or is new.
+ * Which of the two, and what the new epoch is, the replicas decide with the database
+ * (redis-epoch.ts); the scripts only fence on it.
  */
 const EPOCH_FUNCTIONS = `
-local function epoch_fence(epoch_key, ready_key, known, window)
-  local epoch = redis.call('GET', epoch_key)
-  if epoch == known then return nil end
-  if not epoch then
-    epoch = time[1] .. string.format('%06d', tonumber(time[2]))
-    redis.call('SET', epoch_key, epoch)
-    redis.call('SET', ready_key, now_ms + tonumber(window))
-  end
-  local ready = tonumber(redis.call('GET', ready_key) or '0')
-  return { tonumber(epoch), ready - now_ms }
+local function epoch_changed(epoch_key, known)
+  return redis.call('GET', epoch_key) ~= known
 end
 `;
 
-/** KEYS: epoch, ready. ARGV: the caller's epoch, recovery window. Replies {0} or {1, epoch, msUntilReady}. */
+/** KEYS: epoch. ARGV: the caller's epoch. Replies {0} while it is the store's, {1} otherwise. */
 export const EPOCH_CHECK = lua(
-  'svc_epoch_check_v1',
+  'svc_epoch_check_v2',
+  `
+${EPOCH_FUNCTIONS}
+if epoch_changed(KEYS[1], ARGV[1]) then return { 1 } end
+return { 0 }
+`,
+);
+
+/** How long the mark of a loss (and the reports after it) outlive it: far beyond any recovery window. */
+export const EPOCH_LOSS_TTL_MS = 60 * 60_000;
+
+/**
+ * KEYS: epoch, lost. ARGV: the epoch the database recorded, '1' if it was begun after a loss.
+ * Writes the epoch unless the store has one (replicas establishing together: the same value),
+ * with the server time of the loss under `lost` when there was one. Replies {1} when written.
+ */
+export const EPOCH_ESTABLISH = lua(
+  'svc_epoch_establish_v1',
   `
 ${CLOCK}
-${EPOCH_FUNCTIONS}
-local changed = epoch_fence(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
-if changed then return { 1, changed[1], changed[2] } end
-return { 0 }
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') == false then return { 0 } end
+if ARGV[2] == '1' then
+  redis.call('SET', KEYS[2], now_ms, 'PX', ${EPOCH_LOSS_TTL_MS})
+else
+  redis.call('DEL', KEYS[2])
+end
+return { 1 }
+`,
+);
+
+/**
+ * Whether admissions may resume in the epoch. KEYS: epoch, lost, reported (a set of replica ids).
+ * ARGV: the epoch, the recovery window, then the live replicas. Replies {-1} when the epoch is no
+ * longer the store's, {1} when it began without a loss, every live replica has reported, or the
+ * window since the loss has passed; {0} otherwise.
+ */
+export const EPOCH_READY = lua(
+  'svc_epoch_ready_v1',
+  `
+${CLOCK}
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return { -1 } end
+local lost = redis.call('GET', KEYS[2])
+if not lost or tonumber(lost) + tonumber(ARGV[2]) <= now_ms then return { 1 } end
+for i = 3, #ARGV do
+  if redis.call('SISMEMBER', KEYS[3], ARGV[i]) == 0 then return { 0 } end
+end
+return { 1 }
+`,
+);
+
+/**
+ * Re-seeds a rate bucket after a loss. KEYS: the bucket, its seed mark. ARGV: the epoch, limit,
+ * periodMs, units, the mark's ttlMs. The first seeder in the epoch charges the units (the bucket
+ * may go into debt) and marks it; later ones change nothing. Replies {1} when it seeded.
+ */
+export const WINDOW_SEED = lua(
+  'svc_window_seed_v1',
+  `
+${GCRA_PRELUDE}
+if redis.call('GET', KEYS[2]) == ARGV[1] then return { 0 } end
+local limit, period, units = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if limit > 0 and units > 0 then
+  write_tat(KEYS[1], math.max(read_tat(KEYS[1]) or now, now) + units * (period / limit))
+end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[5])
+return { 1 }
+`,
+);
+
+/** KEYS: lease keys. ARGV: leaseId, ttlMs. Puts a lease of a call in flight back after a loss, whatever the limits. */
+export const LEASE_RESTORE = lua(
+  'svc_lease_restore_v1',
+  `
+${LEASE_PRELUDE}
+lease_grant(1, #KEYS, ARGV[1], tonumber(ARGV[2]))
+return { 1 }
 `,
 );
 
 /**
  * The admission gate in one script. KEYS: request buckets, token buckets, lease keys, allowance
- * counters, then the epoch and its ready time. ARGV: the four counts, leaseId, lease ttlMs,
- * counter ttlMs, the caller's epoch, the recovery window, then (limit, periodMs, cost) per request
- * and token bucket, the limit per lease key, (amount, shrink, headroom) per counter.
- * Fences on the epoch first (reset: { status, epoch, msUntilReady }), then checks in the order
+ * counters, then the epoch. ARGV: the four counts, leaseId, lease ttlMs, counter ttlMs, the
+ * caller's epoch, then (limit, periodMs, cost) per request and token bucket, the limit per lease
+ * key, (amount, shrink, headroom) per counter.
+ * Fences on the epoch first (reset: { status }), then checks in the order
  * requests, concurrency, tokens, money and writes only when all pass.
  * Replies { status, detail, detail, (remaining, resetMs, retryAfterMs) per bucket, tail... } with
  * the statuses of GATE_STATUS: admitted (tail: taken per counter), concurrency (detail: position
@@ -415,7 +475,7 @@ return { 0 }
  * and what is left).
  */
 export const GATE_ADMIT = lua(
-  'svc_gate_admit_v2',
+  'svc_gate_admit_v3',
   `
 ${FORMAT}
 ${CLOCK}
@@ -423,17 +483,16 @@ ${GCRA_FUNCTIONS}
 ${LEASE_FUNCTIONS}
 ${ALLOWANCE_FUNCTIONS}
 ${EPOCH_FUNCTIONS}
-local changed = epoch_fence(KEYS[#KEYS - 1], KEYS[#KEYS], ARGV[8], ARGV[9])
-if changed then return { ${GATE_STATUS.reset}, changed[1], changed[2] } end
+if epoch_changed(KEYS[#KEYS], ARGV[8]) then return { ${GATE_STATUS.reset} } end
 local nr, nt, nl, na = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local id, lease_ttl, counter_ttl = ARGV[5], tonumber(ARGV[6]), ARGV[7]
-local tok_arg = 10 + 3 * nr
+local tok_arg = 9 + 3 * nr
 local lease_arg = tok_arg + 3 * nt
 local allow_arg = lease_arg + nl
 local tok_key = 1 + nr
 local lease_key = tok_key + nt
 local allow_key = lease_key + nl
-local req_ok, req_pending, req_attempts = gcra_check(1, nr, 10)
+local req_ok, req_pending, req_attempts = gcra_check(1, nr, 9)
 local tok_ok, tok_pending, tok_attempts = gcra_check(tok_key, nt, tok_arg)
 local function reply(status, a, b, taken, tail)
   local out = { status, a, b }
@@ -479,6 +538,10 @@ return 1
 export const ALL_SCRIPTS: readonly LuaScript[] = [
   GATE_ADMIT,
   EPOCH_CHECK,
+  EPOCH_ESTABLISH,
+  EPOCH_READY,
+  WINDOW_SEED,
+  LEASE_RESTORE,
   GATE_SETTLE,
   ALLOWANCE_TAKE,
   ALLOWANCE_GIVE,

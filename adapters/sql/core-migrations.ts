@@ -320,4 +320,30 @@ CREATE INDEX mail_outbox_recipient_seq ON mail_outbox (lower(recipient), seq DES
 DROP INDEX IF EXISTS mail_outbox_recipient;
 `,
   },
+  {
+    owner: 'core-coordination',
+    version: 1,
+    name: 'the coordination store epoch and the replicas sharing it',
+    sql: `
+-- The coordination store (Redis) marks its data with an epoch; the database remembers it, so a
+-- store without one is told apart: new when the database knows none, lost when it knows one that
+-- was established (adapters/redis/redis-epoch.ts). One row per store, named by its key prefix.
+CREATE TABLE coordination_epochs (
+  store text PRIMARY KEY,
+  epoch text NOT NULL,
+  -- set once the epoch is in the store: before that nothing can have been written under it
+  established boolean NOT NULL DEFAULT false,
+  -- begun because the store lost its data: replicas report what they hold before admitting again
+  after_loss boolean NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+-- Replicas using a store, with a heartbeat: after a loss, admissions wait for the live ones' reports only.
+CREATE TABLE coordination_replicas (
+  store text NOT NULL,
+  replica text NOT NULL,
+  seen_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (store, replica)
+);
+`,
+  },
 ];

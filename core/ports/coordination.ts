@@ -144,9 +144,12 @@ export interface GateRequest {
 /**
  * The first check that refused, in this order: requests, concurrency, tokens, money. Decisions
  * describe the buckets after the call when it was admitted and as they are otherwise.
+ * `unseeded`: the store lost its data less than a minute ago and these rate buckets (requests or
+ * tokens) have not been re-seeded yet: seed them (GateRecovery.seedWindow) and ask again.
  */
 export type GateResult = { requests: RateDecision[]; tokens: RateDecision[] } & (
   | { ok: true; taken: number[] }
+  | { ok: false; refused: 'unseeded'; keys: string[] }
   | { ok: false; refused: 'requests' | 'tokens' }
   | { ok: false; refused: 'concurrency'; fullKey: string }
   | { ok: false; refused: 'money'; allowance: Exclude<AllowanceResult, { ok: true }> }
@@ -173,23 +176,90 @@ export interface AdmissionGate {
   readonly recovery: GateRecovery;
 }
 
+/** What one replica holds in a scope that the durable store (the request log) does not know yet. */
+export interface Outstanding {
+  /** Micro-USD reserved by calls in flight plus the cost of finished calls not yet stored. */
+  micros: number;
+  /** Calls in flight plus finished calls not yet stored. */
+  requests: number;
+  /** Their tokens: the reserved estimate of calls in flight, the real count of finished ones. */
+  tokens: number;
+}
+
+/** What a replica holds when its coordination store loses its data: reported before anyone admits again. */
+export interface Holdings {
+  /** Per scope (`key:<id>`, `project:<id>`, `account:<id>`). */
+  outstanding: ReadonlyMap<string, Outstanding>;
+  /** Concurrency leases of calls in flight, restored as they were. */
+  leases: Iterable<{ keys: readonly string[]; leaseId: string }>;
+  leaseTtlMs: number;
+}
+
+export const NOTHING_OUTSTANDING: Readonly<Outstanding> = Object.freeze({ micros: 0, requests: 0, tokens: 0 });
+
 /**
- * Money the durable store does not know yet, per scope (`key:<id>`, `project:<id>`,
- * `account:<id>`): what calls in flight reserved plus what finished calls cost before their
- * request-log rows were written. A counter that goes missing is seeded from the durable store plus
- * these amounts, so it never forgets a reservation.
+ * What the durable store does not know yet, per scope: calls in flight and finished calls whose
+ * request-log rows are not written. A counter that goes missing is seeded from the durable store
+ * plus these amounts, so it never forgets a reservation.
  *
  * A store that can lose its data while replicas run (Redis restarted without persistence, failed
- * over to an empty replica, or evicting) fences admissions when it notices, asks every replica for
- * its outstanding amounts, and admits again only after a recovery window in which every connected
- * replica has had the chance to answer; a seed then adds what the other replicas reported. A
+ * over to an empty replica, or evicting) fences admissions when it notices; every replica then
+ * restores its leases and reports its outstanding amounts, and admissions resume once every live
+ * replica has (or, for one that does not answer, after a recovery window). For a minute after
+ * the loss, rate buckets (requests and tokens per minute) must be seeded before their first
+ * admission: from the request log's last minute plus every replica's outstanding calls. A store
+ * that is new (the database knows no epoch for it) has lost nothing and admits at once. A
  * single-process store never loses data behind its owner's back, so there are no other replicas.
  */
 export interface GateRecovery {
-  /** Declared once by the metering kernel: this replica's outstanding micro-USD per scope. */
-  setOutstandingSource(source: () => ReadonlyMap<string, number>): void;
-  /** What other replicas reported for this scope since the store last lost its data (0 when none). */
-  othersOutstanding(scope: string): Promise<number>;
+  /** Declared once by the metering kernel: what this replica holds. */
+  setHoldingsSource(source: () => Holdings): void;
+  /**
+   * What this replica holds changed in a way others could count twice (rows it had reported as
+   * pending are now stored): a report still in force after a loss is brought up to date now.
+   */
+  refresh(): void;
+  /** What other replicas reported for this scope since the store last lost its data (zeros when none). */
+  othersOutstanding(scope: string): Promise<Outstanding>;
+  /**
+   * Seeds a rate bucket the loss emptied with `entry.cost` units (its admissions in the last
+   * period), unless a replica seeded it already in this epoch: the first seeder wins.
+   */
+  seedWindow(entry: RateEntry): Promise<void>;
+  /**
+   * Epochs begun after a loss that this replica moved to, and admissions it held back meanwhile
+   * until the other replicas had reported: both stay 0 on a store that never lost its data.
+   */
+  counts(): { recoveries: number; admissionsHeld: number };
+}
+
+/** A durable record of a coordination store's epoch (see StoreEpochRecord). */
+export interface RecordedEpoch {
+  epoch: string;
+  /** Written to the store: from then on, data written under it can be lost. */
+  established: boolean;
+  /** Begun because the store lost its data: replicas report what they hold before admitting again. */
+  afterLoss: boolean;
+}
+
+/**
+ * What the database remembers of a coordination store that can lose its data (Redis): its epoch
+ * and the replicas using it. A store without an epoch is new when nothing is recorded or the
+ * recorded epoch was never established, and has lost its data when it was.
+ */
+export interface StoreEpochRecord {
+  read(): Promise<RecordedEpoch | null>;
+  /** Records a first epoch unless one is recorded (replicas starting together: one wins). */
+  begin(epoch: string): Promise<void>;
+  /** After a loss: replaces the established epoch `lost` by `next`, unless another replica did first. */
+  replace(lost: string, next: string): Promise<void>;
+  /** `epoch` is now in the store. */
+  establish(epoch: string): Promise<void>;
+  /** This replica uses the store (a heartbeat). */
+  heartbeat(replica: string): Promise<void>;
+  /** Replicas whose last heartbeat is younger than `withinMs` (on the database's clock). */
+  liveReplicas(withinMs: number): Promise<string[]>;
+  forget(replica: string): Promise<void>;
 }
 
 export interface Coordination {

@@ -242,12 +242,20 @@ export interface SpendWindows {
   monthMicros: bigint;
 }
 
+/** Calls stored in the request log since a moment: how many, and their tokens (input plus output). */
+export interface RecentCalls {
+  requests: number;
+  tokens: number;
+}
+
 /** Spend read from metered usage; windows are UTC (week starts Monday). */
 export interface SpendReader {
   /** The key's spend and that of every key it made, transitively: what the key's cap counts. */
   forKey(keyId: string, now: Date): Promise<SpendWindows>;
   forProject(projectId: string, now: Date): Promise<SpendWindows>;
   forOrganization(organizationId: string, now: Date): Promise<SpendWindows>;
+  /** Calls of a key, project or account (organisation) created at or after `since`: what re-seeds a lost rate window. */
+  recentCalls(scope: 'key' | 'project' | 'account', id: string, since: Date): Promise<RecentCalls>;
 }
 
 export interface IdentityStores {

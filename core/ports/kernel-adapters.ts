@@ -17,7 +17,8 @@ import type { SecretStore } from './secrets.ts';
  */
 export interface KernelAdapters {
   openDatabase(): Promise<Database>;
-  openCoordination(): Promise<Coordination>;
+  /** Given the database: a store that can lose its data keeps its epoch there (StoreEpochRecord). */
+  openCoordination(db: Database): Promise<Coordination>;
   /** File contents: on disk or in the database, per `storage.blobs`. */
   blobs(db: Database): BlobStore;
   /** Outgoing mail; closed with the app when the sender holds a connection (SMTP). */

@@ -4,7 +4,7 @@ import type { Credential } from '../../core/credential.ts';
 import { ApiError } from '../../core/errors.ts';
 import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
-import type { AllowanceTake, Coordination, GateRequest, GateResult, LeaseEntry, RateDecision, RateEntry } from '../../core/ports/coordination.ts';
+import type { AllowanceTake, Coordination, GateRequest, GateResult, Holdings, LeaseEntry, Outstanding, RateDecision, RateEntry } from '../../core/ports/coordination.ts';
 import type { KeyRateLimits, SpendCap, SpendReader } from '../../core/ports/identity.ts';
 import type { CreditLedger, RequestLogRow } from '../../core/ports/metering.ts';
 import { estimatedUsage } from '../../core/provider.ts';
@@ -65,10 +65,19 @@ interface ScopePlan {
   leases: LeaseEntry[];
   leaseKeys: string[];
   creditKey: string;
-  /** Outstanding-money scopes of this credential's calls (see GovernedAdmission.inflight). */
+  /** Outstanding scopes of this credential's calls (see GovernedAdmission.inflight). */
   scopes: string[];
   /** Its calls' journal contexts, by endpoint, model and whether streamed (see callContext). */
   contexts: Map<string, CallContext>;
+  /** Each rate bucket's scope and unit, to re-seed it after the coordination store lost its data. */
+  windows: Map<string, RateWindow>;
+}
+
+interface RateWindow {
+  entry: Omit<RateEntry, 'cost'>;
+  scope: ScopeKind;
+  id: string;
+  counts: 'requests' | 'tokens';
 }
 
 interface CapEntry {
@@ -80,7 +89,7 @@ interface CapEntry {
 
 /** What admit took for one call, kept until it is settled. */
 interface AdmittedCall {
-  /** The scopes (`key:<id>`, `project:<id>`, `account:<id>`) whose outstanding money holds this call's reservation. */
+  /** The scopes (`key:<id>`, `project:<id>`, `account:<id>`) whose outstanding amounts hold this call. */
   scopes: string[];
   /** What the reservation counts as outstanding in each of them until the call is settled. */
   reserved: number;
@@ -123,12 +132,13 @@ export class GovernedAdmission implements InferenceAdmission {
    */
   private readonly live = new Set<{ keys: string[]; leaseId: string; counters: string[] }>();
   /**
-   * Micro-USD reserved by calls in flight, per scope. Seeding a missing counter adds it (with what
-   * the request-log writer has not stored yet), so a counter re-created while calls run (idle
-   * expiry, a cap's new period, a coordination store that lost its data) still holds their
-   * reservations; the gate reports it to other replicas when its store loses its data.
+   * Calls in flight per scope: their count, reserved micro-USD and token estimates. Seeding a
+   * missing counter adds the money (with what the request-log writer has not stored yet), so a
+   * counter re-created while calls run (idle expiry, a cap's new period, a coordination store that
+   * lost its data) still holds their reservations; the counts and tokens re-seed rate windows after
+   * a loss. The gate reports all of it to other replicas when its store loses its data.
    */
-  private readonly inflight = new Map<string, number>();
+  private readonly inflight = new Map<string, Outstanding>();
   private heartbeat: NodeJS.Timeout | null = null;
   /** Settlements still running: the gate call and, with an alert-only cap, the alert check. */
   private settlingCount = 0;
@@ -144,7 +154,9 @@ export class GovernedAdmission implements InferenceAdmission {
   private readonly plans = new WeakMap<Credential, ScopePlan>();
 
   constructor(private readonly deps: GovernanceDeps) {
-    deps.coordination.gate.recovery.setOutstandingSource(() => this.outstanding());
+    deps.coordination.gate.recovery.setHoldingsSource(() => this.holdings());
+    // Rows reported as pending and now stored would otherwise be counted twice by a re-seed after a loss.
+    deps.writer.afterStore(() => deps.coordination.gate.recovery.refresh());
   }
 
   /** Starts renewing live leases and counters; a crashed process's leases lapse on their own TTL. */
@@ -171,14 +183,19 @@ export class GovernedAdmission implements InferenceAdmission {
     this.heartbeat.unref();
   }
 
-  /** This replica's outstanding micro-USD per scope: reservations in flight plus cost not yet in the request log. */
-  private outstanding(): Map<string, number> {
-    const totals = new Map(this.inflight);
-    this.deps.writer.forEachPending((scope, id, micros) => {
+  /** What this replica holds: per scope, calls in flight plus rows not yet in the request log; the leases of calls in flight. */
+  private holdings(): Holdings {
+    const totals = new Map<string, Outstanding>();
+    for (const [scope, held] of this.inflight) totals.set(scope, { ...held });
+    this.deps.writer.forEachPending((scope, id, rows) => {
       const key = `${scope}:${id}`;
-      totals.set(key, (totals.get(key) ?? 0) + Number(micros));
+      const total = totals.get(key) ?? { micros: 0, requests: 0, tokens: 0 };
+      total.micros += Number(rows.micros);
+      total.requests += rows.requests;
+      total.tokens += rows.tokens;
+      totals.set(key, total);
     });
-    return totals;
+    return { outstanding: totals, leases: this.live, leaseTtlMs: this.deps.settings.leaseTtlMs };
   }
 
   stop(): void {
@@ -227,9 +244,11 @@ export class GovernedAdmission implements InferenceAdmission {
     const gate: GateRequest = { requests: plan.requests, leases: plan.leases, leaseId, leaseTtlMs: settings.leaseTtlMs, tokens, takes, counterTtlMs: settings.counterTtlMs };
 
     let result = await coordination.gate.admit(gate);
-    // A counter idle past its TTL (or never used) is re-read from the ledger or the request log.
-    for (let round = 0; round < SEED_ROUNDS && isMissing(result); round += 1) {
-      await Promise.all(result.allowance.keys.map((key) => this.seed(key, caps, credential)));
+    // A counter idle past its TTL (or never used) is re-read from the ledger or the request log;
+    // a rate window the coordination store lost, from the request log's last minute.
+    for (let round = 0; round < SEED_ROUNDS && needsSeed(result); round += 1) {
+      if (result.refused === 'unseeded') await Promise.all(result.keys.map((key) => this.seedWindow(plan.windows.get(key))));
+      else await Promise.all(result.allowance.keys.map((key) => this.seed(key, caps, credential)));
       result = await coordination.gate.admit(gate);
     }
     // Refusals report the token family too when a limit is set (absent means "not measured").
@@ -260,6 +279,8 @@ export class GovernedAdmission implements InferenceAdmission {
     const { headers } = context;
     const reject = this.deps.onRejected ?? (() => undefined);
     switch (result.refused) {
+      case 'unseeded':
+        return new ApiError('metering_unavailable');
       case 'requests':
         reject('requests');
         return tooMany('Too many requests per minute for this key, project or account; retry after the time in retry-after', maxRetry(result.requests), headers);
@@ -325,10 +346,19 @@ export class GovernedAdmission implements InferenceAdmission {
       creditKey: `credit:${credential.organizationId}`,
       scopes: scopes.map(({ kind, id }) => `${kind}:${id}`),
       contexts: new Map(),
+      windows: new Map(),
     };
     for (const { kind, id, limits } of scopes) {
-      if (limits.requestsPerMinute) plan.requests.push({ key: `rpm:${kind}:${id}`, limit: limits.requestsPerMinute, periodMs: MINUTE, cost: 1 });
-      if (limits.tokensPerMinute) plan.tokenBuckets.push({ key: `tpm:${kind}:${id}`, limit: limits.tokensPerMinute, periodMs: MINUTE });
+      if (limits.requestsPerMinute) {
+        const entry = { key: `rpm:${kind}:${id}`, limit: limits.requestsPerMinute, periodMs: MINUTE, cost: 1 };
+        plan.requests.push(entry);
+        plan.windows.set(entry.key, { entry, scope: kind, id, counts: 'requests' });
+      }
+      if (limits.tokensPerMinute) {
+        const entry = { key: `tpm:${kind}:${id}`, limit: limits.tokensPerMinute, periodMs: MINUTE };
+        plan.tokenBuckets.push(entry);
+        plan.windows.set(entry.key, { entry, scope: kind, id, counts: 'tokens' });
+      }
       if (limits.concurrency) plan.leases.push({ key: `conc:${kind}:${id}`, limit: limits.concurrency });
     }
     plan.leaseKeys = plan.leases.map((lease) => lease.key);
@@ -391,20 +421,38 @@ export class GovernedAdmission implements InferenceAdmission {
       // Outstanding first, then the ledger: a flush or a settlement in between is then counted
       // twice (the safe way round) rather than not at all.
       const scope = `account:${credential.organizationId}`;
-      const outstanding = this.localOutstanding('account', credential.organizationId) + (await gate.recovery.othersOutstanding(scope));
+      const outstanding = this.localOutstanding('account', credential.organizationId) + (await gate.recovery.othersOutstanding(scope)).micros;
       const balance = (await this.deps.ledger.balance(credential.organizationId)) ?? 0n;
       await allowances.seed(key, Number(balance) - outstanding, ttl);
       return;
     }
     const cap = caps.find((c) => c.counter === key);
     if (!cap) return;
-    const outstanding = this.localOutstanding(cap.scope, cap.id) + (await gate.recovery.othersOutstanding(`${cap.scope}:${cap.id}`));
+    const outstanding = this.localOutstanding(cap.scope, cap.id) + (await gate.recovery.othersOutstanding(`${cap.scope}:${cap.id}`)).micros;
     const spent = await this.durableSpentInPeriod(cap);
     await allowances.seed(key, -(Number(spent) + outstanding), ttl);
   }
 
   private localOutstanding(scope: ScopeKind, id: string): number {
-    return (this.inflight.get(`${scope}:${id}`) ?? 0) + Number(this.deps.writer.pendingMicros(scope, id));
+    return (this.inflight.get(`${scope}:${id}`)?.micros ?? 0) + Number(this.deps.writer.pendingMicros(scope, id));
+  }
+
+  /**
+   * Re-seeds a rate window the coordination store lost with what was admitted in its last period:
+   * the request log's rows, this replica's calls in flight and unwritten rows, and what the other
+   * replicas reported of theirs. Outstanding first, then the request log: a row stored in between
+   * is counted twice (the safe way round) rather than not at all.
+   */
+  private async seedWindow(window: RateWindow | undefined): Promise<void> {
+    if (!window) return;
+    const { gate } = this.deps.coordination;
+    const { entry, scope, id, counts } = window;
+    const local = this.inflight.get(`${scope}:${id}`);
+    const pending = this.deps.writer.pendingRows(scope, id);
+    const others = await gate.recovery.othersOutstanding(`${scope}:${id}`);
+    const logged = await this.deps.spend.recentCalls(scope, id, new Date(this.deps.clock().getTime() - entry.periodMs));
+    const units = (local?.[counts] ?? 0) + (pending?.[counts] ?? 0) + others[counts] + logged[counts];
+    await gate.recovery.seedWindow({ ...entry, cost: units });
   }
 
   private durableSpentInPeriod(cap: CapEntry): Promise<bigint> {
@@ -424,7 +472,7 @@ export class GovernedAdmission implements InferenceAdmission {
     const { logger } = this.deps;
     const held = { keys: state.leaseKeys, leaseId: state.leaseId, counters: state.takes.map((take) => take.key) };
     this.live.add(held);
-    this.reserve(state.scopes, state.reserved);
+    this.reserve(state.scopes, state.reserved, state.tokenEstimate, 1);
     let finished = false;
     const createdAt = this.deps.clock();
     // Before the call can reach the upstream: from here a process death still bills it (its input;
@@ -444,7 +492,7 @@ export class GovernedAdmission implements InferenceAdmission {
         finished = true;
         this.live.delete(held);
         // Synchronously with the row's enqueue in settle: the money moves from in flight to pending in one turn.
-        this.reserve(state.scopes, -state.reserved);
+        this.reserve(state.scopes, state.reserved, state.tokenEstimate, -1);
         // finish never throws (the contract): a synchronous failure is reported like a rejected one.
         try {
           const settling = this.settle(state, outcome, createdAt);
@@ -462,12 +510,18 @@ export class GovernedAdmission implements InferenceAdmission {
     };
   }
 
-  private reserve(scopes: string[], micros: number): void {
-    if (micros === 0) return;
+  /** Counts a call in flight in each of its scopes (sign 1) or no longer (sign -1). */
+  private reserve(scopes: string[], micros: number, tokens: number, sign: 1 | -1): void {
     for (const scope of scopes) {
-      const next = (this.inflight.get(scope) ?? 0) + micros;
-      if (next === 0) this.inflight.delete(scope);
-      else this.inflight.set(scope, next);
+      const held = this.inflight.get(scope);
+      if (!held) {
+        this.inflight.set(scope, { micros: sign * micros, requests: sign, tokens: sign * tokens });
+        continue;
+      }
+      held.micros += sign * micros;
+      held.requests += sign;
+      held.tokens += sign * tokens;
+      if (held.requests === 0) this.inflight.delete(scope);
     }
   }
 
@@ -544,8 +598,11 @@ function inputCostMicros(inputTokens: number, sheet: PriceSheet): bigint {
   return costMicros(estimatedUsage(inputTokens, 0), sheet);
 }
 
-function isMissing(result: GateResult): result is Extract<GateResult, { refused: 'money' }> & { allowance: { reason: 'missing'; keys: string[] } } {
-  return !result.ok && result.refused === 'money' && result.allowance.reason === 'missing';
+type SeedRefusal = Extract<GateResult, { refused: 'unseeded' }> | (Extract<GateResult, { refused: 'money' }> & { allowance: { reason: 'missing'; keys: string[] } });
+
+/** The gate asks for counters or rate windows to be seeded before it can decide. */
+function needsSeed(result: GateResult): result is SeedRefusal {
+  return !result.ok && (result.refused === 'unseeded' || (result.refused === 'money' && result.allowance.reason === 'missing'));
 }
 
 function maxRetry(decisions: RateDecision[]): number {

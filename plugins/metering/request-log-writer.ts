@@ -11,6 +11,13 @@ export interface WriterSettings {
 
 export type PendingScope = 'account' | 'project' | 'key';
 
+/** Rows queued but not yet stored in one scope: their cost, how many, and their tokens (input plus output). */
+export interface PendingRows {
+  micros: bigint;
+  requests: number;
+  tokens: number;
+}
+
 export interface WriterStats {
   queued: number;
   written: number;
@@ -32,8 +39,12 @@ export class RequestLogWriter {
   private flushing: Promise<void> | null = null;
   /** Counted as they happen; `queued` is read off the queue in snapshot(). */
   private readonly stats: Omit<WriterStats, 'queued'> = { written: 0, dropped: 0, failedFlushes: 0 };
-  /** Cost queued but not yet stored, per account / project / key: what seeding must subtract. */
-  private readonly pending: Record<PendingScope, Map<string, bigint>> = { account: new Map(), project: new Map(), key: new Map() };
+  /**
+   * Rows queued but not yet stored, per account / project / key: what seeding a money counter must
+   * subtract, and a rate window re-seeded after a coordination store's loss must count.
+   */
+  private readonly pending: Record<PendingScope, Map<string, PendingRows>> = { account: new Map(), project: new Map(), key: new Map() };
+  private stored: () => void = () => undefined;
 
   constructor(
     private readonly recorder: UsageRecorder,
@@ -73,14 +84,24 @@ export class RequestLogWriter {
     this.journal?.admitted(call);
   }
 
-  /** Spend queued but not yet in the database for an account (organisation), project or key. */
-  pendingMicros(scope: PendingScope, id: string): bigint {
-    return this.pending[scope].get(id) ?? 0n;
+  /** Called after each batch is stored, once its rows no longer count as pending. */
+  afterStore(listener: () => void): void {
+    this.stored = listener;
   }
 
-  /** Every scope with spend queued but not yet in the database. */
-  forEachPending(visit: (scope: PendingScope, id: string, micros: bigint) => void): void {
-    for (const scope of ['account', 'project', 'key'] as const) for (const [id, micros] of this.pending[scope]) visit(scope, id, micros);
+  /** Spend queued but not yet in the database for an account (organisation), project or key. */
+  pendingMicros(scope: PendingScope, id: string): bigint {
+    return this.pending[scope].get(id)?.micros ?? 0n;
+  }
+
+  /** Rows queued but not yet in the database for an account, project or key (null: none). */
+  pendingRows(scope: PendingScope, id: string): Readonly<PendingRows> | null {
+    return this.pending[scope].get(id) ?? null;
+  }
+
+  /** Every scope with rows queued but not yet in the database. */
+  forEachPending(visit: (scope: PendingScope, id: string, rows: Readonly<PendingRows>) => void): void {
+    for (const scope of ['account', 'project', 'key'] as const) for (const [id, rows] of this.pending[scope]) visit(scope, id, rows);
   }
 
   snapshot(): WriterStats {
@@ -128,21 +149,30 @@ export class RequestLogWriter {
       due -= batch.length;
       this.stats.written += batch.length;
       for (const row of batch) this.track(row, -1n);
+      this.stored();
     }
   }
 
+  /** Every row counts, a free one too: it was a call admitted, which rate windows count. */
   private track(row: RequestLogRow, sign: bigint): void {
-    if (row.costMicros === 0n) return;
-    const amount = sign * row.costMicros;
-    add(this.pending.account, row.organizationId, amount);
-    if (row.projectId) add(this.pending.project, row.projectId, amount);
-    if (row.keyId) add(this.pending.key, row.keyId, amount);
-    if (row.makerKeyIds) for (const maker of row.makerKeyIds) add(this.pending.key, maker, amount);
+    const tokens = Number(sign) * (row.inputTokens + row.outputTokens);
+    const micros = sign * row.costMicros;
+    add(this.pending.account, row.organizationId, micros, Number(sign), tokens);
+    if (row.projectId) add(this.pending.project, row.projectId, micros, Number(sign), tokens);
+    if (row.keyId) add(this.pending.key, row.keyId, micros, Number(sign), tokens);
+    // A maker's cap and windows count what the keys it made spend (plugins/keys/key-rules.ts).
+    if (row.makerKeyIds) for (const maker of row.makerKeyIds) add(this.pending.key, maker, micros, Number(sign), tokens);
   }
 }
 
-function add(totals: Map<string, bigint>, id: string, amount: bigint): void {
-  const next = (totals.get(id) ?? 0n) + amount;
-  if (next === 0n) totals.delete(id);
-  else totals.set(id, next);
+function add(totals: Map<string, PendingRows>, id: string, micros: bigint, requests: number, tokens: number): void {
+  const rows = totals.get(id);
+  if (!rows) {
+    totals.set(id, { micros, requests, tokens });
+    return;
+  }
+  rows.micros += micros;
+  rows.requests += requests;
+  rows.tokens += tokens;
+  if (rows.requests === 0) totals.delete(id);
 }

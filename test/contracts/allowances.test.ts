@@ -2,6 +2,7 @@ import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
 import { createMemoryCoordination } from '../../adapters/memory/memory-coordination.ts';
 import { createRedisCoordination } from '../../adapters/redis/redis-coordination.ts';
+import { coordinationEpochDatabase } from '../helpers/coordination-epochs.ts';
 import type { Coordination } from '../../core/ports/coordination.ts';
 
 const TTL = 60_000;
@@ -103,14 +104,17 @@ async function allowanceContract(t: Test, make: () => Promise<Coordination>) {
 t.test('memory allowances', (t) => allowanceContract(t, async () => createMemoryCoordination()));
 
 const redisUrl = process.env.TEST_REDIS_URL;
-t.test('redis allowances', { skip: redisUrl ? false : 'needs TEST_REDIS_URL' }, (t) =>
-  allowanceContract(t, () => createRedisCoordination({ url: redisUrl!, keyPrefix: `svc-test:${randomUUID()}:`, recoveryWindowMs: 100 })),
-);
+t.test('redis allowances', { skip: redisUrl ? false : 'needs TEST_REDIS_URL' }, async (t) => {
+  const { epochsFor } = await coordinationEpochDatabase(t);
+  const keyPrefix = `svc-test:${randomUUID()}:`;
+  return allowanceContract(t, () => createRedisCoordination({ url: redisUrl!, keyPrefix, recoveryWindowMs: 100, epochs: epochsFor(keyPrefix) }));
+});
 
 t.test('two redis connections racing takes admit exactly the counter', { skip: redisUrl ? false : 'needs TEST_REDIS_URL' }, async (t) => {
+  const { epochsFor } = await coordinationEpochDatabase(t);
   const keyPrefix = `svc-test:${randomUUID()}:`;
-  const a = await createRedisCoordination({ url: redisUrl!, keyPrefix });
-  const b = await createRedisCoordination({ url: redisUrl!, keyPrefix });
+  const a = await createRedisCoordination({ url: redisUrl!, keyPrefix, epochs: epochsFor(keyPrefix) });
+  const b = await createRedisCoordination({ url: redisUrl!, keyPrefix, epochs: epochsFor(keyPrefix) });
   t.teardown(async () => {
     await a.allowances.delete(['race']);
     await Promise.all([a.close(), b.close()]);

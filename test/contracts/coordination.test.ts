@@ -11,7 +11,9 @@ import type { Coordination, GateRequest, RateEntry } from '../../core/ports/coor
 import { createMemoryCoordination } from '../../adapters/memory/memory-coordination.ts';
 import type { RedisAdmissionGate } from '../../adapters/redis/redis-admission-gate.ts';
 import { createRedisCoordination } from '../../adapters/redis/redis-coordination.ts';
+import { coordinationEpochDatabase } from '../helpers/coordination-epochs.ts';
 import { eventually, waitFor } from '../helpers/eventually.ts';
+import { loseRedisData } from '../helpers/redis-data-loss.ts';
 
 /** The type of a subtest's `t` (the last overload of t.test takes just the callback). */
 type Test = Parameters<Parameters<typeof t.test>[0]>[0];
@@ -508,25 +510,21 @@ const redisUrl = process.env.TEST_REDIS_URL;
 const RECOVERY_WINDOW_MS = 300;
 t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async (t) => {
   if (!redisUrl) return;
+  const { epochsFor } = await coordinationEpochDatabase(t);
   const keyPrefix = `svc-test:${randomUUID()}:`;
   const open: Coordination[] = [];
-  const create = async (): Promise<Coordination> => {
-    const instance = await createRedisCoordination({ url: redisUrl, keyPrefix, recoveryWindowMs: RECOVERY_WINDOW_MS });
+  const replicaOf = async (prefix: string, windowMs = RECOVERY_WINDOW_MS): Promise<Coordination> => {
+    const instance = await createRedisCoordination({ url: redisUrl, keyPrefix: prefix, recoveryWindowMs: windowMs, epochs: epochsFor(prefix) });
     open.push(instance);
     return instance;
   };
+  const create = () => replicaOf(keyPrefix);
+  const loseData = (prefix: string) => loseRedisData(redisUrl, prefix);
   const coordination = await create();
+  const prefixes = [keyPrefix];
   t.teardown(async () => {
     await Promise.all(open.map((instance) => instance.close()));
-    const admin = createClient({ url: redisUrl });
-    await admin.connect();
-    try {
-      for await (const keys of admin.scanIterator({ MATCH: `${keyPrefix}*`, COUNT: 500 })) {
-        if (keys.length > 0) await admin.del(keys);
-      }
-    } finally {
-      await admin.close();
-    }
+    for (const prefix of prefixes) await loseData(prefix);
   });
   t.equal(coordination.kind, 'redis');
 
@@ -555,42 +553,98 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
     another: create,
   });
 
-  t.test('gate: after Redis loses its data, admissions wait out the recovery window and a seed can read what the other replicas hold', async (t) => {
-    // Their own prefix: this test wipes it, as a restart without persistence would.
-    const lostPrefix = `svc-test:${randomUUID()}:`;
-    const replica = () =>
-      createRedisCoordination({ url: redisUrl, keyPrefix: lostPrefix, recoveryWindowMs: RECOVERY_WINDOW_MS }).then((c) => {
-        open.push(c);
-        return c;
-      });
-    const [a, b] = [await replica(), await replica()];
+  const TTL = 60_000;
+  const gateRequest = (parts: Partial<GateRequest>): GateRequest => ({ requests: [], leases: [], leaseId: 'a-1', leaseTtlMs: TTL, tokens: [], takes: [], counterTtlMs: TTL, ...parts });
+  /** A deployment of its own (this test wipes its prefix, as a restart without persistence would). */
+  const deployment = () => {
+    const prefix = `svc-test:${randomUUID()}:`;
+    prefixes.push(prefix);
+    return prefix;
+  };
+
+  t.test('gate: replicas starting together on a new store admit at once, without recovering, even when it is flushed between them', async (t) => {
+    const prefix = deployment();
+    // The recovery window is long: a replica that took the new store for a lost one would wait it out.
+    const [a, b] = await Promise.all([replicaOf(prefix, 30_000), replicaOf(prefix, 30_000)]);
+    const rpm = (leaseId: string) => gateRequest({ leaseId, requests: [{ key: 'rpm:fresh', limit: 100, periodMs: TTL, cost: 1 }] });
+    const first = await a.gate.admit(rpm('a-1'));
+    t.equal(first.ok, true);
+    const recorded = await epochsFor(prefix).read();
+    t.match(recorded, { established: true, afterLoss: false }, 'the database recorded the epoch, begun without a loss');
+    const results = await Promise.all(Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).gate.admit(rpm(`burst-${i}`))));
+    t.equal(results.filter((r) => r.ok).length, 40, 'every call of the burst was admitted');
+    for (const [name, replica] of [
+      ['a', a],
+      ['b', b],
+    ] as const) {
+      t.same(replica.gate.recovery.counts(), { recoveries: 0, admissionsHeld: 0 }, `replica ${name} never recovered and held no admission back`);
+    }
+  });
+
+  t.test("gate: two replicas racing to establish a new store's epoch agree on one, even when the store is flushed after the first wrote it", async (t) => {
+    const prefix = deployment();
+    const epochs = epochsFor(prefix);
+    // Replica a has recorded and written its epoch but not yet marked it established when the store is flushed.
+    await epochs.begin('epoch-of-a');
+    const admin = createClient({ url: redisUrl });
+    await admin.connect();
+    t.teardown(() => admin.close());
+    await admin.set(`${prefix}epoch`, 'epoch-of-a');
+    await loseData(prefix);
+    const b = await replicaOf(prefix, 30_000);
+    t.equal((await b.gate.admit(gateRequest({ leaseId: 'b-1' }))).ok, true, 'b admits at once');
+    t.equal(await admin.get(`${prefix}epoch`), 'epoch-of-a', 'b wrote the recorded epoch again instead of beginning a lost one');
+    t.match(await epochs.read(), { epoch: 'epoch-of-a', established: true, afterLoss: false });
+    t.same(b.gate.recovery.counts(), { recoveries: 0, admissionsHeld: 0 });
+  });
+
+  t.test('gate: after Redis loses its data, admissions wait until every live replica reported, leases come back, and a seed can read what the others hold', async (t) => {
+    const prefix = deployment();
+    // A long window (a replica looks for a loss every quarter of it): admissions resume once both replicas reported.
+    const [a, b] = [await replicaOf(prefix, 8_000), await replicaOf(prefix, 8_000)];
     const credit = key('lost-credit');
-    const TTL = 60_000;
-    const gateRequest = (parts: Partial<GateRequest>): GateRequest => ({ requests: [], leases: [], leaseId: 'a-1', leaseTtlMs: TTL, tokens: [], takes: [], counterTtlMs: TTL, ...parts });
     const take = { takes: [{ key: credit, amount: 10, shrink: true }] };
     t.match(await a.gate.admit(gateRequest(take)), { ok: false, allowance: { reason: 'missing' } }, 'a fresh store: the counter is seeded first');
     await a.allowances.seed(credit, 1_000, TTL);
-    t.match(await b.gate.admit(gateRequest({ ...take, leaseId: 'b-1' })), { ok: true });
-    // Calls in flight from here on (a fresh store looked like a lost one, so both reported at its first epoch, holding nothing).
-    let aHolds = new Map([['account:acme', 700]]);
-    a.gate.recovery.setOutstandingSource(() => aHolds);
-    b.gate.recovery.setOutstandingSource(() => new Map([['account:acme', 50]]));
-    // Each replica's watch has looked at the store at least once since its calls began.
+    const lease = { leases: [{ key: 'conc:lost', limit: 1 }] };
+    t.match(await b.gate.admit(gateRequest({ ...take, ...lease, leaseId: 'b-1' })), { ok: true });
+    let aHolds = new Map([['account:acme', { micros: 700, requests: 3, tokens: 90 }]]);
+    a.gate.recovery.setHoldingsSource(() => ({ outstanding: aHolds, leases: [], leaseTtlMs: TTL }));
+    b.gate.recovery.setHoldingsSource(() => ({
+      outstanding: new Map([['account:acme', { micros: 50, requests: 1, tokens: 10 }]]),
+      leases: [{ keys: ['conc:lost'], leaseId: 'b-1' }],
+      leaseTtlMs: TTL,
+    }));
     await Promise.all([a, b].map((replica) => (replica.gate as RedisAdmissionGate).watched()));
-    t.same(await b.gate.recovery.othersOutstanding('account:acme'), 0, 'nobody reports while the store keeps its data');
+    t.same(await b.gate.recovery.othersOutstanding('account:acme'), { micros: 0, requests: 0, tokens: 0 }, 'nobody reports while the store keeps its data');
 
-    const admin = createClient({ url: redisUrl });
-    await admin.connect();
-    for await (const keys of admin.scanIterator({ MATCH: `${lostPrefix}*`, COUNT: 500 })) if (keys.length > 0) await admin.del(keys);
-    await admin.close();
+    await loseData(prefix);
 
-    const started = performance.now();
     t.match(await b.gate.admit(gateRequest({ ...take, leaseId: 'b-2' })), { ok: false, allowance: { reason: 'missing', keys: [credit] } }, 'the lost counter must be seeded again');
-    t.ok(performance.now() - started >= RECOVERY_WINDOW_MS * 0.9, 'the first admission after the loss waited for the recovery window');
-    t.equal(await b.gate.recovery.othersOutstanding('account:acme'), 700, 'replica a reported what it holds without admitting anything itself');
-    t.equal(await a.gate.recovery.othersOutstanding('account:acme'), 50, 'each replica reads the others, never its own report');
+    t.same(b.gate.recovery.counts(), { recoveries: 1, admissionsHeld: 1 }, 'b noticed the loss and held its admission until a had reported');
+    t.same(await b.gate.recovery.othersOutstanding('account:acme'), { micros: 700, requests: 3, tokens: 90 }, 'replica a reported what it holds without admitting anything itself');
+    t.same(await a.gate.recovery.othersOutstanding('account:acme'), { micros: 50, requests: 1, tokens: 10 }, 'each replica reads the others, never its own report');
+    t.equal(await a.leases.active('conc:lost'), 1, 'the lease of the call in flight on b is back');
+    t.match(await a.gate.admit(gateRequest({ ...lease, leaseId: 'a-2' })), { ok: false, refused: 'concurrency' }, 'so the concurrency limit still counts it');
+    t.match(await epochsFor(prefix).read(), { established: true, afterLoss: true }, 'the database recorded a new epoch begun after a loss');
 
     aHolds = new Map();
-    t.ok(await waitFor(async () => (await b.gate.recovery.othersOutstanding('account:acme')) === 0), 'a report is withdrawn once the replica holds nothing');
+    t.ok(await waitFor(async () => (await b.gate.recovery.othersOutstanding('account:acme')).micros === 0), 'a report is withdrawn once the replica holds nothing');
+  });
+
+  t.test('gate: for a minute after a loss, each rate bucket is seeded once before its first admission', async (t) => {
+    const prefix = deployment();
+    const [a, b] = [await replicaOf(prefix), await replicaOf(prefix)];
+    const bucket = { key: 'rpm:seeded', limit: 10, periodMs: TTL };
+    const call = (leaseId: string) => gateRequest({ leaseId, requests: [{ ...bucket, cost: 1 }] });
+    t.equal((await a.gate.admit(call('a-1'))).ok, true, 'no seeding while the store keeps its data');
+    await loseData(prefix);
+    t.match(await a.gate.admit(call('a-2')), { ok: false, refused: 'unseeded', keys: ['rpm:seeded'] });
+    t.match(await b.gate.admit(call('b-1')), { ok: false, refused: 'unseeded', keys: ['rpm:seeded'] });
+    await a.gate.recovery.seedWindow({ ...bucket, cost: 8 });
+    await b.gate.recovery.seedWindow({ ...bucket, cost: 8 }); // a second seeder changes nothing
+    const admitted = [];
+    for (let i = 0; i < 5; i += 1) admitted.push((await b.gate.admit(call(`b-${i + 2}`))).ok);
+    t.same(admitted, [true, true, false, false, false], 'the seeded bucket has room for 2 of its 10, seeded once');
   });
 });

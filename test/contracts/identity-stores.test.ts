@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap';
+import { SqlCoordinationEpochs } from '../../adapters/sql/coordination-epochs.ts';
 import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
 import { SqlCreditLedger } from '../../plugins/metering/credit-ledger-store.ts';
 import { sqlIdentityStores } from '../../adapters/sql/identity-stores.ts';
@@ -251,6 +252,41 @@ async function storeContract(t: Test, db: Database) {
     t.equal(await ledger.balance(organization.id), before - 351n);
     const stored = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM request_log_bodies WHERE request_id = 'r1'");
     t.equal(stored.rows[0]?.n, 1, 'a NUL character in a body does not stop the write');
+  });
+
+  t.test('recent calls of a key, project or account are the rows created since a moment, with their tokens', async (t) => {
+    const keyId = '00000000-0000-4000-8000-0000000000a1';
+    const at = (id: string, createdAt: string, tokens: number) =>
+      requestLogRow({ id, organizationId: organization.id, projectId: project.id, keyId, createdAt: new Date(createdAt), inputTokens: tokens, outputTokens: 1, costMicros: 0n });
+    await new SqlUsageRecorder(db).record([at('recent-old', '2026-01-01T00:00:00Z', 100), at('recent-1', '2026-01-01T00:01:00Z', 10), at('recent-2', '2026-01-01T00:01:30Z', 20)]);
+    const since = new Date('2026-01-01T00:01:00Z');
+    t.same(await stores.spend.recentCalls('key', keyId, since), { requests: 2, tokens: 32 }, 'the older row is left out');
+    // Other tests' rows in this project are newer still: the difference between two moments isolates these.
+    const between = async (scope: 'project' | 'account', id: string, from: string, to: string) => {
+      const [early, late] = [await stores.spend.recentCalls(scope, id, new Date(from)), await stores.spend.recentCalls(scope, id, new Date(to))];
+      return { requests: early.requests - late.requests, tokens: early.tokens - late.tokens };
+    };
+    t.same(await between('project', project.id, '2026-01-01T00:01:00Z', '2026-01-01T00:02:00Z'), { requests: 2, tokens: 32 });
+    t.same(await between('account', organization.id, '2026-01-01T00:01:01Z', '2026-01-01T00:02:00Z'), { requests: 1, tokens: 21 });
+  });
+
+  t.test('a coordination epoch: the first recorded wins, and only an established one is replaced after a loss', async (t) => {
+    const [a, b] = [new SqlCoordinationEpochs(db, 'svc:'), new SqlCoordinationEpochs(db, 'svc:')];
+    t.equal(await a.read(), null, 'a new store: nothing recorded');
+    await Promise.all([a.begin('first-a'), b.begin('first-b')]);
+    const first = await a.read();
+    t.match(first, { established: false, afterLoss: false }, 'one of two replicas starting together recorded its epoch');
+    await b.replace(first!.epoch, 'too-early');
+    t.same(await a.read(), first, 'an epoch never established cannot have lost anything: it is not replaced');
+    await a.establish(first!.epoch);
+    await Promise.all([a.replace(first!.epoch, 'after-a'), b.replace(first!.epoch, 'after-b')]);
+    t.match(await b.read(), { established: false, afterLoss: true }, 'one replacement after the loss wins');
+    t.equal(await new SqlCoordinationEpochs(db, 'other:').read(), null, 'each key prefix is its own store');
+    await a.heartbeat('replica-a');
+    await b.heartbeat('replica-b');
+    t.same((await a.liveReplicas(60_000)).sort(), ['replica-a', 'replica-b']);
+    await b.forget('replica-b');
+    t.same(await a.liveReplicas(60_000), ['replica-a'], 'a replica that closed is no longer waited for');
   });
 
   t.test('stored bodies replace NUL characters and keep text that only spells an escape', async (t) => {

@@ -103,7 +103,9 @@ export function realServersConfig(): { storage: AppConfigInput['storage']; schem
     dropSchema: () => dropSchema(pgUrl, schema),
     storage: {
       database: { driver: 'postgres', url: pgUrl, schema, poolSize: 5 },
-      coordination: { driver: 'redis', url: redisUrl, keyPrefix: prefix, recoveryWindowMs: 200 },
+      // Admissions wait out the window only for a replica that does not report after a loss: long
+      // enough that a loaded machine's replicas all report in time.
+      coordination: { driver: 'redis', url: redisUrl, keyPrefix: prefix, recoveryWindowMs: 2_000 },
     },
   };
 }

@@ -131,6 +131,23 @@ t.test('pending spend is tracked per account, project and key until written', as
   t.equal(writer.pendingMicros('key', 'other-key'), 0n);
 });
 
+t.test('pending rows count every call and its tokens, a free one too, until stored, and each stored batch is announced', async (t) => {
+  const { recorder, writer } = writerWith({ batchSize: 100 });
+  let stored = 0;
+  writer.afterStore(() => {
+    stored += 1;
+  });
+  writer.enqueue({ ...row(0n), inputTokens: 7, outputTokens: 3 });
+  writer.enqueue({ ...row(4n), inputTokens: 20, outputTokens: 5 });
+  t.same(writer.pendingRows('key', 'key'), { micros: 4n, requests: 2, tokens: 35 }, 'a re-seeded rate window counts both calls');
+  const flushed = writer.flush();
+  t.equal(stored, 0, 'nothing is announced before the batch is stored');
+  await recorder.finishOne();
+  await flushed;
+  t.equal(stored, 1);
+  t.equal(writer.pendingRows('key', 'key'), null, 'stored rows are no longer pending');
+});
+
 t.test('past maxQueue new rows are dropped and counted, never blocking the caller', async (t) => {
   const { writer } = writerWith({ batchSize: 100, maxQueue: 2 });
   writer.enqueue(row());

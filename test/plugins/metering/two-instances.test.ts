@@ -21,8 +21,8 @@ t.test(
 
     const { id, key } = await a.newKey({ name: 'shared rpm' });
     await a.patchKey(id, { rateLimits: { requestsPerMinute: 20 } });
-    // Steady state first: a fresh Redis holds admissions on both replicas for its recovery window
-    // (see GateRecovery), after which whichever replica retries first could take the whole burst.
+    // Steady state first: both replicas have established the store's epoch and planned a key's
+    // counters (a new Redis admits at once: the database knows no epoch for it, see GateRecovery).
     const warmUp = await a.newKey({ name: 'warm-up' });
     for (const replica of [a, b]) t.equal((await replica.chat(warmUp.key, { model: 'solo', messages: user('warm up'), max_tokens: 10 })).status, 200);
 
