@@ -6,6 +6,7 @@ import { enforceBrowserRule } from './browser-rule.ts';
 import { registerChatCompletionsRoute } from './chat-completions-route.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
 import { inferenceConfigSchema } from './inference-config.ts';
+import { loadEncodingsOf } from '../../providers/input-token-bound.ts';
 import { ModelCatalogue } from './model-catalogue.ts';
 import { registerModelsRoutes } from './models-routes.ts';
 import { ProviderRegistry } from './provider-registry.ts';
@@ -79,6 +80,13 @@ export const inferencePlugin = definePlugin({
   },
   async start({ container, config, logger }) {
     await container.resolve(InferenceTokens.Providers).load(config, logger);
+    // Before the first call, so it reserves what its tokenizer counts rather than the byte bound.
+    await loadEncodingsOf(
+      container
+        .resolve(InferenceTokens.Catalogue)
+        .all()
+        .map((model) => model.inputProfile),
+    ).catch((error: unknown) => logger.warn({ err: error }, 'loading a tokenizer failed: its models reserve input by the byte bound'));
     await container.resolve(InferenceTokens.CircuitBreaker).start();
   },
   async stop({ container }) {

@@ -153,7 +153,7 @@ t.test('a route with an unknown tokenizer makes the whole model bound by bytes',
     { tokenizer: 'o200k_base', maxImageTokens: 3_779 },
     { tokenizer: 'bytes', maxImageTokens: UNKNOWN_MODEL_IMAGE_TOKENS },
   ]);
-  t.same(mixed.encodings, []);
+  t.same(mixed.tokenizers, ['bytes']);
   t.equal(mixed.imageTokens, UNKNOWN_MODEL_IMAGE_TOKENS);
   const messages = chat(long(SAMPLES['chinese']!));
   t.equal(chatInputTokenBound({ messages }, mixed), chatInputTokenBound({ messages }, bytes));
@@ -164,7 +164,7 @@ t.test('a model routed to both OpenAI encodings counts with both and takes the l
     { tokenizer: 'o200k_base', maxImageTokens: 1_000 },
     { tokenizer: 'cl100k_base', maxImageTokens: 1_000 },
   ]);
-  t.same([...both.encodings].sort(), ['cl100k_base', 'o200k_base']);
+  t.same([...both.tokenizers].sort(), ['cl100k_base', 'o200k_base']);
   const messages = chat(long(SAMPLES['chinese']!));
   const bound = chatInputTokenBound({ messages }, both);
   // cl100k takes half again as many tokens for Chinese as o200k.

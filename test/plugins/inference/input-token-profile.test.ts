@@ -68,15 +68,15 @@ t.test('gpt-4o-mini counts its images in tokens 33 times smaller, so its image m
 });
 
 t.test('on OpenAI’s own API a route’s tokenizer comes from its model name', async (t) => {
-  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4o-mini' }] }).encodings, ['o200k_base']);
-  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4' }] }).encodings, ['cl100k_base']);
+  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4o-mini' }] }).tokenizers, ['o200k_base']);
+  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4' }] }).tokenizers, ['cl100k_base']);
   t.same(
     profileOf({
       routes: [
         { provider: 'openai', model: 'gpt-4o' },
         { provider: 'openai', model: 'gpt-4' },
       ],
-    }).encodings,
+    }).tokenizers,
     ['o200k_base', 'cl100k_base'],
   );
 });
@@ -90,7 +90,7 @@ t.test('elsewhere, or for an unknown name, the tokenizer is unknown and the boun
     { provider: 'openai', model: 'some-new-model' },
   ]) {
     const profile = profileOf({ routes: [route] });
-    t.same(profile.encodings, [], `${route.provider}/${route.model}`);
+    t.same(profile.tokenizers, ['bytes'], `${route.provider}/${route.model}`);
     t.equal(profile.imageTokens, UNKNOWN_MODEL_IMAGE_TOKENS, 'images: the unknown-model maximum');
   }
 });
@@ -102,14 +102,14 @@ t.test('a route with an unknown tokenizer makes the model’s bound the byte bou
       { provider: 'groq', model: 'llama-3.3-70b' },
     ],
   });
-  t.same(profile.encodings, []);
+  t.same(profile.tokenizers, ['bytes']);
 });
 
 t.test('a declared tokenizer overrides the inference, on every route', async (t) => {
   const azure = profileOf({ tokenizer: 'o200k_base', routes: [{ provider: 'azure', model: 'prod-deployment' }] });
-  t.same(azure.encodings, ['o200k_base']);
+  t.same(azure.tokenizers, ['o200k_base']);
   t.equal(azure.imageTokens, OPENAI_MAX_IMAGE_TOKENS, 'any OpenAI model may be behind a deployment name: the largest image maximum');
-  t.same(profileOf({ tokenizer: 'bytes', routes: [{ provider: 'openai', model: 'gpt-4o' }] }).encodings, []);
+  t.same(profileOf({ tokenizer: 'bytes', routes: [{ provider: 'openai', model: 'gpt-4o' }] }).tokenizers, ['bytes']);
 });
 
 t.test('an unknown tokenizer in config stops the boot naming the field', async (t) => {
