@@ -42,7 +42,9 @@ function measure(body: ChatInput, profile: InputTokenProfile): { best: number; m
     const started = performance.now();
     let calls = 0;
     while (performance.now() - started < 50) {
-      sink += chatInputTokenBound(varied(body, calls), profile);
+      const counted = chatInputTokenBound(varied(body, calls), profile);
+      if (typeof counted !== 'number') throw new Error('these prompts are short enough to count at once');
+      sink += counted;
       calls += 1;
     }
     means.push(((performance.now() - started) * 1000) / calls);

@@ -11,7 +11,7 @@ export type { RouteInputFacts } from '../core/provider.ts';
  * admits N; where it is not known it is an upper bound.
  *
  * - OpenAI's encodings (o200k_base, cl100k_base): each text counted with the tokenizer, at any
- *   length up to TOKENIZE_UP_TO_BYTES, plus the chat framing as OpenAI's template renders it
+ *   length up to COUNT_UP_TO_BYTES, plus the chat framing as OpenAI's template renders it
  *   (OPENAI_FRAMING). Tool definitions count as their JSON, which is more than the namespace
  *   OpenAI renders them into.
  * - The mock provider's own count (providers/token-estimate.ts), which is what it reports.
@@ -80,12 +80,20 @@ const TEMPLATE_FRAMING: Framing = { perRequest: 64, perMessage: 8, perExtraPart:
 export const UNKNOWN_MODEL_IMAGE_TOKENS = 16_384;
 
 /**
- * Above this the byte bound again: tokenizing runs at 4 to 10 MB/s in JavaScript and blocks the
- * event loop meanwhile (10 to 25 ms for 100 KB), so a longer prompt is bounded by its bytes. Below
- * it, counting costs about half a microsecond a word (bench/input-token-count.ts), and long texts
- * sent again (a conversation's history) are looked up instead of counted again.
+ * A text longer than this (in UTF-16 units, at most 48 KB of UTF-8) is counted a slice at a time,
+ * letting the event loop run between slices: tokenizing runs at 4 to 10 MB/s in JavaScript, and
+ * counting a long prompt at once would stall every other call meanwhile (10 to 25 ms per 100 KB).
+ * Shorter texts cost about half a microsecond a word (bench/input-token-count.ts).
  */
-const TOKENIZE_UP_TO_BYTES = 128 * 1024;
+const COUNT_AT_ONCE_UP_TO_CHARS = 16 * 1024;
+/** How long one slice of counting may hold the event loop. */
+const SLICE_MS = 2;
+/**
+ * More text than this is bounded by its bytes: it is more than any OpenAI model's context window
+ * (gpt-4.1: about a million tokens, 4 MB of English), so the upstream refuses it anyway, and
+ * counting it would only cost CPU before the call is admitted.
+ */
+const COUNT_UP_TO_BYTES = 4 * 1024 * 1024;
 
 /** A model's routes, reduced to what counting its input needs; worked out once, from config. */
 export interface InputTokenProfile {
@@ -111,23 +119,38 @@ type Measure = (text: string) => number;
 
 const utf8Bytes: Measure = (text) => Buffer.byteLength(text, 'utf8');
 
-/** The input tokens a chat request reserves on a model (see the module comment). */
-export function chatInputTokenBound(body: ChatInput, profile: InputTokenProfile): number {
+/**
+ * The input tokens a chat request reserves on a model (see the module comment): a number at once,
+ * or a promise when a text is long enough to be counted in slices.
+ */
+export function chatInputTokenBound(body: ChatInput, profile: InputTokenProfile): number | Promise<number> {
   let reserved = 0;
-  for (const tokenizer of profile.tokenizers) reserved = Math.max(reserved, inputTokensBy(tokenizer, body, profile.imageTokens));
-  return reserved;
+  let later: Array<Promise<number>> | undefined;
+  for (const tokenizer of profile.tokenizers) {
+    const count = inputTokensBy(tokenizer, body, profile.imageTokens);
+    if (typeof count === 'number') reserved = Math.max(reserved, count);
+    else (later ??= []).push(count);
+  }
+  return later ? Promise.all(later).then((counts) => Math.max(reserved, ...counts)) : reserved;
 }
 
-function inputTokensBy(tokenizer: Tokenizer, body: ChatInput, imageTokens: number): number {
+function inputTokensBy(tokenizer: Tokenizer, body: ChatInput, imageTokens: number): number | Promise<number> {
   // The request passed the chat schema (plugins/inference/chat-request-schema.ts), which is what the mock reads.
   if (tokenizer === 'mock') return estimateChatInputTokens(body as unknown as ChatRequestBody);
   const bytes = tally(body, TEMPLATE_FRAMING, imageTokens, utf8Bytes);
-  if (tokenizer === 'bytes' || bytes.text > TOKENIZE_UP_TO_BYTES) return bytes.fixed + bytes.text;
-  const count = loadedCounter(tokenizer);
+  if (tokenizer === 'bytes' || bytes.text > COUNT_UP_TO_BYTES) return bytes.fixed + bytes.text;
+  const encoding = loadedEncoding(tokenizer);
   // Still loading: this call keeps the byte bound rather than wait.
-  if (!count) return bytes.fixed + bytes.text;
-  const counted = tally(body, OPENAI_FRAMING, imageTokens, count);
-  return counted.fixed + counted.text;
+  if (!encoding) return bytes.fixed + bytes.text;
+  const long: string[] = [];
+  const counted = tally(body, OPENAI_FRAMING, imageTokens, (text) => {
+    if (text.length <= COUNT_AT_ONCE_UP_TO_CHARS) return encoding.count(text);
+    long.push(text);
+    return 0;
+  });
+  const now = counted.fixed + counted.text;
+  if (long.length === 0) return now;
+  return long.reduce((sum, text) => sum.then(async (total) => total + (await encoding.countInSlices(text))), Promise.resolve(now));
 }
 
 interface Tally {
@@ -190,12 +213,20 @@ function measureJson(value: unknown, measure: Measure): number {
 
 interface EncodingApi {
   countTokens(text: string, options: { disallowedSpecial: Set<string> }): number;
+  /** One array of tokens per piece of the text, in order: counting them all is the count, a piece at a time. */
+  encodeGenerator(text: string, options: { disallowedSpecial: Set<string> }): Generator<number[], unknown, undefined>;
 }
 
 /** `<|endoftext|>` and the like in a prompt are plain text to the upstream (and to this count), not a reason to throw. */
 const AS_PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
 
-const counters = new Map<BpeEncoding, Measure>();
+/** An encoding ready to count: short texts at once, long ones a slice of time at a time. */
+interface LoadedEncoding {
+  count: Measure;
+  countInSlices(text: string): Promise<number>;
+}
+
+const encodings = new Map<BpeEncoding, LoadedEncoding>();
 const loading = new Map<BpeEncoding, Promise<void>>();
 
 /**
@@ -208,10 +239,7 @@ export function loadEncoding(encoding: BpeEncoding): Promise<void> {
   if (!pending) {
     const imported: Promise<EncodingApi> = encoding === 'o200k_base' ? import('gpt-tokenizer/encoding/o200k_base') : import('gpt-tokenizer/encoding/cl100k_base');
     pending = imported.then((api) => {
-      counters.set(
-        encoding,
-        rememberingCounts((text) => (text === '' ? 0 : api.countTokens(text, AS_PLAIN_TEXT))),
-      );
+      encodings.set(encoding, rememberingCounts(api));
     });
     loading.set(encoding, pending);
   }
@@ -220,9 +248,9 @@ export function loadEncoding(encoding: BpeEncoding): Promise<void> {
 
 /** Loads the encodings these models count with; a failed load leaves them the byte bound, which is still a bound. */
 export async function loadEncodingsOf(profiles: Iterable<InputTokenProfile>): Promise<void> {
-  const encodings = new Set<BpeEncoding>();
-  for (const profile of profiles) for (const tokenizer of profile.tokenizers) if (tokenizer === 'o200k_base' || tokenizer === 'cl100k_base') encodings.add(tokenizer);
-  await Promise.all([...encodings].map(loadEncoding));
+  const needed = new Set<BpeEncoding>();
+  for (const profile of profiles) for (const tokenizer of profile.tokenizers) if (tokenizer === 'o200k_base' || tokenizer === 'cl100k_base') needed.add(tokenizer);
+  await Promise.all([...needed].map(loadEncoding));
 }
 
 /** Texts this long are remembered with their count: a conversation resends its whole history every turn. */
@@ -235,26 +263,43 @@ const REMEMBERED_TEXTS = 100_000;
  * known by their SHA-1 digest, so no prompt is kept in memory beyond its call. The least recently
  * used are forgotten first (a Map iterates in insertion order).
  */
-function rememberingCounts(count: Measure): Measure {
+function rememberingCounts(api: EncodingApi): LoadedEncoding {
   const counts = new Map<string, number>();
-  return (text) => {
-    if (text.length < REMEMBER_FROM_CHARS) return count(text);
-    const digest = createHash('sha1').update(text).digest('base64');
-    let counted = counts.get(digest);
-    if (counted !== undefined) {
-      counts.delete(digest);
-    } else {
-      counted = count(text);
-      if (counts.size >= REMEMBERED_TEXTS) counts.delete(counts.keys().next().value!);
-    }
+  const remember = (digest: string, counted: number) => {
+    counts.delete(digest);
+    if (counts.size >= REMEMBERED_TEXTS) counts.delete(counts.keys().next().value!);
     counts.set(digest, counted);
     return counted;
   };
+  const digestOf = (text: string) => createHash('sha1').update(text).digest('base64');
+  return {
+    count(text) {
+      if (text === '') return 0;
+      if (text.length < REMEMBER_FROM_CHARS) return api.countTokens(text, AS_PLAIN_TEXT);
+      const digest = digestOf(text);
+      return remember(digest, counts.get(digest) ?? api.countTokens(text, AS_PLAIN_TEXT));
+    },
+    async countInSlices(text) {
+      const digest = digestOf(text);
+      const known = counts.get(digest);
+      if (known !== undefined) return remember(digest, known);
+      let counted = 0;
+      let sliceStarted = performance.now();
+      for (const tokens of api.encodeGenerator(text, AS_PLAIN_TEXT)) {
+        counted += tokens.length;
+        if (performance.now() - sliceStarted < SLICE_MS) continue;
+        // Other calls run between slices.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStarted = performance.now();
+      }
+      return remember(digest, counted);
+    },
+  };
 }
 
-function loadedCounter(encoding: BpeEncoding): Measure | undefined {
-  const count = counters.get(encoding);
+function loadedEncoding(encoding: BpeEncoding): LoadedEncoding | undefined {
+  const loaded = encodings.get(encoding);
   // A failed load leaves the byte bound in use, which is still a bound.
-  if (!count) loadEncoding(encoding).catch(() => undefined);
-  return count;
+  if (!loaded) loadEncoding(encoding).catch(() => undefined);
+  return loaded;
 }
