@@ -315,7 +315,8 @@ export interface ProviderType<C = unknown> {
   /**
    * How this type's upstream counts the input of `upstreamModel`, read from config before any
    * provider is created (so from the raw settings); undefined when it cannot tell. A model's
-   * `tokenizer` in config overrides it.
+   * `tokenizer` in config overrides it. Read of built-in types only: a package's type is loaded
+   * after the model catalogue is built, so its models declare a `tokenizer` or count as unknown.
    */
   inputFacts?(upstreamModel: string, settings: Readonly<Record<string, unknown>>): RouteInputFacts | undefined;
 }

@@ -14,6 +14,7 @@ const PROVIDERS = {
   groq: { type: 'openai', baseUrl: 'https://api.groq.com/openai/v1', apiKey: 'x' },
   anthropic: { type: 'anthropic', apiKey: 'x' },
   mine: { package: 'svc-provider-echo' },
+  mock: { type: 'mock' },
 };
 
 function profileOf(model: Record<string, unknown>) {
@@ -103,6 +104,29 @@ t.test('a route with an unknown tokenizer makes the model’s bound the byte bou
     ],
   });
   t.same(profile.tokenizers, ['bytes']);
+});
+
+t.test('the mock provider type declares its own count, which a route to an unknown upstream outweighs', async (t) => {
+  t.same(profileOf({ routes: [{ provider: 'mock', model: 'mock-small' }] }).tokenizers, ['mock']);
+  t.same(
+    profileOf({
+      routes: [
+        { provider: 'mock', model: 'mock-small' },
+        { provider: 'openai', model: 'gpt-4o' },
+      ],
+    }).tokenizers,
+    ['mock', 'o200k_base'],
+    'with an OpenAI route: both counted, the larger reserved',
+  );
+  t.same(
+    profileOf({
+      routes: [
+        { provider: 'mock', model: 'mock-small' },
+        { provider: 'groq', model: 'llama-3.3-70b' },
+      ],
+    }).tokenizers,
+    ['bytes'],
+  );
 });
 
 t.test('a declared tokenizer overrides the inference, on every route', async (t) => {
