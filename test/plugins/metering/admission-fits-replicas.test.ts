@@ -1,7 +1,7 @@
 import t from 'tap';
 import { realServersConfig } from '../../helpers/app.ts';
 import { waitFor } from './metered-gateway.ts';
-import { balanceOf, burst, chat, tally, callBody, capFitting, checkBilled, countOf, PROMPTS, startFixture } from './admission-fits.ts';
+import { balanceOf, burst, chat, tally, callBody, capFitting, checkBilled, LONG_DEADLINE_MS, countOf, PROMPTS, startFixture } from './admission-fits.ts';
 
 /**
  * Limits admit what fits on two replicas sharing one PostgreSQL schema and one Redis prefix
@@ -39,7 +39,7 @@ t.test('two replicas sharing PostgreSQL and Redis', { skip: real ? false : 'need
     let answered = 0;
     const call = (i: number) => chat(replicas[i % 2]!, key, callBody('held')).finally(() => (answered += 1));
     const first = Array.from({ length: 200 }, (_, i) => call(i));
-    t.ok(await waitFor(() => fixture.held.requests.length === 10 && answered === 190, 10_000), 'ten calls are held at the upstream, the rest refused');
+    t.ok(await waitFor(() => fixture.held.requests.length === 10 && answered === 190, LONG_DEADLINE_MS), 'ten calls are held at the upstream, the rest refused');
     await replicas[0]!.patchKey(id, { spendCap: capFitting(20, PROMPTS.english) });
     // The other replica may still answer from its cached credential (the old, lower cap) for a
     // moment: rounds of calls over both until ten more are held, each round decided before the next.
@@ -49,7 +49,7 @@ t.test('two replicas sharing PostgreSQL and Redis', { skip: real ? false : 'need
       if (fixture.held.requests.length >= 20) return true;
       second.push(...Array.from({ length: 20 }, (_, i) => call(i)));
       return false;
-    }, 10_000);
+    }, LONG_DEADLINE_MS);
     t.ok(tenMore, 'ten more are held under the raised cap');
     fixture.release();
     await Promise.all([...first, ...second]);

@@ -38,6 +38,9 @@ export const capFitting = (calls: number, prompt: string, period = 'total') => (
 const PATIENT = { connectMs: 60_000, firstByteMs: 60_000, totalMs: 120_000 };
 const PATIENT_FAILOVER = { initialBackoffMs: 5, maxBackoffMs: 20, deadlineMs: 120_000, ttftTimeoutMs: 60_000, maxRetryAfterMs: 1_500, retriesPerRoute: 0, maxAttempts: 1 };
 
+/** For waitFor: it only bounds a failing test, and hundreds of calls on a busy shared machine can take a while to be decided. */
+export const LONG_DEADLINE_MS = 60_000;
+
 export interface Fixture {
   replicas: MeteredGateway[];
   held: FakeOpenAIUpstream;
