@@ -291,6 +291,20 @@ export interface ProviderContext {
 }
 
 /**
+ * How an upstream counts a prompt's tokens, which admission reserves before the call
+ * (providers/input-token-bound.ts): a published BPE encoding, the mock's own exact count, or
+ * unknown (`bytes`: the prompt's UTF-8 size bounds it).
+ */
+export type InputTokenizer = 'o200k_base' | 'cl100k_base' | 'mock' | 'bytes';
+
+/** What a route's upstream model says about counting its input. */
+export interface RouteInputFacts {
+  tokenizer: InputTokenizer;
+  /** The largest input-token count of one image part on this route. */
+  maxImageTokens: number;
+}
+
+/**
  * A provider type: what `type:` in a provider's config names. Built-in types live in providers/;
  * a third party's package default-exports one of these (see README, "Writing a provider").
  */
@@ -298,12 +312,20 @@ export interface ProviderType<C = unknown> {
   readonly type: string;
   readonly configSchema: z.ZodType<C>;
   create(name: string, config: C, context: ProviderContext): Provider;
+  /**
+   * How this type's upstream counts the input of `upstreamModel`, read from config before any
+   * provider is created (so from the raw settings); undefined when it cannot tell. A model's
+   * `tokenizer` in config overrides it. Read of built-in types only: a package's type is loaded
+   * after the model catalogue is built, so its models declare a `tokenizer` or count as unknown.
+   */
+  inputFacts?(upstreamModel: string, settings: Readonly<Record<string, unknown>>): RouteInputFacts | undefined;
 }
 
 export function defineProviderType<S extends z.ZodType>(def: {
   type: string;
   configSchema: S;
   create(name: string, config: z.output<S>, context: ProviderContext): Provider;
+  inputFacts?(upstreamModel: string, settings: Readonly<Record<string, unknown>>): RouteInputFacts | undefined;
 }): ProviderType<z.output<S>> {
   return def as ProviderType<z.output<S>>;
 }

@@ -1,30 +1,42 @@
 import { createHash } from 'node:crypto';
+import type { ChatRequestBody, InputTokenizer, RouteInputFacts } from '../core/provider.ts';
+import { estimateChatInputTokens } from './token-estimate.ts';
+
+export type { RouteInputFacts } from '../core/provider.ts';
+
 /**
- * An upper bound on the input tokens of a chat request, for reservations only: what admission
- * holds against credit, spend caps and tokens/min before the call. Billing uses what the upstream
- * reports (or, when it reports nothing, token-estimate.ts); this must never be below that.
+ * What admission reserves for the input tokens of a chat request, before the call: held against
+ * credit, spend caps and tokens/min, and settled to what the upstream reports once it answers.
+ * It counts as the route's upstream does wherever that is known, so a limit that fits N calls
+ * admits N; where it is not known it is an upper bound.
  *
- * Text is bounded one of two ways:
- * - With the model family's tokenizer (OpenAI's o200k_base and cl100k_base): the exact count of
- *   each text, plus OpenAI's documented chat framing and a margin.
- * - By UTF-8 bytes, for every other tokenizer: byte-level BPE (OpenAI's, Llama 3's, Qwen's,
- *   Mistral's Tekken, DeepSeek's…) turns text into UTF-8 bytes and every token stands for at
- *   least one of them, so n bytes are at most n tokens; SentencePiece with byte fallback (Llama 2,
- *   Gemma) likewise, apart from the one `▁` it may prefix to a text, which the per-message
- *   allowance covers. Claude's tokenizer is not published; the bound assumes of it what holds of
- *   every published one, that no token stands for nothing.
+ * - OpenAI's encodings (o200k_base, cl100k_base): each text counted with the tokenizer, at any
+ *   length up to COUNT_UP_TO_BYTES, plus the chat framing as OpenAI's template renders it
+ *   (OPENAI_FRAMING). Tool definitions count as their JSON, which is more than the namespace
+ *   OpenAI renders them into.
+ * - The mock provider's own count (providers/token-estimate.ts), which is what it reports.
+ * - Unknown (`bytes`): byte-level BPE (OpenAI's, Llama 3's, Qwen's, Mistral's Tekken,
+ *   DeepSeek's…) turns text into UTF-8 bytes and every token stands for at least one of them, so n
+ *   bytes are at most n tokens; SentencePiece with byte fallback (Llama 2, Gemma) likewise, apart
+ *   from the one `▁` it may prefix to a text, which the per-message allowance covers. Claude's
+ *   tokenizer is not published; the bound assumes of it what holds of every published one, that no
+ *   token stands for nothing. The chat framing is TEMPLATE_FRAMING, the most the known templates
+ *   add. For English this reserves about five and a half times what o200k_base counts, for
+ *   Chinese and code about three (plugins/inference/README.md has the factors by script), while
+ *   the call runs.
  * Images count a fixed maximum per image, and everything else the upstream may render into the
  * prompt (tool definitions, tool calls, response formats, unknown parts) counts as its JSON text.
  *
- * A model routed to several upstreams takes the largest bound over its routes, since failover may
+ * A model routed to several upstreams takes the largest count over its routes, since failover may
  * land on any of them: any route with an unknown tokenizer makes it the byte bound, which is at
- * least every tokenizer's (bytes ≥ tokens, and TEMPLATE_FRAMING ≥ OPENAI_FRAMING item by item).
+ * least every other count (bytes ≥ tokens, and TEMPLATE_FRAMING ≥ OPENAI_FRAMING item by item
+ * and ≥ the mock's framing).
  */
 
-/** How a route's upstream counts input: a named BPE encoding, or unknown (`bytes`). */
+/** The tokenizers a model may declare in config (`mock` is the mock provider's own, not a choice). */
 export const TOKENIZERS = ['o200k_base', 'cl100k_base', 'bytes'] as const;
-export type Tokenizer = (typeof TOKENIZERS)[number];
-export type BpeEncoding = Exclude<Tokenizer, 'bytes'>;
+export type Tokenizer = InputTokenizer;
+export type BpeEncoding = Extract<Tokenizer, 'o200k_base' | 'cl100k_base'>;
 
 /** Tokens a chat format adds around the text it carries. */
 interface Framing {
@@ -38,30 +50,28 @@ interface Framing {
 }
 
 /**
- * Added to OpenAI's documented counts: they are the cookbook's ("How to count tokens with
- * tiktoken"), which OpenAI says may drift by a few tokens as models change.
+ * OpenAI's chat format, as its cookbook counts it ("How to count tokens with tiktoken") and as
+ * the API reports it: each message is `<|im_start|>{role}<|im_sep|>{content}<|im_end|>`, three
+ * tokens besides role and content (the role is counted as text, like every string field), a name
+ * one more, and the reply is primed with three (`<|im_start|>assistant<|im_sep|>`). No margin:
+ * a reservation above the real count refuses calls that fit; should an upstream count a few
+ * tokens more, settling takes them (tokens/min goes briefly into debt, the call is billed in
+ * full). Tool definitions are rendered as a TypeScript-like namespace, which takes fewer tokens
+ * than their JSON (counted instead) except for its wrapper, `namespace functions { … } //
+ * namespace functions` and the cookbook's fixed 7 + 12 per definition list: 24 covers them.
  */
-const OPENAI_SAFETY_MARGIN = 16;
-
-/**
- * OpenAI's chat format: each message is `<|im_start|>{role}<|im_sep|>{content}<|im_end|>`, three
- * tokens besides role and content (four for gpt-3.5-turbo-0301's; four taken), a name one more,
- * and the reply is primed with three (`<|im_start|>assistant<|im_sep|>`). Tool definitions are
- * rendered as a TypeScript-like namespace, which takes fewer tokens than their JSON (counted
- * instead) except for its wrapper, `namespace functions { … } // namespace functions` and the
- * cookbook's fixed 7 + 12 per definition list: 24 covers them.
- */
-const OPENAI_FRAMING: Framing = { perRequest: 3 + OPENAI_SAFETY_MARGIN, perMessage: 4, perExtraPart: 1, perName: 1, withTools: 24 };
+const OPENAI_FRAMING: Framing = { perRequest: 3, perMessage: 3, perExtraPart: 1, perName: 1, withTools: 24 };
 
 /**
  * Chat templates of models whose tokenizer is unknown. Messages: ChatML, Llama 3, Gemma and
  * Mistral put at most six marker tokens around a role and its content; 8 also covers a
- * SentencePiece `▁` prefix. Per request: templates may add a system header of their own (Llama
- * 3.1's dated "Cutting Knowledge Date" header, gpt-oss's harmony system message, about 50 tokens).
- * With tools: the tool-use instructions a template or API adds, the largest documented being
- * Anthropic's (up to 530 tokens for Claude 3 Opus, 346 for Claude 4).
+ * SentencePiece `▁` prefix. Per request: the reply primer (at most 5 tokens) and a system header
+ * a template may add of its own: Llama 3.1's dated "Cutting Knowledge Date" header (about 25
+ * tokens), gpt-oss's harmony system message (about 50); 64 covers the largest. With tools: the
+ * tool-use instructions a template or API adds, the largest documented being Anthropic's (530
+ * tokens for Claude 3 Opus, 346 for Claude 4).
  */
-const TEMPLATE_FRAMING: Framing = { perRequest: 128, perMessage: 8, perExtraPart: 2, perName: 2, withTools: 1_000 };
+const TEMPLATE_FRAMING: Framing = { perRequest: 64, perMessage: 8, perExtraPart: 2, perName: 2, withTools: 600 };
 
 /**
  * One image of a model whose image costs are unknown: Qwen2-VL's default resolution limit (16,384
@@ -70,41 +80,36 @@ const TEMPLATE_FRAMING: Framing = { perRequest: 128, perMessage: 8, perExtraPart
 export const UNKNOWN_MODEL_IMAGE_TOKENS = 16_384;
 
 /**
- * Below this many bytes of text the byte bound is used even where the tokenizer is known. It then
- * exceeds the real count by at most ~6,000 tokens while the call runs (1.5 ¢ at $2.50/M, less than
- * the output the same call reserves), and costs under a microsecond, where tokenizing costs 10 to
- * 40 µs for a 200-byte prompt and about a millisecond at 8 KB: as much as or more than the gateway
- * spends on a whole call (~150 µs of CPU).
+ * A text longer than this (in UTF-16 units, at most 48 KB of UTF-8) is counted a slice at a time,
+ * letting the event loop run between slices: tokenizing runs at 4 to 10 MB/s in JavaScript, and
+ * counting a long prompt at once would stall every other call meanwhile (10 to 25 ms per 100 KB).
+ * Shorter texts cost about half a microsecond a word (bench/input-token-count.ts).
  */
-const TOKENIZE_FROM_BYTES = 8 * 1024;
+const COUNT_AT_ONCE_UP_TO_CHARS = 16 * 1024;
+/** How long one slice of counting may hold the event loop. */
+const SLICE_MS = 2;
 /**
- * Above this the byte bound again: tokenizing runs at 4 to 10 MB/s in JavaScript and blocks the
- * event loop meanwhile (10 to 25 ms for 100 KB), so a longer prompt is bounded by its bytes.
+ * More text than this is bounded by its bytes: it is more than any OpenAI model's context window
+ * (gpt-4.1: about a million tokens, 4 MB of English), so the upstream refuses it anyway, and
+ * counting it would only cost CPU before the call is admitted.
  */
-const TOKENIZE_UP_TO_BYTES = 128 * 1024;
+const COUNT_UP_TO_BYTES = 4 * 1024 * 1024;
 
-/** A model's routes, reduced to what bounding its input needs; worked out once, from config. */
+/** A model's routes, reduced to what counting its input needs; worked out once, from config. */
 export interface InputTokenProfile {
-  /** Encodings to count with; empty when the byte bound is the largest (some route is `bytes`). */
-  readonly encodings: readonly BpeEncoding[];
-  readonly framing: Framing;
+  /** How its routes count, each once; the reservation is the largest of their counts. */
+  readonly tokenizers: readonly Tokenizer[];
   readonly imageTokens: number;
-}
-
-export interface RouteInputFacts {
-  tokenizer: Tokenizer;
-  /** The largest input-token count of one image on this route. */
-  maxImageTokens: number;
 }
 
 export function inputTokenProfile(routes: readonly RouteInputFacts[]): InputTokenProfile {
   const imageTokens = Math.max(0, ...routes.map((route) => route.maxImageTokens));
-  if (routes.length === 0 || routes.some((route) => route.tokenizer === 'bytes')) return { encodings: [], framing: TEMPLATE_FRAMING, imageTokens };
-  const encodings = [...new Set(routes.map((route) => route.tokenizer as BpeEncoding))];
-  return { encodings, framing: OPENAI_FRAMING, imageTokens };
+  // The byte bound is at least every other count: nothing else need be counted.
+  if (routes.length === 0 || routes.some((route) => route.tokenizer === 'bytes')) return { tokenizers: ['bytes'], imageTokens };
+  return { tokenizers: [...new Set(routes.map((route) => route.tokenizer))], imageTokens };
 }
 
-/** What the bound reads of a chat request: messages, and the prompt-side fields next to them. */
+/** What the count reads of a chat request: messages, and the prompt-side fields next to them. */
 export interface ChatInput {
   readonly messages: readonly unknown[];
   readonly [field: string]: unknown;
@@ -114,18 +119,38 @@ type Measure = (text: string) => number;
 
 const utf8Bytes: Measure = (text) => Buffer.byteLength(text, 'utf8');
 
-/** The reservation bound on a chat request's input tokens (see the module comment). */
-export function chatInputTokenBound(body: ChatInput, profile: InputTokenProfile): number {
-  const bytes = tally(body, profile, utf8Bytes);
-  if (profile.encodings.length === 0 || bytes.text < TOKENIZE_FROM_BYTES || bytes.text > TOKENIZE_UP_TO_BYTES) return bytes.fixed + bytes.text;
-  let counted = 0;
-  for (const encoding of profile.encodings) {
-    const count = loadedCounter(encoding);
-    // Still loading: this call keeps the byte bound rather than wait.
-    if (!count) return bytes.fixed + bytes.text;
-    counted = Math.max(counted, tally(body, profile, count).text);
+/**
+ * The input tokens a chat request reserves on a model (see the module comment): a number at once,
+ * or a promise when a text is long enough to be counted in slices.
+ */
+export function chatInputTokenBound(body: ChatInput, profile: InputTokenProfile): number | Promise<number> {
+  let reserved = 0;
+  let later: Array<Promise<number>> | undefined;
+  for (const tokenizer of profile.tokenizers) {
+    const count = inputTokensBy(tokenizer, body, profile.imageTokens);
+    if (typeof count === 'number') reserved = Math.max(reserved, count);
+    else (later ??= []).push(count);
   }
-  return bytes.fixed + counted;
+  return later ? Promise.all(later).then((counts) => Math.max(reserved, ...counts)) : reserved;
+}
+
+function inputTokensBy(tokenizer: Tokenizer, body: ChatInput, imageTokens: number): number | Promise<number> {
+  // The request passed the chat schema (plugins/inference/chat-request-schema.ts), which is what the mock reads.
+  if (tokenizer === 'mock') return estimateChatInputTokens(body as unknown as ChatRequestBody);
+  const bytes = tally(body, TEMPLATE_FRAMING, imageTokens, utf8Bytes);
+  if (tokenizer === 'bytes' || bytes.text > COUNT_UP_TO_BYTES) return bytes.fixed + bytes.text;
+  const encoding = loadedEncoding(tokenizer);
+  // Still loading: this call keeps the byte bound rather than wait.
+  if (!encoding) return bytes.fixed + bytes.text;
+  const long: string[] = [];
+  const counted = tally(body, OPENAI_FRAMING, imageTokens, (text) => {
+    if (text.length <= COUNT_AT_ONCE_UP_TO_CHARS) return encoding.count(text);
+    long.push(text);
+    return 0;
+  });
+  const now = counted.fixed + counted.text;
+  if (long.length === 0) return now;
+  return long.reduce((sum, text) => sum.then(async (total) => total + (await encoding.countInSlices(text))), Promise.resolve(now));
 }
 
 interface Tally {
@@ -137,8 +162,7 @@ interface Tally {
 const IMAGE_PART_TYPES = new Set(['image_url', 'image', 'input_image']);
 
 /** Walks the request as the upstream renders it; anything malformed counts as its JSON text. */
-function tally(body: ChatInput, profile: InputTokenProfile, measure: Measure): Tally {
-  const { framing } = profile;
+function tally(body: ChatInput, framing: Framing, imageTokens: number, measure: Measure): Tally {
   let fixed = framing.perRequest;
   let text = 0;
   for (const message of body.messages) {
@@ -160,7 +184,7 @@ function tally(body: ChatInput, profile: InputTokenProfile, measure: Measure): T
             const part: unknown = value[i];
             const fieldsOfPart = part !== null && typeof part === 'object' ? (part as Record<string, unknown>) : null;
             if (fieldsOfPart && typeof fieldsOfPart['text'] === 'string') text += measure(fieldsOfPart['text']);
-            else if (fieldsOfPart && IMAGE_PART_TYPES.has(fieldsOfPart['type'] as string)) fixed += profile.imageTokens;
+            else if (fieldsOfPart && IMAGE_PART_TYPES.has(fieldsOfPart['type'] as string)) fixed += imageTokens;
             else text += measureJson(part, measure);
           }
         } else if (value !== null && value !== undefined) {
@@ -189,31 +213,44 @@ function measureJson(value: unknown, measure: Measure): number {
 
 interface EncodingApi {
   countTokens(text: string, options: { disallowedSpecial: Set<string> }): number;
+  /** One array of tokens per piece of the text, in order: counting them all is the count, a piece at a time. */
+  encodeGenerator(text: string, options: { disallowedSpecial: Set<string> }): Generator<number[], unknown, undefined>;
 }
 
 /** `<|endoftext|>` and the like in a prompt are plain text to the upstream (and to this count), not a reason to throw. */
 const AS_PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
 
-const counters = new Map<BpeEncoding, Measure>();
+/** An encoding ready to count: short texts at once, long ones a slice of time at a time. */
+interface LoadedEncoding {
+  count: Measure;
+  countInSlices(text: string): Promise<number>;
+}
+
+const encodings = new Map<BpeEncoding, LoadedEncoding>();
 const loading = new Map<BpeEncoding, Promise<void>>();
 
 /**
  * Loads an encoding's tables (o200k_base takes ~0.3 s and ~40 MB of memory, cl100k_base about
- * half): only those a configured model needs, the first time a prompt is long enough to use them.
+ * half): only those a configured model needs, when the inference plugin starts
+ * (loadEncodingsOf), or on the first prompt that needs them.
  */
 export function loadEncoding(encoding: BpeEncoding): Promise<void> {
   let pending = loading.get(encoding);
   if (!pending) {
     const imported: Promise<EncodingApi> = encoding === 'o200k_base' ? import('gpt-tokenizer/encoding/o200k_base') : import('gpt-tokenizer/encoding/cl100k_base');
     pending = imported.then((api) => {
-      counters.set(
-        encoding,
-        rememberingCounts((text) => (text === '' ? 0 : api.countTokens(text, AS_PLAIN_TEXT))),
-      );
+      encodings.set(encoding, rememberingCounts(api));
     });
     loading.set(encoding, pending);
   }
   return pending;
+}
+
+/** Loads the encodings these models count with; a failed load leaves them the byte bound, which is still a bound. */
+export async function loadEncodingsOf(profiles: Iterable<InputTokenProfile>): Promise<void> {
+  const needed = new Set<BpeEncoding>();
+  for (const profile of profiles) for (const tokenizer of profile.tokenizers) if (tokenizer === 'o200k_base' || tokenizer === 'cl100k_base') needed.add(tokenizer);
+  await Promise.all([...needed].map(loadEncoding));
 }
 
 /** Texts this long are remembered with their count: a conversation resends its whole history every turn. */
@@ -226,26 +263,43 @@ const REMEMBERED_TEXTS = 100_000;
  * known by their SHA-1 digest, so no prompt is kept in memory beyond its call. The least recently
  * used are forgotten first (a Map iterates in insertion order).
  */
-function rememberingCounts(count: Measure): Measure {
+function rememberingCounts(api: EncodingApi): LoadedEncoding {
   const counts = new Map<string, number>();
-  return (text) => {
-    if (text.length < REMEMBER_FROM_CHARS) return count(text);
-    const digest = createHash('sha1').update(text).digest('base64');
-    let counted = counts.get(digest);
-    if (counted !== undefined) {
-      counts.delete(digest);
-    } else {
-      counted = count(text);
-      if (counts.size >= REMEMBERED_TEXTS) counts.delete(counts.keys().next().value!);
-    }
+  const remember = (digest: string, counted: number) => {
+    counts.delete(digest);
+    if (counts.size >= REMEMBERED_TEXTS) counts.delete(counts.keys().next().value!);
     counts.set(digest, counted);
     return counted;
   };
+  const digestOf = (text: string) => createHash('sha1').update(text).digest('base64');
+  return {
+    count(text) {
+      if (text === '') return 0;
+      if (text.length < REMEMBER_FROM_CHARS) return api.countTokens(text, AS_PLAIN_TEXT);
+      const digest = digestOf(text);
+      return remember(digest, counts.get(digest) ?? api.countTokens(text, AS_PLAIN_TEXT));
+    },
+    async countInSlices(text) {
+      const digest = digestOf(text);
+      const known = counts.get(digest);
+      if (known !== undefined) return remember(digest, known);
+      let counted = 0;
+      let sliceStarted = performance.now();
+      for (const tokens of api.encodeGenerator(text, AS_PLAIN_TEXT)) {
+        counted += tokens.length;
+        if (performance.now() - sliceStarted < SLICE_MS) continue;
+        // Other calls run between slices.
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        sliceStarted = performance.now();
+      }
+      return remember(digest, counted);
+    },
+  };
 }
 
-function loadedCounter(encoding: BpeEncoding): Measure | undefined {
-  const count = counters.get(encoding);
+function loadedEncoding(encoding: BpeEncoding): LoadedEncoding | undefined {
+  const loaded = encodings.get(encoding);
   // A failed load leaves the byte bound in use, which is still a bound.
-  if (!count) loadEncoding(encoding).catch(() => undefined);
-  return count;
+  if (!loaded) loadEncoding(encoding).catch(() => undefined);
+  return loaded;
 }

@@ -16,7 +16,7 @@ export function tokensFromUtf8Bytes(bytes: number): number {
 }
 
 /** Roughly what a hosted model charges for one image in a prompt. */
-const IMAGE_TOKENS = 85;
+export const ESTIMATED_IMAGE_TOKENS = 85;
 /** Per-message framing (role markers) that chat formats add. */
 const MESSAGE_OVERHEAD = 4;
 /** The assistant-reply primer at the end of a chat prompt. */
@@ -32,7 +32,7 @@ function contentTokens(content: ChatMessage['content']): number {
 
 function partTokens(part: JsonObject): number {
   if (typeof part['text'] === 'string') return estimateTokens(part['text']);
-  if (part['type'] === 'image_url' || part['type'] === 'image' || part['type'] === 'input_image') return IMAGE_TOKENS;
+  if (part['type'] === 'image_url' || part['type'] === 'image' || part['type'] === 'input_image') return ESTIMATED_IMAGE_TOKENS;
   return estimateTokens(JSON.stringify(part));
 }
 

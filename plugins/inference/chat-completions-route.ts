@@ -39,12 +39,12 @@ function clientSignal(reply: FastifyReply): CallSignal {
   return signal;
 }
 
-function estimateFor(request: ParsedChatRequest, model: CatalogueModel) {
+function estimateFor(request: ParsedChatRequest, model: CatalogueModel, inputTokens: number) {
   const asked = request.max_completion_tokens ?? request.max_tokens ?? model.maxOutputTokens;
   // Each of n choices may take max_tokens, and the upstream bills them all as output.
   const choices = typeof request['n'] === 'number' && request['n'] > 1 ? Math.ceil(request['n']) : 1;
   return {
-    inputTokens: chatInputTokenBound(request, model.inputProfile),
+    inputTokens,
     // An absurd n must still make an integer (the reservation is priced in BigInt).
     maxOutputTokens: Math.min(Math.min(asked, model.maxOutputTokens) * choices, Number.MAX_SAFE_INTEGER),
   };
@@ -81,14 +81,19 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
     const model = deps.catalogue.require(credential, body.model);
     const stream = body.stream === true;
     const candidates = planRoutes(model, 'language', deps.providers, deps.breaker);
-    const countedInputTokens = estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]);
+    // A number at once, unless a long text is being counted in slices (no promise on the usual call).
+    const counting = chatInputTokenBound(body, model.inputProfile);
+    const inputTokens = typeof counting === 'number' ? counting : await counting;
+    // What a call cut off by a crash is billed for: the exact count where the tokenizer is known, else
+    // the local estimate (the reservation's byte bound would bill several times the real input).
+    const countedInputTokens = model.inputProfile.tokenizers.includes('bytes') ? estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]) : inputTokens;
     const admitted = await deps.admission.admit({
       credential,
       requestId: request.id,
       endpoint: ENDPOINT,
       model: model.id,
       stream,
-      estimate: estimateFor(body, model),
+      estimate: estimateFor(body, model, inputTokens),
       countedInputTokens,
     });
     const admission: Admission = {

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { InferenceAdmissionPoint, openAdmission } from '../../core/inference-admission.ts';
 import { definePlugin } from '../../core/plugin.ts';
 import { Tokens } from '../../core/tokens.ts';
+import { loadEncodingsOf } from '../../providers/input-token-bound.ts';
 import { enforceBrowserRule } from './browser-rule.ts';
 import { registerChatCompletionsRoute } from './chat-completions-route.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
@@ -79,6 +80,13 @@ export const inferencePlugin = definePlugin({
   },
   async start({ container, config, logger }) {
     await container.resolve(InferenceTokens.Providers).load(config, logger);
+    // Before the first call, so it reserves what its tokenizer counts rather than the byte bound.
+    await loadEncodingsOf(
+      container
+        .resolve(InferenceTokens.Catalogue)
+        .all()
+        .map((model) => model.inputProfile),
+    ).catch((error: unknown) => logger.warn({ err: error }, 'loading a tokenizer failed: its models reserve input by the byte bound'));
     await container.resolve(InferenceTokens.CircuitBreaker).start();
   },
   async stop({ container }) {

@@ -1,4 +1,5 @@
 import { defineProviderType } from '../../core/provider.ts';
+import { ESTIMATED_IMAGE_TOKENS } from '../token-estimate.ts';
 import { mockConfigSchema } from './config.ts';
 import { MockProvider } from './mock-provider.ts';
 
@@ -10,4 +11,6 @@ export const mockProviderType = defineProviderType({
   type: 'mock',
   configSchema: mockConfigSchema,
   create: (name, config) => new MockProvider(name, config),
+  // Its usage is its own count (providers/token-estimate.ts), so a reservation can be exactly it.
+  inputFacts: () => ({ tokenizer: 'mock', maxImageTokens: ESTIMATED_IMAGE_TOKENS }),
 });

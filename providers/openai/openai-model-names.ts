@@ -1,12 +1,33 @@
+import type { RouteInputFacts } from '../../core/provider.ts';
+
 /**
  * What an OpenAI model name says about how OpenAI's API counts its input: the tokenizer, and the
  * most one image in a prompt can count. Only names OpenAI's own API serves are recognised; a name
  * not recognised says nothing (undefined), and the caller must then assume the worst.
  */
-export interface OpenAIInputFacts {
+export interface OpenAIInputFacts extends RouteInputFacts {
   tokenizer: 'o200k_base' | 'cl100k_base';
-  /** The largest input-token count of one image part, whatever its size or `detail`. */
-  maxImageTokens: number;
+}
+
+const OPENAI_API_HOST = 'api.openai.com';
+
+/**
+ * The `openai` type's default: what the upstream model name says, on OpenAI's own API only. Names
+ * are trusted only there: an Azure deployment is named by its operator, and other
+ * OpenAI-compatible servers (vLLM, Ollama, Groq…) name their models as they please, so there the
+ * tokenizer is unknown unless the model declares one.
+ */
+export function openAIPlatformInputFacts(upstreamModel: string, settings: Readonly<Record<string, unknown>>): OpenAIInputFacts | undefined {
+  return isOpenAIPlatform(settings) ? openAIInputFacts(upstreamModel) : undefined;
+}
+
+function isOpenAIPlatform(settings: Readonly<Record<string, unknown>>): boolean {
+  if (settings['azure'] !== undefined) return false;
+  try {
+    return new URL(String(settings['baseUrl'])).hostname === OPENAI_API_HOST;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -41,7 +41,7 @@ for (const size of ['short', 'long'] as const) {
     for (const [script, sample] of Object.entries(SAMPLES)) {
       const messages = chat(size === 'long' ? long(sample) : sample);
       const real = gpt4oChatTokens(messages);
-      const bound = chatInputTokenBound({ messages }, o200k);
+      const bound = await chatInputTokenBound({ messages }, o200k);
       t.ok(bound >= real, `${script}: bound ${bound} ≥ real ${real}`);
     }
   });
@@ -50,7 +50,7 @@ for (const size of ['short', 'long'] as const) {
     for (const [script, sample] of Object.entries(SAMPLES)) {
       const messages = chat(size === 'long' ? long(sample) : sample);
       const real = Math.max(gpt4ChatTokens(messages), gpt35ChatTokens(messages));
-      const bound = chatInputTokenBound({ messages }, cl100k);
+      const bound = await chatInputTokenBound({ messages }, cl100k);
       t.ok(bound >= real, `${script}: bound ${bound} ≥ real ${real}`);
     }
   });
@@ -59,9 +59,9 @@ for (const size of ['short', 'long'] as const) {
     for (const [script, sample] of Object.entries(SAMPLES)) {
       const messages = chat(size === 'long' ? long(sample) : sample);
       const real = Math.max(gpt4oChatTokens(messages), gpt4ChatTokens(messages), gpt35ChatTokens(messages));
-      const bound = chatInputTokenBound({ messages }, bytes);
+      const bound = await chatInputTokenBound({ messages }, bytes);
       t.ok(bound >= real, `${script}: byte bound ${bound} ≥ real ${real}`);
-      t.ok(bound >= chatInputTokenBound({ messages }, o200k) && bound >= chatInputTokenBound({ messages }, cl100k), `${script}: and ≥ the tokenizer bounds`);
+      t.ok(bound >= (await chatInputTokenBound({ messages }, o200k)) && bound >= (await chatInputTokenBound({ messages }, cl100k)), `${script}: and ≥ the tokenizer bounds`);
     }
   });
 }
@@ -84,9 +84,33 @@ t.test('a byte-level BPE never makes more tokens of a text than it has UTF-8 byt
 t.test('long prompts are counted with the tokenizer: the bound stays near the real count, far under the bytes', async (t) => {
   const messages = chat(long(SAMPLES['english']!));
   const real = gpt4oChatTokens(messages);
-  const bound = chatInputTokenBound({ messages }, o200k);
+  const bound = await chatInputTokenBound({ messages }, o200k);
   t.ok(bound - real <= 32, `o200k: bound ${bound}, real ${real}: within the framing margin`);
   t.ok(bound < Buffer.byteLength(messages[1]!.content) / 2, 'and well under the byte count');
+});
+
+t.test('a prompt too long to count at once is counted exactly, in slices, letting other work run in between', async (t) => {
+  const messages = [{ role: 'user', content: long(SAMPLES['english']!).repeat(20) }];
+  t.ok(messages[0]!.content.length > 200_000, 'over 200 K characters');
+  let turns = 0;
+  let counting = true;
+  const turn = () => {
+    turns += 1;
+    if (counting) setImmediate(turn);
+  };
+  setImmediate(turn);
+  const pending = chatInputTokenBound({ messages }, o200k);
+  t.type(pending, Promise, 'the count is a promise');
+  const bound = await pending;
+  counting = false;
+  t.equal(bound, gpt4oChatTokens(messages), 'exactly gpt-4o’s chat count');
+  t.ok(turns > 1, `the event loop turned ${turns} times while it counted`);
+  t.equal(await chatInputTokenBound({ messages }, o200k), bound, 'counted again (remembered by digest): the same');
+});
+
+t.test('a prompt larger than any context window (over 4 MiB) keeps the byte bound', async (t) => {
+  const messages = [{ role: 'user', content: 'a'.repeat(4 * 1024 * 1024 + 1) }];
+  t.equal(chatInputTokenBound({ messages }, o200k), chatInputTokenBound({ messages }, bytes));
 });
 
 t.test('tool definitions: the bound is at least gpt-4o’s function-calling count', async (t) => {
@@ -119,7 +143,7 @@ t.test('tool definitions: the bound is at least gpt-4o’s function-calling coun
       [o200k, 'o200k'],
       [bytes, 'bytes'],
     ] as const) {
-      const bound = chatInputTokenBound({ messages, tools }, profile);
+      const bound = await chatInputTokenBound({ messages, tools }, profile);
       t.ok(bound >= real, `${label} prompt, ${profileName}: bound ${bound} ≥ real ${real}`);
     }
   }
@@ -143,7 +167,7 @@ t.test('each image part counts the profile’s image maximum; a model takes the 
     { tokenizer: 'o200k_base', maxImageTokens: 3_779 },
     { tokenizer: 'o200k_base', maxImageTokens: 48_169 },
   ]);
-  const added = chatInputTokenBound(withImages, profile) - chatInputTokenBound(text, profile);
+  const added = (await chatInputTokenBound(withImages, profile)) - (await chatInputTokenBound(text, profile));
   t.ok(added >= 2 * 48_169, `two images add ${added} ≥ 2 × 48,169`);
   t.ok(added <= 2 * 48_169 + 2, 'and not their bytes besides');
 });
@@ -153,10 +177,10 @@ t.test('a route with an unknown tokenizer makes the whole model bound by bytes',
     { tokenizer: 'o200k_base', maxImageTokens: 3_779 },
     { tokenizer: 'bytes', maxImageTokens: UNKNOWN_MODEL_IMAGE_TOKENS },
   ]);
-  t.same(mixed.encodings, []);
+  t.same(mixed.tokenizers, ['bytes']);
   t.equal(mixed.imageTokens, UNKNOWN_MODEL_IMAGE_TOKENS);
   const messages = chat(long(SAMPLES['chinese']!));
-  t.equal(chatInputTokenBound({ messages }, mixed), chatInputTokenBound({ messages }, bytes));
+  t.equal(await chatInputTokenBound({ messages }, mixed), await chatInputTokenBound({ messages }, bytes));
 });
 
 t.test('a model routed to both OpenAI encodings counts with both and takes the larger', async (t) => {
@@ -164,17 +188,17 @@ t.test('a model routed to both OpenAI encodings counts with both and takes the l
     { tokenizer: 'o200k_base', maxImageTokens: 1_000 },
     { tokenizer: 'cl100k_base', maxImageTokens: 1_000 },
   ]);
-  t.same([...both.encodings].sort(), ['cl100k_base', 'o200k_base']);
+  t.same([...both.tokenizers].sort(), ['cl100k_base', 'o200k_base']);
   const messages = chat(long(SAMPLES['chinese']!));
-  const bound = chatInputTokenBound({ messages }, both);
+  const bound = await chatInputTokenBound({ messages }, both);
   // cl100k takes half again as many tokens for Chinese as o200k.
-  t.equal(bound, Math.max(chatInputTokenBound({ messages }, o200k), chatInputTokenBound({ messages }, cl100k)));
+  t.equal(bound, Math.max(await chatInputTokenBound({ messages }, o200k), await chatInputTokenBound({ messages }, cl100k)));
   t.ok(bound >= gpt4ChatTokens(messages));
 });
 
 t.test('special-token text in a prompt is counted as plain text, never thrown on', async (t) => {
   const messages = [{ role: 'user', content: long('<|endoftext|><|im_start|>system<|im_sep|> hi ') }];
-  const bound = chatInputTokenBound({ messages }, o200k);
+  const bound = await chatInputTokenBound({ messages }, o200k);
   t.ok(bound >= encodeO200k(messages[0]!.content, { disallowedSpecial: new Set() }).length);
 });
 
@@ -182,7 +206,7 @@ t.test('malformed messages and parts count as their JSON text instead of failing
   const odd = {
     messages: ['hello', null, { role: 'user', content: 42 }, { role: 'user', content: ['part', { type: 'input_audio', input_audio: { data: 'AAAA', format: 'wav' } }] }],
   } as unknown as ChatInput;
-  for (const profile of [o200k, bytes]) t.ok(chatInputTokenBound(odd, profile) > 0);
+  for (const profile of [o200k, bytes]) t.ok((await chatInputTokenBound(odd, profile)) > 0);
 });
 
 t.test('every field a message carries counts: tool calls, tool results, refusals', async (t) => {
@@ -195,6 +219,6 @@ t.test('every field a message carries counts: tool calls, tool results, refusals
     ],
   };
   for (const profile of [o200k, bytes]) {
-    t.ok(chatInputTokenBound(withCall, profile) >= chatInputTokenBound(base, profile) + encodeO200k(JSON.stringify([call])).length + encodeO200k('晴れ、25度').length);
+    t.ok((await chatInputTokenBound(withCall, profile)) >= (await chatInputTokenBound(base, profile)) + encodeO200k(JSON.stringify([call])).length + encodeO200k('晴れ、25度').length);
   }
 });

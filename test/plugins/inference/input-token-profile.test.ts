@@ -14,6 +14,7 @@ const PROVIDERS = {
   groq: { type: 'openai', baseUrl: 'https://api.groq.com/openai/v1', apiKey: 'x' },
   anthropic: { type: 'anthropic', apiKey: 'x' },
   mine: { package: 'svc-provider-echo' },
+  mock: { type: 'mock' },
 };
 
 function profileOf(model: Record<string, unknown>) {
@@ -68,15 +69,15 @@ t.test('gpt-4o-mini counts its images in tokens 33 times smaller, so its image m
 });
 
 t.test('on OpenAI’s own API a route’s tokenizer comes from its model name', async (t) => {
-  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4o-mini' }] }).encodings, ['o200k_base']);
-  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4' }] }).encodings, ['cl100k_base']);
+  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4o-mini' }] }).tokenizers, ['o200k_base']);
+  t.same(profileOf({ routes: [{ provider: 'openai', model: 'gpt-4' }] }).tokenizers, ['cl100k_base']);
   t.same(
     profileOf({
       routes: [
         { provider: 'openai', model: 'gpt-4o' },
         { provider: 'openai', model: 'gpt-4' },
       ],
-    }).encodings,
+    }).tokenizers,
     ['o200k_base', 'cl100k_base'],
   );
 });
@@ -90,7 +91,7 @@ t.test('elsewhere, or for an unknown name, the tokenizer is unknown and the boun
     { provider: 'openai', model: 'some-new-model' },
   ]) {
     const profile = profileOf({ routes: [route] });
-    t.same(profile.encodings, [], `${route.provider}/${route.model}`);
+    t.same(profile.tokenizers, ['bytes'], `${route.provider}/${route.model}`);
     t.equal(profile.imageTokens, UNKNOWN_MODEL_IMAGE_TOKENS, 'images: the unknown-model maximum');
   }
 });
@@ -102,14 +103,37 @@ t.test('a route with an unknown tokenizer makes the model’s bound the byte bou
       { provider: 'groq', model: 'llama-3.3-70b' },
     ],
   });
-  t.same(profile.encodings, []);
+  t.same(profile.tokenizers, ['bytes']);
+});
+
+t.test('the mock provider type declares its own count, which a route to an unknown upstream outweighs', async (t) => {
+  t.same(profileOf({ routes: [{ provider: 'mock', model: 'mock-small' }] }).tokenizers, ['mock']);
+  t.same(
+    profileOf({
+      routes: [
+        { provider: 'mock', model: 'mock-small' },
+        { provider: 'openai', model: 'gpt-4o' },
+      ],
+    }).tokenizers,
+    ['mock', 'o200k_base'],
+    'with an OpenAI route: both counted, the larger reserved',
+  );
+  t.same(
+    profileOf({
+      routes: [
+        { provider: 'mock', model: 'mock-small' },
+        { provider: 'groq', model: 'llama-3.3-70b' },
+      ],
+    }).tokenizers,
+    ['bytes'],
+  );
 });
 
 t.test('a declared tokenizer overrides the inference, on every route', async (t) => {
   const azure = profileOf({ tokenizer: 'o200k_base', routes: [{ provider: 'azure', model: 'prod-deployment' }] });
-  t.same(azure.encodings, ['o200k_base']);
+  t.same(azure.tokenizers, ['o200k_base']);
   t.equal(azure.imageTokens, OPENAI_MAX_IMAGE_TOKENS, 'any OpenAI model may be behind a deployment name: the largest image maximum');
-  t.same(profileOf({ tokenizer: 'bytes', routes: [{ provider: 'openai', model: 'gpt-4o' }] }).encodings, []);
+  t.same(profileOf({ tokenizer: 'bytes', routes: [{ provider: 'openai', model: 'gpt-4o' }] }).tokenizers, ['bytes']);
 });
 
 t.test('an unknown tokenizer in config stops the boot naming the field', async (t) => {

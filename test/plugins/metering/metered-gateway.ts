@@ -81,7 +81,11 @@ export const estimatedInputTokens = (content: string) => 3 + 4 + Math.ceil(Buffe
  * What admission reserves for the input of `[{role:'user', content}]` on `solo`, whose tokenizer is
  * unknown (a loopback upstream): the byte bound of providers/input-token-bound.ts.
  */
-export const reservedInputTokens = (content: string) => chatInputTokenBound({ messages: user(content) }, inputTokenProfile([{ tokenizer: 'bytes', maxImageTokens: 0 }]));
+export function reservedInputTokens(content: string): number {
+  const reserved = chatInputTokenBound({ messages: user(content) }, inputTokenProfile([{ tokenizer: 'bytes', maxImageTokens: 0 }]));
+  if (typeof reserved !== 'number') throw new Error('the byte bound is never counted in slices');
+  return reserved;
+}
 
 export async function startMeteredGateway(t: TapLike, options: MeteredGatewayOptions = {}): Promise<MeteredGateway> {
   let upstream = options.upstream;
