@@ -101,6 +101,9 @@ export class PeopleSignIn {
     await this.throttleSetPassword(input.token, input.ip);
     const tokenHash = hashToken(input.token);
     const invalidToken = () => new ApiError('invalid_token', undefined, { param: 'token' });
+    // Hashed before the transaction, never inside: on PGlite an open transaction holds the only
+    // session, and a hash may wait for a slot behind a burst of sign-ins.
+    const passwordHash = await hasher.hash(input.password);
     const found = await db.transaction(async (tx) => {
       const stores = storesFor(tx);
       const personId = await stores.passwordTokens.consume(tokenHash, this.deps.clock());
@@ -109,7 +112,7 @@ export class PeopleSignIn {
       if (!person) throw invalidToken();
       // Rule failures roll the transaction back: the token stays usable for a better password.
       checkPasswordRules(input.password, person.email);
-      await stores.people.setPasswordHash(person.id, await hasher.hash(input.password));
+      await stores.people.setPasswordHash(person.id, passwordHash);
       return { person, revoked: await stores.sessions.revokeAllForPerson(person.id) };
     });
     await this.forget(found.revoked);

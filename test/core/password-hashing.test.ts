@@ -1,8 +1,9 @@
 import t from 'tap';
 import { ApiError } from '../../core/errors.ts';
 import { type DeriveKey, PasswordHasher } from '../../core/passwords.ts';
+import { Tokens } from '../../core/tokens.ts';
 import { buildTestApp } from '../helpers/app.ts';
-import { fastDeriveKey, PASSWORD, signIn } from '../helpers/people.ts';
+import { fastDeriveKey, invite, PASSWORD, signIn } from '../helpers/people.ts';
 
 /**
  * A key derivation that holds every call until the test releases it, so how many run at once is
@@ -109,4 +110,17 @@ t.test('no password matches the hash unknown emails are checked against', async 
   t.match(unmatchable, /^scrypt\$N=32768,r=8,p=3\$/, 'today’s parameters, so it costs what a real verification does');
   t.equal(await hasher.verify('', unmatchable), false);
   t.equal(await hasher.verify(PASSWORD, unmatchable), false);
+});
+
+t.test('set-password holds no database transaction while its hash waits or runs', async (t) => {
+  const hashing = heldDerivation();
+  const test = await buildTestApp(t, { deriveKey: hashing.derive });
+  const token = await invite(test, 'patient@example.com');
+  const setting = test.call('POST', '/client/auth/set-password', { token: null, body: { token, password: PASSWORD } });
+  await hashing.started(1);
+  // On PGlite a transaction holds the only session: this query would wait for the hash to finish.
+  const { rows } = await test.app.svc.container.resolve(Tokens.Database).query<{ one: number }>('SELECT 1 AS one');
+  t.same(rows, [{ one: 1 }], 'the database answers while the hash is held');
+  hashing.releaseOne();
+  t.equal((await setting).statusCode, 200);
 });
