@@ -42,6 +42,24 @@ for (const path of ['/client/auth/sign-in', '/client/auth/set-password']) {
   });
 }
 
+t.test('a 10 MB body to an unknown route is answered 404 without being parsed, and a wrong method 405 with Allow', async (t) => {
+  const test = await shared();
+  const headers = { 'content-type': 'application/json' };
+  let unknown!: Awaited<ReturnType<TestApp['call']>>;
+  let wrongMethod!: Awaited<ReturnType<TestApp['call']>>;
+  const parses = await parsesOfAtLeast(1_000_000, async () => {
+    unknown = await test.call('POST', '/client/no-such-route', { token: null, body: TEN_MB_SIGN_IN, headers });
+    wrongMethod = await test.call('PUT', '/client/auth/sign-in', { token: null, body: TEN_MB_SIGN_IN, headers });
+  });
+  t.equal(unknown.statusCode, 404, unknown.body);
+  t.equal(unknown.json().error.code, 'route_not_found');
+  t.equal(wrongMethod.statusCode, 405, wrongMethod.body);
+  t.equal(wrongMethod.json().error.code, 'method_not_allowed');
+  t.equal(wrongMethod.headers.allow, 'POST');
+  t.ok(unknown.headers['x-request-id'], 'answered like any other request');
+  t.equal(parses, 0, 'neither body reached the JSON parser');
+});
+
 t.test('a body just over the public limit is refused and one within it is read', async (t) => {
   const test = await shared();
   const fields = { email: 'edge@example.com', password: 'a wrong password', pad: '' };
