@@ -1,4 +1,5 @@
 import { createHmac } from 'node:crypto';
+import { addressBucket } from './address-bucket.ts';
 import type { Authenticator } from './authenticator.ts';
 import { ApiError } from './errors.ts';
 import { issueSession, PASSWORD_TOKEN_PREFIX } from './identity-admin.ts';
@@ -79,8 +80,9 @@ export class PeopleSignIn {
   async signIn(input: { email: string; password: string; ip: string }): Promise<SignedIn> {
     const { db, storesFor, hasher } = this.deps;
     const email = input.email.trim().toLowerCase();
-    const fromKnownAddress = await this.isKnownAddress(email, input.ip);
-    await this.throttleSignIn(email, input.ip, fromKnownAddress);
+    const client = addressBucket(input.ip);
+    const fromKnownAddress = await this.isKnownAddress(email, client);
+    await this.throttleSignIn(email, client, fromKnownAddress);
     const stores = storesFor(db);
     const person = await stores.people.getByEmail(email);
     const stored = person ? await stores.people.passwordHashOf(person.id) : null;
@@ -91,7 +93,7 @@ export class PeopleSignIn {
       // Only if the hash is still the one just verified: a password set meanwhile is not undone.
       await stores.people.replacePasswordHash(person.id, stored, await hasher.hash(input.password));
     }
-    await this.rememberAddress(email, input.ip, fromKnownAddress);
+    await this.rememberAddress(email, client, fromKnownAddress);
     return this.openSession(person);
   }
 
@@ -148,11 +150,12 @@ export class PeopleSignIn {
     for (const id of sessionIds) await this.deps.authenticator.invalidate({ kind: 'session', id });
   }
 
-  private async throttleSignIn(email: string, ip: string, fromKnownAddress: boolean): Promise<void> {
+  /** `client` is the address's bucket (core/address-bucket.ts: an IPv4 address, an IPv6 /64). */
+  private async throttleSignIn(email: string, client: string, fromKnownAddress: boolean): Promise<void> {
     const { attemptsPerAddressAndEmail, attemptsPerIp, windowMs } = this.deps.settings;
     const entries = [
-      { key: `signin:pair:${pairId(email, ip)}`, limit: attemptsPerAddressAndEmail, periodMs: windowMs, cost: 1 },
-      { key: `signin:ip:${ip}`, limit: attemptsPerIp, periodMs: windowMs, cost: 1 },
+      { key: `signin:pair:${pairId(email, client)}`, limit: attemptsPerAddressAndEmail, periodMs: windowMs, cost: 1 },
+      { key: `signin:ip:${client}`, limit: attemptsPerIp, periodMs: windowMs, cost: 1 },
     ];
     if (!fromKnownAddress) entries.push({ ...this.emailBucket(email), cost: 1 });
     await this.consumeOrRefuse(entries, 'too_many_sign_in_attempts');
@@ -162,7 +165,7 @@ export class PeopleSignIn {
     const { setPasswordAttemptsPerIp, setPasswordAttemptsPerToken, windowMs } = this.deps.settings;
     const tokenBucket = `setpw:token:${hashToken(token.slice(0, TOKEN_PREFIX_LENGTH))}`;
     const entries = [
-      { key: `setpw:ip:${ip}`, limit: setPasswordAttemptsPerIp, periodMs: windowMs, cost: 1 },
+      { key: `setpw:ip:${addressBucket(ip)}`, limit: setPasswordAttemptsPerIp, periodMs: windowMs, cost: 1 },
       { key: tokenBucket, limit: setPasswordAttemptsPerToken, periodMs: windowMs, cost: 1 },
     ];
     await this.consumeOrRefuse(entries, 'too_many_set_password_attempts');
@@ -180,17 +183,17 @@ export class PeopleSignIn {
     return { key: `signin:email:${hashToken(email)}`, limit: attemptsPerEmail, periodMs: emailWindowMs };
   }
 
-  private async isKnownAddress(email: string, ip: string): Promise<boolean> {
-    return (await this.deps.cache.get(`signin:known:${pairId(email, ip)}`)) !== null;
+  private async isKnownAddress(email: string, client: string): Promise<boolean> {
+    return (await this.deps.cache.get(`signin:known:${pairId(email, client)}`)) !== null;
   }
 
   /**
    * After a successful sign-in: the address is the person's for sessionTtlDays, and when it already
    * was, strangers' guesses at the email from elsewhere are forgiven.
    */
-  private async rememberAddress(email: string, ip: string, wasKnown: boolean): Promise<void> {
+  private async rememberAddress(email: string, client: string, wasKnown: boolean): Promise<void> {
     const { cache, rateLimiter, settings } = this.deps;
-    await cache.set(`signin:known:${pairId(email, ip)}`, '1', settings.sessionTtlDays * 86_400_000);
+    await cache.set(`signin:known:${pairId(email, client)}`, '1', settings.sessionTtlDays * 86_400_000);
     if (wasKnown) {
       const bucket = this.emailBucket(email);
       // A refund never fills a bucket past full, so giving back the whole limit refills it.
@@ -199,7 +202,7 @@ export class PeopleSignIn {
   }
 }
 
-/** One (email, address) pair, hashed: neither appears in the coordination store's keys. */
-function pairId(email: string, ip: string): string {
-  return hashToken(`${email}\n${ip}`);
+/** One (email, address bucket) pair, hashed: neither appears in the coordination store's keys. */
+function pairId(email: string, client: string): string {
+  return hashToken(`${email}\n${client}`);
 }

@@ -3,7 +3,10 @@ import { ApiError } from '../../core/errors.ts';
 import { type DeriveKey, PasswordHasher } from '../../core/passwords.ts';
 import { Tokens } from '../../core/tokens.ts';
 import { buildTestApp } from '../helpers/app.ts';
-import { fastDeriveKey, invite, PASSWORD, signIn } from '../helpers/people.ts';
+import { fastDeriveKey, invite, onEachBackend, PASSWORD, personAt, signIn, signInFrom } from '../helpers/people.ts';
+
+// Several apps, each on both backends: on this project's loaded 2-core machine that can pass the default 120 s.
+t.setTimeout(300_000);
 
 /**
  * A key derivation that holds every call until the test releases it, so how many run at once is
@@ -123,4 +126,22 @@ t.test('set-password holds no database transaction while its hash waits or runs'
   t.same(rows, [{ one: 1 }], 'the database answers while the hash is held');
   hashing.releaseOne();
   t.equal((await setting).statusCode, 200);
+});
+
+onEachBackend(t, 'a password hash made with older parameters is verified with them and upgraded at the next sign-in', async (t, config) => {
+  const test = await buildTestApp(t, { config, deriveKey: fastDeriveKey });
+  await personAt(test, '10.0.0.1', 'old@example.com');
+  const identity = test.app.svc.container.resolve(Tokens.Identity);
+  const person = (await identity.people.getByEmail('old@example.com'))!;
+  const before = new PasswordHasher({ concurrency: 1, maxWaiting: 0, cost: { N: 2 ** 15, r: 8, p: 1 }, derive: fastDeriveKey });
+  const oldHash = await before.hash(PASSWORD);
+  await identity.people.setPasswordHash(person.id, oldHash);
+
+  t.equal((await signInFrom(test, '10.0.0.1', 'old@example.com', 'not the password at all')).statusCode, 401);
+  t.equal(await identity.people.passwordHashOf(person.id), oldHash, 'a wrong password changes nothing');
+  const signedIn = await signInFrom(test, '10.0.0.1', 'old@example.com');
+  t.equal(signedIn.statusCode, 200, signedIn.body);
+  const upgraded = await identity.people.passwordHashOf(person.id);
+  t.match(upgraded, /^scrypt\$N=32768,r=8,p=3\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
+  t.equal((await signInFrom(test, '10.0.0.1', 'old@example.com')).statusCode, 200, 'the upgraded hash verifies the same password');
 });

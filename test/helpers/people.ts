@@ -3,7 +3,9 @@ import { SqlMailOutbox } from '../../adapters/sql/mail-outbox.ts';
 import { invitePerson } from '../../core/identity-admin.ts';
 import type { DeriveKey } from '../../core/passwords.ts';
 import { Tokens } from '../../core/tokens.ts';
-import type { TestApp } from './app.ts';
+import type { Test } from 'tap';
+import type { AppConfigInput } from '../../config/schema.ts';
+import { realServersConfig, type TestApp } from './app.ts';
 
 export const PASSWORD = 'correct horse battery staple';
 
@@ -45,4 +47,32 @@ export async function signedInPerson(test: TestApp, email: string): Promise<{ co
   if (response.statusCode !== 200) throw new Error(`sign-in failed: ${response.body}`);
   const setCookie = String(response.headers['set-cookie']);
   return { cookie: setCookie.split(';')[0]!, csrf: response.json().csrfToken, setCookie };
+}
+
+/**
+ * Runs a behaviour on the embedded backends (PGlite, in-memory counters), and on PostgreSQL + Redis
+ * when TEST_PG_URL and TEST_REDIS_URL are set; without them that run is skipped, saying so.
+ */
+export function onEachBackend(t: Test, name: string, run: (t: Test, config: AppConfigInput) => Promise<void>): void {
+  t.test(`${name} (PGlite, in-memory counters)`, (t) => run(t, {}));
+  const skip = realServersConfig() === null ? 'skipped PostgreSQL + Redis: needs TEST_PG_URL and TEST_REDIS_URL' : false;
+  t.test(`${name} (PostgreSQL, Redis)`, { skip }, async (t) => {
+    const real = realServersConfig()!;
+    t.teardown(() => real.dropSchema());
+    await run(t, { storage: real.storage });
+  });
+}
+
+export const signInFrom = (test: TestApp, remoteAddress: string, email: string, password = PASSWORD) =>
+  test.app.inject({ method: 'POST', url: '/client/auth/sign-in', remoteAddress, payload: { email, password } });
+
+export const setPasswordFrom = (test: TestApp, remoteAddress: string, token: string, password = PASSWORD) =>
+  test.app.inject({ method: 'POST', url: '/client/auth/set-password', remoteAddress, payload: { token, password } });
+
+/** Invites the person and sets their password from `address`, then signs in there once (which makes the address theirs). */
+export async function personAt(test: TestApp, address: string, email: string): Promise<void> {
+  const set = await setPasswordFrom(test, address, await invite(test, email));
+  if (set.statusCode !== 200) throw new Error(`set-password failed: ${set.body}`);
+  const signedIn = await signInFrom(test, address, email);
+  if (signedIn.statusCode !== 200) throw new Error(`sign-in failed: ${signedIn.body}`);
 }
