@@ -71,8 +71,8 @@ export function csrfTokenFor(sessionToken: string): string {
  *   guesses spread over many addresses are bounded too, yet cannot lock the person out of the
  *   addresses they use (a successful sign-in remembers its address for `sessionTtlDays` and, from
  *   an address already known, refills the bucket).
- * An unknown email, or one without a password yet, is verified against a dummy hash and answers
- * the same 401 after the same work.
+ * An unknown email, or one without a password yet, is verified against a hash no password matches
+ * and answers the same 401 after the same work.
  */
 export class PeopleSignIn {
   constructor(private readonly deps: PeopleSignInDeps) {}
