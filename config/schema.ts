@@ -147,10 +147,23 @@ export const configSchema = z.strictObject({
       credentialCacheTtlMs: z.number().int().min(0).max(60_000).default(1000),
       credentialCacheMaxEntries: z.number().int().min(1).default(50_000),
       sessionTtlDays: z.number().int().min(1).max(365).default(30),
-      /** Sign-in attempts (right or wrong) allowed per email, and per client IP, in each window. */
-      signInAttemptsPerEmail: z.number().int().min(1).default(10),
+      /** Sign-in attempts (right or wrong) per client address and email, and per address, in each signInWindowMinutes. */
+      signInAttemptsPerAddressAndEmail: z.number().int().min(1).default(10),
       signInAttemptsPerIp: z.number().int().min(1).default(100),
       signInWindowMinutes: z.number().int().min(1).max(1440).default(15),
+      /**
+       * Attempts per email, summed over every address the person has not signed in from (within
+       * sessionTtlDays), in each signInEmailWindowMinutes; the person's own addresses are exempt.
+       */
+      signInAttemptsPerEmail: z.number().int().min(1).default(30),
+      signInEmailWindowMinutes: z.number().int().min(1).max(1440).default(60),
+      /** set-password attempts per client address, and per token, in each signInWindowMinutes. */
+      setPasswordAttemptsPerIp: z.number().int().min(1).default(10),
+      setPasswordAttemptsPerToken: z.number().int().min(1).default(5),
+      /** Password hashes computed at once (32 MiB each); default: the cores less one, 1 to 4. */
+      passwordHashConcurrency: z.number().int().min(1).max(64).optional(),
+      /** Hashes that may wait for one of those; past it sign-in answers 503 password_hashing_busy. */
+      passwordHashMaxWaiting: z.number().int().min(0).default(64),
       /** How long an invitation's set-password token stays usable. */
       invitationTtlHours: z.number().int().min(1).max(720).default(72),
     })

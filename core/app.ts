@@ -1,4 +1,5 @@
 import './http/fastify-types.ts';
+import { availableParallelism } from 'node:os';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AppConfig } from '../config/schema.ts';
 import { Authenticator } from './authenticator.ts';
@@ -8,11 +9,13 @@ import { ExtensionRegistry } from './extension-points.ts';
 import { installAuthHook } from './http/auth-hook.ts';
 import { mountAuthRoutes } from './http/auth-routes.ts';
 import { PeopleSignIn } from './people-sign-in.ts';
+import { type DeriveKey, PasswordHasher } from './passwords.ts';
 import { authorizationHeader } from './http/authorization-header.ts';
 import { clientErrorHandler, refuseConnect } from './http/client-errors.ts';
 import { installDraining } from './http/draining.ts';
 import { frameworkErrorHandler, installErrorHandling } from './http/error-handler.ts';
 import { installJsonBodyParser } from './http/json-body-parser.ts';
+import { installPublicBodyLimit } from './http/public-body-limit.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from './http/mount-operations.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { OperationRegistry } from './operations.ts';
@@ -47,6 +50,8 @@ export interface AppOptions {
   logStream?: { write(line: string): void };
   /** Randomness of retry jitter (tests pin it). */
   random?: () => number;
+  /** The password key derivation (scrypt; tests watch how many run at once). */
+  deriveKey?: DeriveKey;
 }
 
 export interface ServiceHandle {
@@ -182,11 +187,28 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.Events, events);
     container.bindValue(
       Tokens.SignIn,
-      new PeopleSignIn(database, stores.identity, coordination.rateLimiter, authenticator, clock, {
-        sessionTtlDays: config.auth.sessionTtlDays,
-        attemptsPerEmail: config.auth.signInAttemptsPerEmail,
-        attemptsPerIp: config.auth.signInAttemptsPerIp,
-        windowMs: config.auth.signInWindowMinutes * 60_000,
+      new PeopleSignIn({
+        db: database,
+        storesFor: stores.identity,
+        rateLimiter: coordination.rateLimiter,
+        cache: coordination.cache,
+        authenticator,
+        hasher: new PasswordHasher({
+          concurrency: config.auth.passwordHashConcurrency ?? Math.max(1, Math.min(4, availableParallelism() - 1)),
+          maxWaiting: config.auth.passwordHashMaxWaiting,
+          ...(options.deriveKey ? { derive: options.deriveKey } : {}),
+        }),
+        clock,
+        settings: {
+          sessionTtlDays: config.auth.sessionTtlDays,
+          attemptsPerAddressAndEmail: config.auth.signInAttemptsPerAddressAndEmail,
+          attemptsPerIp: config.auth.signInAttemptsPerIp,
+          windowMs: config.auth.signInWindowMinutes * 60_000,
+          attemptsPerEmail: config.auth.signInAttemptsPerEmail,
+          emailWindowMs: config.auth.signInEmailWindowMinutes * 60_000,
+          setPasswordAttemptsPerIp: config.auth.setPasswordAttemptsPerIp,
+          setPasswordAttemptsPerToken: config.auth.setPasswordAttemptsPerToken,
+        },
       }),
     );
     app.decorate('svc', { container, config, bootstrap, workers: runner });
@@ -202,6 +224,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     installDraining(app);
     installErrorHandling(app);
     installJsonBodyParser(app);
+    installPublicBodyLimit(app);
     installAuthHook(app, authenticator, { ownOrigin: config.server.publicUrl ? new URL(config.server.publicUrl).origin : null });
 
     const extensions = new ExtensionRegistry();

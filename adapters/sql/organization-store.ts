@@ -95,6 +95,11 @@ export class SqlPersonStore implements PersonStore {
   async setPasswordHash(personId: string, passwordHash: string): Promise<void> {
     await this.db.query('UPDATE people SET password_hash = $2 WHERE id = $1', [personId, passwordHash]);
   }
+
+  async replacePasswordHash(personId: string, expected: string, passwordHash: string): Promise<boolean> {
+    const { rowCount } = await this.db.query('UPDATE people SET password_hash = $3 WHERE id = $1 AND password_hash = $2', [personId, expected, passwordHash]);
+    return rowCount > 0;
+  }
 }
 
 export class SqlPasswordTokenStore implements PasswordTokenStore {

@@ -31,7 +31,7 @@ export function mountAuthRoutes(app: FastifyInstance, signIn: PeopleSignIn, conf
 
   app.post('/client/auth/set-password', open, async (request) => {
     const body = objectBody(request.body);
-    const person = await signIn.setPassword({ token: stringField(body, 'token', 200), password: stringField(body, 'password', 4096) });
+    const person = await signIn.setPassword({ token: stringField(body, 'token', 200), password: stringField(body, 'password', 4096), ip: request.ip });
     return { object: 'ack', ok: true, person: { id: person.id, email: person.email } };
   });
 

@@ -36,15 +36,19 @@ export function installErrorHandling(app: FastifyInstance): void {
     }
   });
 
-  app.setNotFoundHandler((request, reply) => {
+  const notFound = (request: FastifyRequest): ApiError => {
     const path = request.url.split('?')[0] ?? '/';
     const allowed = METHODS.filter((method) => method !== request.method && shadow.find(method, path));
     if (allowed.length > 0) {
-      void reply.header('allow', allowed.join(', '));
-      return sendError(reply, new ApiError('method_not_allowed', `Method ${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`));
+      const message = `Method ${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`;
+      return new ApiError('method_not_allowed', message, { headers: { allow: allowed.join(', ') } });
     }
-    return sendError(reply, new ApiError('route_not_found', `No route ${request.method} ${path}`));
-  });
+    return new ApiError('route_not_found', `No route ${request.method} ${path}`);
+  };
+  // Answered before the body is read: an unknown route takes no credential, so anyone could
+  // otherwise make the service read and parse 10 MB for a 404.
+  app.addHook('onRequest', (request, _reply, done) => (request.is404 ? done(notFound(request)) : done()));
+  app.setNotFoundHandler((request, reply) => sendError(reply, notFound(request)));
 
   app.setErrorHandler((error: FastifyError | ApiError | Error, request, reply) => {
     return sendError(reply, toApiError(error, request));

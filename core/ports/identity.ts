@@ -45,6 +45,8 @@ export interface PersonStore {
   /** The stored password hash (core/passwords.ts format); null when none was set. Never part of Person. */
   passwordHashOf(personId: string): Promise<string | null>;
   setPasswordHash(personId: string, passwordHash: string): Promise<void>;
+  /** Sets the hash only while the stored one is still `expected` (a rehash never undoes a new password); whether it did. */
+  replacePasswordHash(personId: string, expected: string, passwordHash: string): Promise<boolean>;
 }
 
 /** One-time tokens that let a person set a password; stored hashed, spent once. */

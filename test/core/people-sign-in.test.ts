@@ -2,11 +2,15 @@ import t from 'tap';
 import type { AppConfigInput } from '../../config/schema.ts';
 import { Tokens } from '../../core/tokens.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
-import { invite, PASSWORD, signedInPerson, signIn } from '../helpers/people.ts';
+import { fastDeriveKey, invite, PASSWORD, signedInPerson, signIn } from '../helpers/people.ts';
 
-/** One app for the tests that need no settings of their own (each builds in seconds on PGlite). */
+/**
+ * One app for the tests that need no settings of their own (each builds in seconds on PGlite).
+ * They all set passwords from one address, more often than set-password's limit per address allows,
+ * and hash with a fast stand-in for scrypt (the log test below and password-hashing.test.ts use scrypt).
+ */
 let sharedApp: Promise<TestApp> | null = null;
-const shared = () => (sharedApp ??= buildTestApp(t));
+const shared = () => (sharedApp ??= buildTestApp(t, { config: { auth: { setPasswordAttemptsPerIp: 1000 } }, deriveKey: fastDeriveKey }));
 
 const withCookie = (cookie: string, headers: Record<string, string> = {}) => ({ token: null, headers: { cookie, ...headers } });
 
@@ -117,13 +121,13 @@ t.test('a wrong password and an unknown email get the same 401', async (t) => {
   }
 });
 
-t.test('sign-in attempts are limited per email and per client address', async (t) => {
-  const config: AppConfigInput = { auth: { signInAttemptsPerEmail: 3, signInAttemptsPerIp: 4 } };
-  const test = await buildTestApp(t, { config });
+t.test('sign-in attempts are limited per client address and email, and per address', async (t) => {
+  const config: AppConfigInput = { auth: { signInAttemptsPerAddressAndEmail: 3, signInAttemptsPerIp: 4 } };
+  const test = await buildTestApp(t, { config, deriveKey: fastDeriveKey });
   await signedInPerson(test, 'target@example.com'); // one attempt (the successful sign-in)
   const statuses = [];
   for (let i = 0; i < 3; i++) statuses.push((await signIn(test, 'target@example.com', 'guessing wrongly')).statusCode);
-  t.same(statuses, [401, 401, 429], 'the fourth attempt on one email is refused');
+  t.same(statuses, [401, 401, 429], 'the fourth attempt on one email from one address is refused');
   const limited = await signIn(test, 'target@example.com');
   t.equal(limited.statusCode, 429, 'even with the right password');
   t.equal(limited.json().error.code, 'too_many_sign_in_attempts');
@@ -175,7 +179,7 @@ t.test('passwords appear neither in the process log nor in clear in the database
   t.notMatch(log, 'a wrong password we typed');
   const db = test.app.svc.container.resolve(Tokens.Database);
   const { rows } = await db.query<{ password_hash: string }>('SELECT password_hash FROM people WHERE email = $1', ['secretive@example.com']);
-  t.match(rows[0]!.password_hash, /^scrypt\$N=32768,r=8,p=1\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
+  t.match(rows[0]!.password_hash, /^scrypt\$N=32768,r=8,p=3\$[A-Za-z0-9_-]{22}\$[A-Za-z0-9_-]{43}$/);
   const { rows: all } = await db.query('SELECT p.*, s.* FROM people p LEFT JOIN sessions s ON s.person_id = p.id');
   t.notMatch(JSON.stringify(all), PASSWORD);
 });

@@ -5,6 +5,7 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { parseConfig } from '../../config/load.ts';
 import type { AppConfig, AppConfigInput } from '../../config/schema.ts';
 import { buildApp } from '../../composition/build-app.ts';
+import type { AppOptions } from '../../core/app.ts';
 import type { AnyPlugin } from '../../core/plugin.ts';
 import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
 import { addPersonTo, issueSession } from '../../core/identity-admin.ts';
@@ -28,6 +29,8 @@ export interface TestAppOptions {
   /** Receives the process log's lines (set config.server.logLevel to see any). */
   logStream?: { write(line: string): void };
   random?: () => number;
+  /** Replaces scrypt for people's passwords (see AppOptions.deriveKey). */
+  deriveKey?: AppOptions['deriveKey'];
 }
 
 export interface TestApp {
@@ -61,7 +64,7 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
     plugins: options.plugins ?? options.config?.plugins ?? allPlugins(manifest),
   };
   const config = parseConfig(raw);
-  const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream, random: options.random });
+  const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream, random: options.random, deriveKey: options.deriveKey });
   // Every error an operation answers must be declared (or implied): see core/operation-errors.ts.
   app.svc.container.resolve(Tokens.Operations).checkDeclaredErrors = true;
   t.teardown(async () => {
