@@ -1,19 +1,13 @@
 import t from 'tap';
-import { realServersConfig } from '../../helpers/app.ts';
-import { balanceOf, chat, outcome, tally, capFitting, checkBilled, countOf, PROMPTS, startFixture, callBody } from './admission-fits.ts';
+import { balanceOf, chat, outcome, tally, capFitting, checkBilled, countOf, PROMPTS, startFixture, callBody, FIT_BACKENDS } from './admission-fits.ts';
 
 /**
  * Blocking project and account caps admit what fits (issue 15, item 2), on one replica: admission
  * must check them on every call. As in admission-fits.test.ts (split from it to keep each file
  * quick), each backend runs one gateway and every test uses keys of its own.
  */
-const real = realServersConfig();
-const backends = [
-  { name: 'embedded: PGlite + in-memory coordination', skip: false as const, onRealServers: false },
-  { name: 'PostgreSQL + Redis', skip: real ? (false as const) : 'needs TEST_PG_URL and TEST_REDIS_URL', onRealServers: true },
-];
 
-for (const backend of backends) {
+for (const backend of FIT_BACKENDS) {
   t.test(backend.name, { skip: backend.skip }, async (t) => {
     const fixture = await startFixture(t, 1, backend.onRealServers);
     const g = fixture.replicas[0]!;

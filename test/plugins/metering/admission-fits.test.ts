@@ -1,8 +1,7 @@
 import t from 'tap';
 import { estimateChatInputTokens } from '../../../providers/token-estimate.ts';
-import { realServersConfig } from '../../helpers/app.ts';
 import { user } from './metered-gateway.ts';
-import { balanceOf, burst, tally, callBody, capFitting, checkBilled, countOf, PROMPT_NAMES, PROMPTS, startFixture, tokensPerCall } from './admission-fits.ts';
+import { balanceOf, burst, tally, callBody, capFitting, checkBilled, countOf, PROMPT_NAMES, PROMPTS, startFixture, tokensPerCall, FIT_BACKENDS } from './admission-fits.ts';
 
 /**
  * Limits admit what fits (issue 15, items 1 and 2), on one replica: with a model whose tokenizer is
@@ -10,13 +9,8 @@ import { balanceOf, burst, tally, callBody, capFitting, checkBilled, countOf, PR
  * project, account) that fits N calls admits exactly N of a concurrent burst, never more. Each
  * backend runs one gateway; every test uses keys of its own (admission-fits.ts has the calls).
  */
-const real = realServersConfig();
-const backends = [
-  { name: 'embedded: PGlite + in-memory coordination', skip: false as const, onRealServers: false },
-  { name: 'PostgreSQL + Redis', skip: real ? (false as const) : 'needs TEST_PG_URL and TEST_REDIS_URL', onRealServers: true },
-];
 
-for (const backend of backends) {
+for (const backend of FIT_BACKENDS) {
   t.test(backend.name, { skip: backend.skip }, async (t) => {
     const fixture = await startFixture(t, 1, backend.onRealServers);
     const g = fixture.replicas[0]!;

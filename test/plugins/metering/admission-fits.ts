@@ -39,6 +39,13 @@ const PATIENT = { connectMs: 60_000, firstByteMs: 60_000, totalMs: 120_000 };
 const PATIENT_FAILOVER = { initialBackoffMs: 5, maxBackoffMs: 20, deadlineMs: 120_000, ttftTimeoutMs: 60_000, maxRetryAfterMs: 1_500, retriesPerRoute: 0, maxAttempts: 1 };
 
 /** For waitFor: it only bounds a failing test, and hundreds of calls on a busy shared machine can take a while to be decided. */
+/** Each file runs its tests on the embedded backend and, when CI provides them, on the real servers. */
+const real = realServersConfig();
+export const FIT_BACKENDS = [
+  { name: 'embedded: PGlite + in-memory coordination', skip: false as const, onRealServers: false },
+  { name: 'PostgreSQL + Redis', skip: real ? (false as const) : 'needs TEST_PG_URL and TEST_REDIS_URL', onRealServers: true },
+];
+
 export const LONG_DEADLINE_MS = 60_000;
 
 export interface Fixture {
