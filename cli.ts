@@ -21,6 +21,10 @@ With the embedded database, stop the service first: PGlite allows one process at
 `;
 
 async function main(argv: string[]): Promise<number> {
+  // Files are the service's own: whatever is created without a stated mode (a library's, a temporary
+  // file) is not readable by other users either. The data directory's files state theirs
+  // (core/private-files.ts), so they stay private when the service is embedded or under another umask.
+  process.umask(0o077);
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,

@@ -38,6 +38,7 @@ import { definePeriodic } from './jobs/queue-definitions.ts';
 import { OperationEvents } from './operation-events.ts';
 import { Readiness } from './readiness.ts';
 import { mountHealthRoutes } from './http/health-routes.ts';
+import { privateDirectoriesOf, tightenTree } from './private-files.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -111,6 +112,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
   let database: Database | null = null;
   let coordination: Coordination | null = null;
   try {
+    keepDataPrivate(config, app.log);
     database = await adapters.openDatabase();
     coordination = await adapters.openCoordination();
     await adapters.migrate(database, [...adapters.migrations, ...plugins.flatMap(({ plugin }) => plugin.migrations ?? [])]);
@@ -341,4 +343,26 @@ function serverTimeouts(server: AppConfig['server']) {
       connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(server.headersTimeoutMs / 4))),
     },
   };
+}
+
+/**
+ * Before anything opens them: the service's own directories, left readable by other users by an
+ * earlier version or a copy, are made private again, with one log line saying how much changed.
+ */
+function keepDataPrivate(config: AppConfig, log: FastifyBaseLogger): void {
+  const directories = privateDirectoriesOf(config);
+  let tightened = 0;
+  const failed: string[] = [];
+  for (const directory of directories) {
+    const result = tightenTree(directory);
+    tightened += result.tightened;
+    failed.push(...result.failed);
+  }
+  if (tightened === 0 && failed.length === 0) return;
+  log.warn(
+    { directories, tightened, failed: failed.slice(0, 10) },
+    failed.length === 0
+      ? `other users could read ${tightened} of the service's files and folders; they are private to this user now`
+      : `other users could read some of the service's files; ${tightened} made private, ${failed.length} could not be changed`,
+  );
 }
