@@ -39,6 +39,7 @@ import { OperationEvents } from './operation-events.ts';
 import { Readiness } from './readiness.ts';
 import { mountHealthRoutes } from './http/health-routes.ts';
 import { privateDirectoriesOf, tightenTree } from './private-files.ts';
+import { secretMatcher } from './secrets.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -292,8 +293,10 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
   }));
   if (config.metrics.enabled) {
     const token = config.metrics.bearerToken;
+    // In constant time: a `!==` returns sooner the earlier a guess differs, which can be measured.
+    const presentsToken = token ? secretMatcher(`Bearer ${token}`) : null;
     app.get('/metrics', { config: { auth: false, surface: 'root' } }, async (request, reply) => {
-      if (token && authorizationHeader(request.raw) !== `Bearer ${token}`) {
+      if (presentsToken && !presentsToken(authorizationHeader(request.raw))) {
         throw new ApiError('invalid_metrics_token');
       }
       return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
