@@ -362,10 +362,7 @@ function keepDataPrivate(config: AppConfig, log: FastifyBaseLogger): void {
     failed.push(...result.failed);
   }
   if (tightened === 0 && failed.length === 0) return;
-  log.warn(
-    { directories, tightened, failed: failed.slice(0, 10) },
-    failed.length === 0
-      ? `other users could read ${tightened} of the service's files and folders; they are private to this user now`
-      : `other users could read some of the service's files; ${tightened} made private, ${failed.length} could not be changed`,
-  );
+  const unchanged = failed.length === 0 ? '' : `; ${failed.length} could not be changed`;
+  const message = `other users could read ${tightened} of the service's files and folders; they are private to this user now${unchanged}`;
+  log.warn({ directories, tightened, failed: failed.slice(0, 10) }, message);
 }

@@ -48,10 +48,11 @@ export function checkMailMessage(message: MailMessage): void {
  */
 function checkSecrets(message: MailMessage): void {
   for (const [name, value] of Object.entries(message.secrets ?? {})) {
-    if (!SECRET_NAME.test(name)) throw new MailDeliveryError(`a secret's name is a letter, then letters, digits or _: ${JSON.stringify(name.slice(0, 40))}`, false);
-    if (typeof value !== 'string' || value === '') throw new MailDeliveryError(`the secret ${name} is empty`, false);
-    if (!message.text.includes(secretPlaceholder(name))) throw new MailDeliveryError(`the text never names the secret ${name} (${secretPlaceholder(name)})`, false);
+    const refuse = (why: string) => new MailDeliveryError(`secret ${JSON.stringify(name.slice(0, 40))}: ${why}`, false);
+    if (!SECRET_NAME.test(name)) throw refuse('a name is a letter, then letters, digits or _');
+    if (typeof value !== 'string' || value === '') throw refuse('empty');
+    if (!message.text.includes(secretPlaceholder(name))) throw refuse(`the text never names it as ${secretPlaceholder(name)}`);
     const inClear = [message.subject, message.text, message.html ?? ''].some((part) => part.includes(value));
-    if (inClear) throw new MailDeliveryError(`the secret ${name} is also in the message in clear; use only its placeholder`, false);
+    if (inClear) throw refuse('it is also in the message in clear; use only its placeholder');
   }
 }

@@ -23,9 +23,10 @@ const SHARED_BITS = 0o077;
  */
 export function privateDirectoriesOf(config: AppConfig): string[] {
   const { storage } = config;
+  const { database, blobs } = storage;
   const directories = [path.resolve(storage.dataDir)];
-  if (isEmbeddedOnDisk(storage.database) && storage.database.driver === 'pglite') directories.push(path.resolve(storage.database.dataDir));
-  if (storage.blobs?.driver === 'filesystem' && storage.blobs.dir !== undefined) directories.push(path.resolve(storage.blobs.dir));
+  if (isEmbeddedOnDisk(database) && database.driver === 'pglite') directories.push(path.resolve(database.dataDir));
+  if (blobs?.driver === 'filesystem' && blobs.dir !== undefined) directories.push(path.resolve(blobs.dir));
   const outermost = (dir: string) => !directories.some((other) => other !== dir && dir.startsWith(other + path.sep));
   return [...new Set(directories)].filter(outermost);
 }
@@ -70,7 +71,8 @@ export function tightenTree(root: string): Tightening {
       });
       if (changed) result.tightened += 1;
     }
-    if (stats.isDirectory()) for (const name of attempt(current, () => readdirSync(current)) ?? []) pending.push(path.join(current, name));
+    if (!stats.isDirectory()) continue;
+    for (const name of attempt(current, () => readdirSync(current)) ?? []) pending.push(path.join(current, name));
   }
   return result;
 }

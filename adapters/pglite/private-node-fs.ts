@@ -34,7 +34,10 @@ function withoutSharedBits(nodefs: EmscriptenNodeFs): void {
   const mknod = nodeOps.mknod;
   const setattr = nodeOps.setattr;
   const setStreamAttr = streamOps.setattr;
-  const narrowed = <A extends { mode?: number }>(attr: A): A => (attr.mode === undefined ? attr : { ...attr, mode: attr.mode & ~SHARED_BITS });
+  const narrowed = <A extends { mode?: number }>(attr: A): A => {
+    if (attr.mode === undefined) return attr;
+    return { ...attr, mode: attr.mode & ~SHARED_BITS };
+  };
   nodeOps.mknod = (parent, name, mode, dev) => mknod.call(nodeOps, parent, name, mode & ~SHARED_BITS, dev);
   nodeOps.setattr = (node, attr) => setattr.call(nodeOps, node, narrowed(attr));
   streamOps.setattr = (stream, attr) => setStreamAttr.call(streamOps, stream, narrowed(attr));

@@ -4,6 +4,20 @@ import type { Queryable } from '../../core/ports/database.ts';
 import type { MailMessage, MailOutbox, Mailer, OutboxMail } from '../../core/ports/mail.ts';
 import type { Row } from './rows.ts';
 
+const INSERT_MAIL = `INSERT INTO mail_outbox (id, sender, recipient, subject, text_body, html_body, secrets)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`;
+
+/**
+ * Empties the secrets of the given messages to their names and returns what they held, in one
+ * statement. The row lock in the subquery makes a concurrent reader wait, then find them taken.
+ */
+const TAKE_SECRETS = `UPDATE mail_outbox AS m
+   SET secrets = (SELECT jsonb_object_agg(name, 'null'::jsonb) FROM jsonb_object_keys(before.secrets) AS name),
+       secrets_read_at = now()
+  FROM (SELECT id, secrets FROM mail_outbox WHERE id = ANY($1::uuid[]) AND secrets_read_at IS NULL FOR UPDATE) AS before
+ WHERE m.id = before.id
+RETURNING m.id, before.secrets`;
+
 /** `revealed`: the secrets this read took, if it was the first to include the message. */
 function mailOf(row: Row, revealed: Record<string, string> | undefined): OutboxMail {
   const names = row.secrets === null ? [] : Object.keys(row.secrets as Record<string, unknown>);
@@ -35,16 +49,8 @@ export class SqlMailOutbox implements Mailer, MailOutbox {
   async send(message: MailMessage): Promise<{ id: string }> {
     checkMailMessage(message);
     const id = randomUUID();
-    const secrets = message.secrets !== undefined && Object.keys(message.secrets).length > 0 ? JSON.stringify(message.secrets) : null;
-    await this.db.query('INSERT INTO mail_outbox (id, sender, recipient, subject, text_body, html_body, secrets) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)', [
-      id,
-      this.from,
-      message.to,
-      message.subject,
-      message.text,
-      message.html ?? null,
-      secrets,
-    ]);
+    const secrets = Object.keys(message.secrets ?? {}).length > 0 ? JSON.stringify(message.secrets) : null;
+    await this.db.query(INSERT_MAIL, [id, this.from, message.to, message.subject, message.text, message.html ?? null, secrets]);
     return { id };
   }
 
@@ -54,24 +60,12 @@ export class SqlMailOutbox implements Mailer, MailOutbox {
       options.to === undefined
         ? await this.db.query('SELECT * FROM mail_outbox ORDER BY seq DESC LIMIT $1', [limit])
         : await this.db.query('SELECT * FROM mail_outbox WHERE lower(recipient) = lower($1) ORDER BY seq DESC LIMIT $2', [options.to, limit]);
-    const waiting = rows.filter((row) => row.secrets !== null && row.secrets_read_at === null).map((row) => row.id as string);
-    const taken = waiting.length === 0 ? new Map<string, Record<string, string>>() : await this.takeSecrets(waiting);
+    const waiting = rows.filter((row) => row.secrets !== null && row.secrets_read_at === null).map((row) => row.id);
+    const taken = new Map<string, Record<string, string>>();
+    if (waiting.length > 0) {
+      const took = await this.db.query<{ id: string; secrets: Record<string, string> }>(TAKE_SECRETS, [waiting]);
+      for (const row of took.rows) taken.set(row.id, row.secrets);
+    }
     return rows.map((row) => mailOf(row, taken.get(row.id as string)));
-  }
-
-  /**
-   * Empties the secrets of these messages and returns what they held, in one statement. The row
-   * lock makes a concurrent reader wait, then find them taken: each secret is shown once.
-   */
-  private async takeSecrets(ids: string[]): Promise<Map<string, Record<string, string>>> {
-    const { rows } = await this.db.query<{ id: string; secrets: Record<string, string> }>(
-      `UPDATE mail_outbox AS m
-          SET secrets = (SELECT jsonb_object_agg(name, 'null'::jsonb) FROM jsonb_object_keys(before.secrets) AS name), secrets_read_at = now()
-         FROM (SELECT id, secrets FROM mail_outbox WHERE id = ANY($1::uuid[]) AND secrets_read_at IS NULL FOR UPDATE) AS before
-        WHERE m.id = before.id
-      RETURNING m.id, before.secrets`,
-      [ids],
-    );
-    return new Map(rows.map((row) => [row.id, row.secrets]));
   }
 }

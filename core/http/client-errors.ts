@@ -29,7 +29,8 @@ export function clientErrorHandler(log: () => FastifyBaseLogger, timeouts: { hea
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     const requestId = newRequestId();
     // By code, reason and offset only: the error object carries the raw request bytes (see above).
-    log().debug({ requestId, code: error.code, reason: error.reason, offset: error.bytesParsed }, 'refused a request the HTTP parser could not take');
+    const refusal = { requestId, code: error.code, reason: error.reason, offset: error.bytesParsed };
+    log().debug(refusal, 'refused a request the HTTP parser could not take');
     // Node's own rule: answer only if no response on this connection has begun, or the bytes
     // would land in the middle of it.
     const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;

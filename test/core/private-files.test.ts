@@ -79,7 +79,7 @@ async function startService(t: Test, dataDir: string): Promise<Started> {
       return lines.some((line) => String(line.msg).startsWith('Server listening'));
     },
     'the service to listen',
-    { timeoutMs: 60_000, everyMs: 50 },
+    { timeoutMs: 240_000, everyMs: 50 },
   );
   return {
     lines,
@@ -92,7 +92,7 @@ async function startService(t: Test, dataDir: string): Promise<Started> {
 }
 
 // Each start compiles main.ts's modules with tsx and may run initdb: tens of seconds on a loaded machine.
-t.setTimeout(300_000);
+t.setTimeout(600_000);
 
 const tighteningLines = (lines: Array<Record<string, unknown>>) => lines.filter((line) => /private to this user/.test(String(line.msg)));
 
