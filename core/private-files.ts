@@ -13,8 +13,8 @@ import { isEmbeddedOnDisk } from '../config/embedded-database.ts';
 export const PRIVATE_DIR_MODE = 0o700;
 export const PRIVATE_FILE_MODE = 0o600;
 
-/** Permission bits for the group and for everyone else. */
-const SHARED_BITS = 0o077;
+/** Permission bits for the group and for everyone else: what the service's own files never have. */
+export const SHARED_BITS = 0o077;
 
 /**
  * The directories holding the service's own files: `storage.dataDir`, and the embedded database's

@@ -1,4 +1,5 @@
 import { NodeFS } from '@electric-sql/pglite/nodefs';
+import { SHARED_BITS } from '../../core/private-files.ts';
 
 type InitArguments = Parameters<NodeFS['init']>;
 
@@ -10,9 +11,6 @@ interface EmscriptenNodeFs {
   };
   stream_ops: { setattr(stream: unknown, attr: { mode?: number }): void };
 }
-
-/** Permission bits for the group and for everyone else. */
-const SHARED_BITS = 0o077;
 
 /**
  * PGlite's on-disk file system with the database's files private to this user. Emscripten creates
