@@ -15,12 +15,17 @@ With the embedded database, stop the service first: PGlite allows one process at
   npm run cli -- people invite --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
                                                          adds the person and mails a one-time set-password token
   npm run cli -- sessions create --email EMAIL [--days N]
-  npm run cli -- mail list [--to EMAIL] [--limit N]      the local outbox, newest first
+  npm run cli -- mail list [--to EMAIL] [--limit N]      the local outbox, newest first; shows a message's
+                                                         secrets (set-password tokens) once, then forgets them
   npm run cli -- secrets rotate [--new-key]              re-encrypt customer secrets under the first key;
                                                          --new-key first adds a key to the key file
 `;
 
 async function main(argv: string[]): Promise<number> {
+  // Files are the service's own: whatever is created without a stated mode (a library's, a temporary
+  // file) is not readable by other users either. The data directory's files state theirs
+  // (core/private-files.ts), so they stay private when the service is embedded or under another umask.
+  process.umask(0o077);
   const { positionals, values } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -117,7 +122,7 @@ async function main(argv: string[]): Promise<number> {
         const limit = Number(values.limit ?? 20);
         if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
         if (config.mail.driver !== 'outbox') process.stderr.write(`mail is configured to go out by ${config.mail.driver}; the outbox holds only what was kept before\n`);
-        const mails = await storage.outbox.list({ ...(values.to ? { to: values.to } : {}), limit });
+        const mails = await storage.outbox.read({ ...(values.to ? { to: values.to } : {}), limit });
         for (const mail of mails) {
           process.stdout.write(`--- ${mail.createdAt.toISOString()}  ${mail.id}\nFrom: ${mail.from}\nTo: ${mail.to}\nSubject: ${mail.subject}\n\n${mail.text}\n\n`);
         }

@@ -4,6 +4,10 @@ import { manifest } from './plugins/index.ts';
 
 /** Starts the service: load config, build, listen, and drain in-flight work on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
+  // Files are the service's own: whatever is created without a stated mode (a library's, a temporary
+  // file) is not readable by other users either. The data directory's files state theirs
+  // (core/private-files.ts), so they stay private when the service is embedded or under another umask.
+  process.umask(0o077);
   const config = loadConfig({ argv: process.argv.slice(2) });
   const app = await buildApp(config, { manifest });
   const { bootstrap } = app.svc;

@@ -41,6 +41,8 @@ import { definePeriodic } from './jobs/queue-definitions.ts';
 import { OperationEvents } from './operation-events.ts';
 import { Readiness } from './readiness.ts';
 import { mountHealthRoutes } from './http/health-routes.ts';
+import { privateDirectoriesOf, tightenTree } from './private-files.ts';
+import { secretMatcher } from './secrets.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -116,6 +118,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
   let database: Database | null = null;
   let coordination: Coordination | null = null;
   try {
+    keepDataPrivate(config, app.log);
     database = await adapters.openDatabase();
     coordination = await adapters.openCoordination(database);
     await adapters.migrate(database, [...adapters.migrations, ...plugins.flatMap(({ plugin }) => plugin.migrations ?? [])]);
@@ -313,8 +316,10 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
   }));
   if (config.metrics.enabled) {
     const token = config.metrics.bearerToken;
+    // In constant time: a `!==` returns sooner the earlier a guess differs, which can be measured.
+    const presentsToken = token ? secretMatcher(`Bearer ${token}`) : null;
     app.get('/metrics', { config: { auth: false, surface: 'root' } }, async (request, reply) => {
-      if (token && authorizationHeader(request.raw) !== `Bearer ${token}`) {
+      if (presentsToken && !presentsToken(authorizationHeader(request.raw))) {
         throw new ApiError('invalid_metrics_token');
       }
       return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
@@ -364,4 +369,23 @@ function serverTimeouts(server: AppConfig['server']) {
       connectionsCheckingInterval: Math.max(10, Math.min(1_000, Math.floor(server.headersTimeoutMs / 4))),
     },
   };
+}
+
+/**
+ * Before anything opens them: the service's own directories, left readable by other users by an
+ * earlier version or a copy, are made private again, with one log line saying how much changed.
+ */
+function keepDataPrivate(config: AppConfig, log: FastifyBaseLogger): void {
+  const directories = privateDirectoriesOf(config);
+  let tightened = 0;
+  const failed: string[] = [];
+  for (const directory of directories) {
+    const result = tightenTree(directory);
+    tightened += result.tightened;
+    failed.push(...result.failed);
+  }
+  if (tightened === 0 && failed.length === 0) return;
+  const unchanged = failed.length === 0 ? '' : `; ${failed.length} could not be changed`;
+  const message = `other users could read ${tightened} of the service's files and folders; they are private to this user now${unchanged}`;
+  log.warn({ directories, tightened, failed: failed.slice(0, 10) }, message);
 }

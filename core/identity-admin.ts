@@ -1,4 +1,5 @@
 import type { Database } from './ports/database.ts';
+import { secretPlaceholder } from './mail.ts';
 import type { Mailer } from './ports/mail.ts';
 import type { IdentityStores, IdentityStoresFactory, Organization, Person, Project } from './ports/identity.ts';
 import type { OrgRole } from './scopes.ts';
@@ -82,10 +83,12 @@ export async function invitePerson(
       `You have been invited as ${input.role} of ${organization.name}.`,
       '',
       `Set your password (at least 12 characters) by sending POST ${endpoint}`,
-      `with the JSON body {"token": "${token}", "password": "…"}.`,
+      `with the JSON body {"token": "${secretPlaceholder('token')}", "password": "…"}.`,
       '',
       `The token works once and until ${expiresAt.toISOString()}.`,
     ].join('\n'),
+    // Put in place only on delivery: the outbox keeps it apart from the body until first read.
+    secrets: { token },
   });
   return { person, token, expiresAt };
 }

@@ -20,6 +20,8 @@ const SECRET_FIELDS = [
   'client_secret',
   'signingSecret',
   'privateKey',
+  // Node's HTTP parser errors carry the bytes received so far, headers and credentials included.
+  'rawPacket',
 ];
 
 export const REDACTED_LOG_PATHS: string[] = [

@@ -1,4 +1,4 @@
-import { hash, randomBytes } from 'node:crypto';
+import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const KEY_PREFIX = 'svc_live_';
 export const SESSION_PREFIX = 'svc_sess_';
@@ -28,4 +28,14 @@ export function hashToken(token: string): string {
 /** What lists show to tell keys apart: the prefix and the last four characters. */
 export function tokenHint(token: string): string {
   return `${KEY_PREFIX}…${token.slice(-4)}`;
+}
+
+/**
+ * A check of presented secrets against one expected secret (an operator token in config) in time
+ * that tells nothing about either: both sides are SHA-256 digests, so timingSafeEqual compares
+ * equal lengths, and neither the secret's length nor where a guess first differs shows.
+ */
+export function secretMatcher(expected: string): (given: string | undefined) => boolean {
+  const want = hash('sha256', expected, 'buffer');
+  return (given) => given !== undefined && timingSafeEqual(hash('sha256', given, 'buffer'), want);
 }

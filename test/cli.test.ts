@@ -48,6 +48,9 @@ t.test('operator CLI', async (t) => {
     t.equal(mail.code, 0, mail.stderr);
     t.match(mail.stdout, /\/client\/auth\/set-password/);
     t.match(mail.stdout, /"token": "svc_pwd_[A-Za-z0-9]{43}"/);
+    const again = await cli(dataDir, 'mail', 'list', '--to', 'new@acme.test');
+    t.notMatch(again.stdout, /svc_pwd_/, 'the token is shown by the first reading only');
+    t.match(again.stdout, /"token": "\[shown once already, /);
   });
 
   t.test('refuses a bad role and an unknown command with usage and exit code 2', async (t) => {

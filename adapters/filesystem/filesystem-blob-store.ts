@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { assertBlobKey, assertBlobListPrefix, blobInfo, clampRange, measure, newBlobKey } from '../../core/blobs.ts';
 import type { BlobInfo, BlobPutOptions, BlobStore, ByteRange } from '../../core/ports/blobs.ts';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../../core/private-files.ts';
 
 interface MetaFile {
   size: number;
@@ -39,12 +40,12 @@ export class FilesystemBlobStore implements BlobStore {
 
   async put(body: Readable | AsyncIterable<Uint8Array>, options: BlobPutOptions = {}): Promise<BlobInfo> {
     const key = newBlobKey(options.prefix);
-    await mkdir(this.tmpRoot, { recursive: true });
+    await mkdir(this.tmpRoot, { recursive: true, mode: PRIVATE_DIR_MODE });
     const tmpData = path.join(this.tmpRoot, `${randomBytes(12).toString('hex')}.data`);
     const tmpMeta = `${tmpData.slice(0, -'.data'.length)}.json`;
     try {
       const { chunks, result } = measure(body, options.maxBytes);
-      const file = await open(tmpData, 'wx', 0o600);
+      const file = await open(tmpData, 'wx', PRIVATE_FILE_MODE);
       try {
         for await (const chunk of chunks) await file.write(chunk);
         await file.sync();
@@ -56,8 +57,8 @@ export class FilesystemBlobStore implements BlobStore {
       await writeSynced(tmpMeta, JSON.stringify(meta));
       const dataPath = this.inside(this.dataRoot, key);
       const metaPath = this.inside(this.metaRoot, `${key}.json`);
-      await mkdir(path.dirname(dataPath), { recursive: true });
-      await mkdir(path.dirname(metaPath), { recursive: true });
+      await mkdir(path.dirname(dataPath), { recursive: true, mode: PRIVATE_DIR_MODE });
+      await mkdir(path.dirname(metaPath), { recursive: true, mode: PRIVATE_DIR_MODE });
       await rename(tmpData, dataPath);
       await rename(tmpMeta, metaPath);
       return info;
@@ -152,7 +153,7 @@ export class FilesystemBlobStore implements BlobStore {
 }
 
 async function writeSynced(file: string, text: string): Promise<void> {
-  const handle = await open(file, 'wx', 0o600);
+  const handle = await open(file, 'wx', PRIVATE_FILE_MODE);
   try {
     await handle.writeFile(text);
     await handle.sync();

@@ -5,7 +5,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite, types, type PGliteOptions, type Results } from '@electric-sql/pglite';
 import type { Database, QueryResult, Transaction } from '../../core/ports/database.ts';
+import { PRIVATE_DIR_MODE } from '../../core/private-files.ts';
 import { translated, translateDatabaseError } from '../sql/database-errors.ts';
+import { PrivateNodeFS } from './private-node-fs.ts';
 import { runAfterCommit, type ScriptQueryable } from '../sql/script-runner.ts';
 
 export interface PgliteDatabaseOptions {
@@ -142,8 +144,8 @@ export async function createPgliteDatabase(options: PgliteDatabaseOptions = {}):
   if (dataDir === undefined) {
     pglite = await openInMemory(options.reuseClusterImage === true);
   } else {
-    await mkdir(dataDir, { recursive: true });
-    pglite = await PGlite.create({ ...base, dataDir });
+    await mkdir(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
+    pglite = await PGlite.create({ ...base, fs: new PrivateNodeFS(dataDir) });
   }
 
   return {

@@ -1,6 +1,6 @@
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { AppConfig } from '../../config/schema.ts';
-import { checkMailMessage, MailDeliveryError } from '../../core/mail.ts';
+import { checkMailMessage, fillPlaceholders, MailDeliveryError } from '../../core/mail.ts';
 import type { MailMessage, Mailer } from '../../core/ports/mail.ts';
 
 type SmtpConfig = Extract<AppConfig['mail'], { driver: 'smtp' }>;
@@ -29,13 +29,16 @@ export class SmtpMailer implements Mailer {
 
   async send(message: MailMessage): Promise<{ id: string }> {
     checkMailMessage(message);
+    // Delivery is the one place the secrets are put in place; nothing here keeps the message.
+    const secrets = message.secrets ?? {};
+    const filled = (body: string) => fillPlaceholders(body, Object.keys(secrets), (name) => secrets[name]!);
     try {
       const info = await this.transport.sendMail({
         from: this.config.from,
         to: message.to,
         subject: message.subject,
-        text: message.text,
-        ...(message.html === undefined ? {} : { html: message.html }),
+        text: filled(message.text),
+        ...(message.html === undefined ? {} : { html: filled(message.html) }),
       });
       return { id: String(info.messageId) };
     } catch (error) {

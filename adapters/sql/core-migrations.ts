@@ -346,4 +346,19 @@ CREATE TABLE coordination_replicas (
 );
 `,
   },
+  {
+    owner: 'core-mail',
+    version: 3,
+    name: 'mail secrets kept apart from the body until first read',
+    sql: `
+-- A message's secrets (set-password tokens, codes) by the name its body's placeholder uses; the first
+-- read of the outbox shows them and leaves only their names (null values) and when that was.
+ALTER TABLE mail_outbox ADD COLUMN secrets jsonb, ADD COLUMN secrets_read_at timestamptz;
+-- Mail written before kept set-password tokens in its body: they are removed (invite again).
+UPDATE mail_outbox
+   SET text_body = regexp_replace(text_body, 'svc_pwd_[A-Za-z0-9]+', '[removed: invite again]', 'g'),
+       html_body = regexp_replace(html_body, 'svc_pwd_[A-Za-z0-9]+', '[removed: invite again]', 'g')
+ WHERE text_body LIKE '%svc_pwd_%' OR html_body LIKE '%svc_pwd_%';
+`,
+  },
 ];

@@ -5,10 +5,15 @@ import type { FastifyBaseLogger } from 'fastify';
 import { ApiError } from '../errors.ts';
 import { newRequestId } from '../request-ids.ts';
 
-/** What Node's parser and request timer report; `reason` is llhttp's own fixed description. */
+/**
+ * What Node's parser and request timer report; `reason` is llhttp's own fixed description and
+ * `bytesParsed` where in the received bytes it stopped. Node also hangs the bytes themselves on the
+ * error (`rawPacket`): they hold the request's Authorization and Cookie lines, so they are never logged.
+ */
 interface ClientError extends Error {
   code?: string;
   reason?: string;
+  bytesParsed?: number;
 }
 
 /**
@@ -23,7 +28,9 @@ export function clientErrorHandler(log: () => FastifyBaseLogger, timeouts: { hea
     // A reset connection has nobody to answer.
     if (error.code === 'ECONNRESET' || socket.destroyed) return;
     const requestId = newRequestId();
-    log().debug({ err: error, requestId }, 'refused a request the HTTP parser could not take');
+    // By code, reason and offset only: the error object carries the raw request bytes (see above).
+    const refusal = { requestId, code: error.code, reason: error.reason, offset: error.bytesParsed };
+    log().debug(refusal, 'refused a request the HTTP parser could not take');
     // Node's own rule: answer only if no response on this connection has begun, or the bytes
     // would land in the middle of it.
     const inFlight = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;

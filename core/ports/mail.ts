@@ -6,8 +6,15 @@
 export interface MailMessage {
   to: string;
   subject: string;
+  /** The body; a secret appears in it (and in `html`) only as its placeholder, `{{name}}`. */
   text: string;
   html?: string;
+  /**
+   * What the message must carry but nothing should keep (a set-password token, a sign-in code),
+   * by the name its placeholder uses. A mailer that delivers puts each in place as it sends; the
+   * outbox stores them apart from the body and only until the message is first read.
+   */
+  secrets?: Record<string, string>;
 }
 
 export interface Mailer {
@@ -15,13 +22,22 @@ export interface Mailer {
   send(message: MailMessage): Promise<{ id: string }>;
 }
 
-export interface OutboxMail extends MailMessage {
+/** A message as the outbox shows it: its secrets in place the first time, a note where they were after. */
+export interface OutboxMail {
   id: string;
   from: string;
+  to: string;
+  subject: string;
+  text: string;
+  html?: string;
   createdAt: Date;
 }
 
 export interface MailOutbox {
-  /** Newest first; `to` matches the recipient whatever its case. */
-  list(options?: { to?: string; limit?: number }): Promise<OutboxMail[]>;
+  /**
+   * Newest first; `to` matches the recipient whatever its case. Reading is delivery: each message's
+   * secrets are shown in place by the first read that includes it and forgotten in the same
+   * statement, so two readers at once never both see them; later reads show where they were.
+   */
+  read(options?: { to?: string; limit?: number }): Promise<OutboxMail[]>;
 }

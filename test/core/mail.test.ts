@@ -28,16 +28,49 @@ for (const backend of databaseBackends()) {
       await outbox.send({ to: 'bob@example.com', subject: 'Invitation', text: 'Join us', html: '<p>Join us</p>' });
       await outbox.send({ to: 'Ada@Example.com', subject: 'Second code', text: 'Code: 654321' });
       t.same(
-        (await outbox.list()).map((m) => m.subject),
+        (await outbox.read()).map((m) => m.subject),
         ['Second code', 'Invitation', 'Your sign-in code'],
       );
-      const ada = await outbox.list({ to: 'ADA@example.com' });
+      const ada = await outbox.read({ to: 'ADA@example.com' });
       t.same(
         ada.map((m) => m.text),
         ['Code: 654321', 'Code: 123456'],
       );
-      t.match((await outbox.list({ to: 'bob@example.com' }))[0], { from: 'svc <no-reply@localhost>', html: '<p>Join us</p>' });
-      t.same(await outbox.list({ limit: 1 }).then((m) => m.length), 1);
+      t.match((await outbox.read({ to: 'bob@example.com' }))[0], { from: 'svc <no-reply@localhost>', html: '<p>Join us</p>' });
+      t.same(await outbox.read({ limit: 1 }).then((m) => m.length), 1);
+    });
+
+    const TOKEN = 'svc_pwd_0123456789abcdefghijABCDEFGHIJ0123456789abc';
+    const invitation = (to: string) => ({ to, subject: 'Set your password', text: 'Your token: {{token}}', html: '<p>{{token}}</p>', secrets: { token: TOKEN } });
+    /** Every stored row of the outbox, as text: what anyone with the database (or its backups) can read. */
+    const stored = async () => JSON.stringify((await db.query('SELECT * FROM mail_outbox')).rows, (_key, value) => (typeof value === 'bigint' ? String(value) : value));
+
+    t.test('a secret is kept apart from the body, shown in place by the first read, and forgotten by it', async (t) => {
+      await outbox.send(invitation('carol@example.com'));
+      const row = (await db.query<{ text_body: string }>("SELECT text_body FROM mail_outbox WHERE recipient = 'carol@example.com'")).rows[0];
+      t.equal(row?.text_body, 'Your token: {{token}}', 'the body is stored with the placeholder');
+      const [first] = await outbox.read({ to: 'carol@example.com' });
+      t.equal(first?.text, `Your token: ${TOKEN}`, 'the first read shows the token in place');
+      t.equal(first?.html, `<p>${TOKEN}</p>`);
+      t.notOk((await stored()).includes(TOKEN), 'no column holds the token after that read');
+      const [second] = await outbox.read({ to: 'carol@example.com' });
+      t.match(second?.text, /^Your token: \[shown once already, \d{4}-/, 'a later read says where it was and when it was shown');
+      t.notOk(second?.text.includes(TOKEN));
+    });
+
+    t.test('two readers at once: one of them sees the secret, never both', async (t) => {
+      await outbox.send(invitation('dave@example.com'));
+      const reads = await Promise.all([outbox.read({ to: 'dave@example.com' }), outbox.read({ to: 'dave@example.com' })]);
+      const shown = reads.filter(([mail]) => mail?.text.includes(TOKEN));
+      t.equal(shown.length, 1);
+    });
+
+    t.test('refuses a secret the message also carries in clear, or one its text never names', async (t) => {
+      const clear = { ...invitation('erin@example.com'), html: `<p>${TOKEN}</p>` };
+      await t.rejects(outbox.send(clear), MailDeliveryError, 'in clear in the html');
+      await t.rejects(outbox.send({ ...invitation('erin@example.com'), text: 'no placeholder' }), MailDeliveryError, 'never named');
+      await t.rejects(outbox.send({ ...invitation('erin@example.com'), secrets: { 'bad name': 'x' } }), MailDeliveryError, 'a name no placeholder can spell');
+      t.notOk((await stored()).includes(TOKEN), 'nothing was stored');
     });
 
     t.test('refuses what could smuggle in another header or recipient', async (t) => {
@@ -46,6 +79,26 @@ for (const backend of databaseBackends()) {
       }
       await t.rejects(outbox.send({ to: 'a@b.test', subject: 'Hi\r\nBcc: evil@x.test', text: 't' }), MailDeliveryError);
     });
+  });
+}
+
+for (const backend of databaseBackends()) {
+  t.test(`on ${backend.name}, the migration that keeps secrets apart removes the set-password tokens earlier mail kept in its body`, async (t) => {
+    const { db, cleanup } = await backend.create();
+    t.teardown(cleanup);
+    const secretsApart = (m: { owner: string; version: number }) => m.owner === 'core-mail' && m.version === 3;
+    await runMigrations(
+      db,
+      coreMigrations.filter((m) => !secretsApart(m)),
+    );
+    const token = 'svc_pwd_0123456789abcdefghijABCDEFGHIJ0123456789abc';
+    await db.query("INSERT INTO mail_outbox (id, sender, recipient, subject, text_body, html_body) VALUES (gen_random_uuid(), 's', 'a@b.test', 'Invite', $1, $2)", [
+      `{"token": "${token}"}`,
+      `<p>${token}</p>`,
+    ]);
+    await runMigrations(db, coreMigrations);
+    const { rows } = await db.query<{ text_body: string; html_body: string }>('SELECT text_body, html_body FROM mail_outbox');
+    t.same(rows, [{ text_body: '{"token": "[removed: invite again]"}', html_body: '<p>[removed: invite again]</p>' }]);
   });
 }
 
@@ -67,6 +120,16 @@ t.test('SMTP', async (t) => {
     t.match(mail.data, /^From: svc <no-reply@svc\.test>\r$/m);
     t.match(mail.data, /Code: 123456/);
     t.match(mail.data, /<b>123456<\/b>/);
+  });
+
+  t.test("delivers a message's secrets in place, in its text and html", async (t) => {
+    const arriving = smtp.nextMessage();
+    const token = 'svc_pwd_AAAAbbbbCCCCddddEEEEffffGGGGhhhhIIIIjjjjKKK';
+    await mailer.send({ to: 'ada@example.com', subject: 'Set your password', text: 'Token: {{token}}', html: '<p>{{token}}</p>', secrets: { token } });
+    const mail = await arriving;
+    t.match(mail.data, /Token: svc_pwd_AAAAbbbb/);
+    t.match(mail.data, /<p>svc_pwd_AAAAbbbb/);
+    t.notMatch(mail.data, /\{\{token\}\}/);
   });
 
   t.test('a URL configures the same delivery', async (t) => {

@@ -1,6 +1,9 @@
 import t from 'tap';
 import { startGateway } from '../helpers/gateway.ts';
 import { GatewayMetrics } from '../../core/metrics.ts';
+import { secretMatcher } from '../../core/secrets.ts';
+import { buildTestApp } from '../helpers/app.ts';
+import { assertEnvelope } from '../helpers/envelope.ts';
 
 t.test('GET /metrics exposes gateway metrics in Prometheus format', async (t) => {
   const gw = await startGateway(t);
@@ -23,11 +26,25 @@ t.test('GET /metrics exposes gateway metrics in Prometheus format', async (t) =>
   t.match(body, /svc_gateway_cost_usd_total\{model="duo"\} \d/);
 });
 
-t.test('GET /metrics needs the operator token when one is configured', async (t) => {
-  const gw = await startGateway(t, { config: { metrics: { bearerToken: 'metrics-token-0123456789' } } });
-  t.equal((await gw.test.app.inject({ method: 'GET', url: '/metrics' })).statusCode, 401);
-  const ok = await gw.test.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: 'Bearer metrics-token-0123456789' } });
+t.test('GET /metrics needs the operator token when one is configured: missing or wrong is 401, right is 200', async (t) => {
+  const token = 'metrics-token-0123456789';
+  const test = await buildTestApp(t, { plugins: {}, config: { metrics: { bearerToken: token } } });
+  const scrape = (authorization?: string) => test.app.inject({ method: 'GET', url: '/metrics', headers: authorization ? { authorization } : {} });
+  const wrong = [undefined, `Bearer ${token.slice(0, -1)}X`, `Bearer ${token.slice(0, -1)}`, `Bearer ${token}0`, `bearer ${token}`, `Basic ${token}`, token, 'Bearer '];
+  for (const authorization of wrong) {
+    assertEnvelope(t, await scrape(authorization), 401, { code: 'invalid_metrics_token' });
+  }
+  const ok = await scrape(`Bearer ${token}`);
   t.equal(ok.statusCode, 200);
+  t.match(ok.body, /svc_gateway_requests_total/);
+});
+
+t.test('a secret matcher accepts exactly its secret and refuses any other, of any length, without throwing', async (t) => {
+  const matches = secretMatcher('Bearer s3cret-token');
+  t.equal(matches('Bearer s3cret-token'), true);
+  for (const given of [undefined, '', 'Bearer s3cret-tokeN', 'Bearer s3cret-toke', 'Bearer s3cret-token ', 'x'.repeat(10_000)]) {
+    t.equal(matches(given), false, JSON.stringify(given?.slice(0, 30)));
+  }
 });
 
 t.test('per-call counters add up across calls: status classes, token kinds and cost by model', async (t) => {

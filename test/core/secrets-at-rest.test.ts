@@ -76,7 +76,7 @@ t.test('a customer secret reaches neither the process log nor any database colum
   const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM secrets');
   t.equal(rows[0]!.n, 1, 'the secret is stored, encrypted');
 
-  // The scan would have found it: mail sits in clear in the outbox.
+  // The scan would have found it: a mail's body (unlike its `secrets`) sits in clear in the outbox.
   await test.app.svc.container.resolve(Tokens.Mailer).send({ to: 'ops@example.com', subject: 'code', text: `your code ${PLAINTEXT}` });
   t.same(await columnsHolding(db, PLAINTEXT), ['mail_outbox.text_body'], 'the scan finds a plaintext where there is one');
 });

@@ -28,7 +28,7 @@ export async function invite(test: TestApp, email: string, role: 'owner' | 'admi
     ttlHours: 72,
     now: new Date(),
   });
-  const [mail] = await new SqlMailOutbox(db, test.config.mail.from).list({ to: email });
+  const [mail] = await new SqlMailOutbox(db, test.config.mail.from).read({ to: email });
   const token = /svc_pwd_[A-Za-z0-9]{43}/.exec(mail?.text ?? '')?.[0];
   if (!token) throw new Error(`no set-password token in the mail to ${email}`);
   return token;
