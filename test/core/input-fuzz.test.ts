@@ -29,6 +29,9 @@ import { allPlugins, buildTestApp, createKey } from '../helpers/app.ts';
  * as they are in the document; a new /v1 endpoint with a body needs its schema in V1_BODY_SCHEMAS.
  */
 
+// Thousands of requests over three credentials: on a loaded 2-core machine this outlasts tap's 120 s default.
+t.setTimeout(600_000);
+
 const SEED = 20_261_121;
 const random = seededRandom(SEED);
 
