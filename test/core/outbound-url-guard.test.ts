@@ -182,3 +182,102 @@ t.test('createOutboundUrlChecker is the sync checker a ProviderContext exposes',
   t.doesNotThrow(() => check('https://api.anthropic.com'));
   t.doesNotThrow(() => createOutboundUrlChecker({ allowPrivate: true })('http://10.0.0.5/v1'));
 });
+
+// Every range the guard blocks, written out here rather than read from the guard: its first and last
+// address are refused, bare and in every IPv6 form that embeds an IPv4 address, and its public
+// neighbours (where the next address is not itself in a blocked range) are let through, so a range
+// dropped, narrowed or widened fails a test.
+const BLOCKED_IPV4: ReadonlyArray<{ range: string; first: string; last: string; publicNeighbours: string[] }> = [
+  { range: '0.0.0.0/8', first: '0.0.0.0', last: '0.255.255.255', publicNeighbours: ['1.0.0.0'] },
+  { range: '10.0.0.0/8', first: '10.0.0.0', last: '10.255.255.255', publicNeighbours: ['9.255.255.255', '11.0.0.0'] },
+  { range: '100.64.0.0/10', first: '100.64.0.0', last: '100.127.255.255', publicNeighbours: ['100.63.255.255', '100.128.0.0'] },
+  { range: '127.0.0.0/8', first: '127.0.0.0', last: '127.255.255.255', publicNeighbours: ['126.255.255.255', '128.0.0.0'] },
+  { range: '169.254.0.0/16', first: '169.254.0.0', last: '169.254.255.255', publicNeighbours: ['169.253.255.255', '169.255.0.0'] },
+  { range: '172.16.0.0/12', first: '172.16.0.0', last: '172.31.255.255', publicNeighbours: ['172.15.255.255', '172.32.0.0'] },
+  { range: '192.0.0.0/24', first: '192.0.0.0', last: '192.0.0.255', publicNeighbours: ['191.255.255.255', '192.0.1.0'] },
+  { range: '192.0.2.0/24', first: '192.0.2.0', last: '192.0.2.255', publicNeighbours: ['192.0.1.255', '192.0.3.0'] },
+  { range: '192.88.99.0/24', first: '192.88.99.0', last: '192.88.99.255', publicNeighbours: ['192.88.98.255', '192.88.100.0'] },
+  { range: '192.168.0.0/16', first: '192.168.0.0', last: '192.168.255.255', publicNeighbours: ['192.167.255.255', '192.169.0.0'] },
+  { range: '198.18.0.0/15', first: '198.18.0.0', last: '198.19.255.255', publicNeighbours: ['198.17.255.255', '198.20.0.0'] },
+  { range: '198.51.100.0/24', first: '198.51.100.0', last: '198.51.100.255', publicNeighbours: ['198.51.99.255', '198.51.101.0'] },
+  { range: '203.0.113.0/24', first: '203.0.113.0', last: '203.0.113.255', publicNeighbours: ['203.0.112.255', '203.0.114.0'] },
+  { range: '224.0.0.0/4', first: '224.0.0.0', last: '239.255.255.255', publicNeighbours: ['223.255.255.255'] },
+  { range: '240.0.0.0/4', first: '240.0.0.0', last: '255.255.255.255', publicNeighbours: [] },
+];
+
+const BLOCKED_IPV6: ReadonlyArray<{ range: string; first: string; last: string; publicNeighbours: string[] }> = [
+  { range: '::/96 (unspecified, loopback, IPv4-compatible)', first: '::', last: '::ffff:ffff', publicNeighbours: ['::1:0:0', '::1:0:0:0'] },
+  { range: '64:ff9b:1::/48 (local-use NAT64)', first: '64:ff9b:1::', last: '64:ff9b:1:ffff:ffff:ffff:ffff:ffff', publicNeighbours: ['64:ff9b:0:ffff::', '64:ff9b:2::'] },
+  { range: '2001::/32 (Teredo)', first: '2001::', last: '2001:0:ffff:ffff:ffff:ffff:ffff:ffff', publicNeighbours: ['2000:ffff:ffff:ffff:ffff:ffff:ffff:ffff', '2001:1::'] },
+  { range: '2001:db8::/32 (documentation)', first: '2001:db8::', last: '2001:db8:ffff:ffff:ffff:ffff:ffff:ffff', publicNeighbours: ['2001:db7:ffff:ffff:ffff:ffff:ffff:ffff', '2001:db9::'] },
+  { range: '100::/64 (discard-only)', first: '100::', last: '100::ffff:ffff:ffff:ffff', publicNeighbours: ['ff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', '100:0:0:1::'] },
+  { range: 'fc00::/7 (unique local)', first: 'fc00::', last: 'fdff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', publicNeighbours: ['fbff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', 'fe00::'] },
+  { range: 'fe80::/10 (link-local)', first: 'fe80::', last: 'febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff', publicNeighbours: ['fe7f:ffff:ffff:ffff:ffff:ffff:ffff:ffff'] },
+  { range: 'fec0::/10 (site-local)', first: 'fec0::', last: 'feff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', publicNeighbours: [] },
+  { range: 'ff00::/8 (multicast)', first: 'ff00::', last: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff', publicNeighbours: [] },
+];
+
+/** The IPv6 spellings that carry an IPv4 address a translator or a dual-stack socket would dial. */
+function ipv6FormsOf(ipv4: string): Record<string, string> {
+  const [a = 0, b = 0, c = 0, d = 0] = ipv4.split('.').map(Number);
+  const hex = (high: number, low: number) => (high * 256 + low).toString(16);
+  return {
+    mapped: `::ffff:${ipv4}`,
+    'mapped, hex': `::ffff:${hex(a, b)}:${hex(c, d)}`,
+    translated: `::ffff:0:${ipv4}`,
+    NAT64: `64:ff9b::${ipv4}`,
+    '6to4': `2002:${hex(a, b)}:${hex(c, d)}::1`,
+  };
+}
+
+t.test('refuses the first and last address of every blocked IPv4 range, bare and as a URL', async (t) => {
+  for (const { range, first, last } of BLOCKED_IPV4) {
+    for (const address of [first, last]) {
+      t.ok(isPrivateAddress(address), `${range}: ${address}`);
+      t.ok(refused(`http://${address}/`), `${range}: http://${address}/`);
+    }
+  }
+});
+
+t.test('allows the public neighbours of every blocked IPv4 range', async (t) => {
+  for (const { range, publicNeighbours } of BLOCKED_IPV4) {
+    for (const address of publicNeighbours) t.notOk(isPrivateAddress(address), `${range}: ${address}`);
+  }
+});
+
+t.test('refuses every blocked IPv4 range in its mapped, translated, NAT64 and 6to4 forms', async (t) => {
+  for (const { range, first, last } of BLOCKED_IPV4) {
+    for (const address of [first, last]) {
+      for (const [form, spelled] of Object.entries(ipv6FormsOf(address))) {
+        t.ok(isPrivateAddress(spelled), `${range} ${form}: ${spelled}`);
+        t.ok(refused(`http://[${spelled}]/`), `${range} ${form}: http://[${spelled}]/`);
+      }
+    }
+  }
+});
+
+t.test('allows the public neighbours of every blocked IPv4 range in the IPv6 forms that embed them', async (t) => {
+  for (const { range, publicNeighbours } of BLOCKED_IPV4) {
+    for (const address of publicNeighbours) {
+      for (const [form, spelled] of Object.entries(ipv6FormsOf(address))) t.notOk(isPrivateAddress(spelled), `${range} ${form}: ${spelled}`);
+    }
+  }
+});
+
+t.test('refuses the first and last address of every blocked IPv6 range, bare and as a URL', async (t) => {
+  for (const { range, first, last } of BLOCKED_IPV6) {
+    for (const address of [first, last]) {
+      t.ok(isPrivateAddress(address), `${range}: ${address}`);
+      t.ok(refused(`http://[${address}]/`), `${range}: http://[${address}]/`);
+    }
+  }
+});
+
+t.test('allows the public neighbours of every blocked IPv6 range', async (t) => {
+  for (const { range, publicNeighbours } of BLOCKED_IPV6) {
+    for (const address of publicNeighbours) {
+      t.notOk(isPrivateAddress(address), `${range}: ${address}`);
+      t.notOk(refused(`http://[${address}]/`), `${range}: http://[${address}]/`);
+    }
+  }
+});
