@@ -12,7 +12,7 @@ export const GROUPS = {
   },
   authorization: {
     mutate: ['core/authorization.ts', 'core/scopes.ts'],
-    testFiles: ['test/core/cross-project-keys.test.ts', 'test/core/scope-matrix.test.ts'],
+    testFiles: ['test/core/authorization.test.ts'],
   },
   money: {
     mutate: [
