@@ -94,3 +94,10 @@ t.test('a cross-site fetch is refused even from our origin with the token', asyn
     t.equal(crossSiteRefusal(browserRequest('POST', { 'sec-fetch-site': site }), OWN_ORIGIN), null, site);
   }
 });
+
+t.test('each refusal says what is wrong: the missing header, the mismatch, or the cross-site request', async (t) => {
+  t.match(csrfRefusal(browserRequest('POST'), browserSession, OWN_ORIGIN)?.message, /needs the x-csrf-token header/);
+  t.match(csrfRefusal(browserRequest('POST', { 'x-csrf-token': 'wrong' }), browserSession, OWN_ORIGIN)?.message, /does not match this session/);
+  t.match(crossSiteRefusal(browserRequest('POST', { origin: 'https://evil.example' }), OWN_ORIGIN)?.message, /Cross-site requests are refused/);
+  t.match(crossSiteRefusal(browserRequest('POST', { 'sec-fetch-site': 'cross-site' }), OWN_ORIGIN)?.message, /Cross-site requests are refused/);
+});

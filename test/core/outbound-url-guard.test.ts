@@ -1,6 +1,14 @@
 import t from 'tap';
 import type { LookupFunction } from 'node:net';
-import { assertPublicUrl, assertPublicUrlSync, createOutboundUrlChecker, guardedLookup, isPrivateAddress, OutboundUrlRefusedError } from '../../core/outbound-url-guard.ts';
+import {
+  assertPublicUrl,
+  assertPublicUrlSync,
+  createOutboundUrlChecker,
+  guardedConnectOptions,
+  guardedLookup,
+  isPrivateAddress,
+  OutboundUrlRefusedError,
+} from '../../core/outbound-url-guard.ts';
 
 function refusalReason(check: () => unknown): string | null {
   try {
@@ -280,4 +288,50 @@ t.test('allows the public neighbours of every blocked IPv6 range', async (t) => 
       t.notOk(refused(`http://[${address}]/`), `${range}: http://[${address}]/`);
     }
   }
+});
+
+t.test('a refusal names the address or host it refused and why', async (t) => {
+  t.throws(() => assertPublicUrlSync('http://10.0.0.5/'), { reason: 'private_address', code: 'ERR_OUTBOUND_URL_REFUSED', message: /10\.0\.0\.5.*not a public internet address/ });
+  t.throws(() => assertPublicUrlSync('http://api.localhost/'), { reason: 'private_address', message: /api\.localhost.*local host/ });
+  t.throws(() => assertPublicUrlSync('ftp://example.com/'), { reason: 'scheme', message: /not ftp$/ });
+  t.throws(() => assertPublicUrlSync('not a url'), { reason: 'invalid_url', name: 'OutboundUrlRefusedError' });
+});
+
+t.test('a URL object is checked like its text', async (t) => {
+  t.equal(
+    refusalReason(() => assertPublicUrlSync(new URL('http://192.168.0.10/'))),
+    'private_address',
+  );
+  t.equal(assertPublicUrlSync(new URL('https://example.com/x')).href, 'https://example.com/x');
+});
+
+t.test('a name that only ends like localhost is not refused as the local host', async (t) => {
+  for (const url of ['http://notlocalhost/', 'http://localhost.example.com/', 'http://mylocalhost./']) t.notOk(refused(url), url);
+  t.ok(refused('http://api.localhost./'), 'a subdomain of localhost with the root dot');
+});
+
+t.test('assertPublicUrl does not resolve an IP literal, and refuses a private one before resolving', async (t) => {
+  const lookupAll = async () => {
+    throw new Error('should not resolve');
+  };
+  t.equal((await assertPublicUrl('http://8.8.8.8/', { lookupAll })).hostname, '8.8.8.8');
+  await t.rejects(assertPublicUrl('http://[fd00::1]/', { lookupAll }), { reason: 'private_address', message: /fd00::1/ });
+});
+
+t.test('guardedLookup passes a resolver error through and names the refused answer', async (t) => {
+  const failing = ((_hostname: string, _options: unknown, callback: (error: NodeJS.ErrnoException | null, address?: string, family?: number) => void) => {
+    callback(Object.assign(new Error('getaddrinfo ENOTFOUND'), { code: 'ENOTFOUND' }), undefined, undefined);
+  }) as unknown as LookupFunction;
+  const passed = await new Promise<unknown>((resolve) => guardedLookup(failing)('gone.example', {}, (err) => resolve(err)));
+  t.match(passed, { code: 'ENOTFOUND' });
+  const refusal = await new Promise<unknown>((resolve) => guardedLookup(fakeLookup('10.9.8.7'))('inside.example', {}, (err) => resolve(err)));
+  t.match(refusal, { reason: 'private_address', message: /inside\.example.*10\.9\.8\.7/ });
+  const answer = await new Promise<unknown[]>((resolve) => guardedLookup(fakeLookup('8.8.4.4'))('public.example', {}, (...args) => resolve(args)));
+  t.same(answer, [null, '8.8.4.4', 4], 'a single public answer, error null');
+});
+
+t.test('guardedConnectOptions carries the guarded lookup for undici', async (t) => {
+  const { lookup } = guardedConnectOptions(fakeLookup('127.0.0.1'));
+  const error = await new Promise<unknown>((resolve) => lookup('loop.example', {}, (err) => resolve(err)));
+  t.type(error, OutboundUrlRefusedError);
 });
