@@ -1,9 +1,9 @@
 import t from 'tap';
-import { authorize, authorizedKey, authorizedProject, resourceId, scopeRefusal, type ResourceDeclaration } from '../../core/authorization.ts';
+import { authorize, authorizedKey, authorizedProject, resourceId, resourcesOf, scopeRefusal, type AuthorizedResource, type ResourceDeclaration } from '../../core/authorization.ts';
 import type { Credential, KeyCredential, SessionCredential } from '../../core/credential.ts';
 import type { AnyOperation } from '../../core/operations.ts';
 import type { ApiKey, IdentityStores, Project } from '../../core/ports/identity.ts';
-import { SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/scopes.ts';
+import { isManagementScope, isScope, ORG_ROLES, SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/scopes.ts';
 // Catalogues the keys plugin's codes, one of which a declaration below answers.
 import '../../plugins/keys/key-errors.ts';
 
@@ -212,4 +212,52 @@ t.test('owners and admins hold every scope; members all but projects:write and w
     [...scopesForRole('member')],
     SCOPES.filter((s) => s !== 'projects:write' && s !== 'webhooks:write'),
   );
+});
+
+t.test('an operation without a resource declaration lists none', async (t) => {
+  t.same(resourcesOf(operation({})), []);
+  t.same(resourcesOf(operation({ resource: keyInPath() })), [keyInPath()]);
+});
+
+t.test('authorizedKey finds the key among other resources', async (t) => {
+  const projectOfA: AuthorizedResource = { kind: 'project', project: projects.get('A')! };
+  const keyOfA: AuthorizedResource = { kind: 'key', key: keys.get('key-of-A')!, project: projects.get('A')! };
+  t.equal(authorizedKey({ resources: [projectOfA, keyOfA] }).id, 'key-of-A');
+  t.throws(() => authorizedKey({ resources: [projectOfA] }), /no key resource/);
+});
+
+t.test('each refusal names what it refused: the operation, the key, the project, the role', async (t) => {
+  t.match((await refusal(keyCredential('A', SCOPES), operation({ ownerOnly: true })))?.code, 'owner_required');
+  await t.rejects(authorize(keyCredential('A', SCOPES), operation({ ownerOnly: true }), input(), organisation()), { message: /Only an owner may call test\.op/ });
+  await t.rejects(authorize(session('owner'), operation({ resource: keyInPath() }), input({ params: { id: 'nope' } }), organisation()), { message: /No API key nope/ });
+  await t.rejects(authorize(session('owner'), operation({ resource: projectInBody() }), input({ body: { projectId: 'Z' } }), organisation()), { message: /No project Z/ });
+  await t.rejects(authorize(session('member', 'viewer'), operation({ resource: projectInBody() }), input({ body: { projectId: 'A' } }), organisation()), {
+    message: /role on project project A is viewer/,
+  });
+});
+
+t.test("the scopes are the spec's thirteen, every one but inference a management scope", async (t) => {
+  t.same(
+    [...SCOPES],
+    [
+      'inference',
+      'keys:read',
+      'keys:write',
+      'usage:read',
+      'requests:read',
+      'apps:read',
+      'apps:deploy',
+      'data:read',
+      'projects:write',
+      'webhooks:read',
+      'webhooks:write',
+      'mcp:read',
+      'mcp:write',
+    ],
+  );
+  for (const scope of SCOPES) t.ok(isScope(scope), scope);
+  for (const text of ['admin', 'keys:delete', '', 'INFERENCE']) t.notOk(isScope(text), JSON.stringify(text));
+  t.notOk(isManagementScope('inference'));
+  for (const scope of SCOPES.filter((s) => s !== 'inference')) t.ok(isManagementScope(scope), scope);
+  t.same(ORG_ROLES, ['owner', 'admin', 'member']);
 });
