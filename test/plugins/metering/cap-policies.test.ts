@@ -152,9 +152,9 @@ t.test('a read that fails is not kept: the next call reads again', async (t) => 
   t.equal(reads, 2);
 });
 
-t.test('reads in flight at once for an account, a project and another organisation are not shared', async (t) => {
-  const { stores } = storesOf({ a: { spendCap: cap, requestLogging: true }, b: { spendCap: null, requestLogging: false } }, { p: { spendCap: null } });
+t.test('reads in flight at once for two organisations and two projects are not shared', async (t) => {
+  const { stores } = storesOf({ a: { spendCap: cap, requestLogging: true }, b: { spendCap: null, requestLogging: false } }, { p: { spendCap: null }, q: { spendCap: cap } });
   const policies = new CapPolicies(stores, 1_000, () => 0);
-  const [a, b, p] = await Promise.all([policies.account('a'), policies.account('b'), policies.project('a', 'p')]);
-  t.same([a, b, p], [{ cap, requestLogging: true }, { cap: null, requestLogging: false }, { cap: null }]);
+  const [a, b, p, q] = await Promise.all([policies.account('a'), policies.account('b'), policies.project('a', 'p'), policies.project('a', 'q')]);
+  t.same([a, b, p, q], [{ cap, requestLogging: true }, { cap: null, requestLogging: false }, { cap: null }, { cap }]);
 });
