@@ -27,6 +27,63 @@ async function jobState(db: Database, id: string) {
   return rows[0]!;
 }
 
+/**
+ * The lease fence, seen while both workers hold the job: the old worker claims it and stalls past its
+ * lease, a new worker takes it over and is still running it when the old one wakes and does `late`.
+ * (The earlier takeover test lets the new worker finish first, where `state = 'running'` alone refuses.)
+ */
+async function overtakenWorker(db: Database, late: (job: Job<Record<string, never>>) => Promise<unknown>) {
+  const clock = testClock();
+  const kit = await jobKit(db, { clock });
+  await db.query('CREATE TABLE effects (job_id text NOT NULL, worker text NOT NULL)');
+  // A long lease: neither worker's first heartbeat (a third of it, in real time) comes during the test.
+  const taken = defineQueue({ name: 'test.taken', payload: z.object({}), leaseMs: 300_000 });
+  kit.registry.addQueue(taken.handle(async () => undefined));
+  const oldStarted = deferred();
+  const oldWakes = deferred();
+  let lateError: unknown;
+  const oldHandlers = new JobRegistry();
+  oldHandlers.addQueue(
+    taken.handle(async (job) => {
+      oldStarted.resolve();
+      await oldWakes.promise;
+      try {
+        await late(job);
+      } catch (error) {
+        lateError = error;
+        throw error;
+      }
+    }),
+  );
+  const newStarted = deferred();
+  const newFinishes = deferred();
+  const newHandlers = new JobRegistry();
+  newHandlers.addQueue(
+    taken.handle(async (job) => {
+      newStarted.resolve();
+      await newFinishes.promise;
+      await job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'new')", [job.id]));
+    }),
+  );
+  const oldWorker = kit.runner({ registry: oldHandlers, workerId: 'old' });
+  const newWorker = kit.runner({ registry: newHandlers, workerId: 'new' });
+  const { id } = await kit.jobs.enqueue(taken, {});
+  await oldWorker.pollOnce();
+  await oldStarted.promise;
+  clock.advance(300_000);
+  await newWorker.pollOnce();
+  await newStarted.promise;
+  const newLeaseToken = (await jobState(db, id)).lease_token;
+
+  oldWakes.resolve();
+  await oldWorker.settled();
+  const whileNewRuns = await jobState(db, id);
+  newFinishes.resolve();
+  await newWorker.settled();
+  const { rows } = await db.query<{ worker: string }>('SELECT worker FROM effects');
+  return { lateError, newLeaseToken, whileNewRuns, effects: rows.map((r) => r.worker), final: await jobState(db, id) };
+}
+
 for (const backend of databaseBackends()) {
   t.test(backend.name, async (t) => {
     t.test('a job enqueued in a transaction that rolls back does not exist', async (t) => {
@@ -217,6 +274,25 @@ for (const backend of databaseBackends()) {
       t.same(rows, [{ worker: 'healthy' }], 'the effect happened once');
       const state = await jobState(db, id);
       t.same([state.state, state.attempts], ['succeeded', 2]);
+    });
+
+    t.test('a worker whose lease was taken over cannot complete the job while the new worker runs it', async (t) => {
+      const db = await open(backend, t);
+      const outcome = await overtakenWorker(db, (job) => job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'old')", [job.id])));
+      t.ok(outcome.lateError instanceof JobInterrupted && outcome.lateError.reason === 'lease_lost', 'the late completion is refused');
+      t.same([outcome.whileNewRuns.state, outcome.whileNewRuns.lease_token], ['running', outcome.newLeaseToken], 'still running under the new lease');
+      t.same(outcome.effects, ['new'], "the old worker's effect was rolled back; the new one's happened once");
+      t.same([outcome.final.state, outcome.final.attempts], ['succeeded', 2]);
+    });
+
+    t.test('a worker whose lease was taken over cannot fail the job while the new worker runs it', async (t) => {
+      const db = await open(backend, t);
+      const outcome = await overtakenWorker(db, async () => {
+        throw new PermanentJobError('the old worker gives up');
+      });
+      t.same([outcome.whileNewRuns.state, outcome.whileNewRuns.lease_token], ['running', outcome.newLeaseToken], 'still running under the new lease');
+      t.notMatch(outcome.whileNewRuns.last_error ?? '', /the old worker gives up/, "the old worker's error is not recorded");
+      t.same([outcome.final.state, outcome.final.attempts], ['succeeded', 2], 'the new worker completes it');
     });
 
     t.test('a job out of attempts whose lease expired is failed, not run again', async (t) => {

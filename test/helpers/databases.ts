@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
+import tap from 'tap';
 import type { Database } from '../../core/ports/database.ts';
 import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
 import { createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
@@ -34,6 +35,7 @@ export async function dropSchema(url: string, schema: string): Promise<void> {
  * empty database (PGlite: a new instance; PostgreSQL: a new random schema dropped on cleanup).
  */
 export function databaseBackends(): DatabaseBackend[] {
+  if (testPgUrl() === undefined) reportSkippedBackend('postgres', 'TEST_PG_URL is not set: these storage tests ran on PGlite only');
   const backends: DatabaseBackend[] = [
     {
       name: 'pglite',
@@ -73,4 +75,17 @@ export async function createSharedPgSchema(): Promise<{ options: { url: string; 
   if (url === undefined) throw new Error('createSharedPgSchema needs TEST_PG_URL');
   const schema = randomSchemaName();
   return { options: { url, schema }, cleanup: () => dropSchema(url, schema) };
+}
+
+const reportedSkips = new Set<string>();
+
+/**
+ * A local run without the real servers says so, once per test file and backend: a skipped test
+ * named for the backend whose reason names the variable to set, which tap lists with the other skips.
+ * Without it a contract suite that quietly ran on PGlite alone looks the same as one that ran on both.
+ */
+export function reportSkippedBackend(backend: string, reason: string): void {
+  if (reportedSkips.has(backend)) return;
+  reportedSkips.add(backend);
+  tap.test(backend, { skip: reason }, () => undefined);
 }

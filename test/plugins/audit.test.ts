@@ -1,6 +1,7 @@
 import t from 'tap';
 import { Tokens } from '../../core/tokens.ts';
 import { addPerson, buildTestApp, createKey, realServersConfig, type TestApp } from '../helpers/app.ts';
+import { reportSkippedBackend } from '../helpers/databases.ts';
 
 interface AuditEntry {
   object: string;
@@ -33,6 +34,7 @@ async function ownerIdentity(test: TestApp) {
 const backends: Array<{ name: string; config?: () => Parameters<typeof buildTestApp>[1] }> = [{ name: 'pglite' }];
 const servers = realServersConfig();
 if (servers) backends.push({ name: 'postgres', config: () => ({ config: { storage: servers.storage } }) });
+else reportSkippedBackend('postgres + redis', 'needs TEST_PG_URL and TEST_REDIS_URL: the audit log ran on PGlite only');
 
 for (const backend of backends) {
   t.test(backend.name, async (t) => {

@@ -65,6 +65,17 @@ t.test('a role the API does not have answers 400 naming messages[i].role', async
   await expect400(t, { model: 'solo', messages: [user, 'hello'] }, 'messages[1]');
 });
 
+t.test('a user, system, developer or tool message without content answers 400 naming messages[i].content', async (t) => {
+  await expect400(t, { model: 'solo', messages: [{ role: 'user' }] }, 'messages[0].content');
+  await expect400(t, { model: 'solo', messages: [{ role: 'user', name: 'ann' }] }, 'messages[0].content');
+  for (const role of ['user', 'system', 'developer']) {
+    await expect400(t, withMessage({ role }), 'messages[1].content');
+    await expect400(t, withMessage({ role, content: null }), 'messages[1].content');
+  }
+  await expect400(t, withMessage({ role: 'tool', tool_call_id: 'call_1' }), 'messages[1].content');
+  await expect400(t, withMessage({ role: 'function', name: 'lookup' }), 'messages[1].content');
+});
+
 t.test('an assistant message needs content unless it carries tool calls', async (t) => {
   await expect400(t, withMessage({ role: 'assistant' }), 'messages[1].content');
   await expect400(t, withMessage({ role: 'assistant', content: null, tool_calls: null }), 'messages[1].content');

@@ -1,0 +1,263 @@
+import t from 'tap';
+import { authorize, authorizedKey, authorizedProject, resourceId, resourcesOf, scopeRefusal, type AuthorizedResource, type ResourceDeclaration } from '../../core/authorization.ts';
+import type { Credential, KeyCredential, SessionCredential } from '../../core/credential.ts';
+import type { AnyOperation } from '../../core/operations.ts';
+import type { ApiKey, IdentityStores, Project } from '../../core/ports/identity.ts';
+import { isManagementScope, isScope, ORG_ROLES, SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/scopes.ts';
+// Catalogues the keys plugin's codes, one of which a declaration below answers.
+import '../../plugins/keys/key-errors.ts';
+
+/**
+ * `authorize` (core/authorization.ts) on its own, over an in-memory organisation: the decision every
+ * surface asks, one rule per test. The scope matrix checks the same rules through HTTP on every
+ * operation; these are fast enough to judge the module's mutants.
+ */
+const ORG = 'org-1';
+const project = (id: string, isDefault = false) => ({ id, organizationId: ORG, name: `project ${id}`, isDefault }) as Project;
+const projects = new Map([
+  ['A', project('A', true)],
+  ['B', project('B')],
+]);
+const apiKey = (id: string, projectId: string) => ({ id, organizationId: ORG, projectId }) as ApiKey;
+const keys = new Map([
+  ['key-of-A', apiKey('key-of-A', 'A')],
+  ['key-of-B', apiKey('key-of-B', 'B')],
+]);
+/** personId -> projectId -> role */
+const roles = new Map([
+  ['viewer', new Map([['A', 'viewer']])],
+  ['developer', new Map([['A', 'developer']])],
+]);
+
+function organisation(defaultProject: Project | null = projects.get('A')!): { identity: IdentityStores } {
+  const identity = {
+    apiKeys: { get: async (org: string, id: string) => (org === ORG ? (keys.get(id) ?? null) : null) },
+    projects: {
+      get: async (org: string, id: string) => (org === ORG ? (projects.get(id) ?? null) : null),
+      getDefault: async () => defaultProject,
+    },
+    projectMembers: {
+      get: async (projectId: string, personId: string) => {
+        const role = roles.get(personId)?.get(projectId);
+        return role ? { projectId, personId, role } : null;
+      },
+    },
+  };
+  return { identity: identity as unknown as IdentityStores };
+}
+
+function keyCredential(projectId: string, scopes: readonly Scope[] = SCOPES.filter((s) => s !== 'projects:write')): KeyCredential {
+  return { kind: 'key', keyId: `caller-in-${projectId}`, organizationId: ORG, projectId, scopes: new Set(scopes) } as unknown as KeyCredential;
+}
+function session(role: OrgRole, personId: string = role): SessionCredential {
+  return { kind: 'session', sessionId: 's', personId, email: `${personId}@x.test`, organizationId: ORG, role, scopes: scopesForRole(role), csrfTokenHash: null };
+}
+
+function operation(fields: { scope?: Scope | null; ownerOnly?: boolean; resource?: ResourceDeclaration | ResourceDeclaration[] }): AnyOperation {
+  return { name: 'test.op', method: 'POST', path: '/test', scope: fields.scope ?? null, ownerOnly: fields.ownerOnly ?? false, resource: fields.resource } as unknown as AnyOperation;
+}
+const keyInPath = (access: 'read' | 'write' = 'read'): ResourceDeclaration => ({ kind: 'key', access, in: 'path', field: 'id' });
+const projectInBody = (extra: Partial<ResourceDeclaration> = {}): ResourceDeclaration =>
+  ({ kind: 'project', access: 'write', in: 'body', field: 'projectId', ...extra }) as ResourceDeclaration;
+const input = (fields: { params?: object; query?: object; body?: unknown } = {}) => ({ params: {}, query: {}, body: undefined, ...fields });
+
+async function refusal(credential: Credential, op: AnyOperation, given = input(), deps = organisation()) {
+  try {
+    await authorize(credential, op, given, deps);
+    return null;
+  } catch (error) {
+    const { status, code, param } = error as { status: number; code: string; param?: string | null };
+    return { status, code, param: param ?? null };
+  }
+}
+
+t.test('a credential without the scope an operation needs is refused with 403 missing_scope', async (t) => {
+  t.same(await refusal(keyCredential('A', ['inference']), operation({ scope: 'keys:read' })), { status: 403, code: 'missing_scope', param: null });
+  t.equal(await refusal(keyCredential('A', ['keys:read']), operation({ scope: 'keys:read' })), null);
+  t.equal(await refusal(keyCredential('A', []), operation({ scope: null })), null, 'an operation without a scope needs none');
+});
+
+t.test('scopeRefusal answers null or the missing_scope error naming the scope', async (t) => {
+  t.equal(scopeRefusal(keyCredential('A', ['usage:read']), 'usage:read'), null);
+  t.equal(scopeRefusal(keyCredential('A', []), null), null);
+  const refused = scopeRefusal(keyCredential('A', []), 'usage:read');
+  t.equal(refused?.code, 'missing_scope');
+  t.match(refused?.message, /'usage:read'/);
+});
+
+t.test('an owner-only operation admits an owner session only: not an admin, a member or a key with every scope', async (t) => {
+  const ownerOnly = operation({ ownerOnly: true });
+  t.equal(await refusal(session('owner'), ownerOnly), null);
+  for (const credential of [session('admin'), session('member'), keyCredential('A', SCOPES)]) {
+    t.same(await refusal(credential, ownerOnly), { status: 403, code: 'owner_required', param: null }, credential.kind);
+  }
+});
+
+t.test('the scope is checked before owner-only', async (t) => {
+  t.equal((await refusal(session('member'), operation({ scope: 'projects:write', ownerOnly: true })))?.code, 'missing_scope');
+});
+
+t.test('an operation that declares no resource resolves none', async (t) => {
+  t.same(await authorize(session('owner'), operation({}), input(), organisation()), { resources: [] });
+});
+
+t.test('a key resource absent from the input is skipped', async (t) => {
+  t.same(await authorize(keyCredential('A'), operation({ resource: keyInPath() }), input(), organisation()), { resources: [] });
+});
+
+t.test('a key resource that does not exist answers 404 key_not_found naming the field', async (t) => {
+  t.same(await refusal(session('owner'), operation({ resource: keyInPath() }), input({ params: { id: 'nope' } })), { status: 404, code: 'key_not_found', param: 'id' });
+});
+
+t.test("a key reaches its own project's keys and resolves the key with its project", async (t) => {
+  const decision = await authorize(keyCredential('A'), operation({ resource: keyInPath('write') }), input({ params: { id: 'key-of-A' } }), organisation());
+  t.same(decision.resources, [{ kind: 'key', key: keys.get('key-of-A'), project: projects.get('A') }]);
+  t.equal(authorizedKey(decision).id, 'key-of-A');
+});
+
+t.test("a key never reaches another project's keys, even holding projects:write", async (t) => {
+  for (const scopes of [SCOPES.filter((s) => s !== 'projects:write'), [...SCOPES]]) {
+    const outcome = await refusal(keyCredential('B', scopes), operation({ resource: keyInPath() }), input({ params: { id: 'key-of-A' } }));
+    t.same(outcome, { status: 404, code: 'key_not_found', param: 'id' }, scopes.includes('projects:write') ? 'with projects:write' : 'without');
+  }
+});
+
+t.test("owners and admins reach every project's keys", async (t) => {
+  for (const role of ['owner', 'admin'] as const) {
+    t.equal(await refusal(session(role), operation({ resource: keyInPath('write') }), input({ params: { id: 'key-of-B' } })), null, role);
+  }
+});
+
+t.test("a member without a role on a key's project is told the key does not exist", async (t) => {
+  t.same(await refusal(session('member', 'developer'), operation({ resource: keyInPath() }), input({ params: { id: 'key-of-B' } })), { status: 404, code: 'key_not_found', param: 'id' });
+});
+
+t.test('a viewer reads a project and its keys but writes neither (403 project_role_insufficient)', async (t) => {
+  const viewer = session('member', 'viewer');
+  t.equal(await refusal(viewer, operation({ resource: keyInPath('read') }), input({ params: { id: 'key-of-A' } })), null, 'key read');
+  t.equal((await refusal(viewer, operation({ resource: keyInPath('write') }), input({ params: { id: 'key-of-A' } })))?.code, 'project_role_insufficient', 'key write');
+  t.equal(await refusal(viewer, operation({ resource: projectInBody({ access: 'read' }) }), input({ body: { projectId: 'A' } })), null, 'project read');
+  const write = await refusal(viewer, operation({ resource: projectInBody() }), input({ body: { projectId: 'A' } }));
+  t.same(write, { status: 403, code: 'project_role_insufficient', param: null }, 'project write');
+});
+
+t.test('a developer writes on the project they have a role on', async (t) => {
+  const developer = session('member', 'developer');
+  t.equal(await refusal(developer, operation({ resource: projectInBody() }), input({ body: { projectId: 'A' } })), null);
+  t.equal(await refusal(developer, operation({ resource: keyInPath('write') }), input({ params: { id: 'key-of-A' } })), null);
+});
+
+t.test('a project that does not exist answers 404 project_not_found naming the field', async (t) => {
+  t.same(await refusal(session('owner'), operation({ resource: projectInBody() }), input({ body: { projectId: 'Z' } })), { status: 404, code: 'project_not_found', param: 'projectId' });
+});
+
+t.test('a key reaches its own project, and every project only with projects:write', async (t) => {
+  const declared = operation({ resource: projectInBody() });
+  t.equal(await refusal(keyCredential('A'), declared, input({ body: { projectId: 'A' } })), null, 'its own');
+  t.same(await refusal(keyCredential('B'), declared, input({ body: { projectId: 'A' } })), { status: 404, code: 'project_not_found', param: 'projectId' }, 'another');
+  const reached = await authorize(keyCredential('B', SCOPES), declared, input({ body: { projectId: 'A' } }), organisation());
+  t.equal(authorizedProject(reached).id, 'A', 'another, with projects:write');
+});
+
+t.test('keyOwnProjectOnly keeps a key with projects:write in its own project, with 404 or the declared code', async (t) => {
+  const hidden = operation({ resource: projectInBody({ keyOwnProjectOnly: true }) });
+  t.same(await refusal(keyCredential('B', SCOPES), hidden, input({ body: { projectId: 'A' } })), { status: 404, code: 'project_not_found', param: 'projectId' });
+  const told = operation({ resource: projectInBody({ keyOwnProjectOnly: { code: 'cross_project', message: 'own project only' } }) });
+  const outcome = await refusal(keyCredential('B', SCOPES), told, input({ body: { projectId: 'A' } }));
+  t.same(outcome, { status: 403, code: 'cross_project', param: 'projectId' });
+  t.equal(await refusal(keyCredential('A', SCOPES), told, input({ body: { projectId: 'A' } })), null, 'its own project passes');
+  t.equal(await refusal(session('owner'), told, input({ body: { projectId: 'B' } })), null, 'sessions are not confined');
+});
+
+t.test('an absent project is skipped unless the declaration defaults it', async (t) => {
+  t.same(await authorize(keyCredential('B'), operation({ resource: projectInBody() }), input({ body: {} }), organisation()), { resources: [] });
+});
+
+t.test("an absent project defaults to a key's own project and a session's default project", async (t) => {
+  const defaulted = operation({ resource: projectInBody({ whenAbsent: 'default-project' }) });
+  t.equal(authorizedProject(await authorize(keyCredential('B'), defaulted, input({ body: {} }), organisation())).id, 'B', 'key');
+  t.equal(authorizedProject(await authorize(session('owner'), defaulted, input({ body: {} }), organisation())).id, 'A', 'session');
+  t.same(await refusal(session('owner'), defaulted, input({ body: {} }), organisation(null)), { status: 400, code: 'project_required', param: 'projectId' }, 'no default');
+});
+
+t.test('resources resolve in declaration order and the first of each kind is the one handed out', async (t) => {
+  const both = operation({ resource: [keyInPath('write'), { ...projectInBody(), in: 'query', field: 'projectId' } as ResourceDeclaration] });
+  const decision = await authorize(session('owner'), both, input({ params: { id: 'key-of-A' }, query: { projectId: 'B' } }), organisation());
+  t.same(
+    decision.resources.map((r) => r.kind),
+    ['key', 'project'],
+  );
+  t.equal(authorizedKey(decision).id, 'key-of-A');
+  t.equal(authorizedProject(decision).id, 'B');
+});
+
+t.test('authorizedKey and authorizedProject throw when the operation declared no such resource', async (t) => {
+  t.throws(() => authorizedKey({ resources: [] }), /no key resource/);
+  t.throws(() => authorizedProject({ resources: [] }), /no project resource/);
+});
+
+t.test('resourceId reads a string id from where the declaration points, and nothing else', async (t) => {
+  const declaration = keyInPath();
+  t.equal(resourceId(declaration, input({ params: { id: 'k' } })), 'k');
+  t.equal(resourceId(declaration, input({ params: { id: 7 } })), undefined);
+  t.equal(resourceId({ ...declaration, in: 'query' } as ResourceDeclaration, input({ query: { id: 'q' } })), 'q');
+  t.equal(resourceId({ ...declaration, in: 'body' } as ResourceDeclaration, input({ body: { id: 'b' } })), 'b');
+  t.equal(resourceId({ ...declaration, in: 'body' } as ResourceDeclaration, input()), undefined, 'no body');
+});
+
+t.test('owners and admins hold every scope; members all but projects:write and webhooks:write', async (t) => {
+  t.same([...scopesForRole('owner')], [...SCOPES]);
+  t.same([...scopesForRole('admin')], [...SCOPES]);
+  t.same(
+    [...scopesForRole('member')],
+    SCOPES.filter((s) => s !== 'projects:write' && s !== 'webhooks:write'),
+  );
+});
+
+t.test('an operation without a resource declaration lists none', async (t) => {
+  t.same(resourcesOf(operation({})), []);
+  t.same(resourcesOf(operation({ resource: keyInPath() })), [keyInPath()]);
+});
+
+t.test('authorizedKey finds the key among other resources', async (t) => {
+  const projectOfA: AuthorizedResource = { kind: 'project', project: projects.get('A')! };
+  const keyOfA: AuthorizedResource = { kind: 'key', key: keys.get('key-of-A')!, project: projects.get('A')! };
+  t.equal(authorizedKey({ resources: [projectOfA, keyOfA] }).id, 'key-of-A');
+  t.throws(() => authorizedKey({ resources: [projectOfA] }), /no key resource/);
+});
+
+t.test('each refusal names what it refused: the operation, the key, the project, the role', async (t) => {
+  t.match((await refusal(keyCredential('A', SCOPES), operation({ ownerOnly: true })))?.code, 'owner_required');
+  await t.rejects(authorize(keyCredential('A', SCOPES), operation({ ownerOnly: true }), input(), organisation()), { message: /Only an owner may call test\.op/ });
+  await t.rejects(authorize(session('owner'), operation({ resource: keyInPath() }), input({ params: { id: 'nope' } }), organisation()), { message: /No API key nope/ });
+  await t.rejects(authorize(session('owner'), operation({ resource: projectInBody() }), input({ body: { projectId: 'Z' } }), organisation()), { message: /No project Z/ });
+  await t.rejects(authorize(session('member', 'viewer'), operation({ resource: projectInBody() }), input({ body: { projectId: 'A' } }), organisation()), {
+    message: /role on project project A is viewer/,
+  });
+});
+
+t.test("the scopes are the spec's thirteen, every one but inference a management scope", async (t) => {
+  t.same(
+    [...SCOPES],
+    [
+      'inference',
+      'keys:read',
+      'keys:write',
+      'usage:read',
+      'requests:read',
+      'apps:read',
+      'apps:deploy',
+      'data:read',
+      'projects:write',
+      'webhooks:read',
+      'webhooks:write',
+      'mcp:read',
+      'mcp:write',
+    ],
+  );
+  for (const scope of SCOPES) t.ok(isScope(scope), scope);
+  for (const text of ['admin', 'keys:delete', '', 'INFERENCE']) t.notOk(isScope(text), JSON.stringify(text));
+  t.notOk(isManagementScope('inference'));
+  for (const scope of SCOPES.filter((s) => s !== 'inference')) t.ok(isManagementScope(scope), scope);
+  t.same(ORG_ROLES, ['owner', 'admin', 'member']);
+});
