@@ -38,7 +38,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Client } from 'undici';
 import { generateToken, SESSION_PREFIX } from '../core/secrets.ts';
-import { dropSchema } from '../test/helpers/databases.ts';
+import { dropSchema } from '../test/helpers/pg-schemas.ts';
 import { isChildMessage, type ChildMessage, type ParentMessage } from './ipc.ts';
 import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
 

@@ -1,33 +1,14 @@
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import tap from 'tap';
 import type { Database } from '../../core/ports/database.ts';
 import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
 import { createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
-import { quoteIdentifier } from '../../adapters/sql/script-runner.ts';
+import { dropSchema, randomSchemaName, testPgUrl } from './pg-schemas.ts';
+
+export { dropSchema, randomSchemaName, testPgUrl };
 
 export interface DatabaseBackend {
   name: 'pglite' | 'postgres';
   create(): Promise<{ db: Database; cleanup(): Promise<void> }>;
-}
-
-export function testPgUrl(): string | undefined {
-  const url = process.env.TEST_PG_URL;
-  return url === undefined || url === '' ? undefined : url;
-}
-
-export function randomSchemaName(): string {
-  return `t_${randomBytes(6).toString('hex')}`;
-}
-
-export async function dropSchema(url: string, schema: string): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    await client.query(`DROP SCHEMA IF EXISTS ${quoteIdentifier(schema)} CASCADE`);
-  } finally {
-    await client.end();
-  }
 }
 
 /**
