@@ -1,6 +1,6 @@
 import t from 'tap';
 import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
-import { buildTestApp, createKey, realServersConfig } from '../helpers/app.ts';
+import { buildTestApp, createKey, realServersConfig, twoReplicasPushingInvalidations } from '../helpers/app.ts';
 import { Tokens } from '../../core/tokens.ts';
 import { eventually } from '../helpers/eventually.ts';
 
@@ -8,13 +8,7 @@ import { eventually } from '../helpers/eventually.ts';
 const servers = realServersConfig();
 
 t.test('two replicas sharing PostgreSQL and Redis', { skip: servers ? false : 'needs TEST_PG_URL and TEST_REDIS_URL' }, async (t) => {
-  const shared = servers!;
-  t.teardown(() => shared.dropSchema());
-  const ownerToken = generateToken(SESSION_PREFIX);
-  // A long cache TTL proves the refusal comes from the pushed invalidation, not from expiry.
-  const config = { storage: shared.storage, auth: { credentialCacheTtlMs: 60_000 }, bootstrap: { ownerToken } };
-  const a = await buildTestApp(t, { config });
-  const b = await buildTestApp(t, { config });
+  const [a, b] = await twoReplicasPushingInvalidations(t, servers!);
 
   // The pushed invalidation arrives within milliseconds; the deadline below only bounds a failing
   // test and stays far inside the 60 s cache TTL, so a refusal can only have come from the push.

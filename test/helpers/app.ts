@@ -113,6 +113,18 @@ export function realServersConfig(): { storage: AppConfigInput['storage']; schem
   };
 }
 
+/**
+ * Two replicas of one deployment on the real servers (one schema, one key prefix), dropped when the
+ * test ends. Credentials are cached for 60 s, so a refusal seen on one replica soon after a change on
+ * the other can only have come from the pushed invalidation, not from the cache expiring.
+ */
+export async function twoReplicasPushingInvalidations(t: TapLike, servers: NonNullable<ReturnType<typeof realServersConfig>>): Promise<[TestApp, TestApp]> {
+  t.teardown(() => servers.dropSchema());
+  const ownerToken = generateToken(SESSION_PREFIX);
+  const config = { storage: servers.storage, auth: { credentialCacheTtlMs: 60_000 }, bootstrap: { ownerToken } };
+  return [await buildTestApp(t, { config }), await buildTestApp(t, { config })];
+}
+
 /** Creates a key through the API as the owner and returns its plaintext and id. */
 export async function createKey(test: TestApp, body: Record<string, unknown> = {}, token?: string): Promise<{ id: string; key: string; body: Record<string, unknown> }> {
   const response = await test.call('POST', '/client/keys', { token, body: { name: 'test key', ...body } });

@@ -1,7 +1,6 @@
 import t from 'tap';
-import { generateToken, SESSION_PREFIX } from '../../../core/secrets.ts';
 import { Tokens } from '../../../core/tokens.ts';
-import { buildTestApp, createKey, realServersConfig, type TestApp } from '../../helpers/app.ts';
+import { buildTestApp, createKey, realServersConfig, twoReplicasPushingInvalidations, type TestApp } from '../../helpers/app.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { onEveryBackend } from '../metering/metered-gateway.ts';
 
@@ -72,13 +71,7 @@ onEveryBackend(t, (t, storage) => {
 const servers = realServersConfig();
 
 t.test('across two replicas sharing PostgreSQL and Redis', { skip: servers ? false : 'needs TEST_PG_URL and TEST_REDIS_URL' }, async (t) => {
-  const shared = servers!;
-  t.teardown(() => shared.dropSchema());
-  const ownerToken = generateToken(SESSION_PREFIX);
-  // A long cache TTL proves the refusal comes from the pushed invalidation, not from expiry.
-  const config = { storage: shared.storage, auth: { credentialCacheTtlMs: 60_000 }, bootstrap: { ownerToken } };
-  const a = await buildTestApp(t, { config });
-  const b = await buildTestApp(t, { config });
+  const [a, b] = await twoReplicasPushingInvalidations(t, servers!);
   const refusedBy = (replica: TestApp, key: string, code: string) =>
     eventually(async () => (await whoamiCode(replica, key)) === code, `the other replica to answer ${code}`, { timeoutMs: 20_000 });
 
