@@ -1,10 +1,10 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config/load.ts';
 import { openOperatorStorage } from './composition/operator-storage.ts';
-import { addPersonTo, createOrganizationWithOwner, invitePerson, issueSession } from './core/identity-admin.ts';
-import { ORG_ROLES, type OrgRole } from './core/scopes.ts';
-import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/secret-keys.ts';
-import { SecretVault } from './core/secret-vault.ts';
+import { addPersonTo, createOrganizationWithOwner, invitePerson, issueSession } from './core/identity/identity-admin.ts';
+import { ORG_ROLES, type OrgRole } from './core/identity/scopes.ts';
+import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/services/secret-keys.ts';
+import { SecretVault } from './core/services/secret-vault.ts';
 
 const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
 With the embedded database, stop the service first: PGlite allows one process at a time.
@@ -24,7 +24,7 @@ With the embedded database, stop the service first: PGlite allows one process at
 async function main(argv: string[]): Promise<number> {
   // Files are the service's own: whatever is created without a stated mode (a library's, a temporary
   // file) is not readable by other users either. The data directory's files state theirs
-  // (core/private-files.ts), so they stay private when the service is embedded or under another umask.
+  // (core/kernel/private-files.ts), so they stay private when the service is embedded or under another umask.
   process.umask(0o077);
   const { positionals, values } = parseArgs({
     args: argv,

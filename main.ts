@@ -6,7 +6,7 @@ import { manifest } from './plugins/index.ts';
 async function main(): Promise<void> {
   // Files are the service's own: whatever is created without a stated mode (a library's, a temporary
   // file) is not readable by other users either. The data directory's files state theirs
-  // (core/private-files.ts), so they stay private when the service is embedded or under another umask.
+  // (core/kernel/private-files.ts), so they stay private when the service is embedded or under another umask.
   process.umask(0o077);
   const config = loadConfig({ argv: process.argv.slice(2) });
   const app = await buildApp(config, { manifest });

@@ -37,7 +37,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Client } from 'undici';
-import { generateToken, SESSION_PREFIX } from '../core/secrets.ts';
+import { generateToken, SESSION_PREFIX } from '../core/identity/api-tokens.ts';
 import { dropSchema } from '../test/helpers/pg-schemas.ts';
 import { isChildMessage, type ChildMessage, type ParentMessage } from './ipc.ts';
 import { printProfileSummary, summarizeProfile } from './profile-summary.ts';

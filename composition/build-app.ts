@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppConfig } from '../config/schema.ts';
-import { buildKernel, type AppOptions } from '../core/app.ts';
+import { buildKernel, type AppOptions } from '../core/kernel/app.ts';
 import type { KernelAdapters } from '../core/ports/kernel-adapters.ts';
 import { coreMigrations } from '../adapters/sql/core-migrations.ts';
 import { runMigrations } from '../adapters/sql/migrator.ts';
@@ -12,7 +12,7 @@ import { sqlKernelStores } from './sql-kernel-stores.ts';
 
 /**
  * The composition root: the one place that reads `storage` and `mail` in config and chooses the
- * adapters behind the kernel's ports, then hands them to the kernel (core/app.ts). main.ts, the
+ * adapters behind the kernel's ports, then hands them to the kernel (core/kernel/app.ts). main.ts, the
  * bench and the tests build the service here; nothing under core/ knows which adapters exist.
  */
 export function buildApp(config: AppConfig, options: AppOptions): Promise<FastifyInstance> {

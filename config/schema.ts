@@ -2,7 +2,7 @@ import { z } from 'zod';
 
 /**
  * The operator's configuration file, validated at boot. Plugin sections are validated by each
- * plugin's own schema once the enabled set is known (see core/plugin-loader.ts).
+ * plugin's own schema once the enabled set is known (see core/kernel/plugin-loader.ts).
  */
 const pgliteDatabase = z.strictObject({
   driver: z.literal('pglite'),

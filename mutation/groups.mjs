@@ -3,7 +3,7 @@
 /** Module group -> the modules mutated and the test files that judge them. */
 export const GROUPS = {
   ssrf: {
-    mutate: ['core/outbound-url-guard.ts'],
+    mutate: ['core/net/outbound-url-guard.ts'],
     testFiles: ['test/core/outbound-url-guard.test.ts'],
   },
   csrf: {
@@ -11,7 +11,7 @@ export const GROUPS = {
     testFiles: ['test/core/csrf.test.ts'],
   },
   authorization: {
-    mutate: ['core/authorization.ts', 'core/scopes.ts'],
+    mutate: ['core/identity/authorization.ts', 'core/identity/scopes.ts'],
     testFiles: ['test/core/authorization.test.ts'],
   },
   // Money, split by how fast its tests are: pricing and cap policies have unit tests (seconds per

@@ -1,4 +1,4 @@
-import type { AnyPlugin } from '../core/plugin.ts';
+import type { AnyPlugin } from '../core/kernel/plugin.ts';
 import { accountPlugin } from './account/index.ts';
 import { auditPlugin } from './audit/index.ts';
 import { inferencePlugin } from './inference/index.ts';

@@ -1,4 +1,4 @@
-import type { ProviderType } from '../core/provider.ts';
+import type { ProviderType } from '../core/gateway/provider.ts';
 import { anthropicProviderType } from './anthropic/index.ts';
 import { mockProviderType } from './mock/index.ts';
 import { openAIProviderType } from './openai/index.ts';

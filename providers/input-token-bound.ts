@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
-import type { ChatRequestBody, InputTokenizer, RouteInputFacts } from '../core/provider.ts';
+import type { ChatRequestBody, InputTokenizer, RouteInputFacts } from '../core/gateway/provider.ts';
 import { estimateChatInputTokens } from './token-estimate.ts';
 
-export type { RouteInputFacts } from '../core/provider.ts';
+export type { RouteInputFacts } from '../core/gateway/provider.ts';
 
 /**
  * What admission reserves for the input tokens of a chat request, before the call: held against

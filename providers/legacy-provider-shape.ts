@@ -10,8 +10,8 @@ import type {
   Modality,
   Provider,
   ProviderType,
-} from '../core/provider.ts';
-import { MODALITIES } from '../core/provider.ts';
+} from '../core/gateway/provider.ts';
+import { MODALITIES } from '../core/gateway/provider.ts';
 
 /**
  * The provider shape before modalities: a `capabilities` set naming what it does, and optional

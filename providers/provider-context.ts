@@ -1,5 +1,5 @@
-import type { ProviderContext, UpstreamTimeouts } from '../core/provider.ts';
-import { createOutboundUrlChecker } from '../core/outbound-url-guard.ts';
+import type { ProviderContext, UpstreamTimeouts } from '../core/gateway/provider.ts';
+import { createOutboundUrlChecker } from '../core/net/outbound-url-guard.ts';
 
 /**
  * Generous on purpose: a non-streamed answer from a reasoning model sends its headers only when

@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequestBody, EmbeddingsRequestBody, JsonObject } from '../core/provider.ts';
+import type { ChatMessage, ChatRequestBody, EmbeddingsRequestBody, JsonObject } from '../core/gateway/provider.ts';
 
 /**
  * Local token counts for when an upstream reports none (and for the mock, which has no tokenizer).

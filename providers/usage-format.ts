@@ -1,4 +1,4 @@
-import type { JsonObject, Usage } from '../core/provider.ts';
+import type { JsonObject, Usage } from '../core/gateway/provider.ts';
 
 /** Normalised usage in OpenAI's wire shape, for completions a provider builds itself. */
 export function toOpenAIUsage(usage: Usage): JsonObject {

@@ -11,8 +11,8 @@ import { SqlMailOutbox } from '../adapters/sql/mail-outbox.ts';
 import { runMigrations } from '../adapters/sql/migrator.ts';
 import { SqlSecretStore } from '../adapters/sql/secret-store.ts';
 import type { Database } from '../core/ports/database.ts';
-import { loadSecretKeys } from '../core/secret-keys.ts';
-import { SecretVault } from '../core/secret-vault.ts';
+import { loadSecretKeys } from '../core/services/secret-keys.ts';
+import { SecretVault } from '../core/services/secret-vault.ts';
 
 const run = promisify(execFile);
 const dataDir = mkdtempSync(join(tmpdir(), 'svc-cli-seams-'));

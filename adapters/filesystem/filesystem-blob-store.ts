@@ -3,9 +3,9 @@ import { mkdir, open, readdir, readFile, rename, rm, stat, unlink } from 'node:f
 import type { FileHandle } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { assertBlobKey, assertBlobListPrefix, blobInfo, clampRange, measure, newBlobKey } from '../../core/blobs.ts';
+import { assertBlobKey, assertBlobListPrefix, blobInfo, clampRange, measure, newBlobKey } from '../../core/services/blob-rules.ts';
 import type { BlobInfo, BlobPutOptions, BlobStore, ByteRange } from '../../core/ports/blobs.ts';
-import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../../core/private-files.ts';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../../core/kernel/private-files.ts';
 
 interface MetaFile {
   size: number;

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PGlite, types, type PGliteOptions, type Results } from '@electric-sql/pglite';
 import type { Database, QueryResult, Transaction } from '../../core/ports/database.ts';
-import { PRIVATE_DIR_MODE } from '../../core/private-files.ts';
+import { PRIVATE_DIR_MODE } from '../../core/kernel/private-files.ts';
 import { translated, translateDatabaseError } from '../sql/database-errors.ts';
 import { PrivateNodeFS } from './private-node-fs.ts';
 import { runAfterCommit, type ScriptQueryable } from '../sql/script-runner.ts';

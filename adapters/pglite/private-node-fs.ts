@@ -1,5 +1,5 @@
 import { NodeFS } from '@electric-sql/pglite/nodefs';
-import { SHARED_BITS } from '../../core/private-files.ts';
+import { SHARED_BITS } from '../../core/kernel/private-files.ts';
 
 type InitArguments = Parameters<NodeFS['init']>;
 

@@ -1,6 +1,6 @@
 import nodemailer, { type Transporter } from 'nodemailer';
 import type { AppConfig } from '../../config/schema.ts';
-import { checkMailMessage, fillPlaceholders, MailDeliveryError } from '../../core/mail.ts';
+import { checkMailMessage, fillPlaceholders, MailDeliveryError } from '../../core/services/mail-messages.ts';
 import type { MailMessage, Mailer } from '../../core/ports/mail.ts';
 
 type SmtpConfig = Extract<AppConfig['mail'], { driver: 'smtp' }>;

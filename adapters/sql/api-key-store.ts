@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { ApiKey, ApiKeyPatch, ApiKeyStore, CredentialLookup, KeyActor, KeyAuthRecord, NewApiKey, Person, Session, SessionAuthRecord, SessionStore } from '../../core/ports/identity.ts';
-import type { Scope } from '../../core/scopes.ts';
+import type { Scope } from '../../core/identity/scopes.ts';
 import type { PageRequest } from '../../core/vocabulary/pagination.ts';
 import { Conditions } from './conditions.ts';
 import { keyTree, MAX_KEY_CHAIN } from './key-tree.ts';

@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import { assertBlobKey, assertBlobListPrefix, blobInfo, clampRange, DEFAULT_CONTENT_TYPE, measure, newBlobKey } from '../../core/blobs.ts';
+import { assertBlobKey, assertBlobListPrefix, blobInfo, clampRange, DEFAULT_CONTENT_TYPE, measure, newBlobKey } from '../../core/services/blob-rules.ts';
 import type { BlobInfo, BlobPutOptions, BlobStore, ByteRange } from '../../core/ports/blobs.ts';
 import type { Queryable } from '../../core/ports/database.ts';
 import { bytesOf, type Row } from './rows.ts';

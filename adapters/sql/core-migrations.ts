@@ -261,7 +261,7 @@ CREATE INDEX events_occurred ON events (occurred_at);
     version: 4,
     name: 'people sign in: passwords, browser sessions, set-password tokens',
     sql: `
--- scrypt$N=…,r=…,p=…$salt$hash (core/passwords.ts); null until the person sets one.
+-- scrypt$N=…,r=…,p=…$salt$hash (core/identity/passwords.ts); null until the person sets one.
 ALTER TABLE people ADD COLUMN password_hash text;
 -- Browser sessions (cookie) carry the hash of their CSRF token; Bearer sessions have none.
 ALTER TABLE sessions ADD COLUMN csrf_token_hash text;

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { checkMailMessage, fillPlaceholders } from '../../core/mail.ts';
+import { checkMailMessage, fillPlaceholders } from '../../core/services/mail-messages.ts';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { MailMessage, MailOutbox, Mailer, OutboxMail } from '../../core/ports/mail.ts';
 import type { Row } from './rows.ts';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { Membership, MembershipStore, Organization, OrganizationStore, PasswordTokenStore, Person, PersonStore, SpendCap } from '../../core/ports/identity.ts';
-import type { OrgRole } from '../../core/scopes.ts';
+import type { OrgRole } from '../../core/identity/scopes.ts';
 import type { PageRequest } from '../../core/vocabulary/pagination.ts';
 import { Conditions } from './conditions.ts';
 import { type KeysetOrder, selectPage } from './keyset.ts';

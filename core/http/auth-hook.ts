@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import type { Authenticator } from '../authenticator.ts';
-import type { Credential, SessionCredential } from '../credential.ts';
-import { scopeRefusal } from '../authorization.ts';
-import { ApiError } from '../errors.ts';
+import type { Authenticator } from '../identity/authenticator.ts';
+import type { Credential, SessionCredential } from '../identity/credential.ts';
+import { scopeRefusal } from '../identity/authorization.ts';
+import { ApiError } from '../kernel/errors.ts';
 import { authorizationHeader } from './authorization-header.ts';
 import { csrfRefusal } from './csrf.ts';
 import { sessionCookieOf } from './session-cookie.ts';

@@ -1,8 +1,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { AppConfig } from '../../config/schema.ts';
-import type { SessionCredential } from '../credential.ts';
-import { ApiError } from '../errors.ts';
-import { csrfTokenFor, type PeopleSignIn, type SignedIn } from '../people-sign-in.ts';
+import type { SessionCredential } from '../identity/credential.ts';
+import { ApiError } from '../kernel/errors.ts';
+import { csrfTokenFor, type PeopleSignIn, type SignedIn } from '../identity/people-sign-in.ts';
 import { crossSiteRefusal } from './csrf.ts';
 import { clearedSessionCookie, cookieIsSecure, sessionCookie, sessionCookieOf } from './session-cookie.ts';
 

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../kernel/errors.ts';
 
 /**
  * The request's one Authorization header. Node keeps the first of several and drops the others

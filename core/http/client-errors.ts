@@ -2,8 +2,8 @@ import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type ServerResponse 
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { FastifyBaseLogger } from 'fastify';
-import { ApiError } from '../errors.ts';
-import { newRequestId } from '../request-ids.ts';
+import { ApiError } from '../kernel/errors.ts';
+import { newRequestId } from '../kernel/request-ids.ts';
 
 /**
  * What Node's parser and request timer report; `reason` is llhttp's own fixed description and

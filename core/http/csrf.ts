@@ -1,8 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyRequest } from 'fastify';
-import type { SessionCredential } from '../credential.ts';
-import { ApiError } from '../errors.ts';
-import { hashToken } from '../secrets.ts';
+import type { SessionCredential } from '../identity/credential.ts';
+import { ApiError } from '../kernel/errors.ts';
+import { hashToken } from '../identity/api-tokens.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../kernel/errors.ts';
 import { sendError } from './error-handler.ts';
 
 /**
@@ -8,7 +8,7 @@ import { sendError } from './error-handler.ts';
  * `retry-after` and `connection: close`, so the client retries on another replica instead of
  * starting work here that the grace period may cut. Requests already in flight finish normally.
  * Install it after the hook that sets x-request-id and before authentication (nothing else runs).
- * Fastify's own answer for this case (return503OnClosing) is turned off in core/app.ts: it is not
+ * Fastify's own answer for this case (return503OnClosing) is turned off in core/kernel/app.ts: it is not
  * in the envelope and carries no retry-after.
  */
 export function installDraining(app: FastifyInstance): void {

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
-import type { ErrorCode } from '../error-catalogue.ts';
-import { ApiError, ClientGoneError, requestTooLarge } from '../errors.ts';
+import type { ErrorCode } from '../kernel/error-catalogue.ts';
+import { ApiError, ClientGoneError, requestTooLarge } from '../kernel/errors.ts';
 import { DatabaseUnavailable } from '../ports/database.ts';
 
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];

@@ -1,5 +1,5 @@
-import type { Credential } from '../credential.ts';
-import type { Scope } from '../scopes.ts';
+import type { Credential } from '../identity/credential.ts';
+import type { Scope } from '../identity/scopes.ts';
 
 /**
  * Route-level settings the kernel's hooks read from `config`. Every route is authenticated unless

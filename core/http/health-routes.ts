@@ -1,13 +1,13 @@
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../errors.ts';
-import type { Readiness } from '../readiness.ts';
+import { ApiError } from '../kernel/errors.ts';
+import type { Readiness } from '../kernel/readiness.ts';
 import { sendError } from './error-handler.ts';
 
 const LIVE = { status: 'ok' } as const;
 
 /**
  * GET /health/live (and /health, its older name): the process's event loop answers, nothing else
- * is asked. GET /health/ready: 200 when this process can do its work (see core/readiness.ts),
+ * is asked. GET /health/ready: 200 when this process can do its work (see core/kernel/readiness.ts),
  * otherwise 503 `not_ready` naming the dependencies that failed, never how they are reached.
  * Both are unauthenticated, like a load balancer's probe, and served by every role.
  */

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { ApiError } from '../errors.ts';
+import { ApiError } from '../kernel/errors.ts';
 
 /**
  * How deeply arrays and objects may nest in a request body. JSON.parse itself copes with any depth,

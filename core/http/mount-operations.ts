@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
-import type { OperationEvents } from '../operation-events.ts';
-import type { OperationRegistry } from '../operations.ts';
+import type { OperationEvents } from '../operations/operation-events.ts';
+import type { OperationRegistry } from '../operations/operations.ts';
 
 /** The management surface's two mount points: the main host's and the regional host's. */
 export const MANAGEMENT_PREFIXES = ['/client', '/platform/v1'] as const;
@@ -8,7 +8,7 @@ export const MANAGEMENT_PREFIXES = ['/client', '/platform/v1'] as const;
 /**
  * Mounts every operation; each call that writes is recorded as a `management.operation` event.
  * The scope is checked in `onRequest`, before the body is read; the registry's runner checks it
- * again with owner-only and the declared resources, after input validation (see core/authorization.ts).
+ * again with owner-only and the declared resources, after input validation (see core/identity/authorization.ts).
  */
 export function mountOperations(app: FastifyInstance, registry: OperationRegistry, recorder: OperationEvents): void {
   for (const prefix of MANAGEMENT_PREFIXES) {

@@ -1,7 +1,7 @@
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
-import { ApiError, ClientGoneError, requestTooLarge } from '../errors.ts';
+import { ApiError, ClientGoneError, requestTooLarge } from '../kernel/errors.ts';
 
 /**
  * Routes whose bodies are files (`/v1/files`, `/v1/audio/transcriptions`, attachments): multipart

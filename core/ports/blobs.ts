@@ -4,7 +4,7 @@ import type { Readable } from 'node:stream';
  * File contents (uploaded files, batch inputs and outputs, attachments) behind one port, so a
  * deployment keeps them on a disk or in the database replicas share. Blobs are immutable: `put`
  * names each new blob itself (the caller's prefix, then a time-ordered random id) and a blob is
- * visible only once it is whole. Keys are checked by core/blobs.ts (`assertBlobKey`).
+ * visible only once it is whole. Keys are checked by core/services/blob-rules.ts (`assertBlobKey`).
  */
 export interface BlobInfo {
   key: string;

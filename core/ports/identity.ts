@@ -1,4 +1,4 @@
-import type { OrgRole, Scope } from '../scopes.ts';
+import type { OrgRole, Scope } from '../identity/scopes.ts';
 import type { Page, PageRequest } from '../vocabulary/pagination.ts';
 
 /** Storage ports for who may call the service: organisations, people, projects, sessions, keys. */
@@ -42,7 +42,7 @@ export interface PersonStore {
   get(id: string): Promise<Person | null>;
   getByEmail(email: string): Promise<Person | null>;
   setDefaultOrganization(personId: string, organizationId: string | null): Promise<void>;
-  /** The stored password hash (core/passwords.ts format); null when none was set. Never part of Person. */
+  /** The stored password hash (core/identity/passwords.ts format); null when none was set. Never part of Person. */
   passwordHashOf(personId: string): Promise<string | null>;
   setPasswordHash(personId: string, passwordHash: string): Promise<void>;
   /** Sets the hash only while the stored one is still `expected` (a rehash never undoes a new password); whether it did. */

@@ -1,7 +1,7 @@
 /**
  * Outgoing mail (sign-in codes, invitations, notifications). One message to one recipient; a
  * sender either hands it to an SMTP server or, by default, keeps it in a local outbox that an
- * operator reads with `npm run cli -- mail list`. core/mail.ts checks messages and types failures.
+ * operator reads with `npm run cli -- mail list`. core/services/mail-messages.ts checks messages and types failures.
  */
 export interface MailMessage {
   to: string;

@@ -1,6 +1,6 @@
 /**
  * Storage of customer-given secrets, already encrypted: this port never sees a plaintext.
- * core/secret-vault.ts encrypts, decrypts and rotates over it.
+ * core/services/secret-vault.ts encrypts, decrypts and rotates over it.
  */
 
 /** The record a secret belongs to, e.g. `{ kind: 'webhook', id: 'wh_…' }`; it and the name are bound into the ciphertext. */

@@ -6,7 +6,7 @@ import { z } from 'zod';
 export const resourceId = z.uuid();
 
 /**
- * A request id as the gateway issues it (`req_…`, core/request-ids.ts) or accepts it from a caller
+ * A request id as the gateway issues it (`req_…`, core/kernel/request-ids.ts) or accepts it from a caller
  * (x-request-id, echoed as x-client-request-id): safe to put in a header, a log line or a URL.
  */
 export const REQUEST_ID_PATTERN = /^[A-Za-z0-9._:-]{1,128}$/;

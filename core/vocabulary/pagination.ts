@@ -83,7 +83,7 @@ export function pageQuery({ defaultLimit, maxLimit, id }: PageLimits) {
  * The response of a paginated list: `{object: 'list', data, nextCursor}`, plus `extra`, anything
  * else the list returns. It is the `<Item>List` schema of the OpenAPI document, so the item must be
  * named (`.meta({ id })`), and, like every named schema, the list is declared once, at module level:
- * a name belongs to one schema (core/openapi.ts refuses two).
+ * a name belongs to one schema (core/kernel/openapi.ts refuses two).
  */
 export function listOf<Item extends z.ZodType, Extra extends z.ZodRawShape = Record<never, never>>(item: Item, extra?: Extra) {
   const name = z.globalRegistry.get(item)?.id;

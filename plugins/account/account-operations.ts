@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { ApiError } from '../../core/errors.ts';
-import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
-import type { Authenticator } from '../../core/authenticator.ts';
-import { SCOPES } from '../../core/scopes.ts';
+import type { Authenticator } from '../../core/identity/authenticator.ts';
+import { SCOPES } from '../../core/identity/scopes.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './account-errors.ts';
 
 interface Deps {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import { sequenceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import { instantView } from '../../core/vocabulary/timestamps.ts';

@@ -1,6 +1,6 @@
 import { defineSubscriber } from '../../core/events/domain-events.ts';
-import { definePlugin } from '../../core/plugin.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { definePlugin } from '../../core/kernel/plugin.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { auditMigrations } from './audit-migrations.ts';
 import { auditOperations } from './audit-operations.ts';
 import { AuditStore } from './audit-store.ts';

@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify';
-import { ApiError } from '../../core/errors.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import { ApiError } from '../../core/kernel/errors.ts';
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './inference-errors.ts';
 
 /**

@@ -1,10 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ApiError, ClientGoneError } from '../../core/errors.ts';
-import type { Admission, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
-import type { GatewayMetrics } from '../../core/metrics.ts';
-import { GatewayCallOptions } from '../../core/call-options.ts';
-import { CallSignal } from '../../core/call-signal.ts';
-import { estimatedUsage, UpstreamError, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
+import { ApiError, ClientGoneError } from '../../core/kernel/errors.ts';
+import type { Admission, CallOutcome, InferenceAdmission } from '../../core/gateway/inference-admission.ts';
+import type { GatewayMetrics } from '../../core/gateway/metrics.ts';
+import { GatewayCallOptions } from '../../core/gateway/call-options.ts';
+import { CallSignal } from '../../core/gateway/call-signal.ts';
+import { estimatedUsage, UpstreamError, type ChatCompletionChunk, type ChatStreamEvent, type Usage } from '../../core/gateway/provider.ts';
 import { chatInputTokenBound } from '../../providers/input-token-bound.ts';
 import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
 import { toOpenAIUsage } from '../../providers/usage-format.ts';
@@ -16,7 +16,7 @@ import type { CatalogueModel, ModelCatalogue } from './model-catalogue.ts';
 import type { ProviderRegistry } from './provider-registry.ts';
 import { planRoutes, type RouteCandidate } from './route-planner.ts';
 import { SseResponse } from './sse-response.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './inference-errors.ts';
 
 export interface ChatRouteDeps {

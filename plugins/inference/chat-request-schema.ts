@@ -1,4 +1,4 @@
-import type { JsonSchema } from '../../core/compiled-schema.ts';
+import type { JsonSchema } from '../../core/kernel/compiled-schema.ts';
 
 /**
  * The shape of an OpenAI chat-completions request, as far as OpenAI documents it (the request

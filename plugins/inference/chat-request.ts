@@ -1,5 +1,5 @@
-import { compileBodySchema } from '../../core/compiled-schema.ts';
-import type { ChatCompletionChunk, ChatMessage, ChatRequestBody } from '../../core/provider.ts';
+import { compileBodySchema } from '../../core/kernel/compiled-schema.ts';
+import type { ChatCompletionChunk, ChatMessage, ChatRequestBody } from '../../core/gateway/provider.ts';
 import { chatRequestSchema } from './chat-request-schema.ts';
 
 /**

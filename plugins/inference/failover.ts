@@ -1,10 +1,10 @@
-import type { CallSignal } from '../../core/call-signal.ts';
-import type { ErrorCode } from '../../core/error-catalogue.ts';
-import { ApiError, ClientGoneError } from '../../core/errors.ts';
-import { UpstreamError } from '../../core/provider.ts';
+import type { CallSignal } from '../../core/gateway/call-signal.ts';
+import type { ErrorCode } from '../../core/kernel/error-catalogue.ts';
+import { ApiError, ClientGoneError } from '../../core/kernel/errors.ts';
+import { UpstreamError } from '../../core/gateway/provider.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import type { RouteCandidate } from './route-planner.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './inference-errors.ts';
 
 export interface FailoverSettings {

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { InferenceAdmissionPoint, openAdmission } from '../../core/inference-admission.ts';
-import { definePlugin } from '../../core/plugin.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { InferenceAdmissionPoint, openAdmission } from '../../core/gateway/inference-admission.ts';
+import { definePlugin } from '../../core/kernel/plugin.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { loadEncodingsOf } from '../../providers/input-token-bound.ts';
 import { enforceBrowserRule } from './browser-rule.ts';
 import { registerChatCompletionsRoute } from './chat-completions-route.ts';
@@ -10,8 +10,8 @@ import { inferenceConfigSchema } from './inference-config.ts';
 import { ModelCatalogue } from './model-catalogue.ts';
 import { registerModelsRoutes } from './models-routes.ts';
 import { ProviderRegistry } from './provider-registry.ts';
-import { createToken } from '../../core/container.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import { createToken } from '../../core/kernel/container.ts';
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './inference-errors.ts';
 
 export const InferenceTokens = {

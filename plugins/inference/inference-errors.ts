@@ -1,6 +1,6 @@
-import { type CodesOf, defineErrorCodes } from '../../core/error-catalogue.ts';
+import { type CodesOf, defineErrorCodes } from '../../core/kernel/error-catalogue.ts';
 
-/** The inference plugin's error codes (core/error-catalogue.ts: what a code is, and why one table). */
+/** The inference plugin's error codes (core/kernel/error-catalogue.ts: what a code is, and why one table). */
 export const INFERENCE_ERRORS = defineErrorCodes('inference', {
   model_not_found: { status: 404, type: 'not_found_error', message: 'The model does not exist or this key cannot use it; GET /v1/models lists the ones it can' },
   browser_access_denied: {
@@ -13,6 +13,6 @@ export const INFERENCE_ERRORS = defineErrorCodes('inference', {
   upstream_rejected_request: { status: 400, type: 'invalid_request_error', message: 'The model rejected the request' },
 });
 
-declare module '../../core/error-catalogue.ts' {
+declare module '../../core/kernel/error-catalogue.ts' {
   interface ErrorCodes extends CodesOf<typeof INFERENCE_ERRORS> {}
 }

@@ -1,4 +1,4 @@
-import type { RouteInputFacts } from '../../core/provider.ts';
+import type { RouteInputFacts } from '../../core/gateway/provider.ts';
 import { builtInProviderTypes } from '../../providers/index.ts';
 import { inputTokenProfile, UNKNOWN_MODEL_IMAGE_TOKENS, type InputTokenProfile, type Tokenizer } from '../../providers/input-token-bound.ts';
 import { OPENAI_MAX_IMAGE_TOKENS } from '../../providers/openai/openai-model-names.ts';

@@ -1,9 +1,9 @@
-import type { Credential } from '../../core/credential.ts';
-import { ApiError } from '../../core/errors.ts';
+import type { Credential } from '../../core/identity/credential.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
 import type { InputTokenProfile } from '../../providers/input-token-bound.ts';
 import type { InferenceConfig, ModelConfig } from './inference-config.ts';
 import { modelInputProfile } from './input-token-profile.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './inference-errors.ts';
 
 export interface CatalogueModel extends ModelConfig {

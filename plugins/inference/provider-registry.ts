@@ -1,5 +1,5 @@
 import { ConfigError, describeIssue } from '../../config/load.ts';
-import type { Provider, ProviderType } from '../../core/provider.ts';
+import type { Provider, ProviderType } from '../../core/gateway/provider.ts';
 import type { DeprecationLog } from '../../providers/legacy-provider-shape.ts';
 import { createProviderContext, resolveProviderType } from '../../providers/index.ts';
 import type { InferenceConfig } from './inference-config.ts';

@@ -1,4 +1,4 @@
-import { offers, type Modality, type ModalityProviders, type Provider } from '../../core/provider.ts';
+import { offers, type Modality, type ModalityProviders, type Provider } from '../../core/gateway/provider.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import type { CatalogueModel } from './model-catalogue.ts';
 import type { ProviderRegistry } from './provider-registry.ts';

@@ -1,7 +1,7 @@
-import { definePlugin } from '../../core/plugin.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { definePlugin } from '../../core/kernel/plugin.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { keyOperations } from './key-operations.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './key-errors.ts';
 
 export const keysPlugin = definePlugin({

@@ -1,6 +1,6 @@
-import { type CodesOf, defineErrorCodes } from '../../core/error-catalogue.ts';
+import { type CodesOf, defineErrorCodes } from '../../core/kernel/error-catalogue.ts';
 
-/** The keys plugin's error codes (core/error-catalogue.ts: what a code is, and why one table). */
+/** The keys plugin's error codes (core/kernel/error-catalogue.ts: what a code is, and why one table). */
 export const KEY_ERRORS = defineErrorCodes('keys', {
   cross_project: { status: 403, type: 'permission_error', message: 'An API key can only create keys in its own project' },
   key_cannot_move_key: { status: 403, type: 'permission_error', message: "An API key cannot move a key to another project; that is a person's act" },
@@ -21,6 +21,6 @@ export const KEY_ERRORS = defineErrorCodes('keys', {
   },
 });
 
-declare module '../../core/error-catalogue.ts' {
+declare module '../../core/kernel/error-catalogue.ts' {
   interface ErrorCodes extends CodesOf<typeof KEY_ERRORS> {}
 }

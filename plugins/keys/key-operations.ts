@@ -1,18 +1,18 @@
 import { z } from 'zod';
-import type { Authenticator } from '../../core/authenticator.ts';
-import { ApiError } from '../../core/errors.ts';
-import { toSpendCap } from '../../core/spend-cap.ts';
-import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import type { Authenticator } from '../../core/identity/authenticator.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
+import { toSpendCap } from '../../core/identity/spend-cap.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import type { IdentityStores, IdentityStoresFactory, KeyRateLimits } from '../../core/ports/identity.ts';
-import { authorizedKey, authorizedProject } from '../../core/authorization.ts';
-import { visibleProjectIds } from '../../core/project-access.ts';
+import { authorizedKey, authorizedProject } from '../../core/identity/authorization.ts';
+import { visibleProjectIds } from '../../core/identity/project-access.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
-import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/secrets.ts';
+import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/identity/api-tokens.ts';
 import { createdKeyView, createKeyRequest, keyDetailView, keyListView, keyRemovalView, type rateLimitsInput, updatedKeyView, updateKeyRequest } from './key-schemas.ts';
 import { assertMayResume, assertModelsWithin, assertNoEscalation, assertNotOwnRestrictions, assertOwnerFor, inheritedRestrictions } from './key-rules.ts';
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './key-errors.ts';
 
 interface Deps {

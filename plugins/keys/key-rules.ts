@@ -1,9 +1,9 @@
-import type { Credential, KeyCredential } from '../../core/credential.ts';
-import { isOwner } from '../../core/credential.ts';
-import { ApiError } from '../../core/errors.ts';
+import type { Credential, KeyCredential } from '../../core/identity/credential.ts';
+import { isOwner } from '../../core/identity/credential.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
 import type { ApiKey, KeyRateLimits, SpendCap } from '../../core/ports/identity.ts';
-import { isManagementScope, type Scope } from '../../core/scopes.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import { isManagementScope, type Scope } from '../../core/identity/scopes.ts';
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './key-errors.ts';
 
 /*
@@ -15,7 +15,7 @@ import './key-errors.ts';
  * - it resumes only keys that a key paused, never one a person paused.
  * The keys a key made also stay inside it after the fact: the authenticator narrows their scopes,
  * models and expiry by their makers' and refuses them when a maker is revoked or paused, and
- * admission applies their makers' caps and limits to their calls (core/authenticator.ts,
+ * admission applies their makers' caps and limits to their calls (core/identity/authenticator.ts,
  * plugins/metering/governed-admission.ts).
  */
 

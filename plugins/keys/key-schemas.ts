@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { spendCapInput, spendCapView } from '../../core/spend-cap.ts';
-import { SCOPES } from '../../core/scopes.ts';
+import { spendCapInput, spendCapView } from '../../core/identity/spend-cap.ts';
+import { SCOPES } from '../../core/identity/scopes.ts';
 import { listOf } from '../../core/vocabulary/pagination.ts';
 import { instantView, timestampSchema } from '../../core/vocabulary/timestamps.ts';
 

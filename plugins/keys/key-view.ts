@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
-import { toSpendCapView } from '../../core/spend-cap.ts';
+import { toSpendCapView } from '../../core/identity/spend-cap.ts';
 import type { ApiKey, SpendWindows } from '../../core/ports/identity.ts';
 import type { budgetStatusView, keyView, spendWindowsView } from './key-schemas.ts';
 

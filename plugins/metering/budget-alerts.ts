@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { defineSubscriber, type DomainEvents } from '../../core/events/domain-events.ts';
-import { defineExtensionPoint } from '../../core/extension-points.ts';
+import { defineExtensionPoint } from '../../core/kernel/extension-points.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { Database } from '../../core/ports/database.ts';
 import type { CapMode, SpendCap, SpendPeriod } from '../../core/ports/identity.ts';

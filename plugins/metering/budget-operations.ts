@@ -2,11 +2,11 @@ import { z } from 'zod';
 import type { CapPolicies } from './cap-policies.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
-import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import type { IdentityStores, SpendCap, SpendWindows } from '../../core/ports/identity.ts';
 import type { CreditLedger } from '../../core/ports/metering.ts';
-import { visibleProjects } from '../../core/project-access.ts';
-import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/spend-cap.ts';
+import { visibleProjects } from '../../core/identity/project-access.ts';
+import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/identity/spend-cap.ts';
 
 interface Deps {
   identity: IdentityStores;

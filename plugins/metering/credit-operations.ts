@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import type { Coordination } from '../../core/ports/coordination.ts';
 import { microsToUsd, usdAmount, usdToMicros } from '../../core/vocabulary/money.ts';
-import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import { sequenceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import { dateOrTimestampSchema, dayView, instantView } from '../../core/vocabulary/timestamps.ts';

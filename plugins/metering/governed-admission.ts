@@ -1,13 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Credential } from '../../core/credential.ts';
-import { ApiError } from '../../core/errors.ts';
-import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../../core/inference-admission.ts';
+import type { Credential } from '../../core/identity/credential.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
+import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../../core/gateway/inference-admission.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { AllowanceTake, Coordination, GateRequest, GateResult, Holdings, LeaseEntry, Outstanding, RateDecision, RateEntry } from '../../core/ports/coordination.ts';
 import type { KeyRateLimits, SpendCap, SpendReader } from '../../core/ports/identity.ts';
 import type { CreditLedger, RequestLogRow } from '../../core/ports/metering.ts';
-import { estimatedUsage } from '../../core/provider.ts';
+import { estimatedUsage } from '../../core/gateway/provider.ts';
 import { periodStart } from '../../core/vocabulary/periods.ts';
 import type { CapPolicies } from './cap-policies.ts';
 import { costMicros, estimateCostMicros, type PriceSheet } from './pricing.ts';
@@ -15,7 +15,7 @@ import { rateLimitHeaders } from './rate-limit-headers.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import type { BudgetAlerts } from './budget-alerts.ts';
 import type { CallContext } from './billing-journal.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './metering-errors.ts';
 
 /** A scope's rate limits; null means no limit. */

@@ -3,8 +3,8 @@ import { ConfigError } from '../../config/load.ts';
 import type { AppConfig } from '../../config/schema.ts';
 import { SqlCreditLedger } from './credit-ledger-store.ts';
 import { SqlUsageRecorder } from './usage-recorder.ts';
-import { createToken } from '../../core/container.ts';
-import { InferenceAdmissionPoint } from '../../core/inference-admission.ts';
+import { createToken } from '../../core/kernel/container.ts';
+import { InferenceAdmissionPoint } from '../../core/gateway/inference-admission.ts';
 import { BillingJournal } from './billing-journal.ts';
 import { budgetAlertSubscriber, BudgetAlerts, BudgetAlertSinkPoint, loggingAlertSink } from './budget-alerts.ts';
 import { CapPolicies } from './cap-policies.ts';
@@ -12,16 +12,16 @@ import { GovernedAdmission } from './governed-admission.ts';
 import { priceSheet, type PriceSheet } from './pricing.ts';
 import { RequestLogWriter } from './request-log-writer.ts';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
-import { definePlugin } from '../../core/plugin.ts';
+import { definePlugin } from '../../core/kernel/plugin.ts';
 import type { CreditLedger } from '../../core/ports/metering.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { InferenceTokens } from '../inference/index.ts';
 import { budgetOperations } from './budget-operations.ts';
 import { creditOperations } from './credit-operations.ts';
 import { meteringConfigSchema, type MeteringConfig } from './metering-config.ts';
 import { meteringMigrations } from './metering-migrations.ts';
 import { manualPayments, PaymentProviderPoint } from './payment-provider.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './metering-errors.ts';
 
 export const MeteringTokens = {

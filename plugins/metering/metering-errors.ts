@@ -1,6 +1,6 @@
-import { type CodesOf, defineErrorCodes } from '../../core/error-catalogue.ts';
+import { type CodesOf, defineErrorCodes } from '../../core/kernel/error-catalogue.ts';
 
-/** The metering plugin's error codes (core/error-catalogue.ts: what a code is, and why one table). */
+/** The metering plugin's error codes (core/kernel/error-catalogue.ts: what a code is, and why one table). */
 export const METERING_ERRORS = defineErrorCodes('metering', {
   rate_limit_exceeded: { status: 429, type: 'rate_limit_error', message: 'Too many requests for this key, project or account; retry after the time in retry-after' },
   insufficient_credit: {
@@ -13,6 +13,6 @@ export const METERING_ERRORS = defineErrorCodes('metering', {
   model_not_priced: { status: 500, type: 'api_error', message: 'The model has no prices; refusing to serve it unmetered' },
 });
 
-declare module '../../core/error-catalogue.ts' {
+declare module '../../core/kernel/error-catalogue.ts' {
   interface ErrorCodes extends CodesOf<typeof METERING_ERRORS> {}
 }

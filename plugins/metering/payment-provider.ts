@@ -1,4 +1,4 @@
-import { defineExtensionPoint } from '../../core/extension-points.ts';
+import { defineExtensionPoint } from '../../core/kernel/extension-points.ts';
 import type { CreditLedger, LedgerLine } from '../../core/ports/metering.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
-import type { Usage } from '../../core/provider.ts';
+import type { Usage } from '../../core/gateway/provider.ts';
 
 export interface ModelPrices {
   inputPerMTokUsd: number;

@@ -1,17 +1,17 @@
 import { z } from 'zod';
-import type { Authenticator } from '../../core/authenticator.ts';
-import { ApiError } from '../../core/errors.ts';
-import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import type { Authenticator } from '../../core/identity/authenticator.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import type { IdentityStores, IdentityStoresFactory, Project, ProjectMember } from '../../core/ports/identity.ts';
 import { UniqueViolation } from '../../core/ports/database.ts';
-import { authorizedProject } from '../../core/authorization.ts';
-import { visibleProjectIds } from '../../core/project-access.ts';
+import { authorizedProject } from '../../core/identity/authorization.ts';
+import { visibleProjectIds } from '../../core/identity/project-access.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
-import { isOwner } from '../../core/credential.ts';
+import { isOwner } from '../../core/identity/credential.ts';
 import { instantView } from '../../core/vocabulary/timestamps.ts';
-import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/spend-cap.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/identity/spend-cap.ts';
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './project-errors.ts';
 
 interface Deps {

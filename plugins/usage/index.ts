@@ -1,9 +1,9 @@
-import { definePlugin } from '../../core/plugin.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { definePlugin } from '../../core/kernel/plugin.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { requestOperations } from './request-operations.ts';
 import { usageOperations, type UsageDeps } from './usage-operations.ts';
 import { UsageStore } from './usage-store.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './usage-errors.ts';
 
 export const usagePlugin = definePlugin({

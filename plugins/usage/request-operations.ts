@@ -1,12 +1,12 @@
-import { ApiError } from '../../core/errors.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
 import { listResponse } from '../../core/vocabulary/pagination.ts';
-import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import { mayReadBodies, usageVisibility, VISIBILITY } from './usage-access.ts';
 import type { UsageDeps } from './usage-operations.ts';
 import { minuteWindow, resolveOpenRange } from './usage-query.ts';
 import { RECENT_REQUESTS, requestDetailView, requestIdParams, requestListView, requestsQuery, windowQuery, windowView } from './usage-schemas.ts';
 import { toRequestRowView, toWindowStatsView } from './usage-view.ts';
-// Catalogues the codes this module answers with (core/error-catalogue.ts).
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './usage-errors.ts';
 
 export function requestOperations({ store, identity, clock }: UsageDeps): AnyOperation[] {

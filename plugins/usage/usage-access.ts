@@ -1,6 +1,6 @@
-import type { Credential } from '../../core/credential.ts';
+import type { Credential } from '../../core/identity/credential.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
-import { visibleProjectIds } from '../../core/project-access.ts';
+import { visibleProjectIds } from '../../core/identity/project-access.ts';
 import type { Visibility } from './usage-store.ts';
 
 /** For operation descriptions. */

@@ -1,4 +1,4 @@
-import { defineOperation, type AnyOperation } from '../../core/operations.ts';
+import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import { usageVisibility, VISIBILITY } from './usage-access.ts';
 import { previousRange, resolveGranularity, resolveRange } from './usage-query.ts';

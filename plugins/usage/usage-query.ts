@@ -1,4 +1,4 @@
-import { ApiError } from '../../core/errors.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
 import { clampToAcceptedRange } from '../../core/vocabulary/timestamps.ts';
 import type { Granularity } from './usage-store.ts';
 

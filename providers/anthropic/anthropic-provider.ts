@@ -9,8 +9,8 @@ import {
   type LanguageModelProvider,
   type Provider,
   type ProviderContext,
-} from '../../core/provider.ts';
-import { cancellationOf } from '../../core/call-options.ts';
+} from '../../core/gateway/provider.ts';
+import { cancellationOf } from '../../core/gateway/call-options.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
 import { readSse } from '../http/sse-reader.ts';
 import { errorFromInBand, kindForErrorType, protocolError, toUpstreamError, type ErrorContext } from '../http/upstream-errors.ts';

@@ -1,4 +1,4 @@
-import { defineProviderType } from '../../core/provider.ts';
+import { defineProviderType } from '../../core/gateway/provider.ts';
 import { anthropicConfigSchema } from './config.ts';
 import { AnthropicProvider } from './anthropic-provider.ts';
 

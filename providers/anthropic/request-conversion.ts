@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequestBody, JsonObject } from '../../core/provider.ts';
+import type { ChatMessage, ChatRequestBody, JsonObject } from '../../core/gateway/provider.ts';
 
 /** The chat request cannot be expressed as a Messages API request; the caller's fault. */
 export class UnconvertibleRequestError extends Error {

@@ -1,4 +1,4 @@
-import type { ChatCompletion, ChatMessage, Usage } from '../../core/provider.ts';
+import type { ChatCompletion, ChatMessage, Usage } from '../../core/gateway/provider.ts';
 import { toOpenAIUsage } from '../usage-format.ts';
 
 export interface AnthropicUsage {

@@ -1,4 +1,4 @@
-import type { ChatCompletionChunk, JsonObject, Usage } from '../../core/provider.ts';
+import type { ChatCompletionChunk, JsonObject, Usage } from '../../core/gateway/provider.ts';
 import { finishReasonFromStop, usageFromAnthropic, type AnthropicUsage } from './response-conversion.ts';
 
 interface StreamEvent {

@@ -1,5 +1,5 @@
-import { onCancel, type Cancellation } from '../../core/call-signal.ts';
-import type { UpstreamTimeouts } from '../../core/provider.ts';
+import { onCancel, type Cancellation } from '../../core/gateway/call-signal.ts';
+import type { UpstreamTimeouts } from '../../core/gateway/provider.ts';
 import type { AbortCause } from './upstream-errors.ts';
 
 /**

@@ -1,13 +1,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { LookupFunction } from 'node:net';
 import { Pool, type Dispatcher } from 'undici';
-import type { UpstreamTimeouts } from '../../core/provider.ts';
-import { assertPublicUrlSync, guardedLookup } from '../../core/outbound-url-guard.ts';
+import type { UpstreamTimeouts } from '../../core/gateway/provider.ts';
+import { assertPublicUrlSync, guardedLookup } from '../../core/net/outbound-url-guard.ts';
 import { abortingDeadlines, type CallDeadlines } from './call-deadlines.ts';
 import { JsonExchange, type ExchangedResponse } from './json-exchange.ts';
 import { timedConnector } from './timed-connector.ts';
 import { errorFromStatus, errorFromTransport, protocolError, type ErrorContext } from './upstream-errors.ts';
-import type { Cancellation } from '../../core/call-signal.ts';
+import type { Cancellation } from '../../core/gateway/call-signal.ts';
 
 export interface UpstreamClientOptions {
   /** Where calls go; request paths are appended to its path (`https://api.groq.com/openai/v1`). */
@@ -31,7 +31,7 @@ export interface UpstreamRequest {
   /** Serialised as JSON. */
   body: unknown;
   headers?: Record<string, string>;
-  /** A built-in provider passes `cancellationOf(options)` (core/call-options.ts): the cheap signal when the kernel made the options. */
+  /** A built-in provider passes `cancellationOf(options)` (core/gateway/call-options.ts): the cheap signal when the kernel made the options. */
   signal: Cancellation;
 }
 

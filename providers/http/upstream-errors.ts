@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { UpstreamError, type UpstreamErrorKind } from '../../core/provider.ts';
-import { OutboundUrlRefusedError } from '../../core/outbound-url-guard.ts';
+import { UpstreamError, type UpstreamErrorKind } from '../../core/gateway/provider.ts';
+import { OutboundUrlRefusedError } from '../../core/net/outbound-url-guard.ts';
 import { parseRetryAfterMs } from './retry-after.ts';
 import { redactText, redactValue } from './redact.ts';
 

@@ -1,4 +1,4 @@
-import { defineProviderType } from '../../core/provider.ts';
+import { defineProviderType } from '../../core/gateway/provider.ts';
 import { ESTIMATED_IMAGE_TOKENS } from '../token-estimate.ts';
 import { mockConfigSchema } from './config.ts';
 import { MockProvider } from './mock-provider.ts';

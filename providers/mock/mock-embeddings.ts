@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { EmbeddingsRequestBody, JsonObject } from '../../core/provider.ts';
+import type { EmbeddingsRequestBody, JsonObject } from '../../core/gateway/provider.ts';
 
 /**
  * A unit vector determined by the text alone: SHA-256 in counter mode gives the components, so

@@ -15,7 +15,7 @@ import {
   type LanguageModelProvider,
   type Provider,
   type Usage,
-} from '../../core/provider.ts';
+} from '../../core/gateway/provider.ts';
 import { estimateChatInputTokens, estimateEmbeddingInputTokens, estimateOutputTokens } from '../token-estimate.ts';
 import { toOpenAIUsage } from '../usage-format.ts';
 import type { MockConfig } from './config.ts';

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { ChatMessage, ChatRequestBody, JsonObject } from '../../core/provider.ts';
+import type { ChatMessage, ChatRequestBody, JsonObject } from '../../core/gateway/provider.ts';
 import { estimateTokens } from '../token-estimate.ts';
 
 /** What the mock model decided to answer, before it is shaped as a completion or a stream. */

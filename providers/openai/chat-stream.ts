@@ -1,4 +1,4 @@
-import { estimatedUsage, type ChatCompletionChunk, type ChatRequestBody, type ChatStreamEvent, type Usage } from '../../core/provider.ts';
+import { estimatedUsage, type ChatCompletionChunk, type ChatRequestBody, type ChatStreamEvent, type Usage } from '../../core/gateway/provider.ts';
 import { readSse } from '../http/sse-reader.ts';
 import { errorFromInBand, kindForErrorType, protocolError, toUpstreamError, type ErrorContext } from '../http/upstream-errors.ts';
 import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../token-estimate.ts';

@@ -1,4 +1,4 @@
-import { defineProviderType } from '../../core/provider.ts';
+import { defineProviderType } from '../../core/gateway/provider.ts';
 import { openAIConfigSchema } from './config.ts';
 import { openAIPlatformInputFacts } from './openai-model-names.ts';
 import { OpenAIProvider } from './openai-provider.ts';

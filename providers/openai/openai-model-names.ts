@@ -1,4 +1,4 @@
-import type { RouteInputFacts } from '../../core/provider.ts';
+import type { RouteInputFacts } from '../../core/gateway/provider.ts';
 
 /**
  * What an OpenAI model name says about how OpenAI's API counts its input: the tokenizer, and the

@@ -1,4 +1,4 @@
-import type { Usage } from '../../core/provider.ts';
+import type { Usage } from '../../core/gateway/provider.ts';
 
 function count(value: unknown): number {
   return typeof value === 'number' && Number.isFinite(value) && value > 0 ? Math.round(value) : 0;

@@ -6,11 +6,11 @@ import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { assertConfigError } from '../helpers/config-errors.ts';
 import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, parseConfig } from '../../config/load.ts';
-import { definePlugin } from '../../core/plugin.ts';
-import { resolvePlugins } from '../../core/plugin-loader.ts';
+import { definePlugin } from '../../core/kernel/plugin.ts';
+import { resolvePlugins } from '../../core/kernel/plugin-loader.ts';
 import { manifest } from '../../plugins/index.ts';
 import { blobStorageOf } from '../../composition/create-blob-store.ts';
-import { keyFileOf } from '../../core/secret-keys.ts';
+import { keyFileOf } from '../../core/services/secret-keys.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const dir = mkdtempSync(join(tmpdir(), 'svc-config-test-'));

@@ -8,7 +8,7 @@ import { FilesystemBlobStore } from '../../adapters/filesystem/filesystem-blob-s
 import { SqlBlobStore } from '../../adapters/sql/blob-store.ts';
 import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
-import { BlobTooLargeError, InvalidBlobKeyError, newBlobKey } from '../../core/blobs.ts';
+import { BlobTooLargeError, InvalidBlobKeyError, newBlobKey } from '../../core/services/blob-rules.ts';
 import type { BlobStore } from '../../core/ports/blobs.ts';
 import { databaseBackends } from '../helpers/databases.ts';
 

@@ -5,7 +5,7 @@ import { SqlCreditLedger } from '../../plugins/metering/credit-ledger-store.ts';
 import { sqlIdentityStores } from '../../adapters/sql/identity-stores.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { SqlUsageRecorder } from '../../plugins/metering/usage-recorder.ts';
-import { addPersonTo, createOrganizationWithOwner } from '../../core/identity-admin.ts';
+import { addPersonTo, createOrganizationWithOwner } from '../../core/identity/identity-admin.ts';
 import type { Database } from '../../core/ports/database.ts';
 import { requestLogRow } from '../helpers/request-log-rows.ts';
 import type { RequestLogRow } from '../../core/ports/metering.ts';

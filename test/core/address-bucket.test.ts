@@ -1,5 +1,5 @@
 import t from 'tap';
-import { addressBucket } from '../../core/address-bucket.ts';
+import { addressBucket } from '../../core/net/address-bucket.ts';
 
 t.test('an IPv4 address is its own bucket', async (t) => {
   t.equal(addressBucket('203.0.113.9'), '203.0.113.9');

@@ -1,14 +1,14 @@
 import t from 'tap';
-import { authorize, authorizedKey, authorizedProject, resourceId, resourcesOf, scopeRefusal, type AuthorizedResource, type ResourceDeclaration } from '../../core/authorization.ts';
-import type { Credential, KeyCredential, SessionCredential } from '../../core/credential.ts';
-import type { AnyOperation } from '../../core/operations.ts';
+import { authorize, authorizedKey, authorizedProject, resourceId, resourcesOf, scopeRefusal, type AuthorizedResource, type ResourceDeclaration } from '../../core/identity/authorization.ts';
+import type { Credential, KeyCredential, SessionCredential } from '../../core/identity/credential.ts';
+import type { AnyOperation } from '../../core/operations/operations.ts';
 import type { ApiKey, IdentityStores, Project } from '../../core/ports/identity.ts';
-import { isManagementScope, isScope, ORG_ROLES, SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/scopes.ts';
+import { isManagementScope, isScope, ORG_ROLES, SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/identity/scopes.ts';
 // Catalogues the keys plugin's codes, one of which a declaration below answers.
 import '../../plugins/keys/key-errors.ts';
 
 /**
- * `authorize` (core/authorization.ts) on its own, over an in-memory organisation: the decision every
+ * `authorize` (core/identity/authorization.ts) on its own, over an in-memory organisation: the decision every
  * surface asks, one rule per test. The scope matrix checks the same rules through HTTP on every
  * operation; these are fast enough to judge the module's mutants.
  */

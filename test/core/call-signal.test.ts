@@ -1,7 +1,7 @@
 import t from 'tap';
-import { cancellationOf, GatewayCallOptions } from '../../core/call-options.ts';
-import { CallSignal, onCancel } from '../../core/call-signal.ts';
-import type { CallOptions } from '../../core/provider.ts';
+import { cancellationOf, GatewayCallOptions } from '../../core/gateway/call-options.ts';
+import { CallSignal, onCancel } from '../../core/gateway/call-signal.ts';
+import type { CallOptions } from '../../core/gateway/provider.ts';
 
 t.test('abort runs each listener once with the reason, and later aborts change nothing', async (t) => {
   const call = new CallSignal();

@@ -9,7 +9,7 @@ import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
 import { createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
 import type { Database } from '../../core/ports/database.ts';
-import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
+import { generateToken, SESSION_PREFIX } from '../../core/identity/api-tokens.ts';
 import { startFakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
 import { dropSchema, randomSchemaName, testPgUrl } from '../helpers/databases.ts';
 import { TEST_PRICES } from '../helpers/gateway.ts';

@@ -1,10 +1,10 @@
 import t from 'tap';
-import { SCOPES } from '../../core/scopes.ts';
+import { SCOPES } from '../../core/identity/scopes.ts';
 import { buildTestApp, createKey } from '../helpers/app.ts';
 
 /**
  * `projects:write` lets an API key reach every project of its organisation, but never another
- * project's keys (core/authorization.ts): the scope matrix's project-bound keys lack `projects:write`,
+ * project's keys (core/identity/authorization.ts): the scope matrix's project-bound keys lack `projects:write`,
  * so these cases hold it — every scope there is — and aim at project A from a key of project B.
  */
 const test = await buildTestApp(t);

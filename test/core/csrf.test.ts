@@ -1,8 +1,8 @@
 import type { FastifyRequest } from 'fastify';
 import t from 'tap';
-import type { SessionCredential } from '../../core/credential.ts';
+import type { SessionCredential } from '../../core/identity/credential.ts';
 import { csrfRefusal, crossSiteRefusal } from '../../core/http/csrf.ts';
-import { hashToken } from '../../core/secrets.ts';
+import { hashToken } from '../../core/identity/api-tokens.ts';
 
 /**
  * The CSRF rules on their own (core/http/csrf.ts), one rule per test, so that a guard weakened by a

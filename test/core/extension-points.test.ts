@@ -1,7 +1,7 @@
 import t from 'tap';
 import { ConfigError } from '../../config/load.ts';
-import { defineExtensionPoint } from '../../core/extension-points.ts';
-import { definePlugin, type AnyPlugin } from '../../core/plugin.ts';
+import { defineExtensionPoint } from '../../core/kernel/extension-points.ts';
+import { definePlugin, type AnyPlugin } from '../../core/kernel/plugin.ts';
 import { buildTestApp } from '../helpers/app.ts';
 
 /** Extension points through a real build: a provider and a consumer plugin, as an operator enables them. */

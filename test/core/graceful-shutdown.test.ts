@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
+import { generateToken, SESSION_PREFIX } from '../../core/identity/api-tokens.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { assertEnvelope } from '../helpers/envelope.ts';
 import { RawConnection } from '../helpers/raw-http.ts';

@@ -1,8 +1,8 @@
 import { once } from 'node:events';
 import { createConnection, createServer, type Socket } from 'node:net';
 import t from 'tap';
-import { Readiness } from '../../core/readiness.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { Readiness } from '../../core/kernel/readiness.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { dropSchema, randomSchemaName, testPgUrl } from '../helpers/databases.ts';
 import { assertEnvelope } from '../helpers/envelope.ts';

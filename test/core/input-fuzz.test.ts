@@ -1,6 +1,6 @@
 import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
-import { SCOPES } from '../../core/scopes.ts';
+import { SCOPES } from '../../core/identity/scopes.ts';
 import { chatRequestSchema } from '../../plugins/inference/chat-request-schema.ts';
 import { MeteringTokens } from '../../plugins/metering/index.ts';
 import {

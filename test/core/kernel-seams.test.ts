@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { z } from 'zod';
-import { type CodesOf, defineErrorCodes } from '../../core/error-catalogue.ts';
-import { ApiError } from '../../core/errors.ts';
+import { type CodesOf, defineErrorCodes } from '../../core/kernel/error-catalogue.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
 import { defineSubscriber } from '../../core/events/domain-events.ts';
 import { definePeriodic, defineQueue } from '../../core/jobs/queue-definitions.ts';
-import { actorOf } from '../../core/operation-events.ts';
-import { defineOperation } from '../../core/operations.ts';
-import { definePlugin, type AnyPlugin } from '../../core/plugin.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { actorOf } from '../../core/operations/operation-events.ts';
+import { defineOperation } from '../../core/operations/operations.ts';
+import { definePlugin, type AnyPlugin } from '../../core/kernel/plugin.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { accountPlugin } from '../../plugins/account/index.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { deferred } from '../helpers/jobs.ts';
@@ -22,7 +22,7 @@ declare module '../../core/events/domain-events.ts' {
 // A plugin's own error code, catalogued beside it as a third-party plugin would.
 const NOTE_ERRORS = defineErrorCodes('notes', { note_refused: { status: 409, type: 'conflict_error', message: 'This note is refused' } });
 
-declare module '../../core/error-catalogue.ts' {
+declare module '../../core/kernel/error-catalogue.ts' {
   interface ErrorCodes extends CodesOf<typeof NOTE_ERRORS> {}
 }
 

@@ -2,8 +2,8 @@ import { randomUUID } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
 import type { z } from 'zod';
-import type { AnyOperation } from '../../core/operations.ts';
-import { Tokens } from '../../core/tokens.ts';
+import type { AnyOperation } from '../../core/operations/operations.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { fillPath, inputJsonSchema, pathParamNames, primary, sampleBody, sampleBodyIsValid, sampleValue, typesOf, type JsonSchema } from '../fixtures/operation-inputs.ts';
 import { buildTestApp, createKey } from '../helpers/app.ts';
 

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { startGateway } from '../helpers/gateway.ts';
-import { GatewayMetrics } from '../../core/metrics.ts';
-import { secretMatcher } from '../../core/secrets.ts';
+import { GatewayMetrics } from '../../core/gateway/metrics.ts';
+import { secretMatcher } from '../../core/identity/api-tokens.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { assertEnvelope } from '../helpers/envelope.ts';
 

@@ -3,8 +3,8 @@ import spectralCore, { type RulesetDefinition } from '@stoplight/spectral-core';
 import spectralParsers from '@stoplight/spectral-parsers';
 import { oas } from '@stoplight/spectral-rulesets';
 import t from 'tap';
-import { buildOpenApiDocument } from '../../core/openapi.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { buildOpenApiDocument } from '../../core/kernel/openapi.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { buildTestApp } from '../helpers/app.ts';
 
 /*

@@ -1,12 +1,12 @@
 import { Validator } from '@seriousme/openapi-schema-validator';
 import t from 'tap';
 import { z } from 'zod';
-import { buildOpenApiDocument } from '../../core/openapi.ts';
-import { operationErrors } from '../../core/operation-errors.ts';
-import { defineOperation } from '../../core/operations.ts';
-import type { AnyOperation } from '../../core/operations.ts';
-import { SCOPES } from '../../core/scopes.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { buildOpenApiDocument } from '../../core/kernel/openapi.ts';
+import { operationErrors } from '../../core/operations/operation-errors.ts';
+import { defineOperation } from '../../core/operations/operations.ts';
+import type { AnyOperation } from '../../core/operations/operations.ts';
+import { SCOPES } from '../../core/identity/scopes.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { isStrictObject, pathParamNames, type JsonSchema } from '../fixtures/operation-inputs.ts';
 import { buildTestApp } from '../helpers/app.ts';
 

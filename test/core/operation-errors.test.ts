@@ -1,13 +1,13 @@
 import t from 'tap';
 import { z } from 'zod';
-import type { SessionCredential } from '../../core/credential.ts';
-import { catalogueEntries, defineErrorCodes, errorEntry } from '../../core/error-catalogue.ts';
+import type { SessionCredential } from '../../core/identity/credential.ts';
+import { catalogueEntries, defineErrorCodes, errorEntry } from '../../core/kernel/error-catalogue.ts';
 import { PROJECT_ERRORS } from '../../plugins/projects/project-errors.ts';
 // Every in-tree plugin, so the well-formedness test sees every catalogued code.
 import '../../plugins/index.ts';
-import { ApiError } from '../../core/errors.ts';
-import { operationErrors, UndeclaredErrorCode } from '../../core/operation-errors.ts';
-import { defineOperation, OperationRegistry } from '../../core/operations.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
+import { operationErrors, UndeclaredErrorCode } from '../../core/operations/operation-errors.ts';
+import { defineOperation, OperationRegistry } from '../../core/operations/operations.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 
 const owner: SessionCredential = {

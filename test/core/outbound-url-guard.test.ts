@@ -8,7 +8,7 @@ import {
   guardedLookup,
   isPrivateAddress,
   OutboundUrlRefusedError,
-} from '../../core/outbound-url-guard.ts';
+} from '../../core/net/outbound-url-guard.ts';
 
 function refusalReason(check: () => unknown): string | null {
   try {

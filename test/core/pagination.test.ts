@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { encodeCursor } from '../../core/vocabulary/pagination.ts';
 import { addPerson, buildTestApp, createKey } from '../helpers/app.ts';
 import { assertEnvelope } from '../helpers/envelope.ts';

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
+import { generateToken, SESSION_PREFIX } from '../../core/identity/api-tokens.ts';
 import { buildTestApp, createKey } from '../helpers/app.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { RawConnection } from '../helpers/raw-http.ts';

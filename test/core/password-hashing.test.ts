@@ -1,7 +1,7 @@
 import t from 'tap';
-import { ApiError } from '../../core/errors.ts';
-import { type DeriveKey, PasswordHasher } from '../../core/passwords.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
+import { type DeriveKey, PasswordHasher } from '../../core/identity/passwords.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { fastDeriveKey, invite, onEachBackend, PASSWORD, personAt, signIn, signInFrom } from '../helpers/people.ts';
 

@@ -1,6 +1,6 @@
 import t from 'tap';
 import type { AppConfigInput } from '../../config/schema.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { fastDeriveKey, invite, PASSWORD, signedInPerson, signIn } from '../helpers/people.ts';
 

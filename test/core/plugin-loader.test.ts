@@ -1,8 +1,8 @@
 import t from 'tap';
 import { assertConfigError } from '../helpers/config-errors.ts';
 import { z } from 'zod';
-import { definePlugin, type AnyPlugin } from '../../core/plugin.ts';
-import { resolvePlugins } from '../../core/plugin-loader.ts';
+import { definePlugin, type AnyPlugin } from '../../core/kernel/plugin.ts';
+import { resolvePlugins } from '../../core/kernel/plugin-loader.ts';
 import { buildTestApp } from '../helpers/app.ts';
 
 const plain = (name: string, dependsOn: string[] = []): AnyPlugin => definePlugin({ name, description: `fixture ${name}`, dependsOn });

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { FilesystemBlobStore } from '../../adapters/filesystem/filesystem-blob-store.ts';
 import { createPgliteDatabase } from '../../adapters/pglite/pglite-database.ts';
-import { tightenTree } from '../../core/private-files.ts';
+import { tightenTree } from '../../core/kernel/private-files.ts';
 import { eventually } from '../helpers/eventually.ts';
 
 /*

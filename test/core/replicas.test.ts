@@ -1,7 +1,7 @@
 import t from 'tap';
-import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
+import { generateToken, SESSION_PREFIX } from '../../core/identity/api-tokens.ts';
 import { buildTestApp, createKey, realServersConfig, twoReplicasPushingInvalidations } from '../helpers/app.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { eventually } from '../helpers/eventually.ts';
 
 // Cross-replica behaviour needs the real servers; CI provides them (TEST_PG_URL, TEST_REDIS_URL).

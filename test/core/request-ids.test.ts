@@ -1,5 +1,5 @@
 import t from 'tap';
-import { newRequestId } from '../../core/request-ids.ts';
+import { newRequestId } from '../../core/kernel/request-ids.ts';
 
 t.test('a request id is req_ and 32 lowercase hex digits', async (t) => {
   t.match(newRequestId(), /^req_[0-9a-f]{32}$/);

@@ -1,10 +1,10 @@
 import type { LightMyRequestResponse } from 'fastify';
 import t, { type Test } from 'tap';
 import { MANAGEMENT_PREFIXES } from '../../core/http/mount-operations.ts';
-import { resourcesOf, type ResourceDeclaration } from '../../core/authorization.ts';
-import type { AnyOperation } from '../../core/operations.ts';
-import { SCOPES, scopesForRole, type Scope } from '../../core/scopes.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { resourcesOf, type ResourceDeclaration } from '../../core/identity/authorization.ts';
+import type { AnyOperation } from '../../core/operations/operations.ts';
+import { SCOPES, scopesForRole, type Scope } from '../../core/identity/scopes.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { fillPath, sampleBody, sampleBodyIsValid, sampleQuery, sampleRequest, type InputFields } from '../fixtures/operation-inputs.ts';
 import { addPerson, buildTestApp, createKey } from '../helpers/app.ts';
 
@@ -12,7 +12,7 @@ import { addPerson, buildTestApp, createKey } from '../helpers/app.ts';
  * The scope matrix: every operation in the registry, on both management mounts, against a request
  * without a credential (401), a key holding every scope but the one it needs (403 missing_scope),
  * and credentials that hold it (neither 401 nor 403). Then every operation that declares a resource
- * (core/authorization.ts), aimed at a project A: credentials of another project are refused,
+ * (core/identity/authorization.ts), aimed at a project A: credentials of another project are refused,
  * credentials of project A are let through.
  */
 const test = await buildTestApp(t);

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { parseConfig } from '../../config/load.ts';
-import { generateKeyEntry, loadSecretKeys, prependKeyToFile, readKeyFile } from '../../core/secret-keys.ts';
+import { generateKeyEntry, loadSecretKeys, prependKeyToFile, readKeyFile } from '../../core/services/secret-keys.ts';
 import { assertConfigError } from '../helpers/config-errors.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'svc-secret-keys-'));

@@ -5,8 +5,8 @@ import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { SqlSecretStore } from '../../adapters/sql/secret-store.ts';
 import type { Database, Queryable } from '../../core/ports/database.ts';
 import type { SecretStore } from '../../core/ports/secrets.ts';
-import { generateKeyEntry, SecretKeyring } from '../../core/secret-keys.ts';
-import { SecretValue, SecretVault, SecretVaultError } from '../../core/secret-vault.ts';
+import { generateKeyEntry, SecretKeyring } from '../../core/services/secret-keys.ts';
+import { SecretValue, SecretVault, SecretVaultError } from '../../core/services/secret-vault.ts';
 import { databaseBackends } from '../helpers/databases.ts';
 
 const keyA = generateKeyEntry(new Date('2026-01-01'));

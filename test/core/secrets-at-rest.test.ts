@@ -2,9 +2,9 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
-import { definePlugin } from '../../core/plugin.ts';
+import { definePlugin } from '../../core/kernel/plugin.ts';
 import type { Queryable } from '../../core/ports/database.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { allPlugins, buildTestApp } from '../helpers/app.ts';
 
 /** What a customer hands over, e.g. an upstream MCP server's header secret. */

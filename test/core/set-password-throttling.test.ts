@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import type { AppConfigInput } from '../../config/schema.ts';
-import { PASSWORD_TOKEN_PREFIX } from '../../core/identity-admin.ts';
-import { generateToken } from '../../core/secrets.ts';
+import { PASSWORD_TOKEN_PREFIX } from '../../core/identity/identity-admin.ts';
+import { generateToken } from '../../core/identity/api-tokens.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { fastDeriveKey, invite, onEachBackend as onEach, setPasswordFrom } from '../helpers/people.ts';
 

@@ -1,6 +1,6 @@
 import t from 'tap';
-import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { generateToken, SESSION_PREFIX } from '../../core/identity/api-tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { buildTestApp, realServersConfig } from '../helpers/app.ts';
 import { signedInPerson } from '../helpers/people.ts';
 

@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createConnection, createServer, type Socket } from 'node:net';
 import t from 'tap';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { buildTestApp, createKey, realServersConfig } from '../helpers/app.ts';
 import { TEST_PRICES } from '../helpers/gateway.ts';
 

@@ -4,7 +4,7 @@ import { request as httpRequest } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import t, { type Test } from 'tap';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { uploadPlugin, uploadProbe } from '../fixtures/upload-plugin.ts';
 import { allPlugins, buildTestApp } from '../helpers/app.ts';
 

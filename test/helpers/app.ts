@@ -5,11 +5,11 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { parseConfig } from '../../config/load.ts';
 import type { AppConfig, AppConfigInput } from '../../config/schema.ts';
 import { buildApp } from '../../composition/build-app.ts';
-import type { AppOptions } from '../../core/app.ts';
-import type { AnyPlugin } from '../../core/plugin.ts';
-import { generateToken, SESSION_PREFIX } from '../../core/secrets.ts';
-import { addPersonTo, issueSession } from '../../core/identity-admin.ts';
-import { Tokens } from '../../core/tokens.ts';
+import type { AppOptions } from '../../core/kernel/app.ts';
+import type { AnyPlugin } from '../../core/kernel/plugin.ts';
+import { generateToken, SESSION_PREFIX } from '../../core/identity/api-tokens.ts';
+import { addPersonTo, issueSession } from '../../core/identity/identity-admin.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { manifest as defaultManifest } from '../../plugins/index.ts';
 import { dropSchema, randomSchemaName, testPgUrl } from './databases.ts';
 
@@ -65,7 +65,7 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
   };
   const config = parseConfig(raw);
   const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream, random: options.random, deriveKey: options.deriveKey });
-  // Every error an operation answers must be declared (or implied): see core/operation-errors.ts.
+  // Every error an operation answers must be declared (or implied): see core/operations/operation-errors.ts.
   app.svc.container.resolve(Tokens.Operations).checkDeclaredErrors = true;
   t.teardown(async () => {
     await app.close();

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { SqlMailOutbox } from '../../adapters/sql/mail-outbox.ts';
-import { invitePerson } from '../../core/identity-admin.ts';
-import type { DeriveKey } from '../../core/passwords.ts';
-import { Tokens } from '../../core/tokens.ts';
+import { invitePerson } from '../../core/identity/identity-admin.ts';
+import type { DeriveKey } from '../../core/identity/passwords.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import type { Test } from 'tap';
 import type { AppConfigInput } from '../../config/schema.ts';
 import { realServersConfig, type TestApp } from './app.ts';

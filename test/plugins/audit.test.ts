@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { addPerson, buildTestApp, createKey, realServersConfig, type TestApp } from '../helpers/app.ts';
 import { reportSkippedBackend } from '../helpers/databases.ts';
 

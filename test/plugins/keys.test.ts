@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { addPerson, buildTestApp, createKey, type TestApp } from '../helpers/app.ts';
 
 let now = new Date('2026-11-21T12:00:00Z');

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
-import { Tokens } from '../../core/tokens.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { addPerson, buildTestApp, createKey } from '../helpers/app.ts';
 
 // Routes read the time through the injected clock; tests that depend on "now" move it.

@@ -1,5 +1,5 @@
 import t from 'tap';
-import type { ChatRequestBody } from '../../core/provider.ts';
+import type { ChatRequestBody } from '../../core/gateway/provider.ts';
 import { toAnthropicRequest, UnconvertibleRequestError } from '../../providers/anthropic/request-conversion.ts';
 import { fromAnthropicMessage } from '../../providers/anthropic/response-conversion.ts';
 import { AnthropicStreamTranslator } from '../../providers/anthropic/stream-translator.ts';

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { fileURLToPath } from 'node:url';
 import type OpenAI from 'openai';
-import { modalitiesOf, type ChatStreamEvent } from '../../core/provider.ts';
+import { modalitiesOf, type ChatStreamEvent } from '../../core/gateway/provider.ts';
 import { createProviderContext, resolveProviderType } from '../../providers/index.ts';
 import { startGateway, TEST_PRICES } from '../helpers/gateway.ts';
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { modalitiesOf, type ChatRequestBody, type Provider } from '../../core/provider.ts';
+import { modalitiesOf, type ChatRequestBody, type Provider } from '../../core/gateway/provider.ts';
 import { mockProviderType } from '../../providers/mock/index.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
 import { callOptions as options, collect, failure } from './provider-test-kit.ts';

@@ -1,11 +1,11 @@
 import t from 'tap';
-import { modalitiesOf, type ChatRequestBody, type ChatStreamEvent, type Provider } from '../../core/provider.ts';
+import { modalitiesOf, type ChatRequestBody, type ChatStreamEvent, type Provider } from '../../core/gateway/provider.ts';
 import { openAIProviderType } from '../../providers/openai/index.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
 import { callOptions as options, collect, failure } from './provider-test-kit.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
-import { GatewayCallOptions } from '../../core/call-options.ts';
-import { CallSignal } from '../../core/call-signal.ts';
+import { GatewayCallOptions } from '../../core/gateway/call-options.ts';
+import { CallSignal } from '../../core/gateway/call-signal.ts';
 
 const API_KEY = 'sk-openai-test-key-abcdef123456';
 const context = createProviderContext({ timeouts: { connectMs: 300, firstByteMs: 400, totalMs: 2000 } });

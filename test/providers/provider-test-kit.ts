@@ -1,4 +1,4 @@
-import { UpstreamError, type CallOptions, type ChatCompletionChunk, type ChatStreamEvent } from '../../core/provider.ts';
+import { UpstreamError, type CallOptions, type ChatCompletionChunk, type ChatStreamEvent } from '../../core/gateway/provider.ts';
 
 /** Shared by the provider tests (not a test file itself). */
 

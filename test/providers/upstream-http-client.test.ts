@@ -5,7 +5,7 @@ import { parseRetryAfterMs } from '../../providers/http/retry-after.ts';
 import { readSse } from '../../providers/http/sse-reader.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
 import { failure } from './provider-test-kit.ts';
-import { CallSignal, type Cancellation } from '../../core/call-signal.ts';
+import { CallSignal, type Cancellation } from '../../core/gateway/call-signal.ts';
 
 const API_KEY = 'sk-test-never-show-me-0123456789';
 const timeouts = { connectMs: 300, firstByteMs: 300, totalMs: 1500 };

@@ -1,6 +1,6 @@
 import t from 'tap';
 import * as encodingsOfModels from 'gpt-tokenizer/modelsMap';
-import { resolvePlugins } from '../../../core/plugin-loader.ts';
+import { resolvePlugins } from '../../../core/kernel/plugin-loader.ts';
 import { manifest } from '../../../plugins/index.ts';
 import { UNKNOWN_MODEL_IMAGE_TOKENS } from '../../../providers/input-token-bound.ts';
 import { OPENAI_MAX_IMAGE_TOKENS, openAIInputFacts } from '../../../providers/openai/openai-model-names.ts';

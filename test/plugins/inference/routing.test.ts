@@ -1,13 +1,13 @@
 import t from 'tap';
 import { createMemoryCoordination } from '../../../adapters/memory/memory-coordination.ts';
-import { UpstreamError, type EmbeddingProvider, type LanguageModelProvider, type Provider } from '../../../core/provider.ts';
+import { UpstreamError, type EmbeddingProvider, type LanguageModelProvider, type Provider } from '../../../core/gateway/provider.ts';
 import { CircuitBreaker } from '../../../plugins/inference/circuit-breaker.ts';
 import { runWithFailover, waitOrAbort, type FailoverSettings } from '../../../plugins/inference/failover.ts';
 import type { CatalogueModel } from '../../../plugins/inference/model-catalogue.ts';
 import { inputTokenProfile } from '../../../providers/input-token-bound.ts';
 import type { ProviderRegistry } from '../../../plugins/inference/provider-registry.ts';
 import { planRoutes, type RouteCandidate } from '../../../plugins/inference/route-planner.ts';
-import { CallSignal } from '../../../core/call-signal.ts';
+import { CallSignal } from '../../../core/gateway/call-signal.ts';
 
 const unused = async (): Promise<never> => {
   throw new Error('not called in these tests');

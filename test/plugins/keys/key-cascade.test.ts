@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Tokens } from '../../../core/tokens.ts';
+import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { buildTestApp, createKey, realServersConfig, twoReplicasPushingInvalidations, type TestApp } from '../../helpers/app.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { onEveryBackend } from '../metering/metered-gateway.ts';

@@ -1,6 +1,6 @@
 import type { Test } from 'tap';
 import { countTokens as gpt4oChatTokens } from 'gpt-tokenizer/model/gpt-4o';
-import { generateToken, SESSION_PREFIX } from '../../../core/secrets.ts';
+import { generateToken, SESSION_PREFIX } from '../../../core/identity/api-tokens.ts';
 import { loadEncoding } from '../../../providers/input-token-bound.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../../fakes/fake-openai-upstream.ts';
 import { realServersConfig } from '../../helpers/app.ts';

@@ -8,7 +8,7 @@ import { SqlCreditLedger } from '../../../plugins/metering/credit-ledger-store.t
 import { sqlIdentityStores } from '../../../adapters/sql/identity-stores.ts';
 import { runMigrations } from '../../../adapters/sql/migrator.ts';
 import { SqlUsageRecorder } from '../../../plugins/metering/usage-recorder.ts';
-import { createOrganizationWithOwner } from '../../../core/identity-admin.ts';
+import { createOrganizationWithOwner } from '../../../core/identity/identity-admin.ts';
 import {
   BillingJournal,
   decodeRecord,

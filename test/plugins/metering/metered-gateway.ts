@@ -4,7 +4,7 @@ import type { RequestLogWriter } from '../../../plugins/metering/request-log-wri
 import type { Coordination } from '../../../core/ports/coordination.ts';
 import type { Database } from '../../../core/ports/database.ts';
 import type { CreditLedger } from '../../../core/ports/metering.ts';
-import { Tokens } from '../../../core/tokens.ts';
+import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { MeteringTokens } from '../../../plugins/metering/index.ts';
 import { chatInputTokenBound, inputTokenProfile } from '../../../providers/input-token-bound.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIOptions, type FakeOpenAIUpstream } from '../../fakes/fake-openai-upstream.ts';

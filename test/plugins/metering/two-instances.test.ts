@@ -1,5 +1,5 @@
 import t from 'tap';
-import { generateToken, SESSION_PREFIX } from '../../../core/secrets.ts';
+import { generateToken, SESSION_PREFIX } from '../../../core/identity/api-tokens.ts';
 import { startFakeOpenAIUpstream } from '../../fakes/fake-openai-upstream.ts';
 import { realServersConfig } from '../../helpers/app.ts';
 import { startMeteredGateway, user } from './metered-gateway.ts';

@@ -1,0 +1,73 @@
+import type { Credential } from '../identity/credential.ts';
+import { defineExtensionPoint } from '../kernel/extension-points.ts';
+import type { Usage } from './provider.ts';
+
+/**
+ * The governance seam on the /v1 hot path. Before the upstream call the gateway asks for an
+ * Admission (rate limits, concurrency, budget and credit reservations all happen in admit, which
+ * throws 429/402); afterwards it reports the outcome exactly once, whatever happened (success,
+ * upstream failure, client gone), so everything admit took is settled or released.
+ */
+export interface AdmissionRequest {
+  credential: Credential;
+  requestId: string;
+  endpoint: string;
+  model: string;
+  stream: boolean;
+  /** Upper-bound estimate for reservations. */
+  estimate: { inputTokens: number; maxOutputTokens: number };
+  /**
+   * The call's input as counted locally, not the reservation's upper bound: what the call is billed
+   * if the process dies before it settles (admit journals it before the call is sent upstream).
+   */
+  countedInputTokens: number;
+}
+
+export interface CallOutcome {
+  /** HTTP status the client saw (499 when it went away first). */
+  status: number;
+  errorCode: string | null;
+  /** What the upstream reported (or we estimated); null when no upstream call produced anything. */
+  usage: Usage | null;
+  provider: string | null;
+  upstreamModel: string | null;
+  attempts: number;
+  latencyMs: number;
+  /** Time to first streamed content. */
+  ttftMs: number | null;
+  /** Request and response bodies, kept only where the account logs them. */
+  bodies?: { request: unknown; response: unknown };
+}
+
+export interface Admission {
+  /** Response headers to add (x-ratelimit-*). */
+  readonly headers: Readonly<Record<string, string>>;
+  /** Whether the account keeps prompt and response bodies: pass them in the outcome if so. */
+  readonly logBodies: boolean;
+  /** Settles everything admit took. Never throws; calling it twice has no further effect. */
+  finish(outcome: CallOutcome): void;
+}
+
+export interface InferenceAdmission {
+  admit(request: AdmissionRequest): Promise<Admission>;
+  /**
+   * The rate-limit headers for a response that took nothing (a model list, an error before
+   * admission), read without consuming: every gateway response carries them.
+   */
+  peekHeaders(credential: Credential): Promise<Readonly<Record<string, string>>>;
+}
+
+const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
+
+/** Used when no metering plugin is enabled: admits everything and records nothing. */
+export const openAdmission: InferenceAdmission = {
+  admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, finish: () => undefined }),
+  peekHeaders: async () => EMPTY_HEADERS,
+};
+
+/**
+ * The extension point: a metering plugin provides its admission in register(); the inference
+ * plugin reads it in routes(), when every plugin has registered, and gets openAdmission when none
+ * does, never asking whether one exists.
+ */
+export const InferenceAdmissionPoint = defineExtensionPoint<InferenceAdmission>('InferenceAdmission', { default: openAdmission });

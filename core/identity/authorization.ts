@@ -1,0 +1,164 @@
+import type { Credential } from './credential.ts';
+import { isOwner } from './credential.ts';
+import type { ErrorCode } from '../kernel/error-catalogue.ts';
+import { ApiError } from '../kernel/errors.ts';
+import type { AnyOperation, OperationInput } from '../operations/operations.ts';
+import type { ApiKey, IdentityStores, Project } from '../ports/identity.ts';
+import type { Scope } from './scopes.ts';
+
+export type Access = 'read' | 'write';
+
+/**
+ * What an operation acts on, named by where its id sits in the validated input. The kernel
+ * resolves it and checks the caller may reach it before the handler runs.
+ * - `project`: a project of the organisation.
+ * - `key`: an API key, reached through its project; an API key sees only its own project's keys.
+ */
+export type ResourceDeclaration<P = Record<string, unknown>, Q = Record<string, unknown>, B = unknown> = {
+  readonly kind: 'project' | 'key';
+  readonly access: Access;
+  /**
+   * When the field is absent: `skip` (nothing to check, the default) or, for a project,
+   * `default-project` — an API key's own project, else the organisation's default project.
+   */
+  readonly whenAbsent?: 'skip' | 'default-project';
+  /**
+   * An API key reaches only its own project here, even holding `projects:write`. Elsewhere it is
+   * refused with 404 (`true`, as if the project did not exist) or with this 403.
+   */
+  readonly keyOwnProjectOnly?: true | { readonly code: ErrorCode; readonly message?: string };
+} & ResourceLocation<P, Q, B>;
+
+type ResourceLocation<P, Q, B> =
+  | { readonly in: 'path'; readonly field: keyof P & string }
+  | { readonly in: 'query'; readonly field: keyof Q & string }
+  | { readonly in: 'body'; readonly field: keyof NonNullable<B> & string };
+
+export type AuthorizedResource = { readonly kind: 'project'; readonly project: Project } | { readonly kind: 'key'; readonly key: ApiKey; readonly project: Project };
+
+/** What `authorize` found: the resources the operation declared, resolved, in declaration order. */
+export interface Authorization {
+  readonly resources: readonly AuthorizedResource[];
+}
+
+export interface AuthorizationDeps {
+  readonly identity: IdentityStores;
+}
+
+/** The declared resources of an operation as a list (a single declaration is a list of one). */
+export function resourcesOf(operation: AnyOperation): readonly ResourceDeclaration[] {
+  const declared = operation.resource;
+  if (!declared) return [];
+  return (Array.isArray(declared) ? declared : [declared]) as readonly ResourceDeclaration[];
+}
+
+/** The id a resource declaration names in a validated input, or undefined. */
+export function resourceId(declaration: ResourceDeclaration, input: OperationInput<unknown, unknown, unknown>): string | undefined {
+  const source = declaration.in === 'path' ? input.params : declaration.in === 'query' ? input.query : input.body;
+  const value = (source as Record<string, unknown> | undefined)?.[declaration.field];
+  return typeof value === 'string' ? value : undefined;
+}
+
+/**
+ * 403 `missing_scope` when the credential lacks `scope` (owners and admins hold every scope, see
+ * scopes.ts), else null. Returned, not thrown: the authentication hook asks it on every /v1 call.
+ */
+export function scopeRefusal(credential: Credential, scope: Scope | null): ApiError | null {
+  if (scope && !credential.scopes.has(scope)) {
+    return new ApiError('missing_scope', `This credential lacks the '${scope}' scope that this operation needs`);
+  }
+  return null;
+}
+
+/**
+ * What the credential alone decides, before any input is read: the scope, then `ownerOnly`
+ * (an owner's session; API keys never).
+ */
+export function authorizeCredential(credential: Credential, operation: AnyOperation): void {
+  const refusal = scopeRefusal(credential, operation.scope);
+  if (refusal) throw refusal;
+  if (operation.ownerOnly && !isOwner(credential)) {
+    throw new ApiError('owner_required', `Only an owner may call ${operation.name}: sign in as an owner (API keys cannot)`);
+  }
+}
+
+/**
+ * The one decision every surface (HTTP, MCP) asks before running an operation: the scope, owner-only,
+ * then each declared resource. Who reaches a project:
+ * - an API key its own project; holding `projects:write`, every project of its organisation
+ *   (unless the declaration keeps keys in their own project);
+ * - an owner's or admin's session every project;
+ * - a member's session the projects they have a role on; viewers read only (403 `project_role_insufficient`).
+ * A project or key the caller may not reach answers 404, the same as one that does not exist.
+ */
+export async function authorize(credential: Credential, operation: AnyOperation, input: OperationInput<unknown, unknown, unknown>, deps: AuthorizationDeps): Promise<Authorization> {
+  authorizeCredential(credential, operation);
+  return authorizeResources(credential, operation, input, deps);
+}
+
+/** The resource half of `authorize`, for a runner that already checked the credential before parsing input. */
+export async function authorizeResources(credential: Credential, operation: AnyOperation, input: OperationInput<unknown, unknown, unknown>, deps: AuthorizationDeps): Promise<Authorization> {
+  const declarations = resourcesOf(operation);
+  if (declarations.length === 0) return NO_RESOURCES;
+  const resources: AuthorizedResource[] = [];
+  for (const declaration of declarations) {
+    const resolved = await resolve(deps.identity, credential, declaration, resourceId(declaration, input));
+    if (resolved) resources.push(resolved);
+  }
+  return { resources };
+}
+
+const NO_RESOURCES: Authorization = { resources: [] };
+
+async function resolve(identity: IdentityStores, credential: Credential, declaration: ResourceDeclaration, id: string | undefined): Promise<AuthorizedResource | null> {
+  const param = declaration.field;
+  if (declaration.kind === 'key') {
+    if (id === undefined) return null;
+    const missing = new ApiError('key_not_found', `No API key ${id}`, { param });
+    const key = await identity.apiKeys.get(credential.organizationId, id);
+    if (!key || (credential.kind === 'key' && key.projectId !== credential.projectId)) throw missing;
+    const project = await reachProject(identity, credential, key.projectId, declaration.access, missing);
+    return { kind: 'key', key, project };
+  }
+  let projectId = id;
+  if (projectId === undefined) {
+    if (declaration.whenAbsent !== 'default-project') return null;
+    projectId = credential.kind === 'key' ? credential.projectId : (await identity.projects.getDefault(credential.organizationId))?.id;
+    if (!projectId) throw new ApiError('project_required', undefined, { param });
+  }
+  const missing = new ApiError('project_not_found', `No project ${projectId}`, { param });
+  const confined = declaration.keyOwnProjectOnly;
+  if (confined && credential.kind === 'key' && projectId !== credential.projectId) {
+    if (confined === true) throw missing;
+    throw new ApiError(confined.code, confined.message, { param });
+  }
+  return { kind: 'project', project: await reachProject(identity, credential, projectId, declaration.access, missing) };
+}
+
+async function reachProject(identity: IdentityStores, credential: Credential, projectId: string, access: Access, missing: ApiError): Promise<Project> {
+  const project = await identity.projects.get(credential.organizationId, projectId);
+  if (!project) throw missing;
+  if (credential.kind === 'key') {
+    if (credential.projectId === project.id || credential.scopes.has('projects:write')) return project;
+    throw missing;
+  }
+  if (credential.role === 'owner' || credential.role === 'admin') return project;
+  const membership = await identity.projectMembers.get(project.id, credential.personId);
+  if (!membership) throw missing;
+  if (access === 'write' && membership.role === 'viewer') {
+    throw new ApiError('project_role_insufficient', `Your role on project ${project.name} is viewer; this needs developer or admin`);
+  }
+  return project;
+}
+
+/** The key an operation declared as its resource (the kernel resolved it before the handler ran). */
+export function authorizedKey(authorization: Authorization): ApiKey {
+  for (const resource of authorization.resources) if (resource.kind === 'key') return resource.key;
+  throw new Error('The operation declared no key resource');
+}
+
+/** The project an operation declared as its resource (its first `project` declaration that was present). */
+export function authorizedProject(authorization: Authorization): Project {
+  for (const resource of authorization.resources) if (resource.kind === 'project') return resource.project;
+  throw new Error('The operation declared no project resource');
+}

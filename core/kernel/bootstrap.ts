@@ -1,0 +1,35 @@
+import type { AppConfig } from '../../config/schema.ts';
+import { createOrganizationIn, issueSession } from '../identity/identity-admin.ts';
+import type { Database } from '../ports/database.ts';
+import type { IdentityStoresFactory } from '../ports/identity.ts';
+
+export interface BootstrapResult {
+  organizationId: string;
+  projectId: string;
+  personId: string;
+  /** The owner's session token; it exists only in memory on the start that created it. */
+  ownerToken: string;
+}
+
+// Arbitrary constant: serialises first-start bootstrap across replicas sharing one database.
+const BOOTSTRAP_LOCK = 7_305_118_204;
+
+/**
+ * On the very first start, creates the organisation, its default project, an owner and an owner
+ * session, under an advisory lock so two replicas starting together create one organisation.
+ */
+export async function bootstrapFirstOrganization(db: Database, storesFor: IdentityStoresFactory, config: AppConfig, now: Date): Promise<BootstrapResult | null> {
+  return db.transaction(async (tx) => {
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [BOOTSTRAP_LOCK]);
+    const stores = storesFor(tx);
+    if ((await stores.organizations.count()) > 0) return null;
+    const { bootstrap } = config;
+    const { organization, project, owner } = await createOrganizationIn(stores, {
+      name: bootstrap.organizationName,
+      ownerEmail: bootstrap.ownerEmail,
+      ownerName: bootstrap.ownerName,
+    });
+    const { token } = await issueSession(stores, { personId: owner.id, ttlDays: config.auth.sessionTtlDays, now, token: bootstrap.ownerToken });
+    return { organizationId: organization.id, projectId: project.id, personId: owner.id, ownerToken: token };
+  });
+}

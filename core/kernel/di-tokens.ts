@@ -1,0 +1,44 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { createToken } from './container.ts';
+import type { AppConfig } from '../../config/schema.ts';
+import type { Authenticator } from '../identity/authenticator.ts';
+import type { GatewayMetrics } from '../gateway/metrics.ts';
+import type { OperationRegistry } from '../operations/operations.ts';
+import type { Coordination } from '../ports/coordination.ts';
+import type { BlobStore } from '../ports/blobs.ts';
+import type { Database } from '../ports/database.ts';
+import type { DomainEvents } from '../events/domain-events.ts';
+import type { JobQueue } from '../jobs/job-queue.ts';
+import type { IdentityStores, IdentityStoresFactory } from '../ports/identity.ts';
+import type { Mailer } from '../ports/mail.ts';
+import type { PeopleSignIn } from '../identity/people-sign-in.ts';
+import type { SecretVault } from '../services/secret-vault.ts';
+
+/** Container tokens for what the kernel provides to every plugin. */
+export const Tokens = {
+  Config: createToken<AppConfig>('Config'),
+  Logger: createToken<FastifyBaseLogger>('Logger'),
+  /** The clock every component reads, so tests can move time. */
+  Clock: createToken<() => Date>('Clock'),
+  Database: createToken<Database>('Database'),
+  Coordination: createToken<Coordination>('Coordination'),
+  Operations: createToken<OperationRegistry>('OperationRegistry'),
+  Authenticator: createToken<Authenticator>('Authenticator'),
+  Metrics: createToken<GatewayMetrics>('GatewayMetrics'),
+  /** Identity stores over the shared pool. */
+  Identity: createToken<IdentityStores>('IdentityStores'),
+  /** The same stores over a given transaction, for multi-step writes. */
+  IdentityFactory: createToken<IdentityStoresFactory>('IdentityStoresFactory'),
+  /** File contents: on disk or in the database, per `storage.blobs`. */
+  Blobs: createToken<BlobStore>('BlobStore'),
+  /** Customer-given secrets, encrypted at rest. */
+  Secrets: createToken<SecretVault>('SecretVault'),
+  /** Outgoing mail: SMTP, or the local outbox by default. */
+  Mailer: createToken<Mailer>('Mailer'),
+  /** The durable job queue: enqueue (in a transaction or not), look up, cancel. */
+  Jobs: createToken<JobQueue>('JobQueue'),
+  /** The domain-event emitter: `emit(tx, event)` in the transaction of the change. */
+  Events: createToken<DomainEvents>('DomainEvents'),
+  /** People's sign-in: passwords, browser sessions, signing out (core/identity/people-sign-in.ts). */
+  SignIn: createToken<PeopleSignIn>('PeopleSignIn'),
+} as const;

@@ -1,0 +1,133 @@
+import type { Credential } from '../identity/credential.ts';
+import { ApiError, ClientGoneError } from '../kernel/errors.ts';
+import { isStorageUnavailable } from '../http/error-handler.ts';
+import type { DomainEvents } from '../events/domain-events.ts';
+import type { AnyOperation, HttpMethod } from './operations.ts';
+import type { Database, Transaction } from '../ports/database.ts';
+import type { EventActor } from '../ports/events.ts';
+
+/** Data of `management.operation`: one management call that writes, whatever its outcome. */
+export interface OperationPerformed {
+  operation: string;
+  method: HttpMethod;
+  /** The operation's path template, e.g. `/keys/:id`. */
+  path: string;
+  /** The call's path parameters. */
+  params: Record<string, string>;
+  /** The resource acted on: the `id` path parameter (else the last one), or the id of what a create returned. */
+  targetId: string | null;
+  /** The HTTP status answered (for a change committed before a later failure: the operation's success status). */
+  status: number;
+  /** The error code when it failed. */
+  code: string | null;
+  requestId: string;
+}
+
+declare module '../events/domain-events.ts' {
+  interface EventCatalogue {
+    'management.operation': OperationPerformed;
+  }
+}
+
+export function actorOf(credential: Credential): EventActor {
+  return credential.kind === 'session'
+    ? { kind: 'person', id: credential.personId, label: credential.email, credential: { kind: 'session', id: credential.sessionId } }
+    : { kind: 'key', id: credential.keyId, label: credential.keyName, credential: { kind: 'key', id: credential.keyId } };
+}
+
+/** How one operation call is recorded: the handler's transactions, then its outcome. */
+export interface OperationRecording {
+  /** Passed to the handler as `ctx.transaction`. */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  succeeded(result: unknown): Promise<void>;
+  failed(error: unknown): Promise<void>;
+}
+
+/**
+ * Every management call that writes (method other than GET) emits one `management.operation`
+ * event: who (actor and credential), what (operation, target), when, and the outcome. A handler
+ * that writes through `ctx.transaction` gets the event in that same transaction, so the change
+ * and its record commit or vanish together. A handler that writes without it (most of them
+ * today, through stores on the shared pool) is recorded in a transaction of its own right after
+ * it returns or throws: if the process dies in between, that change has no record.
+ */
+export class OperationEvents {
+  constructor(
+    private readonly database: Database,
+    private readonly events: DomainEvents,
+    private readonly onRecordFailed: (error: unknown, operation: string) => void,
+  ) {}
+
+  begin(operation: AnyOperation, credential: Credential, requestId: string, rawParams: unknown): OperationRecording {
+    const database = this.database;
+    if (operation.method === 'GET') {
+      return { transaction: (fn) => database.transaction(fn), succeeded: async () => undefined, failed: async () => undefined };
+    }
+    const params = stringParams(rawParams);
+    let recorded = false;
+    const emit = (tx: Transaction, outcome: { status: number; code: string | null; result: unknown }) =>
+      this.events.emit(tx, {
+        type: 'management.operation',
+        organizationId: credential.organizationId,
+        subject: targetOf(params, outcome.result),
+        actor: actorOf(credential),
+        data: {
+          operation: operation.name,
+          method: operation.method,
+          path: operation.path,
+          params,
+          targetId: targetOf(params, outcome.result),
+          status: outcome.status,
+          code: outcome.code,
+          requestId,
+        },
+      });
+    const afterwards = async (outcome: { status: number; code: string | null; result: unknown }) => {
+      if (recorded) return;
+      recorded = true;
+      try {
+        await database.transaction((tx) => emit(tx, outcome));
+      } catch (error) {
+        this.onRecordFailed(error, operation.name);
+      }
+    };
+    return {
+      async transaction(fn) {
+        const result = await database.transaction(async (tx) => {
+          const value = await fn(tx);
+          if (!recorded) await emit(tx, { status: operation.status ?? 200, code: null, result: value });
+          return value;
+        });
+        // Set after the commit: a rolled-back transaction recorded nothing.
+        recorded = true;
+        return result;
+      },
+      succeeded: (result) => afterwards({ status: operation.status ?? 200, code: null, result }),
+      failed: (error) => afterwards({ ...failureOf(error), result: null }),
+    };
+  }
+}
+
+/** The status and code the error handler answers for this error (core/http/error-handler.ts). */
+function failureOf(error: unknown): { status: number; code: string } {
+  if (error instanceof ApiError) return { status: error.status, code: error.code };
+  if (error instanceof ClientGoneError) return { status: 499, code: 'client_closed_request' };
+  if (isStorageUnavailable(error)) return { status: 503, code: 'service_unavailable' };
+  return { status: 500, code: 'internal_error' };
+}
+
+function stringParams(raw: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (raw && typeof raw === 'object') {
+    for (const [key, value] of Object.entries(raw)) if (typeof value === 'string') out[key] = value.slice(0, 200);
+  }
+  return out;
+}
+
+function targetOf(params: Record<string, string>, result: unknown): string | null {
+  const values = Object.values(params);
+  if (params['id'] !== undefined) return params['id'];
+  if (values.length > 0) return values[values.length - 1]!;
+  const id = result && typeof result === 'object' ? (result as { id?: unknown }).id : undefined;
+  return typeof id === 'string' ? id : null;
+}

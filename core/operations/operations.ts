@@ -1,0 +1,281 @@
+import { z } from 'zod';
+import type { FastifyBaseLogger } from 'fastify';
+import type { ErrorCode } from '../kernel/error-catalogue.ts';
+import { ApiError } from '../kernel/errors.ts';
+import { permittedErrors, UndeclaredErrorCode } from './operation-errors.ts';
+import { authorize, authorizeCredential, authorizeResources, type Authorization, type AuthorizationDeps, type ResourceDeclaration } from '../identity/authorization.ts';
+import type { Credential } from '../identity/credential.ts';
+import type { Transaction } from '../ports/database.ts';
+import type { Scope } from '../identity/scopes.ts';
+
+/**
+ * A management operation is declared once and served three ways: as a /client (and /platform/v1)
+ * route, as an entry in the OpenAPI document, and as an MCP tool. Nothing about it is written twice.
+ */
+export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+type AnyObjectSchema = z.ZodObject<z.ZodRawShape>;
+
+export interface OperationContext {
+  readonly credential: Credential;
+  readonly requestId: string;
+  readonly logger: FastifyBaseLogger;
+  /**
+   * A database transaction for the operation's writes. Use it rather than Database.transaction:
+   * the kernel records the call (`management.operation`, the audit log's source) inside it, so
+   * the change and its record commit together. Inside, use only `tx` (see the PGlite adapter).
+   */
+  transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
+  /** The resources the operation declared, resolved and checked before the handler ran. */
+  readonly authorization: Authorization;
+}
+
+export interface OperationInput<P, Q, B> {
+  params: P;
+  query: Q;
+  body: B;
+}
+
+export interface OperationDefinition<
+  P extends AnyObjectSchema = AnyObjectSchema,
+  Q extends AnyObjectSchema = AnyObjectSchema,
+  B extends z.ZodType = z.ZodType,
+  O extends z.ZodType = z.ZodType,
+> {
+  /** Dotted name, e.g. `keys.create`; the MCP tool is named with underscores (`keys_create`). */
+  readonly name: string;
+  readonly method: HttpMethod;
+  /** Relative to the surface, Fastify syntax: `/keys/:id`. */
+  readonly path: string;
+  readonly summary: string;
+  readonly description?: string;
+  /** Scope the credential must hold; null when any authenticated credential of the account may call it. */
+  readonly scope: Scope | null;
+  readonly params?: P;
+  readonly query?: Q;
+  /** Strict object schemas reject unknown fields (400 naming them). */
+  readonly body?: B;
+  /** Whether a missing body is an error (default: true when a body schema is given). */
+  readonly bodyRequired?: boolean;
+  readonly output: O;
+  /** HTTP status on success (default 200). */
+  readonly status?: number;
+  /** Only read operations are offered to MCP clients that asked for read-only tools. */
+  readonly readOnly?: boolean;
+  /** An owner's act (money, account-wide policy): only an owner's session may call it. */
+  readonly ownerOnly?: boolean;
+  /**
+   * What the operation acts on, where its id sits in the input, and the access it needs:
+   * `{ kind: 'key', access: 'write', in: 'path', field: 'id' }`. `authorize` (core/identity/authorization.ts)
+   * resolves it and refuses callers who may not reach it, before the handler runs; the handler
+   * finds it in `ctx.authorization`.
+   */
+  readonly resource?: ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>> | readonly ResourceDeclaration<z.output<P>, z.output<Q>, z.output<B>>[];
+  /**
+   * The error codes the handler itself answers with. The kernel adds the ones the rest of the
+   * declaration implies (authentication, scope, owner-only, input, declared resources; see
+   * core/operations/operation-errors.ts); together they are the operation's documented error answers.
+   */
+  readonly errors?: readonly ErrorCode[];
+  handler(input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>, ctx: OperationContext): Promise<z.input<O>>;
+}
+
+// Heterogeneous collections of operations; each one is type-checked inside defineOperation.
+// biome-ignore lint/suspicious/noExplicitAny: the element type varies per entry
+export type AnyOperation = OperationDefinition<any, any, any, any>;
+
+export function defineOperation<
+  // biome-ignore lint/complexity/noBannedTypes: zod types an object schema without fields as ZodObject<{}>
+  P extends AnyObjectSchema = z.ZodObject<{}>,
+  // biome-ignore lint/complexity/noBannedTypes: as above
+  Q extends AnyObjectSchema = z.ZodObject<{}>,
+  B extends z.ZodType = z.ZodUndefined,
+  O extends z.ZodType = z.ZodType,
+>(definition: OperationDefinition<P, Q, B, O>): OperationDefinition<P, Q, B, O> {
+  return definition;
+}
+
+export type InputLocation = 'path' | 'query' | 'body';
+
+/** Turns the first zod issue into a 400 that names the field, as the envelope's `param`. */
+export function validationError(error: z.ZodError, location: InputLocation): ApiError {
+  const issue = error.issues[0];
+  if (!issue) return new ApiError('invalid_request', `Invalid ${location}`);
+  const base = issue.path.map(String);
+  if (issue.code === 'unrecognized_keys') {
+    const fields = issue.keys.map((key) => [...base, key].join('.'));
+    const noun = fields.length > 1 ? 'fields' : 'field';
+    return new ApiError('unknown_field', `Unknown ${noun} in ${location}: ${fields.join(', ')}`, { param: fields[0] ?? null });
+  }
+  const param = base.join('.') || null;
+  const code = location === 'body' && !param ? 'invalid_body' : 'invalid_parameter';
+  const message = param ? `Invalid '${param}' in ${location}: ${issue.message}` : `Invalid ${location}: ${issue.message}`;
+  return new ApiError(code, message, { param });
+}
+
+export function parseInput<S extends z.ZodType>(schema: S | undefined, value: unknown, location: InputLocation): z.output<S> {
+  if (!schema) return (value ?? {}) as z.output<S>;
+  const result = schema.safeParse(value);
+  if (!result.success) throw validationError(result.error, location);
+  const nul = findNulCharacter(result.data, []);
+  if (nul) {
+    // PostgreSQL text and jsonb cannot hold U+0000; refuse it here rather than fail at storage.
+    throw new ApiError('invalid_parameter', `Invalid '${nul}' in ${location}: the NUL character (U+0000) is not allowed`, { param: nul });
+  }
+  return result.data;
+}
+
+/** Path of the first string (or key) holding U+0000, or null. */
+function findNulCharacter(value: unknown, path: string[]): string | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? path.join('.') || '(value)' : null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i += 1) {
+      const found = findNulCharacter(value[i], [...path, String(i)]);
+      if (found) return found;
+    }
+    return null;
+  }
+  if (value && typeof value === 'object') {
+    for (const [key, item] of Object.entries(value)) {
+      if (key.includes('\u0000')) return [...path, key].join('.');
+      const found = findNulCharacter(item, [...path, key]);
+      if (found) return found;
+    }
+  }
+  return null;
+}
+
+export interface RunOptions {
+  /** Refuse an ApiError whose code the operation neither declares nor implies (see core/operations/operation-errors.ts). */
+  checkDeclaredErrors?: boolean;
+}
+
+/**
+ * Runs an operation for an authenticated credential: what the credential alone decides (scope,
+ * owner-only) first, then the input is validated, then the declared resources are authorised,
+ * then the handler runs and its output is checked. With `checkDeclaredErrors`, an ApiError with an
+ * undeclared code becomes an UndeclaredErrorCode (a 500): the declaration is wrong, not the caller.
+ */
+export async function runOperation(
+  operation: AnyOperation,
+  raw: { params: unknown; query: unknown; body: unknown },
+  ctx: Omit<OperationContext, 'authorization'>,
+  deps: AuthorizationDeps,
+  options: RunOptions = {},
+): Promise<unknown> {
+  if (!options.checkDeclaredErrors) return runChecked(operation, raw, ctx, deps);
+  try {
+    return await runChecked(operation, raw, ctx, deps);
+  } catch (error) {
+    if (error instanceof ApiError && !permittedErrors(operation).has(error.catalogued)) throw new UndeclaredErrorCode(operation, error.catalogued, error);
+    throw error;
+  }
+}
+
+async function runChecked(
+  operation: AnyOperation,
+  raw: { params: unknown; query: unknown; body: unknown },
+  ctx: Omit<OperationContext, 'authorization'>,
+  deps: AuthorizationDeps,
+): Promise<unknown> {
+  authorizeCredential(ctx.credential, operation);
+  const bodyRequired = operation.bodyRequired ?? operation.body !== undefined;
+  if (operation.body && bodyRequired && (raw.body === undefined || raw.body === null)) {
+    throw new ApiError('missing_body');
+  }
+  if (!operation.body && raw.body !== undefined && raw.body !== null && !isEmptyObject(raw.body)) {
+    throw new ApiError('unexpected_body');
+  }
+  const input = {
+    params: parseInput(operation.params, raw.params ?? {}, 'path'),
+    query: parseInput(operation.query, raw.query ?? {}, 'query'),
+    body: operation.body ? parseInput(operation.body, raw.body ?? (bodyRequired ? undefined : {}), 'body') : undefined,
+  };
+  const authorization = await authorizeResources(ctx.credential, operation, input, deps);
+  const result = await operation.handler(input, { ...ctx, authorization });
+  const checked = operation.output.safeParse(result);
+  if (!checked.success) {
+    // Our own answer broke its documented shape: a bug, surfaced as a masked 500.
+    throw new Error(`Operation ${operation.name} produced output outside its schema: ${checked.error.issues[0]?.message ?? ''} at ${checked.error.issues[0]?.path.join('.') ?? ''}`);
+  }
+  return checked.data;
+}
+
+function isEmptyObject(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && Object.keys(value).length === 0;
+}
+
+/** The plugin that declared an operation, as the OpenAPI document groups it (one tag per plugin). */
+export interface OperationOwner {
+  readonly name: string;
+  readonly description: string;
+}
+
+/** Holds every operation the enabled plugins declared, and which plugin declared each. */
+export class OperationRegistry {
+  private readonly operations = new Map<string, AnyOperation>();
+  private readonly owners = new Map<string, OperationOwner>();
+  /**
+   * Whether run() refuses error codes an operation does not declare. Off in production (a wrong
+   * declaration should not cost the caller the real answer); the test helpers turn it on, so a
+   * test that provokes an undeclared code fails.
+   */
+  checkDeclaredErrors = false;
+
+  constructor(private readonly deps: AuthorizationDeps) {}
+
+  /**
+   * Whether `credential` may run `operation` on this validated input: scope, owner-only and the
+   * declared resources (see core/identity/authorization.ts). Throws the refusal as an ApiError. Every surface
+   * that runs operations (HTTP via runOperation, MCP tools) asks this one function.
+   */
+  authorize(credential: Credential, operation: AnyOperation, input: OperationInput<unknown, unknown, unknown>): Promise<Authorization> {
+    return authorize(credential, operation, input, this.deps);
+  }
+
+  /** Runs an operation through the same checks as the HTTP surface. */
+  run(operation: AnyOperation, raw: { params: unknown; query: unknown; body: unknown }, ctx: Omit<OperationContext, 'authorization'>): Promise<unknown> {
+    return runOperation(operation, raw, ctx, this.deps, { checkDeclaredErrors: this.checkDeclaredErrors });
+  }
+
+  /** `owner`: the declaring plugin (core/kernel/app.ts passes it); absent for operations a test adds by hand. */
+  add(operation: AnyOperation, owner?: OperationOwner): void {
+    if (this.operations.has(operation.name)) throw new Error(`Operation ${operation.name} is declared twice`);
+    for (const existing of this.operations.values()) {
+      if (existing.method === operation.method && existing.path === operation.path) {
+        throw new Error(`Operations ${existing.name} and ${operation.name} share ${operation.method} ${operation.path}`);
+      }
+    }
+    this.operations.set(operation.name, operation);
+    if (owner) this.owners.set(operation.name, { name: owner.name, description: owner.description });
+  }
+
+  /** The plugin that declared the operation, when it was added with one. */
+  ownerOf(name: string): OperationOwner | undefined {
+    return this.owners.get(name);
+  }
+
+  get(name: string): AnyOperation | undefined {
+    return this.operations.get(name);
+  }
+
+  list(): AnyOperation[] {
+    return [...this.operations.values()];
+  }
+}
+
+/** The merged input of an operation, as one object: what an MCP tool takes. */
+export function combinedInputSchema(operation: AnyOperation): z.ZodObject<z.ZodRawShape> {
+  const shape: z.ZodRawShape = {};
+  const bodyShape = operation.body instanceof z.ZodObject ? (operation.body.shape as z.ZodRawShape) : {};
+  Object.assign(shape, operation.params?.shape ?? {}, operation.query?.shape ?? {}, bodyShape);
+  return z.strictObject(shape);
+}
+
+/** Splits one flat tool input back into path, query and body. */
+export function splitCombinedInput(operation: AnyOperation, input: Record<string, unknown>) {
+  const pick = (keys: string[]) => Object.fromEntries(Object.entries(input).filter(([key]) => keys.includes(key)));
+  const paramKeys = Object.keys(operation.params?.shape ?? {});
+  const queryKeys = Object.keys(operation.query?.shape ?? {});
+  const bodyKeys = Object.keys(input).filter((key) => !paramKeys.includes(key) && !queryKeys.includes(key));
+  return { params: pick(paramKeys), query: pick(queryKeys), body: operation.body ? pick(bodyKeys) : undefined };
+}
