@@ -25,17 +25,36 @@ export function defineExtensionPoint<T>(name: string, options: { default?: T } =
   return { name, default: options.default };
 }
 
+/**
+ * A seam that many plugins add to (the input guards in front of every /v1 call): each contributes
+ * items in register(); consumers read them all, in plugin order, as one frozen list.
+ */
+export interface ContributionPoint<T> {
+  readonly name: string;
+  /** Phantom field: only the type system reads it. */
+  readonly __item?: T;
+}
+
+export function defineContributionPoint<T>(name: string): ContributionPoint<T> {
+  return { name };
+}
+
 /** What a plugin's context offers (`ctx.extensions`). */
 export interface PluginExtensions {
   /** In register() only. */
   provide<T>(point: ExtensionPoint<T, T | undefined>, implementation: NoInfer<T>): void;
   /** From operations()/routes()/subscribers()/start() on, never in register(). */
   get<T, R extends T | undefined>(point: ExtensionPoint<T, R>): R;
+  /** In register() only: adds one item to a contribution point. */
+  contribute<T>(point: ContributionPoint<T>, item: NoInfer<T>): void;
+  /** From operations()/routes()/subscribers()/start() on: every item contributed, in plugin order. */
+  all<T>(point: ContributionPoint<T>): readonly T[];
 }
 
 /** The kernel's side: one per app, handing each plugin a view that knows the plugin's name. */
 export class ExtensionRegistry {
   private readonly provided = new Map<ExtensionPoint<unknown>, { plugin: string; implementation: unknown }>();
+  private readonly contributed = new Map<ContributionPoint<unknown>, unknown[]>();
   private registering = true;
 
   forPlugin(plugin: string): PluginExtensions {
@@ -53,6 +72,16 @@ export class ExtensionRegistry {
           throw new Error(`plugin ${plugin} reads extension point ${point.name} in register(): read it from operations(), routes() or start(), once every plugin has provided its own`);
         const provided = this.provided.get(point);
         return provided ? (provided.implementation as R) : point.default;
+      },
+      contribute: (point, item) => {
+        if (!this.registering) throw new Error(`plugin ${plugin} contributes to ${point.name} after register(): items are added before any is read`);
+        const items = this.contributed.get(point) ?? [];
+        items.push(item);
+        this.contributed.set(point, items);
+      },
+      all: <T>(point: ContributionPoint<T>): readonly T[] => {
+        if (this.registering) throw new Error(`plugin ${plugin} reads contribution point ${point.name} in register(): read it from operations(), routes() or start()`);
+        return Object.freeze([...((this.contributed.get(point) as T[] | undefined) ?? [])]);
       },
     };
   }

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { ConfigError } from '../../config/load.ts';
-import { defineExtensionPoint } from '../../core/kernel/extension-points.ts';
+import { defineContributionPoint, defineExtensionPoint } from '../../core/kernel/extension-points.ts';
 import { definePlugin, type AnyPlugin } from '../../core/kernel/plugin.ts';
 import { buildTestApp } from '../helpers/app.ts';
 
@@ -71,4 +71,43 @@ t.test('a point is provided in register() and read after it, never the other way
     },
   });
   await t.rejects(buildTestApp(t, { manifest: [late], plugins: { late: {} } }), /plugin late provides extension point Greeter after register\(\)/);
+});
+
+const GreetingsPoint = defineContributionPoint<string>('Greetings');
+
+t.test('a contribution point gives its consumer every item contributed, in plugin order', async (t) => {
+  const contributor = (name: string, words: string[]) =>
+    definePlugin({
+      name,
+      description: `contributes ${words.join(', ')}`,
+      register: ({ extensions }) => {
+        for (const word of words) extensions.contribute(GreetingsPoint, word);
+      },
+    });
+  const seen: { all?: readonly string[]; none?: readonly string[] } = {};
+  const reader = definePlugin({
+    name: 'reader',
+    description: 'reads every greeting at start',
+    async start({ extensions }) {
+      seen.all = extensions.all(GreetingsPoint);
+      seen.none = extensions.all(defineContributionPoint<string>('Nobody'));
+    },
+  });
+  await buildTestApp(t, { manifest: [contributor('first', ['hi', 'hey']), reader, contributor('second', ['yo'])], plugins: { first: {}, reader: {}, second: {} } });
+  t.same(seen.all, ['hi', 'hey', 'yo']);
+  t.ok(Object.isFrozen(seen.all), 'a consumer cannot add to what others read');
+  t.same(seen.none, [], 'a point nobody contributed to reads as empty');
+});
+
+t.test('items are contributed in register() and read after it', async (t) => {
+  const early = definePlugin({ name: 'early', description: 'reads while registering', register: ({ extensions }) => void extensions.all(GreetingsPoint) });
+  await t.rejects(buildTestApp(t, { manifest: [early], plugins: { early: {} } }), /plugin early reads contribution point Greetings in register\(\)/);
+  const late = definePlugin({
+    name: 'late',
+    description: 'contributes at start',
+    async start({ extensions }) {
+      extensions.contribute(GreetingsPoint, 'too late');
+    },
+  });
+  await t.rejects(buildTestApp(t, { manifest: [late], plugins: { late: {} } }), /plugin late contributes to Greetings after register\(\)/);
 });
