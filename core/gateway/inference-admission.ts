@@ -8,14 +8,29 @@ import type { Usage } from './provider.ts';
  * throws 429/402); afterwards it reports the outcome exactly once, whatever happened (success,
  * upstream failure, client gone), so everything admit took is settled or released.
  */
+/**
+ * What a call is billed on besides tokens, one field per unit (absent: the call has none of it).
+ * Prices per unit live in the model's price config (plugins/inference/inference-config.ts).
+ */
+export interface MeteredUnits {
+  /** Hosted web searches the upstream ran (Responses `web_search`), billed per search. */
+  webSearches?: number;
+  /** Generated images, billed per image by size and quality. */
+  images?: { count: number; size: string; quality: string | null };
+  /** Input characters of a speech synthesis. */
+  characters?: number;
+  /** Seconds of audio transcribed, read from the file itself. */
+  audioSeconds?: number;
+}
+
 export interface AdmissionRequest {
   credential: Credential;
   requestId: string;
   endpoint: string;
   model: string;
   stream: boolean;
-  /** Upper-bound estimate for reservations. */
-  estimate: { inputTokens: number; maxOutputTokens: number };
+  /** Upper-bound estimate for reservations: tokens, and the largest count of every other unit the call may use. */
+  estimate: { inputTokens: number; maxOutputTokens: number; units?: MeteredUnits };
   /**
    * The call's input as counted locally, not the reservation's upper bound: what the call is billed
    * if the process dies before it settles (admit journals it before the call is sent upstream).
@@ -29,6 +44,8 @@ export interface CallOutcome {
   errorCode: string | null;
   /** What the upstream reported (or we estimated); null when no upstream call produced anything. */
   usage: Usage | null;
+  /** The call's other billed units, as the upstream reported or the gateway counted them. */
+  units?: MeteredUnits;
   provider: string | null;
   upstreamModel: string | null;
   attempts: number;
@@ -48,8 +65,20 @@ export interface Admission {
   finish(outcome: CallOutcome): void;
 }
 
+/** A call refused before admission took anything (a guardrail block): logged, billed nothing. */
+export interface RefusedCall {
+  credential: Credential;
+  requestId: string;
+  endpoint: string;
+  model: string;
+  status: number;
+  errorCode: string;
+}
+
 export interface InferenceAdmission {
   admit(request: AdmissionRequest): Promise<Admission>;
+  /** Records a call refused before admit (request-log row without bodies, zero cost). Never throws. */
+  refused(call: RefusedCall): void;
   /**
    * The rate-limit headers for a response that took nothing (a model list, an error before
    * admission), read without consuming: every gateway response carries them.
@@ -62,6 +91,7 @@ const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
 /** Used when no metering plugin is enabled: admits everything and records nothing. */
 export const openAdmission: InferenceAdmission = {
   admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, finish: () => undefined }),
+  refused: () => undefined,
   peekHeaders: async () => EMPTY_HEADERS,
 };
 

@@ -12,6 +12,50 @@ export const priceSchema = z.strictObject({
   perAudioSecondUsd: usdAmount.optional(),
   perCharacterUsd: usdAmount.optional(),
   perWebSearchUsd: usdAmount.optional(),
+  /**
+   * Per generated image by size, then quality (`{ '1024x1024': { standard: 0.04, hd: 0.08 } }`); a
+   * size or quality not listed falls back to perImageUsd, and a model with neither cannot generate.
+   */
+  images: z.record(z.string().min(1), z.record(z.string().min(1), usdAmount)).optional(),
+});
+
+/** What /v1/images/generations accepts for a model with `image` output. */
+const imageCapabilitySchema = z.strictObject({
+  /** `WIDTHxHEIGHT` strings; the first is the default. */
+  sizes: z.array(z.string().regex(/^(\d+x\d+|auto)$/, 'a size is WIDTHxHEIGHT or auto')).min(1),
+  /** The first is the default. */
+  qualities: z.array(z.string().min(1)).min(1).default(['standard']),
+  /** Largest `n` of one request. */
+  maxImages: z.number().int().min(1).max(10).default(10),
+});
+
+/** What /v1/audio/speech accepts for a model with text input and `audio` output. */
+const speechCapabilitySchema = z.strictObject({
+  voices: z.array(z.string().min(1)).min(1),
+  /** `response_format` values; the first is the default. */
+  formats: z
+    .array(z.enum(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']))
+    .min(1)
+    .default(['mp3', 'opus', 'aac', 'flac', 'wav', 'pcm']),
+  maxInputCharacters: z.number().int().positive().default(4096),
+});
+
+/** What /v1/audio/transcriptions accepts for a model with `audio` input and text output. */
+const transcriptionCapabilitySchema = z.strictObject({
+  formats: z
+    .array(z.enum(['json', 'text', 'srt', 'vtt', 'verbose_json']))
+    .min(1)
+    .default(['json', 'text', 'srt', 'vtt', 'verbose_json']),
+});
+
+/** Hosted tools a Responses call may use on this model, each billed per use on top of tokens. */
+const builtinToolsSchema = z.strictObject({
+  webSearch: z
+    .strictObject({
+      /** Searches reserved for by a call before it runs; a call that runs more is billed for all of them. */
+      reservePerCall: z.number().int().min(0).max(100).default(5),
+    })
+    .optional(),
 });
 
 const routeSchema = z.strictObject({
@@ -29,6 +73,13 @@ const modality = z.enum(['text', 'image', 'audio', 'embedding']);
 export const modelSchema = z.strictObject({
   routes: z.array(routeSchema).min(1),
   modalities: z.strictObject({ input: z.array(modality).min(1).default(['text']), output: z.array(modality).min(1).default(['text']) }).prefault({}),
+  /** Set for models with `image` output. */
+  images: imageCapabilitySchema.optional(),
+  /** Set for speech synthesis models. */
+  speech: speechCapabilitySchema.optional(),
+  /** Set for transcription models. */
+  transcription: transcriptionCapabilitySchema.optional(),
+  builtinTools: builtinToolsSchema.prefault({}),
   /** Whether /v1/batches accepts this model (`svc_batch`). */
   batch: z.boolean().default(false),
   contextWindow: z.number().int().positive().default(128_000),

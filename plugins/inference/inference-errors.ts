@@ -10,6 +10,11 @@ export const INFERENCE_ERRORS = defineErrorCodes('inference', {
       'Requests from a browser (with an Origin header) are refused: they would expose your API key. Call from a server, or send x-svc-dangerous-browser-access: true if you accept the risk.',
   },
   upstream_error: { status: 502, type: 'upstream_error', message: 'The model could not be reached; it is safe to retry' },
+  guardrail_blocked: {
+    status: 422,
+    type: 'invalid_request_error',
+    message: "The account's data guardrails blocked this request; nothing was sent to the model and nothing was charged",
+  },
   upstream_rejected_request: { status: 400, type: 'invalid_request_error', message: 'The model rejected the request' },
 });
 

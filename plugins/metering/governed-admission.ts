@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Credential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
-import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission } from '../../core/gateway/inference-admission.ts';
+import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission, RefusedCall } from '../../core/gateway/inference-admission.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { AllowanceTake, Coordination, GateRequest, GateResult, Holdings, LeaseEntry, Outstanding, RateDecision, RateEntry } from '../../core/ports/coordination.ts';
 import type { KeyRateLimits, SpendCap, SpendReader } from '../../core/ports/identity.ts';
@@ -225,6 +225,37 @@ export class GovernedAdmission implements InferenceAdmission {
     const { rateLimiter } = this.deps.coordination;
     const [requests, tokens] = await Promise.all([plan.requests.length > 0 ? rateLimiter.peek(plan.requests) : [], plan.tokenBuckets.length > 0 ? rateLimiter.peek(plan.tokenBuckets) : []]);
     return rateLimitHeaders(requests, tokens);
+  }
+
+  /** A refusal before admit (a guardrail block): a row of its own in the request log, no body, nothing charged. */
+  refused(call: RefusedCall): void {
+    const { credential } = call;
+    this.deps.writer.enqueue({
+      id: call.requestId,
+      organizationId: credential.organizationId,
+      projectId: credential.kind === 'key' ? credential.projectId : null,
+      keyId: credential.kind === 'key' ? credential.keyId : null,
+      endpoint: call.endpoint,
+      model: call.model,
+      provider: null,
+      upstreamModel: null,
+      statusCode: call.status,
+      errorCode: call.errorCode,
+      inputTokens: 0,
+      cachedInputTokens: 0,
+      cacheWriteTokens: 0,
+      outputTokens: 0,
+      reasoningTokens: 0,
+      usageEstimated: false,
+      costMicros: 0n,
+      priceVersion: this.deps.prices.get(call.model)?.version ?? null,
+      latencyMs: 0,
+      ttftMs: null,
+      streamed: false,
+      attempts: 0,
+      createdAt: this.deps.clock(),
+      bodies: null,
+    });
   }
 
   async admit(request: AdmissionRequest): Promise<Admission> {

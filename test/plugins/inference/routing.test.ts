@@ -28,6 +28,7 @@ function model(routes: Array<{ provider: string; model?: string; weight?: number
     routes: routes.map((r) => ({ provider: r.provider, model: r.model ?? `${r.provider}-model`, weight: r.weight ?? 1, priority: r.priority })),
     modalities: { input: ['text'], output: ['text'] },
     batch: false,
+    builtinTools: {},
     contextWindow: 1000,
     maxOutputTokens: 100,
     ownedBy: 'svc',
