@@ -160,6 +160,12 @@ export interface TranscriptionRequest {
   prompt?: string;
   response_format?: 'json' | 'text' | 'srt' | 'vtt' | 'verbose_json';
   temperature?: number;
+  /**
+   * The audio's length in seconds, read by the gateway from the file itself: what the call is
+   * billed on, so the bill does not depend on what the upstream reports. Not sent upstream; a
+   * provider falls back to the upstream's own figure only when it is absent.
+   */
+  durationSeconds?: number;
   [extra: string]: unknown;
 }
 

@@ -1,6 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { LookupFunction } from 'node:net';
-import { Pool, type Dispatcher } from 'undici';
+import { Pool, type Dispatcher, type FormData } from 'undici';
 import type { UpstreamTimeouts } from '../../core/gateway/provider.ts';
 import { assertPublicUrlSync, guardedLookup } from '../../core/net/outbound-url-guard.ts';
 import { abortingDeadlines, type CallDeadlines } from './call-deadlines.ts';
@@ -33,6 +33,20 @@ export interface UpstreamRequest {
   headers?: Record<string, string>;
   /** A built-in provider passes `cancellationOf(options)` (core/gateway/call-options.ts): the cheap signal when the kernel made the options. */
   signal: Cancellation;
+  /** The `accept` header: JSON for postJson and SSE for postStream unless said otherwise (audio bytes: any type). */
+  accept?: string;
+}
+
+/** A multipart/form-data upload (an audio file and its fields); undici writes the boundary and the content type. */
+export interface UpstreamFormRequest extends Omit<UpstreamRequest, 'body'> {
+  form: FormData;
+}
+
+/** An answer read whole as text, whatever its type (JSON, plain text, subtitles): the content type says which. */
+export interface TextResponse {
+  status: number;
+  headers: IncomingHttpHeaders;
+  text: string;
 }
 
 export interface JsonResponse<T = unknown> {
@@ -81,7 +95,7 @@ export class UpstreamHttpClient {
 
   /** POST a JSON body and read a JSON answer; non-2xx statuses throw. */
   async postJson<T = unknown>(request: UpstreamRequest): Promise<JsonResponse<T>> {
-    const response = await this.exchange(request);
+    const response = await this.exchange(request, jsonPayload(request.body), request.accept ?? 'application/json');
     if (response.status < 200 || response.status >= 300) throw errorFromStatus(this.errors, response.status, response.headers, response.text);
     try {
       return { status: response.status, headers: response.headers, body: JSON.parse(response.text) as T };
@@ -90,12 +104,19 @@ export class UpstreamHttpClient {
     }
   }
 
-  /** POST a JSON body and stream the answer; non-2xx statuses throw before anything is yielded. */
+  /** POST a multipart form and read the answer whole, as text; non-2xx statuses throw. Same deadlines as JSON calls. */
+  async postForm(request: UpstreamFormRequest): Promise<TextResponse> {
+    const response = await this.exchange(request, { body: request.form, contentType: null }, request.accept ?? 'application/json');
+    if (response.status < 200 || response.status >= 300) throw errorFromStatus(this.errors, response.status, response.headers, response.text);
+    return response;
+  }
+
+  /** POST a JSON body and stream the answer (SSE, or bytes with `accept`); non-2xx statuses throw before anything is yielded. */
   async postStream(request: UpstreamRequest): Promise<StreamResponse> {
     const { deadlines, signal } = abortingDeadlines(request.signal, this.timeouts);
     let response: Dispatcher.ResponseData;
     try {
-      response = await this.send(request, 'text/event-stream', deadlines, signal);
+      response = await this.send(request, request.accept ?? 'text/event-stream', deadlines, signal);
     } catch (error) {
       deadlines.finish();
       throw error;
@@ -108,7 +129,7 @@ export class UpstreamHttpClient {
   }
 
   /** The whole answer in one piece, through a dispatch handler (no body stream, no AbortController per call). */
-  private exchange(request: UpstreamRequest): Promise<ExchangedResponse> {
+  private exchange(request: Pick<UpstreamRequest, 'path' | 'headers' | 'signal'>, payload: Payload, accept: string): Promise<ExchangedResponse> {
     return new Promise((resolve, reject) => {
       const exchange = new JsonExchange(request.signal, this.timeouts, ERROR_BODY_LIMIT, resolve, (failure) =>
         reject(errorFromTransport(this.errors, failure.error, failure.phase, failure.cause, this.timeouts)),
@@ -118,8 +139,8 @@ export class UpstreamHttpClient {
         {
           method: 'POST',
           path: this.basePath + request.path,
-          headers: { ...request.headers, 'content-type': 'application/json', accept: 'application/json' },
-          body: JSON.stringify(request.body),
+          headers: payloadHeaders(request.headers, payload, accept),
+          body: payload.body,
         },
         exchange,
       );
@@ -162,6 +183,20 @@ export class UpstreamHttpClient {
     }
     throw errorFromStatus(this.errors, response.statusCode, response.headers, text);
   }
+}
+
+/** A request body and its content type; null lets undici set it (a form's boundary). */
+interface Payload {
+  body: string | FormData;
+  contentType: string | null;
+}
+
+function jsonPayload(body: unknown): Payload {
+  return { body: JSON.stringify(body), contentType: 'application/json' };
+}
+
+function payloadHeaders(headers: Record<string, string> | undefined, payload: Payload, accept: string): Record<string, string> {
+  return payload.contentType === null ? { ...headers, accept } : { ...headers, 'content-type': payload.contentType, accept };
 }
 
 async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {

@@ -118,6 +118,7 @@ export function kindForErrorType(type: unknown): UpstreamErrorKind {
     case 'not_found_error':
     case 'request_too_large':
     case 'context_length_exceeded':
+    case 'invalid_prompt': // a Responses API `response.failed` for a prompt the model refuses to take
       return 'client';
     case 'authentication_error':
     case 'permission_error':

@@ -8,10 +8,25 @@ import {
   type EmbeddingsRequestBody,
   type EmbeddingsResult,
   type EmbeddingProvider,
+  type ImageProvider,
+  type ImageRequestBody,
+  type ImageResult,
   type JsonObject,
   type LanguageModelProvider,
+  type Modality,
+  type ModalityProviders,
   type Provider,
   type ProviderContext,
+  type ResponsesPassthrough,
+  type ResponsesRequestBody,
+  type ResponsesResult,
+  type ResponsesStreamEvent,
+  type SpeechProvider,
+  type SpeechRequestBody,
+  type SpeechResult,
+  type TranscriptionProvider,
+  type TranscriptionRequest,
+  type TranscriptionResult,
 } from '../../core/gateway/provider.ts';
 import { cancellationOf } from '../../core/gateway/call-options.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
@@ -20,6 +35,17 @@ import { estimateChatInputTokens, estimateEmbeddingInputTokens, estimateOutputTo
 import type { OpenAIConfig } from './config.ts';
 import { openAIChatEvents } from './chat-stream.ts';
 import { usageFromOpenAI, usageFromOpenAIEmbeddings } from './usage.ts';
+import { speechCharacters, speechContentType, transcriptionForm, transcriptionIsJson, transcriptionUsage } from './audio.ts';
+import { failedResponseError, openAIResponsesEvents, responsesUsage } from './responses.ts';
+
+/** The upstream paths, one per operation (Azure puts each under its deployment). */
+type Operation = 'chat/completions' | 'embeddings' | 'images/generations' | 'audio/speech' | 'audio/transcriptions' | 'responses';
+
+const isObject = (value: unknown): value is JsonObject => value !== null && typeof value === 'object' && !Array.isArray(value);
+
+function headerText(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
 
 /** What a completion produced, for estimating usage when the upstream reports none. */
 function completionOutput(completion: ChatCompletion) {
@@ -40,10 +66,22 @@ function withoutStreamFields(body: ChatRequestBody): ChatRequestBody {
   return rest as ChatRequestBody;
 }
 
-/** Any OpenAI-compatible chat-completions API, Azure OpenAI included. */
-export class OpenAIProvider implements Provider, LanguageModelProvider, EmbeddingProvider {
-  readonly language: LanguageModelProvider = this;
-  readonly embeddings: EmbeddingProvider = this;
+function withoutResponsesStreamFields(body: ResponsesRequestBody): ResponsesRequestBody {
+  const { stream: _stream, stream_options: _options, ...rest } = body;
+  return rest as ResponsesRequestBody;
+}
+
+/**
+ * Any OpenAI-compatible API, Azure OpenAI included: chat, embeddings, images, speech,
+ * transcription and the Responses API, each offered unless the config's `offers` leaves it out.
+ */
+export class OpenAIProvider implements Provider, LanguageModelProvider, EmbeddingProvider, ImageProvider, SpeechProvider, TranscriptionProvider, ResponsesPassthrough {
+  readonly language: LanguageModelProvider | undefined;
+  readonly embeddings: EmbeddingProvider | undefined;
+  readonly images: ImageProvider | undefined;
+  readonly speech: SpeechProvider | undefined;
+  readonly transcription: TranscriptionProvider | undefined;
+  readonly responses: ResponsesPassthrough | undefined;
   private readonly http: UpstreamHttpClient;
   private readonly errors: ErrorContext;
 
@@ -62,6 +100,14 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       secrets,
       allowPrivateNetwork: config.allowPrivateNetwork,
     });
+    const offered = new Set<Modality>(config.offers);
+    const ifOffered = <M extends Modality>(modality: M): ModalityProviders[M] | undefined => (offered.has(modality) ? this : undefined);
+    this.language = ifOffered('language');
+    this.embeddings = ifOffered('embeddings');
+    this.images = ifOffered('images');
+    this.speech = ifOffered('speech');
+    this.transcription = ifOffered('transcription');
+    this.responses = ifOffered('responses');
   }
 
   async chat(body: ChatRequestBody, options: CallOptions): Promise<ChatResult> {
@@ -112,14 +158,91 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
     return { body: result, usage };
   }
 
+  async generate(body: ImageRequestBody, options: CallOptions): Promise<ImageResult> {
+    const response = await this.http.postJson<JsonObject>({
+      path: this.pathFor('images/generations', body.model),
+      body,
+      headers: this.headers(options),
+      signal: cancellationOf(options),
+    });
+    const result = response.body;
+    if (!isObject(result) || !Array.isArray(result['data'])) throw protocolError(this.errors, 'upstream answered images without data', result);
+    // Billed as asked; where the request left size or quality to the model, as the upstream says it made them.
+    const size = body.size ?? (typeof result['size'] === 'string' ? result['size'] : 'auto');
+    const quality = body.quality ?? (typeof result['quality'] === 'string' ? result['quality'] : null);
+    return { body: result, usage: { images: result['data'].length, size, quality } };
+  }
+
+  async synthesize(body: SpeechRequestBody, options: CallOptions): Promise<SpeechResult> {
+    const response = await this.http.postStream({
+      path: this.pathFor('audio/speech', body.model),
+      body,
+      headers: this.headers(options),
+      signal: cancellationOf(options),
+      accept: '*/*',
+    });
+    const contentType = speechContentType(headerText(response.headers['content-type']), body.response_format);
+    return { contentType, audio: response.body, usage: { characters: speechCharacters(body.input) } };
+  }
+
+  async transcribe(request: TranscriptionRequest, options: CallOptions): Promise<TranscriptionResult> {
+    const json = transcriptionIsJson(request.response_format);
+    const response = await this.http.postForm({
+      path: this.pathFor('audio/transcriptions', request.model),
+      form: transcriptionForm(request),
+      headers: this.headers(options),
+      signal: cancellationOf(options),
+      accept: json ? 'application/json' : 'text/plain',
+    });
+    if (!json) {
+      const contentType = headerText(response.headers['content-type']) ?? 'text/plain; charset=utf-8';
+      return { contentType, body: response.text, usage: transcriptionUsage(request, response.text) };
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(response.text);
+    } catch {
+      throw protocolError(this.errors, 'upstream answered a transcription with a body that is not JSON', response.text.slice(0, 2000));
+    }
+    if (!isObject(body) || typeof body['text'] !== 'string') throw protocolError(this.errors, 'upstream answered a transcription without text', body);
+    return { contentType: 'application/json', body, usage: transcriptionUsage(request, body) };
+  }
+
+  async create(body: ResponsesRequestBody, options: CallOptions): Promise<ResponsesResult> {
+    const response = await this.http.postJson<JsonObject>({
+      path: this.pathFor('responses', body.model),
+      body: withoutResponsesStreamFields(body),
+      headers: this.headers(options),
+      signal: cancellationOf(options),
+    });
+    const result = response.body;
+    if (!isObject(result) || !Array.isArray(result['output'])) throw protocolError(this.errors, 'upstream answered a response without output', result);
+    const failed = failedResponseError(this.errors, result);
+    if (failed) throw failed;
+    return { body: result, usage: responsesUsage(result, body) };
+  }
+
+  async *stream(body: ResponsesRequestBody, options: CallOptions): AsyncIterable<ResponsesStreamEvent> {
+    const response = await this.http.postStream({
+      path: this.pathFor('responses', body.model),
+      body: { ...body, stream: true },
+      headers: this.headers(options),
+      signal: cancellationOf(options),
+    });
+    yield* openAIResponsesEvents(response.body, body, this.errors);
+  }
+
   async close(): Promise<void> {
     await this.http.close();
   }
 
-  private pathFor(operation: 'chat/completions' | 'embeddings', model: string): string {
+  private pathFor(operation: Operation, model: string): string {
     const azure = this.config.azure;
     if (!azure) return `/${operation}`;
-    return `/openai/deployments/${encodeURIComponent(model)}/${operation}?api-version=${encodeURIComponent(azure.apiVersion)}`;
+    const version = `api-version=${encodeURIComponent(azure.apiVersion)}`;
+    // Azure's Responses API is not per deployment: the deployment is named in the body's `model`.
+    if (operation === 'responses') return `/openai/responses?${version}`;
+    return `/openai/deployments/${encodeURIComponent(model)}/${operation}?${version}`;
   }
 
   private headers(options: CallOptions): Record<string, string> {

@@ -1,9 +1,20 @@
 import { createHash } from 'node:crypto';
+import {
+  answerBrokenResponseStream,
+  answerImageDownload,
+  answerImages,
+  answerResponse,
+  answerResponseStream,
+  answerSpeech,
+  answerTranscription,
+  IMAGE_PATH_PREFIX,
+} from './fake-openai-modalities.ts';
 import { sendBrokenSse, sendJson, sendSse, sleep, startFakeServer, type Exchange, type FakeServerOptions, type FakeUpstream, type FaultBehaviour } from './fake-upstream-server.ts';
 
 /**
  * A fake OpenAI-compatible upstream: POST …/chat/completions (JSON or SSE) and …/embeddings, under
- * any prefix (`/v1`, Azure's `/openai/deployments/{d}`).
+ * any prefix (`/v1`, Azure's `/openai/deployments/{d}`); …/responses (JSON or SSE), …/images/generations,
+ * …/audio/speech and …/audio/transcriptions (multipart) in fake-openai-modalities.ts.
  *
  *   const fake = await startFakeOpenAIUpstream();
  *   fake.enqueue({ kind: 'reply', content: 'Hi', usage: { prompt_tokens: 5, completion_tokens: 1 } },
@@ -42,21 +53,25 @@ export interface OpenAIReply {
   chunkDelayMs?: number;
   /** Extra top-level fields on the completion / every chunk. */
   extra?: Record<string, unknown>;
+  /** Responses: how many `web_search_call` items (default: one when `web_search` is among the tools). */
+  webSearches?: number;
 }
 
-/** Stream a few content chunks, then drop the connection without finishing. */
+/** Stream a few content chunks (responses: events; speech: audio pieces), then drop the connection without finishing. */
 export interface OpenAIStreamCut {
   kind: 'stream-cut';
   afterChunks: number;
   content?: string;
 }
 
-/** Stream a few content chunks, then an in-band `{"error": …}` frame. */
+/** Stream a few content chunks, then an in-band `{"error": …}` frame (responses: an `error` event, or `response.failed`). */
 export interface OpenAIStreamError {
   kind: 'stream-error';
   afterChunks: number;
   error?: { message: string; type?: string; code?: string | null };
   content?: string;
+  /** Responses: end with `response.failed` carrying the error instead of an `error` event. */
+  failedResponse?: boolean;
 }
 
 export type OpenAIBehaviour = OpenAIReply | OpenAIStreamCut | OpenAIStreamError | FaultBehaviour;
@@ -185,6 +200,32 @@ function answerEmbeddings(exchange: Exchange, reply: Omit<OpenAIReply, 'kind'>):
   });
 }
 
+const MODALITY_PATHS = ['/responses', '/images/generations', '/audio/speech', '/audio/transcriptions'];
+
+function isModalityPath(pathname: string): boolean {
+  return MODALITY_PATHS.some((path) => pathname.endsWith(path));
+}
+
+async function answerModality(exchange: Exchange, reply: OpenAIReply | OpenAIStreamCut | OpenAIStreamError): Promise<void> {
+  const { pathname } = exchange;
+  if (pathname.endsWith('/audio/speech')) {
+    await answerSpeech(exchange, reply.kind === 'reply' ? reply : {}, reply.kind === 'reply' ? undefined : reply.afterChunks);
+  } else if (pathname.endsWith('/audio/transcriptions')) {
+    await answerTranscription(exchange, reply.kind === 'reply' ? reply : {});
+  } else if (pathname.endsWith('/images/generations')) {
+    answerImages(exchange);
+  } else if (reply.kind === 'stream-cut') {
+    await answerBrokenResponseStream(exchange, reply.afterChunks, 'cut', { message: '' });
+  } else if (reply.kind === 'stream-error') {
+    const error = { message: 'The server had an error while processing your request.', ...reply.error };
+    await answerBrokenResponseStream(exchange, reply.afterChunks, reply.failedResponse ? 'failed' : 'error', error);
+  } else if (exchange.request.body?.stream === true) {
+    await answerResponseStream(exchange, reply);
+  } else {
+    answerResponse(exchange, reply);
+  }
+}
+
 export async function startFakeOpenAIUpstream(options: FakeOpenAIOptions = {}): Promise<FakeOpenAIUpstream> {
   const defaultReply: OpenAIReply = { ...options.defaultReply, kind: 'reply' };
   const fake = await startFakeServer<OpenAIBehaviour>(
@@ -195,16 +236,22 @@ export async function startFakeOpenAIUpstream(options: FakeOpenAIOptions = {}): 
       answer: async (exchange, behaviour) => {
         const reply = behaviour ?? defaultReply;
         if (reply.kind !== 'reply' && reply.kind !== 'stream-cut' && reply.kind !== 'stream-error') return;
+        if (exchange.request.method === 'GET' && exchange.pathname.includes(IMAGE_PATH_PREFIX)) {
+          answerImageDownload(exchange);
+          return;
+        }
         if (reply.kind === 'reply' && (reply.delayMs || reply.holdUntil)) {
           if (reply.delayMs) await sleep(reply.delayMs);
           if (reply.holdUntil) await reply.holdUntil;
           if (exchange.clientGone) return;
         }
-        if (!exchange.pathname.endsWith('/chat/completions') && !exchange.pathname.endsWith('/embeddings')) {
+        if (!exchange.pathname.endsWith('/chat/completions') && !exchange.pathname.endsWith('/embeddings') && !isModalityPath(exchange.pathname)) {
           sendJson(exchange.res, 404, { error: { message: `No route ${exchange.pathname}`, type: 'invalid_request_error', param: null, code: null } });
           return;
         }
-        if (reply.kind !== 'reply') {
+        if (isModalityPath(exchange.pathname)) {
+          await answerModality(exchange, reply);
+        } else if (reply.kind !== 'reply') {
           await answerBrokenStream(exchange, reply);
         } else if (exchange.pathname.endsWith('/embeddings')) {
           answerEmbeddings(exchange, reply);

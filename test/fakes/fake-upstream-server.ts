@@ -14,8 +14,10 @@ export interface RecordedRequest {
   headers: IncomingHttpHeaders;
   /** The client's port: equal across requests when a connection was kept alive and reused. */
   remotePort: number | undefined;
-  /** Parsed JSON, or the raw text when it was not JSON. */
+  /** Parsed JSON, or the raw text when it was not JSON (a format may replace it with what it parsed, e.g. a form). */
   body: any;
+  /** The body's bytes as received: for formats that are not text (multipart uploads). */
+  rawBody: Buffer;
   /**
    * Settles when the exchange is over: 'completed' when the fake finished answering, 'closed'
    * when the client went away first (an abort or a timeout on the caller's side).
@@ -120,11 +122,11 @@ export async function sendBrokenSse(exchange: Exchange, frames: string[], count:
   else exchange.res.end(ending.lastFrame);
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
+function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
 }
@@ -159,10 +161,11 @@ export async function startFakeServer<B extends { kind: string }>(format: WireFo
     });
 
     void readBody(req)
-      .then(async (text) => {
+      .then(async (rawBody) => {
         const path = req.url ?? '/';
         const query = path.indexOf('?');
-        const request: RecordedRequest = { method: req.method ?? 'GET', path, headers: req.headers, remotePort: req.socket.remotePort, body: parseBody(text), outcome };
+        const body = parseBody(rawBody.toString('utf8'));
+        const request: RecordedRequest = { method: req.method ?? 'GET', path, headers: req.headers, remotePort: req.socket.remotePort, body, rawBody, outcome };
         if (record) {
           requests.push(request);
           wakeArrivals();

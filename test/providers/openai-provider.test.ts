@@ -290,6 +290,19 @@ t.test('a private base URL is refused unless allowPrivateNetwork is set', async 
   t.throws(() => openAIProviderType.create('x', openAIProviderType.configSchema.parse({ baseUrl: fake.baseUrl }), context), { code: 'ERR_OUTBOUND_URL_REFUSED' });
 });
 
-t.test('declares chat, stream and embeddings', async (t) => {
-  t.same(modalitiesOf(provider()), ['language', 'embeddings']);
+t.test("offers every modality by default, as OpenAI's own API does", async (t) => {
+  t.same(modalitiesOf(provider()), ['language', 'embeddings', 'images', 'speech', 'transcription', 'responses']);
+});
+
+t.test('offers narrows the modalities for an upstream without some endpoints (no Responses API)', async (t) => {
+  const narrowed = provider({ offers: ['language', 'embeddings'] });
+  t.same(modalitiesOf(narrowed), ['language', 'embeddings']);
+  t.equal(narrowed.responses, undefined);
+});
+
+t.test('offers accepts only known modalities, at least one', async (t) => {
+  const parse = (offers: unknown) => openAIProviderType.configSchema.safeParse({ baseUrl: fake.baseUrl, offers }).success;
+  t.equal(parse(['language', 'moderation']), false);
+  t.equal(parse([]), false);
+  t.equal(parse(['responses']), true);
 });
