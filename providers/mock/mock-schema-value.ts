@@ -19,9 +19,25 @@ export interface SchemaValueSource {
 const RICH_DEPTH = 4;
 /** A schema whose required properties recurse forever stops here with null. */
 const MAX_DEPTH = 16;
+/**
+ * Values generated for one answer, and the longest string or array: past them the answer is the
+ * smallest it can be (empty arrays, short strings), so a schema demanding millions of items or
+ * characters, or nesting wide arrays deep, cannot make the mock allocate without bound.
+ */
+const MAX_VALUES = 5_000;
+const MAX_LENGTH = 1_000;
+const MAX_CHARACTERS = 100_000;
 
 function isRecord(value: unknown): value is JsonObject {
   return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
+function safeDecode(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
 }
 
 export function schemaValue(schema: unknown, source: SchemaValueSource): unknown {
@@ -29,6 +45,9 @@ export function schemaValue(schema: unknown, source: SchemaValueSource): unknown
 }
 
 class SchemaWalker {
+  private generated = 0;
+  private characters = 0;
+
   constructor(
     private readonly root: JsonObject,
     private readonly source: SchemaValueSource,
@@ -36,6 +55,7 @@ class SchemaWalker {
 
   value(schema: unknown, depth: number, key: string): unknown {
     if (schema === true || !isRecord(schema)) return this.text(key, {});
+    this.generated++;
     if (depth > MAX_DEPTH) return null;
     const resolved = this.resolve(schema);
     if ('const' in resolved) return resolved['const'];
@@ -94,7 +114,7 @@ class SchemaWalker {
       .slice(1)
       .split('/')
       .filter((part) => part !== '')) {
-      const part = decodeURIComponent(raw).replaceAll('~1', '/').replaceAll('~0', '~');
+      const part = safeDecode(raw).replaceAll('~1', '/').replaceAll('~0', '~');
       node = isRecord(node) ? node[part] : Array.isArray(node) ? node[Number(part)] : undefined;
     }
     return isRecord(node) ? node : {};
@@ -134,19 +154,21 @@ class SchemaWalker {
   }
 
   private array(schema: JsonObject, depth: number): unknown[] {
-    const minItems = typeof schema['minItems'] === 'number' ? schema['minItems'] : 0;
+    const minItems = typeof schema['minItems'] === 'number' && this.generated < MAX_VALUES ? Math.min(schema['minItems'], MAX_LENGTH) : 0;
     const maxItems = typeof schema['maxItems'] === 'number' ? schema['maxItems'] : Number.POSITIVE_INFINITY;
     const prefix = Array.isArray(schema['prefixItems']) ? schema['prefixItems'] : [];
-    const wanted = depth < RICH_DEPTH ? this.source.random.integer(1, 3) : 0;
+    const wanted = depth < RICH_DEPTH && this.generated < MAX_VALUES ? this.source.random.integer(1, 3) : 0;
     const count = Math.min(Math.max(wanted, minItems, depth < RICH_DEPTH ? prefix.length : 0), maxItems);
     const items: unknown[] = [];
     const seen = new Set<string>();
-    for (let index = 0; items.length < count && index < count * 4; index++) {
+    for (let index = 0; items.length < count && index < count * 4 && this.generated < MAX_VALUES; index++) {
       const itemSchema = index < prefix.length ? prefix[index] : (schema['items'] ?? {});
       const item = this.value(itemSchema, depth + 1, `item ${index + 1}`);
-      const fingerprint = JSON.stringify(item);
-      if (schema['uniqueItems'] === true && seen.has(fingerprint)) continue;
-      seen.add(fingerprint);
+      if (schema['uniqueItems'] === true) {
+        const fingerprint = JSON.stringify(item);
+        if (seen.has(fingerprint)) continue;
+        seen.add(fingerprint);
+      }
       items.push(item);
     }
     return items;
@@ -196,11 +218,15 @@ class SchemaWalker {
   }
 
   private text(key: string, schema: JsonObject): string {
-    let text = this.source.text !== '' ? this.source.text : key !== '' ? `example ${key}` : 'example';
-    const minLength = typeof schema['minLength'] === 'number' ? schema['minLength'] : 0;
+    const words = this.source.text !== '' ? this.source.text : key !== '' ? `example ${key}` : 'example';
+    const minLength = typeof schema['minLength'] === 'number' && this.characters < MAX_CHARACTERS ? Math.min(schema['minLength'], MAX_LENGTH) : 0;
     const maxLength = typeof schema['maxLength'] === 'number' ? schema['maxLength'] : Number.POSITIVE_INFINITY;
-    while ([...text].length < minLength) text += ` ${text}`;
-    return [...text].slice(0, Math.max(minLength, Math.min(maxLength, [...text].length))).join('');
+    const characters = [...words];
+    // Too short: the words again, as often as it takes.
+    const repeated = characters.length >= minLength ? characters : [...`${words} `.repeat(Math.ceil(minLength / (characters.length + 1)))];
+    const text = repeated.slice(0, Math.max(minLength, Math.min(maxLength, characters.length))).join('');
+    this.characters += text.length;
+    return text;
   }
 
   private formatted(format: string): string | null {

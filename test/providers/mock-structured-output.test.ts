@@ -136,3 +136,19 @@ t.test('tool-call arguments are valid against the tool’s parameters', async (t
   const args = JSON.parse(completion.choices[0]!.message.tool_calls![0]!.function.arguments);
   t.ok(ajv.validate(parameters, args), JSON.stringify(ajv.errors));
 });
+
+t.test('a schema demanding endless output gets a bounded answer', async (t) => {
+  const greedy = {
+    type: 'object',
+    required: ['rows', 'tree'],
+    properties: {
+      rows: { type: 'array', minItems: 1_000_000_000, items: { type: 'string', minLength: 1_000_000_000 } },
+      tree: { $ref: '#/$defs/node' },
+    },
+    $defs: { node: { type: 'array', minItems: 50, items: { $ref: '#/$defs/node' } } },
+  };
+  const { completion } = await mock.language!.chat(request(greedy), options());
+  const text = completion.choices[0]!.message.content as string;
+  t.ok(text.length < 1_000_000, `${text.length} characters`);
+  t.type(JSON.parse(text), 'object');
+});
