@@ -1,5 +1,7 @@
 import { Ajv } from 'ajv';
+import { zodResponseFormat } from 'openai/helpers/zod';
 import t from 'tap';
+import { z } from 'zod';
 import type { ChatRequestBody, JsonObject, Provider } from '../../core/gateway/provider.ts';
 import { mockProviderType } from '../../providers/mock/index.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
@@ -151,4 +153,24 @@ t.test('a schema demanding endless output gets a bounded answer', async (t) => {
   const text = completion.choices[0]!.message.content as string;
   t.ok(text.length < 1_000_000, `${text.length} characters`);
   t.type(JSON.parse(text), 'object');
+});
+
+t.test('a zod schema sent by the openai SDK (zodResponseFormat) parses back with zod', async (t) => {
+  const person = z.object({ name: z.string().min(2), email: z.email() });
+  const event = z.object({
+    title: z.string().max(40),
+    kind: z.enum(['meeting', 'call']),
+    day: z.iso.date(),
+    starts: z.iso.datetime(),
+    id: z.uuid(),
+    people: z.array(person).min(1),
+    room: z.number().int().min(1).max(9).nullable(),
+    agenda: z.array(z.object({ topic: z.string(), minutes: z.number().int().positive() })),
+  });
+  const format = zodResponseFormat(event, 'event');
+  for (const seed of [1, 2, 3, 4]) {
+    const { completion } = await mock.language!.chat(request({}, { seed, response_format: format as unknown as JsonObject }), options());
+    const parsed = event.safeParse(JSON.parse(completion.choices[0]!.message.content as string));
+    t.ok(parsed.success, `seed ${seed}: ${parsed.error?.message ?? ''}`);
+  }
 });
