@@ -2,46 +2,56 @@ import { setTimeout as delay } from 'node:timers/promises';
 import {
   UpstreamError,
   type CallOptions,
-  type ChatCompletion,
-  type ChatCompletionChunk,
-  type ChatMessage,
   type ChatRequestBody,
   type ChatResult,
   type ChatStreamEvent,
+  type EmbeddingProvider,
   type EmbeddingsRequestBody,
   type EmbeddingsResult,
-  type EmbeddingProvider,
+  type ImageProvider,
+  type ImageRequestBody,
+  type ImageResult,
   type JsonObject,
   type LanguageModelProvider,
   type Provider,
-  type Usage,
+  type ResponsesPassthrough,
+  type ResponsesRequestBody,
+  type ResponsesResult,
+  type ResponsesStreamEvent,
+  type SpeechProvider,
+  type SpeechRequestBody,
+  type SpeechResult,
+  type TranscriptionProvider,
+  type TranscriptionRequest,
+  type TranscriptionResult,
 } from '../../core/gateway/provider.ts';
-import { estimateChatInputTokens, estimateEmbeddingInputTokens, estimateOutputTokens } from '../token-estimate.ts';
-import { toOpenAIUsage } from '../usage-format.ts';
+import { estimateEmbeddingInputTokens } from '../token-estimate.ts';
 import type { MockConfig } from './config.ts';
+import { chatChunks, chatCompletion, chatIdentity, chatUsage } from './mock-chat.ts';
 import { embeddingInputs, embeddingItem, mockEmbedding } from './mock-embeddings.ts';
-import { planMockReply, stableHash, streamPieces, type MockReply } from './mock-reply.ts';
+import { DEFAULT_IMAGE_SIZE, parseImageSize, renderMockImage, revisedPrompt } from './mock-image.ts';
+import { planMockReplies } from './mock-reply.ts';
+import { planMockResponse, responseBody, responseEvents } from './mock-responses.ts';
+import { speechSamples, speechWav } from './mock-speech.ts';
+import { mockTranscription } from './mock-transcription.ts';
 
-function usageOf(body: ChatRequestBody, reply: MockReply): Usage {
-  return {
-    inputTokens: estimateChatInputTokens(body),
-    cachedInputTokens: 0,
-    cacheWriteTokens: 0,
-    outputTokens: estimateOutputTokens({ text: reply.text ?? '', toolCalls: reply.toolCall ? [reply.toolCall] : [] }),
-    reasoningTokens: 0,
-    // the mock's counts are its own truth, like a real model's tokenizer
-    estimated: false,
-  };
-}
+/** Stream events that carry output; the pause between chunks goes before each of them. */
+const OUTPUT_DELTA = /\.delta$|^response\.output_item\.added$/;
 
 /**
- * A development provider: in-process, no network, deterministic. It behaves like a small model
- * (echoes part of the last user message, calls tools when told to, honours max_tokens, streams
- * word by word) so the whole gateway can run and be tested offline. Not for production traffic.
+ * A development provider: in-process, no network, deterministic. It offers every modality and
+ * behaves like a small model (echoes part of the last user message, calls tools when told to,
+ * answers structured output valid against the schema, honours max_tokens, stop, n, seed and
+ * logprobs, streams token by token, simulates web search, draws PNGs, speaks WAVs and reads them
+ * back) so the whole gateway can run and be tested offline. Not for production traffic.
  */
-export class MockProvider implements Provider, LanguageModelProvider, EmbeddingProvider {
+export class MockProvider implements Provider, LanguageModelProvider, EmbeddingProvider, ImageProvider, SpeechProvider, TranscriptionProvider, ResponsesPassthrough {
   readonly language: LanguageModelProvider = this;
   readonly embeddings: EmbeddingProvider = this;
+  readonly images: ImageProvider = this;
+  readonly speech: SpeechProvider = this;
+  readonly transcription: TranscriptionProvider = this;
+  readonly responses: ResponsesPassthrough = this;
 
   constructor(
     readonly name: string,
@@ -50,46 +60,37 @@ export class MockProvider implements Provider, LanguageModelProvider, EmbeddingP
 
   async chat(body: ChatRequestBody, options: CallOptions): Promise<ChatResult> {
     await this.wait(this.config.latencyMs, options.signal);
-    const reply = planMockReply(body);
-    const usage = usageOf(body, reply);
-    const message: ChatMessage & { role: 'assistant' } = { role: 'assistant', content: reply.text };
-    if (reply.toolCall) {
-      message.tool_calls = [{ id: reply.toolCall.id, type: 'function', function: { name: reply.toolCall.name, arguments: reply.toolCall.arguments } }];
-    }
-    const completion: ChatCompletion = {
-      id: this.completionId(body),
-      object: 'chat.completion',
-      created: Math.floor(Date.now() / 1000),
-      model: body.model,
-      choices: [{ index: 0, message, finish_reason: reply.finishReason, logprobs: null }],
-      usage: toOpenAIUsage(usage),
-    };
-    return { completion, usage };
+    const replies = planMockReplies(body);
+    const usage = chatUsage(body, replies);
+    return { completion: chatCompletion(body, replies, usage, chatIdentity(body, this.now())), usage };
   }
 
   async *chatStream(body: ChatRequestBody, options: CallOptions): AsyncIterable<ChatStreamEvent> {
     await this.wait(this.config.latencyMs, options.signal);
-    const reply = planMockReply(body);
-    const id = this.completionId(body);
-    const created = Math.floor(Date.now() / 1000);
-    const chunk = (delta: JsonObject, finishReason: string | null = null): ChatStreamEvent => ({
-      type: 'chunk',
-      chunk: { id, object: 'chat.completion.chunk', created, model: body.model, choices: [{ index: 0, delta, finish_reason: finishReason }] } satisfies ChatCompletionChunk,
-    });
+    const replies = planMockReplies(body);
+    const chunks = chatChunks(body, replies, chatIdentity(body, this.now()));
+    for (const [position, chunk] of chunks.entries()) {
+      // The opening role chunks go at once, as a model's first bytes do; a cancel stops any chunk.
+      await this.wait(position >= replies.length ? this.config.chunkDelayMs : 0, options.signal);
+      yield { type: 'chunk', chunk };
+    }
+    yield { type: 'usage', usage: chatUsage(body, replies) };
+  }
 
-    yield chunk({ role: 'assistant', content: '' });
-    if (reply.toolCall) {
-      await this.wait(this.config.chunkDelayMs, options.signal);
-      yield chunk({ tool_calls: [{ index: 0, id: reply.toolCall.id, type: 'function', function: { name: reply.toolCall.name, arguments: '' } }] });
-      await this.wait(this.config.chunkDelayMs, options.signal);
-      yield chunk({ tool_calls: [{ index: 0, function: { arguments: reply.toolCall.arguments } }] });
+  async create(body: ResponsesRequestBody, options: CallOptions): Promise<ResponsesResult> {
+    await this.wait(this.config.latencyMs, options.signal);
+    const response = planMockResponse(body, this.now());
+    return { body: responseBody(body, response), usage: response.usage };
+  }
+
+  async *stream(body: ResponsesRequestBody, options: CallOptions): AsyncIterable<ResponsesStreamEvent> {
+    await this.wait(this.config.latencyMs, options.signal);
+    const response = planMockResponse(body, this.now());
+    for (const data of responseEvents(body, response)) {
+      await this.wait(OUTPUT_DELTA.test(String(data['type'])) ? this.config.chunkDelayMs : 0, options.signal);
+      yield { type: 'event', event: String(data['type']), data };
     }
-    for (const piece of streamPieces(reply.text ?? '')) {
-      await this.wait(this.config.chunkDelayMs, options.signal);
-      yield chunk({ content: piece });
-    }
-    yield chunk({}, reply.finishReason);
-    yield { type: 'usage', usage: usageOf(body, reply) };
+    yield { type: 'usage', usage: response.usage };
   }
 
   async embed(body: EmbeddingsRequestBody, options: CallOptions): Promise<EmbeddingsResult> {
@@ -104,10 +105,49 @@ export class MockProvider implements Provider, LanguageModelProvider, EmbeddingP
     };
   }
 
+  /**
+   * PNGs at the requested size; `url` is a `data:image/png;base64,…` URL, since an offline
+   * provider has nowhere to host files (every client that fetches or displays URLs reads it).
+   */
+  async generate(body: ImageRequestBody, options: CallOptions): Promise<ImageResult> {
+    await this.wait(this.config.latencyMs, options.signal);
+    const size = body.size ?? DEFAULT_IMAGE_SIZE;
+    const dimensions = parseImageSize(size);
+    if (!dimensions) throw new UpstreamError('client', `${this.name}: cannot draw an image of size ${size}`, { status: 400 });
+    const n = typeof body.n === 'number' && Number.isInteger(body.n) && body.n >= 1 ? Math.min(body.n, 10) : 1;
+    const data: JsonObject[] = [];
+    for (let index = 0; index < n; index++) {
+      if (options.signal.aborted) throw this.aborted();
+      const png = (await renderMockImage(body.prompt, index, dimensions.width, dimensions.height)).toString('base64');
+      const image = body.response_format === 'b64_json' ? { b64_json: png } : { url: `data:image/png;base64,${png}` };
+      data.push({ ...image, revised_prompt: revisedPrompt(body.prompt) });
+    }
+    const quality = typeof body.quality === 'string' ? body.quality : null;
+    return {
+      body: { created: this.now(), data, output_format: 'png', size: `${dimensions.width}x${dimensions.height}`, ...(quality === null ? {} : { quality }) },
+      usage: { images: n, size, quality },
+    };
+  }
+
+  /** WAV natively and its raw samples as `pcm`; compressed formats would need an encoder, so they are refused. */
+  async synthesize(body: SpeechRequestBody, options: CallOptions): Promise<SpeechResult> {
+    await this.wait(this.config.latencyMs, options.signal);
+    const format = body.response_format ?? 'wav';
+    const usage = { characters: [...body.input].length };
+    if (format === 'wav') return { contentType: 'audio/wav', audio: speechWav(body.input, body.speed ?? 1), usage };
+    if (format === 'pcm') return { contentType: 'audio/pcm', audio: speechSamples(body.input, body.speed ?? 1), usage };
+    throw new UpstreamError('client', `${this.name}: speaks wav and pcm only, not ${format}`, { status: 400 });
+  }
+
+  async transcribe(request: TranscriptionRequest, options: CallOptions): Promise<TranscriptionResult> {
+    await this.wait(this.config.latencyMs, options.signal);
+    return mockTranscription(request);
+  }
+
   async close(): Promise<void> {}
 
-  private completionId(body: ChatRequestBody): string {
-    return `chatcmpl-mock-${stableHash([body.model, body.messages]).slice(0, 24)}`;
+  private now(): number {
+    return Math.floor(Date.now() / 1000);
   }
 
   /** A pause the caller can cut short, as it could cut a real upstream call. */

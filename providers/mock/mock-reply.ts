@@ -1,12 +1,21 @@
-import { createHash } from 'node:crypto';
 import type { ChatMessage, ChatRequestBody, JsonObject } from '../../core/gateway/provider.ts';
 import { estimateTokens } from '../token-estimate.ts';
+import { MockRandom, stableHash } from './mock-random.ts';
+import { schemaValue } from './mock-schema-value.ts';
 
-/** What the mock model decided to answer, before it is shaped as a completion or a stream. */
+export { stableHash } from './mock-random.ts';
+
+export interface MockToolCall {
+  id: string;
+  name: string;
+  arguments: string;
+}
+
+/** One choice the mock model decided on, before it is shaped as a completion, a stream or a response. */
 export interface MockReply {
-  /** Null when the answer is a tool call. */
+  /** Null when the answer is tool calls. */
   text: string | null;
-  toolCall: { id: string; name: string; arguments: string } | null;
+  toolCalls: MockToolCall[];
   finishReason: 'stop' | 'length' | 'tool_calls';
 }
 
@@ -25,7 +34,7 @@ export function messageText(message: ChatMessage | undefined): string {
 }
 
 /** The first dozen words, on one line: what the mock "heard". */
-function snippet(text: string): string {
+export function snippet(text: string): string {
   const words = text
     .trim()
     .split(/\s+/)
@@ -37,10 +46,6 @@ function snippet(text: string): string {
     clipped = true;
   }
   return clipped ? `${short}…` : short;
-}
-
-export function stableHash(value: unknown): string {
-  return createHash('sha256').update(JSON.stringify(value)).digest('hex');
 }
 
 interface FunctionTool {
@@ -59,57 +64,42 @@ function functionTools(body: ChatRequestBody): FunctionTool[] {
   return tools;
 }
 
+/** "call get_weather", "call the `lookup` tool": the user asking for a tool by name. */
 const CALL_REQUEST = /\bcall\s+(?:the\s+)?[`'"]?([A-Za-z_][\w.-]*)/i;
+/** "call all tools", "call every tool", "call all of them". */
+const CALL_ALL = /\bcall\s+(?:all|every|each)\b/i;
 
-/** Which tool to call, if any: as a model would, following tool_choice and an explicit request. */
-function chooseTool(body: ChatRequestBody, tools: FunctionTool[]): FunctionTool | null {
-  if (tools.length === 0) return null;
+/**
+ * The tools to call, as a model would: following tool_choice, else an explicit request in the last
+ * user message. A request naming several tools ("call get_weather and get_time") calls each, in
+ * the order named, in parallel; `parallel_tool_calls: false` keeps the first.
+ */
+function chooseTools(body: ChatRequestBody, tools: FunctionTool[]): FunctionTool[] {
+  if (tools.length === 0) return [];
   const choice = body.tool_choice;
-  if (choice === 'none') return null;
+  if (choice === 'none') return [];
   if (isRecord(choice) && isRecord(choice['function']) && typeof choice['function']['name'] === 'string') {
     const named = choice['function']['name'];
-    return tools.find((tool) => tool.name === named) ?? { name: named, parameters: undefined };
+    return [tools.find((tool) => tool.name === named) ?? { name: named, parameters: undefined }];
   }
+  let chosen: FunctionTool[] = [];
   const last = body.messages.at(-1);
   if (last?.role === 'user') {
-    const asked = CALL_REQUEST.exec(messageText(last))?.[1];
-    const tool = tools.find((candidate) => candidate.name === asked);
-    if (tool) return tool;
+    const text = messageText(last);
+    if (CALL_ALL.test(text)) chosen = tools;
+    else if (CALL_REQUEST.test(text)) {
+      const named = tools
+        .map((tool) => ({ tool, at: text.search(new RegExp(`(?<![\\w.-])${tool.name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\w-])`)) }))
+        .filter((found) => found.at >= 0)
+        .sort((a, b) => a.at - b.at)
+        .map((found) => found.tool);
+      const asked = CALL_REQUEST.exec(text)?.[1];
+      // The name right after "call" must be a tool: "call nothing_here … get_time" calls nothing.
+      if (named.some((tool) => tool.name === asked)) chosen = named;
+    }
   }
-  return choice === 'required' ? (tools[0] ?? null) : null;
-}
-
-/** A value of the schema's type, the same every time. */
-function exampleValue(schema: unknown, seedText: string): unknown {
-  if (!isRecord(schema)) return null;
-  if (Array.isArray(schema['enum']) && schema['enum'].length > 0) return schema['enum'][0];
-  if ('const' in schema) return schema['const'];
-  switch (schema['type']) {
-    case 'string':
-      return seedText === '' ? 'example' : snippet(seedText);
-    case 'number':
-    case 'integer':
-      return typeof schema['minimum'] === 'number' ? schema['minimum'] : 1;
-    case 'boolean':
-      return true;
-    case 'array':
-      return [];
-    case 'object':
-      return exampleArguments(schema, seedText);
-    default:
-      return null;
-  }
-}
-
-/** Required properties filled from their schemas; `{}` when nothing is required. */
-function exampleArguments(schema: JsonObject | undefined, seedText: string): JsonObject {
-  const args: JsonObject = {};
-  if (!schema || !isRecord(schema['properties']) || !Array.isArray(schema['required'])) return args;
-  const properties = schema['properties'];
-  for (const key of schema['required']) {
-    if (typeof key === 'string') args[key] = exampleValue(properties[key], seedText);
-  }
-  return args;
+  if (chosen.length === 0 && choice === 'required') chosen = [tools[0]!];
+  return body['parallel_tool_calls'] === false ? chosen.slice(0, 1) : chosen;
 }
 
 function lastUserMessage(messages: ChatMessage[]): ChatMessage | undefined {
@@ -117,7 +107,24 @@ function lastUserMessage(messages: ChatMessage[]): ChatMessage | undefined {
   return undefined;
 }
 
-function textReply(body: ChatRequestBody): string {
+/** Closing sentences a seeded or additional choice picks from; the first is the unseeded reply's. */
+const CLOSINGS = [
+  'This is a deterministic reply from the mock model.',
+  'The mock model answers the same way every time it is asked the same thing.',
+  'No network was used to write this answer.',
+  'This answer comes from the offline mock model.',
+  'Ask again with the same seed to get this answer again.',
+  'The mock model has nothing more to add.',
+];
+
+/** What shapes a reply beyond the request itself. */
+export interface ReplyContext {
+  /** The query of a web search the mock ran before answering (Responses API `web_search`). */
+  searchedFor?: string;
+}
+
+function textReply(body: ChatRequestBody, closing: string, context: ReplyContext): string {
+  if (context.searchedFor !== undefined) return `A web search for "${context.searchedFor}" found one page on example.com. ${closing}`;
   const last = body.messages.at(-1);
   if (last?.role === 'tool') {
     const call = body.messages.flatMap((message) => message.tool_calls ?? []).find((candidate) => candidate.id === last.tool_call_id);
@@ -125,7 +132,16 @@ function textReply(body: ChatRequestBody): string {
   }
   const heard = snippet(messageText(lastUserMessage(body.messages)));
   if (heard === '') return 'Hello! This is the mock model. Ask me anything.';
-  return `You said: "${heard}". This is a deterministic reply from the mock model.`;
+  return `You said: "${heard}". ${closing}`;
+}
+
+/** The schema `response_format` asks the reply to follow, if any; json_object gets a one-field object. */
+function requestedJson(body: ChatRequestBody): { schema: unknown; bare: boolean } | null {
+  const format = body['response_format'];
+  if (!isRecord(format)) return null;
+  if (format['type'] === 'json_object') return { schema: { type: 'object', properties: { reply: { type: 'string' } }, required: ['reply'] }, bare: true };
+  if (format['type'] === 'json_schema' && isRecord(format['json_schema'])) return { schema: format['json_schema']['schema'] ?? {}, bare: false };
+  return null;
 }
 
 /** Cut at a word boundary so the estimated token count stays within the limit. */
@@ -138,24 +154,59 @@ function truncateToTokens(text: string, limit: number): string {
   return out.trimEnd();
 }
 
-export function planMockReply(body: ChatRequestBody): MockReply {
-  const tools = functionTools(body);
-  const tool = chooseTool(body, tools);
-  if (tool) {
-    const args = JSON.stringify(exampleArguments(tool.parameters, messageText(lastUserMessage(body.messages))));
-    const id = `call_${stableHash([body.messages, tool.name]).slice(0, 24)}`;
-    return { text: null, toolCall: { id, name: tool.name, arguments: args }, finishReason: 'tool_calls' };
-  }
-
-  const full = textReply(body);
-  const limit = body.max_completion_tokens ?? body.max_tokens;
-  if (typeof limit === 'number' && limit >= 0 && estimateTokens(full) > limit) {
-    return { text: truncateToTokens(full, limit), toolCall: null, finishReason: 'length' };
-  }
-  return { text: full, toolCall: null, finishReason: 'stop' };
+function stopSequences(body: ChatRequestBody): string[] {
+  const stop = body.stop;
+  if (typeof stop === 'string') return stop === '' ? [] : [stop];
+  return Array.isArray(stop) ? stop.filter((sequence) => typeof sequence === 'string' && sequence !== '') : [];
 }
 
-/** The words of a reply as a model would stream them, each carrying its leading space. */
-export function streamPieces(text: string): string[] {
-  return text.match(/\s*\S+/g) ?? [];
+/** The text before the first stop sequence, which (as with OpenAI) is not part of the reply. */
+function cutAtStop(text: string, stops: string[]): string {
+  let end = text.length;
+  for (const stop of stops) {
+    const at = text.indexOf(stop);
+    if (at >= 0 && at < end) end = at;
+  }
+  return text.slice(0, end);
+}
+
+function planChoice(body: ChatRequestBody, index: number, context: ReplyContext): MockReply {
+  const seed = typeof body['seed'] === 'number' ? body['seed'] : null;
+  const random = new MockRandom(seed, index, body.messages, body.tools ?? null, body['response_format'] ?? null);
+  const heard = snippet(messageText(lastUserMessage(body.messages)));
+
+  const tools = chooseTools(body, functionTools(body));
+  if (tools.length > 0) {
+    const toolCalls = tools.map((tool, position) => ({
+      id: `call_${stableHash([body.messages, tool.name, position, index, seed]).slice(0, 24)}`,
+      name: tool.name,
+      arguments: JSON.stringify(schemaValue(tool.parameters ?? { type: 'object', properties: {} }, { random, text: heard })),
+    }));
+    return { text: null, toolCalls, finishReason: 'tool_calls' };
+  }
+
+  const json = requestedJson(body);
+  const closing = seed === null && index === 0 ? CLOSINGS[0]! : random.pick(CLOSINGS);
+  // A bare JSON object carries the reply sentence; a schema's strings carry what the mock heard.
+  const answer = json ? JSON.stringify(schemaValue(json.schema, { random, text: json.bare ? textReply(body, closing, context) : heard })) : textReply(body, closing, context);
+  const full = cutAtStop(answer, stopSequences(body));
+  const limit = body.max_completion_tokens ?? body.max_tokens;
+  if (typeof limit === 'number' && limit >= 0 && estimateTokens(full) > limit) {
+    return { text: truncateToTokens(full, limit), toolCalls: [], finishReason: 'length' };
+  }
+  return { text: full, toolCalls: [], finishReason: 'stop' };
+}
+
+/** The `n` choices of a request (1 when it does not ask), each decided independently. */
+export function planMockReplies(body: ChatRequestBody, context: ReplyContext = {}): MockReply[] {
+  const n = typeof body['n'] === 'number' && Number.isInteger(body['n']) && body['n'] > 1 ? body['n'] : 1;
+  return Array.from({ length: n }, (_, index) => planChoice(body, index, context));
+}
+
+/**
+ * The tokens of a reply as the mock counts them for streaming and logprobs: words and single
+ * punctuation marks, each carrying its leading whitespace, so they join back to the text exactly.
+ */
+export function replyTokens(text: string): string[] {
+  return text.match(/\s*[\p{L}\p{N}_']+|\s*[^\p{L}\p{N}_'\s]|\s+/gu) ?? [];
 }

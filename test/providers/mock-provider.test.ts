@@ -2,7 +2,7 @@ import t from 'tap';
 import { modalitiesOf, type ChatRequestBody, type Provider } from '../../core/gateway/provider.ts';
 import { mockProviderType } from '../../providers/mock/index.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
-import { callOptions as options, collect, failure } from './provider-test-kit.ts';
+import { callOptions as options, chunksOf, collect, failure } from './provider-test-kit.ts';
 import { estimateTokens } from '../../providers/token-estimate.ts';
 
 function provider(config: Record<string, unknown> = {}): Provider {
@@ -50,7 +50,7 @@ t.test('stream sends a role chunk, word chunks, the finish chunk, then usage', a
   const p = provider();
   const events = await collect(p.language!.chatStream(body('Stream this please'), options()));
   const chunks = events.flatMap((event) => (event.type === 'chunk' ? [event.chunk] : []));
-  t.same(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '' });
+  t.same(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '', refusal: null });
   t.ok(chunks.length > 5, 'several word chunks');
   t.equal(chunks.at(-1)?.choices[0]?.finish_reason, 'stop');
   t.equal(events.at(-1)?.type, 'usage');
@@ -77,10 +77,52 @@ t.test('tool_choice required calls the first tool with arguments from its schema
   const choice = result.completion.choices[0];
   t.equal(choice?.finish_reason, 'tool_calls');
   t.equal(choice?.message.content, null);
+  t.equal(choice?.message.tool_calls?.length, 1);
   const call = choice?.message.tool_calls?.[0];
   t.equal(call?.function.name, 'get_weather');
-  t.same(JSON.parse(call?.function.arguments ?? ''), { city: 'Oslo please', days: 1, unit: 'c' });
+  const args = JSON.parse(call?.function.arguments ?? '');
+  t.equal(args.city, 'Oslo please', 'free text comes from what the user said');
+  t.ok(Number.isInteger(args.days));
+  t.ok(['c', 'f'].includes(args.unit));
   t.match(call?.id, /^call_/);
+});
+
+t.test('a message naming several tools to call gets parallel tool calls, in the order named', async (t) => {
+  const result = await provider().language!.chat(body('call get_time and then get_weather for Oslo', { tools }), options());
+  const calls = result.completion.choices[0]?.message.tool_calls ?? [];
+  t.same(
+    calls.map((call) => call.function.name),
+    ['get_time', 'get_weather'],
+  );
+  t.equal(new Set(calls.map((call) => call.id)).size, 2, 'each call has its own id');
+  t.equal(result.completion.choices[0]?.finish_reason, 'tool_calls');
+});
+
+t.test('"call all tools" calls every tool; parallel_tool_calls false keeps the first', async (t) => {
+  const all = await provider().language!.chat(body('call all tools please', { tools }), options());
+  t.equal(all.completion.choices[0]?.message.tool_calls?.length, 2);
+  const one = await provider().language!.chat(body('call all tools please', { tools, parallel_tool_calls: false }), options());
+  t.same(
+    one.completion.choices[0]?.message.tool_calls?.map((call) => call.function.name),
+    ['get_weather'],
+  );
+});
+
+t.test('streamed parallel tool calls carry their indexes, names first, arguments in pieces', async (t) => {
+  const events = await collect(provider().language!.chatStream(body('call get_weather and get_time', { tools }), options()));
+  const deltas = chunksOf(events).flatMap((chunk) => (chunk.choices[0]?.delta.tool_calls as any[]) ?? []);
+  const byIndex = new Map<number, { name: string; arguments: string }>();
+  for (const delta of deltas) {
+    const entry = byIndex.get(delta.index) ?? { name: '', arguments: '' };
+    if (delta.function.name) entry.name = delta.function.name;
+    entry.arguments += delta.function.arguments ?? '';
+    byIndex.set(delta.index, entry);
+  }
+  t.same([...byIndex.keys()], [0, 1]);
+  t.equal(byIndex.get(0)?.name, 'get_weather');
+  t.equal(byIndex.get(1)?.name, 'get_time');
+  t.same(JSON.parse(byIndex.get(1)!.arguments), {});
+  t.ok(deltas.filter((delta) => delta.index === 0).length > 2, 'arguments arrive in several deltas');
 });
 
 t.test('a named tool_choice calls that tool', async (t) => {
@@ -180,6 +222,6 @@ t.test('an abort between chunks stops the stream', async (t) => {
   t.equal(chunks, 2);
 });
 
-t.test('declares chat, stream and embeddings', async (t) => {
-  t.same(modalitiesOf(provider()), ['language', 'embeddings']);
+t.test('offers every modality', async (t) => {
+  t.same(modalitiesOf(provider()), ['language', 'embeddings', 'images', 'speech', 'transcription', 'responses']);
 });
