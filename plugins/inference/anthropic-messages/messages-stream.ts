@@ -1,8 +1,7 @@
-import type { ChatCompletionChunk, ChatStreamEvent, JsonObject, Usage } from '../../../core/gateway/provider.ts';
-import { usageToAnthropic } from '../../../providers/anthropic/messages-vocabulary.ts';
+import { emptyUsage, type ChatCompletionChunk, type ChatStreamEvent, type JsonObject, type Usage } from '../../../core/gateway/provider.ts';
 import { ApiError, ClientGoneError } from '../../../core/kernel/errors.ts';
 import { anthropicErrorBody } from './messages-errors.ts';
-import { messageId, stopOf } from './messages-response.ts';
+import { deltaUsageBody, messageId, stopOf, textBlock, toolUseBlock, UNUSED_MESSAGE_FIELDS, usageBody } from './messages-response.ts';
 // Catalogues upstream_error, which a failure past the commit point is reported as.
 import '../inference-errors.ts';
 
@@ -81,13 +80,13 @@ class MessageStreamEncoder {
   *finish(): Generator<AnthropicStreamEvent> {
     yield* this.start(null);
     yield* this.closeBlock();
-    const usage = this.usage ? usageToAnthropic(this.usage) : null;
+    // The final counts: message_start's were only what admission counted.
     yield {
       event: 'message_delta',
       data: {
         type: 'message_delta',
-        delta: stopOf(this.finishReason, this.matchedStop, this.translation.stopSequences),
-        usage: usage ?? { output_tokens: 0 },
+        delta: { ...stopOf(this.finishReason, this.matchedStop, this.translation.stopSequences), ...UNUSED_MESSAGE_FIELDS },
+        usage: deltaUsageBody(this.usage ?? emptyUsage()),
       },
     };
     yield { event: 'message_stop', data: { type: 'message_stop' } };
@@ -104,7 +103,9 @@ class MessageStreamEncoder {
       content: [],
       stop_reason: null,
       stop_sequence: null,
-      usage: { input_tokens: this.translation.inputTokens ?? 0, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      ...UNUSED_MESSAGE_FIELDS,
+      diagnostics: null,
+      usage: usageBody({ ...emptyUsage(), inputTokens: this.translation.inputTokens ?? 0 }),
     };
     yield { event: 'message_start', data: { type: 'message_start', message } };
     yield { event: 'ping', data: { type: 'ping' } };
@@ -113,7 +114,7 @@ class MessageStreamEncoder {
   private *text(text: string): Generator<AnthropicStreamEvent> {
     if (this.open?.kind !== 'text') {
       yield* this.closeBlock();
-      yield* this.openBlock({ kind: 'text', index: this.nextIndex }, { type: 'text', text: '' });
+      yield* this.openBlock({ kind: 'text', index: this.nextIndex }, textBlock(''));
     }
     yield this.delta(this.open!.index, { type: 'text_delta', text });
   }
@@ -127,15 +128,14 @@ class MessageStreamEncoder {
       yield* this.closeBlock();
       index = this.nextIndex;
       this.blockOfTool.set(toolIndex, index);
-      const block = { type: 'tool_use', id: String(call['id'] ?? ''), name: String(fn['name'] ?? ''), input: {} };
-      yield* this.openBlock({ kind: 'tool', index, toolIndex }, block);
+      yield* this.openBlock({ kind: 'tool', index, toolIndex }, toolUseBlock(String(call['id'] ?? ''), String(fn['name'] ?? ''), {}));
     }
     const args = fn['arguments'];
     // Deltas address their block by index, so a late delta of an earlier call still lands in its block.
     if (typeof args === 'string' && args !== '') yield this.delta(index, { type: 'input_json_delta', partial_json: args });
   }
 
-  private *openBlock(block: OpenBlock, contentBlock: JsonObject): Generator<AnthropicStreamEvent> {
+  private *openBlock(block: OpenBlock, contentBlock: object): Generator<AnthropicStreamEvent> {
     this.open = block;
     this.nextIndex += 1;
     yield { event: 'content_block_start', data: { type: 'content_block_start', index: block.index, content_block: contentBlock } };

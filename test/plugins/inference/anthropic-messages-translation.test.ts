@@ -256,10 +256,24 @@ t.test('response translation', async (t) => {
       type: 'message',
       role: 'assistant',
       model: 'duo',
-      content: [{ type: 'text', text: 'Blue.' }],
+      content: [{ type: 'text', text: 'Blue.', citations: null }],
       stop_reason: 'end_turn',
       stop_sequence: null,
-      usage: { input_tokens: 20, output_tokens: 5, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+      container: null,
+      stop_details: null,
+      diagnostics: null,
+      usage: {
+        input_tokens: 20,
+        output_tokens: 5,
+        cache_creation_input_tokens: 0,
+        cache_read_input_tokens: 0,
+        output_tokens_details: null,
+        server_tool_use: null,
+        cache_creation: null,
+        inference_geo: null,
+        service_tier: null,
+        speed: null,
+      },
     });
   });
 
@@ -270,7 +284,7 @@ t.test('response translation', async (t) => {
       'claude',
       [],
     );
-    t.same(message.usage, { input_tokens: 100, output_tokens: 7, cache_creation_input_tokens: 200, cache_read_input_tokens: 1_000 });
+    t.match(message.usage, { input_tokens: 100, output_tokens: 7, cache_creation_input_tokens: 200, cache_read_input_tokens: 1_000 });
   });
 
   t.test('tool calls become tool_use blocks with parsed input and stop_reason tool_use', async (t) => {
@@ -291,8 +305,8 @@ t.test('response translation', async (t) => {
       [],
     );
     t.same(message.content, [
-      { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Oslo' } },
-      { type: 'tool_use', id: 'call_2', name: 'now', input: {} },
+      { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Oslo' }, caller: { type: 'direct' } },
+      { type: 'tool_use', id: 'call_2', name: 'now', input: {}, caller: { type: 'direct' } },
     ]);
     t.equal(message.stop_reason, 'tool_use');
   });
@@ -312,7 +326,7 @@ t.test('response translation', async (t) => {
 
   t.test('a refusal is answered as its text with stop_reason refusal', async (t) => {
     const message = toAnthropicMessage(completion({ role: 'assistant', content: null, refusal: 'I cannot help with that.' }, 'stop'), usage(), 'm', []);
-    t.same(message.content, [{ type: 'text', text: 'I cannot help with that.' }]);
+    t.same(message.content, [{ type: 'text', text: 'I cannot help with that.', citations: null }]);
     t.equal(message.stop_reason, 'refusal');
   });
 });
@@ -367,16 +381,30 @@ t.test('stream translation', async (t) => {
         content: [],
         stop_reason: null,
         stop_sequence: null,
-        usage: { input_tokens: 31, output_tokens: 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+        container: null,
+        stop_details: null,
+        diagnostics: null,
+        usage: {
+          input_tokens: 31,
+          output_tokens: 0,
+          cache_creation_input_tokens: 0,
+          cache_read_input_tokens: 0,
+          output_tokens_details: null,
+          server_tool_use: null,
+          cache_creation: null,
+          inference_geo: null,
+          service_tier: null,
+          speed: null,
+        },
       },
     });
-    t.same(events[2]?.data, { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
+    t.same(events[2]?.data, { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '', citations: null } });
     t.same(events[3]?.data, { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Hello' } });
     t.same(events[5]?.data, { type: 'content_block_stop', index: 0 });
     t.same(events[6]?.data, {
       type: 'message_delta',
-      delta: { stop_reason: 'end_turn', stop_sequence: null },
-      usage: { input_tokens: 20, output_tokens: 2, cache_creation_input_tokens: 0, cache_read_input_tokens: 10 },
+      delta: { stop_reason: 'end_turn', stop_sequence: null, container: null, stop_details: null },
+      usage: { input_tokens: 20, output_tokens: 2, cache_creation_input_tokens: 0, cache_read_input_tokens: 10, output_tokens_details: null, server_tool_use: null },
     });
     t.same(events[7]?.data, { type: 'message_stop' });
   });
@@ -398,18 +426,18 @@ t.test('stream translation', async (t) => {
     );
     const blocks = events.filter((e) => e.event.startsWith('content_block')).map((e) => e.data);
     t.same(blocks, [
-      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
+      { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '', citations: null } },
       { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Let me check.' } },
       { type: 'content_block_stop', index: 0 },
-      { type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'call_a', name: 'get_weather', input: {} } },
+      { type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'call_a', name: 'get_weather', input: {}, caller: { type: 'direct' } } },
       { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '{"city":' } },
       { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '"Oslo"}' } },
       { type: 'content_block_stop', index: 1 },
-      { type: 'content_block_start', index: 2, content_block: { type: 'tool_use', id: 'call_b', name: 'now', input: {} } },
+      { type: 'content_block_start', index: 2, content_block: { type: 'tool_use', id: 'call_b', name: 'now', input: {}, caller: { type: 'direct' } } },
       { type: 'content_block_delta', index: 2, delta: { type: 'input_json_delta', partial_json: '{}' } },
       { type: 'content_block_stop', index: 2 },
     ]);
-    t.same(events.at(-2)?.data['delta'], { stop_reason: 'tool_use', stop_sequence: null });
+    t.match(events.at(-2)?.data['delta'], { stop_reason: 'tool_use', stop_sequence: null });
   });
 
   t.test('a failure after the commit point ends the stream with an in-band error event', async (t) => {
@@ -441,7 +469,7 @@ t.test('stream translation', async (t) => {
       events.map((e) => e.event),
       ['message_start', 'ping', 'message_delta', 'message_stop'],
     );
-    t.same(events[2]?.data['delta'], { stop_reason: 'max_tokens', stop_sequence: null });
+    t.match(events[2]?.data['delta'], { stop_reason: 'max_tokens', stop_sequence: null });
   });
 });
 
