@@ -3,7 +3,7 @@ import type { Authenticator } from '../identity/authenticator.ts';
 import type { Credential, SessionCredential } from '../identity/credential.ts';
 import { scopeRefusal } from '../identity/authorization.ts';
 import { ApiError } from '../kernel/errors.ts';
-import { authorizationHeader } from './authorization-header.ts';
+import { authorizationHeader, withXApiKey } from './authorization-header.ts';
 import { csrfRefusal } from './csrf.ts';
 import { sessionCookieOf } from './session-cookie.ts';
 
@@ -16,7 +16,7 @@ import { sessionCookieOf } from './session-cookie.ts';
  * Without an Authorization header, the management surface (/client, /platform/v1) also takes a
  * browser session's `svc_session` cookie; its writes must pass the CSRF check (core/http/csrf.ts).
  * On /v1 a cookie is refused like any session, without being looked up. An Authorization header
- * always wins over a cookie.
+ * always wins over a cookie. A route whose auth says `xApiKey` also takes the key from `x-api-key`.
  */
 export function installAuthHook(app: FastifyInstance, authenticator: Authenticator, options: { ownOrigin: string | null }): void {
   app.decorateRequest('credential', null);
@@ -37,6 +37,7 @@ export function installAuthHook(app: FastifyInstance, authenticator: Authenticat
     let cached: Credential | null;
     try {
       authorization = authorizationHeader(request.raw);
+      if (auth?.xApiKey) authorization = withXApiKey(request.raw, authorization);
       const cookie = authorization === undefined ? sessionCookieOf(request.headers.cookie) : null;
       if (cookie !== null && surface !== 'client') {
         if (surface === 'v1' || request.url.startsWith('/v1')) return done(apiKeyRequired());

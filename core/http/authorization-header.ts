@@ -27,3 +27,19 @@ export function authorizationHeader(raw: IncomingMessage): string | undefined {
 function isAuthorization(name: string): boolean {
   return name === 'authorization' || name === 'Authorization' || name.toLowerCase() === 'authorization';
 }
+
+/**
+ * The credential of a route that also takes `x-api-key` (Anthropic's SDKs send their key there),
+ * as the Authorization header it stands for. A request carrying both is two credentials, refused
+ * as two Authorization headers are.
+ */
+export function withXApiKey(raw: IncomingMessage, authorization: string | undefined): string | undefined {
+  const key = raw.headers['x-api-key'];
+  if (key === undefined) return authorization;
+  if (authorization !== undefined) {
+    throw new ApiError('duplicate_authorization_header', 'The request carries both Authorization and x-api-key; send exactly one credential', {
+      param: 'x-api-key',
+    });
+  }
+  return `Bearer ${key}`;
+}

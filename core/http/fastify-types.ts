@@ -7,6 +7,8 @@ import type { Scope } from '../identity/scopes.ts';
  */
 export interface RouteAuth {
   scope: Scope | null;
+  /** Also take the key from `x-api-key`, as Anthropic's SDKs send it (routes that speak Anthropic's API). */
+  xApiKey?: boolean;
 }
 
 declare module 'fastify' {

@@ -26,6 +26,11 @@ export class SseResponse {
     await this.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
   }
 
+  /** A named event (`event:` line), as Anthropic's stream has them. */
+  async event(name: string, payload: unknown): Promise<void> {
+    await this.write(`event: ${name}\ndata: ${JSON.stringify(payload)}\n\n`);
+  }
+
   end(): void {
     if (!this.raw.writableEnded) this.raw.end();
   }

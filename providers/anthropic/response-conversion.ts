@@ -1,12 +1,6 @@
 import type { ChatCompletion, ChatMessage, Usage } from '../../core/gateway/provider.ts';
 import { toOpenAIUsage } from '../usage-format.ts';
-
-export interface AnthropicUsage {
-  input_tokens?: number | null;
-  output_tokens?: number | null;
-  cache_read_input_tokens?: number | null;
-  cache_creation_input_tokens?: number | null;
-}
+import { finishReasonFromStop, usageFromAnthropic, type AnthropicUsage } from './messages-vocabulary.ts';
 
 export interface AnthropicContentBlock {
   type: string;
@@ -26,43 +20,6 @@ export interface AnthropicMessageResponse {
   stop_reason: string | null;
   stop_sequence?: string | null;
   usage?: AnthropicUsage;
-}
-
-export function finishReasonFromStop(stopReason: string | null | undefined): string | null {
-  switch (stopReason) {
-    case null:
-    case undefined:
-      return null;
-    case 'max_tokens':
-    case 'model_context_window_exceeded':
-      return 'length';
-    case 'tool_use':
-      return 'tool_calls';
-    case 'refusal':
-      return 'content_filter';
-    default:
-      // end_turn, stop_sequence, pause_turn
-      return 'stop';
-  }
-}
-
-const count = (value: number | null | undefined) => (typeof value === 'number' && value > 0 ? value : 0);
-
-/**
- * Anthropic reports input_tokens WITHOUT the cached part; our inputTokens includes it (OpenAI's
- * convention), so cache reads and writes are added back and also named separately.
- */
-export function usageFromAnthropic(usage: AnthropicUsage): Usage {
-  const cacheRead = count(usage.cache_read_input_tokens);
-  const cacheWrite = count(usage.cache_creation_input_tokens);
-  return {
-    inputTokens: count(usage.input_tokens) + cacheRead + cacheWrite,
-    cachedInputTokens: cacheRead,
-    cacheWriteTokens: cacheWrite,
-    outputTokens: count(usage.output_tokens),
-    reasoningTokens: 0,
-    estimated: false,
-  };
 }
 
 /** Messages API response → chat completion, with its normalised usage. */

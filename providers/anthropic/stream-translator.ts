@@ -1,5 +1,5 @@
 import type { ChatCompletionChunk, JsonObject, Usage } from '../../core/gateway/provider.ts';
-import { finishReasonFromStop, usageFromAnthropic, type AnthropicUsage } from './response-conversion.ts';
+import { finishReasonFromStop, usageFromAnthropic, type AnthropicUsage } from './messages-vocabulary.ts';
 
 interface StreamEvent {
   type: string;

@@ -26,7 +26,10 @@ export interface Gateway {
  *   `claude`  the Anthropic fake
  *   `mock-small` the in-process mock
  */
-export async function startGateway(t: TapLike, overrides: { inference?: Record<string, unknown>; config?: TestAppOptions['config'] } = {}): Promise<Gateway> {
+export async function startGateway(
+  t: TapLike,
+  overrides: { inference?: Record<string, unknown>; config?: TestAppOptions['config']; manifest?: TestAppOptions['manifest'] } = {},
+): Promise<Gateway> {
   const primary = await startFakeOpenAIUpstream();
   const secondary = await startFakeOpenAIUpstream();
   const anthropic = await startFakeAnthropicUpstream();
@@ -56,7 +59,7 @@ export async function startGateway(t: TapLike, overrides: { inference?: Record<s
     circuitBreaker: { failureThreshold: 1_000 },
     ...overrides.inference,
   };
-  const test = await buildTestApp(t, { config: overrides.config, plugins: { ...allPlugins(), inference } });
+  const test = await buildTestApp(t, { config: overrides.config, manifest: overrides.manifest, plugins: { ...allPlugins(overrides.manifest), inference } });
   await test.app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(test.app.server.address() as AddressInfo).port}`;
   const { key } = await createKey(test, { name: 'gateway test', scopes: ['inference'] });

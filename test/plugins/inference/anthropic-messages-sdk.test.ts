@@ -1,0 +1,271 @@
+import t from 'tap';
+import Anthropic from '@anthropic-ai/sdk';
+import { GatewayCallOptions } from '../../../core/gateway/call-options.ts';
+import { CallSignal } from '../../../core/gateway/call-signal.ts';
+import type { ChatStreamEvent } from '../../../core/gateway/provider.ts';
+import type { Container } from '../../../core/kernel/container.ts';
+import { definePlugin } from '../../../core/kernel/plugin.ts';
+import { manifest } from '../../../plugins/index.ts';
+import { registerAnthropicMessagesRoute, type ChatCall, type ChatCallPath } from '../../../plugins/inference/anthropic-messages/messages-route.ts';
+import { upstreamChatBody } from '../../../plugins/inference/chat-request.ts';
+import { InferenceTokens } from '../../../plugins/inference/index.ts';
+import { planRoutes } from '../../../plugins/inference/route-planner.ts';
+import { startGateway, type Gateway } from '../../helpers/gateway.ts';
+
+/**
+ * The route's translation, driven by the official Anthropic SDK over a real socket. The gateway's
+ * call path (admission, failover, metering) is extracted separately; until the route is wired onto
+ * it, it is given a call path that calls the model's first route's provider directly, with the
+ * fake upstreams speaking OpenAI's and Anthropic's real wire formats behind it.
+ */
+function firstRouteCallPath(container: Container): ChatCallPath {
+  const catalogue = container.resolve(InferenceTokens.Catalogue);
+  const providers = container.resolve(InferenceTokens.Providers);
+  const breaker = container.resolve(InferenceTokens.CircuitBreaker);
+  const route = ({ request, body }: ChatCall) => {
+    const model = catalogue.require(request.credential!, body.model);
+    const candidate = planRoutes(model, 'language', providers, breaker)[0]!;
+    return { model, candidate, upstreamBody: upstreamChatBody(body, candidate.upstreamModel), options: new GatewayCallOptions(new CallSignal(), request.id) };
+  };
+  return {
+    async complete(call) {
+      const { model, candidate, upstreamBody, options } = route(call);
+      const { completion, usage } = await candidate.api.chat(upstreamBody, options);
+      return { completion, usage, model: model.id, headers: { 'x-svc-provider': candidate.provider.name } };
+    },
+    async stream(call) {
+      const { model, candidate, upstreamBody, options } = route(call);
+      const iterator = candidate.api.chatStream(upstreamBody, options)[Symbol.asyncIterator]();
+      // Opened once the first event is read: a failure before it is still an error response.
+      const first = await iterator.next();
+      async function* events(): AsyncGenerator<ChatStreamEvent> {
+        if (first.done) return;
+        yield first.value;
+        for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
+      }
+      return { events: events(), model: model.id, inputTokens: 0, headers: { 'x-svc-provider': candidate.provider.name } };
+    },
+  };
+}
+
+const messagesRouteUnderTest = definePlugin({
+  name: 'anthropic-messages-under-test',
+  description: 'POST /v1/messages on a call path that calls the first route directly',
+  dependsOn: ['inference'],
+  routes(app, { container }) {
+    registerAnthropicMessagesRoute(app, firstRouteCallPath(container));
+  },
+});
+
+const tools: Anthropic.Tool[] = [
+  { name: 'get_weather', description: 'Current weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+];
+
+t.test('the Anthropic SDK against /v1/messages', async (t) => {
+  const gw: Gateway = await startGateway(t, { manifest: [...manifest, messagesRouteUnderTest] });
+  // SDK 1.x sends its apiKey as a bearer token.
+  const anthropic = new Anthropic({ apiKey: gw.key, baseURL: gw.url, maxRetries: 0, timeout: 20_000 });
+  t.beforeEach(() => {
+    gw.primary.reset();
+    gw.anthropic.reset();
+  });
+
+  t.test('messages.create answers a Message with the public model, stop reason and usage', async (t) => {
+    gw.primary.enqueue({ kind: 'reply', content: 'Blue.', usage: { prompt_tokens: 14, completion_tokens: 2 } });
+    const { data, response } = await anthropic.messages
+      .create({ model: 'duo', max_tokens: 64, system: 'Be terse.', messages: [{ role: 'user', content: 'Name a colour.' }], stop_sequences: ['END'] })
+      .withResponse();
+    t.match(data.id, /^msg_/);
+    t.equal(data.type, 'message');
+    t.equal(data.role, 'assistant');
+    t.equal(data.model, 'duo');
+    t.same(data.content, [{ type: 'text', text: 'Blue.', citations: null }]);
+    t.equal(data.stop_reason, 'end_turn');
+    t.match(data.usage, { input_tokens: 14, output_tokens: 2, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 });
+    t.equal(response.headers.get('x-svc-provider'), 'primary');
+    const sent = gw.primary.requests[0]?.body;
+    t.equal(sent.model, 'up-primary', 'the upstream gets its own model name');
+    t.same(sent.messages, [
+      { role: 'system', content: 'Be terse.' },
+      { role: 'user', content: 'Name a colour.' },
+    ]);
+    t.equal(sent.max_tokens, 64);
+    t.same(sent.stop, ['END']);
+  });
+
+  t.test('the key is taken from x-api-key, as Anthropic’s API documents and earlier SDKs send it', async (t) => {
+    gw.primary.enqueue({ kind: 'reply', content: 'one' });
+    // An x-api-key among the default headers replaces the SDK's own credential headers.
+    const client = new Anthropic({ apiKey: null, defaultHeaders: { 'x-api-key': gw.key }, baseURL: gw.url, maxRetries: 0 });
+    const { data, response } = await client.messages.create({ model: 'duo', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }).withResponse();
+    t.match(data.content, [{ type: 'text', text: 'one' }]);
+    t.equal(response.status, 200);
+  });
+
+  t.test('a wrong x-api-key is an authentication_error in Anthropic’s shape', async (t) => {
+    const stranger = new Anthropic({ apiKey: null, defaultHeaders: { 'x-api-key': 'svc_live_not_a_key' }, baseURL: gw.url, maxRetries: 0 });
+    const error = await stranger.messages.create({ model: 'duo', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    t.type(error, Anthropic.AuthenticationError);
+    t.equal((error as InstanceType<typeof Anthropic.AuthenticationError>).status, 401);
+    t.match((error as InstanceType<typeof Anthropic.AuthenticationError>).error, { type: 'error', error: { type: 'authentication_error' } });
+  });
+
+  t.test('x-api-key is taken on this route only', async (t) => {
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': gw.key },
+      body: JSON.stringify({ model: 'duo', messages: [{ role: 'user', content: 'x' }] }),
+    });
+    t.equal(response.status, 401);
+    t.match(await response.json(), { error: { code: 'missing_api_key' } });
+  });
+
+  t.test('x-api-key and Authorization together are refused as two credentials', async (t) => {
+    const response = await fetch(`${gw.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': gw.key, authorization: `Bearer ${gw.key}` },
+      body: JSON.stringify({ model: 'duo', max_tokens: 8, messages: [] }),
+    });
+    t.equal(response.status, 400);
+    t.same(await response.json(), {
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'The request carries both Authorization and x-api-key; send exactly one credential' },
+    });
+  });
+
+  t.test('an unknown model is a NotFoundError', async (t) => {
+    const error = await anthropic.messages.create({ model: 'nope', max_tokens: 8, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    t.type(error, Anthropic.NotFoundError);
+    t.match((error as InstanceType<typeof Anthropic.NotFoundError>).error, { type: 'error', error: { type: 'not_found_error', message: /"nope"/ } });
+  });
+
+  t.test('an invalid request is a BadRequestError naming the field, and reaches no upstream', async (t) => {
+    const error = await anthropic.messages
+      .create({ model: 'duo', max_tokens: 8, messages: [{ role: 'user', content: 'x' }], thinking: { type: 'enabled', budget_tokens: 1024 } })
+      .catch((e: unknown) => e);
+    t.type(error, Anthropic.BadRequestError);
+    t.match((error as InstanceType<typeof Anthropic.BadRequestError>).error, { type: 'error', error: { type: 'invalid_request_error', message: /'thinking'/ } });
+    t.equal(gw.primary.requests.length, 0);
+  });
+
+  t.test('a body that is not JSON is refused in Anthropic’s shape too', async (t) => {
+    const response = await fetch(`${gw.url}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-api-key': gw.key }, body: '{"model":' });
+    t.equal(response.status, 400);
+    t.match(await response.json(), { type: 'error', error: { type: 'invalid_request_error', message: /not valid JSON/ } });
+  });
+
+  t.test('messages.stream delivers the text and the final message with usage', async (t) => {
+    gw.primary.enqueue({ kind: 'reply', content: 'one two three four', usage: { prompt_tokens: 11, completion_tokens: 4 } });
+    const stream = anthropic.messages.stream({ model: 'duo', max_tokens: 64, messages: [{ role: 'user', content: 'count' }] });
+    const names: string[] = [];
+    let text = '';
+    for await (const event of stream) {
+      names.push(event.type);
+      if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
+    }
+    const final = await stream.finalMessage();
+    t.equal(text, 'one two three four');
+    t.equal(names[0], 'message_start');
+    t.equal(names.at(-1), 'message_stop');
+    t.equal(names.at(-2), 'message_delta');
+    t.match(final.content, [{ type: 'text', text: 'one two three four' }]);
+    t.equal(final.model, 'duo');
+    t.equal(final.stop_reason, 'end_turn');
+    t.equal(final.usage.output_tokens, 4);
+    t.equal(final.usage.input_tokens, 11);
+  });
+
+  t.test('the stream is named server-sent events with a ping, as Anthropic sends them', async (t) => {
+    gw.primary.enqueue({ kind: 'reply', content: 'hi' });
+    const response = await fetch(`${gw.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': gw.key, 'anthropic-version': '2023-06-01' },
+      body: JSON.stringify({ model: 'duo', max_tokens: 8, stream: true, messages: [{ role: 'user', content: 'x' }] }),
+    });
+    t.match(response.headers.get('content-type'), /^text\/event-stream/);
+    const frames = (await response.text()).trim().split('\n\n');
+    t.same(
+      frames.map((frame) => frame.split('\n')[0]),
+      ['event: message_start', 'event: ping', 'event: content_block_start', 'event: content_block_delta', 'event: content_block_stop', 'event: message_delta', 'event: message_stop'],
+    );
+    t.match(frames[1], /\ndata: \{"type":"ping"\}$/);
+  });
+
+  t.test('a tool use comes back as a tool_use block, and its result goes up as a tool message', async (t) => {
+    gw.primary.enqueue({ kind: 'reply', toolCalls: [{ id: 'call_w1', name: 'get_weather', arguments: { city: 'Oslo' } }] });
+    const question: Anthropic.MessageParam = { role: 'user', content: 'Weather in Oslo?' };
+    const first = await anthropic.messages.create({ model: 'duo', max_tokens: 64, tools, tool_choice: { type: 'any' }, messages: [question] });
+    t.equal(first.stop_reason, 'tool_use');
+    t.match(first.content, [{ type: 'tool_use', id: 'call_w1', name: 'get_weather', input: { city: 'Oslo' } }]);
+    t.same(gw.primary.requests[0]?.body.tools, [{ type: 'function', function: { name: 'get_weather', description: 'Current weather in a city', parameters: tools[0]!.input_schema } }]);
+    t.equal(gw.primary.requests[0]?.body.tool_choice, 'required');
+
+    gw.primary.enqueue({ kind: 'reply', content: 'It is 4°C and raining in Oslo.' });
+    const second = await anthropic.messages.create({
+      model: 'duo',
+      max_tokens: 64,
+      tools,
+      messages: [question, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_w1', content: '4°C, rain' }] }],
+    });
+    t.match(second.content, [{ type: 'text', text: 'It is 4°C and raining in Oslo.' }]);
+    t.same(gw.primary.requests[1]?.body.messages.slice(1), [
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_w1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] },
+      { role: 'tool', tool_call_id: 'call_w1', content: '4°C, rain' },
+    ]);
+  });
+
+  t.test('a streamed tool use arrives as input_json_delta and ends as a parsed input', async (t) => {
+    gw.primary.enqueue({ kind: 'reply', toolCalls: [{ id: 'call_s1', name: 'get_weather', arguments: { city: 'Lima' } }] });
+    const stream = anthropic.messages.stream({ model: 'duo', max_tokens: 64, tools, messages: [{ role: 'user', content: 'Weather in Lima?' }] });
+    let partial = '';
+    stream.on('inputJson', (delta) => {
+      partial += delta;
+    });
+    const final = await stream.finalMessage();
+    t.same(JSON.parse(partial), { city: 'Lima' });
+    t.match(final.content, [{ type: 'tool_use', id: 'call_s1', name: 'get_weather', input: { city: 'Lima' } }]);
+    t.equal(final.stop_reason, 'tool_use');
+  });
+
+  t.test('an image goes up as an image_url data URL', async (t) => {
+    gw.primary.enqueue({ kind: 'reply', content: 'A red pixel.' });
+    const data = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+    await anthropic.messages.create({
+      model: 'duo',
+      max_tokens: 16,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
+            { type: 'text', text: 'What is this?' },
+          ],
+        },
+      ],
+    });
+    t.same(gw.primary.requests[0]?.body.messages[0].content, [
+      { type: 'image_url', image_url: { url: `data:image/png;base64,${data}` } },
+      { type: 'text', text: 'What is this?' },
+    ]);
+  });
+
+  t.test('through the Anthropic provider, cache reads and writes come back out of input_tokens', async (t) => {
+    gw.anthropic.enqueue({ kind: 'reply', content: 'Cached.', usage: { input_tokens: 50, output_tokens: 3, cache_read_input_tokens: 900, cache_creation_input_tokens: 100 } });
+    // top_k is Anthropic's API, though the SDK's types no longer list it.
+    const message = await anthropic.messages.create({ model: 'claude', max_tokens: 32, top_k: 5, messages: [{ role: 'user', content: 'hi' }] } as Anthropic.MessageCreateParamsNonStreaming);
+    t.match(message.usage, { input_tokens: 50, output_tokens: 3, cache_creation_input_tokens: 100, cache_read_input_tokens: 900 });
+    t.equal(gw.anthropic.requests[0]?.body.top_k, 5, 'top_k reaches an upstream that takes it');
+  });
+
+  t.test('a stream that breaks after its first content ends with an in-band error the SDK raises', async (t) => {
+    gw.primary.enqueue({ kind: 'stream-cut', afterChunks: 3 });
+    const stream = anthropic.messages.stream({ model: 'duo', max_tokens: 64, messages: [{ role: 'user', content: 'go' }] });
+    let text = '';
+    const error = await (async () => {
+      for await (const event of stream) if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
+    })().catch((e: unknown) => e);
+    t.ok(text.length > 0, 'some text arrived first');
+    t.type(error, Anthropic.APIError);
+    t.match(String((error as Error).message), /api_error/);
+  });
+});
