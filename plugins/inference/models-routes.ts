@@ -16,7 +16,7 @@ export function toModelObject(model: CatalogueModel) {
 }
 
 export function registerModelsRoutes(app: FastifyInstance, catalogue: ModelCatalogue): void {
-  const config = { auth: { scope: 'inference' as const }, surface: 'v1' as const };
+  const config = { auth: { scope: 'inference' as const }, surface: 'v1' as const, browserRule: true as const };
   app.get('/v1/models', { config }, async (request) => ({
     object: 'list',
     data: catalogue.visibleTo(request.credential!).map(toModelObject),
