@@ -100,7 +100,7 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
       headers: admitted.headers,
       logBodies: admitted.logBodies,
       finish(outcome) {
-        deps.metrics.observeCall(ENDPOINT, model.id, outcome);
+        deps.metrics.observeCall(ENDPOINT, model.id, outcome, request);
         admitted.finish(outcome);
       },
     };
