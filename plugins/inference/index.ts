@@ -8,6 +8,7 @@ import { registerChatCompletionsRoute } from './chat-completions-route.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
 import { inferenceConfigSchema } from './inference-config.ts';
 import { ModelCatalogue } from './model-catalogue.ts';
+import { modelOperations } from './model-operations.ts';
 import { registerModelsRoutes } from './models-routes.ts';
 import { ProviderRegistry } from './provider-registry.ts';
 import { createToken } from '../../core/kernel/container.ts';
@@ -29,6 +30,8 @@ export const inferencePlugin = definePlugin({
     container.bindValue(InferenceTokens.Providers, new ProviderRegistry());
     container.bindValue(InferenceTokens.CircuitBreaker, new CircuitBreaker(container.resolve(Tokens.Coordination), config.circuitBreaker));
   },
+  // The management view of the catalogue: GET /client/models with prices and capability settings.
+  operations: ({ container }) => modelOperations(container.resolve(InferenceTokens.Catalogue)),
   routes(app: FastifyInstance, { container, extensions, config }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
     // Routes declaring `config.browserRule` (models list and retrieve, chat, speech) refuse pages that did not opt in.

@@ -11,7 +11,7 @@ export function toModelObject(model: CatalogueModel) {
     svc_batch: model.batch,
     context_window: model.contextWindow,
     max_output_tokens: model.maxOutputTokens,
-    ...(model.development ? { svc_development: true } : {}),
+    ...(model.development ? { svc_development: true as const } : {}),
   };
 }
 
