@@ -21,6 +21,8 @@ t.test('GET /metrics exposes gateway metrics in Prometheus format', async (t) =>
   t.match(body, /svc_gateway_request_duration_seconds_bucket/);
   t.match(body, /svc_gateway_time_to_first_token_seconds_count\{model="mock-small",provider="mock"\} 1\n/);
   t.match(body, /svc_gateway_request_duration_seconds_count\{endpoint="\/v1\/chat\/completions",model="mock-small",provider="mock"\} 1\n/);
+  t.match(body, /svc_gateway_requests_total\{endpoint="\/v1\/chat\/completions",model="mock-small",provider="mock",status="200"\} 1\n/);
+  t.notMatch(body, /svc_gateway_requests_total\{endpoint="\/v1\/chat\/completions",model="none"/, 'neither call, streamed or not, is counted again when its response ends');
   t.match(body, /svc_gateway_tokens_total\{model="duo",kind="input"\}/);
   t.match(body, /svc_request_log_queue_depth/);
   t.match(body, /# TYPE svc_limiter_rejections_total counter\n/);
