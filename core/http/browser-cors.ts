@@ -1,8 +1,13 @@
 import type { FastifyInstance } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 
-/** What a page may send to /v1: its key, a JSON body and the opt-in to browser access. */
-const ALLOWED_REQUEST_HEADERS = 'authorization, content-type, x-svc-dangerous-browser-access';
+/** What a page may always send to /v1: its key, a JSON body and the opt-in to browser access. */
+const ALLOWED_REQUEST_HEADERS = ['authorization', 'content-type', 'x-svc-dangerous-browser-access'];
+
+/** An HTTP header name (RFC 9110 token); anything else asked for in a preflight is not echoed. */
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$/;
+/** At most this many names asked for are echoed. */
+const MAX_ECHOED_HEADERS = 32;
 
 /** What a page may read of a /v1 answer besides the CORS-safelisted headers. */
 const EXPOSED_RESPONSE_HEADERS = [
@@ -28,7 +33,9 @@ const PREFLIGHT_MAX_AGE_SECONDS = '600';
  *
  * - A preflight (OPTIONS with Origin and Access-Control-Request-Method) for a method a /v1 route
  *   serves at that path is answered 204 here, before authentication: browsers send no credential
- *   with a preflight. It allows any origin, since the key, not the origin, is what grants access.
+ *   with a preflight. It allows any origin, since the key, not the origin, is what grants access,
+ *   and `authorization`, `content-type`, `x-svc-dangerous-browser-access` plus the other headers the
+ *   page asks for (SDKs send their own, such as the OpenAI SDK's `x-stainless-*`).
  *   The browser rule (plugins/inference/browser-rule.ts) applies to the real request that follows.
  * - A /v1 request that carries Origin and the opt-in gets `access-control-allow-origin` (the
  *   origin itself) and may read the rate-limit and x-svc-* headers. Without the opt-in it gets no
@@ -65,7 +72,7 @@ export function installBrowserCors(app: FastifyInstance): void {
         .code(204)
         .header('access-control-allow-origin', origin)
         .header('access-control-allow-methods', asked.toUpperCase())
-        .header('access-control-allow-headers', ALLOWED_REQUEST_HEADERS)
+        .header('access-control-allow-headers', allowedHeaders(request.headers['access-control-request-headers']))
         .header('access-control-max-age', PREFLIGHT_MAX_AGE_SECONDS)
         .header('vary', 'origin, access-control-request-method, access-control-request-headers')
         .send();
@@ -76,4 +83,14 @@ export function installBrowserCors(app: FastifyInstance): void {
     }
     done();
   });
+}
+
+/** The three headers /v1 needs, and the well-formed names the preflight asked for besides. */
+function allowedHeaders(asked: string | undefined): string {
+  const names = new Set(ALLOWED_REQUEST_HEADERS);
+  for (const name of (asked ?? '').split(',', MAX_ECHOED_HEADERS)) {
+    const trimmed = name.trim().toLowerCase();
+    if (HEADER_NAME.test(trimmed)) names.add(trimmed);
+  }
+  return [...names].join(', ');
 }

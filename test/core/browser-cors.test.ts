@@ -42,6 +42,17 @@ t.test('browsers and the /v1 surface', async (t) => {
     t.same(allowed.sort(), ['authorization', 'content-type', 'x-svc-dangerous-browser-access']);
   });
 
+  t.test("a preflight also allows the other headers the page's SDK asks for, and only well-formed names", async (t) => {
+    const answer = await send(`${gw.url}/v1/chat/completions`, 'OPTIONS', {
+      origin: PAGE,
+      'access-control-request-method': 'POST',
+      'access-control-request-headers': 'content-type, x-stainless-os, x-stainless-retry-count, bad name, ',
+    });
+    t.equal(answer.status, 204, answer.body);
+    const allowed = String(answer.headers['access-control-allow-headers']).split(/,\s*/);
+    t.same(allowed.sort(), ['authorization', 'content-type', 'x-stainless-os', 'x-stainless-retry-count', 'x-svc-dangerous-browser-access']);
+  });
+
   t.test('a preflight is answered on every /v1 route, including those under the browser rule', async (t) => {
     for (const [path, method] of [
       ['/v1/models', 'GET'],
