@@ -1,44 +1,63 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { CallOutcome } from './inference-admission.ts';
 
-/** One endpoint and model's sums since start; status counts by class (index 1 = 1xx … 5 = 5xx). */
+/** The label of a response no upstream call served (a refusal), and of a refusal's model. */
+export const NO_LABEL = 'none';
+
+/** One endpoint, model and provider's sums since start. */
 interface CallTally {
   endpoint: string;
   model: string;
-  byStatusClass: number[];
+  provider: string;
+  /** HTTP status -> responses */
+  byStatus: Map<number, number>;
   inputTokens: number;
   outputTokens: number;
   cachedInputTokens: number;
 }
 
 /**
+ * A response a gateway call was served on. A call observed with it is counted by `observeCall`, and
+ * the response hook (core/http/v1-response-metrics.ts) leaves it alone: every /v1 response is
+ * counted exactly once, by one counter.
+ */
+export interface CountedResponse {
+  gatewayCallCounted: boolean;
+}
+
+/**
  * Prometheus metrics for the gateway, on a registry of its own (several apps can share a process
- * in tests). Names follow Prometheus conventions; label values are bounded sets (endpoints,
- * configured models and providers, error kinds), never ids.
+ * in tests). Names follow Prometheus conventions; label values are bounded sets (endpoints as
+ * routed, configured models and providers, HTTP statuses, error kinds), never ids.
  *
- * The per-call counters (requests, tokens, cost) are plain sums kept per endpoint and model and
- * handed to prom-client when /metrics is scraped: prom-client builds and hashes a label key on
- * every increment, which the hot path would otherwise pay several times per call. Histograms
- * keep observing per call (their buckets have no setter).
+ * `svc_gateway_requests_total` counts every /v1 response by status: calls that reached admission
+ * through `observeCall` (with their model and the provider that served them, `none` when no
+ * upstream ran), and every other response (refusals before and at admission, model lists) through
+ * `observeResponse` with model and provider `none`.
+ *
+ * The per-call counters (requests, tokens, cost) are plain sums kept per endpoint, model and
+ * provider and handed to prom-client when /metrics is scraped: prom-client builds and hashes a
+ * label key on every increment, which the hot path would otherwise pay several times per call.
+ * Histograms keep observing per call (their buckets have no setter).
  */
 export class GatewayMetrics {
   readonly registry = new Registry();
-  /** endpoint -> model -> sums */
-  private readonly tallies = new Map<string, Map<string, CallTally>>();
+  /** endpoint -> model -> provider -> sums */
+  private readonly tallies = new Map<string, Map<string, Map<string, CallTally>>>();
   /** model -> micro-USD (integers stay exact in a double up to 2^53 µUSD, about $9 billion) */
   private readonly costMicros = new Map<string, number>();
 
   private readonly latency = new Histogram({
     name: 'svc_gateway_request_duration_seconds',
-    help: 'Gateway call latency, upstream included',
-    labelNames: ['endpoint', 'model'],
+    help: 'Gateway call latency, upstream included, by the provider that served it (none: no upstream ran)',
+    labelNames: ['endpoint', 'model', 'provider'],
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
     registers: [this.registry],
   });
   private readonly ttft = new Histogram({
     name: 'svc_gateway_time_to_first_token_seconds',
     help: 'Time to the first streamed content',
-    labelNames: ['model'],
+    labelNames: ['model', 'provider'],
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
     registers: [this.registry],
   });
@@ -56,19 +75,21 @@ export class GatewayMetrics {
   });
 
   constructor() {
-    const tallies = () => [...this.tallies.values()].flatMap((byModel) => [...byModel.values()]);
+    // Node's process metrics (CPU, memory, heap, event-loop lag, GC, handles) beside the gateway's.
+    collectDefaultMetrics({ register: this.registry });
+    const tallies = () => [...this.tallies.values()].flatMap((byModel) => [...byModel.values()].flatMap((byProvider) => [...byProvider.values()]));
     const costMicros = this.costMicros;
     new Counter({
       name: 'svc_gateway_requests_total',
-      help: 'Gateway calls by endpoint, model and status class',
-      labelNames: ['endpoint', 'model', 'status'],
+      help: 'Every /v1 response by endpoint, model, provider (none: no upstream ran) and HTTP status',
+      labelNames: ['endpoint', 'model', 'provider', 'status'],
       registers: [this.registry],
       collect() {
         this.reset();
         for (const tally of tallies()) {
-          tally.byStatusClass.forEach((count, statusClass) => {
-            if (count > 0) this.inc({ endpoint: tally.endpoint, model: tally.model, status: `${statusClass}xx` }, count);
-          });
+          for (const [status, count] of tally.byStatus) {
+            this.inc({ endpoint: tally.endpoint, model: tally.model, provider: tally.provider, status: String(status) }, count);
+          }
         }
       },
     });
@@ -104,16 +125,27 @@ export class GatewayMetrics {
     });
   }
 
-  observeCall(endpoint: string, model: string, outcome: CallOutcome): void {
-    const tally = this.tallyOf(endpoint, model);
-    tally.byStatusClass[Math.min(5, Math.max(1, Math.floor(outcome.status / 100)))]! += 1;
+  /**
+   * One gateway call's outcome. Over HTTP, pass the request it was served on (`response`): its
+   * status is counted here, with the call's model and provider, and not again when the response ends.
+   */
+  observeCall(endpoint: string, model: string, outcome: CallOutcome, response?: CountedResponse): void {
+    const tally = this.tallyOf(endpoint, model, outcome.provider ?? NO_LABEL);
+    tally.byStatus.set(outcome.status, (tally.byStatus.get(outcome.status) ?? 0) + 1);
+    if (response) response.gatewayCallCounted = true;
     if (outcome.usage) {
       tally.inputTokens += outcome.usage.inputTokens;
       tally.outputTokens += outcome.usage.outputTokens;
       tally.cachedInputTokens += outcome.usage.cachedInputTokens;
     }
-    this.latency.observe({ endpoint, model }, outcome.latencyMs / 1000);
-    if (outcome.ttftMs !== null) this.ttft.observe({ model }, outcome.ttftMs / 1000);
+    this.latency.observe({ endpoint, model, provider: tally.provider }, outcome.latencyMs / 1000);
+    if (outcome.ttftMs !== null) this.ttft.observe({ model, provider: tally.provider }, outcome.ttftMs / 1000);
+  }
+
+  /** A /v1 response no observed call accounts for: a refusal before or at admission, a model list. */
+  observeResponse(endpoint: string, status: number): void {
+    const tally = this.tallyOf(endpoint, NO_LABEL, NO_LABEL);
+    tally.byStatus.set(status, (tally.byStatus.get(status) ?? 0) + 1);
   }
 
   observeCost(model: string, micros: bigint): void {
@@ -128,7 +160,7 @@ export class GatewayMetrics {
     this.rejections.inc({ reason });
   }
 
-  /** A gauge read at scrape time (e.g. the request-log queue depth). */
+  /** A gauge read at scrape time: a level that goes up and down (e.g. the request-log queue depth). */
   gauge(name: string, help: string, read: () => number): void {
     new Gauge({
       name,
@@ -140,11 +172,32 @@ export class GatewayMetrics {
     });
   }
 
-  private tallyOf(endpoint: string, model: string): CallTally {
+  /**
+   * A running total kept elsewhere (e.g. the request-log writer's failed flushes), read at scrape
+   * time and exposed as a counter, so rate() and increase() work on it. The name ends in `_total`.
+   */
+  counter(name: `${string}_total`, help: string, read: () => number): void {
+    new Counter({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  }
+
+  private tallyOf(endpoint: string, model: string, provider: string): CallTally {
     let byModel = this.tallies.get(endpoint);
     if (!byModel) this.tallies.set(endpoint, (byModel = new Map()));
-    let tally = byModel.get(model);
-    if (!tally) byModel.set(model, (tally = { endpoint, model, byStatusClass: [0, 0, 0, 0, 0, 0], inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 }));
+    let byProvider = byModel.get(model);
+    if (!byProvider) byModel.set(model, (byProvider = new Map()));
+    let tally = byProvider.get(provider);
+    if (!tally) {
+      tally = { endpoint, model, provider, byStatus: new Map(), inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 };
+      byProvider.set(provider, tally);
+    }
     return tally;
   }
 }

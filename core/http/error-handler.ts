@@ -3,6 +3,7 @@ import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { ErrorCode } from '../kernel/error-catalogue.ts';
 import { ApiError, ClientGoneError, requestTooLarge } from '../kernel/errors.ts';
 import { DatabaseUnavailable } from '../ports/database.ts';
+import { bodyIsRead, drainRequestBody } from './oversize-body.ts';
 
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
 
@@ -51,7 +52,13 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) => sendError(reply, notFound(request)));
 
   app.setErrorHandler((error: FastifyError | ApiError | Error, request, reply) => {
-    return sendError(reply, toApiError(error, request));
+    const answer = toApiError(error, request);
+    // A body refused as too large may still be arriving: answered once it has been read (bounded), not reset.
+    if (answer.status === 413 && !bodyIsRead(request.raw)) {
+      void drainRequestBody(request.raw).then(() => sendError(reply, answer));
+      return reply;
+    }
+    return sendError(reply, answer);
   });
 }
 

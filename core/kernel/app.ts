@@ -13,6 +13,8 @@ import { type DeriveKey, PasswordHasher } from '../identity/passwords.ts';
 import { authorizationHeader } from '../http/authorization-header.ts';
 import { clientErrorHandler, refuseConnect } from '../http/client-errors.ts';
 import { installDraining } from '../http/draining.ts';
+import { installBrowserCors } from '../http/browser-cors.ts';
+import { installV1ResponseMetrics } from '../http/v1-response-metrics.ts';
 import { frameworkErrorHandler, installErrorHandling } from '../http/error-handler.ts';
 import { installJsonBodyParser } from '../http/json-body-parser.ts';
 import { installPublicBodyLimit } from '../http/public-body-limit.ts';
@@ -225,6 +227,9 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
       done();
     });
     installDraining(app);
+    // Before the error handling's 404/405 and authentication: a preflight carries no credential.
+    installBrowserCors(app);
+    installV1ResponseMetrics(app, metrics);
     installErrorHandling(app);
     installJsonBodyParser(app);
     installPublicBodyLimit(app);

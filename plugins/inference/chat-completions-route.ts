@@ -75,7 +75,7 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
   const settings: FailoverSettings = deps.config.failover;
   const onAttemptFailed = (candidate: RouteCandidate<'language'>, error: UpstreamError) => deps.metrics.upstreamError(candidate.provider.name, error.kind);
 
-  app.post(ENDPOINT, { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async (request, reply) => {
+  app.post(ENDPOINT, { config: { auth: { scope: 'inference' }, surface: 'v1', browserRule: true } }, async (request, reply) => {
     const body = parseChatRequest(request.body);
     const credential = request.credential!;
     const model = deps.catalogue.require(credential, body.model);
@@ -100,7 +100,7 @@ export function registerChatCompletionsRoute(app: FastifyInstance, deps: ChatRou
       headers: admitted.headers,
       logBodies: admitted.logBodies,
       finish(outcome) {
-        deps.metrics.observeCall(ENDPOINT, model.id, outcome);
+        deps.metrics.observeCall(ENDPOINT, model.id, outcome, request);
         admitted.finish(outcome);
       },
     };

@@ -3,11 +3,12 @@ import { InferenceAdmissionPoint, openAdmission } from '../../core/gateway/infer
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { loadEncodingsOf } from '../../providers/input-token-bound.ts';
-import { enforceBrowserRule } from './browser-rule.ts';
+import { installBrowserRule } from './browser-rule.ts';
 import { registerChatCompletionsRoute } from './chat-completions-route.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
 import { inferenceConfigSchema } from './inference-config.ts';
 import { ModelCatalogue } from './model-catalogue.ts';
+import { modelOperations } from './model-operations.ts';
 import { registerModelsRoutes } from './models-routes.ts';
 import { ProviderRegistry } from './provider-registry.ts';
 import { createToken } from '../../core/kernel/container.ts';
@@ -20,9 +21,6 @@ export const InferenceTokens = {
   CircuitBreaker: createToken<CircuitBreaker>('CircuitBreaker'),
 };
 
-/** Routes that the browser rule covers (the spec: models list and retrieve, chat, speech). */
-const BROWSER_RULE_PREFIXES = ['/v1/models', '/v1/chat/completions', '/v1/audio/speech'];
-
 export const inferencePlugin = definePlugin({
   name: 'inference',
   description: 'The OpenAI-compatible gateway at /v1: models, chat completions (JSON and SSE) with failover',
@@ -32,20 +30,12 @@ export const inferencePlugin = definePlugin({
     container.bindValue(InferenceTokens.Providers, new ProviderRegistry());
     container.bindValue(InferenceTokens.CircuitBreaker, new CircuitBreaker(container.resolve(Tokens.Coordination), config.circuitBreaker));
   },
+  // The management view of the catalogue: GET /client/models with prices and capability settings.
+  operations: ({ container }) => modelOperations(container.resolve(InferenceTokens.Catalogue)),
   routes(app: FastifyInstance, { container, extensions, config }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
-    // Callback-style hooks on the hot path: no promise per request.
-    app.addHook('onRequest', (request, _reply, done) => {
-      // Servers send no Origin: the usual call needs no look at its path.
-      if (request.headers.origin === undefined) return done();
-      const path = request.url.split('?')[0] ?? '';
-      try {
-        if (BROWSER_RULE_PREFIXES.some((prefix) => path.startsWith(prefix))) enforceBrowserRule(request);
-      } catch (error) {
-        return done(error as Error);
-      }
-      done();
-    });
+    // Routes declaring `config.browserRule` (models list and retrieve, chat, speech) refuse pages that did not opt in.
+    installBrowserRule(app);
     app.get('/v1', { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async () => ({
       object: 'surface',
       surface: 'inference',

@@ -11,12 +11,12 @@ export function toModelObject(model: CatalogueModel) {
     svc_batch: model.batch,
     context_window: model.contextWindow,
     max_output_tokens: model.maxOutputTokens,
-    ...(model.development ? { svc_development: true } : {}),
+    ...(model.development ? { svc_development: true as const } : {}),
   };
 }
 
 export function registerModelsRoutes(app: FastifyInstance, catalogue: ModelCatalogue): void {
-  const config = { auth: { scope: 'inference' as const }, surface: 'v1' as const };
+  const config = { auth: { scope: 'inference' as const }, surface: 'v1' as const, browserRule: true as const };
   app.get('/v1/models', { config }, async (request) => ({
     object: 'list',
     data: catalogue.visibleTo(request.credential!).map(toModelObject),

@@ -64,13 +64,14 @@ export const meteringPlugin = definePlugin({
     container.bindValue(MeteringTokens.Prices, prices);
     const metrics = container.resolve(Tokens.Metrics);
     metrics.gauge('svc_request_log_queue_depth', 'Request-log rows waiting to be written', () => writer.snapshot().queued);
-    metrics.gauge(
-      'svc_request_log_dropped_rows',
+    metrics.counter(
+      'svc_request_log_dropped_rows_total',
       'Request-log rows not held in memory because the queue was full (with the billing journal on, kept there for the next start)',
       () => writer.snapshot().dropped,
     );
-    metrics.gauge('svc_request_log_failed_flushes', 'Request-log flushes that failed and were retried', () => writer.snapshot().failedFlushes);
-    if (journal) metrics.gauge('svc_billing_journal_failed_writes', 'Billing-journal writes that failed (those calls were not protected against a crash)', () => journal.failedWrites);
+    metrics.counter('svc_request_log_failed_flushes_total', 'Request-log flushes that failed and were retried', () => writer.snapshot().failedFlushes);
+    if (journal)
+      metrics.counter('svc_billing_journal_failed_writes_total', 'Billing-journal writes that failed (those calls were not protected against a crash)', () => journal.failedWrites);
     const alerts = new BudgetAlerts(database, container.resolve(Tokens.Events));
     const admission = new GovernedAdmission({
       coordination: container.resolve(Tokens.Coordination),

@@ -64,6 +64,8 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/requests/recent', access: 'usage:read' },
   { method: 'GET', path: '/requests/window', access: 'usage:read' },
   { method: 'GET', path: '/requests/{id}', access: 'usage:read' },
+  // The catalogue with prices (spec: no scope stated; README: any valid credential)
+  { method: 'GET', path: '/models', access: 'any' },
   // Audit log (README: owners read it)
   { method: 'GET', path: '/audit-log', access: 'owner-only' },
 ];
