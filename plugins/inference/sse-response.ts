@@ -26,6 +26,11 @@ export class SseResponse {
     await this.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
   }
 
+  /** A named event (`event:` line), as the Responses API streams them. */
+  async event(name: string, payload: unknown): Promise<void> {
+    await this.write(`event: ${name}\ndata: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+  }
+
   end(): void {
     if (!this.raw.writableEnded) this.raw.end();
   }
