@@ -74,7 +74,7 @@ t.test('a redacted text is what goes upstream', async (t) => {
   t.same(g.upstream.requests[1]?.body.input, ['[email]', 'plain']);
 });
 
-t.test('a caller without rules has no text read, and its request goes as sent', async (t) => {
+t.test('a caller whose guards have no check for it: no check runs, and its request goes as sent', async (t) => {
   const response = await chat(plain.key, 'my SECRET to alice@example.com');
   t.equal(response.statusCode, 200);
   t.equal(textsChecked, 0, 'no check ran');
