@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { ChatRequestBody, InputTokenizer, RouteInputFacts } from '../core/gateway/provider.ts';
-import { estimateChatInputTokens } from './token-estimate.ts';
+import type { ChatRequestBody, EmbeddingsRequestBody, InputTokenizer, RouteInputFacts } from '../core/gateway/provider.ts';
+import { estimateChatInputTokens, estimateEmbeddingInputTokens } from './token-estimate.ts';
 
 export type { RouteInputFacts } from '../core/gateway/provider.ts';
 
@@ -151,6 +151,29 @@ function inputTokensBy(tokenizer: Tokenizer, body: ChatInput, imageTokens: numbe
   const now = counted.fixed + counted.text;
   if (long.length === 0) return now;
   return long.reduce((sum, text) => sum.then(async (total) => total + (await encoding.countInSlices(text))), Promise.resolve(now));
+}
+
+/**
+ * The input tokens an embeddings request reserves on a model: each text counted with the model's
+ * tokenizer where it is known and loaded (embeddings have no chat framing), its UTF-8 bytes
+ * otherwise; token arrays count their length. A text longer than one counting slice is bounded by
+ * its bytes rather than counted: embedding inputs are short, and the bound is still a bound.
+ */
+export function embeddingInputTokenBound(input: EmbeddingsRequestBody['input'], profile: InputTokenProfile): number {
+  let reserved = 0;
+  for (const tokenizer of profile.tokenizers) {
+    if (tokenizer === 'mock') {
+      reserved = Math.max(reserved, estimateEmbeddingInputTokens(input));
+      continue;
+    }
+    const encoding = tokenizer === 'bytes' ? undefined : loadedEncoding(tokenizer);
+    const measure: Measure = encoding ? (text) => (text.length <= COUNT_AT_ONCE_UP_TO_CHARS ? encoding.count(text) : utf8Bytes(text)) : utf8Bytes;
+    let total = 0;
+    if (typeof input === 'string') total = measure(input);
+    else for (const item of input as unknown[]) total += typeof item === 'string' ? measure(item) : Array.isArray(item) ? item.length : 1;
+    reserved = Math.max(reserved, total);
+  }
+  return reserved;
 }
 
 interface Tally {

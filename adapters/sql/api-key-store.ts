@@ -210,15 +210,27 @@ export class SqlSessionStore implements SessionStore {
   }
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
 export class SqlCredentialLookup implements CredentialLookup {
   constructor(private readonly db: Queryable) {}
 
-  async findKeyByTokenHash(tokenHash: string): Promise<KeyAuthRecord | null> {
+  findKeyByTokenHash(tokenHash: string): Promise<KeyAuthRecord | null> {
+    return this.findKeyWhere('k.token_hash = $1', tokenHash);
+  }
+
+  findKeyById(keyId: string): Promise<KeyAuthRecord | null> {
+    // Not a uuid: no such key (the column's type would otherwise make it a query error).
+    if (!UUID.test(keyId)) return Promise.resolve(null);
+    return this.findKeyWhere('k.id = $1', keyId);
+  }
+
+  private async findKeyWhere(condition: 'k.token_hash = $1' | 'k.id = $1', value: string): Promise<KeyAuthRecord | null> {
     const { rows } = await this.db.query(
       `SELECT k.*, o.status AS organization_status, p.model_allow_list AS project_model_allow_list
        FROM api_keys k JOIN organizations o ON o.id = k.organization_id JOIN projects p ON p.id = k.project_id
-       WHERE k.token_hash = $1`,
-      [tokenHash],
+       WHERE ${condition}`,
+      [value],
     );
     const row = rows[0];
     if (!row) return null;

@@ -1,8 +1,8 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import FindMyWay, { type HTTPMethod } from 'find-my-way';
 import type { ErrorCode } from '../kernel/error-catalogue.ts';
+import { errorAnswer } from '../kernel/error-answer.ts';
 import { ApiError, ClientGoneError, requestTooLarge } from '../kernel/errors.ts';
-import { DatabaseUnavailable } from '../ports/database.ts';
 import { bodyIsRead, drainRequestBody } from './oversize-body.ts';
 
 const METHODS: HTTPMethod[] = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'];
@@ -82,14 +82,7 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 }
 
 export function toApiError(error: unknown, request: FastifyRequest): ApiError {
-  // The client went away: nobody reads this answer, and it is no server fault.
-  if (error instanceof ClientGoneError) {
-    return new ApiError('client_closed_request');
-  }
-  if (error instanceof ApiError) {
-    if (error.status >= 500) request.log.error({ err: error.cause ?? error }, error.message);
-    return error;
-  }
+  if (error instanceof ApiError || error instanceof ClientGoneError) return logged(errorAnswer(error, request.id), error, request);
   const fastifyError = error as FastifyError;
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
@@ -114,24 +107,14 @@ export function toApiError(error: unknown, request: FastifyRequest): ApiError {
     const ours = typeof fastifyError.code === 'string' && fastifyError.code.startsWith('FST_');
     return new ApiError(CLIENT_ERROR_CODES[status] ?? 'invalid_request', ours ? fastifyError.message : undefined);
   }
-  if (isStorageUnavailable(error)) {
-    request.log.error({ err: error }, 'storage unavailable');
-    return new ApiError('service_unavailable', `A storage backend is unreachable; nothing was done. Retry shortly (request id ${request.id})`, {
-      headers: { 'retry-after': '1' },
-    });
-  }
-  request.log.error({ err: error }, 'unhandled error');
-  return new ApiError('internal_error', `Internal server error; quote request id ${request.id} when reporting it`);
+  return logged(errorAnswer(error, request.id), error, request);
 }
 
-// Redis's socket errors and closed clients; the database adapters raise DatabaseUnavailable themselves.
-const UNAVAILABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN']);
-
-/** Whether an error says a database or Redis could not be reached (fail closed, retryable). */
-export function isStorageUnavailable(error: unknown): boolean {
-  if (error instanceof DatabaseUnavailable) return true;
-  if (!(error instanceof Error)) return false;
-  const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string' && UNAVAILABLE_CODES.has(code)) return true;
-  return error.name === 'ClientClosedError' || error.name === 'ConnectionTimeoutError' || /client (is|was) closed|the client is offline/i.test(error.message);
+/** Server faults are logged with what caused them; the client sees only the masked answer. */
+function logged(answer: ApiError, error: unknown, request: FastifyRequest): ApiError {
+  if (answer.status < 500) return answer;
+  if (answer.code === 'service_unavailable' && !(error instanceof ApiError)) request.log.error({ err: error }, 'storage unavailable');
+  else if (error instanceof ApiError) request.log.error({ err: error.cause ?? error }, error.message);
+  else request.log.error({ err: error }, 'unhandled error');
+  return answer;
 }

@@ -119,6 +119,18 @@ export class Authenticator {
   }
 
   /**
+   * A key's credential rebuilt from its id, for work done later on the key's behalf (a batch, a
+   * job): read fresh from the store, never from the cache, and refused exactly as authenticating
+   * its token would be now (revoked, disabled, expired, a maker revoked or paused, the account
+   * suspended). An unknown id is invalid_api_key.
+   */
+  async keyCredentialById(keyId: string): Promise<KeyCredential> {
+    const record = await this.lookup.findKeyById(keyId);
+    const entry: CacheEntry = record ? keyEntry(record, 0) : { kind: 'miss', cachedUntil: 0 };
+    return this.credentialFrom(entry) as KeyCredential;
+  }
+
+  /**
    * A browser session's cookie value turned into its credential. Only sessions opened by sign-in
    * (they carry a CSRF token) are accepted from a cookie; Bearer tokens and keys are not.
    */
@@ -174,7 +186,7 @@ export class Authenticator {
     const keyRecord = await this.lookup.findKeyByTokenHash(hash);
     let entry: CacheEntry;
     if (keyRecord) {
-      entry = { kind: 'key', record: keyRecord, credential: keyCredential(keyRecord), makerRefusal: makerRefusal(keyRecord), cachedUntil };
+      entry = keyEntry(keyRecord, cachedUntil);
       this.hashesByKeyId.set(keyRecord.key.id, hash);
     } else {
       const sessionRecord = await this.lookup.findSessionByTokenHash(hash);
@@ -305,6 +317,10 @@ function keyCredential(record: KeyAuthRecord): KeyCredential {
     rateLimits: key.rateLimits,
     ancestors: ancestors.map((maker): AncestorKey => ({ keyId: maker.id, spendCap: maker.spendCap, rateLimits: maker.rateLimits })),
   };
+}
+
+function keyEntry(record: KeyAuthRecord, cachedUntil: number): CachedKey {
+  return { kind: 'key', record, credential: keyCredential(record), makerRefusal: makerRefusal(record), cachedUntil };
 }
 
 /** A key whose maker (or the maker's maker…) is revoked or paused is refused for the same reason. */

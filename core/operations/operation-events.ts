@@ -1,6 +1,5 @@
 import type { Credential } from '../identity/credential.ts';
-import { ApiError, ClientGoneError } from '../kernel/errors.ts';
-import { isStorageUnavailable } from '../http/error-handler.ts';
+import { errorStatus } from '../kernel/error-answer.ts';
 import type { DomainEvents } from '../events/domain-events.ts';
 import type { AnyOperation, HttpMethod } from './operations.ts';
 import type { Database, Transaction } from '../ports/database.ts';
@@ -103,17 +102,9 @@ export class OperationEvents {
         return result;
       },
       succeeded: (result) => afterwards({ status: operation.status ?? 200, code: null, result }),
-      failed: (error) => afterwards({ ...failureOf(error), result: null }),
+      failed: (error) => afterwards({ ...errorStatus(error), result: null }),
     };
   }
-}
-
-/** The status and code the error handler answers for this error (core/http/error-handler.ts). */
-function failureOf(error: unknown): { status: number; code: string } {
-  if (error instanceof ApiError) return { status: error.status, code: error.code };
-  if (error instanceof ClientGoneError) return { status: 499, code: 'client_closed_request' };
-  if (isStorageUnavailable(error)) return { status: 503, code: 'service_unavailable' };
-  return { status: 500, code: 'internal_error' };
 }
 
 function stringParams(raw: unknown): Record<string, string> {

@@ -234,6 +234,8 @@ export interface SessionAuthRecord {
 
 export interface CredentialLookup {
   findKeyByTokenHash(tokenHash: string): Promise<KeyAuthRecord | null>;
+  /** The same record found by the key's id (a job acting for a key holds its id, never its token). */
+  findKeyById(keyId: string): Promise<KeyAuthRecord | null>;
   findSessionByTokenHash(tokenHash: string): Promise<SessionAuthRecord | null>;
 }
 

@@ -4,7 +4,14 @@ import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { loadEncodingsOf } from '../../providers/input-token-bound.ts';
 import { installBrowserRule } from './browser-rule.ts';
-import { registerChatCompletionsRoute } from './chat-completions-route.ts';
+import type { AnyCapability } from './capability.ts';
+import { chatCompletionsCapability } from './chat-capability.ts';
+import { embeddingsCapability } from './embeddings-capability.ts';
+import { GatewayCallPath } from './gateway-call.ts';
+import { mountCapability } from './gateway-call-http.ts';
+import { PathGatewayCalls } from './gateway-calls-service.ts';
+import { GatewayCallsPoint } from '../../core/gateway/gateway-calls.ts';
+import { InputGuardsPoint } from '../../core/gateway/input-guards.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
 import { inferenceConfigSchema } from './inference-config.ts';
 import { ModelCatalogue } from './model-catalogue.ts';
@@ -19,28 +26,57 @@ export const InferenceTokens = {
   Catalogue: createToken<ModelCatalogue>('ModelCatalogue'),
   Providers: createToken<ProviderRegistry>('ProviderRegistry'),
   CircuitBreaker: createToken<CircuitBreaker>('CircuitBreaker'),
+  /** Every /v1 capability, by endpoint. */
+  Capabilities: createToken<ReadonlyMap<string, AnyCapability>>('GatewayCapabilities'),
+  /** The gateway call path, built on first use (its seams are read once every plugin has registered). */
+  CallPath: createToken<() => GatewayCallPath>('GatewayCallPath'),
 };
+
+/** The /v1 capabilities this plugin serves on the call path; a new one is added here. */
+function capabilitiesOf(catalogue: ModelCatalogue): AnyCapability[] {
+  return [chatCompletionsCapability, embeddingsCapability(catalogue)];
+}
 
 export const inferencePlugin = definePlugin({
   name: 'inference',
-  description: 'The OpenAI-compatible gateway at /v1: models, chat completions (JSON and SSE) with failover',
+  description: 'The OpenAI-compatible gateway at /v1: models, chat completions (JSON and SSE) and embeddings, with failover, on one call path',
   configSchema: inferenceConfigSchema,
-  register({ container, config }) {
-    container.bindValue(InferenceTokens.Catalogue, new ModelCatalogue(config));
+  register({ container, config, extensions, logger }) {
+    const catalogue = new ModelCatalogue(config);
+    container.bindValue(InferenceTokens.Catalogue, catalogue);
     container.bindValue(InferenceTokens.Providers, new ProviderRegistry());
     container.bindValue(InferenceTokens.CircuitBreaker, new CircuitBreaker(container.resolve(Tokens.Coordination), config.circuitBreaker));
+    const capabilities = new Map(capabilitiesOf(catalogue).map((capability) => [capability.endpoint, capability]));
+    container.bindValue(InferenceTokens.Capabilities, capabilities);
+    // Built on first use, by routes() or by a job's call (a worker-only process mounts no routes):
+    // admission and the input guards are read once, after every plugin has provided its own.
+    let path: GatewayCallPath | undefined;
+    const callPath = () =>
+      (path ??= new GatewayCallPath({
+        catalogue,
+        providers: container.resolve(InferenceTokens.Providers),
+        breaker: container.resolve(InferenceTokens.CircuitBreaker),
+        admission: extensions.get(InferenceAdmissionPoint),
+        config,
+        metrics: container.resolve(Tokens.Metrics),
+        guards: extensions.all(InputGuardsPoint),
+      }));
+    container.bindValue(InferenceTokens.CallPath, callPath);
+    extensions.provide(GatewayCallsPoint, new PathGatewayCalls(callPath, capabilities, logger));
   },
   // The management view of the catalogue: GET /client/models with prices and capability settings.
   operations: ({ container }) => modelOperations(container.resolve(InferenceTokens.Catalogue)),
-  routes(app: FastifyInstance, { container, extensions, config }) {
+  routes(app: FastifyInstance, { container, extensions }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
     // Routes declaring `config.browserRule` (models list and retrieve, chat, speech) refuse pages that did not opt in.
     installBrowserRule(app);
-    app.get('/v1', { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async () => ({
-      object: 'surface',
-      surface: 'inference',
-      endpoints: ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions'],
-    }));
+    // Every /v1 route this plugin mounts, as it is mounted: the index below lists exactly these.
+    const endpoints: string[] = [];
+    app.addHook('onRoute', (route) => {
+      if (!route.url.startsWith('/v1/')) return;
+      for (const method of [route.method].flat()) if (method !== 'HEAD') endpoints.push(`${method} ${route.url.replace(/:(\w+)/g, '{$1}')}`);
+    });
+    app.get('/v1', { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async () => ({ object: 'surface', surface: 'inference', endpoints }));
     // The kernel's extension point: openAdmission unless a metering plugin provides its own, which
     // it has by now (every plugin registers before any routes()).
     const admission = extensions.get(InferenceAdmissionPoint);
@@ -59,14 +95,8 @@ export const inferencePlugin = definePlugin({
         );
       });
     registerModelsRoutes(app, catalogue);
-    registerChatCompletionsRoute(app, {
-      catalogue,
-      providers: container.resolve(InferenceTokens.Providers),
-      breaker: container.resolve(InferenceTokens.CircuitBreaker),
-      admission,
-      config,
-      metrics: container.resolve(Tokens.Metrics),
-    });
+    const path = container.resolve(InferenceTokens.CallPath)();
+    for (const capability of container.resolve(InferenceTokens.Capabilities).values()) mountCapability(app, path, capability);
   },
   async start({ container, config, logger }) {
     await container.resolve(InferenceTokens.Providers).load(config, logger);

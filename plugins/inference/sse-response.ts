@@ -26,9 +26,9 @@ export class SseResponse {
     await this.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
   }
 
-  /** A named event (`event:` line), as Anthropic's stream has them. */
+  /** A named event (`event:` line), as the Responses API and Anthropic's Messages API stream them. */
   async event(name: string, payload: unknown): Promise<void> {
-    await this.write(`event: ${name}\ndata: ${JSON.stringify(payload)}\n\n`);
+    await this.write(`event: ${name}\ndata: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
   }
 
   end(): void {

@@ -2,6 +2,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
 import { SCOPES } from '../../core/identity/scopes.ts';
 import { chatRequestSchema } from '../../plugins/inference/chat-request-schema.ts';
+import { embeddingsRequestSchema } from '../../plugins/inference/embeddings-capability.ts';
 import { MeteringTokens } from '../../plugins/metering/index.ts';
 import {
   bodyVariants,
@@ -38,6 +39,7 @@ const random = seededRandom(SEED);
 /** The request schemas of /v1 endpoints that take a body (no OpenAPI document describes /v1). */
 const V1_BODY_SCHEMAS: Readonly<Record<string, Schema>> = {
   'POST /v1/chat/completions': chatRequestSchema as Schema,
+  'POST /v1/embeddings': embeddingsRequestSchema as Schema,
 };
 
 const test = await buildTestApp(t, {

@@ -1,0 +1,130 @@
+import type { ChatCompletionChunk, ChatMessage, ChatResult, ChatStreamEvent, JsonObject, Usage } from '../../core/gateway/provider.ts';
+import { estimatedUsage } from '../../core/gateway/provider.ts';
+import type { ApiError } from '../../core/kernel/errors.ts';
+import { chatInputTokenBound } from '../../providers/input-token-bound.ts';
+import { chunkOutputBytes, estimateChatInputTokens, tokensFromUtf8Bytes } from '../../providers/token-estimate.ts';
+import { toOpenAIUsage } from '../../providers/usage-format.ts';
+import type { CallEstimate, EventSink, GatewayCapability, StreamCall, StreamWriter } from './capability.ts';
+import { carriesContent, parseChatRequest, upstreamChatBody, type ParsedChatRequest } from './chat-request.ts';
+import type { CatalogueModel } from './model-catalogue.ts';
+
+/** `POST /v1/chat/completions`: JSON and SSE, committed at the first content chunk. */
+export const chatCompletionsCapability: GatewayCapability<'language', ParsedChatRequest, ChatResult, ChatStreamEvent> = {
+  endpoint: '/v1/chat/completions',
+  modality: 'language',
+  browserRule: true,
+  parse: parseChatRequest,
+  modelOf: (body) => body.model,
+  mapInputTexts: mapChatInputTexts,
+  estimate(body, model) {
+    // A number at once, unless a long text is being counted in slices.
+    const counting = chatInputTokenBound(body, model.inputProfile);
+    return typeof counting === 'number' ? chatEstimate(body, model, counting) : counting.then((inputTokens) => chatEstimate(body, model, inputTokens));
+  },
+  attempt: (candidate, body, options) => candidate.api.chat(upstreamChatBody(body, candidate.upstreamModel), options),
+  answer: ({ completion, usage }, _body, model) => ({ usage, body: { ...completion, model: model.id, usage: completion.usage ?? toOpenAIUsage(usage) } }),
+  streaming: {
+    wanted: (body) => body.stream === true,
+    open: (candidate, body, options) => candidate.api.chatStream(upstreamChatBody(body, candidate.upstreamModel), options),
+    commits: (event) => event.type === 'chunk' && carriesContent(event.chunk),
+    writer: (body, model, call) => new ChatStreamWriter(body, model, call),
+  },
+};
+
+function chatEstimate(body: ParsedChatRequest, model: CatalogueModel, inputTokens: number): CallEstimate {
+  const asked = body.max_completion_tokens ?? body.max_tokens ?? model.maxOutputTokens;
+  // Each of n choices may take max_tokens, and the upstream bills them all as output.
+  const choices = typeof body['n'] === 'number' && body['n'] > 1 ? Math.ceil(body['n']) : 1;
+  return {
+    inputTokens,
+    // An absurd n must still make an integer (the reservation is priced in BigInt).
+    maxOutputTokens: Math.min(Math.min(asked, model.maxOutputTokens) * choices, Number.MAX_SAFE_INTEGER),
+    // What a call cut off by a crash is billed for: the exact count where the tokenizer is known, else
+    // the local estimate (the reservation's byte bound would bill several times the real input).
+    countedInputTokens: model.inputProfile.tokenizers.includes('bytes') ? estimateChatInputTokens(body as unknown as Parameters<typeof estimateChatInputTokens>[0]) : inputTokens,
+  };
+}
+
+/** Message contents and text parts: what the data guardrails read. */
+export function mapChatInputTexts(body: ParsedChatRequest, map: (text: string) => string): ParsedChatRequest {
+  let messages: ChatMessage[] | null = null;
+  body.messages.forEach((message, index) => {
+    const content = message.content;
+    let mapped = content;
+    if (typeof content === 'string') mapped = map(content);
+    else if (Array.isArray(content)) mapped = mapTextParts(content, map);
+    if (mapped !== content) (messages ??= [...body.messages])[index] = { ...message, content: mapped };
+  });
+  return messages ? { ...body, messages } : body;
+}
+
+function mapTextParts(parts: JsonObject[], map: (text: string) => string): JsonObject[] {
+  let out: JsonObject[] | null = null;
+  parts.forEach((part, index) => {
+    const text = part['text'];
+    if (part['type'] !== 'text' || typeof text !== 'string') return;
+    const mapped = map(text);
+    if (mapped !== text) (out ??= [...parts])[index] = { ...part, text: mapped };
+  });
+  return out ?? parts;
+}
+
+/** Forwards a chat stream's chunks under the gateway's model id, and counts what it sent. */
+class ChatStreamWriter implements StreamWriter<ChatStreamEvent> {
+  private usage: Usage | null = null;
+  private outputBytes = 0;
+  private last: ChatCompletionChunk | null = null;
+  /** Only when the account keeps bodies: the streamed answer, reassembled. */
+  private readonly transcript: { content: string; toolCalls: unknown[]; finishReason: string | null } | null;
+
+  constructor(
+    private readonly body: ParsedChatRequest,
+    private readonly model: CatalogueModel,
+    private readonly call: StreamCall,
+  ) {
+    this.transcript = call.logBodies ? { content: '', toolCalls: [], finishReason: null } : null;
+  }
+
+  async write(event: ChatStreamEvent, sink: EventSink): Promise<void> {
+    if (event.type === 'usage') {
+      this.usage = event.usage;
+      return;
+    }
+    event.chunk.model = this.model.id;
+    this.last = event.chunk;
+    this.outputBytes += chunkOutputBytes(event.chunk);
+    const transcript = this.transcript;
+    if (transcript) {
+      for (const choice of event.chunk.choices) {
+        if (typeof choice.delta.content === 'string') transcript.content += choice.delta.content;
+        if (Array.isArray(choice.delta.tool_calls)) transcript.toolCalls.push(...choice.delta.tool_calls);
+        transcript.finishReason = choice.finish_reason ?? transcript.finishReason;
+      }
+    }
+    await sink.data(event.chunk);
+  }
+
+  async close(sink: EventSink): Promise<void> {
+    if (this.body.stream_options?.include_usage === true && this.usage) {
+      const tail = this.last;
+      await sink.data({
+        id: tail?.id ?? this.call.requestId,
+        object: 'chat.completion.chunk',
+        created: tail?.created ?? Math.floor(Date.now() / 1000),
+        model: this.model.id,
+        choices: [],
+        usage: toOpenAIUsage(this.usage),
+      });
+    }
+    await sink.data('[DONE]');
+  }
+
+  async fail(error: ApiError, sink: EventSink): Promise<void> {
+    await sink.data(error.toEnvelope());
+  }
+
+  settle() {
+    // A stream that broke before its usage arrived: what was sent, counted locally.
+    return { usage: this.usage ?? estimatedUsage(this.call.countedInputTokens, tokensFromUtf8Bytes(this.outputBytes)), logged: this.transcript ?? undefined };
+  }
+}

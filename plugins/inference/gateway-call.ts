@@ -1,0 +1,270 @@
+import { GatewayCallOptions } from '../../core/gateway/call-options.ts';
+import type { CallSignal } from '../../core/gateway/call-signal.ts';
+import type { Admission, CallOutcome, InferenceAdmission } from '../../core/gateway/inference-admission.ts';
+import type { InputGuard } from '../../core/gateway/input-guards.ts';
+import type { CountedResponse, GatewayMetrics } from '../../core/gateway/metrics.ts';
+import { UpstreamError, type Modality } from '../../core/gateway/provider.ts';
+import type { Credential } from '../../core/identity/credential.ts';
+import { errorStatus } from '../../core/kernel/error-answer.ts';
+import { ApiError, ClientGoneError } from '../../core/kernel/errors.ts';
+import type { CallEstimate, EventSink, GatewayCapability } from './capability.ts';
+import type { CircuitBreaker } from './circuit-breaker.ts';
+import { FailoverError, runWithFailover, type FailoverOptions, type FailoverOutcome } from './failover.ts';
+import type { InferenceConfig } from './inference-config.ts';
+import { guardInput } from './input-guarding.ts';
+import type { CatalogueModel, ModelCatalogue } from './model-catalogue.ts';
+import type { ProviderRegistry } from './provider-registry.ts';
+import { planRoutes, type RouteCandidate } from './route-planner.ts';
+// Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
+import './inference-errors.ts';
+
+/**
+ * One call as the path sees it, whoever made it: an HTTP request (gateway-call-http.ts) or code
+ * running a call for a key (gateway-calls-service.ts). The path never sees Fastify.
+ */
+export interface CallExchange {
+  readonly requestId: string;
+  readonly credential: Credential;
+  readonly body: unknown;
+  /** Aborted when the caller goes away. */
+  readonly signal: CallSignal;
+  /** Headers for whatever answer leaves, errors included: the rate-limit headers, once admitted. */
+  setHeaders(headers: Readonly<Record<string, string>>): void;
+  /** Commits to a 200 event stream; absent where the caller cannot read one. */
+  openStream?(headers: Readonly<Record<string, string>>): EventSink & { end(): void };
+  warn(details: Record<string, unknown>, message: string): void;
+  /** The HTTP response the call is counted on, so it is counted once (absent for calls from code). */
+  readonly counted?: CountedResponse;
+}
+
+/** A JSON answer (a stream is answered through the exchange, and run() returns null). */
+export interface JsonAnswer {
+  status: number;
+  headers: Readonly<Record<string, string>>;
+  body: unknown;
+}
+
+export interface GatewayCallDeps {
+  catalogue: ModelCatalogue;
+  providers: ProviderRegistry;
+  breaker: CircuitBreaker;
+  admission: InferenceAdmission;
+  config: InferenceConfig;
+  metrics: GatewayMetrics;
+  /** Read once (extensions.all(InputGuardsPoint)); empty in the usual deployment. */
+  guards: readonly InputGuard[];
+}
+
+/** What a call holds once admitted. */
+interface AdmittedCall<M extends Modality, B> {
+  capability: GatewayCapability<M, B>;
+  exchange: CallExchange;
+  body: B;
+  model: CatalogueModel;
+  candidates: RouteCandidate<M>[];
+  admission: Admission;
+  estimate: CallEstimate;
+  started: number;
+}
+
+/**
+ * The gateway call path: every /v1 capability runs through it, in this order: parse (400), model
+ * lookup (404), the capability's checks (400), input guards (422), admission (429/402, rate-limit
+ * headers from here on), route planning and failover, then the JSON answer or the stream with its
+ * commit point; metrics and the request log (admission.finish) exactly once, however it ended.
+ */
+export class GatewayCallPath {
+  private readonly failover: Omit<FailoverOptions, 'signal'>;
+
+  constructor(private readonly deps: GatewayCallDeps) {
+    this.failover = {
+      settings: deps.config.failover,
+      breaker: deps.breaker,
+      onAttemptFailed: (candidate: RouteCandidate, error: UpstreamError) => deps.metrics.upstreamError(candidate.provider.name, error.kind),
+    };
+  }
+
+  get admission(): InferenceAdmission {
+    return this.deps.admission;
+  }
+
+  /** Runs one call: the JSON answer, or null when it was answered as a stream. Throws errors for the caller's envelope. */
+  async run<M extends Modality, B>(capability: GatewayCapability<M, B>, exchange: CallExchange): Promise<JsonAnswer | null> {
+    const { deps } = this;
+    let body = capability.parse(exchange.body);
+    const credential = exchange.credential;
+    const model = deps.catalogue.require(credential, capability.modelOf(body));
+    capability.check?.(body, model, credential);
+    if (deps.guards.length > 0) body = await guardInput(deps.guards, capability, body, model, exchange, deps.admission);
+    const streaming = capability.streaming?.wanted(body) === true;
+    if (streaming && !exchange.openStream) throw new ApiError('invalid_parameter', 'Streams are answered over HTTP only; leave stream unset here', { param: 'stream' });
+    const candidates = planRoutes(model, capability.modality, deps.providers, deps.breaker);
+    const counted = capability.estimate(body, model);
+    // A number at once on the usual call: no promise unless a long text is being counted in slices.
+    const estimate = counted instanceof Promise ? await counted : counted;
+    const admission = await deps.admission.admit({
+      credential,
+      requestId: exchange.requestId,
+      endpoint: capability.endpoint,
+      model: model.id,
+      stream: streaming,
+      estimate,
+      countedInputTokens: estimate.countedInputTokens,
+    });
+    exchange.setHeaders(admission.headers);
+    const call: AdmittedCall<M, B> = { capability, exchange, body, model, candidates, admission, estimate, started: performance.now() };
+    return streaming ? this.stream(call) : this.once(call);
+  }
+
+  private finish(call: AdmittedCall<Modality, unknown>, outcome: CallOutcome): void {
+    this.deps.metrics.observeCall(call.capability.endpoint, call.model.id, outcome, call.exchange.counted);
+    call.admission.finish(outcome);
+  }
+
+  /** Before anything reached the client: settle the call as failed and rethrow for the error envelope. */
+  private failed(call: AdmittedCall<Modality, unknown>, error: unknown): never {
+    const { status, code } = errorStatus(error);
+    this.finish(call, {
+      status,
+      errorCode: code,
+      usage: null,
+      provider: null,
+      upstreamModel: null,
+      attempts: error instanceof FailoverError ? error.attempts : 0,
+      latencyMs: Math.round(performance.now() - call.started),
+      ttftMs: null,
+    });
+    throw error;
+  }
+
+  private async once<M extends Modality, B>(call: AdmittedCall<M, B>): Promise<JsonAnswer> {
+    const { capability, body, model, exchange } = call;
+    try {
+      const outcome = await runWithFailover<RouteCandidate<M>, unknown>(
+        call.candidates,
+        (candidate, signal) => capability.attempt(candidate, body, new GatewayCallOptions(signal, exchange.requestId)),
+        { ...this.failover, signal: exchange.signal },
+      );
+      const answer = capability.answer(outcome.value, body, model);
+      this.finish(call, {
+        status: 200,
+        errorCode: null,
+        usage: answer.usage,
+        ...(answer.units ? { units: answer.units } : {}),
+        provider: outcome.candidate.provider.name,
+        upstreamModel: outcome.candidate.upstreamModel,
+        attempts: outcome.attempts,
+        latencyMs: Math.round(performance.now() - call.started),
+        ttftMs: null,
+        ...(call.admission.logBodies ? { bodies: { request: body, response: answer.body } } : {}),
+      });
+      return { status: 200, headers: { 'x-svc-provider': outcome.candidate.provider.name, 'x-svc-attempts': String(outcome.attempts) }, body: answer.body };
+    } catch (error) {
+      this.failed(call, error);
+    }
+  }
+
+  private async stream<M extends Modality, B>(call: AdmittedCall<M, B>): Promise<null> {
+    const { exchange, body, model } = call;
+    const streaming = call.capability.streaming!;
+    let opened: FailoverOutcome<OpenedStream<unknown>, RouteCandidate<M>>;
+    try {
+      opened = await runWithFailover<RouteCandidate<M>, OpenedStream<unknown>>(call.candidates, (candidate, signal) => this.openUntilCommit(call, candidate, signal), {
+        ...this.failover,
+        signal: exchange.signal,
+      });
+    } catch (error) {
+      this.failed(call, error);
+    }
+
+    const { iterator, buffered, committedAt } = opened.value;
+    const sink = exchange.openStream!({ 'x-svc-provider': opened.candidate.provider.name, 'x-svc-attempts': String(opened.attempts) });
+    const writer = streaming.writer(body, model, { requestId: exchange.requestId, countedInputTokens: call.estimate.countedInputTokens, logBodies: call.admission.logBodies });
+    let status = 200;
+    let errorCode: string | null = null;
+    try {
+      for (const event of buffered) await writer.write(event, sink);
+      for (;;) {
+        if (exchange.signal.aborted) throw new ClientGoneError();
+        const next = await iterator.next();
+        if (next.done) break;
+        await writer.write(next.value, sink);
+      }
+      await writer.close(sink);
+    } catch (error) {
+      if (exchange.signal.aborted || error instanceof ClientGoneError) {
+        status = 499;
+        errorCode = 'client_closed_request';
+      } else {
+        // Past the commit point a failure can only be reported in-band.
+        status = 502;
+        errorCode = 'upstream_error';
+        exchange.warn({ err: error, route: opened.candidate.key }, 'stream failed after its commit point');
+        await writer.fail(new ApiError('upstream_error', 'The upstream stream failed part-way; the response is incomplete. It is safe to retry.'), sink);
+      }
+      void iterator.return?.().catch(() => undefined);
+    } finally {
+      sink.end();
+      const settled = writer.settle();
+      this.finish(call, {
+        status,
+        errorCode,
+        usage: settled.usage,
+        ...(settled.units ? { units: settled.units } : {}),
+        provider: opened.candidate.provider.name,
+        upstreamModel: opened.candidate.upstreamModel,
+        attempts: opened.attempts,
+        latencyMs: Math.round(performance.now() - call.started),
+        ttftMs: Math.round(committedAt - call.started),
+        ...(call.admission.logBodies ? { bodies: { request: body, response: settled.logged ?? null } } : {}),
+      });
+    }
+    return null;
+  }
+
+  /**
+   * Opens a stream on one route and reads until the commit point or the time-to-first-token limit.
+   * Until then nothing has reached the client, so a failure here can still fail over.
+   */
+  private async openUntilCommit<M extends Modality, B>(call: AdmittedCall<M, B>, candidate: RouteCandidate<M>, attemptSignal: CallSignal): Promise<OpenedStream<unknown>> {
+    const streaming = call.capability.streaming!;
+    const ttftMs = call.model.ttftTimeoutMs ?? this.deps.config.failover.ttftTimeoutMs;
+    // Its own signal: a slow first token cuts this attempt without ending the client's call.
+    const upstream = attemptSignal.child();
+    let timer: NodeJS.Timeout | undefined;
+    const ttft = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const late = new UpstreamError('timeout', `no content within ${ttftMs} ms`);
+        upstream.signal.abort(late);
+        reject(late);
+      }, ttftMs);
+    });
+    const iterator = streaming.open(candidate, call.body, new GatewayCallOptions(upstream.signal, call.exchange.requestId))[Symbol.asyncIterator]();
+    const buffered: unknown[] = [];
+    try {
+      for (;;) {
+        const pending = iterator.next();
+        // If the timeout wins the race, the abandoned read rejects later: keep that quiet.
+        pending.catch(() => undefined);
+        const next = await Promise.race([pending, ttft]);
+        if (next.done) throw new UpstreamError('protocol', 'the stream ended before any content');
+        buffered.push(next.value);
+        if (streaming.commits(next.value)) return { iterator, buffered, committedAt: performance.now() };
+      }
+    } catch (error) {
+      upstream.signal.abort(error);
+      void iterator.return?.().catch(() => undefined);
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      upstream.detach();
+    }
+  }
+}
+
+interface OpenedStream<E> {
+  iterator: AsyncIterator<E>;
+  /** Events read before and including the commit point. */
+  buffered: E[];
+  committedAt: number;
+}
