@@ -1,0 +1,107 @@
+import type { GuardDecision, InputGuardCheck } from '../../core/gateway/input-guards.ts';
+import { type BuiltInDetector, builtInDetectors, type Detector, patternDetector } from './detectors.ts';
+
+export type RuleDetector = BuiltInDetector | 'pattern';
+export type RuleAction = 'block' | 'redact';
+
+/** What evaluation needs of a rule (stored, or a draft an owner tries before saving it). */
+export interface RuleSpec {
+  readonly id: string | null;
+  readonly name: string;
+  readonly detector: RuleDetector;
+  readonly pattern: string | null;
+  readonly action: RuleAction;
+}
+
+interface CompiledRule {
+  readonly spec: RuleSpec;
+  readonly detector: Detector;
+  /** What a redaction leaves in the text: `[REDACTED:email]`, or `[REDACTED:<rule name>]` for a pattern. */
+  readonly label: string;
+}
+
+export interface RuleFinding {
+  readonly rule: RuleSpec;
+  /** Matches in the text the rule saw (for a redact rule, after the redactions of earlier rules). */
+  readonly matches: number;
+}
+
+export interface Evaluation {
+  readonly decision: GuardDecision;
+  readonly findings: readonly RuleFinding[];
+}
+
+/** Throws InvalidPattern (detectors.ts) for a pattern RE2 refuses. */
+function compileRule(spec: RuleSpec): CompiledRule {
+  if (spec.detector === 'pattern') {
+    return { spec, detector: patternDetector(spec.pattern ?? ''), label: `[REDACTED:${spec.name}]` };
+  }
+  return { spec, detector: builtInDetectors[spec.detector], label: `[REDACTED:${spec.detector}]` };
+}
+
+/** Replaces each span (sorted, possibly overlapping) with the label; overlapping spans become one. */
+function redact(text: string, spans: ReadonlyArray<readonly [number, number]>, label: string): string {
+  let out = '';
+  let copiedUpTo = 0;
+  for (const [start, end] of spans) {
+    if (end <= copiedUpTo) continue;
+    if (start >= copiedUpTo) out += text.slice(copiedUpTo, start) + label;
+    copiedUpTo = end;
+  }
+  return out + text.slice(copiedUpTo);
+}
+
+/**
+ * An account's enabled rules, compiled once per cache fill and run on every input text of a call.
+ * Block wins over redact: every block rule is tried on the text as sent, before any redaction, so
+ * a redaction can never hide what a block rule would have refused. Redact rules then run in the
+ * account's order, each on the text the previous one left.
+ */
+export class CompiledRules implements InputGuardCheck {
+  private readonly blocking: readonly CompiledRule[];
+  private readonly redacting: readonly CompiledRule[];
+
+  constructor(specs: readonly RuleSpec[]) {
+    const compiled = specs.map(compileRule);
+    this.blocking = compiled.filter((rule) => rule.spec.action === 'block');
+    this.redacting = compiled.filter((rule) => rule.spec.action === 'redact');
+  }
+
+  /** The call path's question: as little work as the answer needs (the first block ends it). */
+  check(text: string): GuardDecision {
+    for (const rule of this.blocking) {
+      if (rule.detector.test(text)) return { action: 'block', rule: rule.spec.name };
+    }
+    let current = text;
+    let firstRule: string | null = null;
+    for (const rule of this.redacting) {
+      if (!rule.detector.test(current)) continue;
+      current = redact(current, rule.detector.spans(current), rule.label);
+      firstRule ??= rule.spec.name;
+    }
+    return firstRule === null ? { action: 'allow' } : { action: 'redact', text: current, rule: firstRule };
+  }
+
+  /** The owner's question (POST /client/guardrails/test): the decision, and what every rule found. */
+  evaluate(text: string): Evaluation {
+    const findings: RuleFinding[] = [];
+    let blockedBy: string | null = null;
+    for (const rule of this.blocking) {
+      const matches = rule.detector.spans(text).length;
+      if (matches > 0) {
+        findings.push({ rule: rule.spec, matches });
+        blockedBy ??= rule.spec.name;
+      }
+    }
+    if (blockedBy !== null) return { decision: { action: 'block', rule: blockedBy }, findings };
+    const decision = this.check(text);
+    let current = text;
+    for (const rule of this.redacting) {
+      const spans = rule.detector.spans(current);
+      if (spans.length === 0) continue;
+      findings.push({ rule: rule.spec, matches: spans.length });
+      current = redact(current, spans, rule.label);
+    }
+    return { decision, findings };
+  }
+}
