@@ -10,6 +10,8 @@ export const guardrailMigrations: Migration[] = [
 -- expression; a built-in detector carries none.
 CREATE TABLE guardrail_rules (
   id uuid PRIMARY KEY,
+  -- The order rules were made in, which is the order redactions apply (created_at can tie).
+  position bigserial NOT NULL,
   organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
   name text NOT NULL,
   detector text NOT NULL CHECK (detector IN ('email', 'card_number', 'secret', 'pattern')),
@@ -21,7 +23,7 @@ CREATE TABLE guardrail_rules (
   CONSTRAINT guardrail_rules_pattern_iff_detector CHECK ((detector = 'pattern') = (pattern IS NOT NULL)),
   CONSTRAINT guardrail_rules_org_name UNIQUE (organization_id, name)
 );
-CREATE INDEX guardrail_rules_org_created ON guardrail_rules (organization_id, created_at, id);
+CREATE INDEX guardrail_rules_org_position ON guardrail_rules (organization_id, position);
 `,
   },
 ];

@@ -41,14 +41,14 @@ function toRule(row: Row): GuardrailRule {
 export class GuardrailStore {
   constructor(private readonly db: Queryable) {}
 
-  async list(organizationId: string, db: Queryable = this.db): Promise<GuardrailRule[]> {
-    const { rows } = await db.query(`SELECT ${COLUMNS} FROM guardrail_rules WHERE organization_id = $1 ORDER BY created_at, id`, [organizationId]);
+  async list(organizationId: string): Promise<GuardrailRule[]> {
+    const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM guardrail_rules WHERE organization_id = $1 ORDER BY position`, [organizationId]);
     return rows.map(toRule);
   }
 
   /** What the call path runs: the enabled rules only. */
   async enabled(organizationId: string): Promise<GuardrailRule[]> {
-    const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM guardrail_rules WHERE organization_id = $1 AND enabled ORDER BY created_at, id`, [organizationId]);
+    const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM guardrail_rules WHERE organization_id = $1 AND enabled ORDER BY position`, [organizationId]);
     return rows.map(toRule);
   }
 

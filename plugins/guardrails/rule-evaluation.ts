@@ -94,14 +94,16 @@ export class CompiledRules implements InputGuardCheck {
       }
     }
     if (blockedBy !== null) return { decision: { action: 'block', rule: blockedBy }, findings };
-    const decision = this.check(text);
     let current = text;
+    let firstRule: string | null = null;
     for (const rule of this.redacting) {
       const spans = rule.detector.spans(current);
       if (spans.length === 0) continue;
       findings.push({ rule: rule.spec, matches: spans.length });
       current = redact(current, spans, rule.label);
+      firstRule ??= rule.spec.name;
     }
+    const decision: GuardDecision = firstRule === null ? { action: 'allow' } : { action: 'redact', text: current, rule: firstRule };
     return { decision, findings };
   }
 }
