@@ -7,6 +7,8 @@ import { RE2JS } from 're2js';
  * on 30 000 letters without an `@`).
  */
 export interface Detector {
+  /** The RE2 expression behind it; a match of it is necessary (not always sufficient) for a finding. */
+  readonly source: string;
   /** Whether the text holds at least one match: the common path, on RE2's fast DFA where it can. */
   test(text: string): boolean;
   /** Every match, in order, as [start, end) offsets into the text (UTF-16, as String.slice takes). */
@@ -30,6 +32,7 @@ function expressionDetector(expression: RE2JS, accept?: (match: string) => boole
     return found;
   };
   return {
+    source: expression.pattern(),
     test: accept ? (text) => expression.test(text) && spans(text).length > 0 : (text) => expression.test(text),
     spans,
   };

@@ -1,3 +1,4 @@
+import { RE2Set } from 're2js';
 import type { GuardDecision, InputGuardCheck } from '../../core/gateway/input-guards.ts';
 import { type BuiltInDetector, builtInDetectors, type Detector, patternDetector } from './detectors.ts';
 
@@ -12,6 +13,12 @@ export interface RuleSpec {
   readonly pattern: string | null;
   readonly action: RuleAction;
 }
+
+/**
+ * The screen's lazy DFA grows as texts visit new states; past this it falls back to RE2's NFA (still
+ * linear, slower), so an account's rules never hold more than this much of a replica's memory.
+ */
+const SCREEN_MAX_MEMORY = 1024 * 1024;
 
 interface CompiledRule {
   readonly spec: RuleSpec;
@@ -60,22 +67,36 @@ function redact(text: string, spans: ReadonlyArray<readonly [number, number]>, l
 export class CompiledRules implements InputGuardCheck {
   private readonly blocking: readonly CompiledRule[];
   private readonly redacting: readonly CompiledRule[];
+  /** Every rule's expression in one automaton: one pass over a text says which rules can match at all. */
+  private readonly screen: RE2Set;
+  private readonly screenIndex: ReadonlyMap<CompiledRule, number>;
 
   constructor(specs: readonly RuleSpec[]) {
     const compiled = specs.map(compileRule);
     this.blocking = compiled.filter((rule) => rule.spec.action === 'block');
     this.redacting = compiled.filter((rule) => rule.spec.action === 'redact');
+    this.screen = new RE2Set(RE2Set.UNANCHORED, 0, SCREEN_MAX_MEMORY);
+    this.screenIndex = new Map(compiled.map((rule) => [rule, this.screen.add(rule.detector.source)]));
+    this.screen.compile();
   }
 
-  /** The call path's question: as little work as the answer needs (the first block ends it). */
+  /**
+   * The call path's question: as little work as the answer needs. Most texts match no rule, and the
+   * screen tells so in one pass whatever the number of rules (about half the time of asking each
+   * rule); a rule the screen rules out is not asked, and the first block ends it.
+   */
   check(text: string): GuardDecision {
+    const candidates = new Set(this.screen.match(text));
+    if (candidates.size === 0) return { action: 'allow' };
+    const screened = (rule: CompiledRule) => candidates.has(this.screenIndex.get(rule) ?? -1);
     for (const rule of this.blocking) {
-      if (rule.detector.test(text)) return { action: 'block', rule: rule.spec.name };
+      if (screened(rule) && rule.detector.test(text)) return { action: 'block', rule: rule.spec.name };
     }
     let current = text;
     let firstRule: string | null = null;
     for (const rule of this.redacting) {
-      if (!rule.detector.test(current)) continue;
+      // A label an earlier redaction left is never what a later rule is looking for: the screen of the text as sent holds.
+      if (!screened(rule) || !rule.detector.test(current)) continue;
       current = redact(current, rule.detector.spans(current), rule.label);
       firstRule ??= rule.spec.name;
     }

@@ -121,6 +121,18 @@ t.test('evaluation', async (t) => {
     t.equal(rules.evaluate('mail secret@corp.example now').decision.action, 'block');
   });
 
+  t.test('every kind of rule is found by the call path, case-insensitive patterns included', async (t) => {
+    const rules = new CompiledRules([rule({ detector: 'pattern', pattern: '(?i)project\\s+falcon', action: 'redact', name: 'codename' }), rule({ detector: 'secret', action: 'block' })]);
+    t.same(rules.check('PROJECT  Falcon, project falcon'), { action: 'redact', rule: 'codename', text: '[REDACTED:codename], [REDACTED:codename]' });
+    t.same(rules.check('token ghp_abcdefghijklmnopqrstuvwxyz0123456789'), { action: 'block', rule: 'secret' });
+    t.same(rules.check('project hawk, token ghp_short'), { action: 'allow' });
+  });
+
+  t.test('a redact rule does not redact the label an earlier one left', async (t) => {
+    const rules = new CompiledRules([rule({ detector: 'email', action: 'redact' }), rule({ detector: 'pattern', pattern: 'REDACTED', action: 'redact', name: 'shouting' })]);
+    t.same(rules.check('a@b.io'), { action: 'redact', rule: 'email', text: '[REDACTED:email]' });
+  });
+
   t.test('redact rules apply one after the other; the first to redact is named', async (t) => {
     const rules = new CompiledRules([rule({ detector: 'email', action: 'redact' }), rule({ detector: 'card_number', action: 'redact' })]);
     const result = rules.evaluate('a@b.io paid with 4242 4242 4242 4242');
