@@ -82,49 +82,49 @@ export class CompiledRules implements InputGuardCheck {
 
   /**
    * The call path's question: as little work as the answer needs. Most texts match no rule, and the
-   * screen tells so in one pass whatever the number of rules (about half the time of asking each
-   * rule); a rule the screen rules out is not asked, and the first block ends it.
+   * screen tells so in one pass whatever the number of rules (a quarter of the time of asking each
+   * rule in turn, README.md); a rule the screen rules out is not asked, and the first block ends it.
    */
   check(text: string): GuardDecision {
-    const candidates = new Set(this.screen.match(text));
-    if (candidates.size === 0) return { action: 'allow' };
-    const screened = (rule: CompiledRule) => candidates.has(this.screenIndex.get(rule) ?? -1);
+    const candidates = this.screen.match(text);
+    if (candidates.length === 0) return { action: 'allow' };
+    const screened = new Set(candidates);
     for (const rule of this.blocking) {
-      if (screened(rule) && rule.detector.test(text)) return { action: 'block', rule: rule.spec.name };
+      if (screened.has(this.screenIndex.get(rule) ?? -1) && rule.detector.test(text)) return { action: 'block', rule: rule.spec.name };
     }
-    let current = text;
-    let firstRule: string | null = null;
-    for (const rule of this.redacting) {
-      // A label an earlier redaction left is never what a later rule is looking for: the screen of the text as sent holds.
-      if (!screened(rule) || !rule.detector.test(current)) continue;
-      current = redact(current, rule.detector.spans(current), rule.label);
-      firstRule ??= rule.spec.name;
-    }
-    return firstRule === null ? { action: 'allow' } : { action: 'redact', text: current, rule: firstRule };
+    return this.redactions(text, screened, null);
   }
 
-  /** The owner's question (POST /client/guardrails/test): the decision, and what every rule found. */
+  /** The owner's question (POST /client/guardrails/test): the same decision, and what every rule found. */
   evaluate(text: string): Evaluation {
+    const screened = new Set(this.screen.match(text));
     const findings: RuleFinding[] = [];
-    let blockedBy: string | null = null;
     for (const rule of this.blocking) {
-      const matches = rule.detector.spans(text).length;
-      if (matches > 0) {
-        findings.push({ rule: rule.spec, matches });
-        blockedBy ??= rule.spec.name;
-      }
+      const matches = screened.has(this.screenIndex.get(rule) ?? -1) ? rule.detector.spans(text).length : 0;
+      if (matches > 0) findings.push({ rule: rule.spec, matches });
     }
-    if (blockedBy !== null) return { decision: { action: 'block', rule: blockedBy }, findings };
+    const blockedBy = findings[0];
+    if (blockedBy) return { decision: { action: 'block', rule: blockedBy.rule.name }, findings };
+    return { decision: this.redactions(text, screened, findings), findings };
+  }
+
+  /**
+   * Redact rules in the account's order, each on the text the previous one left. Only rules the
+   * screen found in the text as sent run: a label an earlier redaction left is never what a later
+   * rule is looking for. With `findings`, every rule's matches are counted there.
+   */
+  private redactions(text: string, screened: ReadonlySet<number>, findings: RuleFinding[] | null): GuardDecision {
     let current = text;
     let firstRule: string | null = null;
     for (const rule of this.redacting) {
+      if (!screened.has(this.screenIndex.get(rule) ?? -1)) continue;
+      if (findings === null && !rule.detector.test(current)) continue;
       const spans = rule.detector.spans(current);
       if (spans.length === 0) continue;
-      findings.push({ rule: rule.spec, matches: spans.length });
+      findings?.push({ rule: rule.spec, matches: spans.length });
       current = redact(current, spans, rule.label);
       firstRule ??= rule.spec.name;
     }
-    const decision: GuardDecision = firstRule === null ? { action: 'allow' } : { action: 'redact', text: current, rule: firstRule };
-    return { decision, findings };
+    return firstRule === null ? { action: 'allow' } : { action: 'redact', text: current, rule: firstRule };
   }
 }

@@ -131,6 +131,7 @@ t.test('evaluation', async (t) => {
   t.test('a redact rule does not redact the label an earlier one left', async (t) => {
     const rules = new CompiledRules([rule({ detector: 'email', action: 'redact' }), rule({ detector: 'pattern', pattern: 'REDACTED', action: 'redact', name: 'shouting' })]);
     t.same(rules.check('a@b.io'), { action: 'redact', rule: 'email', text: '[REDACTED:email]' });
+    t.same(rules.evaluate('a@b.io').decision, rules.check('a@b.io'), 'the test route answers what the call path does');
   });
 
   t.test('redact rules apply one after the other; the first to redact is named', async (t) => {
