@@ -1,6 +1,7 @@
 import type { AnyPlugin } from '../core/kernel/plugin.ts';
 import { accountPlugin } from './account/index.ts';
 import { auditPlugin } from './audit/index.ts';
+import { guardrailsPlugin } from './guardrails/index.ts';
 import { inferencePlugin } from './inference/index.ts';
 import { keysPlugin } from './keys/index.ts';
 import { meteringPlugin } from './metering/index.ts';
@@ -11,4 +12,4 @@ import { projectsPlugin } from './projects/index.ts';
  * Every plugin the service ships, in a sensible order. Operators enable them by name under
  * `plugins:` in config; the kernel orders them by their declared dependencies.
  */
-export const manifest: readonly AnyPlugin[] = [accountPlugin, projectsPlugin, keysPlugin, inferencePlugin, meteringPlugin, usagePlugin, auditPlugin];
+export const manifest: readonly AnyPlugin[] = [accountPlugin, projectsPlugin, keysPlugin, inferencePlugin, guardrailsPlugin, meteringPlugin, usagePlugin, auditPlugin];
