@@ -126,7 +126,7 @@ function imagesResponse(upstream: JsonObject): JsonObject {
   const data = Array.isArray(upstream['data']) ? (upstream['data'] as JsonObject[]) : [];
   const response: JsonObject = {
     created: typeof upstream['created'] === 'number' ? upstream['created'] : Math.floor(Date.now() / 1000),
-    data: data.map((item) => pick(item, IMAGE_FIELDS)),
+    data: data.map((item) => (item !== null && typeof item === 'object' ? pick(item, IMAGE_FIELDS) : {})),
   };
   return { ...response, ...pick(upstream, RESPONSE_FIELDS) };
 }
