@@ -1,5 +1,6 @@
 import type { Queryable } from './database.ts';
 import type { Page, PageRequest } from '../vocabulary/pagination.ts';
+import type { MeteredUnits } from '../gateway/inference-admission.ts';
 
 /** The credit ledger: append-only lines whose balance_after chains exactly, per organisation. */
 export type LedgerKind = 'payment' | 'adjustment' | 'ai_usage' | 'hosting' | 'hosting_base_fee';
@@ -80,7 +81,11 @@ export interface RequestLogRow {
   outputTokens: number;
   reasoningTokens: number;
   usageEstimated: boolean;
+  /** What the call used besides tokens (absent: none); audio seconds as billed, whole seconds. */
+  units?: MeteredUnits | undefined;
   costMicros: bigint;
+  /** The units' share of costMicros (absent: none). */
+  unitsCostMicros?: bigint | undefined;
   priceVersion: string | null;
   latencyMs: number;
   ttftMs: number | null;

@@ -4,6 +4,7 @@ import type { RequestLogRow } from '../../core/ports/metering.ts';
 import { Conditions } from '../../adapters/sql/conditions.ts';
 import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
 import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
+import { unitsFromColumns } from '../metering/request-log-row-values.ts';
 
 /**
  * The read side of metering: aggregates and rows from request_logs (one row per gateway model
@@ -46,7 +47,13 @@ interface CallSums {
   cacheWriteTokens: number;
   outputTokens: number;
   reasoningTokens: number;
+  webSearches: number;
+  images: number;
+  characters: number;
+  audioSeconds: number;
   costMicros: bigint;
+  /** The units' share of costMicros; the rest is the tokens'. */
+  unitsCostMicros: bigint;
 }
 
 export interface UsageTotals extends CallSums {
@@ -118,7 +125,15 @@ const REQUEST_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'text' 
 const ROW_COLUMNS = `id, created_at,
   organization_id, project_id, key_id, endpoint, model, provider, upstream_model, status_code, error_code,
   input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, usage_estimated,
-  cost_micros, latency_ms, ttft_ms, streamed, attempts, price_version`;
+  cost_micros, latency_ms, ttft_ms, streamed, attempts, price_version,
+  web_searches, images, image_size, image_quality, characters, audio_seconds, units_cost_micros`;
+
+/** Sums of the unit columns, shared by totals and series buckets. */
+const UNIT_SUMS = `COALESCE(sum(web_searches), 0)::bigint AS web_searches,
+  COALESCE(sum(images), 0)::bigint AS images,
+  COALESCE(sum(characters), 0)::bigint AS characters,
+  COALESCE(sum(audio_seconds), 0)::bigint AS audio_seconds,
+  COALESCE(sum(units_cost_micros), 0)::bigint AS units_cost_micros`;
 
 const TOTAL_COLUMNS = `count(*)::bigint AS requests,
   count(*) FILTER (WHERE status_code >= 400)::bigint AS errors,
@@ -128,6 +143,7 @@ const TOTAL_COLUMNS = `count(*)::bigint AS requests,
   COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
   COALESCE(sum(reasoning_tokens), 0)::bigint AS reasoning_tokens,
   COALESCE(sum(cost_micros), 0)::bigint AS cost_micros,
+  ${UNIT_SUMS},
   round(avg(latency_ms))::float8 AS avg_latency_ms,
   (percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p50_latency_ms,
   (percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p95_latency_ms`;
@@ -168,6 +184,18 @@ function toRequestLog(row: Row): RequestLog {
     streamed: row['streamed'] === true,
     attempts: num(row, 'attempts'),
     priceVersion: strOrNull(row, 'price_version'),
+    units: unitsFromColumns(row['web_searches'], row['images'], row['image_size'], row['image_quality'], row['characters'], row['audio_seconds']),
+    unitsCostMicros: bigintOf(row, 'units_cost_micros'),
+  };
+}
+
+function unitSums(r: Row): Pick<CallSums, 'webSearches' | 'images' | 'characters' | 'audioSeconds' | 'unitsCostMicros'> {
+  return {
+    webSearches: num(r, 'web_searches'),
+    images: num(r, 'images'),
+    characters: num(r, 'characters'),
+    audioSeconds: num(r, 'audio_seconds'),
+    unitsCostMicros: bigintOf(r, 'units_cost_micros'),
   };
 }
 
@@ -182,6 +210,7 @@ function toTotals(row: Row | undefined): UsageTotals {
     outputTokens: num(r, 'output_tokens'),
     reasoningTokens: num(r, 'reasoning_tokens'),
     costMicros: bigintOf(r, 'cost_micros'),
+    ...unitSums(r),
     avgLatencyMs: numOrNull(r, 'avg_latency_ms'),
     p50LatencyMs: numOrNull(r, 'p50_latency_ms'),
     p95LatencyMs: numOrNull(r, 'p95_latency_ms'),
@@ -244,7 +273,7 @@ export class UsageStore {
                 sum(cache_write_tokens)::bigint AS cache_write_tokens,
                 sum(output_tokens)::bigint AS output_tokens,
                 sum(reasoning_tokens)::bigint AS reasoning_tokens,
-                sum(cost_micros)::bigint AS cost_micros
+                sum(cost_micros)::bigint AS cost_micros, ${UNIT_SUMS}
          FROM request_logs WHERE ${c.sql}
          GROUP BY 1
        )
@@ -252,7 +281,10 @@ export class UsageStore {
               COALESCE(s.requests, 0)::bigint AS requests, COALESCE(s.errors, 0)::bigint AS errors,
               COALESCE(s.input_tokens, 0)::bigint AS input_tokens, COALESCE(s.cached_input_tokens, 0)::bigint AS cached_input_tokens,
               COALESCE(s.cache_write_tokens, 0)::bigint AS cache_write_tokens, COALESCE(s.output_tokens, 0)::bigint AS output_tokens,
-              COALESCE(s.reasoning_tokens, 0)::bigint AS reasoning_tokens, COALESCE(s.cost_micros, 0)::bigint AS cost_micros
+              COALESCE(s.reasoning_tokens, 0)::bigint AS reasoning_tokens, COALESCE(s.cost_micros, 0)::bigint AS cost_micros,
+              COALESCE(s.web_searches, 0)::bigint AS web_searches, COALESCE(s.images, 0)::bigint AS images,
+              COALESCE(s.characters, 0)::bigint AS characters, COALESCE(s.audio_seconds, 0)::bigint AS audio_seconds,
+              COALESCE(s.units_cost_micros, 0)::bigint AS units_cost_micros
        FROM buckets b LEFT JOIN sums s ON s.local_start = b.local_start
        ORDER BY b.local_start DESC`,
       c.params,
@@ -267,6 +299,7 @@ export class UsageStore {
       outputTokens: num(row, 'output_tokens'),
       reasoningTokens: num(row, 'reasoning_tokens'),
       costMicros: bigintOf(row, 'cost_micros'),
+      ...unitSums(row),
     }));
   }
 
