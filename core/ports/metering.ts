@@ -1,6 +1,7 @@
 import type { Queryable } from './database.ts';
 import type { Page, PageRequest } from '../vocabulary/pagination.ts';
 import type { MeteredUnits } from '../gateway/inference-admission.ts';
+import type { ErrorCode } from '../kernel/error-catalogue.ts';
 
 /** The credit ledger: append-only lines whose balance_after chains exactly, per organisation. */
 export type LedgerKind = 'payment' | 'adjustment' | 'ai_usage' | 'hosting' | 'hosting_base_fee';
@@ -58,6 +59,15 @@ export interface CreditLedger {
   summary(organizationId: string, window: { from?: Date; to?: Date }): Promise<LedgerSummary>;
 }
 
+/**
+ * Codes a request-log row may carry that no response was sent with: the client went away first
+ * (499), or the process died before the call settled (the billing journal's provisional row).
+ */
+export const UNANSWERED_CALL_CODES = ['client_closed_request', 'gateway_interrupted'] as const;
+
+/** A request-log row's error code: a catalogued one (what the client was answered), or one of UNANSWERED_CALL_CODES. */
+export type RequestLogErrorCode = ErrorCode | (typeof UNANSWERED_CALL_CODES)[number];
+
 /** One metered call, as the request-log writer stores it. */
 export interface RequestLogRow {
   id: string;
@@ -74,7 +84,7 @@ export interface RequestLogRow {
   provider: string | null;
   upstreamModel: string | null;
   statusCode: number;
-  errorCode: string | null;
+  errorCode: RequestLogErrorCode | null;
   inputTokens: number;
   cachedInputTokens: number;
   cacheWriteTokens: number;

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
+import { requestLogErrorCode } from './request-log-error-codes.ts';
 import type { MeteredUnits } from '../../core/gateway/inference-admission.ts';
 import { COLUMNS, COLUMNS_BEFORE_UNITS, rowValues, unitsFromColumns } from './request-log-row-values.ts';
 
@@ -289,7 +290,7 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
       provider: v[7],
       upstreamModel: v[8],
       statusCode: v[9],
-      errorCode: v[10],
+      errorCode: v[10] === null ? null : (requestLogErrorCode(v[10]) ?? 'internal_error'),
       inputTokens: v[11],
       cachedInputTokens: v[12],
       cacheWriteTokens: v[13],

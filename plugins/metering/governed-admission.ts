@@ -6,7 +6,8 @@ import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission, Mete
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { AllowanceTake, Coordination, GateRequest, GateResult, Holdings, LeaseEntry, Outstanding, RateDecision, RateEntry } from '../../core/ports/coordination.ts';
 import type { KeyRateLimits, SpendCap, SpendReader } from '../../core/ports/identity.ts';
-import type { CreditLedger, RequestLogRow } from '../../core/ports/metering.ts';
+import type { CreditLedger, RequestLogErrorCode, RequestLogRow } from '../../core/ports/metering.ts';
+import { requestLogErrorCode } from './request-log-error-codes.ts';
 import { estimatedUsage } from '../../core/gateway/provider.ts';
 import { periodStart } from '../../core/vocabulary/periods.ts';
 import type { CapPolicies } from './cap-policies.ts';
@@ -266,7 +267,7 @@ export class GovernedAdmission implements InferenceAdmission {
       provider: null,
       upstreamModel: null,
       statusCode: call.status,
-      errorCode: call.errorCode,
+      errorCode: this.typedErrorCode(call.errorCode, call.requestId),
       inputTokens: 0,
       cachedInputTokens: 0,
       cacheWriteTokens: 0,
@@ -611,9 +612,18 @@ export class GovernedAdmission implements InferenceAdmission {
     const tokens = state.tokens.map((entry) => ({ key: entry.key, limit: entry.limit, periodMs: entry.periodMs, cost: used - state.tokenEstimate }));
     const settled = coordination.gate.settle({ leaseKeys: state.leaseKeys, leaseId: state.leaseId, gives, counterTtlMs: settings.counterTtlMs, tokens });
     const credential = request.credential;
-    this.deps.writer.enqueue(requestLogRow(state, outcome, bill, createdAt));
+    const errorCode = outcome.errorCode === null ? null : this.typedErrorCode(outcome.errorCode, request.requestId);
+    this.deps.writer.enqueue(requestLogRow(state, outcome, bill, errorCode, createdAt));
     const alerting = cost > 0n ? state.caps.filter((entry) => entry.cap.mode === 'alert') : [];
     return alerting.length === 0 ? settled : settled.then(() => this.alertIfReached(alerting, credential.organizationId));
+  }
+
+  /** A call's error code as the request log types it; a code no catalogue names is logged and stored as internal_error. */
+  private typedErrorCode(code: string, requestId: string): RequestLogErrorCode {
+    const typed = requestLogErrorCode(code);
+    if (typed) return typed;
+    this.deps.logger.error({ requestId, errorCode: code }, 'a call ended with an error code no catalogue names; logged as internal_error');
+    return 'internal_error';
   }
 
   /** Alert-only caps: record (once per period and cap, see BudgetAlerts) that spending reached one. */
@@ -632,7 +642,7 @@ export class GovernedAdmission implements InferenceAdmission {
 const NO_MAKERS: readonly string[] = [];
 
 /** A call's request-log row: what it cost and how it went. */
-function requestLogRow(state: AdmittedCall, outcome: CallOutcome, bill: CallCost, createdAt: Date): RequestLogRow {
+function requestLogRow(state: AdmittedCall, outcome: CallOutcome, bill: CallCost, errorCode: RequestLogErrorCode | null, createdAt: Date): RequestLogRow {
   const { request } = state;
   const { credential } = request;
   const usage = outcome.usage;
@@ -647,7 +657,7 @@ function requestLogRow(state: AdmittedCall, outcome: CallOutcome, bill: CallCost
     provider: outcome.provider,
     upstreamModel: outcome.upstreamModel,
     statusCode: outcome.status,
-    errorCode: outcome.errorCode,
+    errorCode,
     inputTokens: usage?.inputTokens ?? 0,
     cachedInputTokens: usage?.cachedInputTokens ?? 0,
     cacheWriteTokens: usage?.cacheWriteTokens ?? 0,

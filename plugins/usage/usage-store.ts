@@ -1,6 +1,6 @@
 import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 import type { Queryable } from '../../core/ports/database.ts';
-import type { RequestLogRow } from '../../core/ports/metering.ts';
+import type { RequestLogErrorCode, RequestLogRow } from '../../core/ports/metering.ts';
 import { Conditions } from '../../adapters/sql/conditions.ts';
 import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
 import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
@@ -171,7 +171,8 @@ function toRequestLog(row: Row): RequestLog {
     provider: strOrNull(row, 'provider'),
     upstreamModel: strOrNull(row, 'upstream_model'),
     statusCode: num(row, 'status_code'),
-    errorCode: strOrNull(row, 'error_code'),
+    // Written by metering, typed when it was (plugins/metering/request-log-error-codes.ts).
+    errorCode: strOrNull(row, 'error_code') as RequestLogErrorCode | null,
     inputTokens: num(row, 'input_tokens'),
     cachedInputTokens: num(row, 'cached_input_tokens'),
     cacheWriteTokens: num(row, 'cache_write_tokens'),

@@ -420,7 +420,7 @@ for (const backend of databaseBackends()) {
 
     t.test('a call whose own row costs less than its provisional one stored earlier is given the difference back', async (t) => {
       const { own, provisional } = callRecords();
-      const failed = { ...own, statusCode: 502, errorCode: 'upstream_error', inputTokens: 0, outputTokens: 0, costMicros: 0n };
+      const failed: RequestLogRow = { ...own, statusCode: 502, errorCode: 'upstream_error', inputTokens: 0, outputTokens: 0, costMicros: 0n };
       const before = await balance();
       t.equal(await recorder.record([provisionalRow(provisional)]), 1);
       t.equal(await balance(), before - 10n);

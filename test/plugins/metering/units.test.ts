@@ -211,6 +211,19 @@ onEveryBackend(t, (t, storage) => {
     t.same(body.totals.units, { webSearches: 3, images: 4, characters: 4098, audioSeconds: 126, costUsd: 0.24407 }, 'the report’s units and their cost');
   });
 
+  t.test('request-log error codes are typed: catalogued ones and client_closed_request kept, an unknown one stored as internal_error', async (t) => {
+    const credential = await h.credential((await h.g.newKey()).key);
+    const ended = async (status: number, errorCode: string) => {
+      const id = await h.call(credential, { model: 'searcher', estimate: { inputTokens: 1, maxOutputTokens: 1 }, result: { ...outcome(null), status, errorCode } });
+      await h.g.settled();
+      const { rows } = await h.g.db.query<{ error_code: string }>('SELECT error_code FROM request_logs WHERE id = $1', [id]);
+      return rows[0]?.error_code;
+    };
+    t.equal(await ended(502, 'upstream_error'), 'upstream_error');
+    t.equal(await ended(499, 'client_closed_request'), 'client_closed_request');
+    t.equal(await ended(500, 'made_up_code'), 'internal_error');
+  });
+
   t.test('chargeRequest spends one request of the key’s rate limit and no money, and refuses with 429 past it', async (t) => {
     const { id, key } = await h.g.newKey();
     await h.g.patchKey(id, { rateLimits: { requestsPerMinute: 2 } });
