@@ -14,7 +14,8 @@ import { priceSheet, type PriceSheet } from './pricing.ts';
 import { RequestLogWriter } from './request-log-writer.ts';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
-import type { CreditLedger } from '../../core/ports/metering.ts';
+import { type CreditLedger, RequestLogReaderPoint } from '../../core/ports/metering.ts';
+import { SqlRequestLogReader } from './request-log-store.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { InferenceTokens } from '../inference/index.ts';
 import { budgetOperations } from './budget-operations.ts';
@@ -99,6 +100,7 @@ export const meteringPlugin = definePlugin({
     });
     container.bindValue(MeteringTokens.Admission, admission);
     extensions.provide(InferenceAdmissionPoint, admission);
+    extensions.provide(RequestLogReaderPoint, new SqlRequestLogReader(database));
   },
   subscribers: ({ extensions, logger }) => [budgetAlertSubscriber(extensions.get(BudgetAlertSinkPoint) ?? loggingAlertSink(logger))],
   operations({ container, extensions, config }) {

@@ -3,11 +3,12 @@ import type { IdentityStores } from '../../core/ports/identity.ts';
 import { usageVisibility, VISIBILITY } from './usage-access.ts';
 import { previousRange, resolveGranularity, resolveRange } from './usage-query.ts';
 import { comparisonQuery, comparisonView, seriesQuery, seriesView, usageQuery, usageReportView } from './usage-schemas.ts';
-import type { UsageStore } from './usage-store.ts';
+import type { RequestLogReader } from '../../core/ports/metering.ts';
 import { toDeltasView, toRequestRowView, toSeriesBucketView, toTotalsView } from './usage-view.ts';
 
 export interface UsageDeps {
-  store: UsageStore;
+  /** The request log, metering's, read through its port. */
+  store: RequestLogReader;
   identity: IdentityStores;
   clock: () => Date;
 }

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { comparisonView, requestRowView, requestUnitsView, totalsView, windowView } from './usage-schemas.ts';
-import type { RequestLog, SeriesBucket, UsageTotals, WindowStats } from './usage-store.ts';
+import type { RequestLog, SeriesBucket, UsageTotals, WindowStats } from '../../core/ports/metering.ts';
 
 /** Store records to wire shapes: USD numbers from integer micros, ISO timestamps. */
 

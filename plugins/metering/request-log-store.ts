@@ -1,94 +1,32 @@
 import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 import type { Queryable } from '../../core/ports/database.ts';
-import type { RequestLogErrorCode, RequestLogRow } from '../../core/ports/metering.ts';
+import type {
+  CallSums,
+  Granularity,
+  ModelTotals,
+  RequestBodies,
+  RequestFilter,
+  RequestLog,
+  RequestLogErrorCode,
+  RequestLogReader,
+  SeriesBucket,
+  UsageFilter,
+  UsageTotals,
+  Visibility,
+  WindowBucket,
+  WindowStats,
+} from '../../core/ports/metering.ts';
 import { Conditions } from '../../adapters/sql/conditions.ts';
 import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
 import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
-import { unitsFromColumns } from '../metering/request-log-row-values.ts';
+import { unitsFromColumns } from './request-log-row-values.ts';
 
 /**
- * The read side of metering: aggregates and rows from request_logs (one row per gateway model
- * call) and the optional bodies in request_log_bodies. Every query filters organization_id and a
+ * The request log's read side (core/ports/metering.ts RequestLogReader), which the usage plugin
+ * reads through: aggregates and rows from request_logs (one row per gateway model call) and the
+ * optional bodies in request_log_bodies. Every query filters organization_id and a
  * created_at range first, so it runs on request_logs_org_time (organization_id, created_at). SQL is parameterised throughout; no caller value is ever spliced into the text.
  */
-
-/** Which rows a caller may see: projectIds null means every row of the organisation. */
-export interface Visibility {
-  organizationId: string;
-  projectIds: readonly string[] | null;
-}
-
-export interface UsageFilter {
-  visibility: Visibility;
-  /** Inclusive. */
-  from?: Date;
-  /** Exclusive. */
-  to?: Date;
-  keyId?: string;
-}
-
-export type Band = 'errors' | 'slow';
-
-export interface RequestFilter extends UsageFilter {
-  model?: string;
-  q?: string;
-  band?: Band;
-}
-
-/** A stored call: what the writer stored, read back (bodies live in their own table). */
-export type RequestLog = Omit<RequestLogRow, 'bodies'>;
-
-/** Token and cost sums shared by totals and series buckets. */
-interface CallSums {
-  requests: number;
-  errors: number;
-  inputTokens: number;
-  cachedInputTokens: number;
-  cacheWriteTokens: number;
-  outputTokens: number;
-  reasoningTokens: number;
-  webSearches: number;
-  images: number;
-  characters: number;
-  audioSeconds: number;
-  costMicros: bigint;
-  /** The units' share of costMicros; the rest is the tokens'. */
-  unitsCostMicros: bigint;
-}
-
-export interface UsageTotals extends CallSums {
-  avgLatencyMs: number | null;
-  p50LatencyMs: number | null;
-  p95LatencyMs: number | null;
-}
-
-export interface ModelTotals extends UsageTotals {
-  model: string | null;
-}
-
-export type Granularity = 'hour' | 'day';
-
-export interface SeriesBucket extends CallSums {
-  start: Date;
-}
-
-export interface WindowStats {
-  requests: number;
-  errors: number;
-  costMicros: bigint;
-  p50LatencyMs: number | null;
-  p95LatencyMs: number | null;
-  p50TtftMs: number | null;
-}
-
-export interface WindowBucket extends WindowStats {
-  start: Date;
-}
-
-export interface RequestBodies {
-  request: unknown;
-  response: unknown;
-}
 
 /** The slow band: a streamed first token over 5 s, or an unstreamed call over 30 s (exactly 5 s / 30 s is not slow). */
 export const SLOW_TTFT_MS = 5_000;
@@ -229,7 +167,7 @@ function toWindowStats(r: Row): WindowStats {
   };
 }
 
-export class UsageStore {
+export class SqlRequestLogReader implements RequestLogReader {
   constructor(private readonly db: Queryable) {}
 
   async totals(filter: UsageFilter): Promise<UsageTotals> {
