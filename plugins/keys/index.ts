@@ -1,6 +1,5 @@
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
-import { SpendReaderPoint } from '../../core/ports/metering.ts';
 import { keyOperations } from './key-operations.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './key-errors.ts';
@@ -8,10 +7,9 @@ import './key-errors.ts';
 export const keysPlugin = definePlugin({
   name: 'keys',
   description: 'API keys: create (shown once), list, detail with spend, update, revoke, delete',
-  operations: ({ container, extensions }) =>
+  operations: ({ container }) =>
     keyOperations({
       identity: container.resolve(Tokens.Identity),
-      spend: extensions.get(SpendReaderPoint),
       identityFor: container.resolve(Tokens.IdentityFactory),
       authenticator: container.resolve(Tokens.Authenticator),
       clock: container.resolve(Tokens.Clock),
