@@ -38,16 +38,29 @@ async function loggedBodies(requestId: string | null): Promise<{ request_body: a
   return rows[0]!;
 }
 
-async function loggedCost(requestId: string | null): Promise<bigint> {
-  await g.settled();
-  const { rows } = await g.db.query<{ cost_micros: bigint }>('SELECT cost_micros FROM request_logs WHERE id = $1', [requestId]);
-  return BigInt(rows[0]!.cost_micros);
-}
-
 const balance = async () => {
   await g.settled();
   return (await g.ledger.balance(g.test.organizationId)) ?? 0n;
 };
+
+/** A fresh key's SDK client, so the usage report of its key shows only its own calls. */
+async function freshClient(): Promise<{ keyId: string; client: OpenAI }> {
+  const created = await g.newKey();
+  return { keyId: created.id, client: new OpenAI({ apiKey: created.key, baseURL: `${g.url}/v1`, maxRetries: 0, timeout: 20_000 }) };
+}
+
+/** What the request log, the ledger (since `before`) and the usage report of the key say the call cost. */
+async function billed(keyId: string, requestId: string | null, before: bigint) {
+  await g.settled();
+  const { rows } = await g.db.query<Record<string, unknown>>('SELECT cost_micros, units_cost_micros, images, image_size, image_quality FROM request_logs WHERE id = $1', [requestId]);
+  const row = rows[0]!;
+  const report = (await g.test.call('GET', `/client/usage?keyId=${keyId}`)).json() as { totals: { costUsd: number; units: { images: number } } };
+  return {
+    row: { ...row, cost_micros: BigInt(row['cost_micros'] as bigint), units_cost_micros: BigInt(row['units_cost_micros'] as bigint) },
+    ledger: before - (await balance()),
+    report: { costMicros: BigInt(Math.round(report.totals.costUsd * 1e6)), images: report.totals.units.images },
+  };
+}
 
 t.test('the request log keeps no image bytes, even where bodies are logged', async (t) => {
   t.equal((await g.test.call('POST', '/client/log-requests', { body: { enabled: true } })).statusCode, 200);
@@ -80,31 +93,49 @@ t.test('the request log keeps no image bytes, even where bodies are logged', asy
   });
 });
 
-// The three tests below need per-unit pricing (metering in every unit): until it is on main a
-// units-only call costs 0 and they fail.
-t.test('money (per-unit pricing): n images cost n × the price of their size and quality, in the request log and the ledger', async (t) => {
+t.test('money: n images cost n × the price of their size and quality, in the request log, the ledger and the usage report', async (t) => {
+  const { keyId, client } = await freshClient();
   const before = await balance();
-  const { response } = await generate({ model: 'painter', prompt: 'three boats', n: 3, quality: 'hd' });
-  const cost = await loggedCost(response.headers.get('x-request-id'));
-  t.equal(cost, 3n * 80_000n, '3 × $0.08 (1024x1024, hd)');
-  t.equal(before - (await balance()), cost, 'the ledger charged exactly what the request log shows');
+  const { response } = await client.images.generate({ model: 'painter', prompt: 'three boats', n: 3, quality: 'hd' }).withResponse();
+  const bill = await billed(keyId, response.headers.get('x-request-id'), before);
+  const expected = 3n * 80_000n; // 3 × $0.08 (1024x1024, hd)
+  t.same(bill.row, { cost_micros: expected, units_cost_micros: expected, images: 3, image_size: '1024x1024', image_quality: 'hd' });
+  t.equal(bill.ledger, expected, 'the ledger');
+  t.same(bill.report, { costMicros: expected, images: 3 }, 'the usage report');
 });
 
-t.test('money (per-unit pricing): a size without its own price costs perImageUsd', async (t) => {
+t.test('money: a size without its own price costs perImageUsd', async (t) => {
+  const { keyId, client } = await freshClient();
   const before = await balance();
-  const { response } = await generate({ model: 'painter-mock', prompt: 'two hills', n: 2, size: '512x512', response_format: 'b64_json' });
-  const cost = await loggedCost(response.headers.get('x-request-id'));
-  t.equal(cost, 2n * 20_000n, '2 × $0.02');
-  t.equal(before - (await balance()), cost);
+  const { response } = await client.images.generate({ model: 'painter-mock', prompt: 'two hills', n: 2, size: '512x512', response_format: 'b64_json' }).withResponse();
+  const bill = await billed(keyId, response.headers.get('x-request-id'), before);
+  const expected = 2n * 20_000n; // 2 × $0.02
+  t.same(bill.row, { cost_micros: expected, units_cost_micros: expected, images: 2, image_size: '512x512', image_quality: 'standard' });
+  t.equal(bill.ledger, expected);
+  t.same(bill.report, { costMicros: expected, images: 2 });
 });
 
-t.test('money (per-unit pricing): settlement bills the images returned, not the ones asked for', async (t) => {
+t.test('money: settlement bills the images returned, not the ones reserved', async (t) => {
+  const { keyId, client } = await freshClient();
   const oneImage = { created: 1_700_000_000, data: [{ b64_json: fakePng('only one').toString('base64') }] };
   g.upstream.enqueue({ kind: 'raw', status: 200, headers: { 'content-type': 'application/json' }, body: JSON.stringify(oneImage) });
   const before = await balance();
-  const { data, response } = await generate({ model: 'painter', prompt: 'four boats', n: 4 });
+  const { data, response } = await client.images.generate({ model: 'painter', prompt: 'four boats', n: 4 }).withResponse();
   t.equal(data.data?.length, 1);
-  const cost = await loggedCost(response.headers.get('x-request-id'));
-  t.equal(cost, 40_000n, 'one image at $0.04 (1024x1024, standard), though four were reserved');
-  t.equal(before - (await balance()), cost);
+  const bill = await billed(keyId, response.headers.get('x-request-id'), before);
+  const expected = 40_000n; // one image at $0.04 (1024x1024, standard), though four were reserved
+  t.match(bill.row, { cost_micros: expected, images: 1 });
+  t.equal(bill.ledger, expected);
+  t.same(bill.report, { costMicros: expected, images: 1 });
+});
+
+t.test('admission reserves n images at the chosen size and quality: a cap that fits two refuses three', async (t) => {
+  const created = await g.newKey({ spendCap: { usd: 0.16, period: 'total', mode: 'blocking' } });
+  const capped = new OpenAI({ apiKey: created.key, baseURL: `${g.url}/v1`, maxRetries: 0, timeout: 20_000 });
+  const refused = await capped.images.generate({ model: 'painter', prompt: 'boats', n: 3, quality: 'hd' }).catch((e: unknown) => e);
+  t.type(refused, OpenAI.APIError);
+  t.equal((refused as InstanceType<typeof OpenAI.APIError>).status, 402, '3 × $0.08 does not fit $0.16');
+  t.equal(g.upstream.requests.length, 0, 'nothing went upstream');
+  const admitted = await capped.images.generate({ model: 'painter', prompt: 'boats', n: 2, quality: 'hd' });
+  t.equal(admitted.data?.length, 2, '2 × $0.08 fits');
 });
