@@ -27,6 +27,11 @@ export interface GatewayCapability<M extends Modality = Modality, B = unknown, R
   /** What the model must offer for this call (400 naming the field); absent: nothing beyond its routes. */
   check?(body: B, model: CatalogueModel, credential: Credential): void;
   /**
+   * After `check`: the body completed with the model's defaults (images: its first size and
+   * quality), so that what is reserved, sent upstream and billed is one and the same.
+   */
+  withModelDefaults?(body: B, model: CatalogueModel): B;
+  /**
    * The body with each input text (what data guardrails read: messages, prompts, embedding
    * inputs…) replaced by `map(text)`. Returns `body` itself when nothing changed.
    */
@@ -55,6 +60,8 @@ export interface CallAnswer {
   units?: MeteredUnits;
   /** The JSON body the client receives (200). */
   body: unknown;
+  /** What the request log keeps of it where bodies are logged (images: a note instead of the bytes); absent: `body`. */
+  logged?: unknown;
 }
 
 export interface StreamingCapability<M extends Modality, B, E> {

@@ -95,6 +95,7 @@ export class GatewayCallPath {
     const credential = exchange.credential;
     const model = deps.catalogue.require(credential, capability.modelOf(body));
     capability.check?.(body, model, credential);
+    if (capability.withModelDefaults) body = capability.withModelDefaults(body, model);
     if (deps.guards.length > 0) body = await guardInput(deps.guards, capability, body, model, exchange, deps.admission);
     const streaming = capability.streaming?.wanted(body) === true;
     if (streaming && !exchange.openStream) throw new ApiError('invalid_parameter', 'Streams are answered over HTTP only; leave stream unset here', { param: 'stream' });
@@ -156,7 +157,7 @@ export class GatewayCallPath {
         attempts: outcome.attempts,
         latencyMs: Math.round(performance.now() - call.started),
         ttftMs: null,
-        ...(call.admission.logBodies ? { bodies: { request: body, response: answer.body } } : {}),
+        ...(call.admission.logBodies ? { bodies: { request: body, response: answer.logged ?? answer.body } } : {}),
       });
       return { status: 200, headers: { 'x-svc-provider': outcome.candidate.provider.name, 'x-svc-attempts': String(outcome.attempts) }, body: answer.body };
     } catch (error) {

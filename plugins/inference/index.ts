@@ -7,6 +7,7 @@ import { installBrowserRule } from './browser-rule.ts';
 import type { AnyCapability } from './capability.ts';
 import { chatCompletionsCapability } from './chat-capability.ts';
 import { embeddingsCapability } from './embeddings-capability.ts';
+import { imagesCapability } from './images-capability.ts';
 import { GatewayCallPath } from './gateway-call.ts';
 import { mountCapability } from './gateway-call-http.ts';
 import { PathGatewayCalls } from './gateway-calls-service.ts';
@@ -34,7 +35,7 @@ export const InferenceTokens = {
 
 /** The /v1 capabilities this plugin serves on the call path; a new one is added here. */
 function capabilitiesOf(catalogue: ModelCatalogue): AnyCapability[] {
-  return [chatCompletionsCapability, embeddingsCapability(catalogue)];
+  return [chatCompletionsCapability, embeddingsCapability(catalogue), imagesCapability(catalogue)];
 }
 
 export const inferencePlugin = definePlugin({

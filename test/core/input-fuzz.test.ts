@@ -3,6 +3,7 @@ import t from 'tap';
 import { SCOPES } from '../../core/identity/scopes.ts';
 import { chatRequestSchema } from '../../plugins/inference/chat-request-schema.ts';
 import { embeddingsRequestSchema } from '../../plugins/inference/embeddings-capability.ts';
+import { imageRequestSchema } from '../../plugins/inference/images-capability.ts';
 import { MeteringTokens } from '../../plugins/metering/index.ts';
 import {
   bodyVariants,
@@ -40,6 +41,7 @@ const random = seededRandom(SEED);
 const V1_BODY_SCHEMAS: Readonly<Record<string, Schema>> = {
   'POST /v1/chat/completions': chatRequestSchema as Schema,
   'POST /v1/embeddings': embeddingsRequestSchema as Schema,
+  'POST /v1/images/generations': imageRequestSchema as Schema,
 };
 
 const test = await buildTestApp(t, {

@@ -1,20 +1,11 @@
-import { createServer } from 'node:net';
 import OpenAI from 'openai';
 import t from 'tap';
+import { closedPort } from '../../helpers/closed-port.ts';
 import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 /** POST /v1/embeddings through the gateway, driven with the official openai package. */
 
 t.setTimeout(240_000);
-
-/** A loopback port nothing listens on: connecting to it is refused (a connect error). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 const embedding = { modalities: { input: ['text'], output: ['embedding'] }, prices: TEST_PRICES };
 const deadPort = await closedPort();
@@ -172,5 +163,5 @@ t.test('400s name the parameter at fault', async (t) => {
 t.test('GET /v1 lists the endpoints mounted, embeddings included', async (t) => {
   const listed = await fetch(`${gw.url}/v1`, { headers: { authorization: `Bearer ${gw.key}` } });
   const { endpoints } = (await listed.json()) as { endpoints: string[] };
-  t.same([...endpoints].sort(), ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions', 'POST /v1/embeddings'].sort());
+  t.same([...endpoints].sort(), ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions', 'POST /v1/embeddings', 'POST /v1/images/generations'].sort());
 });

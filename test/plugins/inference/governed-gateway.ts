@@ -9,8 +9,9 @@ import { TEST_PRICES } from '../../helpers/gateway.ts';
 
 /**
  * An embedded gateway (app.inject) with metering and every default plugin, plus the test's own
- * plugins, in front of one fake OpenAI upstream serving `solo` (chat) and `embed` (embeddings),
- * both at TEST_PRICES. No operator default limits: every limit a test meets is one it set.
+ * plugins, in front of one fake OpenAI upstream serving `solo` (chat), `embed` (embeddings), both
+ * at TEST_PRICES, and `painter` (images, $0.04 each). No operator default limits: every limit a
+ * test meets is one it set.
  */
 export interface GovernedGateway {
   test: TestApp;
@@ -33,6 +34,12 @@ export async function startGovernedGateway(t: TapLike, plugins: AnyPlugin[] = []
     models: {
       solo: { routes: [{ provider: 'primary', model: 'up-solo' }], prices: TEST_PRICES },
       embed: { routes: [{ provider: 'primary', model: 'up-embed' }], modalities: { input: ['text'], output: ['embedding'] }, prices: TEST_PRICES },
+      painter: {
+        routes: [{ provider: 'primary', model: 'up-painter' }],
+        modalities: { input: ['text'], output: ['image'] },
+        images: { sizes: ['1024x1024'] },
+        prices: { ...TEST_PRICES, perImageUsd: 0.04 },
+      },
     },
     failover: { retriesPerRoute: 0, maxAttempts: 1 },
   };

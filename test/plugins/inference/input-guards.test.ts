@@ -74,6 +74,17 @@ t.test('a redacted text is what goes upstream', async (t) => {
   t.same(g.upstream.requests[1]?.body.input, ['[email]', 'plain']);
 });
 
+t.test('an image prompt is guarded: blocked before anything goes upstream, redacted in what goes', async (t) => {
+  const generate = (prompt: string) => g.test.call('POST', '/v1/images/generations', { token: guarded.key, body: { model: 'painter', prompt } });
+  const blocked = await generate('draw my SECRET');
+  t.equal(blocked.statusCode, 422);
+  t.equal(blocked.json().error.code, 'guardrail_blocked');
+  t.equal(g.upstream.requests.length, 0, 'nothing went upstream');
+  const redacted = await generate('a portrait of alice@example.com');
+  t.equal(redacted.statusCode, 200);
+  t.equal(g.upstream.requests[0]?.body.prompt, 'a portrait of [email]');
+});
+
 t.test('a caller whose guards have no check for it: no check runs, and its request goes as sent', async (t) => {
   const response = await chat(plain.key, 'my SECRET to alice@example.com');
   t.equal(response.statusCode, 200);
