@@ -72,3 +72,19 @@ t.test('a stream broken after its search began still bills the search (metering 
   t.match(row, { status_code: 502, error_code: 'upstream_error', web_searches: 1 });
   t.ok(BigInt(row.cost_micros) >= SEARCH_MICROS, 'the search is in the cost');
 });
+
+t.test('a call offering web_search reserves the model’s reservePerCall searches before it runs (metering in every unit)', async (t) => {
+  // Two searches reserved cost $0.02: more than this cap, while the tokens alone fit many times over.
+  const { key } = await g.newKey({ spendCap: { usd: 0.015, period: 'day' } });
+  const small = { model: 'searcher', input: 'What happened today?', max_output_tokens: 16 };
+  const refused = await g.test.call('POST', '/v1/responses', { token: key, body: { ...small, tools: [{ type: 'web_search' }] } });
+  t.equal(refused.statusCode, 402);
+  t.equal(refused.json().error.code, 'budget_exceeded');
+  t.equal(g.upstream.requests.length, 0, 'refused before any upstream call');
+  t.equal((await g.test.call('POST', '/v1/responses', { token: key, body: small })).statusCode, 200, 'the same call without the tool fits');
+  t.equal(
+    (await g.test.call('POST', '/v1/responses', { token: key, body: { ...small, tools: [{ type: 'web_search' }], tool_choice: 'none' } })).statusCode,
+    200,
+    'and with every tool forbidden',
+  );
+});
