@@ -48,6 +48,7 @@ const gw = await startGateway(t, {
       'resp-solo': { routes: [{ provider: 'primary', model: 'up-resp-solo' }], prices: TEST_PRICES },
       'resp-mock': { ...searching, routes: [{ provider: 'mock', model: 'mock-small' }] },
       claude: { routes: [{ provider: 'claude', model: 'claude-test' }], prices: TEST_PRICES },
+      'embed-mock': { routes: [{ provider: 'mock', model: 'mock-embed' }], modalities: { input: ['text'], output: ['embedding'] }, prices: TEST_PRICES },
     },
   },
 });
@@ -259,6 +260,12 @@ t.test('400s name the parameter at fault, before anything goes upstream', async 
     t.equal(error.code, 'unsupported_model');
     t.match(error.message, /\/v1\/chat\/completions/);
     t.match(error.message, /resp-duo/, 'naming the models that can');
+  });
+
+  t.test('a model without text output, though its provider offers the Responses API', async (t) => {
+    const error = await refusal(t, { model: 'embed-mock', input: 'x' });
+    t.equal(error.param, 'model');
+    t.equal(error.code, 'unsupported_model');
   });
 
   t.test('web_search on a model without the built-in tool', async (t) => {
