@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { ChatRequestBody, EmbeddingsRequestBody, InputTokenizer, RouteInputFacts } from '../core/gateway/provider.ts';
+import type { ChatRequestBody, EmbeddingsRequestBody, InputTokenizer, ResponsesRequestBody, RouteInputFacts } from '../core/gateway/provider.ts';
+import { chatRequestOf } from './mock/mock-responses.ts';
 import { estimateChatInputTokens, estimateEmbeddingInputTokens } from './token-estimate.ts';
 
 export type { RouteInputFacts } from '../core/gateway/provider.ts';
@@ -151,6 +152,35 @@ function inputTokensBy(tokenizer: Tokenizer, body: ChatInput, imageTokens: numbe
   const now = counted.fixed + counted.text;
   if (long.length === 0) return now;
   return long.reduce((sum, text) => sum.then(async (total) => total + (await encoding.countInSlices(text))), Promise.resolve(now));
+}
+
+/**
+ * The input tokens a Responses API request reserves: counted as the chat request it amounts to,
+ * with the same tokenizers, framing and bounds. `instructions` is a system message, a string
+ * `input` a user message, and each input item a message of its own whose every field counts
+ * (message content parts by their text, images at the route's maximum, function calls and their
+ * outputs, reasoning and other items as their text), which is at least what the upstream renders
+ * of it; tools, `tool_choice` and `text.format` count as their JSON. The mock counts the chat
+ * request it reads the body as (providers/mock/mock-responses.ts), exactly what it reports.
+ */
+export function responsesInputTokenBound(body: ResponsesRequestBody, profile: InputTokenProfile): number | Promise<number> {
+  const mock = profile.tokenizers.includes('mock') ? estimateChatInputTokens(chatRequestOf(body)) : 0;
+  const tokenizers = profile.tokenizers.filter((tokenizer) => tokenizer !== 'mock');
+  if (tokenizers.length === 0) return mock;
+  const counted = chatInputTokenBound(responsesAsChatInput(body), { ...profile, tokenizers });
+  return typeof counted === 'number' ? Math.max(mock, counted) : counted.then((total) => Math.max(mock, total));
+}
+
+function responsesAsChatInput(body: ResponsesRequestBody): ChatInput {
+  const messages: unknown[] = [];
+  const instructions = body['instructions'];
+  if (typeof instructions === 'string') messages.push({ role: 'system', content: instructions });
+  const input = body['input'];
+  if (typeof input === 'string') messages.push({ role: 'user', content: input });
+  else if (Array.isArray(input)) messages.push(...input);
+  const text = body['text'];
+  const format = text !== null && typeof text === 'object' ? (text as Record<string, unknown>)['format'] : undefined;
+  return { messages, tools: body['tools'], tool_choice: body['tool_choice'], response_format: format };
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { ChatMessage, ChatRequestBody, EmbeddingsRequestBody, JsonObject } from '../core/gateway/provider.ts';
+import type { ChatMessage, ChatRequestBody, EmbeddingsRequestBody, JsonObject, ResponsesRequestBody } from '../core/gateway/provider.ts';
 
 /**
  * Local token counts for when an upstream reports none (and for the mock, which has no tokenizer).
@@ -50,6 +50,17 @@ export function estimateChatInputTokens(body: Pick<ChatRequestBody, 'messages' |
   let total = REPLY_PRIMER;
   for (const message of body.messages) total += estimateMessageTokens(message);
   if (body.tools && body.tools.length > 0) total += estimateTokens(JSON.stringify(body.tools));
+  return total;
+}
+
+/** The prompt side of a Responses API request: instructions, input and tool definitions as sent. */
+export function estimateResponsesInputTokens(request: ResponsesRequestBody): number {
+  let total = 0;
+  for (const key of ['instructions', 'input', 'tools'] as const) {
+    const value = request[key];
+    if (value === undefined || value === null) continue;
+    total += estimateTokens(typeof value === 'string' ? value : JSON.stringify(value));
+  }
   return total;
 }
 

@@ -19,6 +19,7 @@ import { ModelCatalogue } from './model-catalogue.ts';
 import { modelOperations } from './model-operations.ts';
 import { registerModelsRoutes } from './models-routes.ts';
 import { ProviderRegistry } from './provider-registry.ts';
+import { responsesCapability } from './responses-capability.ts';
 import { createToken } from '../../core/kernel/container.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './inference-errors.ts';
@@ -34,20 +35,21 @@ export const InferenceTokens = {
 };
 
 /** The /v1 capabilities this plugin serves on the call path; a new one is added here. */
-function capabilitiesOf(catalogue: ModelCatalogue): AnyCapability[] {
-  return [chatCompletionsCapability, embeddingsCapability(catalogue), imagesCapability(catalogue)];
+function capabilitiesOf(catalogue: ModelCatalogue, providers: ProviderRegistry): AnyCapability[] {
+  return [chatCompletionsCapability, embeddingsCapability(catalogue), responsesCapability(catalogue, providers), imagesCapability(catalogue)];
 }
 
 export const inferencePlugin = definePlugin({
   name: 'inference',
-  description: 'The OpenAI-compatible gateway at /v1: models, chat completions (JSON and SSE) and embeddings, with failover, on one call path',
+  description: 'The OpenAI-compatible gateway at /v1: models, chat completions and responses (JSON and SSE) and embeddings, with failover, on one call path',
   configSchema: inferenceConfigSchema,
   register({ container, config, extensions, logger }) {
     const catalogue = new ModelCatalogue(config);
     container.bindValue(InferenceTokens.Catalogue, catalogue);
-    container.bindValue(InferenceTokens.Providers, new ProviderRegistry());
+    const providers = new ProviderRegistry();
+    container.bindValue(InferenceTokens.Providers, providers);
     container.bindValue(InferenceTokens.CircuitBreaker, new CircuitBreaker(container.resolve(Tokens.Coordination), config.circuitBreaker));
-    const capabilities = new Map(capabilitiesOf(catalogue).map((capability) => [capability.endpoint, capability]));
+    const capabilities = new Map(capabilitiesOf(catalogue, providers).map((capability) => [capability.endpoint, capability]));
     container.bindValue(InferenceTokens.Capabilities, capabilities);
     // Built on first use, by routes() or by a job's call (a worker-only process mounts no routes):
     // admission and the input guards are read once, after every plugin has provided its own.

@@ -16,6 +16,7 @@ export const INFERENCE_ERRORS = defineErrorCodes('inference', {
     message: "The account's data guardrails blocked this request; nothing was sent to the model and nothing was charged",
   },
   unsupported_model: { status: 400, type: 'invalid_request_error', message: 'This model does not serve this endpoint; GET /v1/models says what each model does' },
+  unsupported_tool: { status: 400, type: 'invalid_request_error', message: 'A tool in the request cannot run through the gateway on this model' },
   upstream_rejected_request: { status: 400, type: 'invalid_request_error', message: 'The model rejected the request' },
 });
 

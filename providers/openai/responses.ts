@@ -1,7 +1,7 @@
 import { estimatedUsage, type JsonObject, type ResponsesRequestBody, type ResponsesStreamEvent, type ResponsesUsage, type UpstreamError } from '../../core/gateway/provider.ts';
 import { readSse } from '../http/sse-reader.ts';
 import { errorFromInBand, kindForErrorType, protocolError, toUpstreamError, type ErrorContext } from '../http/upstream-errors.ts';
-import { estimateOutputTokens, estimateTokens } from '../token-estimate.ts';
+import { estimateOutputTokens, estimateResponsesInputTokens } from '../token-estimate.ts';
 import { usageFromOpenAI } from './usage.ts';
 
 /**
@@ -37,17 +37,6 @@ function outputForEstimate(output: unknown) {
     }
   }
   return { text, reasoning, toolCalls };
-}
-
-/** The prompt side, for the same fallback: instructions, input and tool definitions as sent. */
-function estimateResponsesInputTokens(request: ResponsesRequestBody): number {
-  let total = 0;
-  for (const key of ['instructions', 'input', 'tools'] as const) {
-    const value = request[key];
-    if (value === undefined || value === null) continue;
-    total += estimateTokens(typeof value === 'string' ? value : JSON.stringify(value));
-  }
-  return total;
 }
 
 /** The bill of a finished response object (the JSON answer, or the one a terminal stream event carries). */

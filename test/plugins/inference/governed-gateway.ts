@@ -26,12 +26,14 @@ export interface GovernedGateway {
   charged(): Promise<bigint>;
 }
 
-export async function startGovernedGateway(t: TapLike, plugins: AnyPlugin[] = []): Promise<GovernedGateway> {
+/** `models` adds models of the test's own (the mock provider is there to serve them offline). */
+export async function startGovernedGateway(t: TapLike, plugins: AnyPlugin[] = [], models: Record<string, unknown> = {}): Promise<GovernedGateway> {
   const upstream = await startFakeOpenAIUpstream();
   t.teardown(() => upstream.close());
   const inference = {
-    providers: { primary: { type: 'openai', baseUrl: upstream.baseUrl, apiKey: 'sk-primary-secret', allowPrivateNetwork: true } },
+    providers: { primary: { type: 'openai', baseUrl: upstream.baseUrl, apiKey: 'sk-primary-secret', allowPrivateNetwork: true }, mock: { type: 'mock' } },
     models: {
+      ...models,
       solo: { routes: [{ provider: 'primary', model: 'up-solo' }], prices: TEST_PRICES },
       embed: { routes: [{ provider: 'primary', model: 'up-embed' }], modalities: { input: ['text'], output: ['embedding'] }, prices: TEST_PRICES },
       painter: {
