@@ -7,6 +7,8 @@ import { installBrowserRule } from './browser-rule.ts';
 import type { AnyCapability } from './capability.ts';
 import { chatCompletionsCapability } from './chat-capability.ts';
 import { embeddingsCapability } from './embeddings-capability.ts';
+import { speechCapability } from './speech-capability.ts';
+import { transcriptionCapability } from './transcription-capability.ts';
 import { GatewayCallPath } from './gateway-call.ts';
 import { mountCapability } from './gateway-call-http.ts';
 import { PathGatewayCalls } from './gateway-calls-service.ts';
@@ -34,7 +36,7 @@ export const InferenceTokens = {
 
 /** The /v1 capabilities this plugin serves on the call path; a new one is added here. */
 function capabilitiesOf(catalogue: ModelCatalogue): AnyCapability[] {
-  return [chatCompletionsCapability, embeddingsCapability(catalogue)];
+  return [chatCompletionsCapability, embeddingsCapability(catalogue), speechCapability(catalogue), transcriptionCapability(catalogue)];
 }
 
 export const inferencePlugin = definePlugin({
@@ -66,7 +68,7 @@ export const inferencePlugin = definePlugin({
   },
   // The management view of the catalogue: GET /client/models with prices and capability settings.
   operations: ({ container }) => modelOperations(container.resolve(InferenceTokens.Catalogue)),
-  routes(app: FastifyInstance, { container, extensions }) {
+  async routes(app: FastifyInstance, { container, extensions }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
     // Routes declaring `config.browserRule` (models list and retrieve, chat, speech) refuse pages that did not opt in.
     installBrowserRule(app);
@@ -96,7 +98,7 @@ export const inferencePlugin = definePlugin({
       });
     registerModelsRoutes(app, catalogue);
     const path = container.resolve(InferenceTokens.CallPath)();
-    for (const capability of container.resolve(InferenceTokens.Capabilities).values()) mountCapability(app, path, capability);
+    for (const capability of container.resolve(InferenceTokens.Capabilities).values()) await mountCapability(app, path, capability);
   },
   async start({ container, config, logger }) {
     await container.resolve(InferenceTokens.Providers).load(config, logger);
