@@ -41,7 +41,7 @@ function capabilitiesOf(catalogue: ModelCatalogue): AnyCapability[] {
 
 export const inferencePlugin = definePlugin({
   name: 'inference',
-  description: 'The OpenAI-compatible gateway at /v1: models, chat completions (JSON and SSE) and embeddings, with failover, on one call path',
+  description: 'The OpenAI-compatible gateway at /v1: models, chat completions (JSON and SSE), embeddings, speech and transcriptions, with failover, on one call path',
   configSchema: inferenceConfigSchema,
   register({ container, config, extensions, logger }) {
     const catalogue = new ModelCatalogue(config);

@@ -214,3 +214,20 @@ t.test('a JSON body is refused: the route takes multipart/form-data', async (t) 
   t.equal(response.status, 415);
   t.match(await response.json(), { error: { code: 'unsupported_media_type' } });
 });
+
+t.test('a CORS preflight is answered on the upload route too, and an opted-in page can read the answer', async (t) => {
+  const preflight = await fetch(`${gw.url}/v1/audio/transcriptions`, {
+    method: 'OPTIONS',
+    headers: { origin: 'https://app.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization' },
+  });
+  t.equal(preflight.status, 204);
+  t.match(preflight.headers.get('access-control-allow-methods'), /POST/);
+  const browser = new OpenAI({
+    apiKey: gw.key,
+    baseURL: `${gw.url}/v1`,
+    maxRetries: 0,
+    defaultHeaders: { origin: 'https://app.example', 'x-svc-dangerous-browser-access': 'true' },
+  });
+  const { response } = await browser.audio.transcriptions.create({ model: 'stt-duo', file: await toFile(wav, 'note.wav', { type: 'audio/wav' }) }).withResponse();
+  t.equal(response.headers.get('access-control-allow-origin'), 'https://app.example');
+});
