@@ -7,7 +7,7 @@ import type { Credential } from '../../core/identity/credential.ts';
 import { mountUploadRoutes, readUpload } from '../../core/http/uploads.ts';
 import { ClientGoneError } from '../../core/kernel/errors.ts';
 import type { AnyCapability } from './capability.ts';
-import type { CallExchange, GatewayCallPath } from './gateway-call.ts';
+import { isByteStream, type CallExchange, type GatewayCallPath } from './gateway-call.ts';
 import { SseResponse } from './sse-response.ts';
 
 const V1_CALL = { config: { auth: { scope: 'inference' as const }, surface: 'v1' as const } };
@@ -37,11 +37,9 @@ async function answerCall(path: GatewayCallPath, capability: AnyCapability, exch
   const reply = exchange.reply;
   if (answer === null) return reply;
   // Bytes as they arrive go out as a stream; ending it (the client left) ends the upstream's.
-  const body = isAsyncIterable(answer.body) ? Readable.from(answer.body, { objectMode: false }) : answer.body;
+  const body = isByteStream(answer.body) ? Readable.from(answer.body, { objectMode: false }) : answer.body;
   return reply.code(answer.status).headers(answer.headers).send(body);
 }
-
-const isAsyncIterable = (body: unknown): body is AsyncIterable<Uint8Array> => typeof body === 'object' && body !== null && Symbol.asyncIterator in body;
 
 /** A multipart form as an object: fields as strings, `name[]` fields as arrays, each file as `{ data, filename, contentType }`. */
 async function formBody(request: FastifyRequest, maxFileBytes: number): Promise<Record<string, unknown>> {

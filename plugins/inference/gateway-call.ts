@@ -278,7 +278,8 @@ export class GatewayCallPath {
   }
 }
 
-function isByteStream(body: unknown): body is AsyncIterable<Uint8Array> {
+/** An answer of bytes that arrive over time (rather than JSON, text or bytes in one piece). */
+export function isByteStream(body: unknown): body is AsyncIterable<Uint8Array> {
   return typeof body === 'object' && body !== null && Symbol.asyncIterator in body;
 }
 
