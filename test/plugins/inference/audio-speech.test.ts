@@ -171,6 +171,10 @@ t.test('400s name the parameter at fault', async (t) => {
     t.match(error.message, /mp3, wav, opus/);
   });
 
+  t.test("stream_format sse (OpenAI's base64 deltas), which the gateway does not offer", async (t) => {
+    t.equal((await refusal(t, { model: 'tts-duo', voice: 'alloy', input: 'Hi', stream_format: 'sse' })).param, 'stream_format');
+  });
+
   t.test('speed outside 0.25 to 4', async (t) => {
     t.equal((await refusal(t, { model: 'tts-duo', voice: 'alloy', input: 'Hi', speed: 4.5 })).param, 'speed');
     t.equal((await refusal(t, { model: 'tts-duo', voice: 'alloy', input: 'Hi', speed: 0.2 })).param, 'speed');

@@ -179,6 +179,10 @@ t.test('400s name the parameter at fault', async (t) => {
     t.equal((await refusal(t, { model: 'stt-duo', file: await toFile(wav, 'note.wav'), response_format: 'docx' })).param, 'response_format');
   });
 
+  t.test('a streamed transcription, which the gateway does not offer', async (t) => {
+    t.equal((await refusal(t, { model: 'stt-duo', file: await toFile(wav, 'note.wav'), stream: true })).param, 'stream');
+  });
+
   t.test('a temperature outside 0 to 1', async (t) => {
     t.equal((await refusal(t, { model: 'stt-duo', file: await toFile(wav, 'note.wav'), temperature: 1.5 })).param, 'temperature');
   });
