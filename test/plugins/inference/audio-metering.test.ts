@@ -93,7 +93,7 @@ const SPOKEN = 'The mock speaks, and the mock listens.';
 const spokenWav = speechWav(SPOKEN, 1);
 
 t.test('speech', async (t) => {
-  t.test('money (needs metering in every unit): each input character is billed, in the request log and the ledger alike', async (t) => {
+  t.test('each input character is billed, in the request log and the ledger alike', async (t) => {
     const before = await charged();
     const input = 'Ça va? 😀 Très bien.';
     const { response } = await plain.audio.speech.create({ model: 'tts-mock', voice: 'alloy', input }).withResponse();
@@ -109,7 +109,8 @@ t.test('speech', async (t) => {
     const { response } = await plain.audio.speech.create({ model: 'tts-up', voice: 'alloy', input: 'A longer sentence to speak.' }).withResponse();
     await t.rejects(response.arrayBuffer());
     const row = await logRow(response.headers.get('x-request-id'));
-    t.match(row, { status_code: 502, error_code: 'upstream_error', provider: 'primary' });
+    t.match(row, { status_code: 502, error_code: 'upstream_error', provider: 'primary', characters: 27 });
+    t.equal(BigInt(row.cost_micros), 27n * 15n, 'its characters are billed all the same: the upstream spoke them');
   });
 
   t.test('a client leaving before the audio has all arrived is logged as 499, and the upstream transfer ends', async (t) => {
@@ -122,7 +123,7 @@ t.test('speech', async (t) => {
     const recorded = await upstream.arrived(1);
     t.equal(await recorded.outcome, 'closed', 'the gateway closed its upstream request');
     const row = await logRow(response.headers.get('x-request-id'));
-    t.match(row, { status_code: 499, error_code: 'client_closed_request' });
+    t.match(row, { status_code: 499, error_code: 'client_closed_request', characters: 27 });
   });
 
   t.test('the request log keeps the request and what was answered, not the audio', async (t) => {
@@ -142,7 +143,7 @@ t.test('speech', async (t) => {
 });
 
 t.test('transcription', async (t) => {
-  t.test('money (needs metering in every unit): the seconds read from the file are billed, each started second whole', async (t) => {
+  t.test('the seconds read from the file are billed, each started second whole', async (t) => {
     const before = await charged();
     const { data, response } = await plain.audio.transcriptions.create({ model: 'stt-mock', file: await toFile(spokenWav, 'speech.wav') }).withResponse();
     t.equal(data.text, SPOKEN);
@@ -152,7 +153,7 @@ t.test('transcription', async (t) => {
     t.equal((await charged()) - before, 300n, 'the ledger took the same');
   });
 
-  t.test('money (needs metering in every unit): what the upstream reports does not change the bill', async (t) => {
+  t.test('what the upstream reports does not change the bill', async (t) => {
     const { data, response } = await plain.audio.transcriptions.create({ model: 'stt-up', file: await toFile(spokenWav, 'speech.wav') }).withResponse();
     const reported = (data as unknown as { usage: { seconds: number } }).usage.seconds;
     t.not(reported, 3, `the fake upstream misreads this WAV's length (${reported} s)`);
@@ -179,7 +180,7 @@ t.test('transcription', async (t) => {
   });
 });
 
-t.test('money (needs metering in every unit): the usage report sums characters and seconds with their cost', async (t) => {
+t.test('the usage report sums characters and seconds with their cost', async (t) => {
   const today = new Date().toISOString().slice(0, 10);
   const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10);
   await flush();
