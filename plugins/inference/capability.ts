@@ -20,8 +20,17 @@ export interface GatewayCapability<M extends Modality = Modality, B = unknown, R
   readonly modality: M;
   /** The spec's browser rule covers it (chat, speech): a page must opt in (browser-rule.ts). */
   readonly browserRule?: true;
-  /** Checks the body's shape: 400 `invalid_parameter` with `param` naming the field. */
-  parse(body: unknown): B;
+  /**
+   * The body is multipart/form-data rather than JSON (transcriptions): the HTTP adapter reads it
+   * into an object (fields as strings, `name[]` fields as arrays, each file as
+   * `{ data, filename, contentType }`) and answers 413 over these limits while it is still arriving.
+   */
+  readonly upload?: { maxFileBytes: number; maxBodyBytes: number };
+  /**
+   * Checks the body's shape: 400 `invalid_parameter` with `param` naming the field. A promise only
+   * where the body must be read first (an uploaded file's audio length).
+   */
+  parse(body: unknown): B | Promise<B>;
   /** The model the body names (looked up in the catalogue: 404 when unknown or not allowed). */
   modelOf(body: B): unknown;
   /** What the model must offer for this call (400 naming the field); absent: nothing beyond its routes. */
@@ -58,10 +67,15 @@ export interface CallEstimate {
 export interface CallAnswer {
   usage: Usage;
   units?: MeteredUnits;
-  /** The JSON body the client receives (200). */
+  /**
+   * What the client receives (200): JSON unless `contentType` is set, in which case it is sent as
+   * it is: text, bytes, or bytes as they arrive (an AsyncIterable, e.g. an upstream's audio), in
+   * which case the call is settled when the last byte has gone (or the transfer broke).
+   */
   body: unknown;
-  /** What the request log keeps of it where bodies are logged (images: a note instead of the bytes); absent: `body`. */
-  logged?: unknown;
+  contentType?: string;
+  /** What the request log keeps where the body or answer is no JSON to keep (uploaded files, audio); default both as they are. */
+  logged?: { request: unknown; response: unknown };
 }
 
 export interface StreamingCapability<M extends Modality, B, E> {

@@ -1,11 +1,11 @@
 import type { EmbeddingsRequestBody, EmbeddingsResult, JsonObject } from '../../core/gateway/provider.ts';
-import type { Credential } from '../../core/identity/credential.ts';
 import { compileBodySchema } from '../../core/kernel/compiled-schema.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { embeddingInputTokenBound } from '../../providers/input-token-bound.ts';
 import { estimateEmbeddingInputTokens } from '../../providers/token-estimate.ts';
 import type { GatewayCapability } from './capability.ts';
 import type { CatalogueModel, ModelCatalogue } from './model-catalogue.ts';
+import { unsupportedModel } from './unsupported-model.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './inference-errors.ts';
 
@@ -85,7 +85,7 @@ export function embeddingsCapability(catalogue: ModelCatalogue): GatewayCapabili
     parse: parseEmbeddingsRequest,
     modelOf: (body) => body.model,
     check(_body, model, credential) {
-      if (!servesEmbeddings(model)) throw notAnEmbeddingModel(model, catalogue, credential);
+      if (!servesEmbeddings(model)) throw unsupportedModel(model, { catalogue, credential, serves: servesEmbeddings, does: 'make embeddings' });
     },
     mapInputTexts(body, map) {
       const input = body.input;
@@ -125,15 +125,6 @@ export function embeddingsCapability(catalogue: ModelCatalogue): GatewayCapabili
 
 function servesEmbeddings(model: CatalogueModel): boolean {
   return model.modalities.output.includes('embedding');
-}
-
-function notAnEmbeddingModel(model: CatalogueModel, catalogue: ModelCatalogue, credential: Credential): ApiError {
-  const able = catalogue
-    .visibleTo(credential)
-    .filter(servesEmbeddings)
-    .map((m) => m.id);
-  const which = able.length > 0 ? `models that can: ${able.join(', ')}` : 'no model this key can use makes embeddings';
-  return new ApiError('unsupported_model', `The model ${JSON.stringify(model.id)} does not make embeddings; ${which}`, { param: 'model' });
 }
 
 /** A vector as the client asked: floats, or base64 of little-endian float32 (what OpenAI's SDKs ask for by default). */

@@ -1,22 +1,62 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { Readable } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import { CallSignal } from '../../core/gateway/call-signal.ts';
 import type { CountedResponse } from '../../core/gateway/metrics.ts';
 import type { Credential } from '../../core/identity/credential.ts';
+import { mountUploadRoutes, readUpload } from '../../core/http/uploads.ts';
 import { ClientGoneError } from '../../core/kernel/errors.ts';
 import type { AnyCapability } from './capability.ts';
-import type { CallExchange, GatewayCallPath } from './gateway-call.ts';
+import { isByteStream, type CallExchange, type GatewayCallPath } from './gateway-call.ts';
 import { SseResponse } from './sse-response.ts';
 
 const V1_CALL = { config: { auth: { scope: 'inference' as const }, surface: 'v1' as const } };
 const V1_CALL_BROWSER_RULE = { config: { ...V1_CALL.config, browserRule: true as const } };
 
-/** Mounts a capability as `POST {endpoint}`: the HTTP adapter of the gateway call path. */
-export function mountCapability(app: FastifyInstance, path: GatewayCallPath, capability: AnyCapability): void {
-  app.post(capability.endpoint, capability.browserRule ? V1_CALL_BROWSER_RULE : V1_CALL, async (request, reply) => {
-    const answer = await path.run(capability, new HttpExchange(request, reply));
-    if (answer === null) return reply;
-    return reply.code(answer.status).headers(answer.headers).send(answer.body);
+/**
+ * Mounts a capability as `POST {endpoint}`: the HTTP adapter of the gateway call path. A JSON body
+ * by default; a capability taking an upload gets its multipart form read into an object first
+ * (core/http/uploads.ts: 413 over its limits, answered once the body is read, never a reset).
+ */
+export async function mountCapability(app: FastifyInstance, path: GatewayCallPath, capability: AnyCapability): Promise<void> {
+  const options = capability.browserRule ? V1_CALL_BROWSER_RULE : V1_CALL;
+  const upload = capability.upload;
+  if (!upload) {
+    app.post(capability.endpoint, options, (request, reply) => answerCall(path, capability, new HttpExchange(request, reply, request.body)));
+    return;
+  }
+  await mountUploadRoutes(app, (uploads) => {
+    uploads.post(capability.endpoint, { ...options, bodyLimit: upload.maxBodyBytes }, async (request, reply) =>
+      answerCall(path, capability, new HttpExchange(request, reply, await formBody(request, upload.maxFileBytes))),
+    );
   });
+}
+
+async function answerCall(path: GatewayCallPath, capability: AnyCapability, exchange: HttpExchange): Promise<FastifyReply> {
+  const answer = await path.run(capability, exchange);
+  const reply = exchange.reply;
+  if (answer === null) return reply;
+  // Bytes as they arrive go out as a stream; ending it (the client left) ends the upstream's.
+  const body = isByteStream(answer.body) ? Readable.from(answer.body, { objectMode: false }) : answer.body;
+  return reply.code(answer.status).headers(answer.headers).send(body);
+}
+
+/** A multipart form as an object: fields as strings, `name[]` fields as arrays, each file as `{ data, filename, contentType }`. */
+async function formBody(request: FastifyRequest, maxFileBytes: number): Promise<Record<string, unknown>> {
+  const fields = new Map<string, unknown>();
+  for await (const part of readUpload(request, { maxFileBytes })) {
+    if (part.type === 'file') {
+      fields.set(part.name, { data: await buffer(part.stream), filename: part.filename, contentType: part.contentType });
+    } else if (part.name.endsWith('[]')) {
+      const name = part.name.slice(0, -2);
+      const values = fields.get(name);
+      fields.set(name, Array.isArray(values) ? [...values, part.value] : [part.value]);
+    } else {
+      fields.set(part.name, part.value);
+    }
+  }
+  // fromEntries: a field named `__proto__` stays a field.
+  return Object.fromEntries(fields);
 }
 
 /** A Fastify request and reply as the path's exchange. */
@@ -25,7 +65,8 @@ class HttpExchange implements CallExchange {
 
   constructor(
     private readonly request: FastifyRequest,
-    private readonly reply: FastifyReply,
+    readonly reply: FastifyReply,
+    readonly body: unknown,
   ) {
     const raw = reply.raw;
     const signal = this.signal;
@@ -45,10 +86,6 @@ class HttpExchange implements CallExchange {
 
   get credential(): Credential {
     return this.request.credential!;
-  }
-
-  get body(): unknown {
-    return this.request.body;
   }
 
   setHeaders(headers: Readonly<Record<string, string>>): void {

@@ -7,7 +7,7 @@ import { UpstreamError, type Modality } from '../../core/gateway/provider.ts';
 import type { Credential } from '../../core/identity/credential.ts';
 import { errorStatus } from '../../core/kernel/error-answer.ts';
 import { ApiError, ClientGoneError } from '../../core/kernel/errors.ts';
-import type { CallEstimate, EventSink, GatewayCapability } from './capability.ts';
+import type { CallAnswer, CallEstimate, EventSink, GatewayCapability } from './capability.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import { FailoverError, runWithFailover, type FailoverOptions, type FailoverOutcome } from './failover.ts';
 import type { InferenceConfig } from './inference-config.ts';
@@ -37,7 +37,10 @@ export interface CallExchange {
   readonly counted?: CountedResponse;
 }
 
-/** A JSON answer (a stream is answered through the exchange, and run() returns null). */
+/**
+ * An answer that is not an event stream (one is answered through the exchange, and run() returns
+ * null): JSON, or with a `content-type` header, text, bytes, or bytes as they arrive.
+ */
 export interface JsonAnswer {
   status: number;
   headers: Readonly<Record<string, string>>;
@@ -91,7 +94,9 @@ export class GatewayCallPath {
   /** Runs one call: the JSON answer, or null when it was answered as a stream. Throws errors for the caller's envelope. */
   async run<M extends Modality, B>(capability: GatewayCapability<M, B>, exchange: CallExchange): Promise<JsonAnswer | null> {
     const { deps } = this;
-    let body = capability.parse(exchange.body);
+    const parsed = capability.parse(exchange.body);
+    // A body at once on the usual call: a promise only where a file must be read (transcriptions).
+    let body = parsed instanceof Promise ? await parsed : parsed;
     const credential = exchange.credential;
     const model = deps.catalogue.require(credential, capability.modelOf(body));
     capability.check?.(body, model, credential);
@@ -140,29 +145,40 @@ export class GatewayCallPath {
 
   private async once<M extends Modality, B>(call: AdmittedCall<M, B>): Promise<JsonAnswer> {
     const { capability, body, model, exchange } = call;
+    let outcome: FailoverOutcome<unknown, RouteCandidate<M>>;
+    let answer: CallAnswer;
     try {
-      const outcome = await runWithFailover<RouteCandidate<M>, unknown>(
+      outcome = await runWithFailover<RouteCandidate<M>, unknown>(
         call.candidates,
         (candidate, signal) => capability.attempt(candidate, body, new GatewayCallOptions(signal, exchange.requestId)),
         { ...this.failover, signal: exchange.signal },
       );
-      const answer = capability.answer(outcome.value, body, model);
+      answer = capability.answer(outcome.value, body, model);
+    } catch (error) {
+      this.failed(call, error);
+    }
+    const headers: Record<string, string> = { 'x-svc-provider': outcome.candidate.provider.name, 'x-svc-attempts': String(outcome.attempts) };
+    if (answer.contentType !== undefined) headers['content-type'] = answer.contentType;
+    const answered = Math.round(performance.now() - call.started);
+    const settle = (status: number, errorCode: string | null) =>
       this.finish(call, {
-        status: 200,
-        errorCode: null,
+        status,
+        errorCode,
         usage: answer.usage,
         ...(answer.units ? { units: answer.units } : {}),
         provider: outcome.candidate.provider.name,
         upstreamModel: outcome.candidate.upstreamModel,
         attempts: outcome.attempts,
         latencyMs: Math.round(performance.now() - call.started),
-        ttftMs: null,
-        ...(call.admission.logBodies ? { bodies: { request: body, response: answer.logged ?? answer.body } } : {}),
+        // For bytes sent as they arrive: when the first could go out.
+        ttftMs: isByteStream(answer.body) ? answered : null,
+        ...(call.admission.logBodies ? { bodies: answer.logged ?? { request: body, response: answer.body } } : {}),
       });
-      return { status: 200, headers: { 'x-svc-provider': outcome.candidate.provider.name, 'x-svc-attempts': String(outcome.attempts) }, body: answer.body };
-    } catch (error) {
-      this.failed(call, error);
+    if (answer.contentType !== undefined && isByteStream(answer.body)) {
+      return { status: 200, headers, body: settledWhenSent(answer.body, exchange, settle) };
     }
+    settle(200, null);
+    return { status: 200, headers, body: answer.body };
   }
 
   private async stream<M extends Modality, B>(call: AdmittedCall<M, B>): Promise<null> {
@@ -261,6 +277,49 @@ export class GatewayCallPath {
       upstream.detach();
     }
   }
+}
+
+/** An answer of bytes that arrive over time (rather than JSON, text or bytes in one piece). */
+export function isByteStream(body: unknown): body is AsyncIterable<Uint8Array> {
+  return typeof body === 'object' && body !== null && Symbol.asyncIterator in body;
+}
+
+/**
+ * Bytes that go out as they arrive (an upstream's audio): the call is settled when the last has
+ * been read (200), the upstream broke off (502, the client sees the transfer cut: the status was
+ * sent) or whoever was reading stopped (499: the client left). Whoever holds the answer must read
+ * it or end it (`return()`), as the HTTP adapter's stream does when the socket closes.
+ */
+function settledWhenSent(bytes: AsyncIterable<Uint8Array>, exchange: CallExchange, settle: (status: number, errorCode: string | null) => void): AsyncIterable<Uint8Array> {
+  const upstream = bytes[Symbol.asyncIterator]();
+  let settled = false;
+  const once = (status: number, errorCode: string | null) => {
+    if (settled) return;
+    settled = true;
+    settle(status, errorCode);
+  };
+  const iterator: AsyncIterator<Uint8Array> = {
+    async next() {
+      try {
+        const next = await upstream.next();
+        if (next.done) once(200, null);
+        return next;
+      } catch (error) {
+        if (exchange.signal.aborted) once(499, 'client_closed_request');
+        else {
+          exchange.warn({ err: error }, 'the upstream broke off an answer after it had begun');
+          once(502, 'upstream_error');
+        }
+        throw error;
+      }
+    },
+    async return() {
+      once(499, 'client_closed_request');
+      await upstream.return?.();
+      return { done: true, value: undefined };
+    },
+  };
+  return { [Symbol.asyncIterator]: () => iterator };
 }
 
 interface OpenedStream<E> {

@@ -97,10 +97,10 @@ export function imagesCapability(catalogue: ModelCatalogue): GatewayCapability<'
       units: { images: { count: body.n ?? 1, size: body.size!, quality: body.quality ?? null } },
     }),
     attempt: (candidate, body, options) => candidate.api.generate({ ...body, model: candidate.upstreamModel }, options),
-    answer(result) {
+    answer(result, request) {
       const body = imagesResponse(result.body);
       const { size, quality, images } = result.usage;
-      return { usage: emptyUsage(), units: { images: { count: images, size, quality } }, body, logged: withoutImageBytes(body) };
+      return { usage: emptyUsage(), units: { images: { count: images, size, quality } }, body, logged: { request: request, response: withoutImageBytes(body) } };
     },
   };
 }

@@ -8,6 +8,8 @@ import type { AnyCapability } from './capability.ts';
 import { chatCompletionsCapability } from './chat-capability.ts';
 import { embeddingsCapability } from './embeddings-capability.ts';
 import { imagesCapability } from './images-capability.ts';
+import { speechCapability } from './speech-capability.ts';
+import { transcriptionCapability } from './transcription-capability.ts';
 import { GatewayCallPath } from './gateway-call.ts';
 import { mountCapability } from './gateway-call-http.ts';
 import { PathGatewayCalls } from './gateway-calls-service.ts';
@@ -36,12 +38,19 @@ export const InferenceTokens = {
 
 /** The /v1 capabilities this plugin serves on the call path; a new one is added here. */
 function capabilitiesOf(catalogue: ModelCatalogue, providers: ProviderRegistry): AnyCapability[] {
-  return [chatCompletionsCapability, embeddingsCapability(catalogue), responsesCapability(catalogue, providers), imagesCapability(catalogue)];
+  return [
+    chatCompletionsCapability,
+    embeddingsCapability(catalogue),
+    responsesCapability(catalogue, providers),
+    imagesCapability(catalogue),
+    speechCapability(catalogue),
+    transcriptionCapability(catalogue),
+  ];
 }
 
 export const inferencePlugin = definePlugin({
   name: 'inference',
-  description: 'The OpenAI-compatible gateway at /v1: models, chat completions and responses (JSON and SSE) and embeddings, with failover, on one call path',
+  description: 'The OpenAI-compatible gateway at /v1: models, chat completions and responses (JSON and SSE), embeddings, images, speech and transcriptions, with failover, on one call path',
   configSchema: inferenceConfigSchema,
   register({ container, config, extensions, logger }) {
     const catalogue = new ModelCatalogue(config);
@@ -69,7 +78,7 @@ export const inferencePlugin = definePlugin({
   },
   // The management view of the catalogue: GET /client/models with prices and capability settings.
   operations: ({ container }) => modelOperations(container.resolve(InferenceTokens.Catalogue)),
-  routes(app: FastifyInstance, { container, extensions }) {
+  async routes(app: FastifyInstance, { container, extensions }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
     // Routes declaring `config.browserRule` (models list and retrieve, chat, speech) refuse pages that did not opt in.
     installBrowserRule(app);
@@ -99,7 +108,7 @@ export const inferencePlugin = definePlugin({
       });
     registerModelsRoutes(app, catalogue);
     const path = container.resolve(InferenceTokens.CallPath)();
-    for (const capability of container.resolve(InferenceTokens.Capabilities).values()) mountCapability(app, path, capability);
+    for (const capability of container.resolve(InferenceTokens.Capabilities).values()) await mountCapability(app, path, capability);
   },
   async start({ container, config, logger }) {
     await container.resolve(InferenceTokens.Providers).load(config, logger);

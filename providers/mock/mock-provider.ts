@@ -32,6 +32,7 @@ import { embeddingInputs, embeddingItem, mockEmbedding } from './mock-embeddings
 import { DEFAULT_IMAGE_SIZE, parseImageSize, renderMockImage, revisedPrompt } from './mock-image.ts';
 import { planMockReplies } from './mock-reply.ts';
 import { planMockResponse, responseBody, responseEvents } from './mock-responses.ts';
+import { speechCharacters } from '../audio-units.ts';
 import { speechSamples, speechWav } from './mock-speech.ts';
 import { mockTranscription } from './mock-transcription.ts';
 
@@ -133,7 +134,7 @@ export class MockProvider implements Provider, LanguageModelProvider, EmbeddingP
   async synthesize(body: SpeechRequestBody, options: CallOptions): Promise<SpeechResult> {
     await this.wait(this.config.latencyMs, options.signal);
     const format = body.response_format ?? 'wav';
-    const usage = { characters: [...body.input].length };
+    const usage = { characters: speechCharacters(body.input) };
     if (format === 'wav') return { contentType: 'audio/wav', audio: speechWav(body.input, body.speed ?? 1), usage };
     if (format === 'pcm') return { contentType: 'audio/pcm', audio: speechSamples(body.input, body.speed ?? 1), usage };
     throw new UpstreamError('client', `${this.name}: speaks wav and pcm only, not ${format}`, { status: 400 });

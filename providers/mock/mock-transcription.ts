@@ -1,5 +1,5 @@
-import { parseBuffer } from 'music-metadata';
 import { UpstreamError, type JsonObject, type TranscriptionRequest, type TranscriptionResult } from '../../core/gateway/provider.ts';
+import { audioDurationSeconds } from '../audio-units.ts';
 import { replyTokens, stableHash } from './mock-reply.ts';
 import { mockSpeechText } from './mock-speech.ts';
 
@@ -27,16 +27,8 @@ const LANGUAGES: Record<string, string> = {
 };
 
 async function audioDuration(file: TranscriptionRequest['file']): Promise<number> {
-  let duration: number | undefined;
-  try {
-    const metadata = await parseBuffer(file.data, { mimeType: file.contentType, path: file.filename, size: file.data.byteLength }, { duration: true, skipCovers: true });
-    duration = metadata.format.duration;
-  } catch (error) {
-    throw new UpstreamError('client', `the file ${file.filename} is not audio the mock can read`, { status: 400, cause: error });
-  }
-  if (duration === undefined || !Number.isFinite(duration) || duration < 0) {
-    throw new UpstreamError('client', `the file ${file.filename} is not audio the mock can read`, { status: 400 });
-  }
+  const duration = await audioDurationSeconds(file);
+  if (duration === null) throw new UpstreamError('client', `the file ${file.filename} is not audio the mock can read`, { status: 400 });
   return duration;
 }
 

@@ -15,13 +15,6 @@ export function speechContentType(upstreamType: string | undefined, responseForm
   return upstreamType ?? SPEECH_CONTENT_TYPES[responseFormat ?? 'mp3'] ?? 'application/octet-stream';
 }
 
-/** Speech is billed per character of input: Unicode code points, so an emoji is one character, not two. */
-export function speechCharacters(input: string): number {
-  let characters = 0;
-  for (const _ of input) characters++;
-  return characters;
-}
-
 /** Formats OpenAI answers with a JSON body; the others (text, srt, vtt) are plain text. */
 export function transcriptionIsJson(responseFormat: string | undefined): boolean {
   return responseFormat === undefined || responseFormat === 'json' || responseFormat === 'verbose_json';

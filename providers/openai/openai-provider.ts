@@ -35,7 +35,8 @@ import { estimateChatInputTokens, estimateEmbeddingInputTokens, estimateOutputTo
 import type { OpenAIConfig } from './config.ts';
 import { openAIChatEvents } from './chat-stream.ts';
 import { usageFromOpenAI, usageFromOpenAIEmbeddings } from './usage.ts';
-import { speechCharacters, speechContentType, transcriptionForm, transcriptionIsJson, transcriptionUsage } from './audio.ts';
+import { speechCharacters } from '../audio-units.ts';
+import { speechContentType, transcriptionForm, transcriptionIsJson, transcriptionUsage } from './audio.ts';
 import { failedResponseError, openAIResponsesEvents, responsesUsage } from './responses.ts';
 
 /** The upstream paths, one per operation (Azure puts each under its deployment). */

@@ -2,6 +2,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
 import { SCOPES } from '../../core/identity/scopes.ts';
 import { chatRequestSchema } from '../../plugins/inference/chat-request-schema.ts';
+import { speechRequestSchema } from '../../plugins/inference/speech-capability.ts';
 import { embeddingsRequestSchema } from '../../plugins/inference/embeddings-capability.ts';
 import { imageRequestSchema } from '../../plugins/inference/images-capability.ts';
 import { MeteringTokens } from '../../plugins/metering/index.ts';
@@ -42,7 +43,10 @@ const V1_BODY_SCHEMAS: Readonly<Record<string, Schema>> = {
   'POST /v1/chat/completions': chatRequestSchema as Schema,
   'POST /v1/embeddings': embeddingsRequestSchema as Schema,
   'POST /v1/images/generations': imageRequestSchema as Schema,
+  'POST /v1/audio/speech': speechRequestSchema as Schema,
 };
+/** /v1 endpoints whose body is multipart/form-data: the JSON variants here only meet the 415 (uploads are tested in their own files). */
+const V1_MULTIPART = new Set(['POST /v1/audio/transcriptions']);
 
 const test = await buildTestApp(t, {
   plugins: {
@@ -304,7 +308,7 @@ t.test('every /v1 endpoint, with request bodies logged', async (t) => {
   for (const entry of listed.endpoints) {
     const [method = 'GET', path = '/'] = entry.split(' ');
     const schema = V1_BODY_SCHEMAS[entry] ?? null;
-    if (method !== 'GET') t.ok(schema, `${entry} has its request schema in V1_BODY_SCHEMAS`);
+    if (method !== 'GET' && !V1_MULTIPART.has(entry)) t.ok(schema, `${entry} has its request schema in V1_BODY_SCHEMAS`);
     let sample: Record<string, unknown> | undefined;
     if (schema) {
       const oracle = schemaOracle(schema);

@@ -163,5 +163,17 @@ t.test('400s name the parameter at fault', async (t) => {
 t.test('GET /v1 lists the endpoints mounted, embeddings included', async (t) => {
   const listed = await fetch(`${gw.url}/v1`, { headers: { authorization: `Bearer ${gw.key}` } });
   const { endpoints } = (await listed.json()) as { endpoints: string[] };
-  t.same([...endpoints].sort(), ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions', 'POST /v1/embeddings', 'POST /v1/responses', 'POST /v1/images/generations'].sort());
+  t.same(
+    [...endpoints].sort(),
+    [
+      'GET /v1/models',
+      'GET /v1/models/{model}',
+      'POST /v1/chat/completions',
+      'POST /v1/embeddings',
+      'POST /v1/responses',
+      'POST /v1/images/generations',
+      'POST /v1/audio/speech',
+      'POST /v1/audio/transcriptions',
+    ].sort(),
+  );
 });
