@@ -20,6 +20,12 @@ export interface GatewayCapability<M extends Modality = Modality, B = unknown, R
   readonly modality: M;
   /** The spec's browser rule covers it (chat, speech): a page must opt in (browser-rule.ts). */
   readonly browserRule?: true;
+  /**
+   * Where the capability speaks another API than OpenAI's (Anthropic's Messages API): the key is
+   * also taken from `x-api-key`, and every error on the route, auth and body parsing included, is
+   * answered with `errorBody` instead of the envelope (same status, headers and code in logs).
+   */
+  readonly foreignApi?: { xApiKey: true; errorBody(error: ApiError): unknown };
   /** Checks the body's shape: 400 `invalid_parameter` with `param` naming the field. */
   parse(body: unknown): B;
   /** The model the body names (looked up in the catalogue: 404 when unknown or not allowed). */

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { CallSignal } from '../../core/gateway/call-signal.ts';
+import { errorHandlerWriting } from '../../core/http/error-handler.ts';
 import type { CountedResponse } from '../../core/gateway/metrics.ts';
 import type { Credential } from '../../core/identity/credential.ts';
 import { ClientGoneError } from '../../core/kernel/errors.ts';
@@ -10,9 +11,17 @@ import { SseResponse } from './sse-response.ts';
 const V1_CALL = { config: { auth: { scope: 'inference' as const }, surface: 'v1' as const } };
 const V1_CALL_BROWSER_RULE = { config: { ...V1_CALL.config, browserRule: true as const } };
 
+/** The route's options: the browser rule, and for a capability speaking another API its credential header and error shape. */
+function routeOptions(capability: AnyCapability) {
+  const options = capability.browserRule ? V1_CALL_BROWSER_RULE : V1_CALL;
+  const foreign = capability.foreignApi;
+  if (!foreign) return options;
+  return { config: { ...options.config, auth: { ...options.config.auth, xApiKey: foreign.xApiKey } }, errorHandler: errorHandlerWriting(foreign.errorBody) };
+}
+
 /** Mounts a capability as `POST {endpoint}`: the HTTP adapter of the gateway call path. */
 export function mountCapability(app: FastifyInstance, path: GatewayCallPath, capability: AnyCapability): void {
-  app.post(capability.endpoint, capability.browserRule ? V1_CALL_BROWSER_RULE : V1_CALL, async (request, reply) => {
+  app.post(capability.endpoint, routeOptions(capability), async (request, reply) => {
     const answer = await path.run(capability, new HttpExchange(request, reply));
     if (answer === null) return reply;
     return reply.code(answer.status).headers(answer.headers).send(answer.body);

@@ -4,6 +4,7 @@ import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { loadEncodingsOf } from '../../providers/input-token-bound.ts';
 import { installBrowserRule } from './browser-rule.ts';
+import { anthropicMessagesCapability } from './anthropic-messages/messages-capability.ts';
 import type { AnyCapability } from './capability.ts';
 import { chatCompletionsCapability } from './chat-capability.ts';
 import { embeddingsCapability } from './embeddings-capability.ts';
@@ -34,7 +35,7 @@ export const InferenceTokens = {
 
 /** The /v1 capabilities this plugin serves on the call path; a new one is added here. */
 function capabilitiesOf(catalogue: ModelCatalogue): AnyCapability[] {
-  return [chatCompletionsCapability, embeddingsCapability(catalogue)];
+  return [chatCompletionsCapability, embeddingsCapability(catalogue), anthropicMessagesCapability];
 }
 
 export const inferencePlugin = definePlugin({
