@@ -1,0 +1,78 @@
+import t from 'tap';
+import { startGovernedGateway } from './governed-gateway.ts';
+
+/**
+ * `POST /v1/messages` is governed exactly as chat: the same reservation, rate-limit headers, request
+ * log row and ledger charge, to the micro-dollar (TEST_PRICES: $1 per million input tokens, $2 per
+ * million output tokens, so 14 in and 2 out cost 14 + 4 = 18 µ$).
+ */
+
+t.setTimeout(240_000);
+
+const g = await startGovernedGateway(t);
+const { id, key } = await g.newKey({ name: 'messages' });
+t.equal((await g.test.call('PATCH', `/client/keys/${id}`, { body: { rateLimits: { requestsPerMinute: 100, tokensPerMinute: 100_000 } } })).statusCode, 200);
+t.beforeEach(() => g.upstream.reset());
+
+const messagesBody = { model: 'solo', max_tokens: 50, messages: [{ role: 'user', content: 'hello' }] };
+const post = (body: unknown, headers: Record<string, string> = {}) =>
+  g.test.app.inject({ method: 'POST', url: '/v1/messages', headers: { 'x-api-key': key, 'anthropic-version': '2023-06-01', ...headers }, payload: body as object });
+
+t.test('a JSON call is logged under /v1/messages and charged what chat is charged for the same usage', async (t) => {
+  const before = await g.charged();
+  g.upstream.enqueue({ kind: 'reply', content: 'Hi.', usage: { prompt_tokens: 14, completion_tokens: 2 } });
+  const response = await post(messagesBody);
+  t.equal(response.statusCode, 200);
+  t.equal(response.json().type, 'message');
+  const row = await g.logRow(String(response.headers['x-request-id']));
+  t.match(row, { endpoint: '/v1/messages', model: 'solo', provider: 'primary', status_code: 200, input_tokens: 14, output_tokens: 2 });
+  t.equal(BigInt(row.cost_micros), 18n);
+  t.equal((await g.charged()) - before, 18n, 'the ledger agrees to the micro-dollar');
+
+  g.upstream.enqueue({ kind: 'reply', content: 'Hi.', usage: { prompt_tokens: 14, completion_tokens: 2 } });
+  const chat = await g.test.call('POST', '/v1/chat/completions', { token: key, body: { model: 'solo', max_tokens: 50, messages: messagesBody.messages } });
+  t.equal(BigInt((await g.logRow(String(chat.headers['x-request-id']))).cost_micros), 18n, 'chat costs the same');
+});
+
+t.test('a streamed call is logged and charged on the usage its stream reported', async (t) => {
+  const before = await g.charged();
+  g.upstream.enqueue({ kind: 'reply', content: 'one two', usage: { prompt_tokens: 14, completion_tokens: 2 } });
+  const response = await post({ ...messagesBody, stream: true });
+  t.equal(response.statusCode, 200);
+  t.match(response.headers['content-type'], /text\/event-stream/);
+  t.match(response.body, /event: message_stop\n/);
+  const row = await g.logRow(String(response.headers['x-request-id']));
+  t.match(row, { endpoint: '/v1/messages', status_code: 200, input_tokens: 14, output_tokens: 2 });
+  t.equal(BigInt(row.cost_micros), 18n);
+  t.equal((await g.charged()) - before, 18n);
+});
+
+t.test('a stream cut after its first content is logged as a 502 and billed on what was sent', async (t) => {
+  g.upstream.enqueue({ kind: 'stream-cut', afterChunks: 2, content: 'one two three four' });
+  const response = await post({ ...messagesBody, stream: true });
+  t.match(response.body, /event: error\ndata: \{"type":"error","error":\{"type":"api_error"/);
+  const row = await g.logRow(String(response.headers['x-request-id']));
+  t.match(row, { endpoint: '/v1/messages', status_code: 502, error_code: 'upstream_error' });
+  t.ok(BigInt(row.cost_micros) > 0n, 'the tokens sent are billed');
+});
+
+t.test('JSON, streamed and refused answers carry the rate-limit headers', async (t) => {
+  g.upstream.enqueue({ kind: 'reply', content: 'a' }, { kind: 'reply', content: 'b' });
+  const json = await post(messagesBody);
+  const streamed = await post({ ...messagesBody, stream: true });
+  const refused = await post({ ...messagesBody, thinking: { type: 'enabled', budget_tokens: 1024 } });
+  for (const response of [json, streamed, refused]) t.equal(response.headers['x-ratelimit-limit-requests'], '100');
+  t.equal(refused.statusCode, 400);
+  t.same(refused.json().error.type, 'invalid_request_error');
+});
+
+t.test('an upstream's 400 is the caller's error in Anthropic's shape, logged with its code, and costs nothing', async (t) => {
+  const before = await g.charged();
+  g.upstream.enqueue({ kind: 'status', status: 400, message: 'maximum context length exceeded' });
+  const response = await post(messagesBody);
+  t.equal(response.statusCode, 400);
+  t.match(response.json(), { type: 'error', error: { type: 'invalid_request_error', message: /maximum context length/ } });
+  const row = await g.logRow(String(response.headers['x-request-id']));
+  t.match(row, { endpoint: '/v1/messages', status_code: 400, error_code: 'upstream_rejected_request' });
+  t.equal((await g.charged()) - before, 0n);
+});
