@@ -66,7 +66,7 @@ t.test('JSON, streamed and refused answers carry the rate-limit headers', async 
   t.same(refused.json().error.type, 'invalid_request_error');
 });
 
-t.test('an upstream's 400 is the caller's error in Anthropic's shape, logged with its code, and costs nothing', async (t) => {
+t.test('an upstream’s 400 is the caller’s error in Anthropic’s shape, logged with its code, and costs nothing', async (t) => {
   const before = await g.charged();
   g.upstream.enqueue({ kind: 'status', status: 400, message: 'maximum context length exceeded' });
   const response = await post(messagesBody);
