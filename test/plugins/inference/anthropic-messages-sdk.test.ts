@@ -303,6 +303,76 @@ t.test('the Anthropic SDK against /v1/messages', async (t) => {
   });
 });
 
+t.test('every kind of catalogue model serves the Anthropic SDK: JSON, stream, a tool round trip, an image', async (t) => {
+  const gw = await startGateway(t);
+  const anthropic = new Anthropic({ apiKey: gw.key, baseURL: gw.url, maxRetries: 0, timeout: 20_000 });
+  const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+  /** Per model: how its upstream is told to answer text or a tool call, and the image part it last received (the mock answers by itself). */
+  const models: Array<{ model: string; text(content: string): void; toolCall(): void; imageSent?(): unknown }> = [
+    {
+      model: 'solo',
+      text: (content) => gw.primary.enqueue({ kind: 'reply', content }),
+      toolCall: () => gw.primary.enqueue({ kind: 'reply', toolCalls: [{ id: 'call_t', name: 'get_weather', arguments: { city: 'Oslo' } }] }),
+      imageSent: () => gw.primary.requests.at(-1)?.body.messages[0].content[0],
+    },
+    {
+      model: 'claude',
+      text: (content) => gw.anthropic.enqueue({ kind: 'reply', content }),
+      toolCall: () => gw.anthropic.enqueue({ kind: 'reply', toolCalls: [{ id: 'toolu_t', name: 'get_weather', input: { city: 'Oslo' } }] }),
+      imageSent: () => gw.anthropic.requests.at(-1)?.body.messages[0].content[0],
+    },
+    { model: 'mock-small', text: () => undefined, toolCall: () => undefined },
+  ];
+  for (const { model, text, toolCall, imageSent } of models) {
+    t.test(model, async (t) => {
+      text('Plain answer.');
+      const json = await anthropic.messages.create({ model, max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] });
+      t.match(json, { type: 'message', role: 'assistant', model, stop_reason: 'end_turn', content: [{ type: 'text', text: /\S/ }] });
+
+      text('Streamed answer.');
+      const stream = anthropic.messages.stream({ model, max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] });
+      const kinds = new Set<string>();
+      for await (const event of stream) kinds.add(event.type);
+      const final = await stream.finalMessage();
+      t.match(final, { model, stop_reason: 'end_turn', content: [{ type: 'text', text: /\S/ }] });
+      t.ok(final.usage.output_tokens > 0, 'the final usage counts the output');
+      t.same([...kinds], ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+
+      toolCall();
+      const question: Anthropic.MessageParam = { role: 'user', content: 'Weather in Oslo?' };
+      const first = await anthropic.messages.create({ model, max_tokens: 64, tools, tool_choice: { type: 'any' }, messages: [question] });
+      t.equal(first.stop_reason, 'tool_use');
+      const use = first.content.find((block) => block.type === 'tool_use');
+      t.match(use, { name: 'get_weather', input: { city: String } });
+      text('It is cold.');
+      const second = await anthropic.messages.create({
+        model,
+        max_tokens: 64,
+        tools,
+        messages: [question, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use!.id, content: '4°C' }] }],
+      });
+      t.match(second, { stop_reason: 'end_turn', content: [{ type: 'text', text: /\S/ }] });
+
+      text('A pixel.');
+      const seen = await anthropic.messages.create({
+        model,
+        max_tokens: 64,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG } },
+              { type: 'text', text: 'What is this?' },
+            ],
+          },
+        ],
+      });
+      t.match(seen.content, [{ type: 'text', text: /\S/ }]);
+      if (imageSent) t.match(imageSent(), { type: /^image/ }, 'the image went upstream as an image');
+    });
+  }
+});
+
 /** A loopback port nothing listens on: connecting to it is refused (a connect error). */
 async function closedPort(): Promise<number> {
   const server = createServer();
