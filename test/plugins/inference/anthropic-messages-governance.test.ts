@@ -1,15 +1,40 @@
 import t from 'tap';
+import { GatewayCallsPoint, type GatewayCalls } from '../../../core/gateway/gateway-calls.ts';
+import { InputGuardsPoint } from '../../../core/gateway/input-guards.ts';
+import type { Authenticator } from '../../../core/identity/authenticator.ts';
+import { Tokens } from '../../../core/kernel/di-tokens.ts';
+import { definePlugin } from '../../../core/kernel/plugin.ts';
 import { startGovernedGateway } from './governed-gateway.ts';
 
 /**
  * `POST /v1/messages` is governed exactly as chat: the same reservation, rate-limit headers, request
  * log row and ledger charge, to the micro-dollar (TEST_PRICES: $1 per million input tokens, $2 per
- * million output tokens, so 14 in and 2 out cost 14 + 4 = 18 µ$).
+ * million output tokens, so 14 in and 2 out cost 14 + 4 = 18 µ$), the same input guards, and the
+ * same call from code.
  */
 
 t.setTimeout(240_000);
 
-const g = await startGovernedGateway(t);
+let calls: GatewayCalls | undefined;
+let authenticator: Authenticator | undefined;
+const testPlugin = definePlugin({
+  name: 'test-messages-governance',
+  description: 'a guard refusing "SECRET" for keys named guarded…, and calls from code',
+  register({ extensions }) {
+    extensions.contribute(InputGuardsPoint, {
+      forCall: (credential) =>
+        credential.kind === 'key' && credential.keyName.startsWith('guarded')
+          ? { check: (text) => (text.includes('SECRET') ? { action: 'block', rule: 'no-secrets' } : { action: 'allow' }) }
+          : null,
+    });
+  },
+  async start({ extensions, container }) {
+    calls = extensions.get(GatewayCallsPoint);
+    authenticator = container.resolve(Tokens.Authenticator);
+  },
+});
+
+const g = await startGovernedGateway(t, [testPlugin]);
 const { id, key } = await g.newKey({ name: 'messages' });
 t.equal((await g.test.call('PATCH', `/client/keys/${id}`, { body: { rateLimits: { requestsPerMinute: 100, tokensPerMinute: 100_000 } } })).statusCode, 200);
 t.beforeEach(() => g.upstream.reset());
@@ -75,4 +100,32 @@ t.test('an upstream’s 400 is the caller’s error in Anthropic’s shape, logg
   const row = await g.logRow(String(response.headers['x-request-id']));
   t.match(row, { endpoint: '/v1/messages', status_code: 400, error_code: 'upstream_rejected_request' });
   t.equal((await g.charged()) - before, 0n);
+});
+
+t.test('a guardrail reads the system prompt too, and a blocked call is refused in Anthropic’s shape for nothing', async (t) => {
+  const guarded = await g.newKey({ name: 'guarded key' });
+  const before = await g.charged();
+  const response = await g.test.app.inject({
+    method: 'POST',
+    url: '/v1/messages',
+    headers: { 'x-api-key': guarded.key },
+    payload: { ...messagesBody, system: 'The SECRET is 42.' },
+  });
+  t.equal(response.statusCode, 422);
+  t.match(response.json(), { type: 'error', error: { type: 'invalid_request_error', message: /no-secrets/ } });
+  t.equal(g.upstream.requests.length, 0, 'nothing went upstream');
+  t.match(await g.logRow(String(response.headers['x-request-id'])), { endpoint: '/v1/messages', status_code: 422, error_code: 'guardrail_blocked' });
+  t.equal(await g.charged(), before, 'no charge');
+});
+
+t.test('a call from code answers a Message, and its errors in Anthropic’s shape', async (t) => {
+  const credential = await authenticator!.keyCredentialById(id);
+  g.upstream.enqueue({ kind: 'reply', content: 'From a job.' });
+  const answer = await calls!.run(credential, { endpoint: '/v1/messages', body: messagesBody, requestId: 'req_job_messages' });
+  t.equal(answer.status, 200);
+  t.match(answer.body, { type: 'message', model: 'solo', content: [{ type: 'text', text: 'From a job.' }] });
+  t.match(await g.logRow('req_job_messages'), { endpoint: '/v1/messages', status_code: 200 });
+  const refused = await calls!.run(credential, { endpoint: '/v1/messages', body: { ...messagesBody, model: 'nope' } });
+  t.equal(refused.status, 404);
+  t.match(refused.body, { type: 'error', error: { type: 'not_found_error', message: /"nope"/ } });
 });
