@@ -172,5 +172,5 @@ t.test('400s name the parameter at fault', async (t) => {
 t.test('GET /v1 lists the endpoints mounted, embeddings included', async (t) => {
   const listed = await fetch(`${gw.url}/v1`, { headers: { authorization: `Bearer ${gw.key}` } });
   const { endpoints } = (await listed.json()) as { endpoints: string[] };
-  t.same([...endpoints].sort(), ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions', 'POST /v1/embeddings'].sort());
+  t.same([...endpoints].sort(), ['GET /v1/models', 'GET /v1/models/{model}', 'POST /v1/chat/completions', 'POST /v1/embeddings', 'POST /v1/messages'].sort());
 });

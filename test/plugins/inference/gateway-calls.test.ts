@@ -40,7 +40,11 @@ t.test('a job runs a chat and an embeddings call for a key it knows by id', asyn
   const embedded = await calls!.run(credential, { endpoint: '/v1/embeddings', body: { model: 'embed', input: ['a', 'b'] } });
   t.equal(embedded.status, 200);
   t.equal((embedded.body as any).data.length, 2);
-  t.same(calls!.endpoints(), ['POST /v1/chat/completions', 'POST /v1/embeddings']);
+  // Every capability of the plugin; each capability's own tests name its endpoint.
+  t.ok(
+    ['POST /v1/chat/completions', 'POST /v1/embeddings'].every((endpoint) => calls!.endpoints().includes(endpoint)),
+    'lists the capabilities',
+  );
   const row = await g.logRow('req_job_chat_1');
   t.equal(row.key_id, id, 'the request log names the key');
   t.equal(row.endpoint, '/v1/chat/completions');
