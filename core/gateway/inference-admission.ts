@@ -29,7 +29,12 @@ export interface AdmissionRequest {
   endpoint: string;
   model: string;
   stream: boolean;
-  /** Upper-bound estimate for reservations: tokens, and the largest count of every other unit the call may use. */
+  /**
+   * Upper-bound estimate for reservations: tokens, and the largest count of every other unit the
+   * call may use (web searches: the model's builtinTools.webSearch.reservePerCall). Its characters
+   * and audio seconds are the request's own, counted before the call: a call whose process dies
+   * before it settles is billed them with its counted input (plugins/metering/README.md).
+   */
   estimate: { inputTokens: number; maxOutputTokens: number; units?: MeteredUnits };
   /**
    * The call's input as counted locally, not the reservation's upper bound: what the call is billed
@@ -84,6 +89,13 @@ export interface InferenceAdmission {
    * admission), read without consuming: every gateway response carries them.
    */
   peekHeaders(credential: Credential): Promise<Readonly<Record<string, string>>>;
+  /**
+   * Spends one request of the key's, project's and account's requests-per-minute allowance and
+   * nothing else (no money, no tokens, no concurrency slot): for work that is not a model call but
+   * must count against rate limits (batch polling, tool calls). Returns the rate-limit headers;
+   * throws 429 rate_limit_exceeded, with retry-after, as admit does.
+   */
+  chargeRequest(credential: Credential): Promise<Readonly<Record<string, string>>>;
 }
 
 const EMPTY_HEADERS: Readonly<Record<string, string>> = Object.freeze({});
@@ -93,6 +105,7 @@ export const openAdmission: InferenceAdmission = {
   admit: async () => ({ headers: EMPTY_HEADERS, logBodies: false, finish: () => undefined }),
   refused: () => undefined,
   peekHeaders: async () => EMPTY_HEADERS,
+  chargeRequest: async () => EMPTY_HEADERS,
 };
 
 /**

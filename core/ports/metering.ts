@@ -1,5 +1,8 @@
 import type { Queryable } from './database.ts';
 import type { Page, PageRequest } from '../vocabulary/pagination.ts';
+import type { MeteredUnits } from '../gateway/inference-admission.ts';
+import type { ErrorCode } from '../kernel/error-catalogue.ts';
+import { defineExtensionPoint } from '../kernel/extension-points.ts';
 
 /** The credit ledger: append-only lines whose balance_after chains exactly, per organisation. */
 export type LedgerKind = 'payment' | 'adjustment' | 'ai_usage' | 'hosting' | 'hosting_base_fee';
@@ -57,6 +60,15 @@ export interface CreditLedger {
   summary(organizationId: string, window: { from?: Date; to?: Date }): Promise<LedgerSummary>;
 }
 
+/**
+ * Codes a request-log row may carry that no response was sent with: the client went away first
+ * (499), or the process died before the call settled (the billing journal's provisional row).
+ */
+export const UNANSWERED_CALL_CODES = ['client_closed_request', 'gateway_interrupted'] as const;
+
+/** A request-log row's error code: a catalogued one (what the client was answered), or one of UNANSWERED_CALL_CODES. */
+export type RequestLogErrorCode = ErrorCode | (typeof UNANSWERED_CALL_CODES)[number];
+
 /** One metered call, as the request-log writer stores it. */
 export interface RequestLogRow {
   id: string;
@@ -73,14 +85,18 @@ export interface RequestLogRow {
   provider: string | null;
   upstreamModel: string | null;
   statusCode: number;
-  errorCode: string | null;
+  errorCode: RequestLogErrorCode | null;
   inputTokens: number;
   cachedInputTokens: number;
   cacheWriteTokens: number;
   outputTokens: number;
   reasoningTokens: number;
   usageEstimated: boolean;
+  /** What the call used besides tokens (absent: none); audio seconds as billed, whole seconds. */
+  units?: MeteredUnits | undefined;
   costMicros: bigint;
+  /** The units' share of costMicros (absent: none). */
+  unitsCostMicros?: bigint | undefined;
   priceVersion: string | null;
   latencyMs: number;
   ttftMs: number | null;
@@ -99,3 +115,109 @@ export interface UsageRecorder {
    */
   record(rows: RequestLogRow[]): Promise<number>;
 }
+
+// ---- Reading the request log -------------------------------------------------------------------
+
+/** Which rows a caller may see: projectIds null means every row of the organisation. */
+export interface Visibility {
+  organizationId: string;
+  projectIds: readonly string[] | null;
+}
+
+export interface UsageFilter {
+  visibility: Visibility;
+  /** Inclusive. */
+  from?: Date;
+  /** Exclusive. */
+  to?: Date;
+  keyId?: string;
+}
+
+export type Band = 'errors' | 'slow';
+
+export interface RequestFilter extends UsageFilter {
+  model?: string;
+  q?: string;
+  band?: Band;
+}
+
+/** A stored call: what the writer stored, read back (bodies live in their own table). */
+export type RequestLog = Omit<RequestLogRow, 'bodies'>;
+
+/** Token, unit and cost sums shared by totals and series buckets. */
+export interface CallSums {
+  requests: number;
+  errors: number;
+  inputTokens: number;
+  cachedInputTokens: number;
+  cacheWriteTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  webSearches: number;
+  images: number;
+  characters: number;
+  audioSeconds: number;
+  costMicros: bigint;
+  /** The units' share of costMicros; the rest is the tokens'. */
+  unitsCostMicros: bigint;
+}
+
+export interface UsageTotals extends CallSums {
+  avgLatencyMs: number | null;
+  p50LatencyMs: number | null;
+  p95LatencyMs: number | null;
+}
+
+export interface ModelTotals extends UsageTotals {
+  model: string | null;
+}
+
+export type Granularity = 'hour' | 'day';
+
+export interface SeriesBucket extends CallSums {
+  start: Date;
+}
+
+export interface WindowStats {
+  requests: number;
+  errors: number;
+  costMicros: bigint;
+  p50LatencyMs: number | null;
+  p95LatencyMs: number | null;
+  p50TtftMs: number | null;
+}
+
+export interface WindowBucket extends WindowStats {
+  start: Date;
+}
+
+export interface RequestBodies {
+  request: unknown;
+  response: unknown;
+}
+
+/**
+ * The request log's read side. The request log is metering's table (its writer, its columns, its
+ * migrations): other plugins (usage) read it through this port, never its SQL. Every read filters
+ * an organisation (and the projects the caller sees) first.
+ */
+export interface RequestLogReader {
+  totals(filter: UsageFilter): Promise<UsageTotals>;
+  /** Per model, costliest first. */
+  byModel(filter: UsageFilter): Promise<ModelTotals[]>;
+  /** UTC hour or day buckets over [from, to), newest first, empty ones included. */
+  series(filter: UsageFilter & { from: Date; to: Date }, granularity: Granularity): Promise<SeriesBucket[]>;
+  /** One page of rows, newest first (created_at, then id, both descending). */
+  page(filter: RequestFilter, page: PageRequest): Promise<Page<RequestLog>>;
+  /** The latest rows, at most `limit`, newest first. */
+  list(filter: RequestFilter, limit: number): Promise<RequestLog[]>;
+  /** One row, or null when it does not exist or lies outside what the caller sees. */
+  get(visibility: Visibility, id: string): Promise<RequestLog | null>;
+  /** Stored prompt and response, or null when nothing was logged for the call. */
+  bodies(id: string): Promise<RequestBodies | null>;
+  /** Totals and per-minute buckets (newest first, empty ones included) over [from, to); both minute-aligned. */
+  window(filter: UsageFilter & { from: Date; to: Date }): Promise<{ totals: WindowStats; buckets: WindowBucket[] }>;
+}
+
+/** The metering plugin provides the reader in register(); readers get it in operations(). */
+export const RequestLogReaderPoint = defineExtensionPoint<RequestLogReader>('RequestLogReader');

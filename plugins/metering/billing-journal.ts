@@ -4,7 +4,9 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { FastifyBaseLogger } from 'fastify';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
-import { rowValues } from './request-log-row-values.ts';
+import { requestLogErrorCode } from './request-log-error-codes.ts';
+import type { MeteredUnits } from '../../core/gateway/inference-admission.ts';
+import { COLUMNS, COLUMNS_BEFORE_UNITS, rowValues, unitsFromColumns } from './request-log-row-values.ts';
 
 /**
  * What survives the gateway's process dying with request-log rows still queued in memory: every
@@ -70,7 +72,8 @@ type RecordKind = 'row' | 'started';
 /**
  * One line: [kind, …the row's fields in the request log's own order (rowValues: money as a decimal
  * string, times as epoch milliseconds), bodies]. Bodies are present only when the account keeps
- * them, i.e. when they would be stored anyway. Provisional rows are written as `admitted` records
+ * them, i.e. when they would be stored anyway. Records written before units were metered have the
+ * first 23 fields only (COLUMNS_BEFORE_UNITS) and are still read. Provisional rows are written as `admitted` records
  * (encodeAdmitted); a full `started` row is what journals written before that hold.
  */
 export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
@@ -79,7 +82,9 @@ export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
   return `${JSON.stringify(values)}\n`;
 }
 
-const FIELDS = 25;
+/** Kind, the row's columns, bodies: now, and before the unit columns were added. */
+const FIELDS = COLUMNS.length + 2;
+const FIELDS_BEFORE_UNITS = COLUMNS_BEFORE_UNITS + 2;
 const isText = (v: unknown): v is string => typeof v === 'string';
 const isTextOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
 const isCount = (v: unknown): v is number => Number.isInteger(v);
@@ -101,8 +106,12 @@ export interface ProvisionalCall {
   context: CallContext;
   /** Its input as counted locally. */
   inputTokens: number;
+  /** The units of its input counted from the request (characters, audio seconds); absent: none. */
+  units?: MeteredUnits | undefined;
   /** What that input costs. */
   costMicros: bigint;
+  /** The units' share of costMicros (absent with no units). */
+  unitsCostMicros?: bigint | undefined;
   createdAt: Date;
 }
 
@@ -129,7 +138,9 @@ export function provisionalRow(call: ProvisionalCall): RequestLogRow {
     outputTokens: 0,
     reasoningTokens: 0,
     usageEstimated: true,
+    units: call.units,
     costMicros: call.costMicros,
+    unitsCostMicros: call.unitsCostMicros,
     priceVersion: context.priceVersion,
     latencyMs: 0,
     ttftMs: null,
@@ -155,18 +166,47 @@ function encodedContext(c: CallContext): string {
 /**
  * A provisional call as one line: ["admitted", id, organization, project, key, endpoint, model,
  * price version, streamed, input tokens, cost as a decimal string, created at in epoch
- * milliseconds]. Half a full row, and all but four values encoded once per context: the second
- * write per call costs little more than its write() (see bench/billing-journal.ts).
+ * milliseconds], then, for a call with input units, those units (an object) and their share of
+ * the cost (a decimal string). Half a full row, and all but four values encoded once per context:
+ * the second write per call costs little more than its write() (see bench/billing-journal.ts).
  */
 export function encodeAdmitted(call: ProvisionalCall): string {
-  return `["admitted",${JSON.stringify(call.id)},${encodedContext(call.context)},${call.inputTokens},"${call.costMicros}",${call.createdAt.getTime()}]\n`;
+  const units = call.units ? `,${JSON.stringify(call.units)},"${call.unitsCostMicros ?? 0n}"` : '';
+  return `["admitted",${JSON.stringify(call.id)},${encodedContext(call.context)},${call.inputTokens},"${call.costMicros}",${call.createdAt.getTime()}${units}]\n`;
 }
 
 const ADMITTED_FIELDS = 12;
+const ADMITTED_FIELDS_WITH_UNITS = 14;
+const isMicros = (v: unknown): v is string => typeof v === 'string' && /^-?\d+$/.test(v);
+
+/** The input units of an `admitted` record: whole non-negative counts of characters and audio seconds. */
+function decodeInputUnits(v: unknown): MeteredUnits | null {
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) return null;
+  const { characters, audioSeconds, ...rest } = v as Record<string, unknown>;
+  if (Object.keys(rest).length > 0) return null;
+  const units: MeteredUnits = {};
+  for (const [name, value] of [
+    ['characters', characters],
+    ['audioSeconds', audioSeconds],
+  ] as const) {
+    if (value === undefined) continue;
+    if (!isCount(value) || value < 0) return null;
+    units[name] = value;
+  }
+  return units;
+}
 
 function decodeAdmitted(v: unknown[]): RequestLogRow | null {
+  let units: MeteredUnits | undefined;
+  let unitsCostMicros: bigint | undefined;
+  if (v.length === ADMITTED_FIELDS_WITH_UNITS) {
+    const decoded = decodeInputUnits(v[12]);
+    if (!decoded || !isMicros(v[13])) return null;
+    units = decoded;
+    unitsCostMicros = BigInt(v[13]);
+  }
   const ok =
-    v.length === ADMITTED_FIELDS &&
+    (v.length === ADMITTED_FIELDS || units !== undefined) &&
     isText(v[1]) &&
     isText(v[2]) &&
     isTextOrNull(v[3]) &&
@@ -195,7 +235,7 @@ function decodeAdmitted(v: unknown[]): RequestLogRow | null {
     number,
   ];
   const context: CallContext = { organizationId, projectId, keyId, endpoint, model, priceVersion, streamed };
-  return provisionalRow({ id, context, inputTokens, costMicros: BigInt(cost), createdAt: new Date(createdAt) });
+  return provisionalRow({ id, context, inputTokens, units, costMicros: BigInt(cost), unitsCostMicros, createdAt: new Date(createdAt) });
 }
 
 /** The record on a line, or null when the line is not a whole record (a torn write). */
@@ -211,7 +251,9 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
     const row = decodeAdmitted(v);
     return row && { kind: 'started', row };
   }
-  if (v.length !== FIELDS || (v[0] !== 'row' && v[0] !== 'started')) return null;
+  if ((v.length !== FIELDS && v.length !== FIELDS_BEFORE_UNITS) || (v[0] !== 'row' && v[0] !== 'started')) return null;
+  const withUnits = v.length === FIELDS;
+  const bodies = v[v.length - 1];
   const ok =
     isText(v[1]) &&
     isText(v[2]) &&
@@ -233,7 +275,8 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
     typeof v[21] === 'boolean' &&
     isCount(v[22]) &&
     isCount(v[23]) &&
-    (v[24] === null || typeof v[24] === 'object');
+    (!withUnits || unitColumnsAreValid(v)) &&
+    (bodies === null || typeof bodies === 'object');
   if (!ok) return null;
   return {
     kind: v[0],
@@ -247,7 +290,7 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
       provider: v[7],
       upstreamModel: v[8],
       statusCode: v[9],
-      errorCode: v[10],
+      errorCode: v[10] === null ? null : (requestLogErrorCode(v[10]) ?? 'internal_error'),
       inputTokens: v[11],
       cachedInputTokens: v[12],
       cacheWriteTokens: v[13],
@@ -261,9 +304,25 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
       streamed: v[21],
       attempts: v[22],
       createdAt: new Date(v[23]),
-      bodies: v[24],
+      ...(withUnits ? unitFields(v) : {}),
+      bodies: bodies as RequestLogRow['bodies'],
     },
   };
+}
+
+/** A row record's units and their cost, only those it has: a row without units reads back as it was written. */
+function unitFields(v: unknown[]): Pick<RequestLogRow, 'units' | 'unitsCostMicros'> {
+  const fields: Pick<RequestLogRow, 'units' | 'unitsCostMicros'> = {};
+  const units = unitsFromColumns(v[24], v[25], v[26], v[27], v[28], v[29]);
+  if (units) fields.units = units;
+  const cost = BigInt(v[30] as string);
+  if (cost !== 0n) fields.unitsCostMicros = cost;
+  return fields;
+}
+
+/** The unit columns of a row record (positions 24 to 30: rowValues' order after created_at). */
+function unitColumnsAreValid(v: unknown[]): boolean {
+  return isCount(v[24]) && isCount(v[25]) && isTextOrNull(v[26]) && isTextOrNull(v[27]) && isCount(v[28]) && isCount(v[29]) && isMicros(v[30]);
 }
 
 /**

@@ -2,15 +2,16 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Credential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
-import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission, RefusedCall } from '../../core/gateway/inference-admission.ts';
+import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission, MeteredUnits, RefusedCall } from '../../core/gateway/inference-admission.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { AllowanceTake, Coordination, GateRequest, GateResult, Holdings, LeaseEntry, Outstanding, RateDecision, RateEntry } from '../../core/ports/coordination.ts';
 import type { KeyRateLimits, SpendCap, SpendReader } from '../../core/ports/identity.ts';
-import type { CreditLedger, RequestLogRow } from '../../core/ports/metering.ts';
+import type { CreditLedger, RequestLogErrorCode, RequestLogRow } from '../../core/ports/metering.ts';
+import { requestLogErrorCode } from './request-log-error-codes.ts';
 import { estimatedUsage } from '../../core/gateway/provider.ts';
 import { periodStart } from '../../core/vocabulary/periods.ts';
 import type { CapPolicies } from './cap-policies.ts';
-import { costMicros, estimateCostMicros, type PriceSheet } from './pricing.ts';
+import { billedAudioSeconds, callCost, type CallCost, estimateCostMicros, type PriceSheet, unpricedUnit } from './pricing.ts';
 import { rateLimitHeaders } from './rate-limit-headers.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import type { BudgetAlerts } from './budget-alerts.ts';
@@ -227,6 +228,32 @@ export class GovernedAdmission implements InferenceAdmission {
     return rateLimitHeaders(requests, tokens);
   }
 
+  async chargeRequest(credential: Credential): Promise<Record<string, string>> {
+    const plan = this.planOf(credential);
+    if (plan.requests.length === 0) return this.peekHeaders(credential);
+    const { gate, rateLimiter } = this.deps.coordination;
+    // Only the request buckets: the gate's order and its re-seeding of windows a lost store dropped, nothing else taken.
+    const request: GateRequest = {
+      requests: plan.requests,
+      leases: [],
+      leaseId: '',
+      leaseTtlMs: this.deps.settings.leaseTtlMs,
+      tokens: [],
+      takes: [],
+      counterTtlMs: this.deps.settings.counterTtlMs,
+    };
+    let result = await gate.admit(request);
+    for (let round = 0; round < SEED_ROUNDS && !result.ok && result.refused === 'unseeded'; round += 1) {
+      const { keys } = result;
+      await Promise.all(keys.map((key) => this.seedWindow(plan.windows.get(key))));
+      result = await gate.admit(request);
+    }
+    const tokens = plan.tokenBuckets.length > 0 ? await rateLimiter.peek(plan.tokenBuckets) : [];
+    const headers = rateLimitHeaders(result.requests, tokens);
+    if (!result.ok) throw this.refusal(result, { headers, tokens: [], tokenEstimate: 0, caps: [], estimate: 0 });
+    return headers;
+  }
+
   /** A refusal before admit (a guardrail block): a row of its own in the request log, no body, nothing charged. */
   refused(call: RefusedCall): void {
     const { credential } = call;
@@ -240,7 +267,7 @@ export class GovernedAdmission implements InferenceAdmission {
       provider: null,
       upstreamModel: null,
       statusCode: call.status,
-      errorCode: call.errorCode,
+      errorCode: this.typedErrorCode(call.errorCode, call.requestId),
       inputTokens: 0,
       cachedInputTokens: 0,
       cacheWriteTokens: 0,
@@ -263,6 +290,8 @@ export class GovernedAdmission implements InferenceAdmission {
     const { credential } = request;
     const sheet = this.deps.prices.get(request.model);
     if (!sheet) throw new ApiError('model_not_priced', `Model ${request.model} has no prices; refusing to serve it unmetered`);
+    const unpriced = unpricedUnit(request.estimate.units, sheet);
+    if (unpriced) throw new ApiError('unit_not_priced', unpriced.message, { param: unpriced.param });
     const plan = this.planOf(credential);
     const tokenEstimate = request.estimate.inputTokens + request.estimate.maxOutputTokens;
     const tokens: RateEntry[] = plan.tokenBuckets.map((bucket) => ({ key: bucket.key, limit: bucket.limit, periodMs: bucket.periodMs, cost: tokenEstimate }));
@@ -510,8 +539,17 @@ export class GovernedAdmission implements InferenceAdmission {
     // the upstream may have served it, and bills what it received).
     try {
       const inputTokens = state.request.countedInputTokens;
-      const costMicros = inputCostMicros(inputTokens, state.sheet);
-      this.deps.writer.admitted({ id: state.request.requestId, context: state.context, inputTokens, costMicros, createdAt });
+      const units = inputUnits(state.request.estimate.units);
+      const cost = callCost(estimatedUsage(inputTokens, 0), units, state.sheet);
+      this.deps.writer.admitted({
+        id: state.request.requestId,
+        context: state.context,
+        inputTokens,
+        units,
+        costMicros: cost.costMicros,
+        unitsCostMicros: units && cost.unitsCostMicros,
+        createdAt,
+      });
     } catch (error) {
       logger.error({ err: error, requestId: state.request.requestId }, 'journaling an admitted call failed');
     }
@@ -561,7 +599,11 @@ export class GovernedAdmission implements InferenceAdmission {
     const { coordination, settings } = this.deps;
     const { request, sheet, takes, taken } = state;
     const usage = outcome.usage;
-    const cost = usage ? costMicros(usage, sheet) : 0n;
+    const bill = callCost(usage, outcome.units, sheet);
+    if (bill.unpriced.length > 0) {
+      this.deps.logger.error({ requestId: request.requestId, model: request.model, units: bill.unpriced }, 'a call used units its model has no price for; they were billed nothing');
+    }
+    const cost = bill.costMicros;
     this.deps.onCharged?.(request.model, cost);
     // Give back what was reserved beyond the real cost (or take the rest if it cost more).
     const spent = Number(cost);
@@ -570,9 +612,18 @@ export class GovernedAdmission implements InferenceAdmission {
     const tokens = state.tokens.map((entry) => ({ key: entry.key, limit: entry.limit, periodMs: entry.periodMs, cost: used - state.tokenEstimate }));
     const settled = coordination.gate.settle({ leaseKeys: state.leaseKeys, leaseId: state.leaseId, gives, counterTtlMs: settings.counterTtlMs, tokens });
     const credential = request.credential;
-    this.deps.writer.enqueue(requestLogRow(state, outcome, cost, createdAt));
+    const errorCode = outcome.errorCode === null ? null : this.typedErrorCode(outcome.errorCode, request.requestId);
+    this.deps.writer.enqueue(requestLogRow(state, outcome, bill, errorCode, createdAt));
     const alerting = cost > 0n ? state.caps.filter((entry) => entry.cap.mode === 'alert') : [];
     return alerting.length === 0 ? settled : settled.then(() => this.alertIfReached(alerting, credential.organizationId));
+  }
+
+  /** A call's error code as the request log types it; a code no catalogue names is logged and stored as internal_error. */
+  private typedErrorCode(code: string, requestId: string): RequestLogErrorCode {
+    const typed = requestLogErrorCode(code);
+    if (typed) return typed;
+    this.deps.logger.error({ requestId, errorCode: code }, 'a call ended with an error code no catalogue names; logged as internal_error');
+    return 'internal_error';
   }
 
   /** Alert-only caps: record (once per period and cap, see BudgetAlerts) that spending reached one. */
@@ -591,7 +642,7 @@ export class GovernedAdmission implements InferenceAdmission {
 const NO_MAKERS: readonly string[] = [];
 
 /** A call's request-log row: what it cost and how it went. */
-function requestLogRow(state: AdmittedCall, outcome: CallOutcome, cost: bigint, createdAt: Date): RequestLogRow {
+function requestLogRow(state: AdmittedCall, outcome: CallOutcome, bill: CallCost, errorCode: RequestLogErrorCode | null, createdAt: Date): RequestLogRow {
   const { request } = state;
   const { credential } = request;
   const usage = outcome.usage;
@@ -606,14 +657,16 @@ function requestLogRow(state: AdmittedCall, outcome: CallOutcome, cost: bigint, 
     provider: outcome.provider,
     upstreamModel: outcome.upstreamModel,
     statusCode: outcome.status,
-    errorCode: outcome.errorCode,
+    errorCode,
     inputTokens: usage?.inputTokens ?? 0,
     cachedInputTokens: usage?.cachedInputTokens ?? 0,
     cacheWriteTokens: usage?.cacheWriteTokens ?? 0,
     outputTokens: usage?.outputTokens ?? 0,
     reasoningTokens: usage?.reasoningTokens ?? 0,
     usageEstimated: usage?.estimated ?? false,
-    costMicros: cost,
+    units: billedUnits(outcome.units),
+    costMicros: bill.costMicros,
+    unitsCostMicros: bill.unitsCostMicros,
     priceVersion: state.sheet.version,
     latencyMs: outcome.latencyMs,
     ttftMs: outcome.ttftMs,
@@ -624,9 +677,26 @@ function requestLogRow(state: AdmittedCall, outcome: CallOutcome, cost: bigint, 
   };
 }
 
-/** What `inputTokens` of input alone cost, priced as a settled call's usage is. */
-function inputCostMicros(inputTokens: number, sheet: PriceSheet): bigint {
-  return costMicros(estimatedUsage(inputTokens, 0), sheet);
+/**
+ * The units of a call's estimate that are its input, counted from the request before the call
+ * (speech characters, seconds of audio to transcribe): billed with its input if its process dies.
+ * Images and web searches are output, unknown until the upstream answers, like output tokens.
+ */
+function inputUnits(units: MeteredUnits | undefined): MeteredUnits | undefined {
+  if (!units || (units.characters === undefined && units.audioSeconds === undefined)) return undefined;
+  return billedUnits({ characters: units.characters, audioSeconds: units.audioSeconds });
+}
+
+/** Units as the request log stores them: only those used, audio in the whole seconds billed. */
+function billedUnits(units: MeteredUnits | undefined): MeteredUnits | undefined {
+  if (!units) return undefined;
+  const stored: MeteredUnits = {};
+  if (units.webSearches) stored.webSearches = units.webSearches;
+  if (units.images && units.images.count > 0) stored.images = { count: units.images.count, size: units.images.size, quality: units.images.quality };
+  if (units.characters) stored.characters = units.characters;
+  const seconds = billedAudioSeconds(units.audioSeconds ?? 0);
+  if (seconds > 0) stored.audioSeconds = seconds;
+  return Object.keys(stored).length > 0 ? stored : undefined;
 }
 
 type SeedRefusal = Extract<GateResult, { refused: 'unseeded' }> | (Extract<GateResult, { refused: 'money' }> & { allowance: { reason: 'missing'; keys: string[] } });

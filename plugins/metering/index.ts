@@ -9,11 +9,13 @@ import { BillingJournal } from './billing-journal.ts';
 import { budgetAlertSubscriber, BudgetAlerts, BudgetAlertSinkPoint, loggingAlertSink } from './budget-alerts.ts';
 import { CapPolicies } from './cap-policies.ts';
 import { GovernedAdmission } from './governed-admission.ts';
+import { uncoveredPrices } from './price-coverage.ts';
 import { priceSheet, type PriceSheet } from './pricing.ts';
 import { RequestLogWriter } from './request-log-writer.ts';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
-import type { CreditLedger } from '../../core/ports/metering.ts';
+import { type CreditLedger, RequestLogReaderPoint } from '../../core/ports/metering.ts';
+import { SqlRequestLogReader } from './request-log-store.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { InferenceTokens } from '../inference/index.ts';
 import { budgetOperations } from './budget-operations.ts';
@@ -49,7 +51,10 @@ export const meteringPlugin = definePlugin({
     const prices = new Map<string, PriceSheet>();
     for (const model of catalogue.all()) {
       if (!model.prices) throw new ConfigError(`config: plugins.inference.models.${model.id}.prices: required while the metering plugin is enabled`);
-      prices.set(model.id, priceSheet(model.id, model.prices));
+      const sheet = priceSheet(model.id, model.prices);
+      const gaps = uncoveredPrices(model, sheet);
+      if (gaps.length > 0) throw new ConfigError(gaps.map((gap) => `config: plugins.inference.models.${model.id}.prices.${gap}`).join('\n'));
+      prices.set(model.id, sheet);
     }
     const ledger = new SqlCreditLedger(database);
     const recorder = new SqlUsageRecorder(database);
@@ -96,6 +101,7 @@ export const meteringPlugin = definePlugin({
     });
     container.bindValue(MeteringTokens.Admission, admission);
     extensions.provide(InferenceAdmissionPoint, admission);
+    extensions.provide(RequestLogReaderPoint, new SqlRequestLogReader(database));
   },
   subscribers: ({ extensions, logger }) => [budgetAlertSubscriber(extensions.get(BudgetAlertSinkPoint) ?? loggingAlertSink(logger))],
   operations({ container, extensions, config }) {

@@ -10,6 +10,11 @@ export const METERING_ERRORS = defineErrorCodes('metering', {
   },
   budget_exceeded: { status: 402, type: 'insufficient_quota', message: 'A spend cap is used up. GET /client/budget shows every cap.' },
   metering_unavailable: { status: 503, type: 'upstream_error', message: 'Spend counters could not be prepared; it is safe to retry' },
+  unit_not_priced: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The model has no price for what this request asks for (an image size or quality, web searches, characters or audio)',
+  },
   model_not_priced: { status: 500, type: 'api_error', message: 'The model has no prices; refusing to serve it unmetered' },
 });
 

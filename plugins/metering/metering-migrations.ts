@@ -87,4 +87,20 @@ CREATE TABLE journal_identity (id text PRIMARY KEY);
 INSERT INTO journal_identity (id) VALUES (replace(gen_random_uuid()::text, '-', ''));
 `,
   },
+  {
+    owner: 'metering',
+    version: 5,
+    name: 'request log: the units a call used besides tokens, and their cost',
+    // Defaults fill the rows already stored (calls with no units): no rewrite of the table's data.
+    sql: `
+ALTER TABLE request_logs
+  ADD COLUMN web_searches integer NOT NULL DEFAULT 0 CHECK (web_searches >= 0),
+  ADD COLUMN images integer NOT NULL DEFAULT 0 CHECK (images >= 0),
+  ADD COLUMN image_size text,
+  ADD COLUMN image_quality text,
+  ADD COLUMN characters integer NOT NULL DEFAULT 0 CHECK (characters >= 0),
+  ADD COLUMN audio_seconds integer NOT NULL DEFAULT 0 CHECK (audio_seconds >= 0),
+  ADD COLUMN units_cost_micros bigint NOT NULL DEFAULT 0;
+`,
+  },
 ];

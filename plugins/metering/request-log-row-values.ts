@@ -1,3 +1,4 @@
+import type { MeteredUnits } from '../../core/gateway/inference-admission.ts';
 import type { RequestLogRow } from '../../core/ports/metering.ts';
 
 /*
@@ -30,7 +31,18 @@ export const COLUMNS: ReadonlyArray<readonly [string, string]> = [
   ['streamed', 'bool'],
   ['attempts', 'int4'],
   ['created_at', 'timestamptz'],
+  // What the call used besides tokens (metering migration 5), and those units' share of cost_micros.
+  ['web_searches', 'int4'],
+  ['images', 'int4'],
+  ['image_size', 'text'],
+  ['image_quality', 'text'],
+  ['characters', 'int4'],
+  ['audio_seconds', 'int4'],
+  ['units_cost_micros', 'int8'],
 ];
+
+/** How many of COLUMNS a row had before units were metered: the length of older journal records' rows. */
+export const COLUMNS_BEFORE_UNITS = 23;
 
 /**
  * A row as a JSON array in COLUMNS order: money as a string (JSON numbers are not exact past 2^53),
@@ -62,6 +74,23 @@ export function rowValues(r: RequestLogRow, into: unknown[] = []): unknown[] {
     r.streamed,
     r.attempts,
     r.createdAt.getTime(),
+    r.units?.webSearches ?? 0,
+    r.units?.images?.count ?? 0,
+    r.units?.images?.size ?? null,
+    r.units?.images?.quality ?? null,
+    r.units?.characters ?? 0,
+    r.units?.audioSeconds ?? 0,
+    (r.unitsCostMicros ?? 0n).toString(),
   );
   return into;
+}
+
+/** A row's units from its unit columns (zero counts are units the call did not use); undefined for none. */
+export function unitsFromColumns(webSearches: unknown, images: unknown, imageSize: unknown, imageQuality: unknown, characters: unknown, audioSeconds: unknown): MeteredUnits | undefined {
+  const units: MeteredUnits = {};
+  if (Number(webSearches) > 0) units.webSearches = Number(webSearches);
+  if (Number(images) > 0) units.images = { count: Number(images), size: String(imageSize ?? ''), quality: (imageQuality as string | null) ?? null };
+  if (Number(characters) > 0) units.characters = Number(characters);
+  if (Number(audioSeconds) > 0) units.audioSeconds = Number(audioSeconds);
+  return Object.keys(units).length > 0 ? units : undefined;
 }

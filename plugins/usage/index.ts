@@ -1,19 +1,21 @@
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
+import { RequestLogReaderPoint } from '../../core/ports/metering.ts';
 import { requestOperations } from './request-operations.ts';
 import { usageOperations, type UsageDeps } from './usage-operations.ts';
-import { UsageStore } from './usage-store.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './usage-errors.ts';
 
 export const usagePlugin = definePlugin({
   name: 'usage',
   description: 'Read side of metering: usage report, series, comparison, and the gateway request log',
-  // Reads the columns and tables metering's migration adds (price_version, request_log_bodies).
+  // Reads the request log, which metering writes and provides a reader for.
   dependsOn: ['metering'],
-  operations: ({ container }) => {
+  operations: ({ container, extensions }) => {
+    const store = extensions.get(RequestLogReaderPoint);
+    if (!store) throw new Error('usage: no request-log reader; the metering plugin provides it');
     const deps: UsageDeps = {
-      store: new UsageStore(container.resolve(Tokens.Database)),
+      store,
       identity: container.resolve(Tokens.Identity),
       clock: container.resolve(Tokens.Clock),
     };

@@ -1,7 +1,7 @@
 import type { Credential } from '../../core/identity/credential.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import { visibleProjectIds } from '../../core/identity/project-access.ts';
-import type { Visibility } from './usage-store.ts';
+import type { Visibility } from '../../core/ports/metering.ts';
 
 /** For operation descriptions. */
 export const VISIBILITY = 'An API key sees its own project only; a person sees the projects they can read (owners and admins: all).';

@@ -3,11 +3,12 @@ import type { IdentityStores } from '../../core/ports/identity.ts';
 import { usageVisibility, VISIBILITY } from './usage-access.ts';
 import { previousRange, resolveGranularity, resolveRange } from './usage-query.ts';
 import { comparisonQuery, comparisonView, seriesQuery, seriesView, usageQuery, usageReportView } from './usage-schemas.ts';
-import type { UsageStore } from './usage-store.ts';
+import type { RequestLogReader } from '../../core/ports/metering.ts';
 import { toDeltasView, toRequestRowView, toSeriesBucketView, toTotalsView } from './usage-view.ts';
 
 export interface UsageDeps {
-  store: UsageStore;
+  /** The request log, metering's, read through its port. */
+  store: RequestLogReader;
   identity: IdentityStores;
   clock: () => Date;
 }
@@ -18,7 +19,7 @@ export function usageOperations({ store, identity, clock }: UsageDeps): AnyOpera
     method: 'GET',
     path: '/usage',
     summary: 'Usage report: headline totals, per-model breakdown and recent requests',
-    description: `Model calls in [from, to) (default: the last 30 days): requests, errors, tokens, cost and latency, per model, and the latest \`limit\` requests (newest first). ${VISIBILITY} Scope usage:read.`,
+    description: `Model calls in [from, to) (default: the last 30 days): requests, errors, tokens, units besides tokens (web searches, images, characters, audio seconds) with their cost, total cost and latency, per model, and the latest \`limit\` requests (newest first). costUsd is tokens and units together. ${VISIBILITY} Scope usage:read.`,
     scope: 'usage:read',
     readOnly: true,
     query: usageQuery,
@@ -43,7 +44,7 @@ export function usageOperations({ store, identity, clock }: UsageDeps): AnyOpera
     name: 'usage.series',
     method: 'GET',
     path: '/usage/series',
-    summary: 'Requests, tokens and cost per hour or per day',
+    summary: 'Requests, tokens, units and cost per hour or per day',
     description: `UTC buckets over [from, to) (default: the last 30 days), newest first, empty buckets included. Granularity defaults to hour for a window of two days or less, else day; at most 2000 buckets. ${VISIBILITY} Scope usage:read, like the usage report it charts.`,
     scope: 'usage:read',
     readOnly: true,

@@ -1,6 +1,6 @@
 import { ApiError } from '../../core/kernel/errors.ts';
 import { clampToAcceptedRange } from '../../core/vocabulary/timestamps.ts';
-import type { Granularity } from './usage-store.ts';
+import type { Granularity } from '../../core/ports/metering.ts';
 
 /** Turns the validated query into what the store takes: time windows. */
 

@@ -81,6 +81,23 @@ export const tokenTotalsView = z
   })
   .meta({ id: 'TokenCounts', description: 'Tokens by kind' });
 
+export const unitTotalsView = z
+  .object({
+    webSearches: count.describe('Hosted web searches run (Responses web_search)'),
+    images: count.describe('Images generated'),
+    characters: count.describe('Input characters of speech synthesis'),
+    audioSeconds: count.describe('Seconds of audio transcribed, each started second counted whole'),
+    costUsd: z.number().describe('What these units cost; the rest of costUsd is the tokens’'),
+  })
+  .meta({ id: 'UnitCounts', description: 'What calls used besides tokens, and its cost' });
+
+export const requestUnitsView = unitTotalsView
+  .omit({ images: true })
+  .extend({
+    images: z.object({ count: count, size: z.string(), quality: z.string().nullable() }).nullable().describe('Images generated, with their size and quality; null for none'),
+  })
+  .meta({ id: 'RequestUnits', description: 'What one call used besides tokens, and its cost' });
+
 export const requestRowView = z
   .object({
     object: z.literal('request_log'),
@@ -95,7 +112,8 @@ export const requestRowView = z
     status: z.number().int(),
     errorCode: z.string().nullable(),
     tokens: tokenTotalsView.extend({ estimated: z.boolean().describe('Counted by the gateway because the provider reported no usage') }),
-    costUsd: z.number(),
+    units: requestUnitsView,
+    costUsd: z.number().describe('Tokens and units together'),
     latencyMs: z.number().int(),
     ttftMs: z.number().int().nullable().describe('Time to first token, streamed calls'),
     streamed: z.boolean(),
@@ -117,7 +135,8 @@ export const totalsView = z
     requests: count,
     errors: count.describe('Calls answered with status 400 or above'),
     tokens: tokenTotalsView,
-    costUsd: z.number(),
+    units: unitTotalsView,
+    costUsd: z.number().describe('Tokens and units together'),
     avgLatencyMs: msOrNull,
     p50LatencyMs: msOrNull,
     p95LatencyMs: msOrNull,
@@ -139,7 +158,7 @@ export const usageReportView = z
   .meta({ id: 'UsageReport', description: 'Usage over a window: totals, per model, and the latest requests' });
 
 const seriesBucketView = z
-  .object({ start: instantView, requests: count, errors: count, tokens: tokenTotalsView, costUsd: z.number() })
+  .object({ start: instantView, requests: count, errors: count, tokens: tokenTotalsView, units: unitTotalsView, costUsd: z.number() })
   .meta({ id: 'UsageBucket', description: 'The usage of one hour or day, UTC' });
 
 export const seriesView = z

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
-import type { comparisonView, requestRowView, totalsView, windowView } from './usage-schemas.ts';
-import type { RequestLog, SeriesBucket, UsageTotals, WindowStats } from './usage-store.ts';
+import type { comparisonView, requestRowView, requestUnitsView, totalsView, windowView } from './usage-schemas.ts';
+import type { RequestLog, SeriesBucket, UsageTotals, WindowStats } from '../../core/ports/metering.ts';
 
 /** Store records to wire shapes: USD numbers from integer micros, ISO timestamps. */
 
@@ -14,6 +14,27 @@ const tokensOf = (t: Tokens) => ({
   output: t.outputTokens,
   reasoning: t.reasoningTokens,
 });
+
+type UnitSums = Pick<UsageTotals, 'webSearches' | 'images' | 'characters' | 'audioSeconds' | 'unitsCostMicros'>;
+
+const unitsOf = (u: UnitSums) => ({
+  webSearches: u.webSearches,
+  images: u.images,
+  characters: u.characters,
+  audioSeconds: u.audioSeconds,
+  costUsd: microsToUsd(u.unitsCostMicros),
+});
+
+function requestUnits(row: RequestLog): z.infer<typeof requestUnitsView> {
+  const units = row.units ?? {};
+  return {
+    webSearches: units.webSearches ?? 0,
+    images: units.images ? { count: units.images.count, size: units.images.size, quality: units.images.quality } : null,
+    characters: units.characters ?? 0,
+    audioSeconds: units.audioSeconds ?? 0,
+    costUsd: microsToUsd(row.unitsCostMicros ?? 0n),
+  };
+}
 
 export function toRequestRowView(row: RequestLog): z.infer<typeof requestRowView> {
   return {
@@ -29,6 +50,7 @@ export function toRequestRowView(row: RequestLog): z.infer<typeof requestRowView
     status: row.statusCode,
     errorCode: row.errorCode,
     tokens: { ...tokensOf(row), estimated: row.usageEstimated },
+    units: requestUnits(row),
     costUsd: microsToUsd(row.costMicros),
     latencyMs: row.latencyMs,
     ttftMs: row.ttftMs,
@@ -43,6 +65,7 @@ export function toTotalsView(totals: UsageTotals): z.infer<typeof totalsView> {
     requests: totals.requests,
     errors: totals.errors,
     tokens: tokensOf(totals),
+    units: unitsOf(totals),
     costUsd: microsToUsd(totals.costMicros),
     avgLatencyMs: totals.avgLatencyMs,
     p50LatencyMs: totals.p50LatencyMs,
@@ -56,6 +79,7 @@ export function toSeriesBucketView(bucket: SeriesBucket) {
     requests: bucket.requests,
     errors: bucket.errors,
     tokens: tokensOf(bucket),
+    units: unitsOf(bucket),
     costUsd: microsToUsd(bucket.costMicros),
   };
 }

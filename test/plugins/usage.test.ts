@@ -50,7 +50,16 @@ interface Fixture {
   streamed?: boolean;
   attempts?: number;
   priceVersion?: string | null;
+  webSearches?: number;
+  images?: { count: number; size: string; quality: string | null };
+  characters?: number;
+  audioSeconds?: number;
+  unitsCostMicros?: number;
 }
+
+/** The units of a report, a series bucket or a row that used none besides tokens. */
+const NO_UNITS = { webSearches: 0, images: 0, characters: 0, audioSeconds: 0, costUsd: 0 };
+const NO_ROW_UNITS = { ...NO_UNITS, images: null };
 
 /** Inserts one request_logs row of the scenario; returns its id. */
 async function insert(s: Scenario, f: Fixture): Promise<string> {
@@ -58,8 +67,10 @@ async function insert(s: Scenario, f: Fixture): Promise<string> {
   await db.query(
     `INSERT INTO request_logs (id, organization_id, project_id, key_id, endpoint, model, provider, upstream_model, status_code, error_code,
        input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, usage_estimated,
-       cost_micros, latency_ms, ttft_ms, streamed, attempts, created_at, price_version)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22::timestamptz, $23)`,
+       cost_micros, latency_ms, ttft_ms, streamed, attempts, created_at, price_version,
+       web_searches, images, image_size, image_quality, characters, audio_seconds, units_cost_micros)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22::timestamptz, $23,
+       $24, $25, $26, $27, $28, $29, $30)`,
     [
       id,
       test.organizationId,
@@ -84,6 +95,13 @@ async function insert(s: Scenario, f: Fixture): Promise<string> {
       f.attempts ?? 1,
       f.at,
       f.priceVersion ?? null,
+      f.webSearches ?? 0,
+      f.images?.count ?? 0,
+      f.images?.size ?? null,
+      f.images?.quality ?? null,
+      f.characters ?? 0,
+      f.audioSeconds ?? 0,
+      BigInt(f.unitsCostMicros ?? 0),
     ],
   );
   return id;
@@ -139,6 +157,7 @@ t.test('usage: headline totals, per-model breakdown and recent requests for a wi
     requests: 5,
     errors: 2,
     tokens: { input: 360, cachedInput: 10, cacheWrite: 5, output: 76, reasoning: 7 },
+    units: NO_UNITS,
     costUsd: 3.500006,
     avgLatencyMs: 400,
     p50LatencyMs: 300,
@@ -212,6 +231,42 @@ t.test('usage: keyId narrows the report to one key', async (t) => {
   t.equal((await ok(s.token, '/usage?from=2026-01-10&to=2026-01-11')).totals.requests, 3);
 });
 
+t.test('usage: units besides tokens are summed next to them, with their cost, in totals, per model and per bucket', async (t) => {
+  const s = await scenario();
+  const at = '2026-01-07T02:00:00Z';
+  await insert(s, { at, model: 'searcher', input: 100, output: 10, webSearches: 3, costMicros: 30_250, unitsCostMicros: 30_000 });
+  await insert(s, { at, model: 'painter', images: { count: 2, size: '1024x1024', quality: 'hd' }, costMicros: 160_000, unitsCostMicros: 160_000 });
+  await insert(s, { at, model: 'speaker', characters: 1200, costMicros: 18_000, unitsCostMicros: 18_000 });
+  await insert(s, { at, model: 'listener', audioSeconds: 61, costMicros: 6_100, unitsCostMicros: 6_100 });
+  const body = await ok(s.token, '/usage?from=2026-01-07&to=2026-01-08');
+  t.same(body.totals.units, { webSearches: 3, images: 2, characters: 1200, audioSeconds: 61, costUsd: 0.2141 });
+  t.equal(body.totals.costUsd, 0.21435, 'tokens and units together');
+  const painter = body.models.find((m: Json) => m.model === 'painter');
+  t.same(painter.units, { ...NO_UNITS, images: 2, costUsd: 0.16 }, 'per model');
+  const series = await ok(s.token, '/usage/series?from=2026-01-07&to=2026-01-08&granularity=day');
+  t.same(series.buckets[0].units, { webSearches: 3, images: 2, characters: 1200, audioSeconds: 61, costUsd: 0.2141 }, 'per bucket');
+});
+
+t.test('requests: a row shows the units its call used, images by size and quality', async (t) => {
+  const s = await scenario();
+  const id = await insert(s, {
+    at: '2026-01-08T02:00:00Z',
+    endpoint: '/v1/images/generations',
+    model: 'painter',
+    images: { count: 2, size: '1024x1024', quality: 'hd' },
+    costMicros: 160_000,
+    unitsCostMicros: 160_000,
+  });
+  const searched = await insert(s, { at: '2026-01-08T01:00:00Z', endpoint: '/v1/responses', webSearches: 4, input: 10, costMicros: 40_003, unitsCostMicros: 40_000 });
+  const list = await ok(s.token, '/requests?from=2026-01-08&to=2026-01-09');
+  t.same(list.data[0].units, { ...NO_ROW_UNITS, images: { count: 2, size: '1024x1024', quality: 'hd' }, costUsd: 0.16 });
+  t.same(list.data[1].units, { ...NO_ROW_UNITS, webSearches: 4, costUsd: 0.04 });
+  t.equal(list.data[1].costUsd, 0.040003, 'the whole cost: tokens and units');
+  const detail = await ok(s.token, `/requests/${id}`);
+  t.same(detail.units, list.data[0].units, 'the detail shows them too');
+  t.equal((await ok(s.token, `/requests/${searched}`)).units.webSearches, 4);
+});
+
 t.test('usage: an empty window reports zeros and null latency', async (t) => {
   const s = await scenario();
   const body = await ok(s.token, '/usage?from=2020-01-01&to=2020-01-02');
@@ -219,6 +274,7 @@ t.test('usage: an empty window reports zeros and null latency', async (t) => {
     requests: 0,
     errors: 0,
     tokens: { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 },
+    units: NO_UNITS,
     costUsd: 0,
     avgLatencyMs: null,
     p50LatencyMs: null,
@@ -293,6 +349,7 @@ t.test('series: hourly buckets for a window of two days or less, empty buckets i
     requests: 2,
     errors: 1,
     tokens: { input: 30, cachedInput: 0, cacheWrite: 0, output: 3, reasoning: 0 },
+    units: NO_UNITS,
     costUsd: 0.0003,
   });
   t.equal(at('2026-02-01T10:00:00.000Z').requests, 1);
@@ -303,6 +360,7 @@ t.test('series: hourly buckets for a window of two days or less, empty buckets i
       requests: 0,
       errors: 0,
       tokens: { input: 0, cachedInput: 0, cacheWrite: 0, output: 0, reasoning: 0 },
+      units: NO_UNITS,
       costUsd: 0,
     },
     'an empty bucket is present with zeros',
@@ -471,6 +529,7 @@ t.test('requests: rows newest first in the documented shape', async (t) => {
     status: 200,
     errorCode: null,
     tokens: { input: 11, cachedInput: 2, cacheWrite: 3, output: 4, reasoning: 5, estimated: true },
+    units: NO_ROW_UNITS,
     costUsd: 1.234567,
     latencyMs: 2500,
     ttftMs: 300,

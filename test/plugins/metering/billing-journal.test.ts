@@ -105,6 +105,32 @@ t.test('records', async (t) => {
     t.same(decodeRecord(encodeRecord('started', provisional).trimEnd()), { kind: 'started', row: provisional });
   });
 
+  t.test('a row with units survives the round trip: searches, images by size and quality, characters, seconds, their cost', async (t) => {
+    const units = { webSearches: 2, images: { count: 3, size: '1024x1024', quality: 'hd' }, characters: 40, audioSeconds: 7 };
+    const original = row({ units, costMicros: 250_001n, unitsCostMicros: 250_000n });
+    t.same(decodeRecord(encodeRecord('row', original).trimEnd()), { kind: 'row', row: original });
+  });
+
+  t.test('a provisional call keeps its input units and their cost: what a crash bills besides its input tokens', async (t) => {
+    const call = { ...provisionalOf(row({ inputTokens: 3 }), 15_003n), units: { characters: 1000 }, unitsCostMicros: 15_000n };
+    t.match(decodeRecord(encodeAdmitted(call).trimEnd()), {
+      kind: 'started',
+      row: { inputTokens: 3, units: { characters: 1000 }, costMicros: 15_003n, unitsCostMicros: 15_000n, errorCode: 'gateway_interrupted' },
+    });
+  });
+
+  t.test('records written before units were metered are still read, as calls with no units', async (t) => {
+    // A row line and an admitted line exactly as the journal wrote them then (23 columns; 12 fields).
+    const oldRow =
+      '["row","req_old","00000000-0000-4000-8000-000000000001",null,null,"/v1/chat/completions","m","p","up",200,null,' + '10,0,0,5,0,false,"20",null,12,null,false,1,1700000000123,null]';
+    const oldAdmitted = '["admitted","req_adm","00000000-0000-4000-8000-000000000001",null,null,"/v1/chat/completions","m","pv",false,10,"10",1700000000123]';
+    const decoded = decodeRecord(oldRow);
+    t.match(decoded, { kind: 'row', row: { id: 'req_old', inputTokens: 10, outputTokens: 5, costMicros: 20n, bodies: null } });
+    t.equal(decoded?.row.units, undefined);
+    t.match(decodeRecord(oldAdmitted), { kind: 'started', row: { id: 'req_adm', inputTokens: 10, costMicros: 10n } });
+    t.equal(decodeRecord(oldAdmitted)?.row.units, undefined);
+  });
+
   t.test('a line cut short is not a record', async (t) => {
     const line = encodeRecord('row', row());
     t.equal(decodeRecord(line.slice(0, 40)), null);
@@ -394,13 +420,37 @@ for (const backend of databaseBackends()) {
 
     t.test('a call whose own row costs less than its provisional one stored earlier is given the difference back', async (t) => {
       const { own, provisional } = callRecords();
-      const failed = { ...own, statusCode: 502, errorCode: 'upstream_error', inputTokens: 0, outputTokens: 0, costMicros: 0n };
+      const failed: RequestLogRow = { ...own, statusCode: 502, errorCode: 'upstream_error', inputTokens: 0, outputTokens: 0, costMicros: 0n };
       const before = await balance();
       t.equal(await recorder.record([provisionalRow(provisional)]), 1);
       t.equal(await balance(), before - 10n);
       t.equal(await recorder.record([failed]), 1, 'the provisional row is replaced');
       t.same(await storedRow(own.id), [{ error_code: 'upstream_error', cost_micros: 0n }]);
       t.equal(await balance(), before, 'nothing charged for a call that produced nothing');
+    });
+
+    t.test('a gone process’s calls are stored with their units, and charged their cost', async (t) => {
+      const root = tempRoot(t);
+      const image = orgRow({ units: { images: { count: 2, size: '1024x1024', quality: 'hd' } }, costMicros: 160_000n, unitsCostMicros: 160_000n });
+      const spoken = { ...provisionalOf(orgRow({ inputTokens: 0 }), 15_000n), units: { characters: 1000 }, unitsCostMicros: 15_000n };
+      await deadWith(root, (j) => {
+        j.append(image, true);
+        j.admitted(spoken);
+      });
+      const before = await balance();
+      const next = journal(root, { recorder });
+      next.open(DATABASE);
+      t.match(await next.recover(), { calls: 2, inserted: 2 });
+      t.equal(await balance(), before - 175_000n, 'both calls charged, units included');
+      const { rows } = await db.query(
+        'SELECT id, images, image_size, image_quality, characters, units_cost_micros::text AS units_cost FROM request_logs WHERE id = ANY($1::text[]) ORDER BY images DESC',
+        [[image.id, spoken.id]],
+      );
+      t.same(rows, [
+        { id: image.id, images: 2, image_size: '1024x1024', image_quality: 'hd', characters: 0, units_cost: '160000' },
+        { id: spoken.id, images: 0, image_size: null, image_quality: null, characters: 1000, units_cost: '15000' },
+      ]);
+      await next.close();
     });
 
     t.test('the segments of a live process are left alone', async (t) => {

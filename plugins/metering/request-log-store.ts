@@ -1,87 +1,32 @@
 import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 import type { Queryable } from '../../core/ports/database.ts';
-import type { RequestLogRow } from '../../core/ports/metering.ts';
+import type {
+  CallSums,
+  Granularity,
+  ModelTotals,
+  RequestBodies,
+  RequestFilter,
+  RequestLog,
+  RequestLogErrorCode,
+  RequestLogReader,
+  SeriesBucket,
+  UsageFilter,
+  UsageTotals,
+  Visibility,
+  WindowBucket,
+  WindowStats,
+} from '../../core/ports/metering.ts';
 import { Conditions } from '../../adapters/sql/conditions.ts';
 import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
 import { bigintOf, type Row } from '../../adapters/sql/rows.ts';
+import { unitsFromColumns } from './request-log-row-values.ts';
 
 /**
- * The read side of metering: aggregates and rows from request_logs (one row per gateway model
- * call) and the optional bodies in request_log_bodies. Every query filters organization_id and a
+ * The request log's read side (core/ports/metering.ts RequestLogReader), which the usage plugin
+ * reads through: aggregates and rows from request_logs (one row per gateway model call) and the
+ * optional bodies in request_log_bodies. Every query filters organization_id and a
  * created_at range first, so it runs on request_logs_org_time (organization_id, created_at). SQL is parameterised throughout; no caller value is ever spliced into the text.
  */
-
-/** Which rows a caller may see: projectIds null means every row of the organisation. */
-export interface Visibility {
-  organizationId: string;
-  projectIds: readonly string[] | null;
-}
-
-export interface UsageFilter {
-  visibility: Visibility;
-  /** Inclusive. */
-  from?: Date;
-  /** Exclusive. */
-  to?: Date;
-  keyId?: string;
-}
-
-export type Band = 'errors' | 'slow';
-
-export interface RequestFilter extends UsageFilter {
-  model?: string;
-  q?: string;
-  band?: Band;
-}
-
-/** A stored call: what the writer stored, read back (bodies live in their own table). */
-export type RequestLog = Omit<RequestLogRow, 'bodies'>;
-
-/** Token and cost sums shared by totals and series buckets. */
-interface CallSums {
-  requests: number;
-  errors: number;
-  inputTokens: number;
-  cachedInputTokens: number;
-  cacheWriteTokens: number;
-  outputTokens: number;
-  reasoningTokens: number;
-  costMicros: bigint;
-}
-
-export interface UsageTotals extends CallSums {
-  avgLatencyMs: number | null;
-  p50LatencyMs: number | null;
-  p95LatencyMs: number | null;
-}
-
-export interface ModelTotals extends UsageTotals {
-  model: string | null;
-}
-
-export type Granularity = 'hour' | 'day';
-
-export interface SeriesBucket extends CallSums {
-  start: Date;
-}
-
-export interface WindowStats {
-  requests: number;
-  errors: number;
-  costMicros: bigint;
-  p50LatencyMs: number | null;
-  p95LatencyMs: number | null;
-  p50TtftMs: number | null;
-}
-
-export interface WindowBucket extends WindowStats {
-  start: Date;
-}
-
-export interface RequestBodies {
-  request: unknown;
-  response: unknown;
-}
 
 /** The slow band: a streamed first token over 5 s, or an unstreamed call over 30 s (exactly 5 s / 30 s is not slow). */
 export const SLOW_TTFT_MS = 5_000;
@@ -118,7 +63,15 @@ const REQUEST_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'text' 
 const ROW_COLUMNS = `id, created_at,
   organization_id, project_id, key_id, endpoint, model, provider, upstream_model, status_code, error_code,
   input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, usage_estimated,
-  cost_micros, latency_ms, ttft_ms, streamed, attempts, price_version`;
+  cost_micros, latency_ms, ttft_ms, streamed, attempts, price_version,
+  web_searches, images, image_size, image_quality, characters, audio_seconds, units_cost_micros`;
+
+/** Sums of the unit columns, shared by totals and series buckets. */
+const UNIT_SUMS = `COALESCE(sum(web_searches), 0)::bigint AS web_searches,
+  COALESCE(sum(images), 0)::bigint AS images,
+  COALESCE(sum(characters), 0)::bigint AS characters,
+  COALESCE(sum(audio_seconds), 0)::bigint AS audio_seconds,
+  COALESCE(sum(units_cost_micros), 0)::bigint AS units_cost_micros`;
 
 const TOTAL_COLUMNS = `count(*)::bigint AS requests,
   count(*) FILTER (WHERE status_code >= 400)::bigint AS errors,
@@ -128,6 +81,7 @@ const TOTAL_COLUMNS = `count(*)::bigint AS requests,
   COALESCE(sum(output_tokens), 0)::bigint AS output_tokens,
   COALESCE(sum(reasoning_tokens), 0)::bigint AS reasoning_tokens,
   COALESCE(sum(cost_micros), 0)::bigint AS cost_micros,
+  ${UNIT_SUMS},
   round(avg(latency_ms))::float8 AS avg_latency_ms,
   (percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p50_latency_ms,
   (percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p95_latency_ms`;
@@ -155,7 +109,8 @@ function toRequestLog(row: Row): RequestLog {
     provider: strOrNull(row, 'provider'),
     upstreamModel: strOrNull(row, 'upstream_model'),
     statusCode: num(row, 'status_code'),
-    errorCode: strOrNull(row, 'error_code'),
+    // Written by metering, typed when it was (plugins/metering/request-log-error-codes.ts).
+    errorCode: strOrNull(row, 'error_code') as RequestLogErrorCode | null,
     inputTokens: num(row, 'input_tokens'),
     cachedInputTokens: num(row, 'cached_input_tokens'),
     cacheWriteTokens: num(row, 'cache_write_tokens'),
@@ -168,6 +123,18 @@ function toRequestLog(row: Row): RequestLog {
     streamed: row['streamed'] === true,
     attempts: num(row, 'attempts'),
     priceVersion: strOrNull(row, 'price_version'),
+    units: unitsFromColumns(row['web_searches'], row['images'], row['image_size'], row['image_quality'], row['characters'], row['audio_seconds']),
+    unitsCostMicros: bigintOf(row, 'units_cost_micros'),
+  };
+}
+
+function unitSums(r: Row): Pick<CallSums, 'webSearches' | 'images' | 'characters' | 'audioSeconds' | 'unitsCostMicros'> {
+  return {
+    webSearches: num(r, 'web_searches'),
+    images: num(r, 'images'),
+    characters: num(r, 'characters'),
+    audioSeconds: num(r, 'audio_seconds'),
+    unitsCostMicros: bigintOf(r, 'units_cost_micros'),
   };
 }
 
@@ -182,6 +149,7 @@ function toTotals(row: Row | undefined): UsageTotals {
     outputTokens: num(r, 'output_tokens'),
     reasoningTokens: num(r, 'reasoning_tokens'),
     costMicros: bigintOf(r, 'cost_micros'),
+    ...unitSums(r),
     avgLatencyMs: numOrNull(r, 'avg_latency_ms'),
     p50LatencyMs: numOrNull(r, 'p50_latency_ms'),
     p95LatencyMs: numOrNull(r, 'p95_latency_ms'),
@@ -199,7 +167,7 @@ function toWindowStats(r: Row): WindowStats {
   };
 }
 
-export class UsageStore {
+export class SqlRequestLogReader implements RequestLogReader {
   constructor(private readonly db: Queryable) {}
 
   async totals(filter: UsageFilter): Promise<UsageTotals> {
@@ -244,7 +212,7 @@ export class UsageStore {
                 sum(cache_write_tokens)::bigint AS cache_write_tokens,
                 sum(output_tokens)::bigint AS output_tokens,
                 sum(reasoning_tokens)::bigint AS reasoning_tokens,
-                sum(cost_micros)::bigint AS cost_micros
+                sum(cost_micros)::bigint AS cost_micros, ${UNIT_SUMS}
          FROM request_logs WHERE ${c.sql}
          GROUP BY 1
        )
@@ -252,7 +220,10 @@ export class UsageStore {
               COALESCE(s.requests, 0)::bigint AS requests, COALESCE(s.errors, 0)::bigint AS errors,
               COALESCE(s.input_tokens, 0)::bigint AS input_tokens, COALESCE(s.cached_input_tokens, 0)::bigint AS cached_input_tokens,
               COALESCE(s.cache_write_tokens, 0)::bigint AS cache_write_tokens, COALESCE(s.output_tokens, 0)::bigint AS output_tokens,
-              COALESCE(s.reasoning_tokens, 0)::bigint AS reasoning_tokens, COALESCE(s.cost_micros, 0)::bigint AS cost_micros
+              COALESCE(s.reasoning_tokens, 0)::bigint AS reasoning_tokens, COALESCE(s.cost_micros, 0)::bigint AS cost_micros,
+              COALESCE(s.web_searches, 0)::bigint AS web_searches, COALESCE(s.images, 0)::bigint AS images,
+              COALESCE(s.characters, 0)::bigint AS characters, COALESCE(s.audio_seconds, 0)::bigint AS audio_seconds,
+              COALESCE(s.units_cost_micros, 0)::bigint AS units_cost_micros
        FROM buckets b LEFT JOIN sums s ON s.local_start = b.local_start
        ORDER BY b.local_start DESC`,
       c.params,
@@ -267,6 +238,7 @@ export class UsageStore {
       outputTokens: num(row, 'output_tokens'),
       reasoningTokens: num(row, 'reasoning_tokens'),
       costMicros: bigintOf(row, 'cost_micros'),
+      ...unitSums(row),
     }));
   }
 
