@@ -129,3 +129,31 @@ t.test('a call from code answers a Message, and its errors in Anthropic’s shap
   t.equal(refused.status, 404);
   t.match(refused.body, { type: 'error', error: { type: 'not_found_error', message: /"nope"/ } });
 });
+
+t.test('after a mix of calls the ledger, the request log and the usage report agree to the micro-dollar', async (t) => {
+  const mixed = await g.newKey({ name: 'messages mix' });
+  const before = await g.charged();
+  const send = (body: unknown) => g.test.app.inject({ method: 'POST', url: '/v1/messages', headers: { 'x-api-key': mixed.key }, payload: body as object });
+  g.upstream.enqueue(
+    { kind: 'reply', content: 'one', usage: { prompt_tokens: 14, completion_tokens: 2 } },
+    { kind: 'reply', content: 'two three', usage: { prompt_tokens: 30, completion_tokens: 7 } },
+    { kind: 'stream-cut', afterChunks: 2, content: 'four five six seven' },
+    { kind: 'status', status: 400, message: 'maximum context length exceeded' },
+  );
+  t.equal((await send(messagesBody)).statusCode, 200);
+  t.equal((await send({ ...messagesBody, stream: true })).statusCode, 200);
+  t.match((await send({ ...messagesBody, stream: true })).body, /event: error/);
+  t.equal((await send(messagesBody)).statusCode, 400);
+  await g.flush();
+  const { rows } = await g.db.query<{ calls: number; total: string }>(
+    "SELECT count(*)::int AS calls, COALESCE(sum(cost_micros), 0)::text AS total FROM request_logs WHERE key_id = $1 AND endpoint = '/v1/messages'",
+    [mixed.id],
+  );
+  t.equal(rows[0]?.calls, 4, 'every call is logged');
+  const logged = BigInt(rows[0]!.total);
+  // 14 + 2×2 = 18 µ$ and 30 + 7×2 = 44 µ$, plus the cut stream's counted input and sent output; the 400 costs nothing.
+  t.ok(logged > 62n, `the cut stream is billed too (${logged} µ$)`);
+  t.equal((await g.charged()) - before, logged, 'the ledger');
+  const report = (await g.test.call('GET', `/client/usage?keyId=${mixed.id}`)).json() as { totals: { requests: number; costUsd: number } };
+  t.equal(BigInt(Math.round(report.totals.costUsd * 1e6)), logged, 'the usage report');
+});
