@@ -51,15 +51,28 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.addHook('onRequest', (request, _reply, done) => (request.is404 ? done(notFound(request)) : done()));
   app.setNotFoundHandler((request, reply) => sendError(reply, notFound(request)));
 
-  app.setErrorHandler((error: FastifyError | ApiError | Error, request, reply) => {
+  app.setErrorHandler(errorHandlerWriting(envelopeOf));
+}
+
+/** What an error answer's body is on a route: the spec's envelope, or another API's error shape. */
+export type ErrorBodyWriter = (error: ApiError) => unknown;
+
+const envelopeOf: ErrorBodyWriter = (error) => error.toEnvelope();
+
+/**
+ * The error handler, answering with `body`: the app's (the envelope), or a route's own where it
+ * speaks another API (Anthropic's Messages API), with the same statuses, headers and 413 draining.
+ */
+export function errorHandlerWriting(body: ErrorBodyWriter) {
+  return (error: FastifyError | ApiError | Error, request: FastifyRequest, reply: FastifyReply): FastifyReply => {
     const answer = toApiError(error, request);
     // A body refused as too large may still be arriving: answered once it has been read (bounded), not reset.
     if (answer.status === 413 && !bodyIsRead(request.raw)) {
-      void drainRequestBody(request.raw).then(() => sendError(reply, answer));
+      void drainRequestBody(request.raw).then(() => sendError(reply, answer, body));
       return reply;
     }
-    return sendError(reply, answer);
-  });
+    return sendError(reply, answer, body);
+  };
 }
 
 /**
@@ -76,9 +89,9 @@ const CLIENT_ERROR_CODES: Partial<Record<number, ErrorCode>> = {
   431: 'request_header_too_large',
 };
 
-export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+export function sendError(reply: FastifyReply, error: ApiError, body: ErrorBodyWriter = envelopeOf): FastifyReply {
   for (const [name, value] of Object.entries(error.headers)) void reply.header(name, value);
-  return reply.code(error.status).type('application/json; charset=utf-8').send(error.toEnvelope());
+  return reply.code(error.status).type('application/json; charset=utf-8').send(body(error));
 }
 
 export function toApiError(error: unknown, request: FastifyRequest): ApiError {

@@ -27,6 +27,12 @@ export interface GatewayCapability<M extends Modality = Modality, B = unknown, R
    */
   readonly upload?: { maxFileBytes: number; maxBodyBytes: number };
   /**
+   * Where the capability speaks another API than OpenAI's (Anthropic's Messages API): the key is
+   * also taken from `x-api-key`, and every error on the route, auth and body parsing included, is
+   * answered with `errorBody` instead of the envelope (same status, headers and code in logs).
+   */
+  readonly foreignApi?: { xApiKey: true; errorBody(error: ApiError): unknown };
+  /**
    * Checks the body's shape: 400 `invalid_parameter` with `param` naming the field. A promise only
    * where the body must be read first (an uploaded file's audio length).
    */

@@ -69,28 +69,32 @@ function mapTextParts(parts: JsonObject[], map: (text: string) => string): JsonO
   return out ?? parts;
 }
 
-/** Forwards a chat stream's chunks under the gateway's model id, and counts what it sent. */
-class ChatStreamWriter implements StreamWriter<ChatStreamEvent> {
+/**
+ * What a chat stream is billed on and logged as, whoever frames it for the client (chat's chunks,
+ * Anthropic's events): the upstream's usage, else what was sent counted locally.
+ */
+export class ChatStreamTally {
   private usage: Usage | null = null;
   private outputBytes = 0;
-  private last: ChatCompletionChunk | null = null;
+  /** The last chunk seen: the trailing usage chunk reuses its id and time. */
+  last: ChatCompletionChunk | null = null;
   /** Only when the account keeps bodies: the streamed answer, reassembled. */
   private readonly transcript: { content: string; toolCalls: unknown[]; finishReason: string | null } | null;
 
-  constructor(
-    private readonly body: ParsedChatRequest,
-    private readonly model: CatalogueModel,
-    private readonly call: StreamCall,
-  ) {
+  constructor(private readonly call: StreamCall) {
     this.transcript = call.logBodies ? { content: '', toolCalls: [], finishReason: null } : null;
   }
 
-  async write(event: ChatStreamEvent, sink: EventSink): Promise<void> {
+  get reportedUsage(): Usage | null {
+    return this.usage;
+  }
+
+  /** Counts one event; answers the chunk to forward, or null for the usage event (nothing to forward). */
+  count(event: ChatStreamEvent): ChatCompletionChunk | null {
     if (event.type === 'usage') {
       this.usage = event.usage;
-      return;
+      return null;
     }
-    event.chunk.model = this.model.id;
     this.last = event.chunk;
     this.outputBytes += chunkOutputBytes(event.chunk);
     const transcript = this.transcript;
@@ -101,19 +105,45 @@ class ChatStreamWriter implements StreamWriter<ChatStreamEvent> {
         transcript.finishReason = choice.finish_reason ?? transcript.finishReason;
       }
     }
-    await sink.data(event.chunk);
+    return event.chunk;
+  }
+
+  settle() {
+    // A stream that broke before its usage arrived: what was sent, counted locally.
+    return { usage: this.usage ?? estimatedUsage(this.call.countedInputTokens, tokensFromUtf8Bytes(this.outputBytes)), logged: this.transcript ?? undefined };
+  }
+}
+
+/** Forwards a chat stream's chunks under the gateway's model id, and counts what it sent. */
+class ChatStreamWriter implements StreamWriter<ChatStreamEvent> {
+  private readonly tally: ChatStreamTally;
+
+  constructor(
+    private readonly body: ParsedChatRequest,
+    private readonly model: CatalogueModel,
+    private readonly call: StreamCall,
+  ) {
+    this.tally = new ChatStreamTally(call);
+  }
+
+  async write(event: ChatStreamEvent, sink: EventSink): Promise<void> {
+    const chunk = this.tally.count(event);
+    if (!chunk) return;
+    chunk.model = this.model.id;
+    await sink.data(chunk);
   }
 
   async close(sink: EventSink): Promise<void> {
-    if (this.body.stream_options?.include_usage === true && this.usage) {
-      const tail = this.last;
+    const usage = this.tally.reportedUsage;
+    if (this.body.stream_options?.include_usage === true && usage) {
+      const tail = this.tally.last;
       await sink.data({
         id: tail?.id ?? this.call.requestId,
         object: 'chat.completion.chunk',
         created: tail?.created ?? Math.floor(Date.now() / 1000),
         model: this.model.id,
         choices: [],
-        usage: toOpenAIUsage(this.usage),
+        usage: toOpenAIUsage(usage),
       });
     }
     await sink.data('[DONE]');
@@ -124,7 +154,6 @@ class ChatStreamWriter implements StreamWriter<ChatStreamEvent> {
   }
 
   settle() {
-    // A stream that broke before its usage arrived: what was sent, counted locally.
-    return { usage: this.usage ?? estimatedUsage(this.call.countedInputTokens, tokensFromUtf8Bytes(this.outputBytes)), logged: this.transcript ?? undefined };
+    return this.tally.settle();
   }
 }

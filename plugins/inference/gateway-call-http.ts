@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import { CallSignal } from '../../core/gateway/call-signal.ts';
+import { errorHandlerWriting } from '../../core/http/error-handler.ts';
 import type { CountedResponse } from '../../core/gateway/metrics.ts';
 import type { Credential } from '../../core/identity/credential.ts';
 import { mountUploadRoutes, readUpload } from '../../core/http/uploads.ts';
@@ -13,13 +14,21 @@ import { SseResponse } from './sse-response.ts';
 const V1_CALL = { config: { auth: { scope: 'inference' as const }, surface: 'v1' as const } };
 const V1_CALL_BROWSER_RULE = { config: { ...V1_CALL.config, browserRule: true as const } };
 
+/** The route's options: the browser rule, and for a capability speaking another API its credential header and error shape. */
+function routeOptions(capability: AnyCapability) {
+  const options = capability.browserRule ? V1_CALL_BROWSER_RULE : V1_CALL;
+  const foreign = capability.foreignApi;
+  if (!foreign) return options;
+  return { config: { ...options.config, auth: { ...options.config.auth, xApiKey: foreign.xApiKey } }, errorHandler: errorHandlerWriting(foreign.errorBody) };
+}
+
 /**
  * Mounts a capability as `POST {endpoint}`: the HTTP adapter of the gateway call path. A JSON body
  * by default; a capability taking an upload gets its multipart form read into an object first
  * (core/http/uploads.ts: 413 over its limits, answered once the body is read, never a reset).
  */
 export async function mountCapability(app: FastifyInstance, path: GatewayCallPath, capability: AnyCapability): Promise<void> {
-  const options = capability.browserRule ? V1_CALL_BROWSER_RULE : V1_CALL;
+  const options = routeOptions(capability);
   const upload = capability.upload;
   if (!upload) {
     app.post(capability.endpoint, options, (request, reply) => answerCall(path, capability, new HttpExchange(request, reply, request.body)));

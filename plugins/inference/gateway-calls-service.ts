@@ -27,8 +27,9 @@ export class PathGatewayCalls implements GatewayCalls {
   async run(credential: Credential, request: GatewayCallRequest): Promise<GatewayCallAnswer> {
     const exchange = new CodeExchange(credential, request, this.log);
     const path = this.path();
+    // Errors are answered in the capability's own shape where it speaks another API (Anthropic's).
+    const capability = this.capabilities.get(request.endpoint);
     try {
-      const capability = this.capabilities.get(request.endpoint);
       if (!capability) throw new ApiError('route_not_found', `No gateway endpoint ${request.endpoint}; these are: ${this.endpoints().join(', ')}`);
       const refusal = scopeRefusal(credential, 'inference');
       if (refusal) throw refusal;
@@ -39,7 +40,7 @@ export class PathGatewayCalls implements GatewayCalls {
       const answer = errorAnswer(error, exchange.requestId);
       // Refused before admission: where the caller stands, read without consuming (as the HTTP hook does).
       const limits = exchange.admitted ? {} : await path.admission.peekHeaders(credential).catch(() => ({}));
-      return { status: answer.status, headers: { ...limits, ...exchange.headers, ...answer.headers }, body: answer.toEnvelope() };
+      return { status: answer.status, headers: { ...limits, ...exchange.headers, ...answer.headers }, body: capability?.foreignApi?.errorBody(answer) ?? answer.toEnvelope() };
     } finally {
       exchange.done();
     }

@@ -4,6 +4,7 @@ import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { loadEncodingsOf } from '../../providers/input-token-bound.ts';
 import { installBrowserRule } from './browser-rule.ts';
+import { anthropicMessagesCapability } from './anthropic-messages/messages-capability.ts';
 import type { AnyCapability } from './capability.ts';
 import { chatCompletionsCapability } from './chat-capability.ts';
 import { embeddingsCapability } from './embeddings-capability.ts';
@@ -45,6 +46,7 @@ function capabilitiesOf(catalogue: ModelCatalogue, providers: ProviderRegistry):
     imagesCapability(catalogue),
     speechCapability(catalogue),
     transcriptionCapability(catalogue),
+    anthropicMessagesCapability,
   ];
 }
 

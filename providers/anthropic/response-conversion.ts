@@ -34,7 +34,8 @@ export function fromAnthropicMessage(message: AnthropicMessageResponse, created:
       toolCalls.push({ id: block.id ?? '', type: 'function', function: { name: block.name ?? '', arguments: JSON.stringify(block.input ?? {}) } });
     }
   }
-  const assistant: ChatMessage & { role: 'assistant' } = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text };
+  // OpenAI's reference marks `refusal` required (null unless the model refused): typed clients read it.
+  const assistant: ChatMessage & { role: 'assistant' } = { role: 'assistant', content: text === '' && toolCalls.length > 0 ? null : text, refusal: null };
   if (toolCalls.length > 0) assistant.tool_calls = toolCalls;
   if (reasoning !== '') assistant['reasoning_content'] = reasoning;
 

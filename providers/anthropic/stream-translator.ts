@@ -39,7 +39,8 @@ export class AnthropicStreamTranslator {
         this.id = event.message?.id ?? this.id;
         this.model = event.message?.model ?? this.model;
         if (event.message?.usage) this.mergeUsage(event.message.usage);
-        return [this.chunk({ role: 'assistant', content: '' })];
+        // The first delta says role and refusal as OpenAI's does: SDKs that assemble messages from deltas read both.
+        return [this.chunk({ role: 'assistant', content: '', refusal: null })];
       }
       case 'content_block_start': {
         const block = event.content_block;

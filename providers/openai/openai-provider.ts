@@ -48,6 +48,21 @@ function headerText(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+/**
+ * OpenAI's reference marks a choice's `logprobs` and its message's `refusal` required (null when
+ * unused); OpenAI-compatible servers (vLLM, Ollama…) often leave them out, and typed clients
+ * read them. Filled in as null where absent, never changed where present.
+ */
+function withRequiredNulls(completion: ChatCompletion): ChatCompletion {
+  for (const choice of completion.choices) {
+    if (choice === null || typeof choice !== 'object') continue;
+    if (choice.logprobs === undefined) choice.logprobs = null;
+    const message = choice.message as ChatCompletion['choices'][number]['message'] | undefined;
+    if (message !== null && typeof message === 'object' && message['refusal'] === undefined) message['refusal'] = null;
+  }
+  return completion;
+}
+
 /** What a completion produced, for estimating usage when the upstream reports none. */
 function completionOutput(completion: ChatCompletion) {
   let text = '';
@@ -127,7 +142,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       throw protocolError(this.errors, 'upstream answered without choices', completion);
     }
     const usage = usageFromOpenAI(completion.usage) ?? estimatedUsage(estimateChatInputTokens(body), estimateOutputTokens(completionOutput(completion)));
-    return { completion, usage };
+    return { completion: withRequiredNulls(completion), usage };
   }
 
   async *chatStream(body: ChatRequestBody, options: CallOptions): AsyncIterable<ChatStreamEvent> {

@@ -1,9 +1,11 @@
 import type { LightMyRequestResponse } from 'fastify';
 import t from 'tap';
 import { SCOPES } from '../../core/identity/scopes.ts';
+import { messagesRequestSchema } from '../../plugins/inference/anthropic-messages/messages-request-schema.ts';
 import { chatRequestSchema } from '../../plugins/inference/chat-request-schema.ts';
 import { speechRequestSchema } from '../../plugins/inference/speech-capability.ts';
 import { embeddingsRequestSchema } from '../../plugins/inference/embeddings-capability.ts';
+import { responsesRequestSchema } from '../../plugins/inference/responses-request.ts';
 import { imageRequestSchema } from '../../plugins/inference/images-capability.ts';
 import { MeteringTokens } from '../../plugins/metering/index.ts';
 import {
@@ -44,6 +46,23 @@ const V1_BODY_SCHEMAS: Readonly<Record<string, Schema>> = {
   'POST /v1/embeddings': embeddingsRequestSchema as Schema,
   'POST /v1/images/generations': imageRequestSchema as Schema,
   'POST /v1/audio/speech': speechRequestSchema as Schema,
+  'POST /v1/messages': messagesRequestSchema as Schema,
+  'POST /v1/responses': responsesRequestSchema as Schema,
+};
+
+/** Routes that speak another API than OpenAI's answer errors in that API's shape (Anthropic's: `{type: 'error', error: {type, message}}`). */
+const FOREIGN_ERROR_SHAPES: Readonly<Record<string, (body: unknown) => boolean>> = {
+  '/v1/messages': (body) => {
+    const { type, error, ...rest } = (body ?? {}) as { type?: unknown; error?: Record<string, unknown> };
+    return (
+      type === 'error' &&
+      Object.keys(rest).length === 0 &&
+      !!error &&
+      Object.keys(error).sort().join() === 'message,type' &&
+      typeof error.message === 'string' &&
+      typeof error.type === 'string'
+    );
+  },
 };
 /** /v1 endpoints whose body is multipart/form-data: the JSON variants here only meet the 415 (uploads are tested in their own files). */
 const V1_MULTIPART = new Set(['POST /v1/audio/transcriptions']);
@@ -244,7 +263,7 @@ function casesFor(endpoint: Endpoint, values: Record<string, string>): Case[] {
 const ENVELOPE_KEYS = ['code', 'message', 'param', 'type'];
 
 /** What is wrong with the answer to one case, or null. */
-function problemWith(response: LightMyRequestResponse, invalid: boolean): string | null {
+function problemWith(response: LightMyRequestResponse, invalid: boolean, path: string): string | null {
   if (response.statusCode >= 500) return 'a 5xx';
   if (response.statusCode < 400) return invalid ? `accepted (${response.statusCode}) though invalid` : null;
   let body: unknown;
@@ -253,6 +272,8 @@ function problemWith(response: LightMyRequestResponse, invalid: boolean): string
   } catch {
     return 'an error that is not JSON';
   }
+  const foreign = FOREIGN_ERROR_SHAPES[path];
+  if (foreign) return foreign(body) ? null : 'an error outside the route’s own shape';
   const error = (body as { error?: Record<string, unknown> } | null)?.error;
   if (!error || Object.keys(body as object).length !== 1) return 'an error outside the envelope';
   if (Object.keys(error).sort().join() !== ENVELOPE_KEYS.join()) return 'an envelope with other fields';
@@ -271,7 +292,7 @@ async function fuzz(t: Tap, endpoint: Endpoint, values: Record<string, string>):
     for (const credential of CREDENTIALS) {
       if (credential.covers && !credential.covers(endpoint.path)) continue;
       const response = await send(endpoint.method, c.url, credential.token, c.payload);
-      const problem = problemWith(response, c.invalid);
+      const problem = problemWith(response, c.invalid, endpoint.path);
       if (problem) problems.push(`${credential.name}, ${c.what}: ${problem}: ${response.statusCode} ${response.body.slice(0, 200)}`);
     }
     if (index % FLUSH_EVERY === FLUSH_EVERY - 1 || index === cases.length - 1) {

@@ -212,6 +212,7 @@ t.test('a message with text and tool_use converts back to content and tool_calls
   );
   const choice = completion.choices[0];
   t.equal(choice?.message.content, 'Let me check.');
+  t.equal(choice?.message['refusal'], null, 'refusal is present, null, as OpenAI’s reference requires');
   t.same(choice?.message.tool_calls, [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }]);
   t.equal(choice?.finish_reason, 'tool_calls');
   t.same(usage, { inputTokens: 115, cachedInputTokens: 100, cacheWriteTokens: 5, outputTokens: 20, reasoningTokens: 0, estimated: false });
@@ -242,7 +243,7 @@ t.test('the stream translator numbers tool calls apart from content blocks', asy
   t.same(
     chunks.map((chunk) => chunk.choices[0]?.delta),
     [
-      { role: 'assistant', content: '' },
+      { role: 'assistant', content: '', refusal: null },
       { content: 'Hi' },
       { tool_calls: [{ index: 0, id: 'toolu_x', type: 'function', function: { name: 'f', arguments: '' } }] },
       { tool_calls: [{ index: 0, function: { arguments: '{"a":' } }] },

@@ -145,7 +145,7 @@ t.test('stream converts text events into chunks, then usage', async (t) => {
   const events = await collect(provider().language!.chatStream(body(), options()));
   const chunks = chunksOf(events);
   t.equal(fake.requests[0]?.body.stream, true);
-  t.same(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '' });
+  t.same(chunks[0]?.choices[0]?.delta, { role: 'assistant', content: '', refusal: null });
   t.equal(chunks.map((chunk) => chunk.choices[0]?.delta.content ?? '').join(''), 'Hello there friend');
   t.equal(chunks.at(-1)?.choices[0]?.finish_reason, 'stop');
   t.ok(chunks.every((chunk) => chunk.object === 'chat.completion.chunk' && chunk.id.startsWith('msg_fake_')));

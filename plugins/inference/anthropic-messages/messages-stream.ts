@@ -1,9 +1,5 @@
 import { emptyUsage, type ChatCompletionChunk, type ChatStreamEvent, type JsonObject, type Usage } from '../../../core/gateway/provider.ts';
-import { ApiError, ClientGoneError } from '../../../core/kernel/errors.ts';
-import { anthropicErrorBody } from './messages-errors.ts';
 import { deltaUsageBody, messageId, stopOf, textBlock, toolUseBlock, UNUSED_MESSAGE_FIELDS, usageBody } from './messages-response.ts';
-// Catalogues upstream_error, which a failure past the commit point is reported as.
-import '../inference-errors.ts';
 
 /** One server-sent event of Anthropic's stream: its `event:` name and its `data:` JSON. */
 export interface AnthropicStreamEvent {
@@ -22,27 +18,13 @@ export interface StreamTranslation {
 type OpenBlock = { kind: 'text'; index: number } | { kind: 'tool'; index: number; toolIndex: number };
 
 /**
- * The gateway's chat stream → Anthropic's event sequence: message_start and a ping, then each
- * content block as content_block_start, its deltas (text_delta, input_json_delta) and
- * content_block_stop, then message_delta (stop reason and usage, which the chat stream only has at
- * its end) and message_stop. A failure of the chat stream (past the commit point: nothing can be
- * taken back) ends it with an in-band `error` event instead; a client gone is passed on.
+ * The gateway's chat stream → Anthropic's event sequence, one chat event at a time: message_start
+ * and a ping, then each content block as content_block_start, its deltas (text_delta,
+ * input_json_delta) and content_block_stop, then (finish) message_delta with the stop reason and
+ * usage, which the chat stream only has at its end, and message_stop. It keeps which block is open
+ * and which tool call is which block.
  */
-export async function* toAnthropicStream(source: AsyncIterable<ChatStreamEvent>, translation: StreamTranslation): AsyncGenerator<AnthropicStreamEvent> {
-  const encoder = new MessageStreamEncoder(translation);
-  try {
-    for await (const event of source) yield* encoder.push(event);
-  } catch (error) {
-    if (error instanceof ClientGoneError) throw error;
-    const failure = error instanceof ApiError ? error : new ApiError('upstream_error', 'The upstream stream failed part-way; the response is incomplete. It is safe to retry.');
-    yield { event: 'error', data: anthropicErrorBody(failure) as unknown as JsonObject };
-    return;
-  }
-  yield* encoder.finish();
-}
-
-/** The state of one translated stream: which block is open, which tool call is which block. */
-class MessageStreamEncoder {
+export class MessageStreamEncoder {
   private started = false;
   private nextIndex = 0;
   private open: OpenBlock | null = null;
@@ -77,7 +59,8 @@ class MessageStreamEncoder {
     }
   }
 
-  *finish(): Generator<AnthropicStreamEvent> {
+  /** `counted`: the usage to report when the upstream reported none (what was sent, counted locally). */
+  *finish(counted?: Usage): Generator<AnthropicStreamEvent> {
     yield* this.start(null);
     yield* this.closeBlock();
     // The final counts: message_start's were only what admission counted.
@@ -86,7 +69,7 @@ class MessageStreamEncoder {
       data: {
         type: 'message_delta',
         delta: { ...stopOf(this.finishReason, this.matchedStop, this.translation.stopSequences), ...UNUSED_MESSAGE_FIELDS },
-        usage: deltaUsageBody(this.usage ?? emptyUsage()),
+        usage: deltaUsageBody(this.usage ?? counted ?? emptyUsage()),
       },
     };
     yield { event: 'message_stop', data: { type: 'message_stop' } };

@@ -1,72 +1,27 @@
 import t from 'tap';
+import { createServer } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
-import { GatewayCallOptions } from '../../../core/gateway/call-options.ts';
-import { CallSignal } from '../../../core/gateway/call-signal.ts';
-import type { ChatStreamEvent } from '../../../core/gateway/provider.ts';
-import type { Container } from '../../../core/kernel/container.ts';
-import { definePlugin } from '../../../core/kernel/plugin.ts';
-import { manifest } from '../../../plugins/index.ts';
-import { registerAnthropicMessagesRoute, type ChatCall, type ChatCallPath } from '../../../plugins/inference/anthropic-messages/messages-route.ts';
-import { upstreamChatBody } from '../../../plugins/inference/chat-request.ts';
-import { InferenceTokens } from '../../../plugins/inference/index.ts';
-import { planRoutes } from '../../../plugins/inference/route-planner.ts';
-import { startGateway, type Gateway } from '../../helpers/gateway.ts';
+import { startGateway, TEST_PRICES, type Gateway } from '../../helpers/gateway.ts';
 
 /**
- * The route's translation, driven by the official Anthropic SDK over a real socket. The gateway's
- * call path (admission, failover, metering) is extracted separately; until the route is wired onto
- * it, it is given a call path that calls the model's first route's provider directly, with the
- * fake upstreams speaking OpenAI's and Anthropic's real wire formats behind it.
+ * `POST /v1/messages` on the gateway call path, driven by the official Anthropic SDK over a real
+ * socket, in front of fake upstreams speaking OpenAI's and Anthropic's real wire formats and the
+ * in-process mock: any model of the catalogue answers in Anthropic's shapes.
  */
-function firstRouteCallPath(container: Container): ChatCallPath {
-  const catalogue = container.resolve(InferenceTokens.Catalogue);
-  const providers = container.resolve(InferenceTokens.Providers);
-  const breaker = container.resolve(InferenceTokens.CircuitBreaker);
-  const route = ({ request, body }: ChatCall) => {
-    const model = catalogue.require(request.credential!, body.model);
-    const candidate = planRoutes(model, 'language', providers, breaker)[0]!;
-    return { model, candidate, upstreamBody: upstreamChatBody(body, candidate.upstreamModel), options: new GatewayCallOptions(new CallSignal(), request.id) };
-  };
-  return {
-    async complete(call) {
-      const { model, candidate, upstreamBody, options } = route(call);
-      const { completion, usage } = await candidate.api.chat(upstreamBody, options);
-      return { completion, usage, model: model.id, headers: { 'x-svc-provider': candidate.provider.name } };
-    },
-    async stream(call) {
-      const { model, candidate, upstreamBody, options } = route(call);
-      const iterator = candidate.api.chatStream(upstreamBody, options)[Symbol.asyncIterator]();
-      // Opened once the first event is read: a failure before it is still an error response.
-      const first = await iterator.next();
-      async function* events(): AsyncGenerator<ChatStreamEvent> {
-        if (first.done) return;
-        yield first.value;
-        for (let next = await iterator.next(); !next.done; next = await iterator.next()) yield next.value;
-      }
-      return { events: events(), model: model.id, inputTokens: 0, headers: { 'x-svc-provider': candidate.provider.name } };
-    },
-  };
-}
 
-const messagesRouteUnderTest = definePlugin({
-  name: 'anthropic-messages-under-test',
-  description: 'POST /v1/messages on a call path that calls the first route directly',
-  dependsOn: ['inference'],
-  routes(app, { container }) {
-    registerAnthropicMessagesRoute(app, firstRouteCallPath(container));
-  },
-});
+t.setTimeout(240_000);
 
 const tools: Anthropic.Tool[] = [
   { name: 'get_weather', description: 'Current weather in a city', input_schema: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
 ];
 
 t.test('the Anthropic SDK against /v1/messages', async (t) => {
-  const gw: Gateway = await startGateway(t, { manifest: [...manifest, messagesRouteUnderTest] });
+  const gw: Gateway = await startGateway(t);
   // SDK 1.x sends its apiKey as a bearer token.
   const anthropic = new Anthropic({ apiKey: gw.key, baseURL: gw.url, maxRetries: 0, timeout: 20_000 });
   t.beforeEach(() => {
     gw.primary.reset();
+    gw.secondary.reset();
     gw.anthropic.reset();
   });
 
@@ -267,5 +222,185 @@ t.test('the Anthropic SDK against /v1/messages', async (t) => {
     t.ok(text.length > 0, 'some text arrived first');
     t.type(error, Anthropic.APIError);
     t.match(String((error as Error).message), /api_error/);
+    t.equal(gw.secondary.requests.length, 0, 'no failover after the commit point');
   });
+
+  t.test('GET /v1 lists POST /v1/messages', async (t) => {
+    const response = await fetch(`${gw.url}/v1`, { headers: { authorization: `Bearer ${gw.key}` } });
+    t.ok(((await response.json()) as { endpoints: string[] }).endpoints.includes('POST /v1/messages'));
+  });
+
+  t.test('the mock model answers offline, JSON and streamed', async (t) => {
+    const message = await anthropic.messages.create({ model: 'mock-small', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }] });
+    t.equal(message.model, 'mock-small');
+    t.equal(message.content[0]?.type, 'text');
+    t.ok(message.usage.input_tokens > 0 && message.usage.output_tokens > 0, 'the mock counts tokens');
+    const final = await anthropic.messages.stream({ model: 'mock-small', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello.' }] }).finalMessage();
+    t.equal(final.model, 'mock-small');
+    t.match(final.content, [{ type: 'text', text: /\S/ }]);
+    t.equal(final.stop_reason, 'end_turn');
+  });
+
+  t.test('the mock model calls a tool the request offers', async (t) => {
+    const message = await anthropic.messages.create({ model: 'mock-small', max_tokens: 64, tools, tool_choice: { type: 'any' }, messages: [{ role: 'user', content: 'Weather?' }] });
+    t.equal(message.stop_reason, 'tool_use');
+    t.match(message.content, [{ type: 'tool_use', name: 'get_weather', input: { city: String } }]);
+  });
+
+  t.test('the Anthropic-upstream model streams through both translations to a final message', async (t) => {
+    gw.anthropic.enqueue({ kind: 'reply', content: 'Round trip.', usage: { input_tokens: 9, output_tokens: 3 } });
+    const stream = anthropic.messages.stream({ model: 'claude', max_tokens: 32, messages: [{ role: 'user', content: 'hi' }] });
+    const final = await stream.finalMessage();
+    t.match(final.content, [{ type: 'text', text: 'Round trip.' }]);
+    t.equal(final.model, 'claude');
+    t.match(final.usage, { input_tokens: 9, output_tokens: 3 });
+    t.equal(gw.anthropic.requests[0]?.body.model, 'claude-test');
+  });
+
+  t.test('a 5xx fails over to the next route', async (t) => {
+    gw.primary.enqueue({ kind: 'status', status: 500 }, { kind: 'status', status: 503 });
+    gw.secondary.enqueue({ kind: 'reply', content: 'from secondary' });
+    const { data, response } = await anthropic.messages.create({ model: 'duo', max_tokens: 16, messages: [{ role: 'user', content: 'x' }] }).withResponse();
+    t.match(data.content, [{ type: 'text', text: 'from secondary' }]);
+    t.equal(response.headers.get('x-svc-provider'), 'secondary');
+    t.equal(response.headers.get('x-svc-attempts'), '3');
+  });
+
+  t.test('a 429 with a short retry-after is waited out on the same route', async (t) => {
+    gw.primary.enqueue({ kind: 'status', status: 429, retryAfter: '1' }, { kind: 'reply', content: 'after waiting' });
+    const started = Date.now();
+    const { data, response } = await anthropic.messages.create({ model: 'duo', max_tokens: 16, messages: [{ role: 'user', content: 'x' }] }).withResponse();
+    t.match(data.content, [{ type: 'text', text: 'after waiting' }]);
+    t.equal(response.headers.get('x-svc-provider'), 'primary');
+    t.ok(Date.now() - started >= 950, 'waited for retry-after');
+    t.equal(gw.secondary.requests.length, 0);
+  });
+
+  t.test('a stream that fails before its first content fails over; the SDK sees one clean stream', async (t) => {
+    gw.primary.enqueue({ kind: 'status', status: 500 }, { kind: 'stream-error', afterChunks: 0 });
+    gw.secondary.enqueue({ kind: 'reply', content: 'clean stream' });
+    const { data: stream, response } = await anthropic.messages.create({ model: 'duo', max_tokens: 16, stream: true, messages: [{ role: 'user', content: 'x' }] }).withResponse();
+    let text = '';
+    for await (const event of stream) if (event.type === 'content_block_delta' && event.delta.type === 'text_delta') text += event.delta.text;
+    t.equal(text, 'clean stream');
+    t.equal(response.headers.get('x-svc-provider'), 'secondary');
+  });
+
+  t.test('when every route fails: 502 in Anthropic’s shape, an api_error', async (t) => {
+    gw.primary.enqueue({ kind: 'status', status: 500 }, { kind: 'status', status: 500 });
+    gw.secondary.enqueue({ kind: 'status', status: 502 }, { kind: 'status', status: 502 });
+    const error = await anthropic.messages.create({ model: 'duo', max_tokens: 16, messages: [{ role: 'user', content: 'x' }] }).catch((e: unknown) => e);
+    t.type(error, Anthropic.InternalServerError);
+    t.equal((error as InstanceType<typeof Anthropic.APIError>).status, 502);
+    t.match((error as InstanceType<typeof Anthropic.APIError>).error, { type: 'error', error: { type: 'api_error', message: /safe to retry/ } });
+  });
+
+  t.test('calls are counted in the metrics under /v1/messages with their provider', async (t) => {
+    gw.primary.enqueue({ kind: 'reply', content: 'counted' });
+    await anthropic.messages.create({ model: 'solo', max_tokens: 16, messages: [{ role: 'user', content: 'x' }] });
+    const metrics = await gw.test.app.inject({ method: 'GET', url: '/metrics' });
+    t.match(metrics.body, /svc_gateway_requests_total\{endpoint="\/v1\/messages",model="solo",provider="primary",status="200"\} 1\n/);
+  });
+});
+
+t.test('every kind of catalogue model serves the Anthropic SDK: JSON, stream, a tool round trip, an image', async (t) => {
+  const gw = await startGateway(t);
+  const anthropic = new Anthropic({ apiKey: gw.key, baseURL: gw.url, maxRetries: 0, timeout: 20_000 });
+  const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
+  /** Per model: how its upstream is told to answer text or a tool call, and the image part it last received (the mock answers by itself). */
+  const models: Array<{ model: string; text(content: string): void; toolCall(): void; imageSent?(): unknown }> = [
+    {
+      model: 'solo',
+      text: (content) => gw.primary.enqueue({ kind: 'reply', content }),
+      toolCall: () => gw.primary.enqueue({ kind: 'reply', toolCalls: [{ id: 'call_t', name: 'get_weather', arguments: { city: 'Oslo' } }] }),
+      imageSent: () => gw.primary.requests.at(-1)?.body.messages[0].content[0],
+    },
+    {
+      model: 'claude',
+      text: (content) => gw.anthropic.enqueue({ kind: 'reply', content }),
+      toolCall: () => gw.anthropic.enqueue({ kind: 'reply', toolCalls: [{ id: 'toolu_t', name: 'get_weather', input: { city: 'Oslo' } }] }),
+      imageSent: () => gw.anthropic.requests.at(-1)?.body.messages[0].content[0],
+    },
+    { model: 'mock-small', text: () => undefined, toolCall: () => undefined },
+  ];
+  for (const { model, text, toolCall, imageSent } of models) {
+    t.test(model, async (t) => {
+      text('Plain answer.');
+      const json = await anthropic.messages.create({ model, max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] });
+      t.match(json, { type: 'message', role: 'assistant', model, stop_reason: 'end_turn', content: [{ type: 'text', text: /\S/ }] });
+
+      text('Streamed answer.');
+      const stream = anthropic.messages.stream({ model, max_tokens: 64, messages: [{ role: 'user', content: 'Hi' }] });
+      const kinds = new Set<string>();
+      for await (const event of stream) kinds.add(event.type);
+      const final = await stream.finalMessage();
+      t.match(final, { model, stop_reason: 'end_turn', content: [{ type: 'text', text: /\S/ }] });
+      t.ok(final.usage.output_tokens > 0, 'the final usage counts the output');
+      t.same([...kinds], ['message_start', 'content_block_start', 'content_block_delta', 'content_block_stop', 'message_delta', 'message_stop']);
+
+      toolCall();
+      const question: Anthropic.MessageParam = { role: 'user', content: 'Weather in Oslo?' };
+      const first = await anthropic.messages.create({ model, max_tokens: 64, tools, tool_choice: { type: 'any' }, messages: [question] });
+      t.equal(first.stop_reason, 'tool_use');
+      const use = first.content.find((block) => block.type === 'tool_use');
+      t.match(use, { name: 'get_weather', input: { city: String } });
+      text('It is cold.');
+      const second = await anthropic.messages.create({
+        model,
+        max_tokens: 64,
+        tools,
+        messages: [question, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: use!.id, content: '4°C' }] }],
+      });
+      t.match(second, { stop_reason: 'end_turn', content: [{ type: 'text', text: /\S/ }] });
+
+      text('A pixel.');
+      const seen = await anthropic.messages.create({
+        model,
+        max_tokens: 64,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: PNG } },
+              { type: 'text', text: 'What is this?' },
+            ],
+          },
+        ],
+      });
+      t.match(seen.content, [{ type: 'text', text: /\S/ }]);
+      if (imageSent) t.match(imageSent(), { type: /^image/ }, 'the image went upstream as an image');
+    });
+  }
+});
+
+/** A loopback port nothing listens on: connecting to it is refused (a connect error). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+t.test('a connect error fails over to the next route', async (t) => {
+  const deadPort = await closedPort();
+  const gw = await startGateway(t, {
+    inference: {
+      providers: { dead: { type: 'openai', baseUrl: `http://127.0.0.1:${deadPort}/v1`, apiKey: 'sk-dead', allowPrivateNetwork: true }, mock: { type: 'mock' } },
+      models: {
+        'mock-after-dead': {
+          routes: [
+            { provider: 'dead', model: 'up-dead' },
+            { provider: 'mock', model: 'mock-small' },
+          ],
+          prices: TEST_PRICES,
+        },
+      },
+    },
+  });
+  const anthropic = new Anthropic({ apiKey: gw.key, baseURL: gw.url, maxRetries: 0, timeout: 20_000 });
+  const { data, response } = await anthropic.messages.create({ model: 'mock-after-dead', max_tokens: 16, messages: [{ role: 'user', content: 'x' }] }).withResponse();
+  t.equal(data.model, 'mock-after-dead');
+  t.equal(response.headers.get('x-svc-provider'), 'mock');
+  t.equal(response.headers.get('x-svc-attempts'), '3', 'the refused route was tried twice');
 });
