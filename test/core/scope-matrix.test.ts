@@ -66,6 +66,12 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/requests/{id}', access: 'usage:read' },
   // The catalogue with prices (spec: no scope stated; README: any valid credential)
   { method: 'GET', path: '/models', access: 'any' },
+  // Data guardrails (not in the spec; plugins/guardrails/README.md: members read and test, owners write)
+  { method: 'GET', path: '/guardrails', access: 'usage:read' },
+  { method: 'POST', path: '/guardrails/test', access: 'usage:read' },
+  { method: 'POST', path: '/guardrails/rules', access: 'owner-only' },
+  { method: 'PATCH', path: '/guardrails/rules/{id}', access: 'owner-only' },
+  { method: 'DELETE', path: '/guardrails/rules/{id}', access: 'owner-only' },
   // Audit log (README: owners read it)
   { method: 'GET', path: '/audit-log', access: 'owner-only' },
 ];
