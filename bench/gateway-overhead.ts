@@ -20,6 +20,14 @@
  *      migrations, bootstrap) runs in a separate short-lived process first and is reported apart:
  *      the measured gateway starts like every later restart, on an existing data directory.
  *
+ * Then the other /v1 calls SDKs make most, measured the same way after chat's figures (so those
+ * stay comparable with runs that had only chat):
+ *   5. embeddings (a few strings, base64 as the OpenAI SDK asks): requests/s at 32 connections
+ *      with CPU per request, and added latency p50/p99 at 1 connection
+ *   6. a streamed Responses call (about twenty text deltas): added time to the first output event
+ *      (the gateway's commit point: the first event after the announcements) and CPU per stream
+ * BENCH_ONLY=chat skips 5 and 6, for a side by side with a commit that has no such routes.
+ *
  * Prints the figures with their goals and writes bench/results.json.
  * BENCH_PROFILE=1 also CPU-profiles the gateway and prints where its time goes; its figures are
  * inflated, so they go to bench/profiles/results.json next to the .cpuprofile.
@@ -37,6 +45,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Client } from 'undici';
+import { readSse } from '../providers/http/sse-reader.ts';
 import { generateToken, SESSION_PREFIX } from '../core/identity/api-tokens.ts';
 import { dropSchema } from '../test/helpers/pg-schemas.ts';
 import { isChildMessage, type ChildMessage, type ParentMessage } from './ipc.ts';
@@ -45,6 +54,7 @@ import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
 // ---- Settings (every loop below is bounded by one of these) ---------------------------------------
 
 const MODEL = 'gpt-4o-mini';
+const EMBEDDING_MODEL = 'text-embedding-3-small';
 const CONNECTIONS = 32;
 const THROUGHPUT_WARMUP_S = 3;
 /** Direct and gateway are measured alternately, this many rounds of this many seconds each. */
@@ -55,8 +65,17 @@ const LATENCY_REQUESTS = 3_000;
 const TTFT_WARMUP = 50;
 const TTFT_STREAMS = 400;
 const REQUEST_TIMEOUT_MS = 10_000;
-/** The whole run, start-up included, is cut off after this. */
-const HARD_LIMIT_MS = 240_000;
+/** Embeddings latency: fewer requests than chat's, enough for a p99. */
+const EMBEDDINGS_LATENCY_WARMUP = 100;
+const EMBEDDINGS_LATENCY_REQUESTS = 1_000;
+/** `BENCH_ONLY=chat`: chat's sections alone (a commit without /v1/embeddings and /v1/responses). */
+const ONLY = process.env.BENCH_ONLY || 'all';
+if (ONLY !== 'all' && ONLY !== 'chat') throw new Error(`BENCH_ONLY=${ONLY}: must be chat (or unset for every section)`);
+const BREADTH = ONLY === 'all';
+/** The progress lines' count: chat's three measuring phases, and the two after them. */
+const PHASES = BREADTH ? 5 : 3;
+/** The whole run, start-up included, is cut off after this (the sections after chat's take up to 3 more minutes). */
+const HARD_LIMIT_MS = BREADTH ? 420_000 : 240_000;
 
 const GOALS = { ratio: 0.2, addedP50Ms: 0.4, addedTtftMs: 1, peakRssMiB: 150 };
 
@@ -93,6 +112,39 @@ const CHAT_BODY = {
 const JSON_BODY = JSON.stringify(CHAT_BODY);
 const STREAM_BODY = JSON.stringify({ ...CHAT_BODY, stream: true, stream_options: { include_usage: true } });
 const CHAT_PATH = '/v1/chat/completions';
+
+/** A request the bench sends over and over: where to, and the JSON body. */
+interface BenchRequest {
+  path: string;
+  body: string;
+}
+const CHAT_JSON: BenchRequest = { path: CHAT_PATH, body: JSON_BODY };
+
+/** A typical embeddings call: a few passages of a document, base64 as the OpenAI SDK asks by default. */
+const EMBEDDINGS_BODY = {
+  model: EMBEDDING_MODEL,
+  input: [
+    'Processes have separate address spaces; a crash in one does not corrupt another.',
+    'Threads of one process share its memory, so they communicate cheaply but need locks.',
+    'Use a process per tenant for isolation and a thread pool for CPU-bound work inside it.',
+    'Node.js runs JavaScript on one thread and hands blocking I/O to a small pool of workers.',
+  ],
+  encoding_format: 'base64',
+};
+const EMBEDDINGS_JSON: BenchRequest = { path: '/v1/embeddings', body: JSON.stringify(EMBEDDINGS_BODY) };
+
+/** A streamed Responses call as the Vercel AI SDK makes it: instructions and one user message. */
+const RESPONSES_STREAM_BODY = {
+  model: MODEL,
+  instructions: CHAT_BODY.messages[0]!.content,
+  input: [{ role: 'user', content: [{ type: 'input_text', text: CHAT_BODY.messages[1]!.content }] }],
+  max_output_tokens: 128,
+  temperature: 0.7,
+  stream: true,
+};
+const RESPONSES_STREAM: BenchRequest = { path: '/v1/responses', body: JSON.stringify(RESPONSES_STREAM_BODY) };
+/** The events a response opens with before any output; the first other one is the gateway's commit point. */
+const RESPONSES_ANNOUNCEMENTS = new Set(['response.created', 'response.queued', 'response.in_progress']);
 
 // ---- autocannon (untyped CommonJS) ------------------------------------------------------------------
 
@@ -367,15 +419,18 @@ function makeTarget(name: Target['name'], origin: string, bearer: string): Targe
   };
 }
 
-/** One non-streamed completion; milliseconds until the whole body was read. */
-async function timedCompletion(target: Target): Promise<number> {
+/** One non-streamed call; milliseconds until the whole body was read. */
+async function timedJson(target: Target, request: BenchRequest): Promise<number> {
   const started = performance.now();
-  const response = await target.client.request({ path: CHAT_PATH, method: 'POST', headers: target.headers, body: JSON_BODY });
+  const response = await target.client.request({ path: request.path, method: 'POST', headers: target.headers, body: request.body });
   const text = await response.body.text();
   const elapsed = performance.now() - started;
-  if (response.statusCode !== 200) throw new Error(`${target.name}: HTTP ${response.statusCode}: ${text.slice(0, 300)}`);
+  if (response.statusCode !== 200) throw new Error(`${target.name}: ${request.path} HTTP ${response.statusCode}: ${text.slice(0, 300)}`);
   return elapsed;
 }
+
+const timedCompletion = (target: Target) => timedJson(target, CHAT_JSON);
+const timedEmbeddings = (target: Target) => timedJson(target, EMBEDDINGS_JSON);
 
 function carriesContent(data: string): boolean {
   try {
@@ -413,9 +468,31 @@ async function timedStream(target: Target): Promise<number> {
   return ttft;
 }
 
+/**
+ * One streamed Responses call, read to its end; milliseconds until the first output event (the
+ * first after `response.created`/`in_progress`: what the gateway commits on), and the number of
+ * text deltas, so a stream cut short cannot pass for a fast one.
+ */
+async function timedResponsesStream(target: Target): Promise<{ firstOutputMs: number; textDeltas: number }> {
+  const started = performance.now();
+  const response = await target.client.request({ path: RESPONSES_STREAM.path, method: 'POST', headers: target.headers, body: RESPONSES_STREAM.body });
+  if (response.statusCode !== 200) throw new Error(`${target.name}: responses stream HTTP ${response.statusCode}: ${(await response.body.text()).slice(0, 300)}`);
+  let firstOutputMs = -1;
+  let textDeltas = 0;
+  let completed = false;
+  for await (const { event } of readSse(response.body as AsyncIterable<Uint8Array>)) {
+    if (firstOutputMs < 0 && event !== undefined && !RESPONSES_ANNOUNCEMENTS.has(event)) firstOutputMs = performance.now() - started;
+    if (event === 'response.output_text.delta') textDeltas += 1;
+    else if (event === 'response.completed') completed = true;
+  }
+  if (firstOutputMs < 0 || textDeltas === 0) throw new Error(`${target.name}: the response stream carried no output`);
+  if (!completed) throw new Error(`${target.name}: the response stream ended without response.completed`);
+  return { firstOutputMs, textDeltas };
+}
+
 /** Interleaves the targets request by request (the order rotated each time), so drift hits all of them. */
-async function alternate(targets: Target[], count: number, once: (target: Target) => Promise<number>) {
-  const samples = { direct: [] as number[], proxy: [] as number[], gateway: [] as number[] };
+async function alternate<T>(targets: Target[], count: number, once: (target: Target) => Promise<T>) {
+  const samples = { direct: [] as T[], proxy: [] as T[], gateway: [] as T[] };
   for (let i = 0; i < count; i++) {
     for (let j = 0; j < targets.length; j++) {
       const target = targets[(i + j) % targets.length]!;
@@ -425,23 +502,189 @@ async function alternate(targets: Target[], count: number, once: (target: Target
   return samples;
 }
 
-async function load(target: Target, durationS: number): Promise<AutocannonResult> {
+async function load(target: Target, durationS: number, request: BenchRequest = CHAT_JSON): Promise<AutocannonResult> {
   const result = await autocannon({
-    url: target.origin + CHAT_PATH,
+    url: target.origin + request.path,
     connections: CONNECTIONS,
     duration: durationS,
     method: 'POST',
     headers: target.headers,
-    body: JSON_BODY,
+    body: request.body,
     timeout: REQUEST_TIMEOUT_MS / 1000,
   });
   const bad = result.non2xx + result.errors + result.timeouts;
   if (bad > 0) {
     throw new Error(
-      `${target.name}: ${bad} failed requests under load (non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts}; status codes ${JSON.stringify(result.statusCodeStats)})`,
+      `${target.name}: ${bad} failed ${request.path} requests under load (non-2xx ${result.non2xx}, errors ${result.errors}, timeouts ${result.timeouts}; status codes ${JSON.stringify(result.statusCodeStats)})`,
     );
   }
   return result;
+}
+
+type CpuRow = { cpu: CpuShares; seconds: number; requests: number };
+
+function meanCpu(rows: Array<{ cpu: CpuShares }>): CpuShares {
+  return {
+    gateway: rows.reduce((sum, r) => sum + r.cpu.gateway, 0) / rows.length,
+    proxy: rows.reduce((sum, r) => sum + r.cpu.proxy, 0) / rows.length,
+    upstream: rows.reduce((sum, r) => sum + r.cpu.upstream, 0) / rows.length,
+    loadGenerator: rows.reduce((sum, r) => sum + r.cpu.loadGenerator, 0) / rows.length,
+    machine: rows.reduce((sum, r) => sum + r.cpu.machine, 0) / rows.length,
+  };
+}
+
+/** CPU one process spent per request answered: the overhead figure least disturbed by a noisy machine. */
+function perRequestUs(rows: CpuRow[], who: 'gateway' | 'proxy' | 'upstream'): number {
+  return (1e6 * rows.reduce((sum, r) => sum + r.cpu[who] * r.seconds, 0)) / rows.reduce((sum, r) => sum + r.requests, 0);
+}
+
+const rps = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r['2xx'] / r.duration, 0) / results.length;
+const meanLatency = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r.latency.mean, 0) / results.length;
+
+/** Warm-up for each target, then rounds alternating between them, with the CPU each process used. */
+async function measureThroughput(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }, request: BenchRequest) {
+  for (const target of targets) await load(target, THROUGHPUT_WARMUP_S, request);
+  const rounds = { direct: [] as AutocannonResult[], proxy: [] as AutocannonResult[], gateway: [] as AutocannonResult[] };
+  const cpu = { direct: [] as CpuRow[], proxy: [] as CpuRow[], gateway: [] as CpuRow[] };
+  for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+    for (const target of targets) {
+      const measured = await withCpu(pids, () => load(target, THROUGHPUT_ROUND_S, request));
+      rounds[target.name].push(measured.value);
+      cpu[target.name].push({ cpu: measured.cpu, seconds: measured.seconds, requests: measured.value['2xx'] });
+    }
+  }
+  const directRps = rps(rounds.direct);
+  const proxyRps = rps(rounds.proxy);
+  const gatewayRps = rps(rounds.gateway);
+  return {
+    rounds,
+    cpu,
+    directRps,
+    proxyRps,
+    gatewayRps,
+    ratio: gatewayRps / directRps,
+    proxyRatio: proxyRps / directRps,
+    cpuDirect: meanCpu(cpu.direct),
+    cpuGateway: meanCpu(cpu.gateway),
+    gatewayCpuPerRequestUs: perRequestUs(cpu.gateway, 'gateway'),
+    proxyCpuPerRequestUs: perRequestUs(cpu.proxy, 'proxy'),
+    upstreamCpuPerRequestUs: perRequestUs(cpu.direct, 'upstream'),
+  };
+}
+
+// ---- The other /v1 calls: embeddings and a streamed Responses call -------------------------------
+
+async function measureBreadth(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }) {
+  // Smoke: every path answers both before anything is measured.
+  for (const target of targets) {
+    await timedEmbeddings(target);
+    await timedResponsesStream(target);
+  }
+
+  log(`[4/${PHASES}] embeddings: throughput as in 1, then latency at 1 connection, ${EMBEDDINGS_LATENCY_WARMUP} warm-up + ${EMBEDDINGS_LATENCY_REQUESTS} requests per target…`);
+  const throughput = await measureThroughput(targets, pids, EMBEDDINGS_JSON);
+  await alternate(targets, EMBEDDINGS_LATENCY_WARMUP, timedEmbeddings);
+  const latency = await alternate(targets, EMBEDDINGS_LATENCY_REQUESTS, timedEmbeddings);
+
+  log(`[5/${PHASES}] responses: ${TTFT_WARMUP} warm-up + ${TTFT_STREAMS} sequential streams per target, alternating…`);
+  await alternate(targets, TTFT_WARMUP, timedResponsesStream);
+  // The gateway and the floor are idle while the others answer, so their CPU over the whole phase
+  // is their CPU for their own streams; the fake upstream answers every target's.
+  const streamed = await withCpu(pids, () => alternate(targets, TTFT_STREAMS, timedResponsesStream));
+  const cpuPerStreamUs = (who: 'gateway' | 'proxy' | 'upstream') => (1e6 * streamed.cpu[who] * streamed.seconds) / (TTFT_STREAMS * (who === 'upstream' ? targets.length : 1));
+  const firstOutput = (name: Target['name']) => stats(streamed.value[name].map((sample) => sample.firstOutputMs));
+  const deltas = new Set(Object.values(streamed.value).flatMap((samples) => samples.map((sample) => sample.textDeltas)));
+  if (deltas.size !== 1) throw new Error(`responses streams carried different numbers of text deltas: ${[...deltas].join(', ')}`);
+
+  return {
+    embeddings: {
+      throughput,
+      latency: { direct: stats(latency.direct), proxy: stats(latency.proxy), gateway: stats(latency.gateway) },
+    },
+    responses: {
+      textDeltasPerStream: [...deltas][0]!,
+      firstOutput: { direct: firstOutput('direct'), proxy: firstOutput('proxy'), gateway: firstOutput('gateway') },
+      cpuPerStreamUs: { gateway: cpuPerStreamUs('gateway'), proxy: cpuPerStreamUs('proxy'), upstream: cpuPerStreamUs('upstream') },
+    },
+    /** VmHWM at the end of every section: what embeddings and responses add to chat's peak, if anything. */
+    peakRssAtEndMiB: (procStatusKiB(pids.gateway, 'VmHWM') ?? NaN) / 1024,
+  };
+}
+
+type Breadth = Awaited<ReturnType<typeof measureBreadth>>;
+
+function printBreadth({ embeddings, responses, peakRssAtEndMiB }: Breadth, share: (c: CpuShares) => string): void {
+  const { throughput: t, latency } = embeddings;
+  log(`  5. Embeddings (${EMBEDDINGS_BODY.input.length} strings, base64), ${CONNECTIONS} connections (${THROUGHPUT_ROUNDS} x ${THROUGHPUT_ROUND_S} s each), then 1 connection`);
+  log(`       direct   ${f(t.directRps, 0).padStart(8)} req/s   p50 ${f(latency.direct.p50, 3)} ms   p99 ${f(latency.direct.p99, 3)} ms`);
+  log(`       floor    ${f(t.proxyRps, 0).padStart(8)} req/s   p50 ${f(latency.proxy.p50, 3)} ms   p99 ${f(latency.proxy.p99, 3)} ms   (bare proxy)`);
+  log(`       gateway  ${f(t.gatewayRps, 0).padStart(8)} req/s   p50 ${f(latency.gateway.p50, 3)} ms   p99 ${f(latency.gateway.p99, 3)} ms`);
+  log(`       ratio gateway/direct  ${f(t.ratio, 3)}   floor/direct ${f(t.proxyRatio, 3)}   gateway/floor ${f(t.gatewayRps / t.proxyRps, 3)}`);
+  log(
+    `       added    p50 ${f(latency.gateway.p50 - latency.direct.p50, 3)} ms   p99 ${f(latency.gateway.p99 - latency.direct.p99, 3)} ms   (bare proxy adds p50 ${f(latency.proxy.p50 - latency.direct.p50, 3)} ms)`,
+  );
+  log(`       CPU (share of one core) during gateway rounds: ${share(t.cpuGateway)}`);
+  log(`       CPU per request: gateway ${f(t.gatewayCpuPerRequestUs, 0)} µs, bare proxy ${f(t.proxyCpuPerRequestUs, 0)} µs, fake upstream ${f(t.upstreamCpuPerRequestUs, 0)} µs`);
+  log();
+  const { firstOutput, cpuPerStreamUs } = responses;
+  log(`  6. Responses, streamed, sequential (${TTFT_STREAMS} streams each, ${responses.textDeltasPerStream} text deltas; first output event: the first after the announcements)`);
+  log(`       direct   p50 ${f(firstOutput.direct.p50, 3)} ms   p99 ${f(firstOutput.direct.p99, 3)} ms`);
+  log(`       floor    p50 ${f(firstOutput.proxy.p50, 3)} ms   p99 ${f(firstOutput.proxy.p99, 3)} ms   (bare proxy adds p50 ${f(firstOutput.proxy.p50 - firstOutput.direct.p50, 3)} ms)`);
+  log(`       gateway  p50 ${f(firstOutput.gateway.p50, 3)} ms   p99 ${f(firstOutput.gateway.p99, 3)} ms`);
+  log(`       added    p50 ${f(firstOutput.gateway.p50 - firstOutput.direct.p50, 3)} ms   p99 ${f(firstOutput.gateway.p99 - firstOutput.direct.p99, 3)} ms`);
+  log(`       CPU per stream: gateway ${f(cpuPerStreamUs.gateway, 0)} µs, bare proxy ${f(cpuPerStreamUs.proxy, 0)} µs, fake upstream ${f(cpuPerStreamUs.upstream, 0)} µs (answering)`);
+  log();
+  log(`  gateway peak RSS at the end of every section ${f(peakRssAtEndMiB, 1)} MiB`);
+  log();
+}
+
+function breadthResults({ embeddings, responses, peakRssAtEndMiB }: Breadth) {
+  const { throughput: t, latency } = embeddings;
+  const ms = (x: number) => Number(x.toFixed(3));
+  return {
+    embeddings: {
+      requestBody: EMBEDDINGS_BODY,
+      throughput: {
+        connections: CONNECTIONS,
+        directRps: Math.round(t.directRps),
+        floorRps: Math.round(t.proxyRps),
+        gatewayRps: Math.round(t.gatewayRps),
+        ratio: Number(t.ratio.toFixed(4)),
+        floorRatio: Number(t.proxyRatio.toFixed(4)),
+        cpuCoresDuringGatewayRounds: roundCpu(t.cpuGateway),
+        gatewayCpuPerRequestUs: Math.round(t.gatewayCpuPerRequestUs),
+        floorCpuPerRequestUs: Math.round(t.proxyCpuPerRequestUs),
+        upstreamCpuPerRequestUs: Math.round(t.upstreamCpuPerRequestUs),
+      },
+      latency: {
+        connections: 1,
+        requests: EMBEDDINGS_LATENCY_REQUESTS,
+        warmup: EMBEDDINGS_LATENCY_WARMUP,
+        directMs: round3(latency.direct),
+        floorMs: round3(latency.proxy),
+        gatewayMs: round3(latency.gateway),
+        floorAddedP50Ms: ms(latency.proxy.p50 - latency.direct.p50),
+        addedP50Ms: ms(latency.gateway.p50 - latency.direct.p50),
+        addedP99Ms: ms(latency.gateway.p99 - latency.direct.p99),
+      },
+    },
+    responsesStream: {
+      requestBody: RESPONSES_STREAM_BODY,
+      streams: TTFT_STREAMS,
+      warmup: TTFT_WARMUP,
+      textDeltasPerStream: responses.textDeltasPerStream,
+      firstOutputEvent: 'the first event after response.created / response.queued / response.in_progress (the gateway commits on it)',
+      directMs: round3(responses.firstOutput.direct),
+      floorMs: round3(responses.firstOutput.proxy),
+      gatewayMs: round3(responses.firstOutput.gateway),
+      floorAddedP50Ms: ms(responses.firstOutput.proxy.p50 - responses.firstOutput.direct.p50),
+      addedP50Ms: ms(responses.firstOutput.gateway.p50 - responses.firstOutput.direct.p50),
+      addedP99Ms: ms(responses.firstOutput.gateway.p99 - responses.firstOutput.direct.p99),
+      gatewayCpuPerStreamUs: Math.round(responses.cpuPerStreamUs.gateway),
+      floorCpuPerStreamUs: Math.round(responses.cpuPerStreamUs.proxy),
+    },
+    peakRssAtEndOfEverySectionMiB: Number(peakRssAtEndMiB.toFixed(1)),
+  };
 }
 
 // ---- Output -----------------------------------------------------------------------------------------
@@ -509,6 +752,7 @@ async function main(): Promise<void> {
 
     const ownerToken = generateToken(SESSION_PREFIX);
     const gatewayEnv: Record<string, string> = { BENCH_UPSTREAM_URL: upstreamReady.url, BENCH_OWNER_TOKEN: ownerToken, BENCH_DATA_DIR: dataDir, BENCH_MODEL: MODEL };
+    if (BREADTH) gatewayEnv.BENCH_EMBEDDING_MODEL = EMBEDDING_MODEL;
     if (DATABASE_URL) Object.assign(gatewayEnv, { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: DATABASE_SCHEMA });
     if (REDIS_URL) Object.assign(gatewayEnv, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `bench:${DATABASE_SCHEMA}` });
 
@@ -563,44 +807,16 @@ async function main(): Promise<void> {
 
       // 1. Throughput at 32 connections.
       log();
-      log(`[1/3] throughput: ${CONNECTIONS} connections, non-streamed, warm-up ${THROUGHPUT_WARMUP_S} s each, then ${THROUGHPUT_ROUNDS} alternating rounds of ${THROUGHPUT_ROUND_S} s…`);
-      for (const target of targets) await load(target, THROUGHPUT_WARMUP_S);
-      type CpuRow = { cpu: CpuShares; seconds: number; requests: number };
-      const rounds = { direct: [] as AutocannonResult[], proxy: [] as AutocannonResult[], gateway: [] as AutocannonResult[] };
-      const cpu = { direct: [] as CpuRow[], proxy: [] as CpuRow[], gateway: [] as CpuRow[] };
+      log(
+        `[1/${PHASES}] throughput: ${CONNECTIONS} connections, non-streamed, warm-up ${THROUGHPUT_WARMUP_S} s each, then ${THROUGHPUT_ROUNDS} alternating rounds of ${THROUGHPUT_ROUND_S} s…`,
+      );
       const pids = { gateway: gatewayChild.process.pid!, proxy: proxyChild.process.pid!, upstream: upstream.process.pid! };
-      for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
-        for (const target of targets) {
-          const measured = await withCpu(pids, () => load(target, THROUGHPUT_ROUND_S));
-          rounds[target.name].push(measured.value);
-          cpu[target.name].push({ cpu: measured.cpu, seconds: measured.seconds, requests: measured.value['2xx'] });
-        }
-      }
-      const rps = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r['2xx'] / r.duration, 0) / results.length;
-      const meanLatency = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r.latency.mean, 0) / results.length;
-      const directRps = rps(rounds.direct);
-      const proxyRps = rps(rounds.proxy);
-      const gatewayRps = rps(rounds.gateway);
-      const ratio = gatewayRps / directRps;
-      const proxyRatio = proxyRps / directRps;
-      const meanCpu = (rows: Array<{ cpu: CpuShares }>): CpuShares => ({
-        gateway: rows.reduce((sum, r) => sum + r.cpu.gateway, 0) / rows.length,
-        proxy: rows.reduce((sum, r) => sum + r.cpu.proxy, 0) / rows.length,
-        upstream: rows.reduce((sum, r) => sum + r.cpu.upstream, 0) / rows.length,
-        loadGenerator: rows.reduce((sum, r) => sum + r.cpu.loadGenerator, 0) / rows.length,
-        machine: rows.reduce((sum, r) => sum + r.cpu.machine, 0) / rows.length,
-      });
-      const cpuDirect = meanCpu(cpu.direct);
-      const cpuGateway = meanCpu(cpu.gateway);
-      /** Gateway CPU per proxied request: the overhead figure least disturbed by a noisy machine. */
-      const perRequestUs = (rows: Array<{ cpu: CpuShares; seconds: number; requests: number }>, who: 'gateway' | 'proxy' | 'upstream') =>
-        (1e6 * rows.reduce((sum, r) => sum + r.cpu[who] * r.seconds, 0)) / rows.reduce((sum, r) => sum + r.requests, 0);
-      const gatewayCpuPerRequestUs = perRequestUs(cpu.gateway, 'gateway');
-      const proxyCpuPerRequestUs = perRequestUs(cpu.proxy, 'proxy');
-      const upstreamCpuPerRequestUs = perRequestUs(cpu.direct, 'upstream');
+      const chatThroughput = await measureThroughput(targets, pids, CHAT_JSON);
+      const { rounds, cpu, directRps, proxyRps, gatewayRps, ratio, proxyRatio, cpuDirect, cpuGateway } = chatThroughput;
+      const { gatewayCpuPerRequestUs, proxyCpuPerRequestUs, upstreamCpuPerRequestUs } = chatThroughput;
 
       // 2. Latency at 1 connection.
-      log(`[2/3] latency: 1 connection, ${LATENCY_WARMUP} warm-up + ${LATENCY_REQUESTS} requests per target, alternating…`);
+      log(`[2/${PHASES}] latency: 1 connection, ${LATENCY_WARMUP} warm-up + ${LATENCY_REQUESTS} requests per target, alternating…`);
       await alternate(targets, LATENCY_WARMUP, timedCompletion);
       const latency = await alternate(targets, LATENCY_REQUESTS, timedCompletion);
       const latencyDirect = stats(latency.direct);
@@ -608,7 +824,7 @@ async function main(): Promise<void> {
       const latencyGateway = stats(latency.gateway);
 
       // 3. Time to first token on streams.
-      log(`[3/3] time to first token: ${TTFT_WARMUP} warm-up + ${TTFT_STREAMS} sequential streams per target, alternating…`);
+      log(`[3/${PHASES}] time to first token: ${TTFT_WARMUP} warm-up + ${TTFT_STREAMS} sequential streams per target, alternating…`);
       await alternate(targets, TTFT_WARMUP, timedStream);
       const ttft = await alternate(targets, TTFT_STREAMS, timedStream);
       const ttftDirect = stats(ttft.direct);
@@ -626,6 +842,9 @@ async function main(): Promise<void> {
       const endStats = await gatewayChild.next('stats', 10_000);
       const heapAfterGcMiB = endStats.type === 'stats' ? endStats.heapUsedBytes / 2 ** 20 : NaN;
       const peakRssMiB = peakHwmKiB / 1024;
+
+      // 5 and 6, after chat's figures (memory included), so those stay comparable with chat-only runs.
+      const breadth = BREADTH ? await measureBreadth(targets, pids) : null;
 
       const added = {
         p50: latencyGateway.p50 - latencyDirect.p50,
@@ -674,13 +893,16 @@ async function main(): Promise<void> {
       log(`       added    p50 ${f(added.ttftP50, 3)} ms   p99 ${f(added.ttftP99, 3)} ms   goal p50 <= ${GOALS.addedTtftMs} ms   ${mark(pass.addedTtft)}`);
       log();
       log('  4. Gateway memory (its own process)');
-      log(`       peak RSS ${f(peakRssMiB, 1)} MiB (VmHWM: start from the existing data directory + the whole run)   goal <= ${GOALS.peakRssMiB} MiB   ${mark(pass.peakRss)}`);
+      log(
+        `       peak RSS ${f(peakRssMiB, 1)} MiB (VmHWM: start from the existing data directory + ${BREADTH ? "chat's sections" : 'the whole run'})   goal <= ${GOALS.peakRssMiB} MiB   ${mark(pass.peakRss)}`,
+      );
       log(
         `       RSS after start ${f(rssAfterStartKiB / 1024, 1)} MiB, max sampled under load ${f(sampler.maxKiB / 1024, 1)} MiB; external (incl. PGlite WebAssembly memory) ${f(externalMiB, 1)} MiB`,
       );
       log(`       JS heap used: after start ${f(heapAfterStartMiB, 1)} MiB (after GC), end of run ${f(heapMiB, 1)} MiB, end of run after GC ${f(heapAfterGcMiB, 1)} MiB`);
       log(`       first start (initdb, one-time, separate process) peaked at ${f(firstStartPeakKiB / 1024, 1)} MiB`);
       log();
+      if (breadth) printBreadth(breadth, share);
       const allPass = Object.values(pass).every(Boolean);
       if (gatewayChild.clientGoneLogs > 0) {
         log(`  note: the gateway logged ${gatewayChild.clientGoneLogs} 'client disconnected' errors, from autocannon closing sockets mid-request at the end of each load phase`);
@@ -778,6 +1000,7 @@ async function main(): Promise<void> {
           goal: `<= ${GOALS.peakRssMiB} MiB`,
           pass: pass.peakRss,
         },
+        ...(breadth ? breadthResults(breadth) : {}),
         gatewayClientGoneLogLines: gatewayChild.clientGoneLogs,
         allGoalsMet: allPass,
       };

@@ -9,6 +9,8 @@
  *   BENCH_OWNER_TOKEN   bootstrap owner session token (the parent creates a key with it)
  *   BENCH_DATA_DIR      an empty directory: the service's data directory (PGlite, the billing journal)
  *   BENCH_MODEL         the model name the bench asks for (same name upstream)
+ *   BENCH_EMBEDDING_MODEL  optional: an embedding model of that name (same name upstream), for the
+ *                       embeddings sections; unset with BENCH_ONLY=chat, so older commits still start
  *   BENCH_DATABASE_URL, BENCH_DATABASE_SCHEMA, BENCH_REDIS_URL, BENCH_REDIS_PREFIX
  *                       optional: PostgreSQL instead of PGlite (to see what PGlite costs)
  *   BENCH_PREPARE=1     first start only: create the database (initdb, migrations, bootstrap),
@@ -41,7 +43,7 @@ function record(value: unknown): Record<string, unknown> {
  * The plugin section: exactly the plugins `npm start` enables (config/default.yaml `plugins:`),
  * with default.yaml's settings, then the bench's overrides below.
  */
-function benchPlugins(upstreamOrigin: string, model: string): PluginSections {
+function benchPlugins(upstreamOrigin: string, model: string, embeddingModel: string | undefined): PluginSections {
   const defaults = record(record(parseYaml(readFileSync(DEFAULT_CONFIG_PATH, 'utf8'))).plugins);
   const defaultInference = record(defaults.inference);
   const overrides: PluginSections = {};
@@ -62,6 +64,15 @@ function benchPlugins(upstreamOrigin: string, model: string): PluginSections {
         maxOutputTokens: 16_384,
         prices: { inputPerMTokUsd: 0.15, cachedInputPerMTokUsd: 0.075, outputPerMTokUsd: 0.6 },
       },
+      // Priced like OpenAI's, so embeddings are metered and reserved exactly as chat is.
+      ...(embeddingModel && {
+        [embeddingModel]: {
+          routes: [{ provider: 'upstream', model: embeddingModel }],
+          modalities: { input: ['text'], output: ['embedding'] },
+          contextWindow: 8_192,
+          prices: { inputPerMTokUsd: 0.02, outputPerMTokUsd: 0 },
+        },
+      }),
     },
   };
 
@@ -122,7 +133,7 @@ async function main(): Promise<void> {
       coordination: process.env.BENCH_REDIS_URL ? { driver: 'redis', url: process.env.BENCH_REDIS_URL, keyPrefix: `${required('BENCH_REDIS_PREFIX')}:` } : { driver: 'memory' },
     },
     bootstrap: { ownerToken, printOwnerToken: false },
-    plugins: benchPlugins(upstreamOrigin, model),
+    plugins: benchPlugins(upstreamOrigin, model, process.env.BENCH_EMBEDDING_MODEL || undefined),
   };
   // No environment: PORT, DATABASE_URL and friends must not change what is measured.
   const config = parseConfig(raw, {});

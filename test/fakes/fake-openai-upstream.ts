@@ -84,6 +84,11 @@ export interface FakeOpenAIUpstream extends FakeUpstream<OpenAIBehaviour> {
 export interface FakeOpenAIOptions extends FakeServerOptions {
   /** What unscripted requests get (default: a plain reply). */
   defaultReply?: Omit<OpenAIReply, 'kind'>;
+  /**
+   * What unscripted requests to a path ending in a key (`'/responses'`) get instead of
+   * `defaultReply`, so one long-lived fake answers each endpoint with a reply of its own size.
+   */
+  defaultReplyByPath?: Record<string, Omit<OpenAIReply, 'kind'>>;
 }
 
 const DEFAULT_CONTENT = 'Hello from the fake upstream.';
@@ -228,13 +233,15 @@ async function answerModality(exchange: Exchange, reply: OpenAIReply | OpenAIStr
 
 export async function startFakeOpenAIUpstream(options: FakeOpenAIOptions = {}): Promise<FakeOpenAIUpstream> {
   const defaultReply: OpenAIReply = { ...options.defaultReply, kind: 'reply' };
+  const defaultsByPath = Object.entries(options.defaultReplyByPath ?? {}).map(([suffix, reply]) => ({ suffix, reply: { ...reply, kind: 'reply' } as OpenAIReply }));
+  const defaultFor = (pathname: string) => defaultsByPath.find(({ suffix }) => pathname.endsWith(suffix))?.reply ?? defaultReply;
   const fake = await startFakeServer<OpenAIBehaviour>(
     {
       errorBody: (status, message) => ({
         error: { message, type: status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: null },
       }),
       answer: async (exchange, behaviour) => {
-        const reply = behaviour ?? defaultReply;
+        const reply = behaviour ?? defaultFor(exchange.pathname);
         if (reply.kind !== 'reply' && reply.kind !== 'stream-cut' && reply.kind !== 'stream-error') return;
         if (exchange.request.method === 'GET' && exchange.pathname.includes(IMAGE_PATH_PREFIX)) {
           answerImageDownload(exchange);
