@@ -22,6 +22,10 @@ async function freePort(): Promise<number> {
   return port;
 }
 
+// A child process compiles and starts (PGlite's first start included): on a loaded 2-core machine
+// that alone can take a minute, so the file gets more than tap's default 120 s.
+t.setTimeout(400_000);
+
 t.test('SIGTERM lets an in-flight request finish, then the process exits 0', async (t) => {
   // The upstream holds the call until the test lets it go: SIGTERM is sent while it is in flight.
   const upstream = await startFakeOpenAIUpstream();
@@ -61,7 +65,7 @@ plugins:
         () => false,
       ),
     'the gateway to answer /health',
-    { timeoutMs: 30_000, everyMs: 100 },
+    { timeoutMs: 120_000, everyMs: 100 },
   );
 
   const created = await fetch(`${base}/client/keys`, {
