@@ -26,6 +26,6 @@ export const GROUPS = {
   },
   queue: {
     mutate: ['core/jobs/*.ts', 'adapters/sql/job-store.ts'],
-    testFiles: ['test/contracts/job-queue.test.ts'],
+    testFiles: ['test/core/queue-definitions.test.ts', 'test/contracts/job-queue.test.ts'],
   },
 };

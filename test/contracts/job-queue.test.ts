@@ -1,4 +1,6 @@
 import t from 'tap';
+import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
+import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { z } from 'zod';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
 import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, type Job } from '../../core/jobs/queue-definitions.ts';
@@ -7,14 +9,19 @@ import { databaseBackends, type DatabaseBackend } from '../helpers/databases.ts'
 import { eventually } from '../helpers/eventually.ts';
 import { deferred, jobKit, testClock } from '../helpers/jobs.ts';
 
-interface HasTeardown {
-  teardown(fn: () => unknown): void;
-}
-
-async function open(backend: DatabaseBackend, t: HasTeardown): Promise<Database> {
+/**
+ * One database per backend for the whole file, emptied before each test: a fresh PGlite costs seconds,
+ * and this file judges the queue's mutants (mutation/groups.mjs), where every second counts per mutant.
+ */
+async function sharedDatabase(backend: DatabaseBackend, t: { teardown(fn: () => unknown): void }): Promise<() => Promise<Database>> {
   const { db, cleanup } = await backend.create();
   t.teardown(cleanup);
-  return db;
+  await runMigrations(db, coreMigrations);
+  return async () => {
+    await db.query('DROP TABLE IF EXISTS effects, runs');
+    await db.query('TRUNCATE jobs, periodic_jobs');
+    return db;
+  };
 }
 
 const work = defineQueue({ name: 'test.work', payload: z.object({ n: z.number().int() }), concurrency: 4 });
@@ -86,8 +93,9 @@ async function overtakenWorker(db: Database, late: (job: Job<Record<string, neve
 
 for (const backend of databaseBackends()) {
   t.test(backend.name, async (t) => {
+    const open = await sharedDatabase(backend, t);
     t.test('a job enqueued in a transaction that rolls back does not exist', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       kit.registry.addQueue(work.handle(async () => undefined));
       await t.rejects(
@@ -102,7 +110,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a job enqueued in a transaction that commits runs, after the commit', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const ran: number[] = [];
       kit.registry.addQueue(work.handle(async (job) => void ran.push(job.payload.n)));
@@ -114,7 +122,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('an idempotency key dedupes: the second enqueue returns the first job', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       kit.registry.addQueue(work.handle(async () => undefined));
       const first = await kit.jobs.enqueue(work, { n: 1 }, { idempotencyKey: 'order-42' });
@@ -128,7 +136,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('payloads are checked against the queue schema when enqueued and when run', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       let ran = 0;
@@ -150,7 +158,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('two workers on one database never run a job twice', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       await db.query('CREATE TABLE runs (job_id text NOT NULL, worker text NOT NULL)');
       kit.registry.addQueue(work.handle(async () => undefined));
@@ -177,7 +185,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a failing job backs off exponentially up to the maximum, then fails with its error', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       // random() = 1 puts each delay at its ceiling: 1 s, 2 s, 4 s, then capped at 5 s.
       const kit = await jobKit(db, { clock, random: () => 1 });
@@ -214,7 +222,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a PermanentJobError fails the job at once', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       kit.registry.addQueue(
         work.handle(async () => {
@@ -228,7 +236,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a job whose worker died runs again after its lease, and the late worker cannot complete it', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       await db.query('CREATE TABLE effects (job_id text NOT NULL, worker text NOT NULL)');
@@ -277,7 +285,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a worker whose lease was taken over cannot complete the job while the new worker runs it', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const outcome = await overtakenWorker(db, (job) => job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'old')", [job.id])));
       t.ok(outcome.lateError instanceof JobInterrupted && outcome.lateError.reason === 'lease_lost', 'the late completion is refused');
       t.same([outcome.whileNewRuns.state, outcome.whileNewRuns.lease_token], ['running', outcome.newLeaseToken], 'still running under the new lease');
@@ -286,7 +294,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a worker whose lease was taken over cannot fail the job while the new worker runs it', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const outcome = await overtakenWorker(db, async () => {
         throw new PermanentJobError('the old worker gives up');
       });
@@ -296,7 +304,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a job out of attempts whose lease expired is failed, not run again', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       const once = defineQueue({ name: 'test.once', payload: z.object({}), maxAttempts: 1, leaseMs: 300_000 });
@@ -316,7 +324,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a running job renews its lease while it works', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       const long = defineQueue({ name: 'test.long', payload: z.object({}), leaseMs: 60 });
@@ -340,7 +348,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('cancel: a queued job never runs', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       let ran = 0;
       kit.registry.addQueue(work.handle(async () => void (ran += 1)));
@@ -353,7 +361,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('cancel: a running job gets an aborted signal and ends cancelled', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const started = deferred();
       let reason: unknown;
@@ -376,7 +384,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('cancel: a job running on another replica stops at its next lease renewal', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const remote = defineQueue({ name: 'test.remote', payload: z.object({}), leaseMs: 60 });
       kit.registry.addQueue(remote.handle(async () => undefined));
@@ -399,7 +407,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('close stops claiming, lets the running job finish, and claims nothing new', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const started = deferred();
       const finish = deferred();
@@ -427,7 +435,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('close gives back the lease of a job that does not finish within the drain', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const started = deferred();
       let reason: unknown;
@@ -450,7 +458,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('higher priority runs first among due jobs', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const serial = defineQueue({ name: 'test.serial', payload: z.object({ n: z.number() }) });
       const order: number[] = [];
@@ -463,7 +471,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a job is not run before its runAt', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       let ran = 0;
@@ -478,7 +486,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a periodic job runs on exactly one of two replicas per tick', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       const runs: string[] = [];
@@ -507,7 +515,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a periodic tick is skipped while the previous run is still going', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       const hold = deferred();
