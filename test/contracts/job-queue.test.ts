@@ -2,6 +2,7 @@ import t from 'tap';
 import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { z } from 'zod';
+import { JobQueue } from '../../core/jobs/job-queue.ts';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
 import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, type Job } from '../../core/jobs/queue-definitions.ts';
 import type { Database } from '../../core/ports/database.ts';
@@ -133,6 +134,118 @@ for (const backend of databaseBackends()) {
       t.not(other.id, first.id);
       t.equal((await db.query('SELECT count(*)::int AS n FROM jobs')).rows[0]?.['n'], 2);
       t.same((await kit.jobs.get(first.id))?.payload, { n: 1 }, 'the first payload is kept');
+    });
+
+    t.test('a job keeps what it was enqueued with: payload, runAt, priority, attempts, creation time', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const runAt = new Date(clock().getTime() + 5_000);
+      const given = await kit.jobs.enqueue(work, { n: 3 }, { runAt, priority: 7, maxAttempts: 2, idempotencyKey: 'kept' });
+      const plain = await kit.jobs.enqueue(work, { n: 4 });
+      t.equal(given.state, 'queued');
+      t.match(await kit.jobs.get(given.id), {
+        id: given.id,
+        queue: 'test.work',
+        payload: { n: 3 },
+        state: 'queued',
+        attempts: 0,
+        maxAttempts: 2,
+        priority: 7,
+        runAt,
+        idempotencyKey: 'kept',
+        lastError: null,
+        cancelRequested: false,
+        createdAt: clock(),
+        finishedAt: null,
+      });
+      t.match(await kit.jobs.get(plain.id), { maxAttempts: 5, priority: 0, runAt: clock(), idempotencyKey: null }, "the queue's defaults");
+    });
+
+    t.test('maxAttempts given when enqueueing must be a positive integer', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      for (const maxAttempts of [0, -1, 1.5]) {
+        await t.rejects(kit.jobs.enqueue(work, { n: 1 }, { maxAttempts }), { message: `maxAttempts must be a positive integer, got ${maxAttempts}` });
+      }
+      t.equal((await kit.jobs.get((await kit.jobs.enqueue(work, { n: 1 }, { maxAttempts: 1 })).id))?.maxAttempts, 1);
+      t.equal((await db.query('SELECT count(*)::int AS n FROM jobs')).rows[0]?.['n'], 1, 'only the valid job was stored');
+    });
+
+    t.test('workers here hear of a new job once it exists: at once, or after the commit; never for a duplicate', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const heard: string[] = [];
+      const jobs = new JobQueue({
+        store: kit.store,
+        database: db,
+        registry: kit.registry,
+        clock: testClock(),
+        workers: { wake: (queue) => void heard.push(`wake ${queue}`), interrupt: (id) => void heard.push(`interrupt ${id}`) },
+      });
+      await jobs.enqueue(work, { n: 1 }, { idempotencyKey: 'once' });
+      t.same(heard.splice(0), ['wake test.work'], 'without a transaction: at once');
+      await jobs.enqueue(work, { n: 1 }, { idempotencyKey: 'once' });
+      t.same(heard.splice(0), [], 'a duplicate wakes nobody');
+      await db.transaction(async (tx) => {
+        await jobs.enqueue(work, { n: 2 }, { tx });
+        t.same(heard, [], 'not before the commit');
+      });
+      t.same(heard.splice(0), ['wake test.work'], 'after the commit');
+      await db.transaction(async (tx) => jobs.enqueue(work, { n: 2 }, { tx, idempotencyKey: 'once' }));
+      t.same(heard.splice(0), [], 'a duplicate in a transaction wakes nobody');
+      const queued = await jobs.enqueue(work, { n: 3 });
+      heard.splice(0);
+      t.equal(await jobs.cancel(queued.id), 'cancelled');
+      t.same(heard, [], 'cancelling a queued job interrupts nobody');
+    });
+
+    t.test('get and cancel answer null for an id that is not a job number', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      for (const id of ['', 'abc', '12a', 'a12', '1 2', '-1', '1'.repeat(19)]) {
+        t.equal(await kit.jobs.get(id), null, `get ${JSON.stringify(id)}`);
+        t.equal(await kit.jobs.cancel(id), null, `cancel ${JSON.stringify(id)}`);
+      }
+      t.equal(await kit.jobs.get('9'.repeat(18)), null, 'a number no job has');
+    });
+
+    t.test('pruneFinished deletes the jobs that finished before the given time, and nothing else', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const old = await kit.jobs.enqueue(work, { n: 1 });
+      await kit.jobs.cancel(old.id);
+      clock.advance(1_000);
+      const recent = await kit.jobs.enqueue(work, { n: 2 });
+      await kit.jobs.cancel(recent.id);
+      const waiting = await kit.jobs.enqueue(work, { n: 3 });
+      t.equal(await kit.store.pruneFinished(clock()), 1);
+      t.same([await kit.jobs.get(old.id), (await kit.jobs.get(recent.id))?.state, (await kit.jobs.get(waiting.id))?.state], [null, 'cancelled', 'queued']);
+    });
+
+    t.test('a claim asking for no slots takes nothing', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      await kit.jobs.enqueue(work, { n: 1 });
+      t.same(await kit.store.claim([], new Date(), 'w'), []);
+      t.same(
+        await kit.store.claim(
+          [
+            { queue: 'test.work', slots: 0, leaseMs: 1_000 },
+            { queue: 'test.work', slots: -1, leaseMs: 1_000 },
+          ],
+          new Date(),
+          'w',
+        ),
+        [],
+      );
+      t.equal((await kit.jobs.get((await db.query<{ id: string }>('SELECT id::text AS id FROM jobs')).rows[0]!.id))?.state, 'queued');
     });
 
     t.test('payloads are checked against the queue schema when enqueued and when run', async (t) => {
