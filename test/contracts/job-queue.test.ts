@@ -8,7 +8,7 @@ import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, type Jo
 import type { Database } from '../../core/ports/database.ts';
 import { databaseBackends, type DatabaseBackend } from '../helpers/databases.ts';
 import { eventually } from '../helpers/eventually.ts';
-import { deferred, jobKit, testClock } from '../helpers/jobs.ts';
+import { deferred, jobKit, recordingLogger, testClock } from '../helpers/jobs.ts';
 
 /**
  * One database per backend for the whole file, emptied before each test: a fresh PGlite costs seconds,
@@ -534,7 +534,8 @@ for (const backend of databaseBackends()) {
           ran.push(job.payload.n);
         }),
       );
-      const runner = kit.runner();
+      const logger = recordingLogger();
+      const runner = kit.runner({ logger });
       runner.start();
       const first = await kit.jobs.enqueue(work, { n: 1 });
       await started.promise;
@@ -543,6 +544,7 @@ for (const backend of databaseBackends()) {
       finish.resolve();
       await closed;
       t.same(ran, [1], 'the running job finished; the new one was not claimed');
+      t.same(logger.lines, [], 'nothing was given back');
       t.equal((await kit.jobs.get(first.id))?.state, 'succeeded');
       t.equal((await kit.jobs.get(second.id))?.state, 'queued');
     });
@@ -558,16 +560,119 @@ for (const backend of databaseBackends()) {
           await new Promise((resolve) => job.signal.addEventListener('abort', () => resolve((reason = job.signal.reason))));
         }),
       );
-      const runner = kit.runner({ settings: { drainMs: 0 } });
+      const logger = recordingLogger();
+      const runner = kit.runner({ settings: { drainMs: 0 }, logger });
       const { id } = await kit.jobs.enqueue(work, { n: 1 });
       await runner.pollOnce();
       await started.promise;
       await runner.close();
+      t.same(logger.lines, ['warn jobs still running at shutdown were given back to the queue']);
       t.ok(reason instanceof JobInterrupted && reason.reason === 'shutdown', 'the job was told to stop');
       const state = await jobState(db, id);
       t.same([state.state, state.attempts, state.lease_token], ['queued', 0, null], 'queued again, the attempt not counted');
       await runner.settled();
       t.equal((await jobState(db, id)).state, 'queued', 'the job ending afterwards changes nothing');
+    });
+
+    t.test("a process runs at most its queue's concurrency of jobs at once, and says how many run", async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      const pair = defineQueue({ name: 'test.pair', payload: z.object({ n: z.number() }), concurrency: 2 });
+      const gates = Array.from({ length: 3 }, () => deferred());
+      const started: number[] = [];
+      kit.registry.addQueue(
+        pair.handle(async (job) => {
+          started.push(job.payload.n);
+          await gates[job.payload.n]!.promise;
+        }),
+      );
+      for (const n of [0, 1, 2]) await kit.jobs.enqueue(pair, { n });
+      const runner = kit.runner();
+      t.equal(await runner.pollOnce(), 2, 'two claimed');
+      t.equal(runner.running, 2);
+      t.equal(await runner.pollOnce(), 0, 'no slot left for the third');
+      gates[0]!.resolve();
+      await eventually(async () => runner.running === 1, 'the first job to end');
+      t.equal(await runner.pollOnce(), 1, 'the freed slot takes the third');
+      for (const gate of gates) gate.resolve();
+      await runner.settled();
+      t.equal(runner.running, 0);
+      t.same(started, [0, 1, 2]);
+    });
+
+    t.test('complete twice in one run is refused; the first completion stands', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      let second: unknown;
+      kit.registry.addQueue(
+        work.handle(async (job) => {
+          await job.complete(async () => undefined);
+          second = await job.complete(async () => 'again').catch((error: unknown) => error);
+        }),
+      );
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      await kit.runner().runUntilIdle();
+      t.match(second, { message: `job ${id} is already complete` });
+      t.equal((await kit.jobs.get(id))?.state, 'succeeded');
+    });
+
+    t.test('a handler that throws after completing leaves the job succeeded, and the log says so', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(
+        work.handle(async (job) => {
+          await job.complete(async () => undefined);
+          throw new Error('after the fact');
+        }),
+      );
+      const logger = recordingLogger();
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      await kit.runner({ logger }).runUntilIdle();
+      t.match(await kit.jobs.get(id), { state: 'succeeded', lastError: null });
+      t.same(logger.lines, ['warn job handler threw after completing; the job stays succeeded']);
+    });
+
+    t.test('a worker whose run ended after its lease was taken over logs that another worker owns the job', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const slow = defineQueue({ name: 'test.late', payload: z.object({}), leaseMs: 300_000 });
+      kit.registry.addQueue(slow.handle(async () => undefined));
+      const started = deferred();
+      const release = deferred();
+      const stuck = new JobRegistry();
+      stuck.addQueue(
+        slow.handle(async () => {
+          started.resolve();
+          await release.promise;
+        }),
+      );
+      const logger = recordingLogger();
+      const late = kit.runner({ registry: stuck, logger });
+      await kit.jobs.enqueue(slow, {});
+      await late.pollOnce();
+      await started.promise;
+      clock.advance(300_000);
+      await kit.runner().runUntilIdle();
+      release.resolve();
+      await late.settled();
+      t.same(logger.lines, ['warn a job finished after its lease was lost; another worker owns it']);
+    });
+
+    t.test('stopClaiming: the worker says it no longer claims, and claims nothing', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const runner = kit.runner();
+      t.equal(runner.claiming, false, 'not before start');
+      runner.start();
+      t.equal(runner.claiming, true);
+      runner.stopClaiming();
+      t.equal(runner.claiming, false);
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      t.equal(await runner.pollOnce(), 0);
+      await runner.close();
+      t.equal((await kit.jobs.get(id))?.state, 'queued');
     });
 
     t.test('higher priority runs first among due jobs', async (t) => {
