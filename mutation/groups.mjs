@@ -31,7 +31,7 @@ export const GROUPS = {
   },
   'ledger-admission': {
     mutate: ['plugins/metering/governed-admission.ts'],
-    testFiles: ['test/plugins/metering/admission.test.ts'],
+    testFiles: ['test/plugins/metering/governed-admission.test.ts'],
   },
   'queue-definitions': {
     mutate: ['core/jobs/queue-definitions.ts', 'core/jobs/job-registry.ts'],
