@@ -64,6 +64,14 @@ for (const backend of databaseBackends()) {
       t.equal((await ledger.lines(org, { limit: 10 })).length, 2);
     });
 
+    t.test('ensureAccount on an account its first line already opened adds no opening credit', async (t) => {
+      const org = await newOrganization();
+      await ledger.append(org, { kind: 'payment', amountMicros: 40n });
+      await ledger.ensureAccount(org, 5_000n);
+      t.equal(await ledger.balance(org), 40n);
+      t.same(amounts(await ledger.lines(org, { limit: 10 })), [['payment', 40n, 40n]]);
+    });
+
     t.test('ensureAccount without opening credit makes a zero balance and no line', async (t) => {
       const org = await newOrganization();
       await ledger.ensureAccount(org, 0n);
@@ -79,6 +87,7 @@ for (const backend of databaseBackends()) {
       t.match(second, { kind: 'ai_usage', amountMicros: -120n, balanceAfterMicros: 180n, note: null, coversUtcDay: '2026-03-02', coversEntries: 7 });
       t.equal(await ledger.balance(org), 180n);
       t.ok(BigInt(second!.id) > BigInt(first!.id), 'lines are numbered in order');
+      t.equal(second?.coversUtcDay, '2026-03-02', 'the covered day is a date, without a time');
     });
 
     t.test('a reference is taken once per kind: the repeat is refused and moves nothing', async (t) => {
