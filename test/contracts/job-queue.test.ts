@@ -1,5 +1,6 @@
 import t from 'tap';
 import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
+import { SqlPeriodicStore } from '../../adapters/sql/job-store.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { z } from 'zod';
 import { JobQueue } from '../../core/jobs/job-queue.ts';
@@ -730,6 +731,22 @@ for (const backend of databaseBackends()) {
       t.equal(runs.length, 6, 'missed ticks are skipped, not replayed');
       const { rows } = await db.query<{ next_run_at: Date }>("SELECT next_run_at FROM periodic_jobs WHERE name = 'test.tick'");
       t.equal((rows[0]!.next_run_at.getTime() - Date.parse('2026-03-02T10:00:00.000Z')) % 60_000, 0, 'the cadence is kept');
+    });
+
+    t.test('claimDue answers which periodic jobs it enqueued a run for', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      await jobKit(db, { clock });
+      const periodic = new SqlPeriodicStore(db);
+      const jobs = [{ name: 'test.due', queue: 'periodic.test.due', maxAttempts: 2 }];
+      await periodic.register([{ name: 'test.due', intervalMs: 1_000 }], clock());
+      t.same(await periodic.claimDue(jobs, clock(), 'w'), ['test.due'], 'the first tick is due at once');
+      t.same(await periodic.claimDue(jobs, clock(), 'w'), [], 'not twice in one tick');
+      clock.advance(1_000);
+      t.same(await periodic.claimDue(jobs, clock(), 'w'), [], 'the next tick is skipped while the first run is queued');
+      t.same(await periodic.claimDue([], clock(), 'w'), [], 'no jobs asked for, none claimed');
+      const { rows } = await db.query<{ queue: string; max_attempts: number }>('SELECT queue, max_attempts FROM jobs');
+      t.same(rows, [{ queue: 'periodic.test.due', max_attempts: 2 }]);
     });
 
     t.test('a periodic tick is skipped while the previous run is still going', async (t) => {
