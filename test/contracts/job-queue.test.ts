@@ -256,7 +256,7 @@ for (const backend of databaseBackends()) {
       let ran = 0;
       kit.registry.addQueue(work.handle(async () => void (ran += 1)));
       // @ts-expect-error the payload type is the schema's
-      await t.rejects(kit.jobs.enqueue(work, { n: 'one' }), /payload for queue test.work is invalid at 'n'/);
+      await t.rejects(kit.jobs.enqueue(work, { n: 'one' }), { message: "payload for queue test.work is invalid at 'n': Invalid input: expected number, received string" });
       const unknown = defineQueue({ name: 'test.nobody', payload: z.object({}) });
       await t.rejects(kit.jobs.enqueue(unknown, {}), /no enabled plugin handles queue test.nobody/);
       // A row written by an older version of the producer no longer fits: failed at once, not retried.
@@ -268,7 +268,7 @@ for (const backend of databaseBackends()) {
       const state = await jobState(db, rows[0]!.id);
       t.equal(ran, 0);
       t.equal(state.state, 'failed');
-      t.match(state.last_error, /no longer matches queue test.work's schema at 'n'/);
+      t.equal(state.last_error, "the payload no longer matches queue test.work's schema at 'n': Invalid input: expected number, received string");
     });
 
     t.test('two workers on one database never run a job twice', async (t) => {
