@@ -309,9 +309,14 @@ t.test('GovernedAdmission', async (t) => {
     await admission.idle();
     t.same(await alerts(), [], '30 µ$ is under the cap');
     (await admission.admit(request(credential))).finish(served(10, 10));
+    await admission.idle();
     (await admission.admit(request(credential))).finish(served(10, 10));
     await admission.idle();
-    t.match(await alerts(), [{ scope: 'key' }], 'one alert once spending reached 40 µ$');
+    t.same(
+      (await alerts()).map((row) => [row['scope'], row['spent_micros']]),
+      [['key', 60n]],
+      'one alert, from the call that took spending past 40 µ$; none for the next',
+    );
   });
 
   t.test('logBodies follows the account; bodies are stored only where it is on', async (t) => {
