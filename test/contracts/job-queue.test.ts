@@ -461,16 +461,33 @@ for (const backend of databaseBackends()) {
       await runner.settled();
     });
 
-    t.test('cancel: a queued job never runs', async (t) => {
+    t.test("a heartbeat answers whether the lease is still the caller's, and whether cancellation was asked", async (t) => {
       const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      const [lease] = await kit.store.claim([{ queue: 'test.work', slots: 1, leaseMs: 60_000 }], new Date('2026-03-02T10:00:00.000Z'), 'w');
+      const until = new Date('2026-03-02T10:05:00.000Z');
+      t.equal(await kit.store.heartbeat(lease!, until), 'held');
+      t.equal(await kit.store.heartbeat({ id, token: '00000000-0000-4000-8000-000000000000' }, until), 'lost', 'another token');
+      t.equal(await kit.store.cancel(id, until), 'cancel_requested');
+      t.equal(await kit.store.heartbeat(lease!, until), 'cancel_requested');
+      t.equal(await kit.store.finish(lease!, { state: 'cancelled', error: null }, until), true);
+      t.equal(await kit.store.heartbeat(lease!, until), 'lost', 'the job ended');
+    });
+
+    t.test('cancel: a queued job never runs', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
       let ran = 0;
       kit.registry.addQueue(work.handle(async () => void (ran += 1)));
       const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      clock.advance(1_000);
       t.equal(await kit.jobs.cancel(id), 'cancelled');
       await kit.runner().runUntilIdle();
       t.equal(ran, 0);
-      t.equal((await kit.jobs.get(id))?.state, 'cancelled');
+      t.match(await kit.jobs.get(id), { state: 'cancelled', finishedAt: clock() }, 'finished when cancelled');
       t.equal(await kit.jobs.cancel(id), null, 'nothing left to cancel');
     });
 
