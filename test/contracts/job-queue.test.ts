@@ -175,7 +175,7 @@ for (const backend of databaseBackends()) {
       t.equal((await db.query('SELECT count(*)::int AS n FROM jobs')).rows[0]?.['n'], 1, 'only the valid job was stored');
     });
 
-    t.test('workers here hear of a new job once it exists: at once, or after the commit; never for a duplicate', async (t) => {
+    t.test('workers here are woken by a new job (at once, or after the commit; not by a duplicate) and interrupted for a running job cancelled', async (t) => {
       const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       kit.registry.addQueue(work.handle(async () => undefined));
@@ -202,6 +202,11 @@ for (const backend of databaseBackends()) {
       heard.splice(0);
       t.equal(await jobs.cancel(queued.id), 'cancelled');
       t.same(heard, [], 'cancelling a queued job interrupts nobody');
+      const running = await jobs.enqueue(work, { n: 4 });
+      await kit.store.claim([{ queue: 'test.work', slots: 10, leaseMs: 60_000 }], new Date('2026-03-02T10:00:00.000Z'), 'w');
+      heard.splice(0);
+      t.equal(await jobs.cancel(running.id), 'cancel_requested');
+      t.same(heard, [`interrupt ${running.id}`], 'cancelling a running job interrupts its worker here at once');
     });
 
     t.test('get and cancel answer null for an id that is not a job number', async (t) => {
@@ -257,6 +262,10 @@ for (const backend of databaseBackends()) {
       kit.registry.addQueue(work.handle(async () => void (ran += 1)));
       // @ts-expect-error the payload type is the schema's
       await t.rejects(kit.jobs.enqueue(work, { n: 'one' }), { message: "payload for queue test.work is invalid at 'n': Invalid input: expected number, received string" });
+      const nested = defineQueue({ name: 'test.nested', payload: z.object({ order: z.object({ id: z.number() }) }) });
+      kit.registry.addQueue(nested.handle(async () => undefined));
+      // @ts-expect-error the payload type is the schema's
+      await t.rejects(kit.jobs.enqueue(nested, { order: {} }), { message: "payload for queue test.nested is invalid at 'order.id': Invalid input: expected number, received undefined" });
       const unknown = defineQueue({ name: 'test.nobody', payload: z.object({}) });
       await t.rejects(kit.jobs.enqueue(unknown, {}), /no enabled plugin handles queue test.nobody/);
       // A row written by an older version of the producer no longer fits: failed at once, not retried.
