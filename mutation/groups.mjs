@@ -14,18 +14,35 @@ export const GROUPS = {
     mutate: ['core/identity/authorization.ts', 'core/identity/scopes.ts'],
     testFiles: ['test/core/authorization.test.ts'],
   },
-  // Money, split by how fast its tests are: pricing and cap policies have unit tests (seconds per
-  // mutant); the ledger, journal and admission are judged by gateway-level tests (minutes per mutant).
+  // Money, split by how fast its tests are: pricing and cap policies have unit tests (seconds per mutant).
   money: {
     mutate: ['plugins/metering/cap-policies.ts', 'plugins/metering/pricing.ts'],
     testFiles: ['test/plugins/metering/cap-policies.test.ts', 'test/plugins/metering/pricing.test.ts'],
   },
-  ledger: {
-    mutate: ['plugins/metering/credit-ledger-store.ts', 'plugins/metering/billing-journal.ts', 'plugins/metering/governed-admission.ts'],
-    testFiles: ['test/plugins/metering/billing-journal.test.ts', 'test/plugins/metering/credits.test.ts', 'test/plugins/metering/admission.test.ts'],
+  // The ledger and the queue, one group per judge so each run fits in an hour on a busy machine: a test
+  // file on a database costs seconds per mutant (starting PGlite and migrating it), a unit test far less.
+  'ledger-store': {
+    mutate: ['plugins/metering/credit-ledger-store.ts'],
+    testFiles: ['test/plugins/metering/credit-ledger-store.test.ts'],
   },
-  queue: {
-    mutate: ['core/jobs/*.ts', 'adapters/sql/job-store.ts'],
+  'ledger-journal': {
+    mutate: ['plugins/metering/billing-journal.ts'],
+    testFiles: ['test/plugins/metering/billing-journal.test.ts'],
+  },
+  'ledger-admission': {
+    mutate: ['plugins/metering/governed-admission.ts'],
+    testFiles: ['test/plugins/metering/governed-admission.test.ts'],
+  },
+  'queue-definitions': {
+    mutate: ['core/jobs/queue-definitions.ts', 'core/jobs/job-registry.ts'],
+    testFiles: ['test/core/queue-definitions.test.ts'],
+  },
+  'queue-store': {
+    mutate: ['adapters/sql/job-store.ts', 'core/jobs/job-queue.ts'],
+    testFiles: ['test/contracts/job-queue.test.ts'],
+  },
+  'queue-runner': {
+    mutate: ['core/jobs/job-runner.ts'],
     testFiles: ['test/contracts/job-queue.test.ts'],
   },
 };

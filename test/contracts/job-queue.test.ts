@@ -1,20 +1,29 @@
 import t from 'tap';
+import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
+import { SqlPeriodicStore } from '../../adapters/sql/job-store.ts';
+import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { z } from 'zod';
+import { JobQueue } from '../../core/jobs/job-queue.ts';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
 import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, type Job } from '../../core/jobs/queue-definitions.ts';
 import type { Database } from '../../core/ports/database.ts';
 import { databaseBackends, type DatabaseBackend } from '../helpers/databases.ts';
 import { eventually } from '../helpers/eventually.ts';
-import { deferred, jobKit, testClock } from '../helpers/jobs.ts';
+import { deferred, jobKit, recordingLogger, testClock } from '../helpers/jobs.ts';
 
-interface HasTeardown {
-  teardown(fn: () => unknown): void;
-}
-
-async function open(backend: DatabaseBackend, t: HasTeardown): Promise<Database> {
+/**
+ * One database per backend for the whole file, emptied before each test: a fresh PGlite costs seconds,
+ * and this file judges the queue's mutants (mutation/groups.mjs), where every second counts per mutant.
+ */
+async function sharedDatabase(backend: DatabaseBackend, t: { teardown(fn: () => unknown): void }): Promise<() => Promise<Database>> {
   const { db, cleanup } = await backend.create();
   t.teardown(cleanup);
-  return db;
+  await runMigrations(db, coreMigrations);
+  return async () => {
+    await db.query('DROP TABLE IF EXISTS effects, runs');
+    await db.query('TRUNCATE jobs, periodic_jobs');
+    return db;
+  };
 }
 
 const work = defineQueue({ name: 'test.work', payload: z.object({ n: z.number().int() }), concurrency: 4 });
@@ -86,8 +95,9 @@ async function overtakenWorker(db: Database, late: (job: Job<Record<string, neve
 
 for (const backend of databaseBackends()) {
   t.test(backend.name, async (t) => {
+    const open = await sharedDatabase(backend, t);
     t.test('a job enqueued in a transaction that rolls back does not exist', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       kit.registry.addQueue(work.handle(async () => undefined));
       await t.rejects(
@@ -102,7 +112,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a job enqueued in a transaction that commits runs, after the commit', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const ran: number[] = [];
       kit.registry.addQueue(work.handle(async (job) => void ran.push(job.payload.n)));
@@ -114,7 +124,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('an idempotency key dedupes: the second enqueue returns the first job', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       kit.registry.addQueue(work.handle(async () => undefined));
       const first = await kit.jobs.enqueue(work, { n: 1 }, { idempotencyKey: 'order-42' });
@@ -127,14 +137,135 @@ for (const backend of databaseBackends()) {
       t.same((await kit.jobs.get(first.id))?.payload, { n: 1 }, 'the first payload is kept');
     });
 
+    t.test('a job keeps what it was enqueued with: payload, runAt, priority, attempts, creation time', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const runAt = new Date(clock().getTime() + 5_000);
+      const given = await kit.jobs.enqueue(work, { n: 3 }, { runAt, priority: 7, maxAttempts: 2, idempotencyKey: 'kept' });
+      const plain = await kit.jobs.enqueue(work, { n: 4 });
+      t.equal(given.state, 'queued');
+      t.match(await kit.jobs.get(given.id), {
+        id: given.id,
+        queue: 'test.work',
+        payload: { n: 3 },
+        state: 'queued',
+        attempts: 0,
+        maxAttempts: 2,
+        priority: 7,
+        runAt,
+        idempotencyKey: 'kept',
+        lastError: null,
+        cancelRequested: false,
+        createdAt: clock(),
+        finishedAt: null,
+      });
+      t.match(await kit.jobs.get(plain.id), { maxAttempts: 5, priority: 0, runAt: clock(), idempotencyKey: null }, "the queue's defaults");
+    });
+
+    t.test('maxAttempts given when enqueueing must be a positive integer', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      for (const maxAttempts of [0, -1, 1.5]) {
+        await t.rejects(kit.jobs.enqueue(work, { n: 1 }, { maxAttempts }), { message: `maxAttempts must be a positive integer, got ${maxAttempts}` });
+      }
+      t.equal((await kit.jobs.get((await kit.jobs.enqueue(work, { n: 1 }, { maxAttempts: 1 })).id))?.maxAttempts, 1);
+      t.equal((await db.query('SELECT count(*)::int AS n FROM jobs')).rows[0]?.['n'], 1, 'only the valid job was stored');
+    });
+
+    t.test('workers here are woken by a new job (at once, or after the commit; not by a duplicate) and interrupted for a running job cancelled', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const heard: string[] = [];
+      const jobs = new JobQueue({
+        store: kit.store,
+        database: db,
+        registry: kit.registry,
+        clock: testClock(),
+        workers: { wake: (queue) => void heard.push(`wake ${queue}`), interrupt: (id) => void heard.push(`interrupt ${id}`) },
+      });
+      await jobs.enqueue(work, { n: 1 }, { idempotencyKey: 'once' });
+      t.same(heard.splice(0), ['wake test.work'], 'without a transaction: at once');
+      await jobs.enqueue(work, { n: 1 }, { idempotencyKey: 'once' });
+      t.same(heard.splice(0), [], 'a duplicate wakes nobody');
+      await db.transaction(async (tx) => {
+        await jobs.enqueue(work, { n: 2 }, { tx });
+        t.same(heard, [], 'not before the commit');
+      });
+      t.same(heard.splice(0), ['wake test.work'], 'after the commit');
+      await db.transaction(async (tx) => jobs.enqueue(work, { n: 2 }, { tx, idempotencyKey: 'once' }));
+      t.same(heard.splice(0), [], 'a duplicate in a transaction wakes nobody');
+      const queued = await jobs.enqueue(work, { n: 3 });
+      heard.splice(0);
+      t.equal(await jobs.cancel(queued.id), 'cancelled');
+      t.same(heard, [], 'cancelling a queued job interrupts nobody');
+      const running = await jobs.enqueue(work, { n: 4 });
+      await kit.store.claim([{ queue: 'test.work', slots: 10, leaseMs: 60_000 }], new Date('2026-03-02T10:00:00.000Z'), 'w');
+      heard.splice(0);
+      t.equal(await jobs.cancel(running.id), 'cancel_requested');
+      t.same(heard, [`interrupt ${running.id}`], 'cancelling a running job interrupts its worker here at once');
+    });
+
+    t.test('get and cancel answer null for an id that is not a job number', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      for (const id of ['', 'abc', '12a', 'a12', '1 2', '-1', '1'.repeat(19)]) {
+        t.equal(await kit.jobs.get(id), null, `get ${JSON.stringify(id)}`);
+        t.equal(await kit.jobs.cancel(id), null, `cancel ${JSON.stringify(id)}`);
+      }
+      t.equal(await kit.jobs.get('9'.repeat(18)), null, 'a number no job has');
+    });
+
+    t.test('pruneFinished deletes the jobs that finished before the given time, and nothing else', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const old = await kit.jobs.enqueue(work, { n: 1 });
+      await kit.jobs.cancel(old.id);
+      clock.advance(1_000);
+      const recent = await kit.jobs.enqueue(work, { n: 2 });
+      await kit.jobs.cancel(recent.id);
+      const waiting = await kit.jobs.enqueue(work, { n: 3 });
+      t.equal(await kit.store.pruneFinished(clock()), 1);
+      t.same([await kit.jobs.get(old.id), (await kit.jobs.get(recent.id))?.state, (await kit.jobs.get(waiting.id))?.state], [null, 'cancelled', 'queued']);
+    });
+
+    t.test('a claim asking for no slots takes nothing', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      await kit.jobs.enqueue(work, { n: 1 });
+      t.same(await kit.store.claim([], new Date(), 'w'), []);
+      t.same(
+        await kit.store.claim(
+          [
+            { queue: 'test.work', slots: 0, leaseMs: 1_000 },
+            { queue: 'test.work', slots: -1, leaseMs: 1_000 },
+          ],
+          new Date(),
+          'w',
+        ),
+        [],
+      );
+      t.equal((await kit.jobs.get((await db.query<{ id: string }>('SELECT id::text AS id FROM jobs')).rows[0]!.id))?.state, 'queued');
+    });
+
     t.test('payloads are checked against the queue schema when enqueued and when run', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       let ran = 0;
       kit.registry.addQueue(work.handle(async () => void (ran += 1)));
       // @ts-expect-error the payload type is the schema's
-      await t.rejects(kit.jobs.enqueue(work, { n: 'one' }), /payload for queue test.work is invalid at 'n'/);
+      await t.rejects(kit.jobs.enqueue(work, { n: 'one' }), { message: "payload for queue test.work is invalid at 'n': Invalid input: expected number, received string" });
+      const nested = defineQueue({ name: 'test.nested', payload: z.object({ order: z.object({ id: z.number() }) }) });
+      kit.registry.addQueue(nested.handle(async () => undefined));
+      // @ts-expect-error the payload type is the schema's
+      await t.rejects(kit.jobs.enqueue(nested, { order: {} }), { message: "payload for queue test.nested is invalid at 'order.id': Invalid input: expected number, received undefined" });
       const unknown = defineQueue({ name: 'test.nobody', payload: z.object({}) });
       await t.rejects(kit.jobs.enqueue(unknown, {}), /no enabled plugin handles queue test.nobody/);
       // A row written by an older version of the producer no longer fits: failed at once, not retried.
@@ -146,11 +277,11 @@ for (const backend of databaseBackends()) {
       const state = await jobState(db, rows[0]!.id);
       t.equal(ran, 0);
       t.equal(state.state, 'failed');
-      t.match(state.last_error, /no longer matches queue test.work's schema at 'n'/);
+      t.equal(state.last_error, "the payload no longer matches queue test.work's schema at 'n': Invalid input: expected number, received string");
     });
 
     t.test('two workers on one database never run a job twice', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       await db.query('CREATE TABLE runs (job_id text NOT NULL, worker text NOT NULL)');
       kit.registry.addQueue(work.handle(async () => undefined));
@@ -177,7 +308,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a failing job backs off exponentially up to the maximum, then fails with its error', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       // random() = 1 puts each delay at its ceiling: 1 s, 2 s, 4 s, then capped at 5 s.
       const kit = await jobKit(db, { clock, random: () => 1 });
@@ -214,7 +345,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a PermanentJobError fails the job at once', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       kit.registry.addQueue(
         work.handle(async () => {
@@ -228,7 +359,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a job whose worker died runs again after its lease, and the late worker cannot complete it', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       await db.query('CREATE TABLE effects (job_id text NOT NULL, worker text NOT NULL)');
@@ -277,7 +408,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a worker whose lease was taken over cannot complete the job while the new worker runs it', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const outcome = await overtakenWorker(db, (job) => job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'old')", [job.id])));
       t.ok(outcome.lateError instanceof JobInterrupted && outcome.lateError.reason === 'lease_lost', 'the late completion is refused');
       t.same([outcome.whileNewRuns.state, outcome.whileNewRuns.lease_token], ['running', outcome.newLeaseToken], 'still running under the new lease');
@@ -286,7 +417,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a worker whose lease was taken over cannot fail the job while the new worker runs it', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const outcome = await overtakenWorker(db, async () => {
         throw new PermanentJobError('the old worker gives up');
       });
@@ -296,7 +427,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a job out of attempts whose lease expired is failed, not run again', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       const once = defineQueue({ name: 'test.once', payload: z.object({}), maxAttempts: 1, leaseMs: 300_000 });
@@ -316,7 +447,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a running job renews its lease while it works', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       const long = defineQueue({ name: 'test.long', payload: z.object({}), leaseMs: 60 });
@@ -339,21 +470,38 @@ for (const backend of databaseBackends()) {
       await runner.settled();
     });
 
-    t.test('cancel: a queued job never runs', async (t) => {
-      const db = await open(backend, t);
+    t.test("a heartbeat answers whether the lease is still the caller's, and whether cancellation was asked", async (t) => {
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      const [lease] = await kit.store.claim([{ queue: 'test.work', slots: 1, leaseMs: 60_000 }], new Date('2026-03-02T10:00:00.000Z'), 'w');
+      const until = new Date('2026-03-02T10:05:00.000Z');
+      t.equal(await kit.store.heartbeat(lease!, until), 'held');
+      t.equal(await kit.store.heartbeat({ id, token: '00000000-0000-4000-8000-000000000000' }, until), 'lost', 'another token');
+      t.equal(await kit.store.cancel(id, until), 'cancel_requested');
+      t.equal(await kit.store.heartbeat(lease!, until), 'cancel_requested');
+      t.equal(await kit.store.finish(lease!, { state: 'cancelled', error: null }, until), true);
+      t.equal(await kit.store.heartbeat(lease!, until), 'lost', 'the job ended');
+    });
+
+    t.test('cancel: a queued job never runs', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
       let ran = 0;
       kit.registry.addQueue(work.handle(async () => void (ran += 1)));
       const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      clock.advance(1_000);
       t.equal(await kit.jobs.cancel(id), 'cancelled');
       await kit.runner().runUntilIdle();
       t.equal(ran, 0);
-      t.equal((await kit.jobs.get(id))?.state, 'cancelled');
+      t.match(await kit.jobs.get(id), { state: 'cancelled', finishedAt: clock() }, 'finished when cancelled');
       t.equal(await kit.jobs.cancel(id), null, 'nothing left to cancel');
     });
 
     t.test('cancel: a running job gets an aborted signal and ends cancelled', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const started = deferred();
       let reason: unknown;
@@ -376,7 +524,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('cancel: a job running on another replica stops at its next lease renewal', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const remote = defineQueue({ name: 'test.remote', payload: z.object({}), leaseMs: 60 });
       kit.registry.addQueue(remote.handle(async () => undefined));
@@ -399,7 +547,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('close stops claiming, lets the running job finish, and claims nothing new', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const started = deferred();
       const finish = deferred();
@@ -413,7 +561,8 @@ for (const backend of databaseBackends()) {
           ran.push(job.payload.n);
         }),
       );
-      const runner = kit.runner();
+      const logger = recordingLogger();
+      const runner = kit.runner({ logger });
       runner.start();
       const first = await kit.jobs.enqueue(work, { n: 1 });
       await started.promise;
@@ -422,12 +571,13 @@ for (const backend of databaseBackends()) {
       finish.resolve();
       await closed;
       t.same(ran, [1], 'the running job finished; the new one was not claimed');
+      t.same(logger.lines, [], 'nothing was given back');
       t.equal((await kit.jobs.get(first.id))?.state, 'succeeded');
       t.equal((await kit.jobs.get(second.id))?.state, 'queued');
     });
 
     t.test('close gives back the lease of a job that does not finish within the drain', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const started = deferred();
       let reason: unknown;
@@ -437,11 +587,13 @@ for (const backend of databaseBackends()) {
           await new Promise((resolve) => job.signal.addEventListener('abort', () => resolve((reason = job.signal.reason))));
         }),
       );
-      const runner = kit.runner({ settings: { drainMs: 0 } });
+      const logger = recordingLogger();
+      const runner = kit.runner({ settings: { drainMs: 0 }, logger });
       const { id } = await kit.jobs.enqueue(work, { n: 1 });
       await runner.pollOnce();
       await started.promise;
       await runner.close();
+      t.same(logger.lines, ['warn jobs still running at shutdown were given back to the queue']);
       t.ok(reason instanceof JobInterrupted && reason.reason === 'shutdown', 'the job was told to stop');
       const state = await jobState(db, id);
       t.same([state.state, state.attempts, state.lease_token], ['queued', 0, null], 'queued again, the attempt not counted');
@@ -449,8 +601,109 @@ for (const backend of databaseBackends()) {
       t.equal((await jobState(db, id)).state, 'queued', 'the job ending afterwards changes nothing');
     });
 
+    t.test("a process runs at most its queue's concurrency of jobs at once, and says how many run", async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      const pair = defineQueue({ name: 'test.pair', payload: z.object({ n: z.number() }), concurrency: 2 });
+      const gates = Array.from({ length: 3 }, () => deferred());
+      const started: number[] = [];
+      kit.registry.addQueue(
+        pair.handle(async (job) => {
+          started.push(job.payload.n);
+          await gates[job.payload.n]!.promise;
+        }),
+      );
+      for (const n of [0, 1, 2]) await kit.jobs.enqueue(pair, { n });
+      const runner = kit.runner();
+      t.equal(await runner.pollOnce(), 2, 'two claimed');
+      t.equal(runner.running, 2);
+      t.equal(await runner.pollOnce(), 0, 'no slot left for the third');
+      gates[0]!.resolve();
+      await eventually(async () => runner.running === 1, 'the first job to end');
+      t.equal(await runner.pollOnce(), 1, 'the freed slot takes the third');
+      for (const gate of gates) gate.resolve();
+      await runner.settled();
+      t.equal(runner.running, 0);
+      t.same(started, [0, 1, 2]);
+    });
+
+    t.test('complete twice in one run is refused; the first completion stands', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      let second: unknown;
+      kit.registry.addQueue(
+        work.handle(async (job) => {
+          await job.complete(async () => undefined);
+          second = await job.complete(async () => 'again').catch((error: unknown) => error);
+        }),
+      );
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      await kit.runner().runUntilIdle();
+      t.match(second, { message: `job ${id} is already complete` });
+      t.equal((await kit.jobs.get(id))?.state, 'succeeded');
+    });
+
+    t.test('a handler that throws after completing leaves the job succeeded, and the log says so', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(
+        work.handle(async (job) => {
+          await job.complete(async () => undefined);
+          throw new Error('after the fact');
+        }),
+      );
+      const logger = recordingLogger();
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      await kit.runner({ logger }).runUntilIdle();
+      t.match(await kit.jobs.get(id), { state: 'succeeded', lastError: null });
+      t.same(logger.lines, ['warn job handler threw after completing; the job stays succeeded']);
+    });
+
+    t.test('a worker whose run ended after its lease was taken over logs that another worker owns the job', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const slow = defineQueue({ name: 'test.late', payload: z.object({}), leaseMs: 300_000 });
+      kit.registry.addQueue(slow.handle(async () => undefined));
+      const started = deferred();
+      const release = deferred();
+      const stuck = new JobRegistry();
+      stuck.addQueue(
+        slow.handle(async () => {
+          started.resolve();
+          await release.promise;
+        }),
+      );
+      const logger = recordingLogger();
+      const late = kit.runner({ registry: stuck, logger });
+      await kit.jobs.enqueue(slow, {});
+      await late.pollOnce();
+      await started.promise;
+      clock.advance(300_000);
+      await kit.runner().runUntilIdle();
+      release.resolve();
+      await late.settled();
+      t.same(logger.lines, ['warn a job finished after its lease was lost; another worker owns it']);
+    });
+
+    t.test('stopClaiming: the worker says it no longer claims, and claims nothing', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const runner = kit.runner();
+      t.equal(runner.claiming, false, 'not before start');
+      runner.start();
+      t.equal(runner.claiming, true);
+      runner.stopClaiming();
+      t.equal(runner.claiming, false);
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      t.equal(await runner.pollOnce(), 0);
+      await runner.close();
+      t.equal((await kit.jobs.get(id))?.state, 'queued');
+    });
+
     t.test('higher priority runs first among due jobs', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
       const serial = defineQueue({ name: 'test.serial', payload: z.object({ n: z.number() }) });
       const order: number[] = [];
@@ -463,7 +716,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a job is not run before its runAt', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       let ran = 0;
@@ -478,7 +731,7 @@ for (const backend of databaseBackends()) {
     });
 
     t.test('a periodic job runs on exactly one of two replicas per tick', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       const runs: string[] = [];
@@ -506,8 +759,24 @@ for (const backend of databaseBackends()) {
       t.equal((rows[0]!.next_run_at.getTime() - Date.parse('2026-03-02T10:00:00.000Z')) % 60_000, 0, 'the cadence is kept');
     });
 
+    t.test('claimDue answers which periodic jobs it enqueued a run for', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      await jobKit(db, { clock });
+      const periodic = new SqlPeriodicStore(db);
+      const jobs = [{ name: 'test.due', queue: 'periodic.test.due', maxAttempts: 2 }];
+      await periodic.register([{ name: 'test.due', intervalMs: 1_000 }], clock());
+      t.same(await periodic.claimDue(jobs, clock(), 'w'), ['test.due'], 'the first tick is due at once');
+      t.same(await periodic.claimDue(jobs, clock(), 'w'), [], 'not twice in one tick');
+      clock.advance(1_000);
+      t.same(await periodic.claimDue(jobs, clock(), 'w'), [], 'the next tick is skipped while the first run is queued');
+      t.same(await periodic.claimDue([], clock(), 'w'), [], 'no jobs asked for, none claimed');
+      const { rows } = await db.query<{ queue: string; max_attempts: number }>('SELECT queue, max_attempts FROM jobs');
+      t.same(rows, [{ queue: 'periodic.test.due', max_attempts: 2 }]);
+    });
+
     t.test('a periodic tick is skipped while the previous run is still going', async (t) => {
-      const db = await open(backend, t);
+      const db = await open();
       const clock = testClock();
       const kit = await jobKit(db, { clock });
       const hold = deferred();

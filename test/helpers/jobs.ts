@@ -5,7 +5,7 @@ import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { DomainEvents } from '../../core/events/domain-events.ts';
 import { JobQueue } from '../../core/jobs/job-queue.ts';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
-import { JobRunner, type JobRunnerSettings } from '../../core/jobs/job-runner.ts';
+import { type JobRunnerDeps, JobRunner, type JobRunnerSettings } from '../../core/jobs/job-runner.ts';
 import type { Database } from '../../core/ports/database.ts';
 
 /** A clock tests move by hand: time decides leases, retries and periodic ticks. */
@@ -25,6 +25,17 @@ export function testClock(start = '2026-03-02T10:00:00.000Z'): TestClock {
 
 export const quietLogger = { warn: () => undefined, error: () => undefined };
 
+/** A worker's log, kept: each line as its level and message (objects first, as pino takes them). */
+export function recordingLogger(): { lines: string[]; warn(...args: unknown[]): void; error(...args: unknown[]): void } {
+  const lines: string[] = [];
+  const message = (args: unknown[]) => String(args.find((arg) => typeof arg === 'string'));
+  return {
+    lines,
+    warn: (...args) => void lines.push(`warn ${message(args)}`),
+    error: (...args) => void lines.push(`error ${message(args)}`),
+  };
+}
+
 export interface JobKit {
   store: SqlJobStore;
   /** What producers see (enqueue checks a handler exists); runners get this one unless given their own. */
@@ -32,7 +43,7 @@ export interface JobKit {
   jobs: JobQueue;
   events: DomainEvents;
   /** A worker on the same database, as another replica would be. */
-  runner(options?: { registry?: JobRegistry; workerId?: string; settings?: Partial<JobRunnerSettings>; database?: Database }): JobRunner;
+  runner(options?: { registry?: JobRegistry; workerId?: string; settings?: Partial<JobRunnerSettings>; database?: Database; logger?: JobRunnerDeps['logger'] }): JobRunner;
 }
 
 /** The queue and the event outbox over a migrated database, with workers made on demand. */
@@ -70,7 +81,7 @@ export async function jobKit(db: Database, options: { clock: TestClock; random?:
         registry: runnerOptions.registry ?? registry,
         clock: options.clock,
         random: options.random ?? (() => 1),
-        logger: quietLogger,
+        logger: runnerOptions.logger ?? quietLogger,
         settings: { pollIntervalMs: 20, drainMs: 10_000, ...runnerOptions.settings },
         ...(runnerOptions.workerId ? { workerId: runnerOptions.workerId } : {}),
       });
