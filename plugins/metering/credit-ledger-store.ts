@@ -13,14 +13,16 @@ const toLine = (row: Row): LedgerLine => ({
   balanceAfterMicros: bigintOf(row, 'balance_after_micros'),
   note: strOrNull(row, 'note'),
   reference: strOrNull(row, 'reference'),
-  coversUtcDay: row['covers_utc_day'] ? formatDay(row['covers_utc_day']) : null,
+  coversUtcDay: strOrNull(row, 'covers_day'),
   coversEntries: row['covers_entries'] === null || row['covers_entries'] === undefined ? null : Number(row['covers_entries']),
   createdAt: date(row, 'created_at'),
 });
 
-function formatDay(value: unknown): string {
-  return value instanceof Date ? value.toISOString().slice(0, 10) : String(value).slice(0, 10);
-}
+/**
+ * Every column of a ledger line, the covered day as text: node-postgres turns a `date` into a Date at
+ * local midnight, which reads a day early through toISOString on a host east of UTC.
+ */
+const LINE_COLUMNS = '*, covers_utc_day::text AS covers_day';
 
 /** Ledger lines are numbered by the database; created_at is clock_timestamp(), microseconds apart. */
 const LEDGER_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'bigint' };
@@ -57,12 +59,12 @@ export class SqlCreditLedger implements CreditLedger {
     if (filter.kinds) where.add(`kind = ANY(${where.param(filter.kinds)}::text[])`);
     if (filter.from) where.add(`created_at >= ${where.param(filter.from)}::timestamptz`);
     if (filter.to) where.add(`created_at < ${where.param(filter.to)}::timestamptz`);
-    return selectPage(this.db, { columns: '*', from: 'credit_ledger', where, order: LEDGER_ORDER, page, toItem: toLine });
+    return selectPage(this.db, { columns: LINE_COLUMNS, from: 'credit_ledger', where, order: LEDGER_ORDER, page, toItem: toLine });
   }
 
   async lines(organizationId: string, filter: LedgerFilter & { limit: number }): Promise<LedgerLine[]> {
     const { rows } = await this.db.query(
-      `SELECT * FROM credit_ledger
+      `SELECT ${LINE_COLUMNS} FROM credit_ledger
        WHERE organization_id = $1
          AND ($2::text[] IS NULL OR kind = ANY($2::text[]))
          AND ($3::timestamptz IS NULL OR created_at >= $3)
@@ -130,7 +132,7 @@ export async function appendLine(tx: Queryable, organizationId: string, line: Ne
   const balanceAfter = bigintOf(moved.rows[0]!, 'balance_micros');
   const { rows } = await tx.query(
     `INSERT INTO credit_ledger (organization_id, kind, amount_micros, balance_after_micros, note, reference, covers_utc_day, covers_entries, created_at)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp()) RETURNING *`,
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp()) RETURNING ${LINE_COLUMNS}`,
     [organizationId, line.kind, line.amountMicros, balanceAfter, line.note ?? null, line.reference ?? null, line.coversUtcDay ?? null, line.coversEntries ?? null],
   );
   return toLine(rows[0]!);

@@ -8,6 +8,9 @@ import { SqlCreditLedger } from '../../../plugins/metering/credit-ledger-store.t
 import { meteringMigrations } from '../../../plugins/metering/metering-migrations.ts';
 import { databaseBackends } from '../../helpers/databases.ts';
 
+// East of UTC, where node-postgres's local-midnight Date for a `date` column would read a day early.
+process.env.TZ = 'Asia/Tokyo';
+
 // The credit ledger's store, method by method, on one database per backend (each test its own organisation):
 // fast enough to judge the store's mutants (mutation/groups.mjs, group ledger-store).
 
