@@ -195,23 +195,26 @@ const children: Child[] = [];
 const CLIENT_GONE_LINE = /"ClientGoneError"|client disconnected/;
 
 /**
- * The gateway (and the bare proxy beside it) run as a deployment would: compiled to one JavaScript
- * file (as `npm run build` does) and started with plain node, so no TypeScript loader thread sits
- * in their memory.
+ * The gateway (and the bare proxy beside it) run as a deployment would: compiled as `npm run build`
+ * does (one entry file, and a chunk for each module imported on use, so a driver the config does
+ * not choose is never loaded) and started with plain node, so no TypeScript loader thread sits in
+ * their memory.
  */
 async function buildChild(name: 'gateway-process' | 'bare-proxy-process'): Promise<string> {
-  const outfile = join(BENCH_DIR, '.build', `${name}.mjs`);
+  const outdir = join(BENCH_DIR, '.build', name);
   await esbuild({
     entryPoints: [join(BENCH_DIR, `${name}.ts`)],
-    outfile,
+    outdir,
+    outExtension: { '.js': '.mjs' },
     bundle: true,
+    splitting: true,
     platform: 'node',
     format: 'esm',
     target: 'node20',
     packages: 'external',
     logLevel: 'warning',
   });
-  return outfile;
+  return join(outdir, `${name}.mjs`);
 }
 
 function startChild(name: string, file: string, env: Record<string, string>, nodeArgs: string[] = []): Child {

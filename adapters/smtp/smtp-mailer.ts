@@ -1,4 +1,4 @@
-import nodemailer, { type Transporter } from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import type { AppConfig } from '../../config/schema.ts';
 import { checkMailMessage, fillPlaceholders, MailDeliveryError } from '../../core/services/mail-messages.ts';
 import type { MailMessage, Mailer } from '../../core/ports/mail.ts';
@@ -16,24 +16,35 @@ interface NodemailerError {
 
 /** Mail through the operator's SMTP server (nodemailer: STARTTLS when offered, or TLS from the first byte with `secure`). */
 export class SmtpMailer implements Mailer {
-  private readonly transport: Transporter;
+  /**
+   * nodemailer (some 80 modules) is imported with the first message, not at start: the mailer is
+   * made by every process, and most of them send mail rarely, if ever.
+   */
+  private transport: Promise<Transporter> | undefined;
 
-  constructor(private readonly config: SmtpConfig) {
+  constructor(private readonly config: SmtpConfig) {}
+
+  private transporter(): Promise<Transporter> {
+    const config = this.config;
     const timeouts = { connectionTimeout: config.timeoutMs, greetingTimeout: config.timeoutMs, socketTimeout: config.timeoutMs };
-    this.transport = nodemailer.createTransport({
-      ...(config.url !== undefined ? { url: config.url } : { host: config.host, port: config.port, secure: config.secure, auth: config.auth }),
-      requireTLS: config.requireTls,
-      ...timeouts,
-    });
+    this.transport ??= import('nodemailer').then(({ default: nodemailer }) =>
+      nodemailer.createTransport({
+        ...(config.url !== undefined ? { url: config.url } : { host: config.host, port: config.port, secure: config.secure, auth: config.auth }),
+        requireTLS: config.requireTls,
+        ...timeouts,
+      }),
+    );
+    return this.transport;
   }
 
   async send(message: MailMessage): Promise<{ id: string }> {
     checkMailMessage(message);
+    const transport = await this.transporter();
     // Delivery is the one place the secrets are put in place; nothing here keeps the message.
     const secrets = message.secrets ?? {};
     const filled = (body: string) => fillPlaceholders(body, Object.keys(secrets), (name) => secrets[name]!);
     try {
-      const info = await this.transport.sendMail({
+      const info = await transport.sendMail({
         from: this.config.from,
         to: message.to,
         subject: message.subject,
@@ -52,6 +63,10 @@ export class SmtpMailer implements Mailer {
   }
 
   close(): void {
-    this.transport.close();
+    // A transport that never loaded has nothing to close.
+    void this.transport?.then(
+      (transport) => transport.close(),
+      () => undefined,
+    );
   }
 }

@@ -18,11 +18,14 @@ export interface Detector {
 export const BUILT_IN_DETECTORS = ['email', 'card_number', 'secret'] as const;
 export type BuiltInDetector = (typeof BUILT_IN_DETECTORS)[number];
 
-/** A detector from one expression, optionally keeping only the matches `accept` vouches for. */
-function expressionDetector(expression: RE2JS, accept?: (match: string) => boolean): Detector {
+/**
+ * A detector from one expression, optionally keeping only the matches `accept` vouches for.
+ * `expression` is asked for at each use, so a built-in is compiled only once a rule uses it.
+ */
+function expressionDetector(source: string, expression: () => RE2JS, accept?: (match: string) => boolean): Detector {
   const spans = (text: string): Array<readonly [number, number]> => {
     const found: Array<readonly [number, number]> = [];
-    const matcher = expression.matcher(text);
+    const matcher = expression().matcher(text);
     while (matcher.find()) {
       const start = matcher.start();
       const end = matcher.end();
@@ -32,9 +35,21 @@ function expressionDetector(expression: RE2JS, accept?: (match: string) => boole
     return found;
   };
   return {
-    source: expression.pattern(),
-    test: accept ? (text) => expression.test(text) && spans(text).length > 0 : (text) => expression.test(text),
+    source,
+    test: accept ? (text) => expression().test(text) && spans(text).length > 0 : (text) => expression().test(text),
     spans,
+  };
+}
+
+/**
+ * The built-in expressions are compiled on first use, not at import: their automata take a few
+ * hundred KiB that a replica whose accounts set no guardrails never needs.
+ */
+function compiledOnFirstUse(source: string): () => RE2JS {
+  let expression: RE2JS | undefined;
+  return () => {
+    expression ??= RE2JS.compile(source);
+    return expression;
   };
 }
 
@@ -43,11 +58,11 @@ function expressionDetector(expression: RE2JS, accept?: (match: string) => boole
  * alphabetic top-level label. Not matched: `lodash@4.17.21` (a version), `@Component` and `a @ b`
  * (code), `root@localhost` (no dot), and `icon@2x.png` (a high-density image's file name).
  */
-const EMAIL = RE2JS.compile('[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)+[A-Za-z]{2,24}\\b');
+const EMAIL = '[A-Za-z0-9._%+-]+@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\\.)+[A-Za-z]{2,24}\\b';
 const DENSITY_SUFFIX = /@\d+(?:\.\d+)?x\./;
 
 /** 13 to 19 digits, optionally grouped by single spaces or hyphens, not part of a longer number. */
-const CARD_CANDIDATE = RE2JS.compile('\\b(?:\\d[ -]?){12,18}\\d\\b');
+const CARD_CANDIDATE = '\\b(?:\\d[ -]?){12,18}\\d\\b';
 
 /** The Luhn checksum every payment card number satisfies (ISO/IEC 7812-1); one typo in ten fails it. */
 export function passesLuhn(digits: string): boolean {
@@ -100,12 +115,12 @@ const SECRET_FORMATS = [
 const SLACK_WEBHOOK = 'https://hooks\\.slack\\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+';
 /** A PEM private key: the header, and the whole block when its end line follows. */
 const PEM_PRIVATE_KEY = '-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----(?:[A-Za-z0-9+/=\\s:,.-]*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?';
-const SECRET = RE2JS.compile(`\\b(?:${SECRET_FORMATS.join('|')})\\b|${SLACK_WEBHOOK}|${PEM_PRIVATE_KEY}`);
+const SECRET = `\\b(?:${SECRET_FORMATS.join('|')})\\b|${SLACK_WEBHOOK}|${PEM_PRIVATE_KEY}`;
 
 export const builtInDetectors: Readonly<Record<BuiltInDetector, Detector>> = {
-  email: expressionDetector(EMAIL, (match) => !DENSITY_SUFFIX.test(match)),
-  card_number: expressionDetector(CARD_CANDIDATE, (match) => passesLuhn(match.replace(/[ -]/g, ''))),
-  secret: expressionDetector(SECRET),
+  email: expressionDetector(EMAIL, compiledOnFirstUse(EMAIL), (match) => !DENSITY_SUFFIX.test(match)),
+  card_number: expressionDetector(CARD_CANDIDATE, compiledOnFirstUse(CARD_CANDIDATE), (match) => passesLuhn(match.replace(/[ -]/g, ''))),
+  secret: expressionDetector(SECRET, compiledOnFirstUse(SECRET)),
 };
 
 export const MAX_PATTERN_LENGTH = 500;
@@ -126,5 +141,5 @@ export function patternDetector(pattern: string): Detector {
     throw new InvalidPattern(error instanceof Error ? error.message : String(error));
   }
   if (expression.test('')) throw new InvalidPattern('the pattern matches the empty string, so it would match every text');
-  return expressionDetector(expression);
+  return expressionDetector(expression.pattern(), () => expression);
 }

@@ -1,4 +1,3 @@
-import { PNG } from 'pngjs';
 import { MockRandom } from './mock-random.ts';
 
 /** What `auto` (or no size) renders at, as OpenAI's image models default to. */
@@ -41,6 +40,8 @@ export async function renderMockImage(prompt: string, index: number, width: numb
   const radius = Math.min(width, height) * (0.15 + random.next() * 0.2);
   const thickness = Math.max(1, radius * 0.12);
 
+  // pngjs only once the mock draws: most gateways never ask it for an image.
+  const { PNG } = await import('pngjs');
   const png = new PNG({ width, height, colorType: 2, inputColorType: 6, inputHasAlpha: true });
   const span = width + height - 2 || 1;
   for (let y = 0; y < height; y++) {

@@ -1,0 +1,63 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import t from 'tap';
+
+/**
+ * What the production build (`npm run build`, run by `npm run start:prod`) loads when it starts:
+ * only what every process needs. A database or coordination driver the config does not choose, the
+ * SMTP transport and the media libraries are tens of MiB of memory, so they are imported on use;
+ * and an import on use inside the bundle stays one only if the build splits it into its own chunk.
+ */
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+/** Packages a process imports only for a choice in its config or a call it may never get. */
+const IMPORTED_ON_USE = ['redis', 'pg', '@electric-sql/pglite', 'nodemailer', 'music-metadata', 'pngjs'];
+
+/** `npm run build` as package.json has it, writing to `outdir` instead of dist/. */
+async function build(outdir: string): Promise<void> {
+  const script = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> }).scripts['build']!;
+  const [command, ...args] = script.split(/\s+/);
+  if (command !== 'esbuild') throw new Error(`the build script no longer starts with esbuild: ${script}`);
+  const redirected = args.map((arg) => (arg.startsWith('--outdir=') ? `--outdir=${outdir}` : arg));
+  await promisify(execFile)(join(ROOT, 'node_modules/.bin/esbuild'), redirected, { cwd: ROOT });
+}
+
+/** Static imports and re-exports at the top of an emitted module (not `import()`). */
+const STATIC_IMPORT = /^(?:import|export)\s(?:[^'";]*?\sfrom\s*)?["']([^"']+)["']/gm;
+
+function packageOf(specifier: string): string {
+  const parts = specifier.split('/');
+  return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
+}
+
+/** Every package an emitted entry loads before its first line runs: its static imports, through its chunks. */
+function packagesLoadedAtStart(outdir: string, entry: string): Set<string> {
+  const packages = new Set<string>();
+  const seen = new Set<string>();
+  const visit = (file: string) => {
+    if (seen.has(file)) return;
+    seen.add(file);
+    for (const [, specifier] of readFileSync(join(outdir, file), 'utf8').matchAll(STATIC_IMPORT)) {
+      if (specifier!.startsWith('./')) visit(specifier!.slice(2));
+      else if (!specifier!.startsWith('node:')) packages.add(packageOf(specifier!));
+    }
+  };
+  visit(entry);
+  return packages;
+}
+
+t.test('the built service loads no driver, mail transport or media library at start', async (t) => {
+  t.setTimeout(120_000);
+  const outdir = mkdtempSync(join(tmpdir(), 'svc-build-'));
+  t.teardown(() => rmSync(outdir, { recursive: true, force: true }));
+  await build(outdir);
+
+  const loaded = packagesLoadedAtStart(outdir, 'main.mjs');
+  // What every process needs is found, so an empty reading cannot pass for a lean one.
+  t.ok(loaded.has('fastify') && loaded.has('zod'), `fastify and zod are loaded at start (found: ${[...loaded].sort().join(', ')})`);
+  for (const name of IMPORTED_ON_USE) t.notOk(loaded.has(name), `${name} is imported on use, not at start`);
+});
