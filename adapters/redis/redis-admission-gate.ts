@@ -64,7 +64,10 @@ export class RedisAdmissionGate implements AdmissionGate {
   private source: () => Holdings = () => ({ outstanding: new Map(), leases: [], leaseTtlMs: 1 });
   private readonly replicaId = randomUUID();
   private readonly watch: NodeJS.Timeout;
+  /** When this replica's last heartbeat reached the database; 0 until one has, and no other replica counts it live. */
   private lastHeartbeat = 0;
+  /** The heartbeat under way, shared by the watch and a sync that needs this replica registered. */
+  private beating: Promise<void> | null = null;
   /** Until then (this process's clock), rate buckets are re-seeded before their first admission in this epoch. */
   private reseedUntil = 0;
   private readonly seeded = new Set<string>();
@@ -185,11 +188,20 @@ export class RedisAdmissionGate implements AdmissionGate {
     else if (this.reported.size > 0) await this.report();
   }
 
-  private async heartbeat(force: boolean): Promise<void> {
-    const now = Date.now();
-    if (!force && now - this.lastHeartbeat < this.heartbeatMs()) return;
-    this.lastHeartbeat = now;
-    await this.options.epochs.heartbeat(this.replicaId);
+  private heartbeat(force: boolean): Promise<void> {
+    const startedAt = Date.now();
+    if (!force && startedAt - this.lastHeartbeat < this.heartbeatMs()) return Promise.resolve();
+    // Counted once written: a heartbeat that failed (the database out, or not yet migrated while the
+    // app starts, since coordination opens first) is tried again at the next tick, not a period later.
+    this.beating ??= this.options.epochs
+      .heartbeat(this.replicaId)
+      .then(() => {
+        this.lastHeartbeat = startedAt;
+      })
+      .finally(() => {
+        this.beating = null;
+      });
+    return this.beating;
   }
 
   private heartbeatMs(): number {
@@ -205,7 +217,9 @@ export class RedisAdmissionGate implements AdmissionGate {
   }
 
   private async followEpoch(): Promise<boolean> {
-    if (this.lastHeartbeat === 0) await this.heartbeat(true).catch(() => undefined);
+    // Registered before it admits anything: a replica no other counts as live is not waited for
+    // after a loss, so re-seeds elsewhere would leave out what its calls in flight hold.
+    if (this.lastHeartbeat === 0) await this.heartbeat(true);
     for (let round = 0; round <= RESET_ROUNDS; round += 1) {
       const { epoch, lostAt } = await this.storeEpoch.current();
       if (epoch === this.epoch) return false;

@@ -1,15 +1,16 @@
 import type { Migration } from '../../core/ports/database.ts';
 
 /**
- * Schema owned by the kernel: identity, keys and the request log that spend is read from; then the
- * seams capability plugins stand on, each under a `core-…` owner of its own so their versions move
- * independently of the core tables'.
+ * Schema owned by the kernel: identity and keys; then the seams capability plugins stand on, each
+ * under a `core-…` owner of its own so their versions move independently of the core tables'.
  */
 export const coreMigrations: Migration[] = [
   {
     owner: 'core',
     version: 1,
     name: 'identity and keys',
+    // It created request_logs too, until the request log became metering's (metering@1 creates it where absent).
+    formerChecksums: ['181170b181da79afa35f480fd2a8a65a332bbcd455ec1b08ba35930eb3891fb4'],
     sql: `
 CREATE TABLE organizations (
   id uuid PRIMARY KEY,
@@ -91,35 +92,6 @@ CREATE TABLE api_keys (
   CHECK ((spend_cap_micros IS NULL) = (spend_cap_period IS NULL) AND (spend_cap_micros IS NULL) = (spend_cap_mode IS NULL))
 );
 CREATE INDEX api_keys_org_project ON api_keys (organization_id, project_id, created_at);
-
--- One row per gateway call. Metering fills it; spend windows are read from it. key_id is not a
--- foreign key on purpose: deleting a key permanently keeps its usage history.
-CREATE TABLE request_logs (
-  id text PRIMARY KEY,
-  organization_id uuid NOT NULL,
-  project_id uuid,
-  key_id uuid,
-  endpoint text NOT NULL,
-  model text,
-  provider text,
-  status_code integer NOT NULL,
-  error_code text,
-  input_tokens integer NOT NULL DEFAULT 0,
-  cached_input_tokens integer NOT NULL DEFAULT 0,
-  cache_write_tokens integer NOT NULL DEFAULT 0,
-  output_tokens integer NOT NULL DEFAULT 0,
-  reasoning_tokens integer NOT NULL DEFAULT 0,
-  usage_estimated boolean NOT NULL DEFAULT false,
-  cost_micros bigint NOT NULL DEFAULT 0,
-  latency_ms integer NOT NULL DEFAULT 0,
-  ttft_ms integer,
-  streamed boolean NOT NULL DEFAULT false,
-  attempts integer NOT NULL DEFAULT 1,
-  created_at timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX request_logs_key_time ON request_logs (key_id, created_at) INCLUDE (cost_micros);
-CREATE INDEX request_logs_project_time ON request_logs (project_id, created_at) INCLUDE (cost_micros);
-CREATE INDEX request_logs_org_time ON request_logs (organization_id, created_at) INCLUDE (cost_micros);
 `,
   },
   {

@@ -3,7 +3,6 @@ import type { IdentityStores } from '../../core/ports/identity.ts';
 import { SqlApiKeyStore, SqlCredentialLookup, SqlSessionStore } from './api-key-store.ts';
 import { SqlMembershipStore, SqlOrganizationStore, SqlPasswordTokenStore, SqlPersonStore } from './organization-store.ts';
 import { SqlProjectMemberStore, SqlProjectStore } from './project-store.ts';
-import { SqlSpendReader } from './spend-reader.ts';
 
 /** Every identity store over one connection or transaction. */
 export function sqlIdentityStores(db: Queryable): IdentityStores {
@@ -17,6 +16,5 @@ export function sqlIdentityStores(db: Queryable): IdentityStores {
     passwordTokens: new SqlPasswordTokenStore(db),
     apiKeys: new SqlApiKeyStore(db),
     credentials: new SqlCredentialLookup(db),
-    spend: new SqlSpendReader(db),
   };
 }

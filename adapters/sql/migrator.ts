@@ -96,7 +96,7 @@ function plan(migrations: readonly Migration[]): PlannedMigration[] {
 }
 
 function checkUnchanged(m: PlannedMigration, stored: string): void {
-  if (stored !== m.checksum) {
+  if (stored !== m.checksum && !m.formerChecksums?.includes(stored)) {
     throw new MigrationError(
       m,
       `migration ${label(m)} was already applied with different SQL (stored checksum ${stored.slice(0, 12)}…, ` +

@@ -255,7 +255,7 @@ export interface StoreEpochRecord {
   replace(lost: string, next: string): Promise<void>;
   /** `epoch` is now in the store. */
   establish(epoch: string): Promise<void>;
-  /** This replica uses the store (a heartbeat). */
+  /** This replica uses the store (a heartbeat); a replica admits nothing before its first one is written. */
   heartbeat(replica: string): Promise<void>;
   /** Replicas whose last heartbeat is younger than `withinMs` (on the database's clock). */
   liveReplicas(withinMs: number): Promise<string[]>;

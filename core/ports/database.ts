@@ -37,6 +37,12 @@ export interface Migration {
   version: number;
   name: string;
   sql: string;
+  /**
+   * Checksums of SQL this migration had before part of it moved to another owner's migration
+   * (which creates what it took over only where it is absent): a database that applied that SQL
+   * is up to date with this migration. Applied SQL is otherwise never edited.
+   */
+  formerChecksums?: readonly string[];
 }
 
 /**

@@ -252,7 +252,10 @@ export interface RecentCalls {
   tokens: number;
 }
 
-/** Spend read from metered usage; windows are UTC (week starts Monday). */
+/**
+ * Spend read from metered usage; windows are UTC (week starts Monday). The request log is
+ * metering's: the metering plugin provides it at SpendReaderPoint (core/ports/metering.ts).
+ */
 export interface SpendReader {
   /** The key's spend and that of every key it made, transitively: what the key's cap counts. */
   forKey(keyId: string, now: Date): Promise<SpendWindows>;
@@ -272,7 +275,6 @@ export interface IdentityStores {
   passwordTokens: PasswordTokenStore;
   apiKeys: ApiKeyStore;
   credentials: CredentialLookup;
-  spend: SpendReader;
 }
 
 /** Builds the stores over a connection or an open transaction (for multi-step writes). */

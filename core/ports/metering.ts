@@ -3,6 +3,7 @@ import type { Page, PageRequest } from '../vocabulary/pagination.ts';
 import type { MeteredUnits } from '../gateway/inference-admission.ts';
 import type { ErrorCode } from '../kernel/error-catalogue.ts';
 import { defineExtensionPoint } from '../kernel/extension-points.ts';
+import type { SpendReader, SpendWindows } from './identity.ts';
 
 /** The credit ledger: append-only lines whose balance_after chains exactly, per organisation. */
 export type LedgerKind = 'payment' | 'adjustment' | 'ai_usage' | 'hosting' | 'hosting_base_fee';
@@ -218,6 +219,18 @@ export interface RequestLogReader {
   /** Totals and per-minute buckets (newest first, empty ones included) over [from, to); both minute-aligned. */
   window(filter: UsageFilter & { from: Date; to: Date }): Promise<{ totals: WindowStats; buckets: WindowBucket[] }>;
 }
+
+/** What nothing metered spent: the spend windows where no metering plugin provides a reader. */
+export const nothingSpent: SpendReader = {
+  forKey: async () => NO_SPEND,
+  forProject: async () => NO_SPEND,
+  forOrganization: async () => NO_SPEND,
+  recentCalls: async () => ({ requests: 0, tokens: 0 }),
+};
+const NO_SPEND: SpendWindows = Object.freeze({ totalMicros: 0n, todayMicros: 0n, weekMicros: 0n, monthMicros: 0n });
+
+/** Spend windows read from the request log: the metering plugin provides them; with none, nothing was spent. */
+export const SpendReaderPoint = defineExtensionPoint<SpendReader>('SpendReader', { default: nothingSpent });
 
 /** The metering plugin provides the reader in register(); readers get it in operations(). */
 export const RequestLogReaderPoint = defineExtensionPoint<RequestLogReader>('RequestLogReader');

@@ -3,7 +3,7 @@ import type { Authenticator } from '../../core/identity/authenticator.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { toSpendCap } from '../../core/identity/spend-cap.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
-import type { IdentityStores, IdentityStoresFactory, KeyRateLimits } from '../../core/ports/identity.ts';
+import type { IdentityStores, IdentityStoresFactory, KeyRateLimits, SpendReader } from '../../core/ports/identity.ts';
 import { authorizedKey, authorizedProject } from '../../core/identity/authorization.ts';
 import { visibleProjectIds } from '../../core/identity/project-access.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
@@ -17,6 +17,8 @@ import './key-errors.ts';
 
 interface Deps {
   identity: IdentityStores;
+  /** The request log's spend windows (metering's; nothing spent without it). */
+  spend: SpendReader;
   /** The same stores over the operation's transaction, for writes recorded with the change. */
   identityFor: IdentityStoresFactory;
   authenticator: Authenticator;
@@ -35,7 +37,7 @@ const toRateLimits = (input: z.output<typeof rateLimitsInput> | undefined): KeyR
 });
 
 export function keyOperations(deps: Deps): AnyOperation[] {
-  const { identity, identityFor, authenticator, clock } = deps;
+  const { identity, identityFor, authenticator, clock, spend } = deps;
 
   const list = defineOperation({
     name: 'keys.list',
@@ -125,7 +127,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     async handler(_input, { authorization }) {
       const key = authorizedKey(authorization);
       const now = clock();
-      const windows = await identity.spend.forKey(key.id, now);
+      const windows = await spend.forKey(key.id, now);
       return { ...toKeyView(key, now), spend: toSpendView(windows), budget: toBudgetView(key, windows) };
     },
   });

@@ -3,13 +3,14 @@ import type { CapPolicies } from './cap-policies.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
-import type { IdentityStores, SpendCap, SpendWindows } from '../../core/ports/identity.ts';
+import type { IdentityStores, SpendCap, SpendReader, SpendWindows } from '../../core/ports/identity.ts';
 import type { CreditLedger } from '../../core/ports/metering.ts';
 import { visibleProjects } from '../../core/identity/project-access.ts';
 import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/identity/spend-cap.ts';
 
 interface Deps {
   identity: IdentityStores;
+  spend: SpendReader;
   ledger: CreditLedger;
   writer: RequestLogWriter;
   policies: CapPolicies;
@@ -52,7 +53,7 @@ const requestLoggingView = z
 const PERIOD_WINDOW = { day: 'todayMicros', week: 'weekMicros', month: 'monthMicros', total: 'totalMicros' } as const;
 
 export function budgetOperations(deps: Deps): AnyOperation[] {
-  const { identity, writer, clock } = deps;
+  const { identity, spend, writer, clock } = deps;
 
   const row = (scope: 'account' | 'project' | 'key', id: string, name: string, cap: SpendCap, windows: SpendWindows, pending: bigint): z.infer<typeof scopeView> => {
     const spent = windows[PERIOD_WINDOW[cap.period]] + pending;
@@ -86,19 +87,19 @@ export function budgetOperations(deps: Deps): AnyOperation[] {
       const organization = await identity.organizations.get(orgId);
       const scopes: z.infer<typeof scopeView>[] = [];
       if (organization?.spendCap) {
-        scopes.push(row('account', orgId, organization.name, organization.spendCap, await identity.spend.forOrganization(orgId, now), writer.pendingMicros('account', orgId)));
+        scopes.push(row('account', orgId, organization.name, organization.spendCap, await spend.forOrganization(orgId, now), writer.pendingMicros('account', orgId)));
       }
       const projects = await visibleProjects(identity, credential);
       for (const project of projects) {
         if (project.spendCap) {
-          scopes.push(row('project', project.id, project.name, project.spendCap, await identity.spend.forProject(project.id, now), writer.pendingMicros('project', project.id)));
+          scopes.push(row('project', project.id, project.name, project.spendCap, await spend.forProject(project.id, now), writer.pendingMicros('project', project.id)));
         }
       }
       const visible = new Set(projects.map((p) => p.id));
       for (const key of await identity.apiKeys.list(orgId)) {
         if (!key.spendCap || key.revokedAt || !visible.has(key.projectId)) continue;
         if (credential.kind === 'key' && key.projectId !== credential.projectId) continue;
-        scopes.push(row('key', key.id, key.name, key.spendCap, await identity.spend.forKey(key.id, now), writer.pendingMicros('key', key.id)));
+        scopes.push(row('key', key.id, key.name, key.spendCap, await spend.forKey(key.id, now), writer.pendingMicros('key', key.id)));
       }
       return { object: 'budget' as const, balanceUsd: microsToUsd(balance), accountCap: toSpendCapView(organization?.spendCap ?? null), scopes };
     },

@@ -14,7 +14,9 @@ import { priceSheet, type PriceSheet } from './pricing.ts';
 import { RequestLogWriter } from './request-log-writer.ts';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
-import { type CreditLedger, RequestLogReaderPoint } from '../../core/ports/metering.ts';
+import { type CreditLedger, RequestLogReaderPoint, SpendReaderPoint } from '../../core/ports/metering.ts';
+import type { SpendReader } from '../../core/ports/identity.ts';
+import { SqlSpendReader } from './spend-reader.ts';
 import { SqlRequestLogReader } from './request-log-store.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { InferenceTokens } from '../inference/index.ts';
@@ -34,6 +36,7 @@ export const MeteringTokens = {
   Policies: createToken<CapPolicies>('CapPolicies'),
   Prices: createToken<ReadonlyMap<string, PriceSheet>>('PriceSheets'),
   Admission: createToken<GovernedAdmission>('GovernedAdmission'),
+  Spend: createToken<SpendReader>('SpendReader'),
 };
 
 export const meteringPlugin = definePlugin({
@@ -57,6 +60,8 @@ export const meteringPlugin = definePlugin({
       prices.set(model.id, sheet);
     }
     const ledger = new SqlCreditLedger(database);
+    const spend = new SqlSpendReader(database);
+    container.bindValue(MeteringTokens.Spend, spend);
     const recorder = new SqlUsageRecorder(database);
     const root = journalRoot(config, appConfig);
     const journal = root === null ? null : new BillingJournal(recorder, { root, segmentBytes: JOURNAL_SEGMENT_BYTES, batchSize: config.requestLog.batchSize }, logger);
@@ -81,7 +86,7 @@ export const meteringPlugin = definePlugin({
     const admission = new GovernedAdmission({
       coordination: container.resolve(Tokens.Coordination),
       ledger,
-      spend: identity.spend,
+      spend,
       policies,
       writer,
       alerts,
@@ -102,6 +107,7 @@ export const meteringPlugin = definePlugin({
     container.bindValue(MeteringTokens.Admission, admission);
     extensions.provide(InferenceAdmissionPoint, admission);
     extensions.provide(RequestLogReaderPoint, new SqlRequestLogReader(database));
+    extensions.provide(SpendReaderPoint, spend);
   },
   subscribers: ({ extensions, logger }) => [budgetAlertSubscriber(extensions.get(BudgetAlertSinkPoint) ?? loggingAlertSink(logger))],
   operations({ container, extensions, config }) {
@@ -117,6 +123,7 @@ export const meteringPlugin = definePlugin({
       }),
       ...budgetOperations({
         identity: container.resolve(Tokens.Identity),
+        spend: container.resolve(MeteringTokens.Spend),
         ledger,
         writer: container.resolve(MeteringTokens.Writer),
         policies: container.resolve(MeteringTokens.Policies),

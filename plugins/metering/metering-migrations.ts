@@ -1,12 +1,45 @@
 import type { Migration } from '../../core/ports/database.ts';
 
-/** Prices, the credit ledger, budgets and request bodies. request_logs itself is the kernel's. */
+/** The request log, prices, the credit ledger, budgets and request bodies. */
 export const meteringMigrations: Migration[] = [
   {
     owner: 'metering',
     version: 1,
     name: 'prices, credit ledger, caps, request bodies',
+    // Before it created request_logs (the kernel's first migration did): a database that applied it then has the table.
+    formerChecksums: ['13df23d39fed6de871682219a139d3ef0cf131efb4d14c2b44e959b028d5be2b'],
     sql: `
+-- One row per gateway call, the request log: metering writes it and reads spend windows from it.
+-- key_id is not a foreign key on purpose: deleting a key permanently keeps its usage history.
+-- IF NOT EXISTS: databases made before the request log was metering's got it from the kernel's
+-- first migration, maybe before this plugin was enabled.
+CREATE TABLE IF NOT EXISTS request_logs (
+  id text PRIMARY KEY,
+  organization_id uuid NOT NULL,
+  project_id uuid,
+  key_id uuid,
+  endpoint text NOT NULL,
+  model text,
+  provider text,
+  status_code integer NOT NULL,
+  error_code text,
+  input_tokens integer NOT NULL DEFAULT 0,
+  cached_input_tokens integer NOT NULL DEFAULT 0,
+  cache_write_tokens integer NOT NULL DEFAULT 0,
+  output_tokens integer NOT NULL DEFAULT 0,
+  reasoning_tokens integer NOT NULL DEFAULT 0,
+  usage_estimated boolean NOT NULL DEFAULT false,
+  cost_micros bigint NOT NULL DEFAULT 0,
+  latency_ms integer NOT NULL DEFAULT 0,
+  ttft_ms integer,
+  streamed boolean NOT NULL DEFAULT false,
+  attempts integer NOT NULL DEFAULT 1,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS request_logs_key_time ON request_logs (key_id, created_at) INCLUDE (cost_micros);
+CREATE INDEX IF NOT EXISTS request_logs_project_time ON request_logs (project_id, created_at) INCLUDE (cost_micros);
+CREATE INDEX IF NOT EXISTS request_logs_org_time ON request_logs (organization_id, created_at) INCLUDE (cost_micros);
+
 -- Every price set that ever billed a call; request_logs.price_version points here so costs can be recomputed.
 CREATE TABLE price_versions (
   id text PRIMARY KEY,

@@ -514,8 +514,8 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
   const { epochsFor } = await coordinationEpochDatabase(t);
   const keyPrefix = `svc-test:${randomUUID()}:`;
   const open: Coordination[] = [];
-  const replicaOf = async (prefix: string, windowMs = RECOVERY_WINDOW_MS): Promise<Coordination> => {
-    const instance = await createRedisCoordination({ url: redisUrl, keyPrefix: prefix, recoveryWindowMs: windowMs, epochs: epochsFor(prefix) });
+  const replicaOf = async (prefix: string, windowMs = RECOVERY_WINDOW_MS, epochs = epochsFor(prefix)): Promise<Coordination> => {
+    const instance = await createRedisCoordination({ url: redisUrl, keyPrefix: prefix, recoveryWindowMs: windowMs, epochs });
     open.push(instance);
     return instance;
   };
@@ -631,6 +631,27 @@ t.test('redis', { skip: redisUrl ? false : 'TEST_REDIS_URL is not set' }, async 
 
     aHolds = new Map();
     t.ok(await waitFor(async () => (await b.gate.recovery.othersOutstanding('account:acme')).micros === 0), 'a report is withdrawn once the replica holds nothing');
+  });
+
+  t.test('gate: a replica whose first heartbeat found the database unmigrated registers before it admits, so a loss waits for its report', async (t) => {
+    // As an app starts: coordination opens and its watch ticks before migrations make the replica registry.
+    const database = await coordinationEpochDatabase(t, { migrated: false });
+    const prefix = deployment();
+    const epochs = database.epochsFor(prefix);
+    // Heartbeats are due every 8 s (the window): none falls due again during this test on its own.
+    const [a, b] = [await replicaOf(prefix, 8_000, epochs), await replicaOf(prefix, 8_000, epochs)];
+    await Promise.all([a, b].map((replica) => (replica.gate as RedisAdmissionGate).watched()));
+    await database.migrate();
+    const lease = { leases: [{ key: 'conc:early', limit: 1 }] };
+    t.match(await a.gate.admit(gateRequest({ ...lease, leaseId: 'a-1' })), { ok: true }, 'a call in flight on a');
+    a.gate.recovery.setHoldingsSource(() => ({ outstanding: new Map(), leases: [{ keys: ['conc:early'], leaseId: 'a-1' }], leaseTtlMs: TTL }));
+    t.match(await b.gate.admit(gateRequest({ leaseId: 'b-1' })), { ok: true }, 'b admits too');
+    t.equal((await epochs.liveReplicas(60_000)).length, 2, 'both replicas are registered live by their first admission');
+
+    await loseData(prefix);
+
+    t.match(await b.gate.admit(gateRequest({ ...lease, leaseId: 'b-2' })), { ok: false, refused: 'concurrency' }, "b admitted only after a restored its call's lease");
+    t.equal(b.gate.recovery.counts().recoveries, 1, 'b recovered from the loss');
   });
 
   t.test('gate: for a minute after a loss, each rate bucket is seeded once before its first admission', async (t) => {

@@ -6,7 +6,7 @@ import t from 'tap';
 import { CheckViolation, DatabaseError, DatabaseUnavailable, ForeignKeyViolation, UniqueViolation, type Database, type Migration } from '../../core/ports/database.ts';
 import { createDatabase } from '../../composition/create-database.ts';
 import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
-import { lockKeyFor, MigrationError, runMigrations } from '../../adapters/sql/migrator.ts';
+import { lockKeyFor, MigrationError, migrationChecksum, runMigrations } from '../../adapters/sql/migrator.ts';
 import { createSharedPgSchema, databaseBackends, type DatabaseBackend } from '../helpers/databases.ts';
 
 interface HasTeardown {
@@ -282,6 +282,21 @@ for (const backend of databaseBackends()) {
           message: /core@1 \(init\) was already applied with different SQL/,
         });
         t.equal((await db.query('SELECT 1 FROM schema_migrations WHERE version = 2')).rowCount, 0, 'nothing else ran');
+      });
+
+      t.test('an applied migration whose SQL moved in part to another owner is accepted under its former checksum, not run again', async (t) => {
+        const db = await open(backend, t);
+        await runMigrations(db, [migrations[1]!]);
+        const split = { ...migrations[1]!, sql: "CREATE TABLE model (id text PRIMARY KEY);\nCREATE TABLE trail (step text);\nINSERT INTO trail VALUES ('core1');\n-- split" };
+        const tweaked = { ...split, formerChecksums: ['0'.repeat(64)] };
+        await t.rejects(runMigrations(db, [tweaked]), { name: 'MigrationError' }, 'another former checksum does not do');
+        const moved = { ...split, formerChecksums: [migrationChecksum(migrations[1]!.sql)] };
+        t.same((await runMigrations(db, [moved, migrations[0]!])).applied, [{ owner: 'core', version: 2, name: 'add-price' }]);
+        t.same(
+          (await db.query('SELECT step FROM trail')).rows.map((r) => r.step),
+          ['core1', 'core2'],
+          'core@1 did not run again',
+        );
       });
 
       t.test('refuses a version below one already applied, and duplicates', async (t) => {

@@ -1,7 +1,7 @@
 import type { Queryable } from '../../core/ports/database.ts';
 import type { RecentCalls, SpendReader, SpendWindows } from '../../core/ports/identity.ts';
-import { keyTree } from './key-tree.ts';
-import { bigintOf } from './rows.ts';
+import { keyTree } from '../../adapters/sql/key-tree.ts';
+import { bigintOf } from '../../adapters/sql/rows.ts';
 import { periodStart } from '../../core/vocabulary/periods.ts';
 
 type Column = 'key_id' | 'project_id' | 'organization_id';
