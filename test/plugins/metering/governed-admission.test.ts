@@ -19,6 +19,10 @@ import { RequestLogWriter } from '../../../plugins/metering/request-log-writer.t
 import { SqlUsageRecorder } from '../../../plugins/metering/usage-recorder.ts';
 import { databaseBackends } from '../../helpers/databases.ts';
 import { jobKit, testClock } from '../../helpers/jobs.ts';
+import { SqlSpendReader } from '../../../plugins/metering/spend-reader.ts';
+// The gateway's codes (upstream_error, guardrail_blocked) are catalogued by the inference plugin, which
+// metering always runs beside: a row's error code is stored only when it is a catalogued one.
+import '../../../plugins/inference/inference-errors.ts';
 
 // GovernedAdmission on its own, without a gateway: over the memory coordination adapter and one PGlite
 // database for the whole file (each test its own organisation). It judges the module's mutants
@@ -57,7 +61,7 @@ t.test('GovernedAdmission', async (t) => {
     const admission = new GovernedAdmission({
       coordination: createMemoryCoordination(),
       ledger,
-      spend: stores.spend,
+      spend: new SqlSpendReader(db),
       policies: new CapPolicies(stores, 60_000),
       writer,
       alerts: new BudgetAlerts(db, events),
