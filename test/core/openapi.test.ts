@@ -298,7 +298,8 @@ t.test('a second app in the same process documents the same named schemas', asyn
 });
 
 t.test('an answer must be named, and a name belongs to one schema', async (t) => {
-  const probe = (output: z.ZodType) => defineOperation({ name: 'probe.get', method: 'GET', path: '/probe', summary: 'A probe', scope: null, output, handler: async () => ({}) });
+  const probe = (output: z.ZodType) =>
+    defineOperation({ name: 'probe.get', method: 'GET', path: '/probe', summary: 'A probe', scope: null, readOnly: true, output, handler: async () => ({}) });
   t.throws(() => buildOpenApiDocument([probe(z.object({ a: z.string() }))], { prefix: '/client' }), /name its output schema/);
   const first = z.object({ a: z.string() }).meta({ id: 'OpenApiTestProbe' });
   const second = z.object({ b: z.string() }).meta({ id: 'OpenApiTestProbe' });
