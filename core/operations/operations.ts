@@ -338,7 +338,40 @@ export function splitCombinedInput(operation: AnyOperation, input: Record<string
     throw new ApiError('unknown_field', `Unknown ${noun} in input: ${unknown.join(', ')}`, { param: unknown[0] ?? null });
   }
   const pick = (keys: string[]) => Object.fromEntries(Object.entries(input).filter(([key]) => keys.includes(key)));
-  return { params: pick(fields.path), query: pick(fields.query), body: operation.body ? pick(fields.body) : undefined };
+  const properties = (operationJsonSchemas(operation).input['properties'] ?? {}) as Record<string, JsonSchema>;
+  const asUrl = (keys: string[], location: InputLocation) => asUrlValues(pick(keys), properties, location);
+  return { params: asUrl(fields.path, 'path'), query: asUrl(fields.query, 'query'), body: operation.body ? pick(fields.body) : undefined };
+}
+
+/**
+ * Path and query fields as a URL carries them, so the operation parses them exactly as over HTTP:
+ * a number or boolean becomes its text where the tool's schema announces a number or boolean
+ * (`limit: 10`), and is refused where it announces only a string (an id, a filter); an object, array
+ * or null cannot sit in a URL and is refused too.
+ */
+function asUrlValues(values: Record<string, unknown>, properties: Record<string, JsonSchema>, location: InputLocation): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(values)) {
+    const stringOnly = announcesOnlyStrings(properties[key]);
+    if (typeof value === 'string' || (!stringOnly && (typeof value === 'number' || typeof value === 'boolean'))) out[key] = String(value);
+    else throw new ApiError('invalid_parameter', `Invalid '${key}' in ${location}: expected ${stringOnly ? 'a string' : 'a string, number or boolean'}`, { param: key });
+  }
+  return out;
+}
+
+/** Whether a field's JSON Schema takes strings only (its types, its branches' and its enum values'). */
+function announcesOnlyStrings(schema: JsonSchema | undefined): boolean {
+  if (!schema) return false;
+  const types = new Set<string>();
+  const collect = (part: JsonSchema) => {
+    const type = part['type'];
+    for (const one of Array.isArray(type) ? type : type === undefined ? [] : [type]) types.add(String(one));
+    for (const value of (part['enum'] as unknown[] | undefined) ?? []) types.add(typeof value);
+    if ('const' in part) types.add(typeof part['const']);
+    for (const branch of [...((part['anyOf'] as JsonSchema[] | undefined) ?? []), ...((part['oneOf'] as JsonSchema[] | undefined) ?? [])]) collect(branch);
+  };
+  collect(schema);
+  return types.size === 1 && types.has('string');
 }
 
 type JsonSchema = Record<string, unknown>;
