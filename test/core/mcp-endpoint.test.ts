@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import t from 'tap';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { defineOperation } from '../../core/operations/operations.ts';
+import { type AnyOperation, defineOperation, OperationRegistry } from '../../core/operations/operations.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { manifest as defaultManifest } from '../../plugins/index.ts';
@@ -43,9 +43,11 @@ const notesPlugin = definePlugin({
   ],
 });
 
+const logLines: string[] = [];
 const test = await buildTestApp(t, {
   manifest: [...defaultManifest, notesPlugin],
-  config: { metrics: { enabled: true } },
+  config: { metrics: { enabled: true }, server: { logLevel: 'info' } },
+  logStream: { write: (line) => void logLines.push(line) },
   plugins: {
     ...allPlugins([...defaultManifest, notesPlugin]),
     inference: {
@@ -223,6 +225,37 @@ t.test('tool calls are counted by tool and outcome', async (t) => {
   const metrics = (await test.call('GET', '/metrics', { token: null })).body;
   t.match(metrics, /svc_mcp_tool_calls_total\{tool="account_whoami",outcome="ok"\} [1-9]/);
   t.match(metrics, /svc_mcp_tool_calls_total\{tool="keys_get",outcome="refused"\} [1-9]/);
+});
+
+t.test('each tool call is logged with credential, tool, status and duration, never its arguments', async (t) => {
+  const agent = await createKey(test, { name: 'mcp logged', scopes: ['mcp:read', 'mcp:write', 'keys:read', 'keys:write'] });
+  const client = await mcpClient(t, base, agent.key);
+  const secretName = 'name-that-must-not-be-logged-7f3a';
+  t.notOk((await client.callTool({ name: 'keys_create', arguments: { name: secretName, scopes: ['keys:read'] } })).isError);
+  t.ok(toolError(await client.callTool({ name: 'audit_list', arguments: {} })));
+  const calls = logLines.map((line) => JSON.parse(line) as Record<string, unknown>).filter((entry) => entry.msg === 'MCP tool call');
+  t.match(calls.at(-2), { mcp: { tool: 'keys_create', fields: ['name', 'scopes'] }, credential: { kind: 'key', id: agent.id }, status: 201, code: null, durationMs: Number });
+  t.match(calls.at(-1), { mcp: { tool: 'audit_list' }, credential: { kind: 'key', id: agent.id }, status: 403, code: 'owner_required' });
+  t.notOk(
+    logLines.some((line) => line.includes(secretName)),
+    'the arguments appear in no log line',
+  );
+});
+
+t.test('the registry refuses operations that cannot be tools', async (t) => {
+  // Adding never reads the stores: the registry of a fresh app is not needed.
+  const registry = new OperationRegistry({ identity: test.app.svc.container.resolve(Tokens.Identity) });
+  const op = (name: string, extra: Partial<AnyOperation> = {}): AnyOperation =>
+    defineOperation({ name, method: 'GET', path: `/${name}`, summary: name, scope: null, readOnly: true, output: z.object({}), handler: async () => ({}), ...extra }) as AnyOperation;
+  t.throws(() => registry.add(op('bad name')), /cannot be an MCP tool name/);
+  t.throws(() => registry.add(op(`a.${'x'.repeat(63)}`)), /cannot be an MCP tool name/);
+  registry.add(op('things.list'));
+  t.throws(() => registry.add(op('things_list', { path: '/other' })), /would both be the MCP tool things_list/);
+  t.throws(() => registry.add(op('things.get', { path: '/things/:id', params: z.object({ id: z.string() }), query: z.object({ id: z.string() }) })), /takes 'id' in two places/);
+  t.throws(
+    () => registry.add(op('things.put', { method: 'PUT', path: '/things', readOnly: false, query: z.object({ name: z.string() }), body: z.strictObject({ name: z.string() }) })),
+    /takes 'name' in two places/,
+  );
 });
 
 t.test('a missing, unknown or cookie-only credential is 401 with WWW-Authenticate: Bearer', async (t) => {
