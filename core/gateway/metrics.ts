@@ -74,6 +74,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  private readonly toolCalls = new Counter({
+    name: 'svc_mcp_tool_calls_total',
+    help: 'MCP tool calls at /mcp by tool and outcome (ok, refused: a 4xx answer, failed: a 5xx answer)',
+    labelNames: ['tool', 'outcome'],
+    registers: [this.registry],
+  });
+
   constructor() {
     // Node's process metrics (CPU, memory, heap, event-loop lag, GC, handles) beside the gateway's.
     collectDefaultMetrics({ register: this.registry });
@@ -150,6 +157,11 @@ export class GatewayMetrics {
 
   observeCost(model: string, micros: bigint): void {
     if (micros > 0n) this.costMicros.set(model, (this.costMicros.get(model) ?? 0) + Number(micros));
+  }
+
+  /** One MCP tool call; tool names are the registry's operations, a bounded set (unknown names count as `unknown`). */
+  observeToolCall(tool: string, outcome: 'ok' | 'refused' | 'failed'): void {
+    this.toolCalls.inc({ tool, outcome });
   }
 
   upstreamError(provider: string, kind: string): void {

@@ -41,6 +41,9 @@ import { JobRegistry } from '../jobs/job-registry.ts';
 import { JobRunner } from '../jobs/job-runner.ts';
 import { definePeriodic } from '../jobs/queue-definitions.ts';
 import { OperationEvents } from '../operations/operation-events.ts';
+import { OperationService } from '../operations/operation-service.ts';
+import { OperationTools } from '../operations/operation-tools.ts';
+import { mountMcpEndpoint } from '../http/mcp-endpoint.ts';
 import { Readiness } from './readiness.ts';
 import { mountHealthRoutes } from '../http/health-routes.ts';
 import { privateDirectoriesOf, tightenTree } from './private-files.ts';
@@ -181,6 +184,12 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.Database, database);
     container.bindValue(Tokens.Coordination, coordination);
     container.bindValue(Tokens.Operations, registry);
+    const recorder = new OperationEvents(database, events, (error, operation) =>
+      app.log.error({ err: error, operation }, 'a management write succeeded but its management.operation event could not be recorded'),
+    );
+    const operationService = new OperationService(registry, recorder);
+    container.bindValue(Tokens.OperationService, operationService);
+    container.bindValue(Tokens.OperationTools, new OperationTools(registry, operationService, metrics));
     container.bindValue(Tokens.Authenticator, authenticator);
     container.bindValue(Tokens.Metrics, metrics);
     container.bindValue(Tokens.Identity, identity);
@@ -259,10 +268,8 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     if (servesApi) {
       mountCoreRoutes(app, registry, config, metrics);
       mountAuthRoutes(app, container.resolve(Tokens.SignIn), config);
-      const recorder = new OperationEvents(database, events, (error, operation) =>
-        app.log.error({ err: error, operation }, 'a management write succeeded but its management.operation event could not be recorded'),
-      );
-      mountOperations(app, registry, recorder);
+      mountOperations(app, registry, operationService);
+      mountMcpEndpoint(app, '/mcp', { accepts: ['key', 'session'] });
       for (const { plugin, ctx } of contexts) {
         if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));
       }

@@ -4,6 +4,8 @@ import type { AppConfig } from '../../config/schema.ts';
 import type { Authenticator } from '../identity/authenticator.ts';
 import type { GatewayMetrics } from '../gateway/metrics.ts';
 import type { OperationRegistry } from '../operations/operations.ts';
+import type { OperationService } from '../operations/operation-service.ts';
+import type { OperationTools } from '../operations/operation-tools.ts';
 import type { Coordination } from '../ports/coordination.ts';
 import type { BlobStore } from '../ports/blobs.ts';
 import type { Database } from '../ports/database.ts';
@@ -23,6 +25,10 @@ export const Tokens = {
   Database: createToken<Database>('Database'),
   Coordination: createToken<Coordination>('Coordination'),
   Operations: createToken<OperationRegistry>('OperationRegistry'),
+  /** Runs an operation for a credential and records its outcome: what every surface calls. */
+  OperationService: createToken<OperationService>('OperationService'),
+  /** The operations as MCP tools, per credential (what /mcp serves). */
+  OperationTools: createToken<OperationTools>('OperationTools'),
   Authenticator: createToken<Authenticator>('Authenticator'),
   Metrics: createToken<GatewayMetrics>('GatewayMetrics'),
   /** Identity stores over the shared pool. */

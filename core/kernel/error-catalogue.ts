@@ -103,6 +103,9 @@ const KERNEL_ERRORS = {
   project_required: { status: 400, type: invalid, message: 'This account has no default project; name one in projectId' },
   project_not_found: { status: 404, type: 'not_found_error', message: 'No such project' },
   key_not_found: { status: 404, type: 'not_found_error', message: 'No such API key' },
+  // The MCP endpoint (core/http/mcp-endpoint.ts, core/operations/operation-tools.ts).
+  origin_not_allowed: { status: 403, type: 'permission_error', message: 'Requests from this Origin are not accepted; MCP clients in a browser must be served from this site' },
+  tool_not_found: { status: 404, type: 'not_found_error', message: 'No such tool' },
 } as const satisfies Record<string, ErrorEntry>;
 
 /** The shape a set of codes adds to `ErrorCodes`: its names, each an entry. */

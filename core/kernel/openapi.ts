@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { operationErrors, type OperationError } from '../operations/operation-errors.ts';
-import type { AnyOperation, OperationOwner } from '../operations/operations.ts';
+import { type AnyOperation, type OperationOwner, toolNameOf } from '../operations/operations.ts';
 import { SCOPES } from '../identity/scopes.ts';
 
 /**
@@ -236,6 +236,9 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
       security: [{ bearerAuth: [] }],
       'x-required-scope': operation.scope,
       ...(operation.ownerOnly ? { 'x-owner-only': true } : {}),
+      // The same operation at POST /mcp (core/operations/README.md): its tool name and what it declares of writing.
+      ...(operation.mcp === false ? {} : { 'x-mcp-tool': toolNameOf(operation.name) }),
+      'x-read-only': operation.readOnly,
       ...(parameters.length ? { parameters } : {}),
       ...(operation.body
         ? { requestBody: { required: operation.bodyRequired ?? true, content: { 'application/json': { schema: inputSchema(operation.body, `${operation.name} body`) } } } }
@@ -269,7 +272,8 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
     info: {
       title: 'svc management API',
       version: '1.0.0',
-      description: 'Management operations. The same routes are served under /client, under /platform/v1 on regional hosts, and as MCP tools at /mcp.',
+      description:
+        "Management operations. The same routes are served under /client, under /platform/v1 on regional hosts, and as MCP tools at POST /mcp (stateless Streamable HTTP; Bearer API key with mcp:read, and mcp:write for the tools that write, or a person's session token): each operation's tool name is its x-mcp-tool, its input is its path, query and body fields in one object.",
       license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
     },
     servers: [{ url: options.prefix, description: 'This host' }, ...(publicUrl ? [{ url: `${publicUrl}${options.prefix}`, description: 'The public address of the service' }] : [])],

@@ -5,7 +5,7 @@ import type { AnyOperation, HttpMethod } from './operations.ts';
 import type { Database, Transaction } from '../ports/database.ts';
 import type { EventActor } from '../ports/events.ts';
 
-/** Data of `management.operation`: one management call that writes, whatever its outcome. */
+/** Data of `management.operation`: one management call that writes (over HTTP or MCP), whatever its outcome. */
 export interface OperationPerformed {
   operation: string;
   method: HttpMethod;
@@ -43,7 +43,8 @@ export interface OperationRecording {
 }
 
 /**
- * Every management call that writes (method other than GET) emits one `management.operation`
+ * Every management call that writes (an operation not declared `readOnly`), over HTTP or MCP alike
+ * (core/operations/operation-service.ts calls this), emits one `management.operation`
  * event: who (actor and credential), what (operation, target), when, and the outcome. A handler
  * that writes through `ctx.transaction` gets the event in that same transaction, so the change
  * and its record commit or vanish together. A handler that writes without it (most of them
@@ -59,7 +60,7 @@ export class OperationEvents {
 
   begin(operation: AnyOperation, credential: Credential, requestId: string, rawParams: unknown): OperationRecording {
     const database = this.database;
-    if (operation.method === 'GET') {
+    if (operation.readOnly) {
       return { transaction: (fn) => database.transaction(fn), succeeded: async () => undefined, failed: async () => undefined };
     }
     const params = stringParams(rawParams);

@@ -59,8 +59,22 @@ export interface OperationDefinition<
   readonly output: O;
   /** HTTP status on success (default 200). */
   readonly status?: number;
-  /** Only read operations are offered to MCP clients that asked for read-only tools. */
-  readonly readOnly?: boolean;
+  /**
+   * Whether the operation changes nothing. The one source of "does this write": a call that writes is
+   * recorded (`management.operation`, the audit log) and, over MCP, needs `mcp:write` and is announced
+   * without `readOnlyHint`. Declared on every operation; never inferred from the HTTP method
+   * (`guardrails.test` is a POST that writes nothing).
+   */
+  readonly readOnly: boolean;
+  /** A write that removes or irreversibly changes something (MCP `destructiveHint`); default false. */
+  readonly destructive?: boolean;
+  /** Repeating the call with the same input changes nothing more (MCP `idempotentHint`); default: `readOnly`. */
+  readonly idempotent?: boolean;
+  /**
+   * `false` keeps the operation off /mcp (it stays on HTTP). For answers meant for a person's eyes
+   * only; see core/operations/README.md for the rule. Default: offered as a tool.
+   */
+  readonly mcp?: false;
   /** An owner's act (money, account-wide policy): only an owner's session may call it. */
   readonly ownerOnly?: boolean;
   /**
@@ -240,6 +254,12 @@ export class OperationRegistry {
   /** `owner`: the declaring plugin (core/kernel/app.ts passes it); absent for operations a test adds by hand. */
   add(operation: AnyOperation, owner?: OperationOwner): void {
     if (this.operations.has(operation.name)) throw new Error(`Operation ${operation.name} is declared twice`);
+    const tool = toolNameOf(operation.name);
+    for (const existing of this.operations.values()) {
+      if (toolNameOf(existing.name) === tool) throw new Error(`Operations ${existing.name} and ${operation.name} would both be the MCP tool ${tool}`);
+    }
+    const collision = inputFieldCollision(operation);
+    if (collision) throw new Error(`Operation ${operation.name} takes '${collision}' in two places; an MCP tool takes one object`);
     for (const existing of this.operations.values()) {
       if (existing.method === operation.method && existing.path === operation.path) {
         throw new Error(`Operations ${existing.name} and ${operation.name} share ${operation.method} ${operation.path}`);
@@ -263,19 +283,126 @@ export class OperationRegistry {
   }
 }
 
-/** The merged input of an operation, as one object: what an MCP tool takes. */
+/** What an MCP tool name may be (the MCP specification's tool name rule). */
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * The MCP tool name of an operation: its name with dots as underscores (`keys.create` -> `keys_create`).
+ * Throws for a name that cannot become one; the registry also refuses two names mapping to one tool.
+ */
+export function toolNameOf(operationName: string): string {
+  const tool = operationName.replaceAll('.', '_');
+  if (!TOOL_NAME.test(tool)) {
+    throw new Error(`Operation name ${operationName} cannot be an MCP tool name: letters, digits, '.', '_' and '-' only, at most 64`);
+  }
+  return tool;
+}
+
+/** The fields of each input location, in the order path, query, body. */
+export function inputFieldsOf(operation: AnyOperation): Record<InputLocation, string[]> {
+  const keys = (schema: z.ZodType | undefined) => (schema instanceof z.ZodObject ? Object.keys(schema.shape) : []);
+  return { path: keys(operation.params), query: keys(operation.query), body: keys(operation.body) };
+}
+
+/** A field named in two input locations (it could not be told apart in one merged object), or null. */
+function inputFieldCollision(operation: AnyOperation): string | null {
+  if (operation.body && !(operation.body instanceof z.ZodObject)) return '(body that is not an object)';
+  const seen = new Set<string>();
+  for (const fields of Object.values(inputFieldsOf(operation))) {
+    for (const field of fields) {
+      if (seen.has(field)) return field;
+      seen.add(field);
+    }
+  }
+  return null;
+}
+
+/** The merged input of an operation, as one strict object: what an MCP tool takes. */
 export function combinedInputSchema(operation: AnyOperation): z.ZodObject<z.ZodRawShape> {
   const shape: z.ZodRawShape = {};
-  const bodyShape = operation.body instanceof z.ZodObject ? (operation.body.shape as z.ZodRawShape) : {};
-  Object.assign(shape, operation.params?.shape ?? {}, operation.query?.shape ?? {}, bodyShape);
+  for (const schema of [operation.params, operation.query, operation.body]) {
+    if (schema instanceof z.ZodObject) Object.assign(shape, schema.shape);
+  }
   return z.strictObject(shape);
 }
 
-/** Splits one flat tool input back into path, query and body. */
-export function splitCombinedInput(operation: AnyOperation, input: Record<string, unknown>) {
+/**
+ * Splits one merged tool input back into path, query and body, so the operation validates each as
+ * over HTTP (refinements included). A field no location takes is refused here, naming it.
+ */
+export function splitCombinedInput(operation: AnyOperation, input: Record<string, unknown>): { params: unknown; query: unknown; body: unknown } {
+  const fields = inputFieldsOf(operation);
+  const unknown = Object.keys(input).filter((key) => !fields.path.includes(key) && !fields.query.includes(key) && !fields.body.includes(key));
+  if (unknown.length > 0) {
+    const noun = unknown.length > 1 ? 'fields' : 'field';
+    throw new ApiError('unknown_field', `Unknown ${noun} in input: ${unknown.join(', ')}`, { param: unknown[0] ?? null });
+  }
   const pick = (keys: string[]) => Object.fromEntries(Object.entries(input).filter(([key]) => keys.includes(key)));
-  const paramKeys = Object.keys(operation.params?.shape ?? {});
-  const queryKeys = Object.keys(operation.query?.shape ?? {});
-  const bodyKeys = Object.keys(input).filter((key) => !paramKeys.includes(key) && !queryKeys.includes(key));
-  return { params: pick(paramKeys), query: pick(queryKeys), body: operation.body ? pick(bodyKeys) : undefined };
+  const properties = (operationJsonSchemas(operation).input['properties'] ?? {}) as Record<string, JsonSchema>;
+  const asUrl = (keys: string[], location: InputLocation) => asUrlValues(pick(keys), properties, location);
+  return { params: asUrl(fields.path, 'path'), query: asUrl(fields.query, 'query'), body: operation.body ? pick(fields.body) : undefined };
+}
+
+/**
+ * Path and query fields as a URL carries them, so the operation parses them exactly as over HTTP:
+ * a number or boolean becomes its text where the tool's schema announces a number or boolean
+ * (`limit: 10`), and is refused where it announces only a string (an id, a filter); an object, array
+ * or null cannot sit in a URL and is refused too.
+ */
+function asUrlValues(values: Record<string, unknown>, properties: Record<string, JsonSchema>, location: InputLocation): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(values)) {
+    const stringOnly = announcesOnlyStrings(properties[key]);
+    if (typeof value === 'string' || (!stringOnly && (typeof value === 'number' || typeof value === 'boolean'))) out[key] = String(value);
+    else throw new ApiError('invalid_parameter', `Invalid '${key}' in ${location}: expected ${stringOnly ? 'a string' : 'a string, number or boolean'}`, { param: key });
+  }
+  return out;
+}
+
+/** Whether a field's JSON Schema takes strings only (its types, its branches' and its enum values'). */
+function announcesOnlyStrings(schema: JsonSchema | undefined): boolean {
+  if (!schema) return false;
+  const types = new Set<string>();
+  const collect = (part: JsonSchema) => {
+    const type = part['type'];
+    for (const one of Array.isArray(type) ? type : type === undefined ? [] : [type]) types.add(String(one));
+    for (const value of (part['enum'] as unknown[] | undefined) ?? []) types.add(typeof value);
+    if ('const' in part) types.add(typeof part['const']);
+    for (const branch of [...((part['anyOf'] as JsonSchema[] | undefined) ?? []), ...((part['oneOf'] as JsonSchema[] | undefined) ?? [])]) collect(branch);
+  };
+  collect(schema);
+  return types.size === 1 && types.has('string');
+}
+
+type JsonSchema = Record<string, unknown>;
+
+/** An operation's input and output as self-contained JSON Schemas (named parts under `$defs`). */
+export interface OperationJsonSchemas {
+  input: JsonSchema;
+  output: JsonSchema;
+}
+
+const schemaCache = new WeakMap<AnyOperation, OperationJsonSchemas>();
+
+/** The JSON Schemas of an operation's merged input and of its output (what an MCP tool announces). */
+export function operationJsonSchemas(operation: AnyOperation): OperationJsonSchemas {
+  let schemas = schemaCache.get(operation);
+  if (!schemas) {
+    schemas = { input: jsonSchema(combinedInputSchema(operation), 'input'), output: jsonSchema(operation.output, 'output') };
+    schemaCache.set(operation, schemas);
+  }
+  return schemas;
+}
+
+function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): JsonSchema {
+  const { $schema: _dialect, ...converted } = z.toJSONSchema(schema, { target: 'draft-2020-12', unrepresentable: 'any', io }) as JsonSchema;
+  // A registered (named) schema converts to a $ref into $defs: inline the top one, since MCP wants
+  // the tool's schemas to be objects at the top; the other named parts stay under $defs.
+  const ref = converted['$ref'];
+  const defs = converted['$defs'] as Record<string, JsonSchema> | undefined;
+  if (typeof ref === 'string' && ref.startsWith('#/$defs/') && defs) {
+    const top = defs[ref.slice('#/$defs/'.length)];
+    if (top) return { ...top, $defs: defs };
+  }
+  return converted;
 }

@@ -109,6 +109,8 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     method: 'POST',
     path: '/organizations/default',
     summary: "Choose the organisation a person's sessions act in",
+    readOnly: false,
+    idempotent: true,
     scope: null,
     body: z.strictObject({ organizationId: z.uuid() }),
     errors: ['key_organization_fixed', 'organization_not_found', 'organization_inactive'],

@@ -160,6 +160,7 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     path: '/credits/topup',
     summary: 'Record a payment that adds credit (owner only)',
     description: 'Goes through the payment provider (by default a manual, operator-recorded payment). A repeated reference is not charged twice.',
+    readOnly: false,
     scope: null,
     ownerOnly: true,
     body: z.strictObject({

@@ -24,6 +24,8 @@ import {
 } from '../fixtures/input-fuzz.ts';
 import { BODY_OVERRIDES } from '../fixtures/operation-inputs.ts';
 import { allPlugins, buildTestApp, createKey } from '../helpers/app.ts';
+import { listeningBase, mcpClient } from '../helpers/mcp-client.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
 
 /*
  * Input fuzzing of every route a caller can reach: every operation of the OpenAPI document and
@@ -352,3 +354,85 @@ t.test('every /v1 endpoint, with request bodies logged', async (t) => {
   await writer.flush();
   t.same(writer.snapshot(), { ...writer.snapshot(), queued: 0, failedFlushes: 0, dropped: 0 }, 'every logged call and body was stored');
 });
+
+/**
+ * The same fuzzing at /mcp: every tool, as the owner's session and as a key holding every scope, with
+ * variants of the tool's own input schema (path, query and body fields merged) through the official
+ * SDK client. Whatever the arguments: a result, never a transport error; every failure an `isError`
+ * result carrying the envelope, never a 5xx; no success for arguments the announced schema refuses.
+ */
+t.test('every tool at /mcp', async (t) => {
+  const base = await listeningBase(test);
+  const operations = test.app.svc.container.resolve(Tokens.Operations);
+  const clients = [
+    { name: 'owner session', client: await mcpClient(t, base, test.ownerToken) },
+    { name: 'all-scopes key', client: await mcpClient(t, base, allScopesKey) },
+  ];
+  const tools = (await clients[0]!.client.listTools()).tools;
+  t.ok(tools.length >= 30, `${tools.length} tools`);
+  for (const tool of tools) {
+    await t.test(tool.name, async (t) => {
+      const operation = operations.list().find((op) => op.name.replaceAll('.', '_') === tool.name)!;
+      const schema = tool.inputSchema as Schema;
+      const oracle = schemaOracle(schema);
+      const pathValues = await realPathValues(surface + operation.path.replace(/:(\w+)/g, '{$1}'));
+      const sample = validSampleOf(schema, schema, random, (v) => oracle(v)) as Record<string, unknown>;
+      const baseline = { ...sample, ...(BODY_OVERRIDES[operation.name]?.() ?? {}), ...pathValues };
+      const variants = [...wholeBodyVariants(baseline), ...bodyVariants(schema, baseline, { root: schema, random, nulInvalid: true })];
+      const ordered = [...variants.filter((v) => v.invalid), ...variants.filter((v) => !v.invalid)];
+      const problems: string[] = [];
+      let sent = 0;
+      for (const variant of ordered) {
+        let args: unknown;
+        try {
+          args = JSON.parse(variant.payload);
+        } catch {
+          continue;
+        }
+        // Arguments that are not an object are the protocol's to refuse, before any tool runs.
+        if (typeof args !== 'object' || args === null || Array.isArray(args)) continue;
+        // What the client sends is JSON: a number too large to be finite travels as null.
+        args = JSON.parse(JSON.stringify(args));
+        // A filter in the query naming nothing finds nothing; only a body's reference to nothing is invalid.
+        const field = /^(\w+): a uuid naming nothing$/.exec(variant.what)?.[1];
+        const filter = field !== undefined && Object.keys(operation.query?.shape ?? {}).includes(field);
+        const invalid = (variant.invalid === true && !filter) || !oracle(args);
+        for (const { name, client } of clients) {
+          sent += 1;
+          let result: unknown;
+          try {
+            result = await client.callTool({ name: tool.name, arguments: args as Record<string, unknown> });
+          } catch (error) {
+            // The kernel's JSON body limits (nesting depth, __proto__ keys) hold for the whole JSON-RPC
+            // message: an invalid one may be refused as a request, 400 in the envelope, before any tool runs.
+            const refusedRequest = /Error POSTing to endpoint: \{"error":\{"message":.*"type":"invalid_request_error"/.test((error as Error).message);
+            if (!(invalid && refusedRequest)) problems.push(`${name}, ${variant.what}: a protocol error: ${(error as Error).message.slice(0, 200)}`);
+            continue;
+          }
+          const problem = toolProblem(result, invalid);
+          if (problem) problems.push(`${name}, ${variant.what}: ${problem}: ${JSON.stringify(result).slice(0, 200)}`);
+        }
+      }
+      await writer.flush();
+      t.ok(sent > 0, `${sent} calls`);
+      t.same(problems.slice(0, 25), [], `${tool.name}: ${problems.length} problem(s)`);
+    });
+  }
+});
+
+/** What is wrong with one tool result, or null. */
+function toolProblem(result: unknown, invalid: boolean): string | null {
+  const { isError, content } = result as { isError?: boolean; content: Array<{ type: string; text?: string }> };
+  if (!isError) return invalid ? 'accepted though invalid' : null;
+  const text = content.find((part) => part.type === 'text')?.text;
+  let body: { error?: Record<string, unknown> } | null = null;
+  try {
+    body = JSON.parse(text ?? '') as { error?: Record<string, unknown> };
+  } catch {
+    return 'an error that is not the envelope';
+  }
+  const error = body?.error;
+  if (!error || Object.keys(error).sort().join() !== ENVELOPE_KEYS.join()) return 'an error outside the envelope';
+  if (error.type === 'api_error' || error.code === 'internal_error' || error.code === 'service_unavailable') return 'a server error';
+  return null;
+}

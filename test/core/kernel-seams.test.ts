@@ -52,6 +52,7 @@ function notesPlugin(state: NotesState): AnyPlugin {
         method: 'POST',
         path: '/notes',
         summary: 'Write a note',
+        readOnly: false,
         scope: null,
         body: z.strictObject({ text: z.string(), refuse: z.boolean().optional() }),
         output: z.object({ id: z.uuid() }),

@@ -17,6 +17,8 @@ interface DocOperation {
   tags?: string[];
   security?: Array<Record<string, string[]>>;
   'x-required-scope'?: string | null;
+  'x-mcp-tool'?: string;
+  'x-read-only'?: boolean;
   parameters?: Array<{ name: string; in: string; required?: boolean; schema?: JsonSchema }>;
   requestBody?: { required?: boolean; content?: Record<string, { schema?: JsonSchema }> };
   responses?: Record<string, { $ref?: string; description?: string; content?: Record<string, { schema?: JsonSchema & { $ref?: string }; examples?: Record<string, { $ref?: string }> }> }>;
@@ -113,6 +115,14 @@ t.test('every registered operation appears with its method, path, operationId an
     t.equal(entry.operationId, operation.name, `${operation.name}: operationId`);
     t.ok(Object.hasOwn(entry, 'x-required-scope'), `${operation.name}: has x-required-scope`);
     t.equal(entry['x-required-scope'], operation.scope, `${operation.name}: x-required-scope is ${String(operation.scope)}`);
+  }
+});
+
+t.test('every operation names its MCP tool and whether it writes', async (t) => {
+  for (const operation of operations) {
+    const entry = documented(operation);
+    t.equal(entry?.['x-mcp-tool'], operation.name.replaceAll('.', '_'), `${operation.name}: x-mcp-tool`);
+    t.equal(entry?.['x-read-only'], operation.readOnly, `${operation.name}: x-read-only`);
   }
 });
 
@@ -298,7 +308,8 @@ t.test('a second app in the same process documents the same named schemas', asyn
 });
 
 t.test('an answer must be named, and a name belongs to one schema', async (t) => {
-  const probe = (output: z.ZodType) => defineOperation({ name: 'probe.get', method: 'GET', path: '/probe', summary: 'A probe', scope: null, output, handler: async () => ({}) });
+  const probe = (output: z.ZodType) =>
+    defineOperation({ name: 'probe.get', method: 'GET', path: '/probe', summary: 'A probe', scope: null, readOnly: true, output, handler: async () => ({}) });
   t.throws(() => buildOpenApiDocument([probe(z.object({ a: z.string() }))], { prefix: '/client' }), /name its output schema/);
   const first = z.object({ a: z.string() }).meta({ id: 'OpenApiTestProbe' });
   const second = z.object({ b: z.string() }).meta({ id: 'OpenApiTestProbe' });

@@ -35,6 +35,7 @@ const sample = (throws: () => never) =>
     method: 'POST',
     path: '/samples/:id/archive',
     summary: 'Archive a sample',
+    readOnly: false,
     scope: 'projects:write',
     params: z.strictObject({ id: z.string() }),
     body: z.strictObject({ reason: z.string() }),

@@ -5,8 +5,9 @@ import { resourcesOf, type ResourceDeclaration } from '../../core/identity/autho
 import type { AnyOperation } from '../../core/operations/operations.ts';
 import { SCOPES, scopesForRole, type Scope } from '../../core/identity/scopes.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
-import { fillPath, sampleBody, sampleBodyIsValid, sampleQuery, sampleRequest, type InputFields } from '../fixtures/operation-inputs.ts';
+import { fillPath, sampleBody, sampleBodyIsValid, sampleQuery, sampleRequest, sampleToolArguments, type InputFields } from '../fixtures/operation-inputs.ts';
 import { addPerson, buildTestApp, createKey } from '../helpers/app.ts';
+import { listeningBase, mcpClient, toolError } from '../helpers/mcp-client.ts';
 
 /**
  * The scope matrix: every operation in the registry, on both management mounts, against a request
@@ -15,6 +16,7 @@ import { addPerson, buildTestApp, createKey } from '../helpers/app.ts';
  * (core/identity/authorization.ts), aimed at a project A: credentials of another project are refused,
  * credentials of project A are let through.
  */
+t.setTimeout(300_000);
 const test = await buildTestApp(t);
 const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
 
@@ -334,5 +336,93 @@ t.test('a key that may write keys grants no scope or model beyond its own and ch
   const own = { scopes: held, models: ['mock-small'], expiresAt: null, spendCap: null, rateLimits: { concurrency: null } };
   for (const [field, value] of Object.entries(own)) {
     t.equal(envelopeCode(await as('PATCH', `/client/keys/${narrow.id}`, { [field]: value })), 'key_cannot_change_itself', `its own ${field}`);
+  }
+});
+
+// The same matrix at /mcp: every operation as a tool, for keys and people's sessions alike. Using
+// /mcp takes mcp:read; a write tool also takes mcp:write; otherwise exactly the HTTP surface's rules.
+const mcpBase = await listeningBase(test);
+const toolName = (operation: AnyOperation) => operation.name.replaceAll('.', '_');
+/** The tools the table says a credential holding `scopes` (an owner's session when `owner`) may call. */
+const expectedTools = (scopes: ReadonlySet<Scope>, owner: boolean) =>
+  operations
+    .filter((op) => (specOwnerOnly(op) ? owner : specScope(op) === null || scopes.has(specScope(op)!)))
+    .filter((op) => op.readOnly || scopes.has('mcp:write'))
+    .map(toolName)
+    .sort();
+const toolCode = (result: unknown) => toolError(result)?.code;
+
+t.test('/mcp: every credential kind lists exactly the tools the scope table gives it', async (t) => {
+  const allScopes = new Set<Scope>(SCOPES);
+  const cases: Array<{ who: string; token: string; scopes: ReadonlySet<Scope>; owner: boolean }> = [
+    { who: "owner's session", token: test.ownerToken, scopes: scopesForRole('owner'), owner: true },
+    { who: "member's session", token: developerOfA.token, scopes: memberScopes, owner: false },
+    { who: 'key holding every scope', token: allScopesKey, scopes: allScopes, owner: false },
+    {
+      who: 'key without mcp:write',
+      token: keyWithout.get('mcp:write' as Scope) ?? (await createKey(test, { name: 'no mcp:write', scopes: SCOPES.filter((s) => s !== 'mcp:write') })).key,
+      scopes: new Set(SCOPES.filter((s) => s !== 'mcp:write')),
+      owner: false,
+    },
+  ];
+  for (const scope of neededScopes) cases.push({ who: `key without ${scope}`, token: keyWithout.get(scope)!, scopes: new Set(SCOPES.filter((s) => s !== scope)), owner: false });
+  for (const { who, token, scopes, owner } of cases) {
+    const client = await mcpClient(t, mcpBase, token);
+    const listed = (await client.listTools()).tools.map((tool) => tool.name);
+    t.same(listed, expectedTools(scopes, owner), who);
+  }
+});
+
+t.test('/mcp: a key without mcp:read is refused 403 missing_scope', async (t) => {
+  const noMcp = (await createKey(test, { name: 'no mcp:read', scopes: SCOPES.filter((s) => s !== 'mcp:read') })).key;
+  await t.rejects(mcpClient(t, mcpBase, noMcp), { code: 403 });
+});
+
+t.test('/mcp: every scoped tool is refused missing_scope to a key holding every other scope', async (t) => {
+  for (const operation of operations) {
+    const scope = specScope(operation);
+    if (scope === null) continue;
+    const client = await mcpClient(t, mcpBase, keyWithout.get(scope)!);
+    const result = await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) });
+    t.equal(toolCode(result), 'missing_scope', operation.name);
+  }
+});
+
+t.test('/mcp: every owner-only tool is refused owner_required to a key holding every scope', async (t) => {
+  const client = await mcpClient(t, mcpBase, allScopesKey);
+  for (const operation of operations.filter(specOwnerOnly)) {
+    t.equal(toolCode(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) })), 'owner_required', operation.name);
+  }
+});
+
+t.test("/mcp: every tool lets a key holding its scope and the owner's session past authorisation", async (t) => {
+  const refusals = ['missing_scope', 'owner_required', 'tool_not_found', 'internal_error'];
+  const asKey = await mcpClient(t, mcpBase, allScopesKey);
+  const asOwner = await mcpClient(t, mcpBase, test.ownerToken);
+  for (const operation of operations) {
+    if (!specOwnerOnly(operation)) {
+      const code = toolCode(await asKey.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) }));
+      t.notOk(refusals.includes(code ?? ''), `key: ${operation.name} -> ${code}`);
+    }
+    const code = toolCode(await asOwner.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) }));
+    t.notOk(refusals.includes(code ?? ''), `owner: ${operation.name} -> ${code}`);
+  }
+});
+
+t.test("/mcp: a key of another project and a member without a role are refused project A's resources; a key of A is let through", async (t) => {
+  const ofB = await mcpClient(t, mcpBase, keyOfB);
+  const member = await mcpClient(t, mcpBase, memberOfB.token);
+  const ofA = await mcpClient(t, mcpBase, keyOfA);
+  for (const operation of withResources) {
+    const fields: Required<InputFields> = { path: {}, query: {}, body: {} };
+    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) {
+      fields[declaration.in][declaration.field] = declaration.kind === 'key' ? (await createKey(test, { name: 'tool resource of A', projectId: projectA })).id : projectA;
+    }
+    const call = { name: toolName(operation), arguments: sampleToolArguments(operation, fields) };
+    if (mayCall(operation, keyScopes)) {
+      t.ok(ACCESS_REFUSALS.includes(toolCode(await ofB.callTool(call)) ?? ''), `key of B: ${operation.name}`);
+      t.notOk(ACCESS_REFUSALS.includes(toolCode(await ofA.callTool(call)) ?? ''), `key of A: ${operation.name}`);
+    }
+    if (mayCall(operation, memberScopes)) t.ok(ACCESS_REFUSALS.includes(toolCode(await member.callTool(call)) ?? ''), `member of B: ${operation.name}`);
   }
 });

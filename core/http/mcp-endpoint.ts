@@ -1,0 +1,73 @@
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Credential } from '../identity/credential.ts';
+import { Tokens } from '../kernel/di-tokens.ts';
+import { ApiError } from '../kernel/errors.ts';
+import type { OperationCaller } from '../operations/operation-service.ts';
+
+export interface McpEndpointOptions {
+  /** The credential kinds this mount takes; any other is refused 401 as a credential it does not know. */
+  readonly accepts: readonly Credential['kind'][];
+  /** The `WWW-Authenticate` challenge of its 401 answers (default `Bearer`). */
+  readonly challenge?: string;
+}
+
+const SERVER_INFO = { name: 'svc-management', version: '1.0.0' };
+const INSTRUCTIONS =
+  'Manage this account: API keys, projects and members, usage, requests, credits and budgets. Each tool is one operation of the management API (the same as /client); you see only what your credential may call.';
+
+/**
+ * Mounts the MCP endpoint at `path` (stateless Streamable HTTP): every POST gets a fresh MCP server
+ * and transport, answered as JSON, so every replica serves every request and nothing outlives it.
+ * GET (a server-initiated stream) and DELETE (ending a session) have nothing to serve: 405 with Allow.
+ * The tools are the operation registry's (core/operations/operation-tools.ts). Authentication is the
+ * kernel's hook, Bearer only (a cookie alone is no credential here); using the endpoint takes
+ * `mcp:read`. A 401 carries the `WWW-Authenticate` challenge; an Origin other than this site's is
+ * refused 403, as the MCP transport specification asks against DNS rebinding.
+ */
+export function mountMcpEndpoint(app: FastifyInstance, path: string, options: McpEndpointOptions): void {
+  const { container, config } = app.svc;
+  const tools = container.resolve(Tokens.OperationTools);
+  const ownOrigin = config.server.publicUrl ? new URL(config.server.publicUrl).origin : null;
+  const challenge = options.challenge ?? 'Bearer';
+  app.route({
+    method: 'POST',
+    url: path,
+    config: { auth: { scope: 'mcp:read' }, surface: 'mcp' },
+    onRequest: (request, _reply, done) => {
+      if (!isAllowedOrigin(request, ownOrigin)) return done(new ApiError('origin_not_allowed'));
+      if (!options.accepts.includes(request.credential!.kind)) {
+        return done(new ApiError('invalid_api_key', `${path} does not accept this kind of credential`));
+      }
+      done();
+    },
+    onSend: (_request, reply, payload, done) => {
+      if (reply.statusCode === 401) void reply.header('www-authenticate', challenge);
+      done(null, payload);
+    },
+    handler: async (request, reply) => {
+      const caller: OperationCaller = { credential: request.credential!, requestId: request.id, logger: request.log };
+      const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+      server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: tools.list(caller.credential) }));
+      server.setRequestHandler(CallToolRequestSchema, (call) => tools.call(call.params.name, call.params.arguments, caller));
+      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      reply.raw.on('close', () => {
+        void transport.close();
+        void server.close();
+      });
+      await server.connect(transport);
+      // The transport writes the answer itself; the headers the kernel's hooks set (x-request-id) go with it.
+      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
+      reply.hijack();
+      await transport.handleRequest(request.raw, reply.raw, request.body);
+    },
+  });
+}
+
+/** No Origin (a client that is not a browser), or this site's own (server.publicUrl's, else the request's). */
+function isAllowedOrigin(request: FastifyRequest, ownOrigin: string | null): boolean {
+  const origin = request.headers.origin;
+  return origin === undefined || origin === (ownOrigin ?? `${request.protocol}://${request.host}`);
+}

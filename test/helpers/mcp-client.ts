@@ -1,0 +1,31 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { TapLike, TestApp } from './app.ts';
+
+/** The app listening on loopback (once), for clients that connect for real; its base URL. */
+export async function listeningBase(test: TestApp): Promise<string> {
+  const address = test.app.server.address();
+  if (address && typeof address === 'object') return `http://127.0.0.1:${address.port}`;
+  await test.app.listen({ port: 0, host: '127.0.0.1' });
+  const bound = test.app.server.address();
+  if (!bound || typeof bound !== 'object') throw new Error('not listening');
+  return `http://127.0.0.1:${bound.port}`;
+}
+
+/** The official MCP SDK client, connected to `${base}/mcp` with a Bearer token; closed when the test ends. */
+export async function mcpClient(t: TapLike, base: string, token: string, path = '/mcp'): Promise<Client> {
+  const client = new Client({ name: 'svc-tests', version: '1.0.0' });
+  const transport = new StreamableHTTPClientTransport(new URL(base + path), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+  await client.connect(transport);
+  t.teardown(() => client.close());
+  return client;
+}
+
+/** A tool result's error envelope, when it failed. */
+export function toolError(result: unknown): { message: string; type: string; code: string; param: string | null } | null {
+  const { isError, content } = result as CallToolResult;
+  if (!isError) return null;
+  const text = content.find((part) => part.type === 'text');
+  return text && text.type === 'text' ? (JSON.parse(text.text) as { error: { message: string; type: string; code: string; param: string | null } }).error : null;
+}
