@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
+import { closedPort } from './closed-port.ts';
 import { startFakeAnthropicUpstream, type FakeAnthropicUpstream } from '../fakes/fake-anthropic-upstream.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
 import { allPlugins, buildTestApp, createKey, type TapLike, type TestApp, type TestAppOptions } from './app.ts';
@@ -41,6 +42,8 @@ export async function startGateway(
       secondary: { type: 'openai', baseUrl: secondary.baseUrl, apiKey: 'sk-secondary-secret', allowPrivateNetwork: true },
       claude: { type: 'anthropic', baseUrl: anthropic.url, apiKey: 'sk-ant-secret', allowPrivateNetwork: true },
       mock: { type: 'mock' },
+      // Nothing listens there: a route to it fails to connect, for failover tests.
+      dead: { type: 'openai', baseUrl: `http://127.0.0.1:${await closedPort()}/v1`, apiKey: 'sk-dead', allowPrivateNetwork: true },
     },
     models: {
       duo: {

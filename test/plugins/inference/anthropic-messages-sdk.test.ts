@@ -1,6 +1,6 @@
 import t from 'tap';
-import { createServer } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
+import { closedPort } from '../../helpers/closed-port.ts';
 import { startGateway, TEST_PRICES, type Gateway } from '../../helpers/gateway.ts';
 
 /**
@@ -372,15 +372,6 @@ t.test('every kind of catalogue model serves the Anthropic SDK: JSON, stream, a 
     });
   }
 });
-
-/** A loopback port nothing listens on: connecting to it is refused (a connect error). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 t.test('a connect error fails over to the next route', async (t) => {
   const deadPort = await closedPort();

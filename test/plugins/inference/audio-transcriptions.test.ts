@@ -1,4 +1,3 @@
-import { createServer } from 'node:net';
 import OpenAI, { toFile } from 'openai';
 import t, { type Test } from 'tap';
 import { speechWav } from '../../../providers/mock/mock-speech.ts';
@@ -10,32 +9,13 @@ import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 t.setTimeout(240_000);
 
-/** A loopback port nothing listens on: connecting to it is refused (a connect error). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 const transcription = {
   modalities: { input: ['audio'], output: ['text'] },
   transcription: {},
   prices: { ...TEST_PRICES, perAudioSecondUsd: 0.0001 },
 };
-const deadPort = await closedPort();
-// startGateway's fakes are only known once it has started them: the providers point at their
-// ports through a second gateway config built from the first's upstream addresses.
-const probe = await startGateway(t);
 const gw = await startGateway(t, {
   inference: {
-    providers: {
-      primary: { type: 'openai', baseUrl: probe.primary.baseUrl, apiKey: 'sk-primary-secret', allowPrivateNetwork: true },
-      secondary: { type: 'openai', baseUrl: probe.secondary.baseUrl, apiKey: 'sk-secondary-secret', allowPrivateNetwork: true },
-      dead: { type: 'openai', baseUrl: `http://127.0.0.1:${deadPort}/v1`, apiKey: 'sk-dead', allowPrivateNetwork: true },
-      mock: { type: 'mock' },
-    },
     models: {
       'stt-duo': {
         ...transcription,
@@ -57,8 +37,8 @@ const gw = await startGateway(t, {
     },
   },
 });
-const primary = probe.primary;
-const secondary = probe.secondary;
+const primary = gw.primary;
+const secondary = gw.secondary;
 t.beforeEach(() => {
   primary.reset();
   secondary.reset();

@@ -1,6 +1,5 @@
 import OpenAI from 'openai';
 import t from 'tap';
-import { closedPort } from '../../helpers/closed-port.ts';
 import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 /** POST /v1/embeddings through the gateway, driven with the official openai package. */
@@ -8,18 +7,8 @@ import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 t.setTimeout(240_000);
 
 const embedding = { modalities: { input: ['text'], output: ['embedding'] }, prices: TEST_PRICES };
-const deadPort = await closedPort();
-// startGateway's fakes are only known once it has started them: the providers point at their
-// ports through a second gateway config built from the first's upstream addresses.
-const probe = await startGateway(t);
 const gw = await startGateway(t, {
   inference: {
-    providers: {
-      primary: { type: 'openai', baseUrl: probe.primary.baseUrl, apiKey: 'sk-primary-secret', allowPrivateNetwork: true },
-      secondary: { type: 'openai', baseUrl: probe.secondary.baseUrl, apiKey: 'sk-secondary-secret', allowPrivateNetwork: true },
-      dead: { type: 'openai', baseUrl: `http://127.0.0.1:${deadPort}/v1`, apiKey: 'sk-dead', allowPrivateNetwork: true },
-      mock: { type: 'mock' },
-    },
     models: {
       'embed-duo': {
         ...embedding,
@@ -40,8 +29,8 @@ const gw = await startGateway(t, {
     },
   },
 });
-const primary = probe.primary;
-const secondary = probe.secondary;
+const primary = gw.primary;
+const secondary = gw.secondary;
 t.beforeEach(() => {
   primary.reset();
   secondary.reset();

@@ -2,7 +2,6 @@ import OpenAI from 'openai';
 import { PNG } from 'pngjs';
 import t, { type Test } from 'tap';
 import { MAX_IMAGE_PROMPT_CHARACTERS } from '../../../plugins/inference/images-capability.ts';
-import { closedPort } from '../../helpers/closed-port.ts';
 import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 /** POST /v1/images/generations through the gateway, driven with the official openai package. */
@@ -15,18 +14,8 @@ const painter = {
   images: { sizes: ['1024x1024', '512x512'], qualities: ['standard', 'hd'], maxImages: 4 },
   prices: imagePrices,
 };
-const deadPort = await closedPort();
-// startGateway's fakes are only known once it has started them: the providers point at their
-// ports through a second gateway config built from the first's upstream addresses.
-const probe = await startGateway(t);
 const gw = await startGateway(t, {
   inference: {
-    providers: {
-      primary: { type: 'openai', baseUrl: probe.primary.baseUrl, apiKey: 'sk-primary-secret', allowPrivateNetwork: true },
-      secondary: { type: 'openai', baseUrl: probe.secondary.baseUrl, apiKey: 'sk-secondary-secret', allowPrivateNetwork: true },
-      dead: { type: 'openai', baseUrl: `http://127.0.0.1:${deadPort}/v1`, apiKey: 'sk-dead', allowPrivateNetwork: true },
-      mock: { type: 'mock' },
-    },
     models: {
       'painter-duo': {
         ...painter,
@@ -48,8 +37,8 @@ const gw = await startGateway(t, {
     },
   },
 });
-const primary = probe.primary;
-const secondary = probe.secondary;
+const primary = gw.primary;
+const secondary = gw.secondary;
 t.beforeEach(() => {
   primary.reset();
   secondary.reset();
