@@ -216,9 +216,7 @@ export class Authenticator {
         this.hashesBySessionId.set(sessionRecord.session.id, hash);
       } else {
         const connectorRecord = await this.connectorTokens?.findAccessToken(hash);
-        entry = connectorRecord
-          ? { kind: 'connector', record: connectorRecord, credential: await this.connectorCredential(connectorRecord), cachedUntil }
-          : { kind: 'miss', cachedUntil };
+        entry = connectorRecord ? { kind: 'connector', record: connectorRecord, credential: await this.connectorCredential(connectorRecord), cachedUntil } : { kind: 'miss', cachedUntil };
       }
     }
     this.remember(hash, entry);
