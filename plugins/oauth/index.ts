@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ConnectorTokensPoint } from '../../core/identity/connector-tokens.ts';
 import { McpEndpointPoint } from '../../core/http/mcp-endpoint.ts';
+import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { mountConsentRoutes } from './consent-routes.ts';
@@ -44,6 +45,11 @@ export const oauthPlugin = definePlugin({
   migrations: oauthMigrations,
   register({ container, extensions }) {
     extensions.provide(ConnectorTokensPoint, new OAuthStore(container.resolve(Tokens.Database)));
+  },
+  periodic: ({ container }) => {
+    const store = new OAuthStore(container.resolve(Tokens.Database));
+    const clock = container.resolve(Tokens.Clock);
+    return [definePeriodic({ name: 'oauth.prune', everyMs: 3_600_000, run: () => store.pruneExpired(clock()) })];
   },
   routes(scope, { config, container, extensions, appConfig }) {
     const authenticator = container.resolve(Tokens.Authenticator);

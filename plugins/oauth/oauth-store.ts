@@ -124,6 +124,16 @@ export class OAuthStore implements ConnectorTokenLookup {
     await this.db.query('UPDATE oauth_grants SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL', [grantId, now]);
   }
 
+  /**
+   * Forgets codes and tokens expired a day ago. Until then a replayed refresh token is still
+   * recognised as reused and revokes its grant; after, it is merely unknown (and refused all the same).
+   */
+  async pruneExpired(now: Date): Promise<void> {
+    const before = new Date(now.getTime() - 86_400_000);
+    await this.db.query('DELETE FROM oauth_codes WHERE expires_at < $1', [before]);
+    await this.db.query('DELETE FROM oauth_tokens WHERE expires_at < $1', [before]);
+  }
+
   async findAccessToken(tokenHash: string): Promise<ConnectorTokenRecord | null> {
     const { rows } = await this.db.query(
       `SELECT ${GRANT_COLUMNS}, t.expires_at, p.email FROM oauth_tokens t

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
+import type { AppConfigInput } from '../../config/schema.ts';
 import { manifest } from '../../plugins/index.ts';
 import { mcpEchoPlugin } from '../fixtures/mcp-echo-plugin.ts';
 import { allPlugins, buildTestApp, type TapLike, type TestApp } from './app.ts';
@@ -15,7 +16,7 @@ export interface OAuthTestApp extends TestApp {
 }
 
 /** The service with the OAuth plugin at `http://auth.localhost[:port]` and the echoing MCP endpoint fixture. */
-export async function buildOAuthApp(t: TapLike, options: { port?: number; clock?: () => Date } = {}): Promise<OAuthTestApp> {
+export async function buildOAuthApp(t: TapLike, options: { port?: number; clock?: () => Date; config?: AppConfigInput } = {}): Promise<OAuthTestApp> {
   const authUrl = `http://${AUTH_HOST}${options.port ? `:${options.port}` : ''}`;
   const withEcho = [...manifest, mcpEchoPlugin];
   const test = await buildTestApp(t, {
@@ -23,7 +24,7 @@ export async function buildOAuthApp(t: TapLike, options: { port?: number; clock?
     plugins: { ...allPlugins(withEcho), oauth: { authUrl } },
     deriveKey: fastDeriveKey,
     ...(options.clock ? { clock: options.clock } : {}),
-    config: { auth: { credentialCacheTtlMs: 0 } },
+    config: { ...options.config, auth: { credentialCacheTtlMs: 0 } },
   });
   return {
     ...test,
