@@ -24,7 +24,8 @@ export async function buildOAuthApp(t: TapLike, options: { port?: number; clock?
     plugins: { ...allPlugins(withEcho), oauth: { authUrl } },
     deriveKey: fastDeriveKey,
     ...(options.clock ? { clock: options.clock } : {}),
-    config: { ...options.config, auth: { credentialCacheTtlMs: 0 } },
+    // A long credential cache: a revocation must reach it by invalidation, not by the entry aging out.
+    config: { ...options.config, auth: { credentialCacheTtlMs: 60_000 } },
   });
   return {
     ...test,

@@ -67,6 +67,8 @@ t.test('a refresh token used twice revokes the whole grant', async (t) => {
   const rotated = await refresh(first.refresh_token);
   t.equal(rotated.statusCode, 200);
   t.not(rotated.json().refresh_token, first.refresh_token, 'a new refresh token each time');
+  const working = await test.auth('POST', '/mcp', { json: initialize, headers: mcpHeaders(rotated.json().access_token) });
+  t.equal(working.statusCode, 200, 'the new access token works, and its credential is cached');
 
   const replayed = await refresh(first.refresh_token);
   t.equal(replayed.statusCode, 400);
@@ -133,6 +135,8 @@ t.test('a revoked grant ends its access token; revoking an unknown token still a
   const test = await buildOAuthApp(t);
   const issued = await issuedCode(test);
   const tokens = (await redeem(test, issued)).json();
+  const before = await test.auth('POST', '/mcp', { json: initialize, headers: mcpHeaders(tokens.access_token) });
+  t.equal(before.statusCode, 200, 'the token works, and its credential is cached');
   const revoked = await test.auth('POST', '/revoke', { form: { client_id: issued.clientId, token: tokens.refresh_token, token_type_hint: 'refresh_token' } });
   t.equal(revoked.statusCode, 200);
   const mcp = await test.auth('POST', '/mcp', { json: initialize, headers: mcpHeaders(tokens.access_token) });
