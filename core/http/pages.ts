@@ -46,7 +46,7 @@ export interface PageOptions {
   formTargets?: readonly string[];
 }
 
-/** Answers a whole page: no caching, no framing, no referrer, no script. */
+/** Answers a whole page: no caching, no framing, no referrer to other sites, no script. */
 export function sendPage(reply: FastifyReply, options: PageOptions): FastifyReply {
   const formAction = ["'self'", ...(options.formTargets ?? [])].join(' ');
   return reply
@@ -55,7 +55,8 @@ export function sendPage(reply: FastifyReply, options: PageOptions): FastifyRepl
     .header('content-security-policy', `default-src 'none'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`)
     .header('x-frame-options', 'DENY')
     .header('x-content-type-options', 'nosniff')
-    .header('referrer-policy', 'no-referrer')
+    // Not no-referrer: browsers then send `Origin: null` with the page's own forms, and the CSRF check needs their origin.
+    .header('referrer-policy', 'same-origin')
     .header('cache-control', 'no-store')
     .send(
       `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">${html`<title>${options.title}</title>`}</head>\n<body>${options.body.markup}</body></html>\n`,
@@ -80,11 +81,12 @@ export function formCsrfToken(request: FastifyRequest, reply: FastifyReply, secu
 
 /**
  * Whether a form POST passes: the field equals the cookie, and the browser does not say the
- * submission came from another site or origin.
+ * submission came from another site or origin. `ownOrigin` is the pages' public origin (behind a
+ * proxy that terminates TLS the request itself looks like http); null means this request's own.
  */
-export function formCsrfPasses(request: FastifyRequest, field: unknown): boolean {
+export function formCsrfPasses(request: FastifyRequest, field: unknown, ownOrigin: string | null): boolean {
   const origin = request.headers.origin;
-  if (origin !== undefined && origin !== 'null' && origin !== `${request.protocol}://${request.host}`) return false;
+  if (origin !== undefined && origin !== (ownOrigin ?? `${request.protocol}://${request.host}`)) return false;
   if (request.headers['sec-fetch-site'] === 'cross-site') return false;
   const cookie = cookieValue(request.headers.cookie, FORM_CSRF_COOKIE);
   if (!cookie || typeof field !== 'string') return false;

@@ -18,6 +18,8 @@ export interface ConsentDeps {
   signIn: PeopleSignIn;
   identity: IdentityStores;
   host: RegExp;
+  /** The pages' public origin, which their forms' Origin header must name. */
+  authUrl: string;
   /** Cookies on auth_url are Secure when it is https. */
   secureCookies: boolean;
   sessionTtlDays: number;
@@ -63,7 +65,7 @@ export function mountConsentRoutes(scope: FastifyInstance, deps: ConsentDeps): v
 
   scope.post('/authorize/sign-in', open, async (request, reply) => {
     const form = formOf(request.body);
-    if (!formCsrfPasses(request, form[FORM_CSRF_FIELD])) return refusedForm(reply);
+    if (!formCsrfPasses(request, form[FORM_CSRF_FIELD], deps.authUrl)) return refusedForm(reply);
     const checked = await checkRequest(server, reply, form);
     if (!checked) return reply;
     try {
@@ -79,7 +81,7 @@ export function mountConsentRoutes(scope: FastifyInstance, deps: ConsentDeps): v
 
   scope.post('/authorize', open, async (request, reply) => {
     const form = formOf(request.body);
-    if (!formCsrfPasses(request, form[FORM_CSRF_FIELD])) return refusedForm(reply);
+    if (!formCsrfPasses(request, form[FORM_CSRF_FIELD], deps.authUrl)) return refusedForm(reply);
     const checked = await checkRequest(server, reply, form);
     if (!checked) return reply;
     const session = await sessionOf(deps.authenticator, request);

@@ -63,6 +63,7 @@ export const oauthPlugin = definePlugin({
       signIn: container.resolve(Tokens.SignIn),
       identity: container.resolve(Tokens.Identity),
       host,
+      authUrl: config.authUrl,
       secureCookies: config.authUrl.startsWith('https:'),
       sessionTtlDays: appConfig.auth.sessionTtlDays,
     });

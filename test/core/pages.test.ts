@@ -15,7 +15,7 @@ async function pageServer(t: { teardown(fn: () => unknown): void }) {
       body: html`<p>Hello ${name}</p><form method="post" action="/form"><input type="hidden" name="${FORM_CSRF_FIELD}" value="${csrf}"></form>`,
     });
   });
-  app.post('/form', async (request) => ({ passes: formCsrfPasses(request, (request.body as Record<string, string>)[FORM_CSRF_FIELD]) }));
+  app.post('/form', async (request) => ({ passes: formCsrfPasses(request, (request.body as Record<string, string>)[FORM_CSRF_FIELD], 'https://pages.example') }));
   t.teardown(() => app.close());
   return app;
 }
@@ -49,7 +49,9 @@ t.test('a form passes the CSRF check with the token of its page, and only with i
   t.same((await post({ csrf_token: token }, {})).json(), { passes: false }, 'without the cookie');
   t.same((await post({ csrf_token: `${token.slice(0, -1)}x` }, { cookie })).json(), { passes: false }, 'another token');
   t.same((await post({}, { cookie })).json(), { passes: false }, 'without the field');
+  t.same((await post({ csrf_token: token }, { cookie, origin: 'https://pages.example' })).json(), { passes: true }, 'from our own origin');
   t.same((await post({ csrf_token: token }, { cookie, origin: 'https://evil.example' })).json(), { passes: false }, 'from another origin');
+  t.same((await post({ csrf_token: token }, { cookie, origin: 'null' })).json(), { passes: false }, 'from an opaque origin');
   t.same((await post({ csrf_token: token }, { cookie, 'sec-fetch-site': 'cross-site' })).json(), { passes: false }, 'a cross-site submission');
   const again = await app.inject({ url: '/page', headers: { cookie } });
   t.equal(again.headers['set-cookie'], undefined, 'the browser keeps its token across pages');
