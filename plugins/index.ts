@@ -4,6 +4,7 @@ import { auditPlugin } from './audit/index.ts';
 import { guardrailsPlugin } from './guardrails/index.ts';
 import { inferencePlugin } from './inference/index.ts';
 import { keysPlugin } from './keys/index.ts';
+import { oauthPlugin } from './oauth/index.ts';
 import { meteringPlugin } from './metering/index.ts';
 import { usagePlugin } from './usage/index.ts';
 import { projectsPlugin } from './projects/index.ts';
@@ -12,4 +13,4 @@ import { projectsPlugin } from './projects/index.ts';
  * Every plugin the service ships, in a sensible order. Operators enable them by name under
  * `plugins:` in config; the kernel orders them by their declared dependencies.
  */
-export const manifest: readonly AnyPlugin[] = [accountPlugin, projectsPlugin, keysPlugin, inferencePlugin, guardrailsPlugin, meteringPlugin, usagePlugin, auditPlugin];
+export const manifest: readonly AnyPlugin[] = [accountPlugin, projectsPlugin, keysPlugin, inferencePlugin, guardrailsPlugin, meteringPlugin, usagePlugin, auditPlugin, oauthPlugin];

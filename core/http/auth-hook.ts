@@ -17,6 +17,7 @@ import { sessionCookieOf } from './session-cookie.ts';
  * browser session's `svc_session` cookie; its writes must pass the CSRF check (core/http/csrf.ts).
  * On /v1 a cookie is refused like any session, without being looked up. An Authorization header
  * always wins over a cookie. A route whose auth says `xApiKey` also takes the key from `x-api-key`.
+ * A connector's OAuth access token is refused everywhere here (401 `connector_token_not_accepted`).
  */
 export function installAuthHook(app: FastifyInstance, authenticator: Authenticator, options: { ownOrigin: string | null }): void {
   app.decorateRequest('credential', null);
@@ -27,6 +28,8 @@ export function installAuthHook(app: FastifyInstance, authenticator: Authenticat
     if (auth === false) return done();
     const scope = auth?.scope ?? null;
     const admit = (credential: Credential) => {
+      // Connectors' OAuth tokens are for {auth_url}/mcp only, which authenticates them itself.
+      if (credential.kind === 'connector') return done(new ApiError('connector_token_not_accepted'));
       if (surface === 'v1' && credential.kind !== 'key') return done(apiKeyRequired());
       request.credential = credential;
       const refusal = scopeRefusal(credential, scope);

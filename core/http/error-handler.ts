@@ -29,7 +29,8 @@ export function installErrorHandling(app: FastifyInstance): void {
     for (const method of methods) {
       if (METHODS.includes(method as HTTPMethod)) {
         try {
-          shadow.on(method as HTTPMethod, route.url, () => undefined);
+          // With its constraints (a route served on another host name only), so Allow names what this host serves.
+          shadow.on(method as HTTPMethod, route.url, { constraints: route.constraints ?? {} }, () => undefined);
         } catch {
           // Same route declared under two prefixes that normalise alike: already known.
         }
@@ -39,7 +40,8 @@ export function installErrorHandling(app: FastifyInstance): void {
 
   const notFound = (request: FastifyRequest): ApiError => {
     const path = request.url.split('?')[0] ?? '/';
-    const allowed = METHODS.filter((method) => method !== request.method && shadow.find(method, path));
+    const constraints = { host: request.headers.host ?? '' };
+    const allowed = METHODS.filter((method) => method !== request.method && shadow.find(method, path, constraints));
     if (allowed.length > 0) {
       const message = `Method ${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`;
       return new ApiError('method_not_allowed', message, { headers: { allow: allowed.join(', ') } });

@@ -1,11 +1,28 @@
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { scopeRefusal } from '../identity/authorization.ts';
 import type { Credential } from '../identity/credential.ts';
 import { Tokens } from '../kernel/di-tokens.ts';
 import { ApiError } from '../kernel/errors.ts';
+import { defineExtensionPoint } from '../kernel/extension-points.ts';
 import type { OperationCaller } from '../operations/operation-service.ts';
+import type { OperationTools } from '../operations/operation-tools.ts';
+
+/**
+ * Serves one MCP request (stateless Streamable HTTP) for a credential the mounting route has
+ * already authenticated: `/mcp` on the API host (keys and sessions) and `{auth_url}/mcp`
+ * (connectors that signed in over OAuth, plugins/oauth) answer through the same handler, so the
+ * tools and their authorization are one.
+ */
+export type McpEndpoint = (request: FastifyRequest, reply: FastifyReply, credential: Credential) => Promise<void>;
+
+/**
+ * Lets a plugin serve `{auth_url}/mcp` with another handler (the OAuth tests use a one-tool echo);
+ * unprovided, it serves the operation tools (`operationToolsEndpoint`).
+ */
+export const McpEndpointPoint = defineExtensionPoint<McpEndpoint>('mcp.endpoint');
 
 export interface McpEndpointOptions {
   /** The credential kinds this mount takes; any other is refused 401 as a credential it does not know. */
@@ -29,7 +46,7 @@ const INSTRUCTIONS =
  */
 export function mountMcpEndpoint(app: FastifyInstance, path: string, options: McpEndpointOptions): void {
   const { container, config } = app.svc;
-  const tools = container.resolve(Tokens.OperationTools);
+  const serve = operationToolsEndpoint(container.resolve(Tokens.OperationTools));
   const ownOrigin = config.server.publicUrl ? new URL(config.server.publicUrl).origin : null;
   const challenge = options.challenge ?? 'Bearer';
   app.route({
@@ -47,23 +64,34 @@ export function mountMcpEndpoint(app: FastifyInstance, path: string, options: Mc
       if (reply.statusCode === 401) void reply.header('www-authenticate', challenge);
       done(null, payload);
     },
-    handler: async (request, reply) => {
-      const caller: OperationCaller = { credential: request.credential!, requestId: request.id, logger: request.log };
-      const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
-      server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: tools.list(caller.credential) }));
-      server.setRequestHandler(CallToolRequestSchema, (call) => tools.call(call.params.name, call.params.arguments, caller));
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-      reply.raw.on('close', () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      // The transport writes the answer itself; the headers the kernel's hooks set (x-request-id) go with it.
-      for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
-      reply.hijack();
-      await transport.handleRequest(request.raw, reply.raw, request.body);
-    },
+    handler: (request, reply) => serve(request, reply, request.credential!),
   });
+}
+
+/**
+ * The operation registry's tools for one request: a fresh MCP server and transport, answered as
+ * JSON. Using MCP at all takes `mcp:read` (the API host's route declares it; a connector's grant is
+ * checked here, since its route authenticates for itself).
+ */
+export function operationToolsEndpoint(tools: OperationTools): McpEndpoint {
+  return async (request, reply, credential) => {
+    const refusal = scopeRefusal(credential, 'mcp:read');
+    if (refusal) throw refusal;
+    const caller: OperationCaller = { credential, requestId: request.id, logger: request.log };
+    const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
+    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: tools.list(caller.credential) }));
+    server.setRequestHandler(CallToolRequestSchema, (call) => tools.call(call.params.name, call.params.arguments, caller));
+    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    reply.raw.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    // The transport writes the answer itself; the headers the kernel's hooks set (x-request-id) go with it.
+    for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
+    reply.hijack();
+    await transport.handleRequest(request.raw, reply.raw, request.body);
+  };
 }
 
 /** No Origin (a client that is not a browser), or this site's own (server.publicUrl's, else the request's). */

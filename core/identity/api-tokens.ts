@@ -2,6 +2,9 @@ import { hash, randomBytes, timingSafeEqual } from 'node:crypto';
 
 export const KEY_PREFIX = 'svc_live_';
 export const SESSION_PREFIX = 'svc_sess_';
+/** OAuth access and refresh tokens issued to connectors (plugins/oauth). */
+export const CONNECTOR_ACCESS_PREFIX = 'svc_oat_';
+export const CONNECTOR_REFRESH_PREFIX = 'svc_ort_';
 
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 

@@ -1,15 +1,16 @@
-import type { AncestorKey, Credential, KeyCredential, SessionCredential } from './credential.ts';
+import type { AncestorKey, ConnectorCredential, Credential, KeyCredential, SessionCredential } from './credential.ts';
+import type { ConnectorTokenLookup, ConnectorTokenRecord } from './connector-tokens.ts';
 import { ApiError } from '../kernel/errors.ts';
 import type { PubSub, Unsubscribe } from '../ports/coordination.ts';
 import type { CredentialLookup, KeyAuthRecord, MembershipStore, SessionAuthRecord } from '../ports/identity.ts';
 import { isScope, scopesForRole, type Scope } from './scopes.ts';
-import { hashToken, KEY_PREFIX, SESSION_PREFIX } from './api-tokens.ts';
+import { CONNECTOR_ACCESS_PREFIX, hashToken, KEY_PREFIX, SESSION_PREFIX } from './api-tokens.ts';
 
 const INVALIDATION_CHANNEL = 'credentials:invalidate';
 /** lastUsedAt is for people reading key lists: half a minute late is soon enough. */
 const LAST_USED_FLUSH_MS = 30_000;
 
-type Invalidation = { kind: 'key'; id: string } | { kind: 'session'; id: string } | { kind: 'all' };
+type Invalidation = { kind: 'key'; id: string } | { kind: 'session'; id: string } | { kind: 'grant'; id: string } | { kind: 'all' };
 
 interface CachedKey {
   kind: 'key';
@@ -27,12 +28,20 @@ interface CachedSession {
   cachedUntil: number;
 }
 
+interface CachedConnector {
+  kind: 'connector';
+  record: ConnectorTokenRecord;
+  /** null when the person no longer belongs to the grant's organisation. */
+  credential: ConnectorCredential | null;
+  cachedUntil: number;
+}
+
 interface CachedMiss {
   kind: 'miss';
   cachedUntil: number;
 }
 
-type CacheEntry = CachedKey | CachedSession | CachedMiss;
+type CacheEntry = CachedKey | CachedSession | CachedConnector | CachedMiss;
 
 export interface AuthenticatorOptions {
   cacheTtlMs: number;
@@ -59,6 +68,7 @@ export class Authenticator {
   /** Key id -> when it was last used (epoch ms), until the next flush writes lastUsedAt in one batch. */
   private usedKeys = new Map<string, number>();
   private usageFlush: NodeJS.Timeout | null = null;
+  private connectorTokens: ConnectorTokenLookup | null = null;
 
   constructor(
     private readonly lookup: CredentialLookup,
@@ -67,6 +77,11 @@ export class Authenticator {
     private readonly options: AuthenticatorOptions,
   ) {
     this.now = options.now ?? Date.now;
+  }
+
+  /** Where connectors' OAuth access tokens are found (the plugin that issues them provides it). */
+  useConnectorTokens(lookup: ConnectorTokenLookup | undefined): void {
+    this.connectorTokens = lookup ?? null;
   }
 
   async start(): Promise<void> {
@@ -164,6 +179,12 @@ export class Authenticator {
       if (this.options.recordKeyUse) this.usedKeys.set(key.id, now);
       return entry.credential;
     }
+    if (entry.kind === 'connector') {
+      if (entry.record.revokedAt) throw new ApiError('access_token_revoked');
+      if (entry.record.expiresAt.getTime() <= now) throw new ApiError('access_token_expired');
+      if (!entry.credential) throw new ApiError('no_organization');
+      return entry.credential;
+    }
     const { session } = entry.record;
     if (session.revokedAt) throw new ApiError('session_revoked');
     if (session.expiresAt.getTime() <= now) throw new ApiError('session_expired');
@@ -194,7 +215,8 @@ export class Authenticator {
         entry = { kind: 'session', record: sessionRecord, credential: await this.sessionCredential(sessionRecord), cachedUntil };
         this.hashesBySessionId.set(sessionRecord.session.id, hash);
       } else {
-        entry = { kind: 'miss', cachedUntil };
+        const connectorRecord = await this.connectorTokens?.findAccessToken(hash);
+        entry = connectorRecord ? { kind: 'connector', record: connectorRecord, credential: await this.connectorCredential(connectorRecord), cachedUntil } : { kind: 'miss', cachedUntil };
       }
     }
     this.remember(hash, entry);
@@ -229,6 +251,30 @@ export class Authenticator {
     };
   }
 
+  /**
+   * The person still acts with their current organisation role: the scopes granted on the consent
+   * page are narrowed by it, so a demoted person's connectors lose what the role no longer holds.
+   */
+  private async connectorCredential(record: ConnectorTokenRecord): Promise<ConnectorCredential | null> {
+    const memberships = await this.memberships.listForPerson(record.personId);
+    const membership = memberships.find((m) => m.organizationId === record.organizationId && m.status === 'active' && m.organizationStatus === 'active');
+    if (!membership) return null;
+    const held = scopesForRole(membership.role);
+    return {
+      kind: 'connector',
+      grantId: record.grantId,
+      clientId: record.clientId,
+      personId: record.personId,
+      email: record.email,
+      organizationId: record.organizationId,
+      projectId: record.projectId,
+      role: membership.role,
+      scopes: new Set(record.scopes.filter(isScope).filter((scope) => held.has(scope))),
+      audience: record.audience,
+      expiresAt: record.expiresAt,
+    };
+  }
+
   private applyInvalidation(message: string): void {
     let parsed: Invalidation;
     try {
@@ -240,6 +286,10 @@ export class Authenticator {
       this.cache.clear();
       this.hashesByKeyId.clear();
       this.hashesBySessionId.clear();
+      return;
+    }
+    if (parsed.kind === 'grant') {
+      for (const [hash, entry] of this.cache) if (entry.kind === 'connector' && entry.record.grantId === parsed.id) this.cache.delete(hash);
       return;
     }
     const index = parsed.kind === 'key' ? this.hashesByKeyId : this.hashesBySessionId;
@@ -271,7 +321,7 @@ function tokenHash(authorization: string | undefined): string {
   if (!token) {
     throw new ApiError('missing_api_key');
   }
-  if (!token.startsWith(KEY_PREFIX) && !token.startsWith(SESSION_PREFIX)) throw invalid();
+  if (!token.startsWith(KEY_PREFIX) && !token.startsWith(SESSION_PREFIX) && !token.startsWith(CONNECTOR_ACCESS_PREFIX)) throw invalid();
   return hashToken(token);
 }
 

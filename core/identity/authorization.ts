@@ -1,5 +1,5 @@
 import type { Credential } from './credential.ts';
-import { isOwner } from './credential.ts';
+import { confinedProjectOf, isOwner } from './credential.ts';
 import type { ErrorCode } from '../kernel/error-catalogue.ts';
 import { ApiError } from '../kernel/errors.ts';
 import type { AnyOperation, OperationInput } from '../operations/operations.ts';
@@ -88,7 +88,8 @@ export function authorizeCredential(credential: Credential, operation: AnyOperat
  * - an API key its own project; holding `projects:write`, every project of its organisation
  *   (unless the declaration keeps keys in their own project);
  * - an owner's or admin's session every project;
- * - a member's session the projects they have a role on; viewers read only (403 `project_role_insufficient`).
+ * - a member's session the projects they have a role on; viewers read only (403 `project_role_insufficient`);
+ * - a connector (OAuth) the one project its person picked when granting it, with that person's role there.
  * A project or key the caller may not reach answers 404, the same as one that does not exist.
  */
 export async function authorize(credential: Credential, operation: AnyOperation, input: OperationInput<unknown, unknown, unknown>, deps: AuthorizationDeps): Promise<Authorization> {
@@ -116,19 +117,20 @@ async function resolve(identity: IdentityStores, credential: Credential, declara
     if (id === undefined) return null;
     const missing = new ApiError('key_not_found', `No API key ${id}`, { param });
     const key = await identity.apiKeys.get(credential.organizationId, id);
-    if (!key || (credential.kind === 'key' && key.projectId !== credential.projectId)) throw missing;
+    const confinedTo = confinedProjectOf(credential);
+    if (!key || (confinedTo !== null && key.projectId !== confinedTo)) throw missing;
     const project = await reachProject(identity, credential, key.projectId, declaration.access, missing);
     return { kind: 'key', key, project };
   }
   let projectId = id;
   if (projectId === undefined) {
     if (declaration.whenAbsent !== 'default-project') return null;
-    projectId = credential.kind === 'key' ? credential.projectId : (await identity.projects.getDefault(credential.organizationId))?.id;
+    projectId = confinedProjectOf(credential) ?? (await identity.projects.getDefault(credential.organizationId))?.id;
     if (!projectId) throw new ApiError('project_required', undefined, { param });
   }
   const missing = new ApiError('project_not_found', `No project ${projectId}`, { param });
   const confined = declaration.keyOwnProjectOnly;
-  if (confined && credential.kind === 'key' && projectId !== credential.projectId) {
+  if (confined && credential.kind !== 'session' && projectId !== credential.projectId) {
     if (confined === true) throw missing;
     throw new ApiError(confined.code, confined.message, { param });
   }
@@ -142,6 +144,8 @@ async function reachProject(identity: IdentityStores, credential: Credential, pr
     if (credential.projectId === project.id || credential.scopes.has('projects:write')) return project;
     throw missing;
   }
+  // A connector is confined to the project picked on the consent page, then holds its person's role there.
+  if (credential.kind === 'connector' && credential.projectId !== project.id) throw missing;
   if (credential.role === 'owner' || credential.role === 'admin') return project;
   const membership = await identity.projectMembers.get(project.id, credential.personId);
   if (!membership) throw missing;

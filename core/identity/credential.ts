@@ -43,7 +43,38 @@ export interface SessionCredential {
   readonly csrfTokenHash: string | null;
 }
 
-export type Credential = KeyCredential | SessionCredential;
+/**
+ * A person acting through a connector that signed in over OAuth (plugins/oauth): confined to the one
+ * project they picked on the consent page, with the scopes they granted there (narrowed again by
+ * their organisation role at every use). Only `{auth_url}/mcp` takes it.
+ */
+export interface ConnectorCredential {
+  readonly kind: 'connector';
+  /** The grant (token family) the access token belongs to; revoking it ends every token of the family. */
+  readonly grantId: string;
+  readonly clientId: string;
+  readonly personId: string;
+  readonly email: string;
+  readonly organizationId: string;
+  readonly projectId: string;
+  readonly role: OrgRole;
+  readonly scopes: ReadonlySet<Scope>;
+  /** The resource (RFC 8707) the token was issued for: `{auth_url}/mcp`. */
+  readonly audience: string;
+  readonly expiresAt: Date;
+}
+
+export type Credential = KeyCredential | SessionCredential | ConnectorCredential;
+
+/** The person behind a credential, when a person is behind it. */
+export function personIdOf(credential: Credential): string | null {
+  return credential.kind === 'key' ? null : credential.personId;
+}
+
+/** The one project a credential is confined to (a key's or a connector's), or null for a person's session. */
+export function confinedProjectOf(credential: Credential): string | null {
+  return credential.kind === 'session' ? null : credential.projectId;
+}
 
 export function isOwner(credential: Credential): boolean {
   return credential.kind === 'session' && credential.role === 'owner';

@@ -21,6 +21,7 @@ export async function visibleProjects(identity: IdentityStores, credential: Cred
  */
 export async function visibleProjectIds(identity: IdentityStores, credential: Credential): Promise<string[] | null> {
   if (credential.kind === 'key') return credential.scopes.has('projects:write') ? null : [credential.projectId];
+  if (credential.kind === 'connector') return [credential.projectId];
   if (credential.role === 'owner' || credential.role === 'admin') return null;
   return identity.projectMembers.projectIdsOf(credential.organizationId, credential.personId);
 }

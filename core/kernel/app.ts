@@ -48,6 +48,7 @@ import { Readiness } from './readiness.ts';
 import { mountHealthRoutes } from '../http/health-routes.ts';
 import { privateDirectoriesOf, tightenTree } from './private-files.ts';
 import { secretMatcher } from '../identity/api-tokens.ts';
+import { ConnectorTokensPoint } from '../identity/connector-tokens.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -257,6 +258,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     }));
     for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
     extensions.closeRegistration();
+    authenticator.useConnectorTokens(extensions.forPlugin('kernel').get(ConnectorTokensPoint));
     for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation, plugin);
     for (const { plugin, ctx } of contexts) {
       for (const queue of plugin.queues?.(ctx) ?? []) jobRegistry.addQueue(queue);

@@ -71,6 +71,13 @@ const KERNEL_ERRORS = {
   session_revoked: { status: 401, type: 'authentication_error', message: 'This session has been signed out' },
   session_expired: { status: 401, type: 'authentication_error', message: 'This session has expired; sign in again' },
   no_organization: { status: 401, type: 'authentication_error', message: 'This person belongs to no active organisation' },
+  access_token_expired: { status: 401, type: 'authentication_error', message: 'This access token has expired; refresh it at the token endpoint' },
+  access_token_revoked: { status: 401, type: 'authentication_error', message: 'This access token has been revoked; sign in again' },
+  connector_token_not_accepted: {
+    status: 401,
+    type: 'authentication_error',
+    message: 'OAuth access tokens of connectors are accepted only at {auth_url}/mcp; use an API key here',
+  },
   api_key_required: {
     status: 401,
     type: 'authentication_error',

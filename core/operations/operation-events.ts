@@ -28,10 +28,15 @@ declare module '../events/domain-events.ts' {
   }
 }
 
+/** A connector acts as its person; the credential names the OAuth grant it acts through. */
 export function actorOf(credential: Credential): EventActor {
-  return credential.kind === 'session'
-    ? { kind: 'person', id: credential.personId, label: credential.email, credential: { kind: 'session', id: credential.sessionId } }
-    : { kind: 'key', id: credential.keyId, label: credential.keyName, credential: { kind: 'key', id: credential.keyId } };
+  if (credential.kind === 'session') {
+    return { kind: 'person', id: credential.personId, label: credential.email, credential: { kind: 'session', id: credential.sessionId } };
+  }
+  if (credential.kind === 'connector') {
+    return { kind: 'person', id: credential.personId, label: credential.email, credential: { kind: 'connector', id: credential.grantId } };
+  }
+  return { kind: 'key', id: credential.keyId, label: credential.keyName, credential: { kind: 'key', id: credential.keyId } };
 }
 
 /** How one operation call is recorded: the handler's transactions, then its outcome. */

@@ -99,5 +99,8 @@ function toolOf(operation: AnyOperation): Tool {
 }
 
 function credentialLabel(credential: Credential): { kind: string; id: string } {
-  return credential.kind === 'key' ? { kind: 'key', id: credential.keyId } : { kind: credential.kind, id: credential.sessionId };
+  if (credential.kind === 'key') return { kind: 'key', id: credential.keyId };
+  // A connector acts for its person within one grant: the grant is what a revocation ends.
+  if (credential.kind === 'connector') return { kind: 'connector', id: credential.grantId };
+  return { kind: 'session', id: credential.sessionId };
 }

@@ -2,7 +2,7 @@ import type { Queryable } from './database.ts';
 
 /** Who caused an event: a person (through a session), an API key, or the service itself. */
 export type EventActor =
-  | { kind: 'person'; id: string; label: string; credential: { kind: 'session'; id: string } }
+  | { kind: 'person'; id: string; label: string; credential: { kind: 'session' | 'connector'; id: string } }
   | { kind: 'key'; id: string; label: string; credential: { kind: 'key'; id: string } }
   | { kind: 'system'; id: string; label: string; credential: null };
 

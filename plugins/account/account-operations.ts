@@ -116,7 +116,8 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     errors: ['key_organization_fixed', 'organization_not_found', 'organization_inactive'],
     output: defaultOrganizationView,
     async handler({ body }, { credential }) {
-      if (credential.kind === 'key') {
+      // A connector's grant is issued inside one organisation, like a key.
+      if (credential.kind !== 'session') {
         throw new ApiError('key_organization_fixed', undefined, { param: 'organizationId' });
       }
       const membership = await identity.memberships.get(body.organizationId, credential.personId);

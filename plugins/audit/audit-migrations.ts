@@ -31,4 +31,13 @@ CREATE INDEX audit_log_org_actor_time ON audit_log (organization_id, actor_id, o
 CREATE INDEX audit_log_org_operation_time ON audit_log (organization_id, operation, occurred_at DESC, id DESC);
 `,
   },
+  {
+    owner: 'audit',
+    version: 2,
+    name: 'writes by connectors that signed in over OAuth',
+    sql: `
+ALTER TABLE audit_log DROP CONSTRAINT audit_log_credential_kind_check;
+ALTER TABLE audit_log ADD CONSTRAINT audit_log_credential_kind_check CHECK (credential_kind IN ('session', 'key', 'connector'));
+`,
+  },
 ];

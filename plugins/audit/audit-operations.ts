@@ -24,8 +24,8 @@ const auditEntryView = z
       label: z.string().describe("The person's email or the key's name at the time"),
     }),
     credential: z.object({
-      kind: z.enum(['session', 'key']),
-      id: z.string().describe('The session id, or the API key id, the call was made with'),
+      kind: z.enum(['session', 'key', 'connector']),
+      id: z.string().describe('The session id, the API key id, or the OAuth grant id of a connector, the call was made with'),
     }),
     outcome: z.object({
       status: z.number().int().describe('HTTP status answered'),

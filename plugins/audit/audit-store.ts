@@ -14,7 +14,7 @@ export interface AuditEntry {
   params: Record<string, string>;
   targetId: string | null;
   actor: { kind: 'person' | 'key'; id: string; label: string };
-  credential: { kind: 'session' | 'key'; id: string };
+  credential: { kind: 'session' | 'key' | 'connector'; id: string };
   status: number;
   errorCode: string | null;
   requestId: string;
@@ -43,7 +43,7 @@ function toEntry(row: Row): AuditEntry {
     params: row['params'] as Record<string, string>,
     targetId: strOrNull(row, 'target_id'),
     actor: { kind: str(row, 'actor_kind') as 'person' | 'key', id: str(row, 'actor_id'), label: str(row, 'actor_label') },
-    credential: { kind: str(row, 'credential_kind') as 'session' | 'key', id: str(row, 'credential_id') },
+    credential: { kind: str(row, 'credential_kind') as 'session' | 'key' | 'connector', id: str(row, 'credential_id') },
     status: Number(row['status']),
     errorCode: strOrNull(row, 'error_code'),
     requestId: str(row, 'request_id'),

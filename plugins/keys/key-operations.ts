@@ -1,3 +1,4 @@
+import { personIdOf } from '../../core/identity/credential.ts';
 import { z } from 'zod';
 import type { Authenticator } from '../../core/identity/authenticator.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
@@ -107,7 +108,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
           expiresAt,
           spendCap: toSpendCap(body.spendCap ?? null) ?? inherited?.spendCap ?? null,
           rateLimits: inherited?.rateLimits ?? toRateLimits(body.rateLimits),
-          createdByPersonId: credential.kind === 'session' ? credential.personId : null,
+          createdByPersonId: personIdOf(credential),
           createdByKeyId: credential.kind === 'key' ? credential.keyId : null,
         }),
       );

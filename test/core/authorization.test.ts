@@ -1,6 +1,6 @@
 import t from 'tap';
 import { authorize, authorizedKey, authorizedProject, resourceId, resourcesOf, scopeRefusal, type AuthorizedResource, type ResourceDeclaration } from '../../core/identity/authorization.ts';
-import type { Credential, KeyCredential, SessionCredential } from '../../core/identity/credential.ts';
+import type { ConnectorCredential, Credential, KeyCredential, SessionCredential } from '../../core/identity/credential.ts';
 import type { AnyOperation } from '../../core/operations/operations.ts';
 import type { ApiKey, IdentityStores, Project } from '../../core/ports/identity.ts';
 import { isManagementScope, isScope, ORG_ROLES, SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/identity/scopes.ts';
@@ -51,6 +51,23 @@ function keyCredential(projectId: string, scopes: readonly Scope[] = SCOPES.filt
 }
 function session(role: OrgRole, personId: string = role): SessionCredential {
   return { kind: 'session', sessionId: 's', personId, email: `${personId}@x.test`, organizationId: ORG, role, scopes: scopesForRole(role), csrfTokenHash: null };
+}
+
+/** A person's connector (OAuth), confined to one project, holding the scopes granted. */
+function connector(projectId: string, role: OrgRole = 'owner', personId: string = role, scopes: readonly Scope[] = SCOPES.filter(isManagementScope)): ConnectorCredential {
+  return {
+    kind: 'connector',
+    grantId: 'grant-1',
+    clientId: 'client-1',
+    personId,
+    email: `${personId}@x.test`,
+    organizationId: ORG,
+    projectId,
+    role,
+    scopes: new Set(scopes),
+    audience: 'https://auth.x.test/mcp',
+    expiresAt: new Date(8.64e15),
+  };
 }
 
 function operation(fields: { scope?: Scope | null; ownerOnly?: boolean; resource?: ResourceDeclaration | ResourceDeclaration[] }): AnyOperation {
@@ -260,4 +277,35 @@ t.test("the scopes are the spec's thirteen, every one but inference a management
   t.notOk(isManagementScope('inference'));
   for (const scope of SCOPES.filter((s) => s !== 'inference')) t.ok(isManagementScope(scope), scope);
   t.same(ORG_ROLES, ['owner', 'admin', 'member']);
+});
+
+t.test('a connector reaches only the project it was granted, even as an owner', async (t) => {
+  const op = operation({ resource: projectInBody() });
+  t.equal(await refusal(connector('A'), op, input({ body: { projectId: 'A' } })), null);
+  t.same(await refusal(connector('A'), op, input({ body: { projectId: 'B' } })), { status: 404, code: 'project_not_found', param: 'projectId' });
+  t.same(
+    await refusal(connector('A', 'owner', 'owner', [...SCOPES]), op, input({ body: { projectId: 'B' } })),
+    { status: 404, code: 'project_not_found', param: 'projectId' },
+    'projects:write does not widen it',
+  );
+});
+
+t.test('a connector reaches keys of its own project only, and an absent project means its own', async (t) => {
+  t.equal(await refusal(connector('B'), operation({ resource: keyInPath() }), input({ params: { id: 'key-of-B' } })), null);
+  t.same(await refusal(connector('B'), operation({ resource: keyInPath() }), input({ params: { id: 'key-of-A' } })), { status: 404, code: 'key_not_found', param: 'id' });
+  const found = await authorize(connector('B'), operation({ resource: projectInBody({ whenAbsent: 'default-project' }) }), input({ body: {} }), organisation());
+  t.equal(authorizedProject(found).id, 'B');
+});
+
+t.test("a connector holds its person's project role: a viewer's connector reads but does not write", async (t) => {
+  t.equal(await refusal(connector('A', 'member', 'viewer'), operation({ resource: projectInBody({ access: 'read' }) }), input({ body: { projectId: 'A' } })), null);
+  t.same(await refusal(connector('A', 'member', 'viewer'), operation({ resource: projectInBody() }), input({ body: { projectId: 'A' } })), {
+    status: 403,
+    code: 'project_role_insufficient',
+    param: null,
+  });
+});
+
+t.test('a connector never passes an owner-only operation, its person an owner or not', async (t) => {
+  t.same(await refusal(connector('A', 'owner'), operation({ ownerOnly: true })), { status: 403, code: 'owner_required', param: null });
 });
