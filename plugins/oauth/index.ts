@@ -64,6 +64,7 @@ export const oauthPlugin = definePlugin({
       authUrl: config.authUrl,
       host,
       mcp: extensions.get(McpEndpointPoint) ?? operationToolsEndpoint(container.resolve(Tokens.OperationTools)),
+      bodyLimit: appConfig.server.bodyLimitBytes,
     });
     mountConsentRoutes(scope, {
       server,

@@ -62,3 +62,21 @@ async function anotherProject(): Promise<string> {
   const created = await test.call('POST', '/client/projects', { body: { name: 'whoami: another project' } });
   return (created.json() as { id: string }).id;
 }
+
+t.test('a connector sends a tool call larger than the 8 KB limit of unauthenticated routes, as at /mcp', async (t) => {
+  const text = 'a'.repeat(20_000);
+  const answer = await rpc('tools/call', { name: 'guardrails_test', arguments: { text } });
+  t.equal(answer.statusCode, 200, 'read and answered');
+  const { result } = JSON.parse(answer.body) as { result: { isError?: boolean; structuredContent?: { text?: string } } };
+  t.notOk(result.isError, 'no error');
+  t.equal(result.structuredContent?.text?.length, text.length, 'the whole text reached the operation');
+});
+
+t.test('{auth_url}/mcp refuses a request without a token before reading its body', async (t) => {
+  const answer = await test.auth('POST', '/mcp', {
+    json: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {}, padding: 'a'.repeat(20_000) },
+    headers: { accept: 'application/json, text/event-stream' },
+  });
+  t.equal(answer.statusCode, 401, 'a credential is asked for, whatever the body');
+  t.match(answer.headers['www-authenticate'], /^Bearer resource_metadata=/);
+});
