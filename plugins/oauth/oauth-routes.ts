@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteShorthandOptions } from 'fastify';
 import type { Authenticator } from '../../core/identity/authenticator.ts';
-import type { McpEndpoint } from '../../core/http/mcp-endpoint.ts';
+import { isAllowedOrigin, type McpEndpoint } from '../../core/http/mcp-endpoint.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { authorizationHeader } from '../../core/http/authorization-header.ts';
 import { formOf } from './form-body.ts';
@@ -95,6 +95,7 @@ function mountMcp(scope: FastifyInstance, deps: OAuthRouteDeps, mcp: McpEndpoint
   // Authenticated on arrival, before the body is read: an accepted token may then send a tool call as
   // large as /mcp takes, while a request without one never gets past the headers.
   const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (!isAllowedOrigin(request, deps.authUrl)) throw new ApiError('origin_not_allowed');
     const authorization = authorizationHeader(request.raw);
     if (authorization === undefined) {
       void reply.header('www-authenticate', challenge());

@@ -80,3 +80,15 @@ t.test('{auth_url}/mcp refuses a request without a token before reading its body
   t.equal(answer.statusCode, 401, 'a credential is asked for, whatever the body');
   t.match(answer.headers['www-authenticate'], /^Bearer resource_metadata=/);
 });
+
+t.test("{auth_url}/mcp refuses a request from another site's page, and takes one from its own origin", async (t) => {
+  const from = (origin: string) =>
+    test.auth('POST', '/mcp', {
+      json: { jsonrpc: '2.0', id: 1, method: 'tools/list', params: {} },
+      headers: { authorization: `Bearer ${token}`, accept: 'application/json, text/event-stream', origin },
+    });
+  const foreign = await from('https://evil.example');
+  t.equal(foreign.statusCode, 403);
+  t.equal(foreign.json().error.code, 'origin_not_allowed');
+  t.equal((await from(test.authUrl)).statusCode, 200, "auth_url's own origin");
+});
