@@ -1,5 +1,5 @@
 import t from 'tap';
-import { buildTestApp } from './helpers/app.ts';
+import { allPlugins, buildTestApp } from './helpers/app.ts';
 
 t.test('a fresh service answers whoami for its bootstrap owner', async (t) => {
   const started = Date.now();
@@ -11,8 +11,26 @@ t.test('a fresh service answers whoami for its bootstrap owner', async (t) => {
 });
 
 t.test('GET / lists only the surfaces this deployment serves', async (t) => {
-  const withInference = await buildTestApp(t);
-  t.same((await withInference.call('GET', '/', { token: null })).json().surfaces, { inference: '/v1', management: '/client', regionalManagement: '/platform/v1' });
+  const everything = await buildTestApp(t, { plugins: { ...allPlugins(), oauth: { authUrl: 'https://auth.example.com' } } });
+  t.same((await everything.call('GET', '/', { token: null })).json().surfaces, {
+    inference: '/v1',
+    management: '/client',
+    regionalManagement: '/platform/v1',
+    mcp: '/mcp',
+    connectorMcp: 'https://auth.example.com/mcp',
+  });
   const managementOnly = await buildTestApp(t, { plugins: { account: {}, keys: {} } });
-  t.same((await managementOnly.call('GET', '/', { token: null })).json().surfaces, { management: '/client', regionalManagement: '/platform/v1' });
+  t.same((await managementOnly.call('GET', '/', { token: null })).json().surfaces, { management: '/client', regionalManagement: '/platform/v1', mcp: '/mcp' });
+});
+
+t.test('the surfaces GET / lists answer there', async (t) => {
+  const test = await buildTestApp(t, { plugins: { ...allPlugins(), oauth: { authUrl: 'https://auth.example.com' } } });
+  const { surfaces } = (await test.call('GET', '/', { token: null })).json() as { surfaces: Record<string, string> };
+  const mcp = await test.call('POST', surfaces.mcp!, { token: null, body: {} });
+  t.equal(mcp.statusCode, 401, '/mcp asks for a credential');
+  t.match(mcp.headers['www-authenticate'], /^Bearer/);
+  const connector = new URL(surfaces.connectorMcp!);
+  const signIn = await test.app.inject({ method: 'POST', url: connector.pathname, headers: { host: connector.host }, payload: {} });
+  t.equal(signIn.statusCode, 401, '{auth_url}/mcp asks connectors to sign in');
+  t.match(signIn.headers['www-authenticate'], /resource_metadata="https:\/\/auth\.example\.com\/\.well-known\/oauth-protected-resource\/mcp"/);
 });

@@ -94,8 +94,11 @@ export function operationToolsEndpoint(tools: OperationTools): McpEndpoint {
   };
 }
 
-/** No Origin (a client that is not a browser), or this site's own (server.publicUrl's, else the request's). */
-function isAllowedOrigin(request: FastifyRequest, ownOrigin: string | null): boolean {
+/**
+ * The transport specification's rule against DNS rebinding: no Origin (a client that is not a
+ * browser), or this site's own (`ownOrigin`: server.publicUrl's or auth_url's, else the request's).
+ */
+export function isAllowedOrigin(request: FastifyRequest, ownOrigin: string | null): boolean {
   const origin = request.headers.origin;
   return origin === undefined || origin === (ownOrigin ?? `${request.protocol}://${request.host}`);
 }

@@ -49,6 +49,7 @@ import { mountHealthRoutes } from '../http/health-routes.ts';
 import { privateDirectoriesOf, tightenTree } from './private-files.ts';
 import { secretMatcher } from '../identity/api-tokens.ts';
 import { ConnectorTokensPoint } from '../identity/connector-tokens.ts';
+import { type AdvertisedSurface, SurfacesPoint } from './surfaces.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -268,7 +269,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
 
     mountHealthRoutes(app, new Readiness({ database, coordination, jobs: runsWorkers ? runner : null }));
     if (servesApi) {
-      mountCoreRoutes(app, registry, config, metrics);
+      mountCoreRoutes(app, registry, config, metrics, extensions.forPlugin('kernel').all(SurfacesPoint));
       mountAuthRoutes(app, container.resolve(Tokens.SignIn), config);
       mountOperations(app, registry, operationService);
       mountMcpEndpoint(app, '/mcp', { accepts: ['key', 'session'] });
@@ -316,7 +317,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
   }
 }
 
-function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, config: AppConfig, metrics: GatewayMetrics): void {
+function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, config: AppConfig, metrics: GatewayMetrics, pluginSurfaces: readonly AdvertisedSurface[]): void {
   // Lists only what this deployment serves: a surface whose plugin is off is not advertised.
   app.get('/', { config: { auth: false, surface: 'root' } }, async () => ({
     object: 'service',
@@ -324,6 +325,8 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
       ...(app.hasRoute({ method: 'GET', url: '/v1' }) ? { inference: '/v1' } : {}),
       management: '/client',
       regionalManagement: '/platform/v1',
+      mcp: '/mcp',
+      ...Object.fromEntries(pluginSurfaces.map((surface) => [surface.name, surface.url])),
     },
     openapi: '/client/openapi.json',
     ...(config.metrics.enabled ? { metrics: '/metrics' } : {}),

@@ -3,6 +3,7 @@ import { ApiError } from '../../core/kernel/errors.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import type { Authenticator } from '../../core/identity/authenticator.ts';
+import { confinedProjectOf, type Credential } from '../../core/identity/credential.ts';
 import { SCOPES } from '../../core/identity/scopes.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listOf, listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
@@ -19,10 +20,22 @@ const whoamiView = z
   .object({
     object: z.literal('whoami'),
     account: z.object({ id: z.uuid(), name: z.string() }),
-    project: z.object({ id: z.uuid(), name: z.string() }).nullable().describe("The key's project; null for a person"),
+    project: z
+      .object({ id: z.uuid(), name: z.string() })
+      .nullable()
+      .describe("The one project a key or a connector is confined to; null for a person's session, which reaches every project its roles allow"),
     credential: z.discriminatedUnion('type', [
       z.object({ type: z.literal('api_key'), id: z.uuid(), name: z.string() }),
       z.object({ type: z.literal('session'), personId: z.uuid(), email: z.string(), role: z.enum(['owner', 'admin', 'member']) }),
+      z
+        .object({
+          type: z.literal('connector'),
+          personId: z.uuid(),
+          email: z.string(),
+          role: z.enum(['owner', 'admin', 'member']).describe("The person's organisation role, which narrows the scopes granted"),
+          clientId: z.string().describe('The OAuth client (the connector) the person approved'),
+        })
+        .describe('A person acting through a connector that signed in over OAuth at {auth_url}/mcp'),
     ]),
     scopes: z.array(z.enum(SCOPES)),
   })
@@ -47,12 +60,25 @@ const defaultOrganizationView = z
   .object({ object: z.literal('ack'), ok: z.literal(true), defaultOrganizationId: z.uuid() })
   .meta({ id: 'DefaultOrganization', description: "The organisation a person's sessions now act in" });
 
+function credentialView(credential: Credential): z.input<typeof whoamiView>['credential'] {
+  switch (credential.kind) {
+    case 'key':
+      return { type: 'api_key', id: credential.keyId, name: credential.keyName };
+    case 'session':
+      return { type: 'session', personId: credential.personId, email: credential.email, role: credential.role };
+    case 'connector':
+      return { type: 'connector', personId: credential.personId, email: credential.email, role: credential.role, clientId: credential.clientId };
+  }
+}
+
 export function accountOperations({ identity, authenticator }: Deps): AnyOperation[] {
   const whoami = defineOperation({
     name: 'account.whoami',
     method: 'GET',
     path: '/whoami',
     summary: 'The account, project and scopes of the calling credential',
+    description:
+      "An API key answers as `api_key`, a person signed in as `session` (no project: a session reaches every project its roles allow), and a connector that signed in over OAuth at `{auth_url}/mcp` as `connector`, with the one project it is confined to and the scopes it holds (those granted, narrowed by the person's role).",
     scope: null,
     readOnly: true,
     errors: ['account_not_found'],
@@ -60,15 +86,13 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     async handler(_input, { credential }) {
       const organization = await identity.organizations.get(credential.organizationId);
       if (!organization) throw new ApiError('account_not_found');
-      const project = credential.kind === 'key' ? await identity.projects.get(credential.organizationId, credential.projectId) : null;
+      const confinedTo = confinedProjectOf(credential);
+      const project = confinedTo ? await identity.projects.get(credential.organizationId, confinedTo) : null;
       return {
         object: 'whoami' as const,
         account: { id: organization.id, name: organization.name },
         project: project ? { id: project.id, name: project.name } : null,
-        credential:
-          credential.kind === 'key'
-            ? { type: 'api_key' as const, id: credential.keyId, name: credential.keyName }
-            : { type: 'session' as const, personId: credential.personId, email: credential.email, role: credential.role },
+        credential: credentialView(credential),
         scopes: SCOPES.filter((scope) => credential.scopes.has(scope)),
       };
     },

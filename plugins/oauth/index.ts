@@ -4,6 +4,7 @@ import { McpEndpointPoint, operationToolsEndpoint } from '../../core/http/mcp-en
 import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
+import { SurfacesPoint } from '../../core/kernel/surfaces.ts';
 import { mountConsentRoutes } from './consent-routes.ts';
 import { installFormBodyParser } from './form-body.ts';
 import { oauthMigrations } from './oauth-migrations.ts';
@@ -43,8 +44,9 @@ export const oauthPlugin = definePlugin({
   description: 'OAuth 2.1 authorization server for MCP connectors at auth_url: registration, consent, tokens, revocation',
   configSchema,
   migrations: oauthMigrations,
-  register({ container, extensions }) {
+  register({ config, container, extensions }) {
     extensions.provide(ConnectorTokensPoint, new OAuthStore(container.resolve(Tokens.Database)));
+    extensions.contribute(SurfacesPoint, { name: 'connectorMcp', url: `${config.authUrl}/mcp` });
   },
   periodic: ({ container }) => {
     const store = new OAuthStore(container.resolve(Tokens.Database));
@@ -62,6 +64,7 @@ export const oauthPlugin = definePlugin({
       authUrl: config.authUrl,
       host,
       mcp: extensions.get(McpEndpointPoint) ?? operationToolsEndpoint(container.resolve(Tokens.OperationTools)),
+      bodyLimit: appConfig.server.bodyLimitBytes,
     });
     mountConsentRoutes(scope, {
       server,

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteShorthandOptions } from 'fastify';
 import type { Authenticator } from '../../core/identity/authenticator.ts';
-import type { McpEndpoint } from '../../core/http/mcp-endpoint.ts';
+import { isAllowedOrigin, type McpEndpoint } from '../../core/http/mcp-endpoint.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { authorizationHeader } from '../../core/http/authorization-header.ts';
 import { formOf } from './form-body.ts';
@@ -15,6 +15,8 @@ export interface OAuthRouteDeps {
   host: RegExp;
   /** Serves `{auth_url}/mcp`: the operation tools, the same as `/mcp` on the API host. */
   mcp: McpEndpoint;
+  /** The largest body `{auth_url}/mcp` reads once the token is accepted: the API's (`server.bodyLimitBytes`), as at `/mcp`. */
+  bodyLimit: number;
 }
 
 export const PROTECTED_RESOURCE_PATH = '/.well-known/oauth-protected-resource';
@@ -90,7 +92,10 @@ function mountMcp(scope: FastifyInstance, deps: OAuthRouteDeps, mcp: McpEndpoint
   // Quotes and backslashes would end the quoted string early: descriptions are plain sentences anyway.
   const challenge = (error?: { code: string; description: string }) =>
     `Bearer resource_metadata="${metadataUrl}"${error ? `, error="${error.code}", error_description="${error.description.replace(/["\\]/g, '')}"` : ''}`;
-  const handle = async (request: FastifyRequest, reply: FastifyReply) => {
+  // Authenticated on arrival, before the body is read: an accepted token may then send a tool call as
+  // large as /mcp takes, while a request without one never gets past the headers.
+  const authenticate = async (request: FastifyRequest, reply: FastifyReply) => {
+    if (!isAllowedOrigin(request, deps.authUrl)) throw new ApiError('origin_not_allowed');
     const authorization = authorizationHeader(request.raw);
     if (authorization === undefined) {
       void reply.header('www-authenticate', challenge());
@@ -109,9 +114,16 @@ function mountMcp(scope: FastifyInstance, deps: OAuthRouteDeps, mcp: McpEndpoint
       throw new ApiError('invalid_api_key', description);
     }
     request.credential = credential;
-    await mcp(request, reply, credential);
   };
-  scope.route({ method: ['GET', 'POST', 'DELETE'], url: '/mcp', ...open, config: { auth: false, surface: 'mcp' }, handler: handle });
+  scope.route({
+    method: ['GET', 'POST', 'DELETE'],
+    url: '/mcp',
+    ...open,
+    config: { auth: false, surface: 'mcp' },
+    bodyLimit: deps.bodyLimit,
+    onRequest: authenticate,
+    handler: (request, reply) => mcp(request, reply, request.credential!),
+  });
 }
 
 async function answer(reply: FastifyReply, status: number, run: () => Promise<unknown>): Promise<FastifyReply> {

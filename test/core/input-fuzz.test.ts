@@ -25,6 +25,8 @@ import {
 import { BODY_OVERRIDES } from '../fixtures/operation-inputs.ts';
 import { allPlugins, buildTestApp, createKey } from '../helpers/app.ts';
 import { listeningBase, mcpClient } from '../helpers/mcp-client.ts';
+import { connectorMcpClient, connectorToken, onAuthHost } from '../helpers/oauth.ts';
+import { fastDeriveKey } from '../helpers/people.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 
 /*
@@ -69,9 +71,13 @@ const FOREIGN_ERROR_SHAPES: Readonly<Record<string, (body: unknown) => boolean>>
 /** /v1 endpoints whose body is multipart/form-data: the JSON variants here only meet the 415 (uploads are tested in their own files). */
 const V1_MULTIPART = new Set(['POST /v1/audio/transcriptions']);
 
+/** Connectors sign in at auth_url, a host name of this same server (plugins/oauth). */
+const AUTH_URL = 'http://auth.localhost:8080';
 const test = await buildTestApp(t, {
+  deriveKey: fastDeriveKey,
   plugins: {
     ...allPlugins(),
+    oauth: { authUrl: AUTH_URL },
     inference: {
       providers: { mock: { type: 'mock' } },
       models: { 'mock-small': { routes: [{ provider: 'mock', model: 'mock-small' }], prices: { inputPerMTokUsd: 1, outputPerMTokUsd: 2 } } },
@@ -356,18 +362,24 @@ t.test('every /v1 endpoint, with request bodies logged', async (t) => {
 });
 
 /**
- * The same fuzzing at /mcp: every tool, as the owner's session and as a key holding every scope, with
- * variants of the tool's own input schema (path, query and body fields merged) through the official
- * SDK client. Whatever the arguments: a result, never a transport error; every failure an `isError`
- * result carrying the envelope, never a 5xx; no success for arguments the announced schema refuses.
+ * The same fuzzing at /mcp: every tool, as the owner's session, as a key holding every scope and, at
+ * `{auth_url}/mcp`, as a connector granted every scope, with variants of the tool's own input schema
+ * (path, query and body fields merged) through the official SDK client. Whatever the arguments: a
+ * result, never a transport error; every failure an `isError` result carrying the envelope, never a
+ * 5xx; no success for arguments the announced schema refuses. A credential is sent only the tools it
+ * lists (a connector is never offered owner-only ones; the scope matrix covers refusals).
  */
 t.test('every tool at /mcp', async (t) => {
   const base = await listeningBase(test);
   const operations = test.app.svc.container.resolve(Tokens.Operations);
-  const clients = [
+  const auth = onAuthHost(test, AUTH_URL);
+  const connected = [
     { name: 'owner session', client: await mcpClient(t, base, test.ownerToken) },
     { name: 'all-scopes key', client: await mcpClient(t, base, allScopesKey) },
+    { name: 'connector', client: await connectorMcpClient(t, auth, await connectorToken(auth)) },
   ];
+  const clients = await Promise.all(connected.map(async (c) => ({ ...c, lists: new Set((await c.client.listTools()).tools.map((tool) => tool.name)) })));
+  t.ok(clients[2]!.lists.size >= 25, `the connector lists ${clients[2]!.lists.size} tools`);
   const tools = (await clients[0]!.client.listTools()).tools;
   t.ok(tools.length >= 30, `${tools.length} tools`);
   for (const tool of tools) {
@@ -397,7 +409,8 @@ t.test('every tool at /mcp', async (t) => {
         const field = /^(\w+): a uuid naming nothing$/.exec(variant.what)?.[1];
         const filter = field !== undefined && Object.keys(operation.query?.shape ?? {}).includes(field);
         const invalid = (variant.invalid === true && !filter) || !oracle(args);
-        for (const { name, client } of clients) {
+        for (const { name, client, lists } of clients) {
+          if (!lists.has(tool.name)) continue;
           sent += 1;
           let result: unknown;
           try {

@@ -1,5 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { TapLike, TestApp } from './app.ts';
 
@@ -13,10 +14,16 @@ export async function listeningBase(test: TestApp): Promise<string> {
   return `http://127.0.0.1:${bound.port}`;
 }
 
-/** The official MCP SDK client, connected to `${base}/mcp` with a Bearer token; closed when the test ends. */
-export async function mcpClient(t: TapLike, base: string, token: string, path = '/mcp'): Promise<Client> {
+/**
+ * The official MCP SDK client, connected to `${base}/mcp` with a Bearer token (through `fetch` when
+ * given); closed when the test ends.
+ */
+export async function mcpClient(t: TapLike, base: string, token: string, path = '/mcp', fetch?: FetchLike): Promise<Client> {
   const client = new Client({ name: 'svc-tests', version: '1.0.0' });
-  const transport = new StreamableHTTPClientTransport(new URL(base + path), { requestInit: { headers: { authorization: `Bearer ${token}` } } });
+  const transport = new StreamableHTTPClientTransport(new URL(base + path), {
+    requestInit: { headers: { authorization: `Bearer ${token}` } },
+    ...(fetch ? { fetch } : {}),
+  });
   await client.connect(transport);
   t.teardown(() => client.close());
   return client;

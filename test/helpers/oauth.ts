@@ -1,9 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { LightMyRequestResponse } from 'fastify';
+import { Agent, fetch as undiciFetch } from 'undici';
 import type { AppConfigInput } from '../../config/schema.ts';
 import { manifest } from '../../plugins/index.ts';
 import { mcpEchoPlugin } from '../fixtures/mcp-echo-plugin.ts';
 import { allPlugins, buildTestApp, type TapLike, type TestApp } from './app.ts';
+import { listeningBase, mcpClient } from './mcp-client.ts';
 import { fastDeriveKey, signedInPerson } from './people.ts';
 
 export const AUTH_HOST = 'auth.localhost';
@@ -30,6 +34,11 @@ export async function buildOAuthApp(t: TapLike, options: { port?: number; clock?
     // A long credential cache: a revocation must reach it by invalidation, not by the entry aging out.
     config: { ...options.config, auth: { credentialCacheTtlMs: 60_000 } },
   });
+  return onAuthHost(test, authUrl);
+}
+
+/** A test app whose oauth plugin serves `authUrl` (its configured plugins.oauth.authUrl), with a way in on that host. */
+export function onAuthHost(test: TestApp, authUrl: string): OAuthTestApp {
   return {
     ...test,
     authUrl,
@@ -74,11 +83,11 @@ export function authorizeQuery(test: OAuthTestApp, clientId: string, challenge: 
 }
 
 /**
- * A person approving on the consent page, form by form as a browser would post them (the real
- * browser drives it in oauth-flow.test.ts): the consent page, then Approve (for the default project)
- * or Deny. Returns where the browser is sent back to.
+ * A person (a new organisation owner) approving on the consent page, form by form as a browser
+ * would post them (the real browser drives it in oauth-flow.test.ts): the consent page, then Approve
+ * (for `projectId`, by default the default project) or Deny. Returns where the browser is sent back to.
  */
-export async function approveByForm(test: OAuthTestApp, query: URLSearchParams, decision: 'approve' | 'deny' = 'approve'): Promise<URL> {
+export async function approveByForm(test: OAuthTestApp, query: URLSearchParams, decision: 'approve' | 'deny' = 'approve', projectId = test.defaultProjectId): Promise<URL> {
   const email = `person-${randomBytes(4).toString('hex')}@example.com`;
   const { cookie } = await signedInPerson(test, email);
   const page = await test.auth('GET', `/authorize?${query}`, { headers: { cookie } });
@@ -86,7 +95,7 @@ export async function approveByForm(test: OAuthTestApp, query: URLSearchParams, 
   const formCookie = String(page.headers['set-cookie']).split(';')[0]!;
   const fields = Object.fromEntries([...page.body.matchAll(/<input type="hidden" name="([^"]+)" value="([^"]*)">/g)].map((m) => [m[1]!, decodeEntities(m[2]!)]));
   const answer = await test.auth('POST', '/authorize', {
-    form: { ...fields, project_id: test.defaultProjectId, decision },
+    form: { ...fields, project_id: projectId, decision },
     headers: { cookie: `${cookie}; ${formCookie}` },
   });
   if (answer.statusCode !== 303) throw new Error(`${decision}: ${answer.statusCode} ${answer.body}`);
@@ -116,4 +125,35 @@ export async function redeem(test: OAuthTestApp, issued: { clientId: string; cod
   return test.auth('POST', '/token', {
     form: { grant_type: 'authorization_code', client_id: issued.clientId, code: issued.code, code_verifier: issued.verifier, redirect_uri: REDIRECT_URI, ...extra },
   });
+}
+
+/**
+ * A connector's access token, through the whole flow (registration, consent, code, token): a new
+ * organisation owner grants `scope` (space-separated; absent, every scope a connector may ask for)
+ * in `projectId` (default: the default project).
+ */
+export async function connectorToken(test: OAuthTestApp, options: { scope?: string; projectId?: string } = {}): Promise<string> {
+  const clientId = await registerClient(test);
+  const { verifier, challenge } = pkcePair();
+  const query = authorizeQuery(test, clientId, challenge, options.scope === undefined ? {} : { scope: options.scope });
+  const code = (await approveByForm(test, query, 'approve', options.projectId)).searchParams.get('code');
+  if (!code) throw new Error('no authorization code');
+  const token = await redeem(test, { clientId, code, verifier });
+  if (token.statusCode !== 200) throw new Error(`token: ${token.statusCode} ${token.body}`);
+  return (token.json() as { access_token: string }).access_token;
+}
+
+/** Node does not resolve *.localhost (browsers do): this fetch sends auth_url's host name to loopback. */
+const loopback = new Agent({
+  connect: {
+    lookup: (_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) =>
+      options.all ? callback(null, [{ address: '127.0.0.1', family: 4 }]) : callback(null, '127.0.0.1', 4),
+  } as object,
+});
+export const loopbackFetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), dispatcher: loopback }) as unknown as Promise<Response>;
+
+/** The official MCP SDK client at `{auth_url}/mcp` of the listening app, with a connector's access token. */
+export async function connectorMcpClient(t: TapLike, test: OAuthTestApp, token: string): Promise<Client> {
+  const { port } = new URL(await listeningBase(test));
+  return mcpClient(t, `http://${new URL(test.authUrl).hostname}:${port}`, token, '/mcp', loopbackFetch);
 }

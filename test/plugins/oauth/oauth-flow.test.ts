@@ -2,12 +2,10 @@ import { createServer } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
 import { chromium } from 'playwright-core';
 import t from 'tap';
-import { Agent, fetch as undiciFetch } from 'undici';
-import { buildOAuthApp } from '../../helpers/oauth.ts';
+import { buildOAuthApp, loopbackFetch } from '../../helpers/oauth.ts';
 import { invite, PASSWORD } from '../../helpers/people.ts';
 
 t.setTimeout(240_000);
@@ -60,15 +58,6 @@ async function freePort(): Promise<number> {
   await new Promise((resolve) => server.close(resolve));
   return port;
 }
-
-/** Node does not resolve *.localhost (browsers do): this fetch sends auth.localhost to loopback. */
-const loopback = new Agent({
-  connect: {
-    lookup: (_host: string, options: { all?: boolean }, callback: (...args: unknown[]) => void) =>
-      options.all ? callback(null, [{ address: '127.0.0.1', family: 4 }]) : callback(null, '127.0.0.1', 4),
-  } as object,
-});
-const loopbackFetch: FetchLike = (url, init) => undiciFetch(url, { ...(init as object), dispatcher: loopback }) as unknown as Promise<Response>;
 
 t.test('a connector signs in over OAuth with the MCP SDK, a person approving in a real browser', async (t) => {
   let now = Date.now();
