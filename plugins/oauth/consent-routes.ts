@@ -156,7 +156,7 @@ async function consentPage(reply: FastifyReply, request: FastifyRequest, checked
   return sendPage(reply, {
     title: 'Authorize',
     status: problem ? 400 : 200,
-    formTargets: [new URL(checked.redirectUri).origin],
+    formTargets: [formTargetOf(checked.redirectUri)],
     body: html`<h1>Connect ${clientLabel(checked)}</h1>
 <p>Signed in as ${session.email}. The application will act as you, in one project, with these permissions:</p>
 ${problem ? html`<p role="alert">${problem}</p>` : ''}
@@ -198,4 +198,13 @@ function authorizeQuery(form: Record<string, string | undefined>): string {
 
 function refusedForm(reply: FastifyReply) {
   return sendPage(reply, { title: 'Refused', status: 403, body: html`<h1>This form could not be accepted</h1><p>Go back to the application and start again.</p>` });
+}
+
+/**
+ * The CSP source a redirect after the consent form lands on: the redirect URI's origin, or for a
+ * native app's own scheme (`cursor://…`, whose URL has no origin) the scheme itself.
+ */
+export function formTargetOf(redirectUri: string): string {
+  const url = new URL(redirectUri);
+  return url.protocol === 'https:' || url.protocol === 'http:' ? url.origin : url.protocol;
 }

@@ -23,8 +23,16 @@ export class OAuthError extends Error {
 }
 
 /**
- * Redirect URIs a client may register: https, or plain http to this machine's loopback only
- * (native apps and local tools, RFC 8252); never a fragment. Null when acceptable, else why not.
+ * Schemes a browser or the operating system treats as something other than an app's callback:
+ * never a redirect target (a `javascript:` redirect would run script on our page's behalf).
+ */
+const NOT_AN_APP_SCHEME = new Set(['javascript:', 'data:', 'vbscript:', 'file:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:', 'mailto:', 'tel:', 'sms:']);
+
+/**
+ * Redirect URIs a client may register: https; plain http to this machine's loopback only; or a
+ * native app's private-use scheme (`cursor://…`, `com.example.app:/cb`; RFC 8252 7.1: the code it
+ * receives is worthless without the PKCE verifier, which only the app that asked holds); never a
+ * fragment. Null when acceptable, else why not.
  */
 export function redirectUriRefusal(value: string): string | null {
   let url: URL;
@@ -38,7 +46,8 @@ export function redirectUriRefusal(value: string): string | null {
   if (url.protocol === 'https:') return null;
   const host = url.hostname.replace(/^\[|\]$/g, '');
   if (url.protocol === 'http:' && (host === '127.0.0.1' || host === '::1' || host === 'localhost')) return null;
-  return `${value} is neither https nor http to a loopback address`;
+  if (url.protocol !== 'http:' && !NOT_AN_APP_SCHEME.has(url.protocol)) return null;
+  return `${value} is neither https, http to a loopback address, nor an app's own scheme`;
 }
 
 const VERIFIER = /^[A-Za-z0-9._~-]{43,128}$/;

@@ -47,9 +47,9 @@ t.test('a code redeemed with another redirect_uri than it was issued for is inva
   t.equal(response.json().error, 'invalid_grant');
 });
 
-t.test('registration refuses redirect URIs that are neither https nor loopback http', async (t) => {
+t.test("registration refuses redirect URIs that are neither https, loopback http nor an app's own scheme", async (t) => {
   const test = await buildOAuthApp(t);
-  for (const uri of ['http://client.example/callback', 'https://client.example/cb#frag', 'javascript:alert(1)']) {
+  for (const uri of ['http://client.example/callback', 'https://client.example/cb#frag', 'javascript:alert(1)', 'data:text/html,hi', 'file:///etc/passwd']) {
     const response = await test.auth('POST', '/register', { json: { redirect_uris: [uri] } });
     t.equal(response.statusCode, 400, uri);
     t.equal(response.json().error, 'invalid_redirect_uri', uri);
@@ -57,6 +57,11 @@ t.test('registration refuses redirect URIs that are neither https nor loopback h
   const loopback = await test.auth('POST', '/register', { json: { redirect_uris: ['http://127.0.0.1:33418/callback'] } });
   t.equal(loopback.statusCode, 201);
   t.equal(loopback.json().token_endpoint_auth_method, 'none');
+  // Native apps (RFC 8252 7.1): Cursor's and VS Code's callbacks, a reverse-domain scheme.
+  for (const uri of ['cursor://anysphere.cursor-retrieval/oauth/callback', 'vscode://vscode.github-authentication/did-authenticate', 'com.example.app:/oauth2redirect']) {
+    const app = await test.auth('POST', '/register', { json: { redirect_uris: [uri] } });
+    t.equal(app.statusCode, 201, uri);
+  }
 });
 
 t.test('a refresh token used twice revokes the whole grant', async (t) => {
