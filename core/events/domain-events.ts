@@ -4,17 +4,13 @@ import type { Transaction } from '../ports/database.ts';
 import type { EventActor, EventStore } from '../ports/events.ts';
 import { SUBSCRIBER_QUEUE_PREFIX, type JobRegistry } from '../jobs/job-registry.ts';
 import type { JobQueue } from '../jobs/job-queue.ts';
+import { eventTypeEntry } from './event-catalogue.ts';
 import { defineQueue, PermanentJobError, type Job, type QueueSettings, type QueueSpec } from '../jobs/queue-definitions.ts';
 
 /**
- * Every event type and the shape of its data. Plugins add theirs by declaration merging:
- *
- *   declare module '../../core/events/domain-events.ts' {
- *     interface EventCatalogue { 'key.created': { keyId: string; projectId: string } }
- *   }
- *
- * Data is stored as JSON and handed to subscribers as read back: use strings for dates and
- * for bigint amounts.
+ * Every event type and the TypeScript shape of its data, for tsc. Each type is declared at run time
+ * with its schema by `defineEventTypes` (core/events/event-catalogue.ts), and its owner augments this
+ * interface with `PayloadsOf<typeof THEM>`, so the type is inferred from the schema, never written twice.
  */
 // biome-ignore lint/suspicious/noEmptyInterface: plugins add event types to this interface by declaration merging
 export interface EventCatalogue {}
@@ -112,8 +108,14 @@ export class DomainEvents {
     }
   }
 
-  /** Records the event in `tx` (the transaction of the change it describes); returns its id. */
+  /**
+   * Records the event in `tx` (the transaction of the change it describes); returns its id. The data
+   * is checked against the type's declared schema first: a type nothing declared, or data that does
+   * not match, throws, and so rolls the change back rather than publish what receivers cannot read.
+   */
   async emit<T extends EventType>(tx: Transaction, event: NewEvent<T>): Promise<string> {
+    const checked = eventTypeEntry(event.type).schema.safeParse(event.data);
+    if (!checked.success) throw new Error(`The data of a ${event.type} event does not match its schema: ${checked.error.message}`);
     const id = randomUUID();
     await this.deps.store.insert(tx, {
       id,

@@ -36,6 +36,7 @@ import { REDACTED_LOG_PATHS } from './log-redaction.ts';
 import { loadSecretKeys } from '../services/secret-keys.ts';
 import { SecretVault } from '../services/secret-vault.ts';
 import { DomainEvents } from '../events/domain-events.ts';
+import { EVENT_CATALOGUE_OWNER, eventTypeOperations } from '../events/event-type-operations.ts';
 import { JobQueue } from '../jobs/job-queue.ts';
 import { JobRegistry } from '../jobs/job-registry.ts';
 import { JobRunner } from '../jobs/job-runner.ts';
@@ -261,6 +262,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     extensions.closeRegistration();
     authenticator.useConnectorTokens(extensions.forPlugin('kernel').get(ConnectorTokensPoint));
     for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation, plugin);
+    for (const operation of eventTypeOperations()) registry.add(operation, EVENT_CATALOGUE_OWNER);
     for (const { plugin, ctx } of contexts) {
       for (const queue of plugin.queues?.(ctx) ?? []) jobRegistry.addQueue(queue);
       for (const periodic of plugin.periodic?.(ctx) ?? []) jobRegistry.addPeriodic(periodic);

@@ -1,31 +1,49 @@
+import { z } from 'zod';
+import { defineEventTypes, type PayloadsOf } from '../events/event-catalogue.ts';
 import type { Credential } from '../identity/credential.ts';
 import { errorStatus } from '../kernel/error-answer.ts';
 import type { DomainEvents } from '../events/domain-events.ts';
-import type { AnyOperation, HttpMethod } from './operations.ts';
+import type { AnyOperation } from './operations.ts';
 import type { Database, Transaction } from '../ports/database.ts';
 import type { EventActor } from '../ports/events.ts';
 
+const httpMethod = z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+
+const operationPerformed = z.object({
+  operation: z.string(),
+  method: httpMethod,
+  path: z.string().describe("The operation's path template, e.g. `/keys/:id`"),
+  params: z.record(z.string(), z.string()).describe("The call's path parameters"),
+  targetId: z.string().nullable().describe('The resource acted on: the `id` path parameter (else the last one), or the id of what a create returned'),
+  status: z.number().int().describe('The HTTP status answered (for a change committed before a later failure: the success status)'),
+  code: z.string().nullable().describe('The error code when it failed'),
+  requestId: z.string(),
+});
+
 /** Data of `management.operation`: one management call that writes (over HTTP or MCP), whatever its outcome. */
-export interface OperationPerformed {
-  operation: string;
-  method: HttpMethod;
-  /** The operation's path template, e.g. `/keys/:id`. */
-  path: string;
-  /** The call's path parameters. */
-  params: Record<string, string>;
-  /** The resource acted on: the `id` path parameter (else the last one), or the id of what a create returned. */
-  targetId: string | null;
-  /** The HTTP status answered (for a change committed before a later failure: the operation's success status). */
-  status: number;
-  /** The error code when it failed. */
-  code: string | null;
-  requestId: string;
-}
+export type OperationPerformed = z.output<typeof operationPerformed>;
+
+const OPERATION_EVENTS = defineEventTypes('core', {
+  'management.operation': {
+    schema: operationPerformed,
+    description: 'A management call that writes was made, over HTTP or MCP, whatever its outcome (the audit log)',
+    // The audit log reads it; webhooks see the specific events (key.created, …) instead.
+    public: false,
+    example: {
+      operation: 'keys.update',
+      method: 'PATCH',
+      path: '/keys/:id',
+      params: { id: 'key_0123' },
+      targetId: 'key_0123',
+      status: 200,
+      code: null,
+      requestId: 'req_0123',
+    },
+  },
+});
 
 declare module '../events/domain-events.ts' {
-  interface EventCatalogue {
-    'management.operation': OperationPerformed;
-  }
+  interface EventCatalogue extends PayloadsOf<typeof OPERATION_EVENTS> {}
 }
 
 /** A connector acts as its person; the credential names the OAuth grant it acts through. */

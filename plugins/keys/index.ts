@@ -14,6 +14,7 @@ export const keysPlugin = definePlugin({
       spend: extensions.get(SpendReaderPoint),
       identityFor: container.resolve(Tokens.IdentityFactory),
       authenticator: container.resolve(Tokens.Authenticator),
+      events: container.resolve(Tokens.Events),
       clock: container.resolve(Tokens.Clock),
     }),
 });

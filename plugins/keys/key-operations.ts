@@ -13,6 +13,9 @@ import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/iden
 import { createdKeyView, createKeyRequest, keyDetailView, keyListView, keyRemovalView, type rateLimitsInput, updatedKeyView, updateKeyRequest } from './key-schemas.ts';
 import { assertMayResume, assertModelsWithin, assertNoEscalation, assertNotOwnRestrictions, assertOwnerFor, inheritedRestrictions } from './key-rules.ts';
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
+import { keyEventData, type KeyFieldName } from './key-events.ts';
+import type { DomainEvents } from '../../core/events/domain-events.ts';
+import { actorOf } from '../../core/operations/operation-events.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './key-errors.ts';
 
@@ -23,6 +26,8 @@ interface Deps {
   /** The same stores over the operation's transaction, for writes recorded with the change. */
   identityFor: IdentityStoresFactory;
   authenticator: Authenticator;
+  /** Emits the key events in the transaction of the change. */
+  events: DomainEvents;
   clock: () => Date;
 }
 
@@ -38,7 +43,7 @@ const toRateLimits = (input: z.output<typeof rateLimitsInput> | undefined): KeyR
 });
 
 export function keyOperations(deps: Deps): AnyOperation[] {
-  const { identity, identityFor, authenticator, clock, spend } = deps;
+  const { identity, identityFor, authenticator, clock, spend, events } = deps;
 
   const list = defineOperation({
     name: 'keys.list',
@@ -96,8 +101,8 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         throw new ApiError('invalid_parameter', 'expiresAt must be in the future', { param: 'expiresAt' });
       }
       const token = generateToken(KEY_PREFIX);
-      const key = await transaction((tx) =>
-        identityFor(tx).apiKeys.create({
+      const key = await transaction(async (tx) => {
+        const created = await identityFor(tx).apiKeys.create({
           organizationId: credential.organizationId,
           projectId,
           name: body.name,
@@ -110,8 +115,11 @@ export function keyOperations(deps: Deps): AnyOperation[] {
           rateLimits: inherited?.rateLimits ?? toRateLimits(body.rateLimits),
           createdByPersonId: personIdOf(credential),
           createdByKeyId: credential.kind === 'key' ? credential.keyId : null,
-        }),
-      );
+        });
+        const data = keyEventData(created);
+        await events.emit(tx, { type: 'key.created', organizationId: credential.organizationId, subject: created.id, actor: actorOf(credential), data });
+        return created;
+      });
       return { ...toKeyView(key, clock()), key: token };
     },
   });
@@ -173,8 +181,8 @@ export function keyOperations(deps: Deps): AnyOperation[] {
         throw new ApiError('key_revoked_conflict', undefined, { param: 'disabled' });
       }
       if (body.disabled === false) assertMayResume(credential, key);
-      const updated = await transaction((tx) =>
-        identityFor(tx).apiKeys.update(credential.organizationId, key.id, {
+      const updated = await transaction(async (tx) => {
+        const changed = await identityFor(tx).apiKeys.update(credential.organizationId, key.id, {
           name: body.name,
           projectId: body.projectId,
           scopes: body.scopes,
@@ -184,9 +192,15 @@ export function keyOperations(deps: Deps): AnyOperation[] {
           expiresAt: body.expiresAt,
           spendCap: body.spendCap === undefined ? undefined : toSpendCap(body.spendCap),
           rateLimits: body.rateLimits === undefined ? undefined : toRateLimits(body.rateLimits),
-        }),
-      );
-      if (!updated) throw new ApiError('key_not_found', `No API key ${params.id}`, { param: 'id' });
+        });
+        // Refused inside the transaction, so the call is recorded as the 404 it answers.
+        if (!changed) throw new ApiError('key_not_found', `No API key ${params.id}`, { param: 'id' });
+        const emitted = { organizationId: credential.organizationId, subject: key.id, actor: actorOf(credential) };
+        const fields = Object.keys(body) as KeyFieldName[];
+        await events.emit(tx, { ...emitted, type: 'key.updated', data: { ...keyEventData(changed), changed: fields } });
+        if (changed.disabled && !key.disabled) await events.emit(tx, { ...emitted, type: 'key.disabled', data: keyEventData(changed) });
+        return changed;
+      });
       await authenticator.invalidate({ kind: 'key', id: key.id });
       return { object: 'ack' as const, ok: true as const, key: toKeyView(updated, clock()) };
     },
@@ -207,9 +221,15 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     output: keyRemovalView,
     async handler({ query }, { credential, transaction, authorization }) {
       const key = authorizedKey(authorization);
+      const deleted = query.permanent === 'true';
       await transaction(async (tx) => {
-        if (query.permanent === 'true') await identityFor(tx).apiKeys.delete(credential.organizationId, key.id);
+        if (deleted) await identityFor(tx).apiKeys.delete(credential.organizationId, key.id);
         else await identityFor(tx).apiKeys.revoke(credential.organizationId, key.id);
+        // Revoking a revoked key again changes nothing, so it tells no one; deleting one does.
+        if (deleted || key.revokedAt === null) {
+          const data = { ...keyEventData(key), deleted };
+          await events.emit(tx, { type: 'key.revoked', organizationId: credential.organizationId, subject: key.id, actor: actorOf(credential), data });
+        }
       });
       await authenticator.invalidate({ kind: 'key', id: key.id });
       return { object: 'ack' as const, ok: true as const, id: key.id, status: query.permanent === 'true' ? ('deleted' as const) : ('revoked' as const) };

@@ -7,9 +7,15 @@ import { listOf, listResponse, pageQuery } from '../../core/vocabulary/paginatio
 import { dateOrTimestampSchema, dayView, instantView } from '../../core/vocabulary/timestamps.ts';
 import type { CreditLedger, LedgerKind, LedgerLine } from '../../core/ports/metering.ts';
 import type { PaymentProvider } from './payment-provider.ts';
+import type { DomainEvents } from '../../core/events/domain-events.ts';
+import { actorOf } from '../../core/operations/operation-events.ts';
+// Declares payment.recorded (core/events/event-catalogue.ts).
+import './credit-events.ts';
 
 interface Deps {
   ledger: CreditLedger;
+  /** Emits `payment.recorded` in the transaction of the ledger line. */
+  events: DomainEvents;
   payments: PaymentProvider;
   coordination: Coordination;
   counterTtlMs: number;
@@ -170,7 +176,7 @@ export function creditOperations(deps: Deps): AnyOperation[] {
     }),
     output: paymentView,
     status: 201,
-    async handler({ body }, { credential }) {
+    async handler({ body }, { credential, transaction }) {
       await ensure(credential.organizationId);
       // The admission counter is credited before the ledger, and the credit taken back if the payment
       // is not recorded: a counter re-seeded from the ledger in between then sees the payment once.
@@ -179,7 +185,26 @@ export function creditOperations(deps: Deps): AnyOperation[] {
       await counter(amountMicros);
       let line: LedgerLine | null;
       try {
-        line = await deps.payments.recordPayment(credential.organizationId, { amountMicros, reference: body.reference ?? null, note: body.note ?? null });
+        line = await transaction(async (tx) => {
+          const payment = { amountMicros, reference: body.reference ?? null, note: body.note ?? null };
+          const recorded = await deps.payments.recordPayment(credential.organizationId, payment, tx);
+          if (recorded) {
+            await deps.events.emit(tx, {
+              type: 'payment.recorded',
+              organizationId: credential.organizationId,
+              subject: recorded.id,
+              actor: actorOf(credential),
+              data: {
+                ledgerLineId: recorded.id,
+                amountMicros: String(recorded.amountMicros),
+                balanceAfterMicros: String(recorded.balanceAfterMicros),
+                reference: recorded.reference,
+                note: recorded.note,
+              },
+            });
+          }
+          return recorded;
+        });
       } catch (error) {
         await counter(-amountMicros);
         throw error;

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Credential } from '../../core/identity/credential.ts';
+import { confinedProjectOf, type Credential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission, MeteredUnits, RefusedCall } from '../../core/gateway/inference-admission.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
@@ -313,7 +313,12 @@ export class GovernedAdmission implements InferenceAdmission {
     }
     // Refusals report the token family too when a limit is set (absent means "not measured").
     const headers = rateLimitHeaders(result.requests, result.tokens);
-    if (!result.ok) throw this.refusal(result, { headers, tokens, tokenEstimate, caps, estimate });
+    if (!result.ok) {
+      const short = result.refused === 'money' && result.allowance.reason === 'insufficient' ? result.allowance : null;
+      const refusingCap = short ? caps.find((entry) => entry.counter === short.key) : undefined;
+      if (short && refusingCap) await this.capReached(refusingCap, short.remaining, credential);
+      throw this.refusal(result, { headers, tokens, tokenEstimate, caps, estimate });
+    }
     return this.admission({
       scopes: plan.scopes,
       reserved: estimate,
@@ -615,7 +620,7 @@ export class GovernedAdmission implements InferenceAdmission {
     const errorCode = outcome.errorCode === null ? null : this.typedErrorCode(outcome.errorCode, request.requestId);
     this.deps.writer.enqueue(requestLogRow(state, outcome, bill, errorCode, createdAt));
     const alerting = cost > 0n ? state.caps.filter((entry) => entry.cap.mode === 'alert') : [];
-    return alerting.length === 0 ? settled : settled.then(() => this.alertIfReached(alerting, credential.organizationId));
+    return alerting.length === 0 ? settled : settled.then(() => this.alertIfReached(alerting, credential.organizationId, confinedProjectOf(credential)));
   }
 
   /** A call's error code as the request log types it; a code no catalogue names is logged and stored as internal_error. */
@@ -626,14 +631,32 @@ export class GovernedAdmission implements InferenceAdmission {
     return 'internal_error';
   }
 
+  /**
+   * A blocking cap refused a call: record it (once per period and cap, see BudgetAlerts) as
+   * budget.cap_reached. The refusal stands whatever happens here; a failure to record is logged.
+   */
+  private async capReached(cap: CapEntry, remaining: number, credential: Credential): Promise<void> {
+    const now = this.deps.clock();
+    if (this.deps.alerts.alreadyRecorded(cap.scope, cap.id, cap.cap, now)) return;
+    const spentMicros = cap.cap.limitMicros - BigInt(Math.max(0, Math.floor(remaining)));
+    const projectId = cap.scope === 'account' ? null : confinedProjectOf(credential);
+    try {
+      await this.deps.alerts.record({ scope: cap.scope, scopeId: cap.id, organizationId: credential.organizationId, projectId, cap: cap.cap, spentMicros, now });
+    } catch (error) {
+      this.deps.logger.error({ err: error, scope: cap.scope, scopeId: cap.id }, 'a spend cap refused a call but budget.cap_reached could not be recorded');
+    }
+  }
+
   /** Alert-only caps: record (once per period and cap, see BudgetAlerts) that spending reached one. */
-  private async alertIfReached(caps: CapEntry[], organizationId: string): Promise<void> {
+  private async alertIfReached(caps: CapEntry[], organizationId: string, projectId: string | null): Promise<void> {
     for (const cap of caps) {
       // Once this period's alert exists, summing the period's spend again would only confirm it.
       if (this.deps.alerts.alreadyRecorded(cap.scope, cap.id, cap.cap, this.deps.clock())) continue;
       const spent = await this.spentInPeriod(cap);
       if (spent >= cap.cap.limitMicros) {
-        await this.deps.alerts.record({ scope: cap.scope, scopeId: cap.id, organizationId, cap: cap.cap, spentMicros: spent, now: this.deps.clock() });
+        // A key's and a project's caps are those of the calling key's project; an account cap has none.
+        const capProject = cap.scope === 'account' ? null : projectId;
+        await this.deps.alerts.record({ scope: cap.scope, scopeId: cap.id, organizationId, projectId: capProject, cap: cap.cap, spentMicros: spent, now: this.deps.clock() });
       }
     }
   }

@@ -6,6 +6,7 @@ import { SqlUsageRecorder } from './usage-recorder.ts';
 import { createToken } from '../../core/kernel/container.ts';
 import { InferenceAdmissionPoint } from '../../core/gateway/inference-admission.ts';
 import { BillingJournal } from './billing-journal.ts';
+import { budgetAlertMailSubscriber } from './budget-alert-mail.ts';
 import { budgetAlertSubscriber, BudgetAlerts, BudgetAlertSinkPoint, loggingAlertSink } from './budget-alerts.ts';
 import { CapPolicies } from './cap-policies.ts';
 import { GovernedAdmission } from './governed-admission.ts';
@@ -62,7 +63,7 @@ export const meteringPlugin = definePlugin({
     const ledger = new SqlCreditLedger(database);
     const spend = new SqlSpendReader(database);
     container.bindValue(MeteringTokens.Spend, spend);
-    const recorder = new SqlUsageRecorder(database);
+    const recorder = new SqlUsageRecorder(database, container.resolve(Tokens.Events));
     const root = journalRoot(config, appConfig);
     const journal = root === null ? null : new BillingJournal(recorder, { root, segmentBytes: JOURNAL_SEGMENT_BYTES, batchSize: config.requestLog.batchSize }, logger);
     container.bindValue(MeteringTokens.Journal, journal);
@@ -109,7 +110,10 @@ export const meteringPlugin = definePlugin({
     extensions.provide(RequestLogReaderPoint, new SqlRequestLogReader(database));
     extensions.provide(SpendReaderPoint, spend);
   },
-  subscribers: ({ extensions, logger }) => [budgetAlertSubscriber(extensions.get(BudgetAlertSinkPoint) ?? loggingAlertSink(logger))],
+  subscribers: ({ container, extensions, logger }) => [
+    budgetAlertSubscriber(extensions.get(BudgetAlertSinkPoint) ?? loggingAlertSink(logger)),
+    budgetAlertMailSubscriber({ identity: container.resolve(Tokens.Identity), mailer: container.resolve(Tokens.Mailer), logger }),
+  ],
   operations({ container, extensions, config }) {
     const initialCreditMicros = usdToMicros(config.initialCreditUsd);
     const ledger = container.resolve(MeteringTokens.Ledger);
@@ -117,6 +121,7 @@ export const meteringPlugin = definePlugin({
       ...creditOperations({
         ledger,
         payments: extensions.get(PaymentProviderPoint) ?? manualPayments(ledger),
+        events: container.resolve(Tokens.Events),
         coordination: container.resolve(Tokens.Coordination),
         counterTtlMs: config.counterTtlMs,
         initialCreditMicros,

@@ -1,4 +1,5 @@
 import { defineExtensionPoint } from '../../core/kernel/extension-points.ts';
+import type { Queryable } from '../../core/ports/database.ts';
 import type { CreditLedger, LedgerLine } from '../../core/ports/metering.ts';
 
 /**
@@ -7,8 +8,11 @@ import type { CreditLedger, LedgerLine } from '../../core/ports/metering.ts';
  * confirming the charge before recording it.
  */
 export interface PaymentProvider {
-  /** Records a settled payment as a ledger line; null when the reference was recorded before. */
-  recordPayment(organizationId: string, payment: { amountMicros: bigint; reference: string | null; note: string | null }): Promise<LedgerLine | null>;
+  /**
+   * Records a settled payment as a ledger line in `tx` (the transaction that also records its
+   * `payment.recorded` event); null when the reference was recorded before.
+   */
+  recordPayment(organizationId: string, payment: { amountMicros: bigint; reference: string | null; note: string | null }, tx: Queryable): Promise<LedgerLine | null>;
 }
 
 /** No default here: the fallback, manualPayments, writes to the metering plugin's ledger. */
@@ -16,7 +20,7 @@ export const PaymentProviderPoint = defineExtensionPoint<PaymentProvider>('Payme
 
 export function manualPayments(ledger: CreditLedger): PaymentProvider {
   return {
-    recordPayment: (organizationId, payment) =>
-      ledger.append(organizationId, { kind: 'payment', amountMicros: payment.amountMicros, reference: payment.reference, note: payment.note ?? 'Manual payment' }),
+    recordPayment: (organizationId, payment, tx) =>
+      ledger.append(organizationId, { kind: 'payment', amountMicros: payment.amountMicros, reference: payment.reference, note: payment.note ?? 'Manual payment' }, tx),
   };
 }

@@ -2,6 +2,8 @@ import type { Database, Queryable } from '../../core/ports/database.ts';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
 import { INTERRUPTED_ERROR_CODE } from './billing-journal.ts';
 import { appendLine } from './credit-ledger-store.ts';
+import type { DomainEvents } from '../../core/events/domain-events.ts';
+import { emitCreditCrossings } from './credit-events.ts';
 import { COLUMNS, rowValues } from './request-log-row-values.ts';
 
 /** Column i of a row array `r` (rowValues' order) as its SQL type. */
@@ -66,7 +68,11 @@ interface Charge {
  * so concurrent flushes never deadlock on balance rows.
  */
 export class SqlUsageRecorder implements UsageRecorder {
-  constructor(private readonly db: Database) {}
+  /** `events`: where credit.low and credit.exhausted go, in the batch's transaction (none in stores' own tests). */
+  constructor(
+    private readonly db: Database,
+    private readonly events: DomainEvents | null = null,
+  ) {}
 
   async record(rows: RequestLogRow[]): Promise<number> {
     if (rows.length === 0) return 0;
@@ -90,12 +96,13 @@ export class SqlUsageRecorder implements UsageRecorder {
       for (const organizationId of [...charges.keys()].sort()) {
         const charge = charges.get(organizationId)!;
         if (charge.micros === 0n) continue;
-        await appendLine(tx, organizationId, {
+        const line = await appendLine(tx, organizationId, {
           kind: 'ai_usage',
           amountMicros: -charge.micros,
           note: usageNote(charge),
           coversEntries: charge.calls,
         });
+        if (line && this.events) await emitCreditCrossings(this.events, tx, line);
       }
       // Bodies of the rows that were new, in one statement like the rows themselves.
       const bodies = withBodies.filter((row) => stored.has(row.id)).map((row) => [row.id, row.bodies!.request ?? null, row.bodies!.response ?? null]);

@@ -12,5 +12,6 @@ export const projectsPlugin = definePlugin({
       identity: container.resolve(Tokens.Identity),
       identityFor: container.resolve(Tokens.IdentityFactory),
       authenticator: container.resolve(Tokens.Authenticator),
+      events: container.resolve(Tokens.Events),
     }),
 });

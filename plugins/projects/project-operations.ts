@@ -11,6 +11,11 @@ import { listOf, listResponse, pageQuery } from '../../core/vocabulary/paginatio
 import { isOwner } from '../../core/identity/credential.ts';
 import { instantView } from '../../core/vocabulary/timestamps.ts';
 import { spendCapInput, spendCapView, toSpendCap, toSpendCapView } from '../../core/identity/spend-cap.ts';
+import type { DomainEvents } from '../../core/events/domain-events.ts';
+import type { Credential } from '../../core/identity/credential.ts';
+import type { Transaction } from '../../core/ports/database.ts';
+import { actorOf } from '../../core/operations/operation-events.ts';
+import { memberEventData } from './project-events.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './project-errors.ts';
 
@@ -18,6 +23,8 @@ interface Deps {
   identity: IdentityStores;
   identityFor: IdentityStoresFactory;
   authenticator: Authenticator;
+  /** Emits the membership events in the transaction of the change. */
+  events: DomainEvents;
 }
 
 /** The wire views: named schemas of the OpenAPI document (`.meta({ id })`), declared once. */
@@ -85,7 +92,23 @@ const isNameTaken = (error: unknown): boolean => error instanceof UniqueViolatio
 const readsProject = { kind: 'project', access: 'read', in: 'path', field: 'id' } as const;
 const writesProject = { kind: 'project', access: 'write', in: 'path', field: 'id' } as const;
 
-export function projectOperations({ identity, identityFor, authenticator }: Deps): AnyOperation[] {
+export function projectOperations({ identity, identityFor, authenticator, events }: Deps): AnyOperation[] {
+  /**
+   * Gives `personId` `role` on the project in `tx` and says so: member_added for a newcomer,
+   * member_role_changed for a member whose role differs, nothing for the same role again.
+   */
+  const setRole = async (tx: Transaction, credential: Credential, input: { projectId: string; personId: string; role: ProjectMember['role'] }) => {
+    const stores = identityFor(tx);
+    const before = await stores.projectMembers.get(input.projectId, input.personId);
+    const member = await stores.projectMembers.upsert(input);
+    const emitted = { organizationId: credential.organizationId, subject: input.projectId, actor: actorOf(credential) };
+    if (!before) await events.emit(tx, { ...emitted, type: 'project.member_added', data: memberEventData(member) });
+    else if (before.role !== member.role) {
+      await events.emit(tx, { ...emitted, type: 'project.member_role_changed', data: { ...memberEventData(member), previousRole: before.role } });
+    }
+    return member;
+  };
+
   const nameTaken = (name: string) => new ApiError('project_name_taken', `A project named ${JSON.stringify(name)} already exists`, { param: 'name' });
 
   const list = defineOperation({
@@ -120,7 +143,7 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
           const stores = identityFor(tx);
           const created = await stores.projects.create({ organizationId: credential.organizationId, name: body.name, modelAllowList: body.models ?? null });
           // The person who creates a project administers it, whatever their organisation role.
-          if (credential.kind === 'session') await stores.projectMembers.upsert({ projectId: created.id, personId: credential.personId, role: 'admin' });
+          if (credential.kind === 'session') await setRole(tx, credential, { projectId: created.id, personId: credential.personId, role: 'admin' });
           return created;
         });
         return toProjectView(project);
@@ -240,14 +263,14 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     errors: ['person_not_found'],
     output: memberView,
     status: 201,
-    async handler({ body }, { credential, authorization }) {
+    async handler({ body }, { credential, authorization, transaction }) {
       const project = authorizedProject(authorization);
       const person = body.personId ? await identity.people.get(body.personId) : await identity.people.getByEmail(body.email!);
       const membership = person ? await identity.memberships.get(credential.organizationId, person.id) : null;
       if (!person || !membership) {
         throw new ApiError('person_not_found', undefined, { param: body.personId ? 'personId' : 'email' });
       }
-      return toMemberView(await identity.projectMembers.upsert({ projectId: project.id, personId: person.id, role: body.role }));
+      return toMemberView(await transaction((tx) => setRole(tx, credential, { projectId: project.id, personId: person.id, role: body.role })));
     },
   });
 
@@ -264,12 +287,14 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     resource: writesProject,
     errors: ['member_not_found'],
     output: memberView,
-    async handler({ params, body }, { authorization }) {
+    async handler({ params, body }, { authorization, credential, transaction }) {
       const project = authorizedProject(authorization);
-      if (!(await identity.projectMembers.get(project.id, params.userId))) {
-        throw new ApiError('member_not_found', undefined, { param: 'userId' });
-      }
-      return toMemberView(await identity.projectMembers.upsert({ projectId: project.id, personId: params.userId, role: body.role }));
+      // Refused inside the transaction: it then records nothing, and the call is recorded as the 404 it is.
+      const member = await transaction(async (tx) => {
+        if (!(await identityFor(tx).projectMembers.get(project.id, params.userId))) throw new ApiError('member_not_found', undefined, { param: 'userId' });
+        return setRole(tx, credential, { projectId: project.id, personId: params.userId, role: body.role });
+      });
+      return toMemberView(member);
     },
   });
 
@@ -286,11 +311,17 @@ export function projectOperations({ identity, identityFor, authenticator }: Deps
     resource: writesProject,
     errors: ['member_not_found'],
     output: memberRemovalView,
-    async handler({ params }, { authorization }) {
+    async handler({ params }, { authorization, credential, transaction }) {
       const project = authorizedProject(authorization);
-      if (!(await identity.projectMembers.remove(project.id, params.userId))) {
-        throw new ApiError('member_not_found', undefined, { param: 'userId' });
-      }
+      await transaction(async (tx) => {
+        const stores = identityFor(tx);
+        const member = await stores.projectMembers.get(project.id, params.userId);
+        if (!member || !(await stores.projectMembers.remove(project.id, params.userId))) {
+          throw new ApiError('member_not_found', undefined, { param: 'userId' });
+        }
+        const data = memberEventData(member);
+        await events.emit(tx, { type: 'project.member_removed', organizationId: credential.organizationId, subject: project.id, actor: actorOf(credential), data });
+      });
       return { object: 'ack' as const, ok: true as const };
     },
   });

@@ -1,4 +1,6 @@
 import t from 'tap';
+import { z } from 'zod';
+import { defineEventTypes, type PayloadsOf } from '../../core/events/event-catalogue.ts';
 import { defineSubscriber } from '../../core/events/domain-events.ts';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
 import { JobInterrupted } from '../../core/jobs/queue-definitions.ts';
@@ -8,11 +10,13 @@ import { deferred, jobKit, testClock } from '../helpers/jobs.ts';
 import { DomainEvents } from '../../core/events/domain-events.ts';
 import { SqlEventStore } from '../../adapters/sql/event-store.ts';
 
+const TEST_EVENTS = defineEventTypes('tests', {
+  'test.happened': { schema: z.object({ n: z.number() }), description: 'A test event', public: false, example: { n: 1 } },
+  'test.other': { schema: z.object({ label: z.string() }), description: 'Another test event', public: false, example: { label: 'x' } },
+});
+
 declare module '../../core/events/domain-events.ts' {
-  interface EventCatalogue {
-    'test.happened': { n: number };
-    'test.other': { label: string };
-  }
+  interface EventCatalogue extends PayloadsOf<typeof TEST_EVENTS> {}
 }
 
 interface HasTeardown {
@@ -60,6 +64,32 @@ for (const backend of databaseBackends()) {
       t.same(await deliveries(db), []);
       t.same((await db.query('SELECT id FROM events')).rows, [], 'no event');
       t.same((await db.query('SELECT id FROM jobs')).rows, [], 'no delivery job');
+    });
+
+    t.test('data its type does not declare is refused, and the change rolls back with it', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.events.subscribe(recording('audit'));
+      const wrong = { n: 'one' } as unknown as { n: number };
+      await t.rejects(
+        db.transaction(async (tx) => {
+          await tx.query("INSERT INTO deliveries VALUES ('change', 'none', 1)");
+          await kit.events.emit(tx, { type: 'test.happened', organizationId: null, subject: null, data: wrong, actor: system });
+        }),
+        /data of a test\.happened event does not match its schema/,
+      );
+      t.same(await deliveries(db), [], 'the change rolled back');
+      t.same((await db.query('SELECT id FROM events')).rows, [], 'no event');
+    });
+
+    t.test('a type nothing declared is refused', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      const undeclared = 'test.undeclared' as 'test.happened';
+      await t.rejects(
+        db.transaction((tx) => kit.events.emit(tx, { type: undeclared, organizationId: null, subject: null, data: { n: 1 }, actor: system })),
+        /not declared/,
+      );
     });
 
     t.test('a committed event is delivered once to each subscriber of its type', async (t) => {

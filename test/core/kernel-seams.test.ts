@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { type CodesOf, defineErrorCodes } from '../../core/kernel/error-catalogue.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { defineSubscriber } from '../../core/events/domain-events.ts';
+import { defineEventTypes, type PayloadsOf } from '../../core/events/event-catalogue.ts';
 import { definePeriodic, defineQueue } from '../../core/jobs/queue-definitions.ts';
 import { actorOf } from '../../core/operations/operation-events.ts';
 import { defineOperation } from '../../core/operations/operations.ts';
@@ -13,10 +14,18 @@ import { accountPlugin } from '../../plugins/account/index.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { deferred } from '../helpers/jobs.ts';
 
+// A plugin's own event type, declared beside it as a third-party plugin would.
+const NOTE_EVENTS = defineEventTypes('notes', {
+  'note.written': {
+    schema: z.object({ noteId: z.uuid(), text: z.string() }),
+    description: 'A note was written',
+    public: true,
+    example: { noteId: '7d0e1f4a-3b2c-4d5e-8f90-a1b2c3d4e5f6', text: 'hello' },
+  },
+});
+
 declare module '../../core/events/domain-events.ts' {
-  interface EventCatalogue {
-    'note.written': { noteId: string; text: string };
-  }
+  interface EventCatalogue extends PayloadsOf<typeof NOTE_EVENTS> {}
 }
 
 // A plugin's own error code, catalogued beside it as a third-party plugin would.

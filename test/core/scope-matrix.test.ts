@@ -21,7 +21,13 @@ import { listeningBase, mcpClient, toolError } from '../helpers/mcp-client.ts';
 t.setTimeout(300_000);
 /** Connectors sign in at auth_url, a host name of this same server (plugins/oauth). */
 const AUTH_URL = 'http://auth.localhost:8080';
-const test = await buildTestApp(t, { plugins: { ...allPlugins(), oauth: { authUrl: AUTH_URL } }, deriveKey: fastDeriveKey });
+// Each connector below is a person who set a password from the one address tests come from: one per
+// scope some operation needs, more than the default set-password limit per address allows.
+const test = await buildTestApp(t, {
+  config: { auth: { setPasswordAttemptsPerIp: 100 } },
+  plugins: { ...allPlugins(), oauth: { authUrl: AUTH_URL } },
+  deriveKey: fastDeriveKey,
+});
 const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
 
 /** Who may call a route: a key or session holding this scope, only an owner's session, or any valid credential. */
@@ -80,6 +86,8 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'DELETE', path: '/guardrails/rules/{id}', access: 'owner-only' },
   // Audit log (README: owners read it)
   { method: 'GET', path: '/audit-log', access: 'owner-only' },
+  // The event catalogue (README "Events": read to configure webhooks, so webhooks:read)
+  { method: 'GET', path: '/events/types', access: 'webhooks:read' },
 ];
 
 const specPath = (operation: AnyOperation) => operation.path.replace(/:(\w+)/g, '{$1}');

@@ -35,11 +35,11 @@ for (const backend of databaseBackends()) {
     const cap = { limitMicros: 9_007_199_254_740_993n, period: 'day' as const, mode: 'alert' as const };
 
     t.test('a cap reached records one event, and the sink hears of it after the commit', async (t) => {
-      t.equal(await alerts.record({ scope: 'key', scopeId, organizationId, cap, spentMicros: 9_007_199_254_740_995n, now: clock() }), true);
-      t.equal(await alerts.record({ scope: 'key', scopeId, organizationId, cap, spentMicros: 9_007_199_254_740_999n, now: clock() }), false, 'once per period');
+      t.equal(await alerts.record({ scope: 'key', scopeId, organizationId, projectId: null, cap, spentMicros: 9_007_199_254_740_995n, now: clock() }), true);
+      t.equal(await alerts.record({ scope: 'key', scopeId, organizationId, projectId: null, cap, spentMicros: 9_007_199_254_740_999n, now: clock() }), false, 'once per period');
       t.same(received, [], 'not before the worker runs');
       await runner.runUntilIdle();
-      t.same(received, [{ scope: 'key', scopeId, organizationId, cap, spentMicros: 9_007_199_254_740_995n, periodStart: new Date('2026-03-02T00:00:00.000Z') }]);
+      t.same(received, [{ scope: 'key', scopeId, organizationId, projectId: null, cap, spentMicros: 9_007_199_254_740_995n, periodStart: new Date('2026-03-02T00:00:00.000Z') }]);
       const { rows } = await db.query<{ type: string; subject: string }>("SELECT type, subject FROM events WHERE type = 'budget.threshold_reached'");
       t.same(rows, [{ type: 'budget.threshold_reached', subject: scopeId }]);
     });
@@ -48,7 +48,7 @@ for (const backend of databaseBackends()) {
       received.length = 0;
       failNext = true;
       clock.advance(24 * 3_600_000);
-      t.equal(await alerts.record({ scope: 'key', scopeId, organizationId, cap, spentMicros: 1n, now: clock() }), true, 'the next day alerts again');
+      t.equal(await alerts.record({ scope: 'key', scopeId, organizationId, projectId: null, cap, spentMicros: 1n, now: clock() }), true, 'the next day alerts again');
       await runner.runUntilIdle();
       t.same(received, [], 'the first delivery failed');
       clock.advance(1_000);
