@@ -192,6 +192,22 @@ export const configSchema = z.strictObject({
       retainHours: z.number().int().min(1).default(168),
     })
     .prefault({}),
+  /** The HTTP client for URLs customers give (webhook endpoints, customers' MCP servers): core/net/outbound-http-client.ts. */
+  outbound: z
+    .strictObject({
+      /** Let customers' URLs reach private and loopback addresses: an operator whose endpoints are on its own network, and tests. */
+      allowPrivateNetwork: z.boolean().default(false),
+      connectTimeoutMs: z.number().int().min(1).max(60_000).default(5_000),
+      /** From sending a request to the answer's last byte; a caller may ask for its own. */
+      totalTimeoutMs: z.number().int().min(1).max(600_000).default(30_000),
+      /** The most of an answer's body read; past it the call fails (a caller may ask for its own cap). */
+      maxResponseBytes: z
+        .number()
+        .int()
+        .min(1)
+        .default(1024 * 1024),
+    })
+    .prefault({}),
   metrics: z
     .strictObject({
       enabled: z.boolean().default(true),

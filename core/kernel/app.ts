@@ -51,6 +51,7 @@ import { privateDirectoriesOf, tightenTree } from './private-files.ts';
 import { secretMatcher } from '../identity/api-tokens.ts';
 import { ConnectorTokensPoint } from '../identity/connector-tokens.ts';
 import { type AdvertisedSurface, SurfacesPoint } from './surfaces.ts';
+import { OutboundHttpClient } from '../net/outbound-http-client.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -202,6 +203,8 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.Mailer, mailer);
     container.bindValue(Tokens.Jobs, jobs);
     container.bindValue(Tokens.Events, events);
+    const outbound = new OutboundHttpClient(config.outbound);
+    container.bindValue(Tokens.OutboundHttp, outbound);
     container.bindValue(
       Tokens.SignIn,
       new PeopleSignIn({
@@ -306,6 +309,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
         }
       }
       await authenticator.stop();
+      await outbound.close();
       mailer.close?.();
       await coord.close();
       await db.close();

@@ -15,6 +15,7 @@ import type { IdentityStores, IdentityStoresFactory } from '../ports/identity.ts
 import type { Mailer } from '../ports/mail.ts';
 import type { PeopleSignIn } from '../identity/people-sign-in.ts';
 import type { SecretVault } from '../services/secret-vault.ts';
+import type { OutboundHttpClient } from '../net/outbound-http-client.ts';
 
 /** Container tokens for what the kernel provides to every plugin. */
 export const Tokens = {
@@ -47,4 +48,6 @@ export const Tokens = {
   Events: createToken<DomainEvents>('DomainEvents'),
   /** People's sign-in: passwords, browser sessions, signing out (core/identity/people-sign-in.ts). */
   SignIn: createToken<PeopleSignIn>('PeopleSignIn'),
+  /** HTTP to URLs customers give: the SSRF guard on every connection, no redirects, deadlines, a size cap (`outbound.*`). */
+  OutboundHttp: createToken<OutboundHttpClient>('OutboundHttpClient'),
 } as const;

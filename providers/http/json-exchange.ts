@@ -2,7 +2,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Cancellation } from '../../core/gateway/call-signal.ts';
 import type { UpstreamTimeouts } from '../../core/gateway/provider.ts';
-import { CallDeadlines } from './call-deadlines.ts';
+import { CallDeadlines } from '../../core/net/call-deadlines.ts';
 import type { AbortCause, CallPhase } from './upstream-errors.ts';
 
 export interface ExchangedResponse {

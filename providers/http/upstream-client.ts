@@ -3,9 +3,9 @@ import type { LookupFunction } from 'node:net';
 import { Pool, type Dispatcher, type FormData } from 'undici';
 import type { UpstreamTimeouts } from '../../core/gateway/provider.ts';
 import { assertPublicUrlSync, guardedLookup } from '../../core/net/outbound-url-guard.ts';
-import { abortingDeadlines, type CallDeadlines } from './call-deadlines.ts';
+import { abortingDeadlines, type CallDeadlines } from '../../core/net/call-deadlines.ts';
 import { JsonExchange, type ExchangedResponse } from './json-exchange.ts';
-import { timedConnector } from './timed-connector.ts';
+import { timedConnector } from '../../core/net/timed-connector.ts';
 import { errorFromStatus, errorFromTransport, protocolError, type ErrorContext } from './upstream-errors.ts';
 import type { Cancellation } from '../../core/gateway/call-signal.ts';
 

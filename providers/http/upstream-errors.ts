@@ -1,11 +1,11 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { UpstreamError, type UpstreamErrorKind } from '../../core/gateway/provider.ts';
+import type { AbortCause } from '../../core/net/call-deadlines.ts';
 import { OutboundUrlRefusedError } from '../../core/net/outbound-url-guard.ts';
 import { parseRetryAfterMs } from './retry-after.ts';
 import { redactText, redactValue } from './redact.ts';
 
-/** Why we cut a call ourselves; set before the abort so the resulting error can be named. */
-export type AbortCause = 'caller' | 'first_byte' | 'total';
+export type { AbortCause };
 
 /** Where a transport failure happened: before response headers, or while reading the body. */
 export type CallPhase = 'before_headers' | 'body';

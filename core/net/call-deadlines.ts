@@ -1,11 +1,14 @@
-import { onCancel, type Cancellation } from '../../core/gateway/call-signal.ts';
-import type { UpstreamTimeouts } from '../../core/gateway/provider.ts';
-import type { AbortCause } from './upstream-errors.ts';
+import { onCancel, type Cancellation } from '../gateway/call-signal.ts';
+import type { UpstreamTimeouts } from '../gateway/provider.ts';
+
+/** Why we cut a call ourselves; set before the abort so the resulting error can be named. */
+export type AbortCause = 'caller' | 'first_byte' | 'total';
 
 /**
- * One upstream call's cut-offs: the caller's signal and the first-byte and total deadlines. The
- * first of them to fire calls `onCut` once with its cause (kept in `cause`, so the error can say
- * which it was); finish() disarms them all.
+ * One outbound call's cut-offs (an upstream's, or a customer URL's through the outbound client):
+ * the caller's signal and the first-byte and total deadlines. The first of them to fire calls
+ * `onCut` once with its cause (kept in `cause`, so the error can say which it was); finish()
+ * disarms them all.
  */
 export class CallDeadlines {
   private firstByteTimer: NodeJS.Timeout | undefined;

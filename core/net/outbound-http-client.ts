@@ -1,0 +1,232 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { LookupFunction } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { Agent, type Dispatcher, errors } from 'undici';
+import { type Cancellation, CallSignal } from '../gateway/call-signal.ts';
+import { type AbortCause, abortingDeadlines } from './call-deadlines.ts';
+import { assertPublicUrl, assertPublicUrlSync, guardedLookup, type OutboundRefusalReason, OutboundUrlRefusedError } from './outbound-url-guard.ts';
+import { timedConnector } from './timed-connector.ts';
+
+/**
+ * The one HTTP client for URLs customers give us (webhook endpoints, customers' MCP servers), with
+ * what such a URL needs that an upstream the operator chose does not:
+ * - the SSRF guard twice: `check` when the URL is saved (its name resolved then), and on every
+ *   connection as it is dialled, so a name that resolves elsewhere by then (DNS rebinding) is
+ *   refused; the socket connects to the very addresses the guard checked;
+ * - no redirect followed: a 3xx is an answer the caller sees (following it would leave the guard,
+ *   and a customer's endpoint has no business sending us elsewhere);
+ * - a connect deadline, a total deadline (to the answer's last byte), a cap on the answer's size
+ *   and the caller's signal;
+ * - one error type with a kind, whose message names the method, the origin and the limit, never
+ *   the path or query (which may carry a customer's token), the headers or a body.
+ */
+
+export type OutboundFailureKind = 'refused_address' | 'connect' | 'timeout' | 'too_large' | 'protocol' | 'aborted';
+
+export class OutboundHttpError extends Error {
+  readonly code = 'ERR_OUTBOUND_HTTP';
+  readonly kind: OutboundFailureKind;
+  /** For `refused_address`: what the guard refused (a scheme, a private address, text that is no URL). */
+  readonly reason: OutboundRefusalReason | null;
+
+  constructor(kind: OutboundFailureKind, message: string, reason: OutboundRefusalReason | null = null) {
+    super(message);
+    this.name = 'OutboundHttpError';
+    this.kind = kind;
+    this.reason = reason;
+  }
+}
+
+export interface OutboundHttpSettings {
+  /** Skip the guard: operators whose customers' endpoints are on their own network, and tests with loopback servers. */
+  allowPrivateNetwork: boolean;
+  connectTimeoutMs: number;
+  /** From sending the request to the answer's last byte, connecting included. */
+  totalTimeoutMs: number;
+  /** The most answer body read; past it the call fails `too_large`. */
+  maxResponseBytes: number;
+  /** The resolver under the guard, at save and at connect time (default: the system's). */
+  lookup?: LookupFunction;
+}
+
+export interface OutboundRequest {
+  url: string | URL;
+  /** Default GET. */
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array;
+  signal?: Cancellation;
+  /** This call's own limits, instead of the client's. */
+  totalTimeoutMs?: number;
+  maxResponseBytes?: number;
+}
+
+export interface OutboundResponse {
+  /** Whatever the server answered, 3xx included: redirects are not followed. */
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: Buffer;
+  /** From sending the request to the answer's last byte (delivery logs show it). */
+  durationMs: number;
+}
+
+/** A moment of the call, to name what failed when the transport gives only an error code. */
+type Phase = 'before_answer' | 'body';
+
+export class OutboundHttpClient {
+  private readonly agent: Agent;
+
+  constructor(private readonly settings: OutboundHttpSettings) {
+    const lookup = settings.allowPrivateNetwork ? settings.lookup : guardedLookup(settings.lookup);
+    this.agent = new Agent({
+      connect: timedConnector(settings.connectTimeoutMs, lookup),
+      // The call's own total deadline is the one that counts; undici's would only cut it sooner.
+      headersTimeout: 0,
+      bodyTimeout: 0,
+    });
+  }
+
+  /**
+   * The check when a URL is saved: its scheme and host, and every address its name resolves to
+   * now. A refusal is `refused_address` with the guard's reason; a name that does not resolve, `connect`.
+   */
+  async check(url: string | URL): Promise<URL> {
+    try {
+      return await assertPublicUrl(url, {
+        allowPrivate: this.settings.allowPrivateNetwork,
+        ...(this.settings.lookup ? { lookupAll: lookupAllWith(this.settings.lookup) } : {}),
+      });
+    } catch (error) {
+      if (error instanceof OutboundUrlRefusedError) throw new OutboundHttpError('refused_address', error.message, error.reason);
+      throw new OutboundHttpError('connect', `Could not resolve ${hostOf(url)} (${codeOf(error) ?? 'resolution failed'})`);
+    }
+  }
+
+  /** One request, its answer read whole. Every failure is an OutboundHttpError; any status is an answer. */
+  async request(request: OutboundRequest): Promise<OutboundResponse> {
+    const method = request.method ?? 'GET';
+    const url = this.checkedNow(request.url);
+    const limits = {
+      connectMs: this.settings.connectTimeoutMs,
+      totalMs: request.totalTimeoutMs ?? this.settings.totalTimeoutMs,
+      maxBytes: request.maxResponseBytes ?? this.settings.maxResponseBytes,
+    };
+    const where = `${method} ${url.origin}`;
+    // A signal of its own when none is given: many calls listening on one shared signal would be a leak warning.
+    const callerSignal = request.signal ?? new CallSignal();
+    if (callerSignal.aborted) throw new OutboundHttpError('aborted', `${where}: cancelled before it was sent`);
+
+    // No first-byte deadline of its own for a customer's URL: the total one bounds the whole call.
+    const { deadlines, signal } = abortingDeadlines(callerSignal, { connectMs: limits.connectMs, firstByteMs: limits.totalMs, totalMs: limits.totalMs });
+    const started = performance.now();
+    try {
+      let response: Dispatcher.ResponseData;
+      try {
+        response = await this.agent.request({
+          origin: url.origin,
+          path: url.pathname + url.search,
+          method,
+          headers: request.headers ?? {},
+          body: request.body ?? null,
+          signal,
+        });
+      } catch (error) {
+        throw failureOf(where, error, 'before_answer', deadlines.cause, limits);
+      }
+      deadlines.headersArrived();
+      const body = await readCapped(response, limits.maxBytes, (error) => failureOf(where, error, 'body', deadlines.cause, limits), where);
+      return { status: response.statusCode, headers: response.headers, body, durationMs: performance.now() - started };
+    } finally {
+      deadlines.finish();
+    }
+  }
+
+  /** Closes kept-alive connections; calls still running fail. */
+  async close(): Promise<void> {
+    await this.agent.destroy();
+  }
+
+  /** The guard without I/O on each request: literal addresses never reach the lookup the dial runs. */
+  private checkedNow(url: string | URL): URL {
+    try {
+      return assertPublicUrlSync(url, { allowPrivate: this.settings.allowPrivateNetwork });
+    } catch (error) {
+      if (error instanceof OutboundUrlRefusedError) throw new OutboundHttpError('refused_address', error.message, error.reason);
+      throw error;
+    }
+  }
+}
+
+/** The answer's body up to the cap; a declared or actual size past it stops the reading and closes the connection. */
+async function readCapped(response: Dispatcher.ResponseData, maxBytes: number, failure: (error: unknown) => OutboundHttpError, where: string): Promise<Buffer> {
+  const tooLarge = () => new OutboundHttpError('too_large', `${where}: the answer is larger than the ${maxBytes}-byte limit`);
+  const body = response.body;
+  try {
+    const declared = Number(response.headers['content-length']);
+    if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of body) {
+      const buffer = chunk as Buffer;
+      size += buffer.length;
+      if (size > maxBytes) throw tooLarge();
+      chunks.push(buffer);
+    }
+    return Buffer.concat(chunks, size);
+  } catch (error) {
+    throw error instanceof OutboundHttpError ? error : failure(error);
+  } finally {
+    // An answer left unread must not keep its connection (or its sender) busy. undici reports the
+    // cut as an error on the body, which is ours and expected: nothing else listens any more.
+    if (!body.readableEnded) body.on('error', () => undefined).destroy();
+  }
+}
+
+/** Parser codes of an answer that is not HTTP, and undici's for a body shorter or longer than declared. */
+const PROTOCOL_CODES = new Set(['UND_ERR_RES_CONTENT_LENGTH_MISMATCH', 'UND_ERR_RES_EXCEEDED_MAX_SIZE', 'UND_ERR_INFO']);
+
+/**
+ * A transport failure as the one error type. Our own cuts are judged by their recorded cause,
+ * not by whatever error undici surfaced for them; otherwise only an error's code is kept, never
+ * its message.
+ */
+function failureOf(where: string, error: unknown, phase: Phase, cause: AbortCause | null, limits: { connectMs: number; totalMs: number }): OutboundHttpError {
+  if (error instanceof OutboundHttpError) return error;
+  if (cause === 'caller') return new OutboundHttpError('aborted', `${where}: cancelled by the caller`);
+  if (cause !== null) return new OutboundHttpError('timeout', `${where}: no complete answer within ${limits.totalMs} ms`);
+  if (error instanceof OutboundUrlRefusedError) return new OutboundHttpError('refused_address', `${where}: ${error.message}`, error.reason);
+  const code = codeOf(error);
+  if (code === 'UND_ERR_CONNECT_TIMEOUT') return new OutboundHttpError('timeout', `${where}: could not connect within ${limits.connectMs} ms`);
+  if (code === 'UND_ERR_INVALID_ARG') return new OutboundHttpError('protocol', `${where}: the request is not valid HTTP (a method or header)`);
+  // undici's parser error carries an HPE_ code only for some failures (not for an answer that is no HTTP at all).
+  if (error instanceof errors.HTTPParserError || (code !== undefined && (code.startsWith('HPE_') || PROTOCOL_CODES.has(code)))) {
+    return new OutboundHttpError('protocol', `${where}: the answer is not valid HTTP (${code ?? 'unparseable'})`);
+  }
+  if (phase === 'before_answer') return new OutboundHttpError('connect', `${where}: no answer, the connection failed (${code ?? 'unknown error'})`);
+  return new OutboundHttpError('protocol', `${where}: the connection failed before the answer was complete (${code ?? 'unknown error'})`);
+}
+
+function codeOf(error: unknown): string | undefined {
+  if (error === null || typeof error !== 'object') return undefined;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+function hostOf(url: string | URL): string {
+  try {
+    return (typeof url === 'string' ? new URL(url) : url).hostname;
+  } catch {
+    return 'the host';
+  }
+}
+
+/** The promise-style resolver the save-time check takes, over the callback one the dial uses: one resolver for both. */
+function lookupAllWith(lookup: LookupFunction): (hostname: string) => Promise<Array<{ address: string; family: number }>> {
+  return (hostname) =>
+    new Promise((resolve, reject) => {
+      lookup(hostname, { all: true }, (error, addresses) => {
+        if (error) reject(error);
+        else resolve(Array.isArray(addresses) ? addresses : [{ address: addresses, family: 0 }]);
+      });
+    });
+}
