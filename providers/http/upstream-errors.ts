@@ -1,4 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { errors } from 'undici';
 import { UpstreamError, type UpstreamErrorKind } from '../../core/gateway/provider.ts';
 import type { AbortCause } from '../../core/net/call-deadlines.ts';
 import { OutboundUrlRefusedError } from '../../core/net/outbound-url-guard.ts';
@@ -98,7 +99,8 @@ export function errorFromTransport(context: ErrorContext, error: unknown, phase:
   const reason = error instanceof Error ? error.message : String(error);
   if (code === 'UND_ERR_CONNECT_TIMEOUT') return say('timeout', `connect timed out (${reason})`);
   if (code !== undefined && TIMEOUT_CODES.has(code)) return say('timeout', `timed out (${reason})`);
-  if (code?.startsWith('HPE_')) return say('protocol', `unreadable HTTP response (${reason})`);
+  // undici's parser error carries an HPE_ code only for some failures: an answer that is no HTTP at all has none.
+  if (error instanceof errors.HTTPParserError || code?.startsWith('HPE_')) return say('protocol', `unreadable HTTP response (${reason})`);
   if (phase === 'before_headers') return say('connect', `could not reach the upstream (${code ?? reason})`);
   return say('server', `the connection failed mid-response (${code ?? reason})`);
 }

@@ -113,6 +113,15 @@ t.test('connection refused maps to connect', async (t) => {
   t.match(error.message, /ECONNREFUSED/);
 });
 
+t.test('an upstream that answers something other than HTTP maps to protocol', async (t) => {
+  const server = net.createServer((socket) => socket.end('SSH-2.0-OpenSSH_9.6\r\n'));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => void server.close());
+  const { port } = server.address() as net.AddressInfo;
+  const error = await failure(() => client({ baseUrl: `http://127.0.0.1:${port}/v1` }).postJson(chatRequest()));
+  t.equal(error.kind, 'protocol', error.message);
+});
+
 t.test('an upstream that hangs before the first byte times out', async (t) => {
   fake.enqueue({ kind: 'hang' });
   const error = await failure(() => client({ timeouts: { ...timeouts, firstByteMs: 150 } }).postJson(chatRequest()));
