@@ -69,3 +69,27 @@ export async function startGateway(
   const client = new OpenAI({ apiKey: key, baseURL: `${url}/v1`, maxRetries: 0, timeout: 20_000 });
   return { test, url, key, client, primary, secondary, anthropic };
 }
+
+/**
+ * A capability's two failover models for a test gateway: `<name>-duo` (primary, then secondary) and
+ * `<name>-after-dead` (the route nothing listens on, then secondary), upstream models named
+ * `up-<kind>-primary` and `up-<kind>-secondary`.
+ */
+export function failoverModels(name: string, kind: string, spec: Record<string, unknown>): Record<string, Record<string, unknown>> {
+  return {
+    [`${name}-duo`]: {
+      ...spec,
+      routes: [
+        { provider: 'primary', model: `up-${kind}-primary` },
+        { provider: 'secondary', model: `up-${kind}-secondary` },
+      ],
+    },
+    [`${name}-after-dead`]: {
+      ...spec,
+      routes: [
+        { provider: 'dead', model: 'up-dead' },
+        { provider: 'secondary', model: `up-${kind}-secondary` },
+      ],
+    },
+  };
+}

@@ -3,7 +3,7 @@ import OpenAI from 'openai';
 import t, { type Test } from 'tap';
 import { mockSpeechText } from '../../../providers/mock/mock-speech.ts';
 import { speechAudio } from '../../fakes/fake-openai-modalities.ts';
-import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
+import { failoverModels, startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 /** POST /v1/audio/speech through the gateway, driven with the official openai package. */
 
@@ -17,20 +17,7 @@ const speech = {
 const gw = await startGateway(t, {
   inference: {
     models: {
-      'tts-duo': {
-        ...speech,
-        routes: [
-          { provider: 'primary', model: 'up-tts-primary' },
-          { provider: 'secondary', model: 'up-tts-secondary' },
-        ],
-      },
-      'tts-after-dead': {
-        ...speech,
-        routes: [
-          { provider: 'dead', model: 'up-dead' },
-          { provider: 'secondary', model: 'up-tts-secondary' },
-        ],
-      },
+      ...failoverModels('tts', 'tts', speech),
       'tts-mock': { ...speech, speech: { voices: ['alloy'], formats: ['wav', 'pcm'], maxInputCharacters: 4096 }, routes: [{ provider: 'mock', model: 'mock-tts' }] },
       'chat-only': { routes: [{ provider: 'primary', model: 'up-chat' }], prices: TEST_PRICES },
     },

@@ -3,7 +3,7 @@ import t, { type Test } from 'tap';
 import { speechWav } from '../../../providers/mock/mock-speech.ts';
 import { TRANSCRIPTION_MAX_FILE_BYTES } from '../../../plugins/inference/transcription-capability.ts';
 import { speechAudio } from '../../fakes/fake-openai-modalities.ts';
-import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
+import { failoverModels, startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 /** POST /v1/audio/transcriptions through the gateway, driven with the official openai package and real audio files. */
 
@@ -17,20 +17,7 @@ const transcription = {
 const gw = await startGateway(t, {
   inference: {
     models: {
-      'stt-duo': {
-        ...transcription,
-        routes: [
-          { provider: 'primary', model: 'up-stt-primary' },
-          { provider: 'secondary', model: 'up-stt-secondary' },
-        ],
-      },
-      'stt-after-dead': {
-        ...transcription,
-        routes: [
-          { provider: 'dead', model: 'up-dead' },
-          { provider: 'secondary', model: 'up-stt-secondary' },
-        ],
-      },
+      ...failoverModels('stt', 'stt', transcription),
       'stt-json-only': { ...transcription, transcription: { formats: ['json'] }, routes: [{ provider: 'primary', model: 'up-stt-primary' }] },
       'stt-mock': { ...transcription, routes: [{ provider: 'mock', model: 'mock-transcribe' }] },
       'chat-only': { routes: [{ provider: 'primary', model: 'up-chat' }], prices: TEST_PRICES },

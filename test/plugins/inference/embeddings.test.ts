@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import t from 'tap';
-import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
+import { failoverModels, startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 /** POST /v1/embeddings through the gateway, driven with the official openai package. */
 
@@ -10,20 +10,7 @@ const embedding = { modalities: { input: ['text'], output: ['embedding'] }, pric
 const gw = await startGateway(t, {
   inference: {
     models: {
-      'embed-duo': {
-        ...embedding,
-        routes: [
-          { provider: 'primary', model: 'up-embed-primary' },
-          { provider: 'secondary', model: 'up-embed-secondary' },
-        ],
-      },
-      'embed-after-dead': {
-        ...embedding,
-        routes: [
-          { provider: 'dead', model: 'up-dead' },
-          { provider: 'secondary', model: 'up-embed-secondary' },
-        ],
-      },
+      ...failoverModels('embed', 'embed', embedding),
       'embed-mock': { ...embedding, routes: [{ provider: 'mock', model: 'mock-embed' }] },
       'chat-only': { routes: [{ provider: 'primary', model: 'up-chat' }], prices: TEST_PRICES },
     },

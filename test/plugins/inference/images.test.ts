@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import { PNG } from 'pngjs';
 import t, { type Test } from 'tap';
 import { MAX_IMAGE_PROMPT_CHARACTERS } from '../../../plugins/inference/images-capability.ts';
-import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
+import { failoverModels, startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 /** POST /v1/images/generations through the gateway, driven with the official openai package. */
 
@@ -17,20 +17,7 @@ const painter = {
 const gw = await startGateway(t, {
   inference: {
     models: {
-      'painter-duo': {
-        ...painter,
-        routes: [
-          { provider: 'primary', model: 'up-image-primary' },
-          { provider: 'secondary', model: 'up-image-secondary' },
-        ],
-      },
-      'painter-after-dead': {
-        ...painter,
-        routes: [
-          { provider: 'dead', model: 'up-dead' },
-          { provider: 'secondary', model: 'up-image-secondary' },
-        ],
-      },
+      ...failoverModels('painter', 'image', painter),
       'painter-mock': { ...painter, routes: [{ provider: 'mock', model: 'mock-image' }] },
       'image-output-unconfigured': { modalities: { input: ['text'], output: ['image'] }, routes: [{ provider: 'primary', model: 'up-x' }], prices: imagePrices },
       'chat-only': { routes: [{ provider: 'primary', model: 'up-chat' }], prices: TEST_PRICES },

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import t, { type Test } from 'tap';
-import { startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
+import { failoverModels, startGateway, TEST_PRICES } from '../../helpers/gateway.ts';
 
 /** POST /v1/responses through the gateway, driven with the official openai package. */
 
@@ -10,20 +10,7 @@ const searching = { builtinTools: { webSearch: { reservePerCall: 2 } }, prices: 
 const gw = await startGateway(t, {
   inference: {
     models: {
-      'resp-duo': {
-        ...searching,
-        routes: [
-          { provider: 'primary', model: 'up-resp-primary' },
-          { provider: 'secondary', model: 'up-resp-secondary' },
-        ],
-      },
-      'resp-after-dead': {
-        ...searching,
-        routes: [
-          { provider: 'dead', model: 'up-dead' },
-          { provider: 'secondary', model: 'up-resp-secondary' },
-        ],
-      },
+      ...failoverModels('resp', 'resp', searching),
       'resp-solo': { routes: [{ provider: 'primary', model: 'up-resp-solo' }], prices: TEST_PRICES },
       'resp-mock': { ...searching, routes: [{ provider: 'mock', model: 'mock-small' }] },
       claude: { routes: [{ provider: 'claude', model: 'claude-test' }], prices: TEST_PRICES },
