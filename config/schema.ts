@@ -103,6 +103,12 @@ export const configSchema = z.strictObject({
        * workers and periodic jobs and serves only /health, `all` both (`--role`, SVC_ROLE).
        */
       role: z.enum(['api', 'worker', 'all']).default('all'),
+      /**
+       * Which route set this host serves. `wide` (the default) is the regional host with the wider set;
+       * `narrow` leaves out every operation declared `wide` (route, OpenAPI entry and MCP tool alike) and
+       * `GET /v1/models/{model}`.
+       */
+      routeSet: z.enum(['wide', 'narrow']).default('wide'),
     })
     .refine((server) => server.headersTimeoutMs <= server.requestTimeoutMs, {
       path: ['headersTimeoutMs'],

@@ -20,7 +20,7 @@ import { installJsonBodyParser } from '../http/json-body-parser.ts';
 import { installPublicBodyLimit } from '../http/public-body-limit.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from '../http/mount-operations.ts';
 import { buildOpenApiDocument } from './openapi.ts';
-import { OperationRegistry } from '../operations/operations.ts';
+import { type AnyOperation, OperationRegistry } from '../operations/operations.ts';
 import { GatewayMetrics } from '../gateway/metrics.ts';
 import { ApiError } from './errors.ts';
 import type { AnyPlugin, PluginContext } from './plugin.ts';
@@ -264,7 +264,10 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
     extensions.closeRegistration();
     authenticator.useConnectorTokens(extensions.forPlugin('kernel').get(ConnectorTokensPoint));
-    for (const { plugin, ctx } of contexts) for (const operation of plugin.operations?.(ctx) ?? []) registry.add(operation, plugin);
+    const servesOperation = (operation: AnyOperation) => operation.wide !== true || config.server.routeSet === 'wide';
+    for (const { plugin, ctx } of contexts) {
+      for (const operation of plugin.operations?.(ctx) ?? []) if (servesOperation(operation)) registry.add(operation, plugin);
+    }
     for (const operation of eventTypeOperations()) registry.add(operation, EVENT_CATALOGUE_OWNER);
     for (const { plugin, ctx } of contexts) {
       for (const queue of plugin.queues?.(ctx) ?? []) jobRegistry.addQueue(queue);

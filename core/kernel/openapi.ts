@@ -238,6 +238,7 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
       ...(operation.ownerOnly ? { 'x-owner-only': true } : {}),
       // The same operation at POST /mcp (core/operations/README.md): its tool name and what it declares of writing.
       ...(operation.mcp === false ? {} : { 'x-mcp-tool': toolNameOf(operation.name) }),
+      ...(operation.wide ? { 'x-svc-wide': true } : {}),
       'x-read-only': operation.readOnly,
       ...(parameters.length ? { parameters } : {}),
       ...(operation.body

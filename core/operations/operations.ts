@@ -75,6 +75,11 @@ export interface OperationDefinition<
    * only; see core/operations/README.md for the rule. Default: offered as a tool.
    */
   readonly mcp?: false;
+  /**
+   * Served only on a host with the wider route set (`server.routeSet: wide`, the default); a host
+   * configured `narrow` declares no such operation at all: no route, no OpenAPI entry, no MCP tool.
+   */
+  readonly wide?: true;
   /** An owner's act (money, account-wide policy): only an owner's session may call it. */
   readonly ownerOnly?: boolean;
   /**

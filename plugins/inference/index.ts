@@ -80,7 +80,7 @@ export const inferencePlugin = definePlugin({
   },
   // The management view of the catalogue: GET /client/models with prices and capability settings.
   operations: ({ container }) => modelOperations(container.resolve(InferenceTokens.Catalogue)),
-  async routes(app: FastifyInstance, { container, extensions }) {
+  async routes(app: FastifyInstance, { container, extensions, appConfig }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
     // Routes declaring `config.browserRule` (models list and retrieve, chat, speech) refuse pages that did not opt in.
     installBrowserRule(app);
@@ -108,7 +108,7 @@ export const inferencePlugin = definePlugin({
           () => done(null, payload),
         );
       });
-    registerModelsRoutes(app, catalogue);
+    registerModelsRoutes(app, catalogue, { oneModel: appConfig.server.routeSet === 'wide' });
     const path = container.resolve(InferenceTokens.CallPath)();
     for (const capability of container.resolve(InferenceTokens.Capabilities).values()) await mountCapability(app, path, capability);
   },

@@ -15,11 +15,13 @@ export function toModelObject(model: CatalogueModel) {
   };
 }
 
-export function registerModelsRoutes(app: FastifyInstance, catalogue: ModelCatalogue): void {
+/** `oneModel`: whether `GET /v1/models/{model}` is served (not on a host with the narrower route set). */
+export function registerModelsRoutes(app: FastifyInstance, catalogue: ModelCatalogue, { oneModel }: { oneModel: boolean }): void {
   const config = { auth: { scope: 'inference' as const }, surface: 'v1' as const, browserRule: true as const };
   app.get('/v1/models', { config }, async (request) => ({
     object: 'list',
     data: catalogue.visibleTo(request.credential!).map(toModelObject),
   }));
+  if (!oneModel) return;
   app.get<{ Params: { model: string } }>('/v1/models/:model', { config }, async (request) => toModelObject(catalogue.require(request.credential!, request.params.model)));
 }
