@@ -10,6 +10,9 @@ import { accountPlugin } from '../../plugins/account/index.ts';
 import { buildTestApp, type TestApp } from '../helpers/app.ts';
 import { deferred, testClock } from '../helpers/jobs.ts';
 
+// Each test builds its own service (several for the replica and restart tests): more than the default 120 s on a loaded machine.
+t.setTimeout(300_000);
+
 /**
  * The kernel's long-running operations (core/operations/long-running.ts): a record started with its
  * job in the caller's transaction, moved by the job queued → running → succeeded | failed, cancelled

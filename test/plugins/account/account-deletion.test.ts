@@ -8,6 +8,9 @@ import { eventually } from '../../helpers/eventually.ts';
 import { testClock } from '../../helpers/jobs.ts';
 import { accountApp, databaseOf } from './account-app.ts';
 
+// Each test builds its own service (several for the replica and restart tests): more than the default 120 s on a loaded machine.
+t.setTimeout(300_000);
+
 type Json = Record<string, any>;
 
 const DAY_MS = 86_400_000;

@@ -2,6 +2,9 @@ import t from 'tap';
 import { addPerson, createKey } from '../../helpers/app.ts';
 import { accountApp } from './account-app.ts';
 
+// Each test builds its own service (several for the replica and restart tests): more than the default 120 s on a loaded machine.
+t.setTimeout(300_000);
+
 type Json = Record<string, any>;
 
 t.test('the checklist follows the real state of the account, step by step', async (t) => {

@@ -2,6 +2,9 @@ import t from 'tap';
 import { addPerson, buildTestApp, createKey } from '../../helpers/app.ts';
 import { accountApp } from './account-app.ts';
 
+// Each test builds its own service (several for the replica and restart tests): more than the default 120 s on a loaded machine.
+t.setTimeout(300_000);
+
 type Json = Record<string, any>;
 
 const figuresOf = (body: Json): Record<string, Json> => Object.fromEntries((body.figures as Json[]).map((figure) => [figure.id, figure]));
