@@ -88,7 +88,9 @@ export class LongRunningOperations {
     const now = this.deps.clock();
     const id = randomUUID();
     const runAt = options.runAt ?? now;
-    const job = await this.deps.jobs.enqueue(kind.queue, { operationId: id, input } as never, { tx, runAt, idempotencyKey: id });
+    // zod cannot infer the input of an object over a generic schema; the queue checks the payload at enqueue.
+    const payload = { operationId: id, input } as unknown as z.input<typeof kind.queue.payload>;
+    const job = await this.deps.jobs.enqueue(kind.queue, payload, { tx, runAt, idempotencyKey: id });
     const operation: LongRunningOperation = {
       id,
       organizationId: options.organizationId,
@@ -134,7 +136,8 @@ export class LongRunningOperations {
     if (!(await this.deps.store.cancelQueued(tx, id, reason, this.deps.clock()))) return { cancelled: false, reason: 'running' };
     // Had the job started meanwhile, it finds the operation finished and does nothing.
     tx.afterCommit(() => void this.deps.jobs.cancel(operation.jobId).catch(() => undefined));
-    return { cancelled: true, operation: { ...operation, status: 'cancelled', error: { message: reason }, finishedAt: this.deps.clock() } };
+    const cancelled = await this.deps.store.get(organizationId, id, tx);
+    return { cancelled: true, operation: cancelled ?? operation };
   }
 
   /** A viewer's list of work in progress and recently finished, newest first (GET /client/progress). */

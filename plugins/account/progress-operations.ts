@@ -20,7 +20,7 @@ interface Deps {
 }
 
 /** How long a finished operation stays on the progress list. */
-export const RECENT_MS = 24 * 3_600_000;
+const RECENT_MS = 24 * 3_600_000;
 
 const progressListView = listOf(operationView);
 
