@@ -2,6 +2,7 @@ import type { KernelStores } from '../core/ports/kernel-adapters.ts';
 import { SqlEventStore } from '../adapters/sql/event-store.ts';
 import { sqlIdentityStores } from '../adapters/sql/identity-stores.ts';
 import { SqlJobStore, SqlPeriodicStore } from '../adapters/sql/job-store.ts';
+import { SqlLongRunningStore } from '../adapters/sql/long-running-store.ts';
 import { SqlSecretStore } from '../adapters/sql/secret-store.ts';
 
 /** The kernel's stores in SQL: one implementation, over the embedded database and PostgreSQL alike. */
@@ -11,4 +12,5 @@ export const sqlKernelStores: KernelStores = {
   periodic: (db) => new SqlPeriodicStore(db),
   events: (db) => new SqlEventStore(db),
   secrets: (db) => new SqlSecretStore(db),
+  longRunning: (db) => new SqlLongRunningStore(db),
 };

@@ -333,4 +333,41 @@ UPDATE mail_outbox
  WHERE text_body LIKE '%svc_pwd_%' OR html_body LIKE '%svc_pwd_%';
 `,
   },
+  {
+    owner: 'core-operations',
+    version: 1,
+    name: 'long-running operations and who hid them from their progress list',
+    sql: `
+-- What a caller polls while a durable job does the work (core/operations/long-running.ts). Times
+-- come from the service's clock. Neither column below is a foreign key: finished jobs are pruned
+-- while their operation stays, and an organisation's operations are erased with its data.
+CREATE TABLE long_running_operations (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL,
+  project_id uuid,
+  kind text NOT NULL,
+  status text NOT NULL CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled')),
+  job_id bigint NOT NULL,
+  run_at timestamptz NOT NULL,
+  started_by_kind text CHECK (started_by_kind IN ('person', 'key', 'system')),
+  started_by_id text,
+  result jsonb,
+  error text,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL,
+  finished_at timestamptz,
+  CHECK ((status IN ('succeeded', 'failed', 'cancelled')) = (finished_at IS NOT NULL))
+);
+CREATE INDEX long_running_operations_org_time ON long_running_operations (organization_id, created_at DESC, id DESC);
+
+-- An operation a person (or key) hid from their progress list; the others still list it.
+CREATE TABLE long_running_hidden (
+  viewer text NOT NULL,
+  operation_id uuid NOT NULL REFERENCES long_running_operations(id) ON DELETE CASCADE,
+  hidden_at timestamptz NOT NULL,
+  PRIMARY KEY (viewer, operation_id)
+);
+CREATE INDEX long_running_hidden_operation ON long_running_hidden (operation_id);
+`,
+  },
 ];

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
-import type { Membership, MembershipStore, Organization, OrganizationStore, PasswordTokenStore, Person, PersonStore, SpendCap } from '../../core/ports/identity.ts';
+import type { ErasedContents, Membership, MembershipStore, Organization, OrganizationStore, PasswordTokenStore, Person, PersonStore, SpendCap } from '../../core/ports/identity.ts';
 import type { OrgRole } from '../../core/identity/scopes.ts';
 import type { PageRequest } from '../../core/vocabulary/pagination.ts';
 import { Conditions } from './conditions.ts';
@@ -55,6 +55,20 @@ export class SqlOrganizationStore implements OrganizationStore {
     const { rows } = await this.db.query<{ n: number }>('SELECT count(*)::int AS n FROM organizations');
     return rows[0]?.n ?? 0;
   }
+
+  /** Several statements: run it in a transaction (the account deletion's). Keys go before their projects, which they reference. */
+  async eraseContents(id: string): Promise<ErasedContents> {
+    await this.db.query('UPDATE people SET default_organization_id = NULL WHERE default_organization_id = $1', [id]);
+    const keys = await this.db.query('DELETE FROM api_keys WHERE organization_id = $1', [id]);
+    await this.db.query('DELETE FROM project_members WHERE project_id IN (SELECT id FROM projects WHERE organization_id = $1)', [id]);
+    const projects = await this.db.query('DELETE FROM projects WHERE organization_id = $1', [id]);
+    const memberships = await this.db.query<{ person_id: string }>('DELETE FROM memberships WHERE organization_id = $1 RETURNING person_id', [id]);
+    // People who still belong to another organisation keep their account there.
+    const people = await this.db.query('DELETE FROM people p WHERE p.id = ANY($1::uuid[]) AND NOT EXISTS (SELECT 1 FROM memberships m WHERE m.person_id = p.id)', [
+      memberships.rows.map((row) => row.person_id),
+    ]);
+    return { keys: keys.rowCount, projects: projects.rowCount, memberships: memberships.rowCount, people: people.rowCount };
+  }
 }
 
 const toPerson = (row: Row): Person => ({
@@ -85,6 +99,11 @@ export class SqlPersonStore implements PersonStore {
 
   async setDefaultOrganization(personId: string, organizationId: string | null): Promise<void> {
     await this.db.query('UPDATE people SET default_organization_id = $2 WHERE id = $1', [personId, organizationId]);
+  }
+
+  async update(personId: string, patch: { name?: string }): Promise<Person | null> {
+    const { rows } = await this.db.query('UPDATE people SET name = COALESCE($2, name) WHERE id = $1 RETURNING *', [personId, patch.name ?? null]);
+    return rows[0] ? toPerson(rows[0]) : null;
   }
 
   async passwordHashOf(personId: string): Promise<string | null> {

@@ -52,6 +52,7 @@ import { secretMatcher } from '../identity/api-tokens.ts';
 import { ConnectorTokensPoint } from '../identity/connector-tokens.ts';
 import { type AdvertisedSurface, SurfacesPoint } from './surfaces.ts';
 import { OutboundHttpClient } from '../net/outbound-http-client.ts';
+import { LongRunningOperations } from '../operations/long-running.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -203,6 +204,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.Mailer, mailer);
     container.bindValue(Tokens.Jobs, jobs);
     container.bindValue(Tokens.Events, events);
+    container.bindValue(Tokens.LongRunning, new LongRunningOperations({ store: stores.longRunning(database), jobs, database, clock }));
     const outbound = new OutboundHttpClient(config.outbound);
     container.bindValue(Tokens.OutboundHttp, outbound);
     container.bindValue(

@@ -35,6 +35,20 @@ export interface OrganizationStore {
   get(id: string): Promise<Organization | null>;
   update(id: string, patch: { name?: string; status?: Organization['status']; requestLogging?: boolean; spendCap?: SpendCap | null }): Promise<Organization | null>;
   count(): Promise<number>;
+  /**
+   * Removes what identity holds of an organisation: its keys, projects (and their members),
+   * memberships, and the people who then belong to no organisation (their sessions with them).
+   * The organisation's own row stays, for the records the law keeps (the credit ledger names it).
+   */
+  eraseContents(id: string): Promise<ErasedContents>;
+}
+
+/** What `eraseContents` removed, counted. */
+export interface ErasedContents {
+  keys: number;
+  projects: number;
+  memberships: number;
+  people: number;
 }
 
 export interface PersonStore {
@@ -42,6 +56,8 @@ export interface PersonStore {
   get(id: string): Promise<Person | null>;
   getByEmail(email: string): Promise<Person | null>;
   setDefaultOrganization(personId: string, organizationId: string | null): Promise<void>;
+  /** Changes what a person may change of themselves; null when there is no such person. */
+  update(personId: string, patch: { name?: string }): Promise<Person | null>;
   /** The stored password hash (core/identity/passwords.ts format); null when none was set. Never part of Person. */
   passwordHashOf(personId: string): Promise<string | null>;
   setPasswordHash(personId: string, passwordHash: string): Promise<void>;

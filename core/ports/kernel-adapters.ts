@@ -5,6 +5,7 @@ import type { EventStore } from './events.ts';
 import type { IdentityStoresFactory } from './identity.ts';
 import type { Mailer } from './mail.ts';
 import type { JobLeaseStore, JobQueueStore, PeriodicStore } from './queue.ts';
+import type { LongRunningStore } from './long-running.ts';
 import type { SecretStore } from './secrets.ts';
 
 /**
@@ -36,4 +37,5 @@ export interface KernelStores {
   periodic(db: Database): PeriodicStore;
   events(db: Database): EventStore;
   secrets(db: Queryable): SecretStore;
+  longRunning(db: Database): LongRunningStore;
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ApiError } from '../../core/kernel/errors.ts';
+import { chooseDefaultOrganization } from './caller.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import type { Authenticator } from '../../core/identity/authenticator.ts';
@@ -141,16 +142,7 @@ export function accountOperations({ identity, authenticator }: Deps): AnyOperati
     output: defaultOrganizationView,
     async handler({ body }, { credential }) {
       // A connector's grant is issued inside one organisation, like a key.
-      if (credential.kind !== 'session') {
-        throw new ApiError('key_organization_fixed', undefined, { param: 'organizationId' });
-      }
-      const membership = await identity.memberships.get(body.organizationId, credential.personId);
-      if (!membership) throw new ApiError('organization_not_found', `No organisation ${body.organizationId} among yours`, { param: 'organizationId' });
-      if (membership.status !== 'active' || membership.organizationStatus !== 'active') {
-        throw new ApiError('organization_inactive', undefined, { param: 'organizationId' });
-      }
-      await identity.people.setDefaultOrganization(credential.personId, body.organizationId);
-      await authenticator.invalidate({ kind: 'session', id: credential.sessionId });
+      await chooseDefaultOrganization({ identity, authenticator }, credential, body.organizationId, 'organizationId');
       return { object: 'ack' as const, ok: true as const, defaultOrganizationId: body.organizationId };
     },
   });

@@ -82,6 +82,12 @@ export class AuditStore {
     );
   }
 
+  /** Every entry of an organisation whose account is being deleted: they name its people. */
+  async eraseOrganization(tx: Queryable, organizationId: string): Promise<number> {
+    const { rowCount } = await tx.query('DELETE FROM audit_log WHERE organization_id = $1', [organizationId]);
+    return rowCount;
+  }
+
   /** Newest first, on the indexes of audit-migrations.ts. */
   async page(filter: AuditFilter, page: PageRequest): Promise<Page<AuditEntry>> {
     const where = new Conditions();

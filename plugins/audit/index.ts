@@ -1,5 +1,6 @@
 import { defineSubscriber } from '../../core/events/domain-events.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
+import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { auditMigrations } from './audit-migrations.ts';
 import { auditOperations } from './audit-operations.ts';
@@ -13,6 +14,10 @@ export const auditPlugin = definePlugin({
   name: 'audit',
   description: 'Audit log of management writes: who, what, when, with which credential, and the outcome',
   migrations: auditMigrations,
+  register: ({ container, extensions }) => {
+    const store = new AuditStore(container.resolve(Tokens.Database));
+    extensions.contribute(OrganizationErasersPoint, { name: 'audit log', erase: (tx, organizationId) => store.eraseOrganization(tx, organizationId) });
+  },
   operations: ({ container }) => auditOperations({ store: new AuditStore(container.resolve(Tokens.Database)) }),
   subscribers: ({ container }) => {
     const store = new AuditStore(container.resolve(Tokens.Database));

@@ -94,4 +94,10 @@ export class GuardrailStore {
     const { rowCount } = await tx.query('DELETE FROM guardrail_rules WHERE organization_id = $1 AND id = $2', [organizationId, id]);
     return rowCount > 0;
   }
+
+  /** Every rule of an organisation whose account is being deleted. */
+  async eraseOrganization(tx: Queryable, organizationId: string): Promise<number> {
+    const { rowCount } = await tx.query('DELETE FROM guardrail_rules WHERE organization_id = $1', [organizationId]);
+    return rowCount;
+  }
 }

@@ -3,6 +3,7 @@ import { InputGuardsPoint } from '../../core/gateway/input-guards.ts';
 import { createToken } from '../../core/kernel/container.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
+import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { AccountGuard } from './account-guard.ts';
 import { guardrailMigrations } from './guardrail-migrations.ts';
 import { guardrailOperations } from './guardrail-operations.ts';
@@ -36,6 +37,7 @@ export const guardrailsPlugin = definePlugin({
     container.bindValue(GuardrailTokens.Store, store);
     container.bindValue(GuardrailTokens.Guard, guard);
     extensions.contribute(InputGuardsPoint, guard);
+    extensions.contribute(OrganizationErasersPoint, { name: 'guardrail rules', erase: (tx, organizationId) => store.eraseOrganization(tx, organizationId) });
   },
   operations: ({ container }) =>
     guardrailOperations({ store: container.resolve(GuardrailTokens.Store), guard: container.resolve(GuardrailTokens.Guard), clock: container.resolve(Tokens.Clock) }),

@@ -18,6 +18,9 @@ import { definePlugin } from '../../core/kernel/plugin.ts';
 import { type CreditLedger, RequestLogReaderPoint, SpendReaderPoint } from '../../core/ports/metering.ts';
 import type { SpendReader } from '../../core/ports/identity.ts';
 import { SqlSpendReader } from './spend-reader.ts';
+import { meteringErasers, meteringFigures, meteringSteps } from './account-figures.ts';
+import { OnboardingStepsPoint, OverviewFiguresPoint } from '../../core/kernel/account-contributions.ts';
+import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { SqlRequestLogReader } from './request-log-store.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { InferenceTokens } from '../inference/index.ts';
@@ -109,6 +112,10 @@ export const meteringPlugin = definePlugin({
     extensions.provide(InferenceAdmissionPoint, admission);
     extensions.provide(RequestLogReaderPoint, new SqlRequestLogReader(database));
     extensions.provide(SpendReaderPoint, spend);
+    // The account surface's money and calls (GET /client/overview, /onboarding) and what a deletion erases.
+    extensions.contribute(OverviewFiguresPoint, meteringFigures({ database, ledger, spend, initialCreditMicros: usdToMicros(config.initialCreditUsd) }));
+    for (const step of meteringSteps(database)) extensions.contribute(OnboardingStepsPoint, step);
+    for (const eraser of meteringErasers()) extensions.contribute(OrganizationErasersPoint, eraser);
   },
   subscribers: ({ container, extensions, logger }) => [
     budgetAlertSubscriber(extensions.get(BudgetAlertSinkPoint) ?? loggingAlertSink(logger)),

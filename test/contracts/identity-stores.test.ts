@@ -36,6 +36,46 @@ async function storeContract(t: Test, db: Database) {
     await stores.memberships.update(organization.id, owner.id, { role: 'owner' });
   });
 
+  t.test('a person changes their own name; an unknown person is null', async (t) => {
+    const changed = await stores.people.update(owner.id, { name: 'The Boss' });
+    t.match(changed, { id: owner.id, name: 'The Boss', email: 'Boss@Acme.test' });
+    t.equal((await stores.people.get(owner.id))?.name, 'The Boss');
+    t.equal((await stores.people.update(owner.id, {}))?.name, 'The Boss', 'nothing named, nothing changed');
+    t.equal(await stores.people.update('00000000-0000-4000-8000-000000000000', { name: 'x' }), null);
+  });
+
+  t.test("erasing an organisation's contents removes its keys, projects and memberships, and the people who belong nowhere else", async (t) => {
+    const doomed = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Doomed', ownerEmail: 'doomed@acme.test', ownerName: 'Doomed' });
+    const shared = await addPersonTo(stores, { organizationId: organization.id, email: 'both@acme.test', name: 'Both', role: 'member' });
+    await addPersonTo(stores, { organizationId: doomed.organization.id, email: 'both@acme.test', name: 'Both', role: 'member' });
+    await stores.projectMembers.upsert({ projectId: doomed.project.id, personId: shared.id, role: 'viewer' });
+    await stores.apiKeys.create({
+      organizationId: doomed.organization.id,
+      projectId: doomed.project.id,
+      name: 'doomed key',
+      tokenHash: `hash-${Math.random()}`,
+      hint: 'x',
+      scopes: ['inference'],
+      modelAllowList: null,
+      expiresAt: null,
+      spendCap: null,
+      createdByPersonId: doomed.owner.id,
+      createdByKeyId: null,
+    });
+    const erased = await db.transaction((tx) => sqlIdentityStores(tx).organizations.eraseContents(doomed.organization.id));
+    t.same(erased, { keys: 1, projects: 1, memberships: 2, people: 1 });
+    t.equal(await stores.people.get(doomed.owner.id), null, 'its owner belonged nowhere else');
+    t.ok(await stores.people.get(shared.id), 'a person of another organisation stays');
+    t.same(
+      (await stores.memberships.listForPerson(shared.id)).map((m) => m.organizationId),
+      [organization.id],
+    );
+    t.same(await stores.projects.list(doomed.organization.id), []);
+    t.same(await stores.apiKeys.list(doomed.organization.id), []);
+    t.ok(await stores.organizations.get(doomed.organization.id), 'the row stays for the records that name it');
+    t.ok(await stores.projects.get(organization.id, project.id), "another organisation's project is untouched");
+  });
+
   t.test('project names are unique per organisation, ignoring case', async (t) => {
     await stores.projects.create({ organizationId: organization.id, name: 'Research' });
     await t.rejects(stores.projects.create({ organizationId: organization.id, name: 'research' }));

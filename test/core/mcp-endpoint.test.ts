@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import t from 'tap';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
@@ -59,7 +60,23 @@ const test = await buildTestApp(t, {
 const base = await listeningBase(test);
 const names = (tools: Tool[]) => tools.map((tool) => tool.name);
 /** The read tools any credential of the account sees (scope null). */
-const OPEN_READS = ['account_whoami', 'models_list', 'notes_echo', 'organizations_list', 'projects_get', 'projects_list', 'projects_members_list'];
+const OPEN_READS = [
+  'account_onboarding_get',
+  'account_orgMap',
+  'account_overview',
+  'account_profile_get',
+  'account_progress_list',
+  'account_whoami',
+  'models_list',
+  'notes_echo',
+  'operations_get',
+  'organizations_list',
+  'projects_get',
+  'projects_list',
+  'projects_members_list',
+];
+/** The write tools any credential of the account sees with mcp:write (scope null, not owner-only). */
+const OPEN_WRITES = ['account_onboarding_details', 'account_onboarding_heardFrom', 'account_onboarding_skip', 'account_profile_update', 'account_progress_hide', 'organizations_setDefault'];
 
 t.test('a key sees exactly the tools its scopes allow, in name order', async (t) => {
   const readsKeys = await createKey(test, { name: 'mcp keys reader', scopes: ['mcp:read', 'keys:read'] });
@@ -68,7 +85,7 @@ t.test('a key sees exactly the tools its scopes allow, in name order', async (t)
 
   const writesKeys = await createKey(test, { name: 'mcp keys writer', scopes: ['mcp:read', 'mcp:write', 'keys:read', 'keys:write'] });
   const writerTools = (await (await mcpClient(t, base, writesKeys.key)).listTools()).tools;
-  t.same(names(writerTools), [...OPEN_READS, 'keys_create', 'keys_delete', 'keys_get', 'keys_list', 'keys_update', 'organizations_setDefault'].sort());
+  t.same(names(writerTools), [...OPEN_READS, ...OPEN_WRITES, 'keys_create', 'keys_delete', 'keys_get', 'keys_list', 'keys_update'].sort());
 
   const usage = await createKey(test, { name: 'mcp usage reader', scopes: ['mcp:read', 'usage:read'] });
   const usageTools = names((await (await mcpClient(t, base, usage.key)).listTools()).tools);
@@ -117,7 +134,14 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
   t.equal(call.statusCode, 200);
   await test.app.svc.container.resolve(MeteringTokens.Writer).flush();
   const requestId = String(call.headers['x-request-id']);
-  const ids: Record<string, Record<string, string>> = { 'keys.get': { id: keyId }, 'requests.get': { id: requestId } };
+  // An account's own long-running operation, as a deletion would leave one (without deleting this account).
+  const operationId = randomUUID();
+  await test.app.svc.container.resolve(Tokens.Database).query(
+    `INSERT INTO long_running_operations (id, organization_id, kind, status, job_id, run_at, created_at, updated_at)
+       VALUES ($1, $2, 'tests.work', 'queued', 1, now(), now(), now())`,
+    [operationId, test.organizationId],
+  );
+  const ids: Record<string, Record<string, string>> = { 'keys.get': { id: keyId }, 'requests.get': { id: requestId }, 'operations.get': { id: operationId } };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
   t.ok(reads.length >= 20, 'the read operations');
