@@ -20,6 +20,11 @@ export interface OperationContext {
   readonly requestId: string;
   readonly logger: FastifyBaseLogger;
   /**
+   * The client's address when a surface serves the call (HTTP, MCP): what per-address limits count
+   * by (core/net/address-bucket.ts). Absent when code runs an operation for itself.
+   */
+  readonly clientAddress?: string;
+  /**
    * A database transaction for the operation's writes. Use it rather than Database.transaction:
    * the kernel records the call (`management.operation`, the audit log's source) inside it, so
    * the change and its record commit together. Inside, use only `tx` (see the PGlite adapter).
@@ -207,7 +212,8 @@ async function runChecked(
   const input = {
     params: parseInput(operation.params, raw.params ?? {}, 'path'),
     query: parseInput(operation.query, raw.query ?? {}, 'query'),
-    body: operation.body ? parseInput(operation.body, raw.body ?? (bodyRequired ? undefined : {}), 'body') : undefined,
+    // An optional body that was not sent is an empty one; a JSON null was sent, and is no object.
+    body: operation.body ? parseInput(operation.body, raw.body === undefined && !bodyRequired ? {} : raw.body, 'body') : undefined,
   };
   const authorization = await authorizeResources(ctx.credential, operation, input, deps);
   const result = await operation.handler(input, { ...ctx, authorization });
