@@ -61,6 +61,8 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/keys/{id}', access: 'keys:read' },
   { method: 'PATCH', path: '/keys/{id}', access: 'keys:write' },
   { method: 'DELETE', path: '/keys/{id}', access: 'keys:write' },
+  // (wide) README: as PATCH, keys:write
+  { method: 'POST', path: '/keys/{id}/recreate', access: 'keys:write' },
   // Usage, budget, requests (spec: usage:read), credits (README: usage:read), owner-only writes (README)
   { method: 'GET', path: '/credits', access: 'usage:read' },
   { method: 'GET', path: '/credits/statement', access: 'usage:read' },
