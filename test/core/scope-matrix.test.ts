@@ -68,6 +68,9 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/credits/statement', access: 'usage:read' },
   { method: 'GET', path: '/credits/summary', access: 'usage:read' },
   { method: 'POST', path: '/credits/topup', access: 'owner-only' },
+  { method: 'GET', path: '/credits/hosting', access: 'usage:read' },
+  // (wide) README: a money act like a top-up, owner only
+  { method: 'POST', path: '/credits/redeem', access: 'owner-only' },
   { method: 'GET', path: '/budget', access: 'usage:read' },
   { method: 'PATCH', path: '/budget', access: 'owner-only' },
   { method: 'POST', path: '/log-requests', access: 'owner-only' },
