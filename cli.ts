@@ -5,6 +5,10 @@ import { addPersonTo, createOrganizationWithOwner, invitePerson, issueSession } 
 import { ORG_ROLES, type OrgRole } from './core/identity/scopes.ts';
 import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/services/secret-keys.ts';
 import { SecretVault } from './core/services/secret-vault.ts';
+import { microsToUsd, usdAmount, usdToMicros } from './core/vocabulary/money.ts';
+import { dateOrTimestampSchema } from './core/vocabulary/timestamps.ts';
+import { meteringMigrations } from './plugins/metering/metering-migrations.ts';
+import { generatePromotionCode, type PromotionCode, SqlPromotionCodes } from './plugins/metering/promotion-codes.ts';
 
 const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
 With the embedded database, stop the service first: PGlite allows one process at a time.
@@ -19,6 +23,12 @@ With the embedded database, stop the service first: PGlite allows one process at
                                                          secrets (set-password tokens) once, then forgets them
   npm run cli -- secrets rotate [--new-key]              re-encrypt customer secrets under the first key;
                                                          --new-key first adds a key to the key file
+  npm run cli -- credits codes create --amount USD --expires DATE [--max-redemptions N] [--label TEXT]
+                                                         a promotion code worth USD of credit, shown once; each
+                                                         organisation redeems it once (POST /client/credits/redeem)
+                                                         before DATE (YYYY-MM-DD is midnight UTC), N in total
+  npm run cli -- credits codes list                      every code: label, amount, expiry, redemptions, status
+  npm run cli -- credits codes revoke --id CODE_ID       withdraw a code: later redemptions are refused
 `;
 
 async function main(argv: string[]): Promise<number> {
@@ -40,10 +50,15 @@ async function main(argv: string[]): Promise<number> {
       to: { type: 'string' },
       limit: { type: 'string' },
       'new-key': { type: 'boolean' },
+      amount: { type: 'string' },
+      expires: { type: 'string' },
+      'max-redemptions': { type: 'string' },
+      label: { type: 'string' },
+      id: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
-  const [noun, verb] = positionals;
+  const [noun] = positionals;
   if (values.help || !noun) {
     process.stdout.write(USAGE);
     return values.help ? 0 : 2;
@@ -58,7 +73,7 @@ async function main(argv: string[]): Promise<number> {
   const { db } = storage;
   try {
     const stores = storage.stores.identity(db);
-    const command = `${noun} ${verb ?? ''}`.trim();
+    const command = positionals.join(' ');
     switch (command) {
       case 'orgs list': {
         const { rows } = await db.query<{ id: string; name: string; status: string }>('SELECT id, name, status FROM organizations ORDER BY created_at');
@@ -159,6 +174,35 @@ async function main(argv: string[]): Promise<number> {
         }
         return report.failed.length === 0 ? 0 : 1;
       }
+      case 'credits codes create': {
+        const amount = usdAmount.safeParse(Number(values.amount));
+        if (!values.amount || !amount.success || amount.data <= 0) throw new UsageError('--amount must be an amount of USD above zero, at most six decimals');
+        const expires = dateOrTimestampSchema.safeParse(values.expires ?? '');
+        if (!expires.success || expires.data <= new Date()) throw new UsageError('--expires must be a future date (YYYY-MM-DD, midnight UTC) or ISO timestamp');
+        const max = values['max-redemptions'] === undefined ? null : Number(values['max-redemptions']);
+        if (max !== null && (!Number.isInteger(max) || max < 1 || max > 2_147_483_647)) throw new UsageError('--max-redemptions must be a whole number of at least 1');
+        const label = (values.label ?? 'Promotional credit').trim();
+        if (label === '' || label.length > 100) throw new UsageError('--label must be 1 to 100 characters');
+        const codes = await promotionCodes(storage, config.plugins);
+        const code = generatePromotionCode();
+        const created = await codes.create({ code, label, amountMicros: usdToMicros(amount.data), expiresAt: expires.data, maxRedemptions: max });
+        process.stdout.write(`promotion code ${created.id} (shown once; only its hash is kept):\n${code}\n${describeCode(created)}\n`);
+        return 0;
+      }
+      case 'credits codes list': {
+        const codes = await (await promotionCodes(storage, config.plugins)).list();
+        for (const code of codes) process.stdout.write(`${code.id}  …${code.hint}  ${describeCode(code)}\n`);
+        if (codes.length === 0) process.stdout.write('no promotion codes\n');
+        return 0;
+      }
+      case 'credits codes revoke': {
+        const id = need(values.id, 'id');
+        if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(id)) throw new UsageError('--id must be a code id, as credits codes list shows');
+        const revoked = await (await promotionCodes(storage, config.plugins)).revoke(id, new Date());
+        if (!revoked) throw new UsageError(`no promotion code ${id}`);
+        process.stdout.write(`withdrawn: ${revoked.id}  ${describeCode(revoked)}\n`);
+        return 0;
+      }
       default:
         throw new UsageError(`unknown command "${command}"`);
     }
@@ -168,6 +212,22 @@ async function main(argv: string[]): Promise<number> {
 }
 
 class UsageError extends Error {}
+
+/** The promotion codes store, its tables brought up to date; credits are the metering plugin's. */
+async function promotionCodes(storage: Awaited<ReturnType<typeof openOperatorStorage>>, plugins: Record<string, unknown>): Promise<SqlPromotionCodes> {
+  if (!Object.hasOwn(plugins, 'metering') || plugins['metering'] === false) {
+    throw new UsageError('credits need the metering plugin, which this config does not enable (plugins: { metering: {} })');
+  }
+  await storage.migrate(meteringMigrations);
+  return new SqlPromotionCodes(storage.db);
+}
+
+function describeCode(code: PromotionCode): string {
+  const limit = code.maxRedemptions === null ? 'once per organisation' : `${code.redemptions}/${code.maxRedemptions} redeemed`;
+  const redeemed = code.maxRedemptions === null ? `${code.redemptions} redeemed, ${limit}` : limit;
+  const status = code.revokedAt ? `withdrawn ${code.revokedAt.toISOString()}` : code.expiresAt <= new Date() ? 'expired' : 'active';
+  return `"${code.label}"  $${microsToUsd(code.amountMicros)}  until ${code.expiresAt.toISOString()}  ${redeemed}  ${status}`;
+}
 
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),

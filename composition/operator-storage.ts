@@ -1,5 +1,5 @@
 import type { AppConfig } from '../config/schema.ts';
-import type { Database } from '../core/ports/database.ts';
+import type { Database, Migration } from '../core/ports/database.ts';
 import type { KernelStores } from '../core/ports/kernel-adapters.ts';
 import type { MailOutbox, Mailer } from '../core/ports/mail.ts';
 import { coreMigrations } from '../adapters/sql/core-migrations.ts';
@@ -21,6 +21,8 @@ export interface OperatorStorage {
   readonly outbox: MailOutbox;
   /** The configured sender (SMTP or the outbox); close it when done. */
   openMailer(): Mailer & { close?(): void };
+  /** Brings a plugin's tables up to date, for a command working on them (as the service does at start). */
+  migrate(migrations: readonly Migration[]): Promise<void>;
 }
 
 export async function openOperatorStorage(config: AppConfig): Promise<OperatorStorage> {
@@ -36,5 +38,8 @@ export async function openOperatorStorage(config: AppConfig): Promise<OperatorSt
     stores: sqlKernelStores,
     outbox: new SqlMailOutbox(db, config.mail.from),
     openMailer: () => createMailer(config.mail, db),
+    migrate: async (migrations) => {
+      await runMigrations(db, migrations);
+    },
   };
 }

@@ -163,6 +163,27 @@ export class SqlApiKeyStore implements ApiKeyStore {
     );
   }
 
+  async replaceSecret(organizationId: string, id: string, secret: { tokenHash: string; hint: string; retiredUntil: Date | null; now: Date }) {
+    // The row lock orders two recreates of one key: the second sees (and retires) the first one's secret.
+    const current = await this.db.query('SELECT token_hash FROM api_keys WHERE organization_id = $1 AND id = $2 FOR UPDATE', [organizationId, id]);
+    const replaced = current.rows[0];
+    if (!replaced) return null;
+    const until = secret.retiredUntil && secret.retiredUntil > secret.now ? secret.retiredUntil : null;
+    // No secret an earlier recreate retired outlives the overlap asked now; those past it go.
+    await this.db.query('UPDATE api_key_retired_secrets SET expires_at = LEAST(expires_at, $2) WHERE key_id = $1', [id, until ?? secret.now]);
+    await this.db.query('DELETE FROM api_key_retired_secrets WHERE key_id = $1 AND expires_at <= $2', [id, secret.now]);
+    if (until) {
+      await this.db.query('INSERT INTO api_key_retired_secrets (token_hash, key_id, expires_at) VALUES ($1, $2, $3)', [str(replaced, 'token_hash'), id, until]);
+    }
+    const { rows } = await this.db.query('UPDATE api_keys SET token_hash = $3, hint = $4, updated_at = now() WHERE organization_id = $1 AND id = $2 RETURNING *', [
+      organizationId,
+      id,
+      secret.tokenHash,
+      secret.hint,
+    ]);
+    return rows[0] ? toApiKey(rows[0]) : null;
+  }
+
   async delete(organizationId: string, id: string) {
     // Revoked first: a key whose maker is gone would have no maker left to bound it.
     if (!(await this.revoke(organizationId, id))) return false;
@@ -210,26 +231,35 @@ export class SqlSessionStore implements SessionStore {
   }
 }
 
+/**
+ * The key a secret names: its current one, or one a recreate replaced (with the end of its overlap).
+ * Two index lookups; a key has one current secret, so at most one row.
+ */
+const BY_SECRET = `(SELECT id AS key_id, NULL::timestamptz AS secret_expires_at FROM api_keys WHERE token_hash = $1
+  UNION ALL SELECT key_id, expires_at FROM api_key_retired_secrets WHERE token_hash = $1)`;
+const BY_ID = '(SELECT $1::uuid AS key_id, NULL::timestamptz AS secret_expires_at)';
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export class SqlCredentialLookup implements CredentialLookup {
   constructor(private readonly db: Queryable) {}
 
   findKeyByTokenHash(tokenHash: string): Promise<KeyAuthRecord | null> {
-    return this.findKeyWhere('k.token_hash = $1', tokenHash);
+    return this.findKeyFrom(BY_SECRET, tokenHash);
   }
 
   findKeyById(keyId: string): Promise<KeyAuthRecord | null> {
     // Not a uuid: no such key (the column's type would otherwise make it a query error).
     if (!UUID.test(keyId)) return Promise.resolve(null);
-    return this.findKeyWhere('k.id = $1', keyId);
+    return this.findKeyFrom(BY_ID, keyId);
   }
 
-  private async findKeyWhere(condition: 'k.token_hash = $1' | 'k.id = $1', value: string): Promise<KeyAuthRecord | null> {
+  /** `found`: BY_SECRET or BY_ID, a derived table of the key's id and when the secret stops working. */
+  private async findKeyFrom(found: string, value: string): Promise<KeyAuthRecord | null> {
     const { rows } = await this.db.query(
-      `SELECT k.*, o.status AS organization_status, p.model_allow_list AS project_model_allow_list
-       FROM api_keys k JOIN organizations o ON o.id = k.organization_id JOIN projects p ON p.id = k.project_id
-       WHERE ${condition}`,
+      `SELECT k.*, o.status AS organization_status, p.model_allow_list AS project_model_allow_list, f.secret_expires_at
+       FROM ${found} f JOIN api_keys k ON k.id = f.key_id
+       JOIN organizations o ON o.id = k.organization_id JOIN projects p ON p.id = k.project_id`,
       [value],
     );
     const row = rows[0];
@@ -241,6 +271,7 @@ export class SqlCredentialLookup implements CredentialLookup {
       ancestors: key.createdByKeyId ? await this.makersOf(key) : [],
       organizationStatus: str(row, 'organization_status') as KeyAuthRecord['organizationStatus'],
       projectModelAllowList: strings(row, 'project_model_allow_list'),
+      secretExpiresAt: dateOrNull(row, 'secret_expires_at'),
     };
   }
 

@@ -370,4 +370,20 @@ CREATE TABLE long_running_hidden (
 CREATE INDEX long_running_hidden_operation ON long_running_hidden (operation_id);
 `,
   },
+  {
+    owner: 'core-key-secrets',
+    version: 1,
+    name: 'the secrets a recreated key still accepts for an overlap',
+    sql: `
+-- Recreating a key gives its row a new token_hash; the replaced secret may keep working until
+-- expires_at (the overlap the caller chose). Looked up by hash like the current one; the key's
+-- row, and with it its settings, caps and usage, stays the same.
+CREATE TABLE api_key_retired_secrets (
+  token_hash text PRIMARY KEY,
+  key_id uuid NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+  expires_at timestamptz NOT NULL
+);
+CREATE INDEX api_key_retired_secrets_key ON api_key_retired_secrets (key_id);
+`,
+  },
 ];

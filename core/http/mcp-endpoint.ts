@@ -77,7 +77,7 @@ export function operationToolsEndpoint(tools: OperationTools): McpEndpoint {
   return async (request, reply, credential) => {
     const refusal = scopeRefusal(credential, 'mcp:read');
     if (refusal) throw refusal;
-    const caller: OperationCaller = { credential, requestId: request.id, logger: request.log };
+    const caller: OperationCaller = { credential, requestId: request.id, logger: request.log, clientAddress: request.ip };
     const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: tools.list(caller.credential) }));
     server.setRequestHandler(CallToolRequestSchema, (call) => tools.call(call.params.name, call.params.arguments, caller));

@@ -21,7 +21,7 @@ export function mountOperations(app: FastifyInstance, registry: OperationRegistr
           const result = await service.call(
             operation,
             { params: request.params, query: request.query, body: request.body },
-            { credential: request.credential!, requestId: request.id, logger: request.log },
+            { credential: request.credential!, requestId: request.id, logger: request.log, clientAddress: request.ip },
           );
           return reply.code(operation.status ?? 200).send(result);
         },

@@ -61,7 +61,8 @@ const invalid = () => new ApiError('invalid_api_key');
 export class Authenticator {
   private readonly cache = new Map<string, CacheEntry>();
   private readonly inFlight = new Map<string, Promise<CacheEntry>>();
-  private readonly hashesByKeyId = new Map<string, string>();
+  /** A key's cached secrets: its current one and, during a recreate's overlap, the one it replaced. */
+  private readonly hashesByKeyId = new Map<string, Set<string>>();
   private readonly hashesBySessionId = new Map<string, string>();
   private unsubscribe: Unsubscribe | null = null;
   private readonly now: () => number;
@@ -168,7 +169,10 @@ export class Authenticator {
     const now = this.now();
     if (entry.kind === 'miss') throw invalid();
     if (entry.kind === 'key') {
-      const { key, organizationStatus } = entry.record;
+      const { key, organizationStatus, secretExpiresAt } = entry.record;
+      // A secret a recreate replaced dies when its overlap ends, on every replica by its own clock:
+      // the cached entry carries the instant, so no message has to arrive for it.
+      if (secretExpiresAt && secretExpiresAt.getTime() <= now) throw invalid();
       if (key.revokedAt) throw new ApiError('key_revoked');
       if (key.disabled) throw new ApiError('key_disabled');
       if (entry.makerRefusal) throw new ApiError(entry.makerRefusal.code, entry.makerRefusal.message);
@@ -208,7 +212,8 @@ export class Authenticator {
     let entry: CacheEntry;
     if (keyRecord) {
       entry = keyEntry(keyRecord, cachedUntil);
-      this.hashesByKeyId.set(keyRecord.key.id, hash);
+      const hashes = this.hashesByKeyId.get(keyRecord.key.id) ?? new Set<string>();
+      this.hashesByKeyId.set(keyRecord.key.id, hashes.add(hash));
     } else {
       const sessionRecord = await this.lookup.findSessionByTokenHash(hash);
       if (sessionRecord) {
@@ -292,13 +297,17 @@ export class Authenticator {
       for (const [hash, entry] of this.cache) if (entry.kind === 'connector' && entry.record.grantId === parsed.id) this.cache.delete(hash);
       return;
     }
-    const index = parsed.kind === 'key' ? this.hashesByKeyId : this.hashesBySessionId;
-    const hash = index.get(parsed.id);
+    if (parsed.kind === 'key') {
+      for (const hash of this.hashesByKeyId.get(parsed.id) ?? []) this.cache.delete(hash);
+      this.hashesByKeyId.delete(parsed.id);
+      this.forgetKeysMadeBy(parsed.id);
+      return;
+    }
+    const hash = this.hashesBySessionId.get(parsed.id);
     if (hash) {
       this.cache.delete(hash);
-      index.delete(parsed.id);
+      this.hashesBySessionId.delete(parsed.id);
     }
-    if (parsed.kind === 'key') this.forgetKeysMadeBy(parsed.id);
   }
 
   /**
@@ -309,7 +318,7 @@ export class Authenticator {
     for (const [hash, entry] of this.cache) {
       if (entry.kind === 'key' && entry.record.ancestors.some((maker) => maker.id === keyId)) {
         this.cache.delete(hash);
-        this.hashesByKeyId.delete(entry.record.key.id);
+        this.hashesByKeyId.get(entry.record.key.id)?.delete(hash);
       }
     }
   }

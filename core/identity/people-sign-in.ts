@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import { addressBucket } from '../net/address-bucket.ts';
+import { throttleAttempts } from '../services/attempt-throttle.ts';
 import type { Authenticator } from './authenticator.ts';
 import { ApiError } from '../kernel/errors.ts';
 import { issueSession, PASSWORD_TOKEN_PREFIX } from './identity-admin.ts';
@@ -171,11 +172,8 @@ export class PeopleSignIn {
     await this.consumeOrRefuse(entries, 'too_many_set_password_attempts');
   }
 
-  private async consumeOrRefuse(entries: RateEntry[], code: ThrottledCode): Promise<void> {
-    const result = await this.deps.rateLimiter.consume(entries);
-    if (result.allowed) return;
-    const waitMs = Math.max(...result.decisions.map((d) => d.retryAfterMs));
-    throw new ApiError(code, undefined, { headers: { 'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))) } });
+  private consumeOrRefuse(entries: RateEntry[], code: ThrottledCode): Promise<void> {
+    return throttleAttempts(this.deps.rateLimiter, entries, code);
   }
 
   private emailBucket(email: string): Omit<RateEntry, 'cost'> {

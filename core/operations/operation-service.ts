@@ -10,11 +10,13 @@ export interface RawOperationInput {
   body: unknown;
 }
 
-/** Who calls, under which request id, logging where. */
+/** Who calls, from where, under which request id, logging where. */
 export interface OperationCaller {
   credential: Credential;
   requestId: string;
   logger: FastifyBaseLogger;
+  /** The client's address as the server sees it (behind a trusted proxy, the forwarded one). */
+  clientAddress: string;
 }
 
 /**

@@ -20,6 +20,11 @@ export interface OperationContext {
   readonly requestId: string;
   readonly logger: FastifyBaseLogger;
   /**
+   * The client's address when a surface serves the call (HTTP, MCP): what per-address limits count
+   * by (core/net/address-bucket.ts). Absent when code runs an operation for itself.
+   */
+  readonly clientAddress?: string;
+  /**
    * A database transaction for the operation's writes. Use it rather than Database.transaction:
    * the kernel records the call (`management.operation`, the audit log's source) inside it, so
    * the change and its record commit together. Inside, use only `tx` (see the PGlite adapter).

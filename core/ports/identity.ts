@@ -232,6 +232,13 @@ export interface ApiKeyStore {
   delete(organizationId: string, id: string): Promise<boolean>;
   /** Records when keys were last used (batched; never moves a time backwards). */
   touch(usedAt: ReadonlyMap<string, Date>): Promise<void>;
+  /**
+   * Gives the key a new secret (recreate): the row, its id and every setting stay. The secret it
+   * replaces keeps working until `retiredUntil` (null or not after `now`: not at all), and a secret
+   * an earlier recreate retired works no longer than that either. Run it in a transaction.
+   * Returns the key with its new hint, or null when there is no such key.
+   */
+  replaceSecret(organizationId: string, id: string, secret: { tokenHash: string; hint: string; retiredUntil: Date | null; now: Date }): Promise<ApiKey | null>;
 }
 
 /** The one read the hot path makes: everything authentication needs, in one query (a second for a key made by a key: its makers). */
@@ -241,6 +248,11 @@ export interface KeyAuthRecord {
   ancestors: ApiKey[];
   organizationStatus: Organization['status'];
   projectModelAllowList: string[] | null;
+  /**
+   * When the presented secret stops working: null for the key's current secret (and for a lookup by
+   * id); the end of the overlap for a secret a recreate replaced.
+   */
+  secretExpiresAt: Date | null;
 }
 
 export interface SessionAuthRecord {

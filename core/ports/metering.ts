@@ -5,8 +5,14 @@ import type { ErrorCode } from '../kernel/error-catalogue.ts';
 import { defineExtensionPoint } from '../kernel/extension-points.ts';
 import type { SpendReader, SpendWindows } from './identity.ts';
 
-/** The credit ledger: append-only lines whose balance_after chains exactly, per organisation. */
-export type LedgerKind = 'payment' | 'adjustment' | 'ai_usage' | 'hosting' | 'hosting_base_fee';
+/**
+ * The credit ledger: append-only lines whose balance_after chains exactly, per organisation. A
+ * `promotion` (a redeemed promotion code) is an adjustment in the summary: not money paid.
+ */
+export type LedgerKind = 'payment' | 'adjustment' | 'promotion' | 'ai_usage' | 'hosting' | 'hosting_base_fee';
+
+/** The kinds the summary counts as adjustments (signed). */
+export const ADJUSTMENT_KINDS: readonly LedgerKind[] = ['adjustment', 'promotion'];
 
 export interface LedgerLine {
   id: string;

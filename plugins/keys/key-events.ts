@@ -46,6 +46,15 @@ export const KEY_EVENTS = defineEventTypes('keys', {
     public: true,
     example: { ...EXAMPLE_KEY, disabled: true },
   },
+  'key.recreated': {
+    schema: keyData.extend({
+      previousHint: z.string().describe('The hint of the secret it replaced'),
+      previousSecretExpiresAt: z.string().describe('ISO 8601, UTC: when the replaced secret stops working (the recreation time when there is no overlap)'),
+    }),
+    description: 'An API key was given a new secret; the key (id, settings, caps and usage) is the same and hint is the new secret’s',
+    public: true,
+    example: { ...EXAMPLE_KEY, hint: 'svc_live_…c3d4', previousHint: 'svc_live_…a1b2', previousSecretExpiresAt: '2026-05-01T12:05:00.000Z' },
+  },
   'key.revoked': {
     schema: keyData.extend({ deleted: z.boolean().describe('True when the key was deleted for good (permanent=true)') }),
     description: 'An API key was revoked (it stays listed) or deleted; its calls are refused from now on',

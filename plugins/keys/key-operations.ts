@@ -10,8 +10,19 @@ import { visibleProjectIds } from '../../core/identity/project-access.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import { generateToken, hashToken, KEY_PREFIX, tokenHint } from '../../core/identity/api-tokens.ts';
-import { createdKeyView, createKeyRequest, keyDetailView, keyListView, keyRemovalView, type rateLimitsInput, updatedKeyView, updateKeyRequest } from './key-schemas.ts';
-import { assertMayResume, assertModelsWithin, assertNoEscalation, assertNotOwnRestrictions, assertOwnerFor, inheritedRestrictions } from './key-rules.ts';
+import {
+  createdKeyView,
+  createKeyRequest,
+  keyDetailView,
+  keyListView,
+  keyRemovalView,
+  type rateLimitsInput,
+  recreatedKeyView,
+  recreateKeyRequest,
+  updatedKeyView,
+  updateKeyRequest,
+} from './key-schemas.ts';
+import { assertMayRecreate, assertMayResume, assertModelsWithin, assertNoEscalation, assertNotOwnRestrictions, assertOwnerFor, inheritedRestrictions } from './key-rules.ts';
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
 import { keyEventData, type KeyFieldName } from './key-events.ts';
 import type { DomainEvents } from '../../core/events/domain-events.ts';
@@ -236,5 +247,59 @@ export function keyOperations(deps: Deps): AnyOperation[] {
     },
   });
 
-  return [list, create, get, update, remove];
+  const recreate = defineOperation({
+    name: 'keys.recreate',
+    method: 'POST',
+    path: '/keys/:id/recreate',
+    summary: 'Give a key a new secret, keeping its id, settings, caps and usage; the plaintext is returned once',
+    description: [
+      'The key stays the same record (id, name, project, scopes, models, expiry, spend cap, rate limits, who made it,',
+      'the keys it made, its usage and what its cap has counted); only its secret changes, so nothing that names the key',
+      'by id has to change. The replaced secret stops working at once (overlapSeconds 0, the default) or when the',
+      'overlap ends, on every replica; recreating again during an overlap shortens the older secret to the new',
+      'overlap. Who may: as for PATCH (keys:write, the key in reach); a key may recreate itself and the keys it made,',
+      'and another key only if it could grant that key’s scopes and models and has no expiry, cap or rate limits.',
+      'A revoked key or an app’s key answers 409. Sends key.recreated.',
+    ].join(' '),
+    readOnly: false,
+    destructive: true,
+    wide: true,
+    scope: 'keys:write',
+    params: idParams,
+    body: recreateKeyRequest,
+    bodyRequired: false,
+    resource: { kind: 'key', access: 'write', in: 'path', field: 'id' },
+    errors: ['key_not_found', 'key_revoked_conflict', 'app_owned_key', 'scope_escalation', 'limit_escalation'],
+    output: recreatedKeyView,
+    async handler({ body }, { credential, transaction, authorization }) {
+      const key = authorizedKey(authorization);
+      if (key.revokedAt) throw new ApiError('key_revoked_conflict', 'This key is revoked; a revoked key cannot be recreated', { param: 'id' });
+      if (key.appId) {
+        throw new ApiError('app_owned_key', "This key belongs to an app and is replaced with its app's gateway key (POST /client/services/{id}/gateway-key/replace)", { param: 'id' });
+      }
+      const makers = credential.kind === 'key' && key.createdByKeyId ? ((await identity.credentials.findKeyById(key.id))?.ancestors ?? []) : [];
+      assertMayRecreate(
+        credential,
+        key,
+        makers.map((maker) => maker.id),
+      );
+      const now = clock();
+      const previousSecretExpiresAt = new Date(now.getTime() + (body.overlapSeconds ?? 0) * 1000);
+      const token = generateToken(KEY_PREFIX);
+      const recreated = await transaction(async (tx) => {
+        const secret = { tokenHash: hashToken(token), hint: tokenHint(token), retiredUntil: previousSecretExpiresAt, now };
+        const changed = await identityFor(tx).apiKeys.replaceSecret(credential.organizationId, key.id, secret);
+        if (!changed) throw new ApiError('key_not_found', `No API key ${key.id}`, { param: 'id' });
+        const data = { ...keyEventData(changed), previousHint: key.hint, previousSecretExpiresAt: previousSecretExpiresAt.toISOString() };
+        await events.emit(tx, { type: 'key.recreated', organizationId: credential.organizationId, subject: key.id, actor: actorOf(credential), data });
+        return changed;
+      });
+      // Every replica drops the key's cached secrets: the replaced one is looked up again, found
+      // with the end of its overlap (or not at all), and refused from then on.
+      await authenticator.invalidate({ kind: 'key', id: key.id });
+      return { ...toKeyView(recreated, now), key: token, previousSecretExpiresAt: previousSecretExpiresAt.toISOString() };
+    },
+  });
+
+  return [list, create, get, update, remove, recreate];
 }

@@ -24,11 +24,11 @@ import './key-errors.ts';
  * `inference` is not a management scope and any person who may write keys may grant it, but a key
  * grants only what it holds.
  */
-export function assertNoEscalation(credential: Credential, requested: readonly Scope[]): void {
+export function assertNoEscalation(credential: Credential, requested: readonly Scope[], param = 'scopes'): void {
   if (isOwner(credential)) return;
   const beyond = requested.filter((scope) => (credential.kind === 'key' || isManagementScope(scope)) && !credential.scopes.has(scope));
   if (beyond.length > 0) {
-    throw new ApiError('scope_escalation', `Cannot grant scopes this credential does not hold: ${beyond.join(', ')}`, { param: 'scopes' });
+    throw new ApiError('scope_escalation', `Cannot grant scopes this credential does not hold: ${beyond.join(', ')}`, { param });
   }
 }
 
@@ -40,15 +40,15 @@ export function assertOwnerFor(credential: Credential, field: 'expiresAt' | 'spe
 }
 
 /** A key may give a key only models it may use itself, and "every model" only when it has no list. */
-export function assertModelsWithin(credential: Credential, models: readonly string[] | null): void {
+export function assertModelsWithin(credential: Credential, models: readonly string[] | null, param = 'models'): void {
   if (credential.kind !== 'key' || credential.modelAllowList === null) return;
   const allowed = credential.modelAllowList;
   if (models === null) {
-    throw new ApiError('limit_escalation', 'An API key limited to some models cannot give a key every model', { param: 'models' });
+    throw new ApiError('limit_escalation', 'An API key limited to some models cannot give a key every model', { param });
   }
   const beyond = models.filter((model) => !allowed.has(model));
   if (beyond.length > 0) {
-    throw new ApiError('limit_escalation', `An API key cannot give a key models it may not use itself: ${beyond.join(', ')}`, { param: 'models' });
+    throw new ApiError('limit_escalation', `An API key cannot give a key models it may not use itself: ${beyond.join(', ')}`, { param });
   }
 }
 
@@ -102,4 +102,31 @@ export function assertNotOwnRestrictions(credential: Credential, key: ApiKey, bo
 export function assertMayResume(credential: Credential, key: ApiKey): void {
   if (credential.kind !== 'key' || !key.disabled || key.disabledBy?.kind === 'key') return;
   throw new ApiError('paused_by_person', undefined, { param: 'disabled' });
+}
+
+/**
+ * Recreating a key hands the caller its new secret, so it gives the caller the whole key, and the
+ * caller must be one who could have made it:
+ * - itself, or a key it made (transitively; `makerIds` is the key's chain of makers): always, since
+ *   those stay inside it at every use whatever their own records say;
+ * - any other key of its reach: only one whose scopes and models it could grant (as for create and
+ *   update), and only when it has no expiry, spend cap or rate limits of its own or up its chain
+ *   (inheritedRestrictions): a key that is bounded could otherwise take a secret that outlives or
+ *   outspends it;
+ * - a person: the scopes rule of a grant (management scopes need the holder or an owner).
+ */
+export function assertMayRecreate(credential: Credential, key: ApiKey, makerIds: readonly string[]): void {
+  if (credential.kind === 'key' && (key.id === credential.keyId || makerIds.includes(credential.keyId))) return;
+  assertNoEscalation(credential, key.scopes, 'id');
+  assertModelsWithin(credential, key.modelAllowList, 'id');
+  if (credential.kind === 'key' && isBounded(credential)) {
+    throw new ApiError('limit_escalation', 'An API key with an expiry, a spend cap or rate limits may recreate only itself and the keys it made', {
+      param: 'id',
+    });
+  }
+}
+
+function isBounded(credential: KeyCredential): boolean {
+  const { expiresAt, spendCap, rateLimits } = inheritedRestrictions(credential);
+  return expiresAt !== null || spendCap !== null || Object.values(rateLimits).some((limit) => limit !== null);
 }

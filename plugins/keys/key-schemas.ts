@@ -50,6 +50,13 @@ export const updateKeyRequest = z
   })
   .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
 
+/** The longest overlap a recreate may give the secret it replaces: a day. */
+export const MAX_OVERLAP_SECONDS = 86_400;
+
+export const recreateKeyRequest = z.strictObject({
+  overlapSeconds: z.number().int().min(0).max(MAX_OVERLAP_SECONDS).optional().describe('How long the replaced secret keeps working, 0 to 86400 seconds; default 0: it stops at once'),
+});
+
 /** The wire views below are named schemas of the OpenAPI document (`.meta({ id })`). */
 export const keyView = z
   .object({
@@ -84,6 +91,12 @@ export const createdKeyView = keyView
       .describe('The plaintext key. Shown once: store it now.'),
   })
   .meta({ id: 'CreatedKey', description: 'A new API key with its plaintext, which is shown this once' });
+
+export const recreatedKeyView = createdKeyView
+  .extend({
+    previousSecretExpiresAt: instantView.describe('When the replaced secret stops working: now, or the end of the overlap asked for'),
+  })
+  .meta({ id: 'RecreatedKey', description: 'The same key (id, settings, caps and usage) with a new secret, shown this once' });
 
 export const spendWindowsView = z
   .object({

@@ -29,6 +29,26 @@ export const CREDIT_EVENTS = defineEventTypes('metering', {
     public: true,
     example: { ledgerLineId: '1042', amountMicros: '100000000', balanceAfterMicros: '112500000', reference: 'INV-2026-0042', note: 'Bank transfer' },
   },
+  'credit.granted': {
+    schema: z.object({
+      ledgerLineId: z.string().describe('The credit line of the ledger'),
+      kind: z.enum(['promotion']).describe('What granted it: a redeemed promotion code'),
+      amountMicros: micros,
+      balanceAfterMicros: micros,
+      note: z.string().describe("The line's note: the promotion's label, never the code"),
+      promotionCodeId: z.string().describe('The promotion code redeemed'),
+    }),
+    description: 'Credit was added that is not a payment (a promotion code redeemed): an adjustment in the credit summary',
+    public: true,
+    example: {
+      ledgerLineId: '1187',
+      kind: 'promotion',
+      amountMicros: '25000000',
+      balanceAfterMicros: '37500000',
+      note: 'Launch week',
+      promotionCodeId: '3c0e7b52-9d4f-4a8e-b1c2-6f5a4e3d2c1b',
+    },
+  },
   'credit.low': {
     schema: z.object({
       balanceMicros: micros.describe('The balance after the charge that took it under the threshold'),

@@ -1,5 +1,5 @@
 import type { Database, Queryable } from '../../core/ports/database.ts';
-import type { CreditLedger, LedgerFilter, LedgerKind, LedgerLine, LedgerSummary, NewLedgerLine } from '../../core/ports/metering.ts';
+import { ADJUSTMENT_KINDS, type CreditLedger, type LedgerFilter, type LedgerKind, type LedgerLine, type LedgerSummary, type NewLedgerLine } from '../../core/ports/metering.ts';
 import type { PageRequest } from '../../core/vocabulary/pagination.ts';
 import { Conditions } from '../../adapters/sql/conditions.ts';
 import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
@@ -79,12 +79,12 @@ export class SqlCreditLedger implements CreditLedger {
     const { rows } = await this.db.query(
       `SELECT
          COALESCE(sum(amount_micros) FILTER (WHERE kind = 'payment'), 0)::bigint AS payments,
-         COALESCE(sum(amount_micros) FILTER (WHERE kind = 'adjustment'), 0)::bigint AS adjustments,
+         COALESCE(sum(amount_micros) FILTER (WHERE kind = ANY($4::text[])), 0)::bigint AS adjustments,
          COALESCE(-sum(amount_micros) FILTER (WHERE kind IN ('hosting', 'hosting_base_fee')), 0)::bigint AS hosting,
          COALESCE(-sum(amount_micros) FILTER (WHERE kind = 'ai_usage'), 0)::bigint AS ai
        FROM credit_ledger
        WHERE organization_id = $1 AND ($2::timestamptz IS NULL OR created_at >= $2) AND ($3::timestamptz IS NULL OR created_at < $3)`,
-      [organizationId, window.from ?? null, window.to ?? null],
+      [organizationId, window.from ?? null, window.to ?? null, ADJUSTMENT_KINDS],
     );
     const sums = rows[0] ?? {};
     // Without `from` the window starts at the very beginning, so the opening balance is zero.

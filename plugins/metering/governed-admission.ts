@@ -16,6 +16,7 @@ import { rateLimitHeaders } from './rate-limit-headers.ts';
 import type { RequestLogWriter } from './request-log-writer.ts';
 import type { BudgetAlerts } from './budget-alerts.ts';
 import type { CallContext } from './billing-journal.ts';
+import { creditCounterKey } from './credit-grants.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './metering-errors.ts';
 
@@ -408,7 +409,7 @@ export class GovernedAdmission implements InferenceAdmission {
       tokenBuckets: [],
       leases: [],
       leaseKeys: [],
-      creditKey: `credit:${credential.organizationId}`,
+      creditKey: creditCounterKey(credential.organizationId),
       scopes: scopes.map(({ kind, id }) => `${kind}:${id}`),
       contexts: new Map(),
       windows: new Map(),

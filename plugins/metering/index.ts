@@ -26,6 +26,8 @@ import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { InferenceTokens } from '../inference/index.ts';
 import { budgetOperations } from './budget-operations.ts';
 import { creditOperations } from './credit-operations.ts';
+import { CreditGrants } from './credit-grants.ts';
+import { PromotionRedemptions } from './promotion-redemption.ts';
 import { meteringConfigSchema, type MeteringConfig } from './metering-config.ts';
 import { meteringMigrations } from './metering-migrations.ts';
 import { manualPayments, PaymentProviderPoint } from './payment-provider.ts';
@@ -41,6 +43,8 @@ export const MeteringTokens = {
   Prices: createToken<ReadonlyMap<string, PriceSheet>>('PriceSheets'),
   Admission: createToken<GovernedAdmission>('GovernedAdmission'),
   Spend: createToken<SpendReader>('SpendReader'),
+  /** The one way to add credit: the ledger line and the admission counter together. */
+  Grants: createToken<CreditGrants>('CreditGrants'),
 };
 
 export const meteringPlugin = definePlugin({
@@ -73,6 +77,7 @@ export const meteringPlugin = definePlugin({
     const writer = new RequestLogWriter(recorder, config.requestLog, logger, journal);
     const policies = new CapPolicies(identity, config.policyCacheTtlMs);
     container.bindValue(MeteringTokens.Ledger, ledger);
+    container.bindValue(MeteringTokens.Grants, new CreditGrants({ coordination: container.resolve(Tokens.Coordination), counterTtlMs: config.counterTtlMs }));
     container.bindValue(MeteringTokens.Writer, writer);
     container.bindValue(MeteringTokens.Policies, policies);
     container.bindValue(MeteringTokens.Prices, prices);
@@ -129,8 +134,20 @@ export const meteringPlugin = definePlugin({
         ledger,
         payments: extensions.get(PaymentProviderPoint) ?? manualPayments(ledger),
         events: container.resolve(Tokens.Events),
-        coordination: container.resolve(Tokens.Coordination),
-        counterTtlMs: config.counterTtlMs,
+        grants: container.resolve(MeteringTokens.Grants),
+        redemptions: new PromotionRedemptions({
+          db: container.resolve(Tokens.Database),
+          ledger,
+          grants: container.resolve(MeteringTokens.Grants),
+          events: container.resolve(Tokens.Events),
+          rateLimiter: container.resolve(Tokens.Coordination).rateLimiter,
+          clock: container.resolve(Tokens.Clock),
+          throttle: {
+            attemptsPerOrganization: config.promotionCodes.attemptsPerOrganization,
+            attemptsPerAddress: config.promotionCodes.attemptsPerAddress,
+            windowMs: config.promotionCodes.windowMinutes * 60_000,
+          },
+        }),
         initialCreditMicros,
       }),
       ...budgetOperations({

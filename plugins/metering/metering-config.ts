@@ -41,6 +41,17 @@ export const meteringConfigSchema = z.strictObject({
     .default(30 * 60_000),
   /** How long account and project caps are cached per replica. */
   policyCacheTtlMs: z.number().int().min(0).default(2_000),
+  /**
+   * Promotion codes tried (redeemed or refused) per organisation and per client address, in each
+   * windowMinutes, on every replica together: enough for people typing codes, far too few to guess one.
+   */
+  promotionCodes: z
+    .strictObject({
+      attemptsPerOrganization: z.number().int().min(1).default(10),
+      attemptsPerAddress: z.number().int().min(1).default(20),
+      windowMinutes: z.number().int().min(1).max(1440).default(60),
+    })
+    .prefault({}),
 });
 
 export type MeteringConfig = z.output<typeof meteringConfigSchema>;

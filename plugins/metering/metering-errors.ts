@@ -16,6 +16,15 @@ export const METERING_ERRORS = defineErrorCodes('metering', {
     message: 'The model has no price for what this request asks for (an image size or quality, web searches, characters or audio)',
   },
   model_not_priced: { status: 500, type: 'api_error', message: 'The model has no prices; refusing to serve it unmetered' },
+  promotion_code_not_found: { status: 404, type: 'not_found_error', message: 'No such promotion code (check it, or it may have been withdrawn)' },
+  promotion_code_expired: { status: 400, type: 'invalid_request_error', message: 'This promotion code has expired' },
+  promotion_code_already_redeemed: { status: 409, type: 'conflict_error', message: 'This organisation has already redeemed this promotion code' },
+  promotion_code_used_up: { status: 409, type: 'conflict_error', message: 'This promotion code has been redeemed as many times as it allows' },
+  too_many_redemption_attempts: {
+    status: 429,
+    type: 'rate_limit_error',
+    message: 'Too many promotion codes tried; wait for the time in retry-after before trying again',
+  },
 });
 
 declare module '../../core/kernel/error-catalogue.ts' {

@@ -1,6 +1,6 @@
 import type { Migration } from '../../core/ports/database.ts';
 
-/** The request log, prices, the credit ledger, budgets and request bodies. */
+/** The request log, prices, the credit ledger, budgets, request bodies and promotion codes. */
 export const meteringMigrations: Migration[] = [
   {
     owner: 'metering',
@@ -134,6 +134,43 @@ ALTER TABLE request_logs
   ADD COLUMN characters integer NOT NULL DEFAULT 0 CHECK (characters >= 0),
   ADD COLUMN audio_seconds integer NOT NULL DEFAULT 0 CHECK (audio_seconds >= 0),
   ADD COLUMN units_cost_micros bigint NOT NULL DEFAULT 0;
+`,
+  },
+  {
+    // An owner of its own, after metering's: promotion codes move on their own versions.
+    owner: 'metering-promotions',
+    version: 1,
+    name: 'promotion codes, their redemptions, and promotion lines in the ledger',
+    sql: `
+-- Codes the operator makes with the CLI (npm run cli -- credits codes create). Only the code's hash
+-- is kept; hint is its last four characters, to tell codes apart in the CLI's list.
+CREATE TABLE promotion_codes (
+  id uuid PRIMARY KEY,
+  code_hash text NOT NULL UNIQUE,
+  hint text NOT NULL,
+  label text NOT NULL,
+  amount_micros bigint NOT NULL CHECK (amount_micros > 0),
+  expires_at timestamptz NOT NULL,
+  max_redemptions integer CHECK (max_redemptions IS NULL OR max_redemptions > 0),
+  -- Counted under the code row's lock: the CHECK backs the conditional UPDATE that takes the last one.
+  redemptions integer NOT NULL DEFAULT 0 CHECK (redemptions >= 0 AND (max_redemptions IS NULL OR redemptions <= max_redemptions)),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  revoked_at timestamptz
+);
+CREATE INDEX promotion_codes_created ON promotion_codes (created_at DESC, id DESC);
+
+-- Once per organisation: the primary key decides between two concurrent redemptions of one organisation.
+CREATE TABLE promotion_redemptions (
+  code_id uuid NOT NULL REFERENCES promotion_codes(id) ON DELETE CASCADE,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  ledger_line_id bigint,
+  redeemed_at timestamptz NOT NULL,
+  PRIMARY KEY (code_id, organization_id)
+);
+
+ALTER TABLE credit_ledger DROP CONSTRAINT credit_ledger_kind_check;
+ALTER TABLE credit_ledger ADD CONSTRAINT credit_ledger_kind_check
+  CHECK (kind IN ('payment', 'adjustment', 'promotion', 'ai_usage', 'hosting', 'hosting_base_fee'));
 `,
   },
 ];

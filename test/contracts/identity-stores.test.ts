@@ -125,6 +125,41 @@ async function storeContract(t: Test, db: Database) {
     t.equal(await stores.apiKeys.get(organization.id, key.id), null);
   });
 
+  t.test('replaceSecret gives a key a new secret and keeps its row; the old secret is found with the end of its overlap, or not at all', async (t) => {
+    const first = `first-${Math.random()}`;
+    const key = await stores.apiKeys.create({
+      organizationId: organization.id,
+      projectId: project.id,
+      name: 'rotating',
+      tokenHash: first,
+      hint: 'svc_live_…1111',
+      scopes: ['inference'],
+      modelAllowList: null,
+      expiresAt: null,
+      spendCap: null,
+      createdByPersonId: owner.id,
+      createdByKeyId: null,
+    });
+    const now = new Date('2026-06-01T12:00:00Z');
+    const until = new Date('2026-06-01T12:10:00Z');
+    const second = `second-${Math.random()}`;
+    const replaced = await db.transaction((tx) =>
+      sqlIdentityStores(tx).apiKeys.replaceSecret(organization.id, key.id, { tokenHash: second, hint: 'svc_live_…2222', retiredUntil: until, now }),
+    );
+    t.same([replaced?.id, replaced?.hint, replaced?.name], [key.id, 'svc_live_…2222', 'rotating']);
+    t.same((await stores.credentials.findKeyByTokenHash(second))?.secretExpiresAt, null, 'the current secret has no end');
+    const old = await stores.credentials.findKeyByTokenHash(first);
+    t.same([old?.key.id, old?.secretExpiresAt?.toISOString()], [key.id, until.toISOString()], 'the replaced one ends with its overlap');
+    t.equal((await stores.credentials.findKeyById(key.id))?.secretExpiresAt, null, 'a lookup by id names no secret');
+
+    const third = `third-${Math.random()}`;
+    await db.transaction((tx) => sqlIdentityStores(tx).apiKeys.replaceSecret(organization.id, key.id, { tokenHash: third, hint: 'h3', retiredUntil: null, now }));
+    t.equal(await stores.credentials.findKeyByTokenHash(second), null, 'no overlap: the replaced secret is gone');
+    t.equal(await stores.credentials.findKeyByTokenHash(first), null, 'and an older one no longer outlives it');
+    t.equal((await stores.credentials.findKeyByTokenHash(third))?.key.id, key.id);
+    t.equal(await stores.apiKeys.replaceSecret(organization.id, '5a0c1e7e-0000-4000-8000-000000000000', { tokenHash: 'x', hint: 'x', retiredUntil: null, now }), null);
+  });
+
   t.test('keys are invisible across organisations', async (t) => {
     const other = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Other', ownerEmail: 'o@other.test', ownerName: 'O' });
     const key = await stores.apiKeys.create({

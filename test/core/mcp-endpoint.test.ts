@@ -85,7 +85,7 @@ t.test('a key sees exactly the tools its scopes allow, in name order', async (t)
 
   const writesKeys = await createKey(test, { name: 'mcp keys writer', scopes: ['mcp:read', 'mcp:write', 'keys:read', 'keys:write'] });
   const writerTools = (await (await mcpClient(t, base, writesKeys.key)).listTools()).tools;
-  t.same(names(writerTools), [...OPEN_READS, ...OPEN_WRITES, 'keys_create', 'keys_delete', 'keys_get', 'keys_list', 'keys_update'].sort());
+  t.same(names(writerTools), [...OPEN_READS, ...OPEN_WRITES, 'keys_create', 'keys_delete', 'keys_get', 'keys_list', 'keys_recreate', 'keys_update'].sort());
 
   const usage = await createKey(test, { name: 'mcp usage reader', scopes: ['mcp:read', 'usage:read'] });
   const usageTools = names((await (await mcpClient(t, base, usage.key)).listTools()).tools);

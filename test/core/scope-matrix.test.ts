@@ -76,11 +76,16 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/keys/{id}', access: 'keys:read' },
   { method: 'PATCH', path: '/keys/{id}', access: 'keys:write' },
   { method: 'DELETE', path: '/keys/{id}', access: 'keys:write' },
+  // (wide) README: as PATCH, keys:write
+  { method: 'POST', path: '/keys/{id}/recreate', access: 'keys:write' },
   // Usage, budget, requests (spec: usage:read), credits (README: usage:read), owner-only writes (README)
   { method: 'GET', path: '/credits', access: 'usage:read' },
   { method: 'GET', path: '/credits/statement', access: 'usage:read' },
   { method: 'GET', path: '/credits/summary', access: 'usage:read' },
   { method: 'POST', path: '/credits/topup', access: 'owner-only' },
+  { method: 'GET', path: '/credits/hosting', access: 'usage:read' },
+  // (wide) README: a money act like a top-up, owner only
+  { method: 'POST', path: '/credits/redeem', access: 'owner-only' },
   { method: 'GET', path: '/budget', access: 'usage:read' },
   { method: 'PATCH', path: '/budget', access: 'owner-only' },
   { method: 'POST', path: '/log-requests', access: 'owner-only' },
