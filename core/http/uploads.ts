@@ -30,7 +30,12 @@ export async function mountUploadRoutes(app: FastifyInstance, routes: (uploads: 
 }
 
 export interface UploadLimits {
-  /** Largest file; default the route's body limit. */
+  /**
+   * The whole body; default the route's body limit. For a route that also takes JSON, whose
+   * route limit stays the JSON one (core/http/mount-operations.ts).
+   */
+  maxBodyBytes?: number;
+  /** Largest file; default the body limit. */
   maxFileBytes?: number;
   /** Default 1. */
   maxFiles?: number;
@@ -79,7 +84,7 @@ export async function* readUpload(request: FastifyRequest, limits: UploadLimits 
   if (!request.isMultipart()) {
     throw new ApiError('unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send multipart/form-data`);
   }
-  const bodyLimit = request.routeOptions.bodyLimit;
+  const bodyLimit = limits.maxBodyBytes ?? request.routeOptions.bodyLimit;
   if (Number(request.headers['content-length']) > bodyLimit) throw requestTooLarge(bodyLimit);
   const maxFileBytes = limits.maxFileBytes ?? bodyLimit;
   const maxFieldBytes = limits.maxFieldBytes ?? 64 * 1024;

@@ -1,14 +1,10 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Credential } from '../identity/credential.ts';
 import type { OperationEvents } from './operation-events.ts';
-import type { AnyOperation, OperationRegistry } from './operations.ts';
+import type { AnyOperation, OperationRegistry, RawInput } from './operations.ts';
 
 /** An operation's input as a surface received it, before validation. */
-export interface RawOperationInput {
-  params: unknown;
-  query: unknown;
-  body: unknown;
-}
+export type RawOperationInput = RawInput;
 
 /** Who calls, under which request id, logging where. */
 export interface OperationCaller {
