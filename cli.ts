@@ -5,6 +5,7 @@ import { addPersonTo, createOrganizationWithOwner, invitePerson, issueSession } 
 import { ORG_ROLES, type OrgRole } from './core/identity/scopes.ts';
 import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/services/secret-keys.ts';
 import { SecretVault } from './core/services/secret-vault.ts';
+import { runSupportCommand, SUPPORT_USAGE, SupportCliUsageError } from './plugins/support/support-cli.ts';
 
 const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
 With the embedded database, stop the service first: PGlite allows one process at a time.
@@ -19,7 +20,7 @@ With the embedded database, stop the service first: PGlite allows one process at
                                                          secrets (set-password tokens) once, then forgets them
   npm run cli -- secrets rotate [--new-key]              re-encrypt customer secrets under the first key;
                                                          --new-key first adds a key to the key file
-`;
+${SUPPORT_USAGE}`;
 
 async function main(argv: string[]): Promise<number> {
   // Files are the service's own: whatever is created without a stated mode (a library's, a temporary
@@ -40,6 +41,10 @@ async function main(argv: string[]): Promise<number> {
       to: { type: 'string' },
       limit: { type: 'string' },
       'new-key': { type: 'boolean' },
+      request: { type: 'string' },
+      message: { type: 'string' },
+      as: { type: 'string' },
+      status: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -159,6 +164,11 @@ async function main(argv: string[]): Promise<number> {
         }
         return report.failed.length === 0 ? 0 : 1;
       }
+      case 'support list':
+      case 'support show':
+      case 'support reply':
+      case 'support solve':
+        return await runSupportCommand(verb, values, storage, (text) => process.stdout.write(text));
       default:
         throw new UsageError(`unknown command "${command}"`);
     }
@@ -172,9 +182,9 @@ class UsageError extends Error {}
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof UsageError) process.stderr.write(`${error.message}\n\n${USAGE}`);
+    if (error instanceof UsageError || error instanceof SupportCliUsageError) process.stderr.write(`${error.message}\n\n${USAGE}`);
     else if (error instanceof ConfigError) process.stderr.write(`${error.message}\n`);
     else process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-    process.exit(error instanceof UsageError ? 2 : 1);
+    process.exit(error instanceof UsageError || error instanceof SupportCliUsageError ? 2 : 1);
   },
 );
