@@ -184,3 +184,12 @@ t.test('the requester marks a request solved (once), and a new message reopens i
   await test.app.svc.workers.runUntilIdle();
   t.match(await eventsOf('support.request_solved', created.id), [{ solvedBy: 'customer' }, { solvedBy: 'support' }]);
 });
+
+t.test('a host serving the narrower route set has no support route (they are wide)', async (t) => {
+  const narrow = await buildTestApp(t, { plugins: { account: {}, support: {} }, config: { server: { routeSet: 'narrow' } } });
+  for (const url of ['/client/support/requests', '/platform/v1/support/requests']) {
+    const response = await narrow.call('GET', url);
+    t.equal(response.statusCode, 404, url);
+    t.equal(response.json().error.code, 'route_not_found');
+  }
+});
