@@ -4,7 +4,6 @@ import type { OperationCaller, OperationService } from '../operations/operation-
 import type { AnyOperation, FileInput, OperationRegistry } from '../operations/operations.ts';
 import type { BlobStore } from '../ports/blobs.ts';
 import { acceptsOctetStream, sendFile } from './file-answer.ts';
-import { installJsonBodyParser } from './json-body-parser.ts';
 import { discardFiles, receiveOperationUpload } from './operation-uploads.ts';
 import { mountUploadRoutes } from './uploads.ts';
 
@@ -35,13 +34,16 @@ export async function mountOperations(app: FastifyInstance, deps: MountDeps): Pr
     else for (const prefix of MANAGEMENT_PREFIXES) app.route(routeOf(prefix, operation, deps));
   }
   if (withFiles.length === 0) return;
-  await mountUploadRoutes(app, (uploads) => {
-    installJsonBodyParser(uploads);
-    // The route's limit is the JSON one; a multipart body is counted against its own (operation-uploads.ts).
-    for (const operation of withFiles) {
-      for (const prefix of MANAGEMENT_PREFIXES) uploads.route({ ...routeOf(prefix, operation, deps), bodyLimit: deps.jsonBodyLimit });
-    }
-  });
+  await mountUploadRoutes(
+    app,
+    (uploads) => {
+      // The route's limit is the JSON one; a multipart body is counted against its own (operation-uploads.ts).
+      for (const operation of withFiles) {
+        for (const prefix of MANAGEMENT_PREFIXES) uploads.route({ ...routeOf(prefix, operation, deps), bodyLimit: deps.jsonBodyLimit });
+      }
+    },
+    { json: true },
+  );
 }
 
 function routeOf(prefix: string, operation: AnyOperation, deps: MountDeps) {

@@ -106,3 +106,9 @@ t.test('the OpenAPI document shows the multipart form beside the JSON body, and 
   t.same(Object.keys(get.responses['200'].content), ['application/json', 'application/octet-stream']);
   t.match(get.responses['200'].description, /Accept: application\/octet-stream/);
 });
+
+t.test('a body of another type is 415, saying both types the route takes', async (t) => {
+  const response = await test.call('POST', '/client/fixture/notes', { body: 'title=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  t.equal(response.statusCode, 415);
+  t.match(response.json().error, { code: 'unsupported_media_type', message: /send application\/json or multipart\/form-data/ });
+});
