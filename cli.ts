@@ -9,6 +9,7 @@ import { microsToUsd, usdAmount, usdToMicros } from './core/vocabulary/money.ts'
 import { dateOrTimestampSchema } from './core/vocabulary/timestamps.ts';
 import { meteringMigrations } from './plugins/metering/metering-migrations.ts';
 import { generatePromotionCode, type PromotionCode, SqlPromotionCodes } from './plugins/metering/promotion-codes.ts';
+import { runSupportCommand, SUPPORT_USAGE, SupportCliUsageError } from './plugins/support/support-cli.ts';
 
 const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
 With the embedded database, stop the service first: PGlite allows one process at a time.
@@ -29,7 +30,7 @@ With the embedded database, stop the service first: PGlite allows one process at
                                                          before DATE (YYYY-MM-DD is midnight UTC), N in total
   npm run cli -- credits codes list                      every code: label, amount, expiry, redemptions, status
   npm run cli -- credits codes revoke --id CODE_ID       withdraw a code: later redemptions are refused
-`;
+${SUPPORT_USAGE}`;
 
 async function main(argv: string[]): Promise<number> {
   // Files are the service's own: whatever is created without a stated mode (a library's, a temporary
@@ -55,6 +56,10 @@ async function main(argv: string[]): Promise<number> {
       'max-redemptions': { type: 'string' },
       label: { type: 'string' },
       id: { type: 'string' },
+      request: { type: 'string' },
+      message: { type: 'string' },
+      as: { type: 'string' },
+      status: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -203,6 +208,11 @@ async function main(argv: string[]): Promise<number> {
         process.stdout.write(`withdrawn: ${revoked.id}  ${describeCode(revoked)}\n`);
         return 0;
       }
+      case 'support list':
+      case 'support show':
+      case 'support reply':
+      case 'support solve':
+        return await runSupportCommand(positionals[1], values, storage, (text) => process.stdout.write(text));
       default:
         throw new UsageError(`unknown command "${command}"`);
     }
@@ -232,9 +242,9 @@ function describeCode(code: PromotionCode): string {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    if (error instanceof UsageError) process.stderr.write(`${error.message}\n\n${USAGE}`);
+    if (error instanceof UsageError || error instanceof SupportCliUsageError) process.stderr.write(`${error.message}\n\n${USAGE}`);
     else if (error instanceof ConfigError) process.stderr.write(`${error.message}\n`);
     else process.stderr.write(`${error instanceof Error ? error.message : String(error)}\n`);
-    process.exit(error instanceof UsageError ? 2 : 1);
+    process.exit(error instanceof UsageError || error instanceof SupportCliUsageError ? 2 : 1);
   },
 );

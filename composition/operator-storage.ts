@@ -1,5 +1,8 @@
 import type { AppConfig } from '../config/schema.ts';
-import type { Database, Migration } from '../core/ports/database.ts';
+import type { z } from 'zod';
+import { newJobOf } from '../core/jobs/job-queue.ts';
+import type { QueueSpec } from '../core/jobs/queue-definitions.ts';
+import type { Database, Migration, Queryable } from '../core/ports/database.ts';
 import type { KernelStores } from '../core/ports/kernel-adapters.ts';
 import type { MailOutbox, Mailer } from '../core/ports/mail.ts';
 import { coreMigrations } from '../adapters/sql/core-migrations.ts';
@@ -21,8 +24,13 @@ export interface OperatorStorage {
   readonly outbox: MailOutbox;
   /** The configured sender (SMTP or the outbox); close it when done. */
   openMailer(): Mailer & { close?(): void };
-  /** Brings a plugin's tables up to date, for a command working on them (as the service does at start). */
+  /** Applies a plugin's migrations, for commands on a plugin's tables (the service may not have run since it was enabled). */
   migrate(migrations: readonly Migration[]): Promise<void>;
+  /**
+   * Puts a job on the service's durable queue (in `db`, a transaction of the command's change): the
+   * service's workers run it, now or when they next start. The CLI runs no worker itself.
+   */
+  enqueue<S extends z.ZodType>(db: Queryable, queue: QueueSpec<S>, payload: z.input<S>): Promise<void>;
 }
 
 export async function openOperatorStorage(config: AppConfig): Promise<OperatorStorage> {
@@ -38,8 +46,9 @@ export async function openOperatorStorage(config: AppConfig): Promise<OperatorSt
     stores: sqlKernelStores,
     outbox: new SqlMailOutbox(db, config.mail.from),
     openMailer: () => createMailer(config.mail, db),
-    migrate: async (migrations) => {
-      await runMigrations(db, migrations);
+    migrate: async (migrations) => void (await runMigrations(db, migrations)),
+    async enqueue(into, queue, payload) {
+      await sqlKernelStores.jobs(db).enqueue(into, newJobOf(queue, payload, {}, new Date()));
     },
   };
 }

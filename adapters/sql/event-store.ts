@@ -1,6 +1,7 @@
 import type { Database, Queryable } from '../../core/ports/database.ts';
 import type { EventActor, EventStore, StoredEvent } from '../../core/ports/events.ts';
 import { date, str, strOrNull } from './rows.ts';
+import { jsonForStorage } from './jsonb.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
@@ -12,7 +13,7 @@ export class SqlEventStore implements EventStore {
     await tx.query(
       `INSERT INTO events (id, type, organization_id, subject, data, actor, occurred_at)
        VALUES ($1, $2, $3, $4, $5::jsonb, $6::jsonb, $7)`,
-      [event.id, event.type, event.organizationId, event.subject, JSON.stringify(event.data), event.actor === null ? null : JSON.stringify(event.actor), event.occurredAt],
+      [event.id, event.type, event.organizationId, event.subject, jsonForStorage(event.data), event.actor === null ? null : jsonForStorage(event.actor), event.occurredAt],
     );
   }
 

@@ -2,6 +2,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { ApiError, ClientGoneError, requestTooLarge } from '../kernel/errors.ts';
+import { installJsonBodyParser } from './json-body-parser.ts';
 
 /**
  * Routes whose bodies are files (`/v1/files`, `/v1/audio/transcriptions`, attachments): multipart
@@ -14,12 +15,15 @@ import { ApiError, ClientGoneError, requestTooLarge } from '../kernel/errors.ts'
  * may still declare its own `bodyLimit`. Fastify does not apply body limits to multipart, so
  * `readUpload` counts the bytes itself.
  */
-export async function mountUploadRoutes(app: FastifyInstance, routes: (uploads: FastifyInstance) => void | Promise<void>): Promise<void> {
+export async function mountUploadRoutes(app: FastifyInstance, routes: (uploads: FastifyInstance) => void | Promise<void>, options: { json?: boolean } = {}): Promise<void> {
   await app.register(async (uploads) => {
     uploads.removeAllContentTypeParsers();
+    const accepted = options.json ? 'application/json or multipart/form-data' : 'multipart/form-data';
     uploads.addContentTypeParser('*', (request, _payload, done) => {
-      done(new ApiError('unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send multipart/form-data`), undefined);
+      done(new ApiError('unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send ${accepted}`), undefined);
     });
+    // Routes that take JSON too (operations with files): the service's JSON parser, at the route's limit.
+    if (options.json) installJsonBodyParser(uploads);
     await uploads.register(multipart);
     const defaultLimit = uploads.svc.config.server.uploadLimitBytes;
     uploads.addHook('onRoute', (route) => {
@@ -30,7 +34,12 @@ export async function mountUploadRoutes(app: FastifyInstance, routes: (uploads: 
 }
 
 export interface UploadLimits {
-  /** Largest file; default the route's body limit. */
+  /**
+   * The whole body; default the route's body limit. For a route that also takes JSON, whose
+   * route limit stays the JSON one (core/http/mount-operations.ts).
+   */
+  maxBodyBytes?: number;
+  /** Largest file; default the body limit. */
   maxFileBytes?: number;
   /** Default 1. */
   maxFiles?: number;
@@ -79,7 +88,7 @@ export async function* readUpload(request: FastifyRequest, limits: UploadLimits 
   if (!request.isMultipart()) {
     throw new ApiError('unsupported_media_type', `Unsupported content type ${JSON.stringify(request.headers['content-type'] ?? '')}; send multipart/form-data`);
   }
-  const bodyLimit = request.routeOptions.bodyLimit;
+  const bodyLimit = limits.maxBodyBytes ?? request.routeOptions.bodyLimit;
   if (Number(request.headers['content-length']) > bodyLimit) throw requestTooLarge(bodyLimit);
   const maxFileBytes = limits.maxFileBytes ?? bodyLimit;
   const maxFieldBytes = limits.maxFieldBytes ?? 64 * 1024;

@@ -72,13 +72,16 @@ export function scopeRefusal(credential: Credential, scope: Scope | null): ApiEr
 
 /**
  * What the credential alone decides, before any input is read: the scope, then `ownerOnly`
- * (an owner's session; API keys never).
+ * (an owner's session; API keys never), then `personOnly` (a person's session or connector; API keys never).
  */
 export function authorizeCredential(credential: Credential, operation: AnyOperation): void {
   const refusal = scopeRefusal(credential, operation.scope);
   if (refusal) throw refusal;
   if (operation.ownerOnly && !isOwner(credential)) {
     throw new ApiError('owner_required', `Only an owner may call ${operation.name}: sign in as an owner (API keys cannot)`);
+  }
+  if (operation.personOnly && credential.kind === 'key') {
+    throw new ApiError('person_required', `Only a person may call ${operation.name}: sign in, or use a person's session token (an API key is not a person)`);
   }
 }
 

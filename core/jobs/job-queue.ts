@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { Queryable, Transaction } from '../ports/database.ts';
-import type { JobQueueStore, JobRecord, JobState } from '../ports/queue.ts';
+import type { JobQueueStore, JobRecord, JobState, NewJob } from '../ports/queue.ts';
 import type { JobRegistry } from './job-registry.ts';
 import type { QueueSpec } from './queue-definitions.ts';
 
@@ -29,6 +29,30 @@ export interface WorkerNudges {
   interrupt(jobId: string): void;
 }
 
+/**
+ * The row a job is enqueued as, its payload checked against the queue's schema. Shared by JobQueue
+ * and by the operator CLI, which enqueues work for the service's workers without running any itself.
+ */
+export function newJobOf<S extends z.ZodType>(queue: QueueSpec<S>, payload: z.input<S>, options: Omit<EnqueueOptions, 'tx'>, now: Date): NewJob {
+  const checked = queue.payload.safeParse(payload);
+  if (!checked.success) {
+    const issue = checked.error.issues[0];
+    throw new Error(`payload for queue ${queue.name} is invalid at '${issue?.path.join('.') ?? ''}': ${issue?.message ?? 'invalid'}`);
+  }
+  const maxAttempts = options.maxAttempts ?? queue.maxAttempts;
+  if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new Error(`maxAttempts must be a positive integer, got ${maxAttempts}`);
+  // The payload is stored as given, so the handler's parse applies defaults and transforms once.
+  return {
+    queue: queue.name,
+    payload,
+    runAt: options.runAt ?? now,
+    maxAttempts,
+    priority: options.priority ?? 0,
+    idempotencyKey: options.idempotencyKey ?? null,
+    createdAt: now,
+  };
+}
+
 /** How plugins put work on the durable queue: typed by each queue's payload schema. */
 export class JobQueue {
   constructor(
@@ -45,24 +69,7 @@ export class JobQueue {
     if (!this.deps.registry.queue(queue.name)) {
       throw new Error(`no enabled plugin handles queue ${queue.name}: its jobs would never run`);
     }
-    const checked = queue.payload.safeParse(payload);
-    if (!checked.success) {
-      const issue = checked.error.issues[0];
-      throw new Error(`payload for queue ${queue.name} is invalid at '${issue?.path.join('.') ?? ''}': ${issue?.message ?? 'invalid'}`);
-    }
-    const maxAttempts = options.maxAttempts ?? queue.maxAttempts;
-    if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new Error(`maxAttempts must be a positive integer, got ${maxAttempts}`);
-    const now = this.deps.clock();
-    // The payload is stored as given, so the handler's parse applies defaults and transforms once.
-    const { job, created } = await this.deps.store.enqueue(options.tx ?? this.deps.database, {
-      queue: queue.name,
-      payload,
-      runAt: options.runAt ?? now,
-      maxAttempts,
-      priority: options.priority ?? 0,
-      idempotencyKey: options.idempotencyKey ?? null,
-      createdAt: now,
-    });
+    const { job, created } = await this.deps.store.enqueue(options.tx ?? this.deps.database, newJobOf(queue, payload, options, this.deps.clock()));
     if (created) {
       const wake = () => this.deps.workers.wake(queue.name);
       if (options.tx) options.tx.afterCommit(wake);

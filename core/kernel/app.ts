@@ -281,7 +281,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     if (servesApi) {
       mountCoreRoutes(app, registry, config, metrics, extensions.forPlugin('kernel').all(SurfacesPoint));
       mountAuthRoutes(app, container.resolve(Tokens.SignIn), config);
-      mountOperations(app, registry, operationService);
+      await mountOperations(app, { registry, service: operationService, blobs, jsonBodyLimit: config.server.bodyLimitBytes });
       mountMcpEndpoint(app, '/mcp', { accepts: ['key', 'session'] });
       for (const { plugin, ctx } of contexts) {
         if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));

@@ -79,6 +79,7 @@ const STATUS_TITLES: Record<number, string> = {
   413: 'The request body is over its limit',
   415: 'The request body is not of a type this takes',
   429: 'Too many requests; retry after the time retry-after names',
+  502: 'An upstream (a model) could not be reached; it is safe to retry',
 };
 
 /** One example per catalogued error; an error's status is part of its name only where one code has two (key_revoked: 401, 409). */
@@ -177,6 +178,7 @@ function customFormats(value: unknown, path: string, out: string[] = []): string
 
 function accessSentence(operation: AnyOperation): string {
   if (operation.ownerOnly) return "Only an owner's session may call it.";
+  if (operation.personOnly) return `Only a person (a session or a connector, never an API key) may call it${operation.scope ? `, holding ${operation.scope}` : ''}.`;
   return operation.scope ? `Needs the ${operation.scope} scope.` : 'Any credential of the account may call it.';
 }
 
@@ -199,6 +201,32 @@ function parametersOf(operation: AnyOperation): unknown[] {
     }
   }
   return parameters;
+}
+
+/**
+ * A JSON body, and for an operation that takes files (core/operations/operations.ts `files`) the same
+ * fields as a multipart form with the files beside them.
+ */
+function requestBodyOf(operation: AnyOperation, body: z.ZodType): Record<string, unknown> {
+  const json = inputSchema(body, `${operation.name} body`);
+  const content: Record<string, unknown> = { 'application/json': { schema: json } };
+  const files = operation.files;
+  if (files) {
+    const properties = (json.properties ?? {}) as Record<string, unknown>;
+    const file = { type: 'string', contentMediaType: 'application/octet-stream' };
+    content['multipart/form-data'] = {
+      schema: {
+        ...json,
+        properties: { ...properties, [files.field]: { type: 'array', maxItems: files.maxFiles, items: file, description: files.description } },
+      },
+    };
+  }
+  return { required: operation.bodyRequired ?? true, content };
+}
+
+function successDescription(operation: AnyOperation, schema: JsonSchema | undefined): string {
+  const described = typeof schema?.description === 'string' ? schema.description : operation.summary;
+  return operation.download ? `${described}; with Accept: application/octet-stream, the file itself, as a download` : described;
 }
 
 /** Builds the OpenAPI 3.1 document of one management surface from the operation registry. */
@@ -236,18 +264,20 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
       security: [{ bearerAuth: [] }],
       'x-required-scope': operation.scope,
       ...(operation.ownerOnly ? { 'x-owner-only': true } : {}),
+      ...(operation.personOnly ? { 'x-person-only': true } : {}),
       // The same operation at POST /mcp (core/operations/README.md): its tool name and what it declares of writing.
       ...(operation.mcp === false ? {} : { 'x-mcp-tool': toolNameOf(operation.name) }),
       ...(operation.wide ? { 'x-svc-wide': true } : {}),
       'x-read-only': operation.readOnly,
       ...(parameters.length ? { parameters } : {}),
-      ...(operation.body
-        ? { requestBody: { required: operation.bodyRequired ?? true, content: { 'application/json': { schema: inputSchema(operation.body, `${operation.name} body`) } } } }
-        : {}),
+      ...(operation.body ? { requestBody: requestBodyOf(operation, operation.body) } : {}),
       responses: {
         [String(operation.status ?? 200)]: {
-          description: typeof schemas[output]?.description === 'string' ? schemas[output].description : operation.summary,
-          content: { 'application/json': { schema: { $ref: schemaRef(output) } } },
+          description: successDescription(operation, schemas[output]),
+          content: {
+            'application/json': { schema: { $ref: schemaRef(output) } },
+            ...(operation.download ? { 'application/octet-stream': { schema: { type: 'string', contentMediaType: 'application/octet-stream' } } } : {}),
+          },
         },
         ...errors,
       },

@@ -37,6 +37,7 @@ export function impliedErrors(operation: AnyOperation): ErrorCode[] {
   if (!READ_ONLY_METHODS.has(operation.method)) codes.push('csrf_failed');
   if (operation.scope !== null) codes.push('missing_scope');
   if (operation.ownerOnly) codes.push('owner_required');
+  if (operation.personOnly) codes.push('person_required');
   if (operation.params || operation.query || operation.body) codes.push('invalid_request', 'invalid_parameter', 'unknown_field');
   if (operation.body) {
     codes.push(...BODY_PARSING, 'invalid_body');

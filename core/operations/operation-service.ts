@@ -1,22 +1,21 @@
 import type { FastifyBaseLogger } from 'fastify';
 import type { Credential } from '../identity/credential.ts';
 import type { OperationEvents } from './operation-events.ts';
-import type { AnyOperation, OperationRegistry } from './operations.ts';
+import type { AnyOperation, OperationRegistry, RawInput } from './operations.ts';
 
 /** An operation's input as a surface received it, before validation. */
-export interface RawOperationInput {
-  params: unknown;
-  query: unknown;
-  body: unknown;
-}
+export type RawOperationInput = RawInput;
 
 /** Who calls, from where, under which request id, logging where. */
 export interface OperationCaller {
   credential: Credential;
   requestId: string;
   logger: FastifyBaseLogger;
-  /** The client's address as the server sees it (behind a trusted proxy, the forwarded one). */
-  clientAddress: string;
+  /**
+   * The client's address as the server sees it (behind a trusted proxy, the forwarded one); absent
+   * when code runs an operation for itself.
+   */
+  clientAddress?: string;
 }
 
 /**

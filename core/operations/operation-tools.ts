@@ -23,18 +23,23 @@ export class OperationTools {
     private readonly metrics: GatewayMetrics,
   ) {}
 
-  /** The tools the credential may call, by name. */
-  list(credential: Credential): Tool[] {
-    return this.offered()
+  /** The tools the credential may call, by name; with `readOnly`, only the operations that change nothing. */
+  list(credential: Credential, options: ToolSelection = {}): Tool[] {
+    return this.offered(options)
       .filter((operation) => visibilityRefusal(credential, operation) === null)
       .map(toolOf)
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  /** Runs a tool; never throws (a refusal or failure is an `isError` result). Logged and counted. */
-  async call(name: string, args: Record<string, unknown> | undefined, caller: OperationCaller): Promise<CallToolResult> {
+  /**
+   * Runs a tool; never throws (a refusal or failure is an `isError` result). Logged, and counted as an
+   * MCP tool call unless made for another surface (the account assistant). With `readOnly`, a tool that
+   * writes is `tool_not_found`, as if it did not exist.
+   */
+  async call(name: string, args: Record<string, unknown> | undefined, caller: OperationCaller, options: ToolSelection = {}): Promise<CallToolResult> {
     const started = performance.now();
-    const operation = this.offered().find((candidate) => toolNameOf(candidate.name) === name);
+    const surface = options.surface ?? 'mcp';
+    const operation = this.offered(options).find((candidate) => toolNameOf(candidate.name) === name);
     let status = 200;
     let code: string | null = null;
     try {
@@ -50,23 +55,33 @@ export class OperationTools {
       const answer = errorAnswer(error, caller.requestId);
       status = answer.status;
       code = answer.code;
-      if (answer.status >= 500) caller.logger.error({ err: error instanceof ApiError ? (error.cause ?? error) : error, tool: name }, 'MCP tool call failed');
+      if (answer.status >= 500) caller.logger.error({ err: error instanceof ApiError ? (error.cause ?? error) : error, tool: name }, `${LOG_NAMES[surface]} failed`);
       return { isError: true, content: [{ type: 'text', text: JSON.stringify(answer.toEnvelope()) }] };
     } finally {
       const tool = operation ? name : 'unknown';
-      this.metrics.observeToolCall(tool, status < 400 ? 'ok' : status < 500 ? 'refused' : 'failed');
+      if (surface === 'mcp') this.metrics.observeToolCall(tool, status < 400 ? 'ok' : status < 500 ? 'refused' : 'failed');
       // The arguments are not logged: they may hold secrets and personal data; their field names say enough.
       caller.logger.info(
-        { mcp: { tool, fields: Object.keys(args ?? {}) }, credential: credentialLabel(caller.credential), status, code, durationMs: Math.round(performance.now() - started) },
-        'MCP tool call',
+        { [surface]: { tool, fields: Object.keys(args ?? {}) }, credential: credentialLabel(caller.credential), status, code, durationMs: Math.round(performance.now() - started) },
+        LOG_NAMES[surface],
       );
     }
   }
 
-  private offered(): AnyOperation[] {
-    return this.registry.list().filter((operation) => operation.mcp !== false);
+  private offered(options: ToolSelection): AnyOperation[] {
+    return this.registry.list().filter((operation) => operation.mcp !== false && (!options.readOnly || operation.readOnly));
   }
 }
+
+/** Which tools, for whom. */
+export interface ToolSelection {
+  /** Only operations that change nothing (the account assistant's tools). */
+  readonly readOnly?: boolean;
+  /** Who calls: `/mcp` (counted in svc_mcp_tool_calls_total), or the account assistant. Default `mcp`. */
+  readonly surface?: 'mcp' | 'assistant';
+}
+
+const LOG_NAMES = { mcp: 'MCP tool call', assistant: 'Assistant tool call' } as const;
 
 /** Why the credential may not see or call the tool, or null: the operation's own checks, then `mcp:write` for a write. */
 function visibilityRefusal(credential: Credential, operation: AnyOperation): ApiError | null {

@@ -7,6 +7,8 @@ import { authorize, authorizeCredential, authorizeResources, type Authorization,
 import type { Credential } from '../identity/credential.ts';
 import type { Transaction } from '../ports/database.ts';
 import type { Scope } from '../identity/scopes.ts';
+import type { BlobInfo } from '../ports/blobs.ts';
+import type { FileAnswer } from '../http/file-answer.ts';
 
 /**
  * A management operation is declared once and served three ways: as a /client (and /platform/v1)
@@ -38,6 +40,35 @@ export interface OperationInput<P, Q, B> {
   params: P;
   query: Q;
   body: B;
+  /** Files sent with a multipart request (see `files`), already stored; absent or empty otherwise. */
+  files?: readonly ReceivedFile[];
+}
+
+/**
+ * Files an operation takes beside its body. Such a route also takes `multipart/form-data`: the
+ * body's fields as text fields and the files under `field`; JSON and MCP callers send none. Each file
+ * is streamed into the blob store (core/ports/blobs.ts) under `prefix` before the handler runs, its
+ * type sniffed from its first bytes; the handler records the blobs it keeps, and the kernel deletes
+ * every one of them when the call fails.
+ */
+export interface FileInput {
+  /** The multipart field that carries the files (a field no JSON body has). */
+  readonly field: string;
+  readonly maxFiles: number;
+  readonly maxFileBytes: number;
+  /** Where the caller's files are stored, e.g. `support/<organizationId>/`. */
+  prefix(credential: Credential): string;
+  /** For the OpenAPI document. */
+  readonly description: string;
+}
+
+/** A file a multipart request carried, stored before the handler ran. */
+export interface ReceivedFile {
+  /** As sent, reduced to its last path segment and stripped of control characters (at most 255 characters). */
+  readonly filename: string;
+  /** What the client said the type was; the blob's own type is sniffed from its bytes. */
+  readonly declaredContentType: string;
+  readonly blob: BlobInfo;
 }
 
 export interface OperationDefinition<
@@ -87,6 +118,19 @@ export interface OperationDefinition<
   readonly wide?: true;
   /** An owner's act (money, account-wide policy): only an owner's session may call it. */
   readonly ownerOnly?: boolean;
+  /**
+   * A person's act (a support request has a requester to answer and mail): a person's session or
+   * connector may call it, an API key never (403 `person_required`).
+   */
+  readonly personOnly?: true;
+  /** Files taken beside the body, as multipart (see FileInput). */
+  readonly files?: FileInput;
+  /**
+   * The answer as a file: a request with `Accept: application/octet-stream` gets these bytes (sent as
+   * a download, core/http/file-answer.ts) instead of the JSON answer, which every other caller and
+   * MCP get. Called with the checked output, after the handler authorised and found the resource.
+   */
+  readonly download?: (output: z.output<O>, ctx: { credential: Credential }) => Promise<FileAnswer>;
   /**
    * What the operation acts on, where its id sits in the input, and the access it needs:
    * `{ kind: 'key', access: 'write', in: 'path', field: 'id' }`. `authorize` (core/identity/authorization.ts)
@@ -168,6 +212,14 @@ function findNulCharacter(value: unknown, path: string[]): string | null {
   return null;
 }
 
+/** An operation's input as a surface received it, before validation; files only from a multipart request. */
+export interface RawInput {
+  params: unknown;
+  query: unknown;
+  body: unknown;
+  files?: readonly ReceivedFile[];
+}
+
 export interface RunOptions {
   /** Refuse an ApiError whose code the operation neither declares nor implies (see core/operations/operation-errors.ts). */
   checkDeclaredErrors?: boolean;
@@ -181,7 +233,7 @@ export interface RunOptions {
  */
 export async function runOperation(
   operation: AnyOperation,
-  raw: { params: unknown; query: unknown; body: unknown },
+  raw: RawInput,
   ctx: Omit<OperationContext, 'authorization'>,
   deps: AuthorizationDeps,
   options: RunOptions = {},
@@ -195,12 +247,7 @@ export async function runOperation(
   }
 }
 
-async function runChecked(
-  operation: AnyOperation,
-  raw: { params: unknown; query: unknown; body: unknown },
-  ctx: Omit<OperationContext, 'authorization'>,
-  deps: AuthorizationDeps,
-): Promise<unknown> {
+async function runChecked(operation: AnyOperation, raw: RawInput, ctx: Omit<OperationContext, 'authorization'>, deps: AuthorizationDeps): Promise<unknown> {
   authorizeCredential(ctx.credential, operation);
   const bodyRequired = operation.bodyRequired ?? operation.body !== undefined;
   if (operation.body && bodyRequired && (raw.body === undefined || raw.body === null)) {
@@ -214,6 +261,7 @@ async function runChecked(
     query: parseInput(operation.query, raw.query ?? {}, 'query'),
     // An optional body left out is an empty object; a JSON null sent as the body is still judged (and refused).
     body: operation.body ? parseInput(operation.body, raw.body === undefined && !bodyRequired ? {} : raw.body, 'body') : undefined,
+    files: raw.files ?? [],
   };
   const authorization = await authorizeResources(ctx.credential, operation, input, deps);
   const result = await operation.handler(input, { ...ctx, authorization });
@@ -258,7 +306,7 @@ export class OperationRegistry {
   }
 
   /** Runs an operation through the same checks as the HTTP surface. */
-  run(operation: AnyOperation, raw: { params: unknown; query: unknown; body: unknown }, ctx: Omit<OperationContext, 'authorization'>): Promise<unknown> {
+  run(operation: AnyOperation, raw: RawInput, ctx: Omit<OperationContext, 'authorization'>): Promise<unknown> {
     return runOperation(operation, raw, ctx, this.deps, { checkDeclaredErrors: this.checkDeclaredErrors });
   }
 

@@ -6,11 +6,6 @@ export const ACCOUNT_ERRORS = defineErrorCodes('account', {
   organization_not_found: { status: 404, type: 'not_found_error', message: 'No such organisation among yours' },
   organization_inactive: { status: 400, type: 'invalid_request_error', message: 'That organisation or your membership in it is not active' },
   key_organization_fixed: { status: 400, type: 'invalid_request_error', message: 'An API key always acts in the organisation it was issued in' },
-  person_required: {
-    status: 400,
-    type: 'invalid_request_error',
-    message: 'This is a person’s own setting and an API key is not a person: call it with a person’s session (sign in)',
-  },
   operation_not_found: { status: 404, type: 'not_found_error', message: 'No such operation' },
   confirmation_mismatch: {
     status: 400,

@@ -5,9 +5,12 @@ import type { IdentityStores } from '../../core/ports/identity.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './account-errors.ts';
 
-/** The person behind a credential (a session, or a connector acting for one); an API key is refused 400 `person_required`. */
+/**
+ * The person behind a credential (a session, or a connector acting for one), in an operation declared
+ * `personOnly` (or `ownerOnly`): the kernel has refused API keys (403 `person_required`) before the handler.
+ */
 export function personCredential(credential: Credential): SessionCredential | ConnectorCredential {
-  if (credential.kind === 'key') throw new ApiError('person_required');
+  if (credential.kind === 'key') throw new Error('personCredential: the operation lets API keys in; declare it personOnly');
   return credential;
 }
 

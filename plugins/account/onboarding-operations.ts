@@ -139,12 +139,12 @@ export function onboardingOperations({ database, steps, clock }: Deps): AnyOpera
     method: 'POST',
     path: '/onboarding/heard-from',
     summary: 'Say where you heard of the service',
-    description: `${PER.heardFrom} Answering again replaces the answer. A person's act: an API key is answered 400 \`person_required\`. Answers the checklist.`,
+    description: `${PER.heardFrom} Answering again replaces the answer. A person's act: an API key is answered 403 \`person_required\`. Answers the checklist.`,
     scope: null,
     readOnly: false,
     idempotent: true,
     body: heardFromRequest,
-    errors: ['person_required'],
+    personOnly: true,
     output: onboardingView,
     async handler({ body }, { credential, transaction }) {
       const person = personCredential(credential);
@@ -158,13 +158,13 @@ export function onboardingOperations({ database, steps, clock }: Deps): AnyOpera
     method: 'POST',
     path: '/onboarding/skip',
     summary: 'Skip the onboarding checklist (or bring it back)',
-    description: `${PER.skip} The body may be left out (it means dismissed: true). A person's act: an API key is answered 400 \`person_required\`. Answers the checklist.`,
+    description: `${PER.skip} The body may be left out (it means dismissed: true). A person's act: an API key is answered 403 \`person_required\`. Answers the checklist.`,
     scope: null,
     readOnly: false,
     idempotent: true,
     body: skipRequest,
     bodyRequired: false,
-    errors: ['person_required'],
+    personOnly: true,
     output: onboardingView,
     async handler({ body }, { credential, transaction }) {
       const person = personCredential(credential);
@@ -178,13 +178,13 @@ export function onboardingOperations({ database, steps, clock }: Deps): AnyOpera
     method: 'POST',
     path: '/onboarding/details',
     summary: 'Tell us about the organisation: company, size and use case',
-    description: `${PER.details} Fields left out are stored as null. A person's act: an API key is answered 400 \`person_required\`. Answers the checklist.`,
+    description: `${PER.details} Fields left out are stored as null. A person's act: an API key is answered 403 \`person_required\`. Answers the checklist.`,
     scope: null,
     readOnly: false,
     idempotent: true,
     wide: true,
     body: detailsRequest,
-    errors: ['person_required'],
+    personOnly: true,
     output: onboardingView,
     async handler({ body }, { credential, transaction }) {
       const person = personCredential(credential);

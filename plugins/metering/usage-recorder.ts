@@ -5,6 +5,7 @@ import { appendLine } from './credit-ledger-store.ts';
 import type { DomainEvents } from '../../core/events/domain-events.ts';
 import { emitCreditCrossings } from './credit-events.ts';
 import { COLUMNS, rowValues } from './request-log-row-values.ts';
+import { jsonForStorage } from '../../adapters/sql/jsonb.ts';
 
 /** Column i of a row array `r` (rowValues' order) as its SQL type. */
 const columnValue = (i: number, type: string) => (type === 'timestamptz' ? `to_timestamp((r->>${i})::float8 / 1000)` : `(r->>${i})::${type}`);
@@ -40,17 +41,6 @@ const REPLACE_PROVISIONAL = `UPDATE request_logs AS l
   FROM jsonb_array_elements($1::jsonb) AS r
   WHERE l.id = r->>0
   RETURNING l.id, l.organization_id, l.cost_micros`;
-
-/**
- * jsonb cannot hold U+0000 nor a lone surrogate (a string JavaScript allows, and a caller's prompt
- * may carry); bodies are kept for reading, so a replacement character stands in. JSON.stringify
- * writes a surrogate as an escape only when it is unpaired, so every such escape is one. The scan
- * walks escapes from the left, so text that merely spells one (`\\u0000` once serialised) is left
- * as it was. One such row would otherwise fail its whole batch on every retry.
- */
-function jsonForStorage(value: unknown): string {
-  return JSON.stringify(value ?? null).replace(/\\(\\|u0000|ud[89a-f][0-9a-f]{2})/g, (sequence, what: string) => (what === '\\' ? sequence : '\\ufffd'));
-}
 
 /** What a batch adds to one organisation's bill. */
 interface Charge {
@@ -104,7 +94,8 @@ export class SqlUsageRecorder implements UsageRecorder {
         });
         if (line && this.events) await emitCreditCrossings(this.events, tx, line);
       }
-      // Bodies of the rows that were new, in one statement like the rows themselves.
+      // Bodies of the rows that were new, in one statement like the rows themselves; a prompt jsonb
+      // refuses (a lone surrogate) would otherwise fail its whole batch on every retry.
       const bodies = withBodies.filter((row) => stored.has(row.id)).map((row) => [row.id, row.bodies!.request ?? null, row.bodies!.response ?? null]);
       if (bodies.length > 0) {
         await tx.query('INSERT INTO request_log_bodies (request_id, request_body, response_body) SELECT b->>0, b->1, b->2 FROM jsonb_array_elements($1::jsonb) AS b', [

@@ -50,6 +50,17 @@ async function deliveries(db: Database) {
 
 for (const backend of databaseBackends()) {
   t.test(backend.name, async (t) => {
+    t.test('data jsonb cannot hold (a lone surrogate, NUL) is stored with a replacement character, not refused', async (t) => {
+      const db = await open(backend, t);
+      const kit = await jobKit(db, { clock: testClock() });
+      const id = await db.transaction((tx) =>
+        kit.events.emit(tx, { type: 'test.other', organizationId: null, subject: null, data: { label: 'a\ud800b\u0000c' }, actor: { ...system, label: 'x\udfffy' } }),
+      );
+      const stored = await new SqlEventStore(db).get(id);
+      t.same(stored?.data, { label: 'a\ufffdb\ufffdc' });
+      t.equal(stored?.actor?.label, 'x\ufffdy');
+    });
+
     t.test('an event whose transaction rolls back is never recorded nor dispatched', async (t) => {
       const db = await open(backend, t);
       const kit = await jobKit(db, { clock: testClock() });

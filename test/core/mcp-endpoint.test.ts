@@ -10,6 +10,7 @@ import { MeteringTokens } from '../../plugins/metering/index.ts';
 import { fillPath, sampleBody, sampleQuery } from '../fixtures/operation-inputs.ts';
 import { allPlugins, buildTestApp, createKey } from '../helpers/app.ts';
 import { listeningBase, mcpClient, toolError } from '../helpers/mcp-client.ts';
+import { formBody } from '../helpers/multipart.ts';
 
 t.setTimeout(300_000);
 
@@ -141,7 +142,15 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
        VALUES ($1, $2, 'tests.work', 'queued', 1, now(), now(), now())`,
     [operationId, test.organizationId],
   );
-  const ids: Record<string, Record<string, string>> = { 'keys.get': { id: keyId }, 'requests.get': { id: requestId }, 'operations.get': { id: operationId } };
+  const form = await formBody({ subject: 'Read by MCP', message: 'with a file', attachments: { bytes: Buffer.from('notes'), filename: 'notes.txt' } });
+  const opened = (await test.call('POST', '/client/support/requests', { body: form.body, headers: { 'content-type': form.contentType } })).json();
+  const ids: Record<string, Record<string, string>> = {
+    'keys.get': { id: keyId },
+    'requests.get': { id: requestId },
+    'operations.get': { id: operationId },
+    'support.requests.get': { id: opened.id },
+    'support.attachments.get': { id: opened.messages[0].attachments[0].id },
+  };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
   t.ok(reads.length >= 20, 'the read operations');

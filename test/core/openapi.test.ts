@@ -126,6 +126,15 @@ t.test('every operation names its MCP tool and whether it writes', async (t) => 
   }
 });
 
+t.test('person-only operations are marked x-person-only', async (t) => {
+  const personOnly = operations.filter((operation) => operation.personOnly);
+  t.ok(personOnly.length > 0, 'the support operations');
+  for (const operation of operations) {
+    const entry = documented(operation) as (DocOperation & { 'x-person-only'?: boolean }) | undefined;
+    t.equal(entry?.['x-person-only'], operation.personOnly ? true : undefined, operation.name);
+  }
+});
+
 t.test('every x-required-scope is a scope the spec lists, or null', async (t) => {
   for (const [path, item] of Object.entries(doc.paths)) {
     for (const [method, entry] of Object.entries(item)) {

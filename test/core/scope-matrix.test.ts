@@ -30,8 +30,11 @@ const test = await buildTestApp(t, {
 });
 const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
 
-/** Who may call a route: a key or session holding this scope, only an owner's session, or any valid credential. */
-type Access = Scope | 'owner-only' | 'any';
+/**
+ * Who may call a route: a key or session holding this scope, only an owner's session, any valid
+ * credential, or any person (a session or connector, never an API key).
+ */
+type Access = Scope | 'owner-only' | 'any' | 'person';
 
 /**
  * The expected access of every management route, written out from the spec (service-api.md,
@@ -46,13 +49,13 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/organizations', access: 'any' },
   { method: 'POST', path: '/organizations/default', access: 'any' },
   // Account surface (spec: by path only; README "Account routes": any credential of the organisation,
-  // a person's acts answering an API key 400 person_required; deleting the account is an owner's act)
-  { method: 'GET', path: '/profile', access: 'any' },
-  { method: 'PATCH', path: '/profile', access: 'any' },
+  // a person's own acts answering an API key 403 person_required; deleting the account is an owner's act)
+  { method: 'GET', path: '/profile', access: 'person' },
+  { method: 'PATCH', path: '/profile', access: 'person' },
   { method: 'GET', path: '/onboarding', access: 'any' },
-  { method: 'POST', path: '/onboarding/heard-from', access: 'any' },
-  { method: 'POST', path: '/onboarding/skip', access: 'any' },
-  { method: 'POST', path: '/onboarding/details', access: 'any' },
+  { method: 'POST', path: '/onboarding/heard-from', access: 'person' },
+  { method: 'POST', path: '/onboarding/skip', access: 'person' },
+  { method: 'POST', path: '/onboarding/details', access: 'person' },
   { method: 'GET', path: '/overview', access: 'any' },
   { method: 'GET', path: '/org-map', access: 'any' },
   { method: 'GET', path: '/progress', access: 'any' },
@@ -108,6 +111,16 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/audit-log', access: 'owner-only' },
   // The event catalogue (README "Events": read to configure webhooks, so webhooks:read)
   { method: 'GET', path: '/events/types', access: 'webhooks:read' },
+  // (wide) Support requests (spec: by path only; plugins/support/README.md: a person's, never a key's)
+  { method: 'GET', path: '/support/requests', access: 'person' },
+  { method: 'POST', path: '/support/requests', access: 'person' },
+  { method: 'GET', path: '/support/requests/{id}', access: 'person' },
+  { method: 'POST', path: '/support/requests/{id}/messages', access: 'person' },
+  { method: 'POST', path: '/support/requests/{id}/solve', access: 'person' },
+  { method: 'GET', path: '/support/attachments/{id}', access: 'person' },
+  // (wide) The account assistant (plugins/support/README.md: billed like /v1, so the inference scope)
+  { method: 'POST', path: '/assistant/messages', access: 'inference' },
+  { method: 'POST', path: '/assistant/images', access: 'inference' },
 ];
 
 const specPath = (operation: AnyOperation) => operation.path.replace(/:(\w+)/g, '{$1}');
@@ -115,13 +128,15 @@ const specPath = (operation: AnyOperation) => operation.path.replace(/:(\w+)/g, 
 function specAccess(operation: AnyOperation): Access | 'unlisted' {
   return SPEC_ACCESS.find((entry) => entry.method === operation.method && entry.path === specPath(operation))?.access ?? 'unlisted';
 }
-const declaredAccess = (operation: AnyOperation): Access => (operation.ownerOnly ? 'owner-only' : (operation.scope ?? 'any'));
-/** The scope the table says an operation needs, or null (owner-only, any credential, unlisted). */
+const declaredAccess = (operation: AnyOperation): Access => (operation.ownerOnly ? 'owner-only' : operation.personOnly ? 'person' : (operation.scope ?? 'any'));
+/** The scope the table says an operation needs, or null (owner-only, any credential, any person, unlisted). */
 function specScope(operation: AnyOperation): Scope | null {
   const access = specAccess(operation);
-  return access === 'owner-only' || access === 'any' || access === 'unlisted' ? null : access;
+  return access === 'owner-only' || access === 'any' || access === 'person' || access === 'unlisted' ? null : access;
 }
 const specOwnerOnly = (operation: AnyOperation) => specAccess(operation) === 'owner-only';
+/** Refused to every API key (person_required), whatever its scopes. */
+const specPersonOnly = (operation: AnyOperation) => specAccess(operation) === 'person';
 
 const allScopesKey = (await createKey(test, { name: 'all scopes', scopes: [...SCOPES] })).key;
 const neededScopes = [...new Set(operations.map(specScope).filter((s): s is Scope => s !== null))];
@@ -228,8 +243,16 @@ for (const prefix of MANAGEMENT_PREFIXES) {
     }
   });
 
+  t.test(`${prefix}: every person-only operation answers 403 person_required to a key holding every scope`, async (t) => {
+    for (const operation of operations.filter(specPersonOnly)) {
+      const response = await request(prefix, operation, allScopesKey);
+      t.equal(response.statusCode, 403, label(prefix, operation, response));
+      t.equal(envelopeCode(response), 'person_required', `${operation.name}: code person_required`);
+    }
+  });
+
   t.test(`${prefix}: every operation lets a key holding its scope past authorisation`, async (t) => {
-    for (const operation of operations.filter((op) => !specOwnerOnly(op) && specAccess(op) !== 'unlisted')) {
+    for (const operation of operations.filter((op) => !specOwnerOnly(op) && !specPersonOnly(op) && specAccess(op) !== 'unlisted')) {
       const response = await request(prefix, operation, allScopesKey);
       t.notOk([401, 403].includes(response.statusCode), label(prefix, operation, response));
       t.ok(response.statusCode < 500, `${operation.name}: no server error`);
@@ -281,9 +304,9 @@ const ACCESS_REFUSALS = ['project_not_found', 'key_not_found', 'cross_project', 
 const withResources = operations.filter((op) => resourcesOf(op).length > 0);
 const keyScopes = new Set<Scope>(projectBoundScopes);
 const memberScopes = scopesForRole('member');
-const mayCall = (operation: AnyOperation, scopes: ReadonlySet<Scope>) => {
+const mayCall = (operation: AnyOperation, scopes: ReadonlySet<Scope>, person = false) => {
   const scope = specScope(operation);
-  return !specOwnerOnly(operation) && (scope === null || scopes.has(scope));
+  return !specOwnerOnly(operation) && (person || !specPersonOnly(operation)) && (scope === null || scopes.has(scope));
 };
 const writes = (operation: AnyOperation) => resourcesOf(operation).some((r) => r.access === 'write');
 
@@ -375,10 +398,10 @@ t.test('a key that may write keys grants no scope or model beyond its own and ch
 // /mcp takes mcp:read; a write tool also takes mcp:write; otherwise exactly the HTTP surface's rules.
 const mcpBase = await listeningBase(test);
 const toolName = (operation: AnyOperation) => operation.name.replaceAll('.', '_');
-/** The tools the table says a credential holding `scopes` (an owner's session when `owner`) may call. */
-const expectedTools = (scopes: ReadonlySet<Scope>, owner: boolean) =>
+/** The tools the table says a credential holding `scopes` (an owner's session when `owner`; a person's session or connector when `person`) may call. */
+const expectedTools = (scopes: ReadonlySet<Scope>, owner: boolean, person: boolean) =>
   operations
-    .filter((op) => (specOwnerOnly(op) ? owner : specScope(op) === null || scopes.has(specScope(op)!)))
+    .filter((op) => (specOwnerOnly(op) ? owner : specPersonOnly(op) ? person : specScope(op) === null || scopes.has(specScope(op)!)))
     .filter((op) => op.readOnly || scopes.has('mcp:write'))
     .map(toolName)
     .sort();
@@ -386,22 +409,25 @@ const toolCode = (result: unknown) => toolError(result)?.code;
 
 t.test('/mcp: every credential kind lists exactly the tools the scope table gives it', async (t) => {
   const allScopes = new Set<Scope>(SCOPES);
-  const cases: Array<{ who: string; token: string; scopes: ReadonlySet<Scope>; owner: boolean }> = [
-    { who: "owner's session", token: test.ownerToken, scopes: scopesForRole('owner'), owner: true },
-    { who: "member's session", token: developerOfA.token, scopes: memberScopes, owner: false },
-    { who: 'key holding every scope', token: allScopesKey, scopes: allScopes, owner: false },
+  const cases: Array<{ who: string; token: string; scopes: ReadonlySet<Scope>; owner: boolean; person: boolean }> = [
+    { who: "owner's session", token: test.ownerToken, scopes: scopesForRole('owner'), owner: true, person: true },
+    { who: "member's session", token: developerOfA.token, scopes: memberScopes, owner: false, person: true },
+    { who: 'key holding every scope', token: allScopesKey, scopes: allScopes, owner: false, person: false },
     {
       who: 'key without mcp:write',
       token: keyWithout.get('mcp:write' as Scope) ?? (await createKey(test, { name: 'no mcp:write', scopes: SCOPES.filter((s) => s !== 'mcp:write') })).key,
       scopes: new Set(SCOPES.filter((s) => s !== 'mcp:write')),
       owner: false,
+      person: false,
     },
   ];
-  for (const scope of neededScopes) cases.push({ who: `key without ${scope}`, token: keyWithout.get(scope)!, scopes: new Set(SCOPES.filter((s) => s !== scope)), owner: false });
-  for (const { who, token, scopes, owner } of cases) {
+  for (const scope of neededScopes) {
+    cases.push({ who: `key without ${scope}`, token: keyWithout.get(scope)!, scopes: new Set(SCOPES.filter((s) => s !== scope)), owner: false, person: false });
+  }
+  for (const { who, token, scopes, owner, person } of cases) {
     const client = await mcpClient(t, mcpBase, token);
     const listed = (await client.listTools()).tools.map((tool) => tool.name);
-    t.same(listed, expectedTools(scopes, owner), who);
+    t.same(listed, expectedTools(scopes, owner, person), who);
   }
 });
 
@@ -427,12 +453,19 @@ t.test('/mcp: every owner-only tool is refused owner_required to a key holding e
   }
 });
 
+t.test('/mcp: every person-only tool is refused person_required to a key holding every scope', async (t) => {
+  const client = await mcpClient(t, mcpBase, allScopesKey);
+  for (const operation of operations.filter(specPersonOnly)) {
+    t.equal(toolCode(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) })), 'person_required', operation.name);
+  }
+});
+
 t.test("/mcp: every tool lets a key holding its scope and the owner's session past authorisation", async (t) => {
   const refusals = ['missing_scope', 'owner_required', 'tool_not_found', 'internal_error'];
   const asKey = await mcpClient(t, mcpBase, allScopesKey);
   const asOwner = await mcpClient(t, mcpBase, test.ownerToken);
   for (const operation of operations) {
-    if (!specOwnerOnly(operation)) {
+    if (!specOwnerOnly(operation) && !specPersonOnly(operation)) {
       const code = toolCode(await asKey.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) }));
       t.notOk(refusals.includes(code ?? ''), `key: ${operation.name} -> ${code}`);
     }
@@ -472,6 +505,8 @@ for (const scope of [...neededScopes, 'mcp:write' as Scope]) {
   connectorWithout.set(scope, await connectorToken(auth, { scope: grantOf(grantable.filter((s) => s !== scope)) }));
 }
 const connectorOfA = await connectorToken(auth);
+/** Whether a connector can hold the operation's scope at all (it is never granted inference). */
+const grantableScope = (op: AnyOperation) => specScope(op) === null || (grantable as readonly Scope[]).includes(specScope(op)!);
 const connectorOfB = await connectorToken(auth, { projectId: projectB });
 
 t.test('{auth_url}/mcp: connectors with different grants list exactly the tools the scope table gives them, never owner-only ones', async (t) => {
@@ -484,7 +519,7 @@ t.test('{auth_url}/mcp: connectors with different grants list exactly the tools 
   for (const { who, token, scopes } of cases) {
     const client = await connectorMcpClient(t, auth, token);
     const listed = (await client.listTools()).tools.map((tool) => tool.name);
-    t.same(listed, expectedTools(scopes, false), who);
+    t.same(listed, expectedTools(scopes, false, true), who);
     t.notOk(
       listed.some((name) => operations.some((op) => specOwnerOnly(op) && toolName(op) === name)),
       `${who}: no owner-only tool`,
@@ -508,7 +543,7 @@ t.test('{auth_url}/mcp: every scoped tool is refused missing_scope to a connecto
 
 t.test('{auth_url}/mcp: every write tool is refused missing_scope to a connector granted all but mcp:write', async (t) => {
   const client = await connectorMcpClient(t, auth, connectorWithout.get('mcp:write')!);
-  for (const operation of operations.filter((op) => !op.readOnly && !specOwnerOnly(op))) {
+  for (const operation of operations.filter((op) => !op.readOnly && !specOwnerOnly(op) && grantableScope(op))) {
     const error = toolError(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) }));
     t.match(error, { code: 'missing_scope', param: null, message: /mcp:write/ }, operation.name);
   }
@@ -524,7 +559,7 @@ t.test('{auth_url}/mcp: every owner-only tool is refused owner_required to a con
 t.test('{auth_url}/mcp: every other tool lets a connector holding its scope past authorisation', async (t) => {
   const refusals = ['missing_scope', 'owner_required', 'tool_not_found', 'internal_error'];
   const client = await connectorMcpClient(t, auth, connectorOfA);
-  for (const operation of operations.filter((op) => !specOwnerOnly(op))) {
+  for (const operation of operations.filter((op) => !specOwnerOnly(op) && grantableScope(op))) {
     const code = toolCode(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) }));
     t.notOk(refusals.includes(code ?? ''), `${operation.name} -> ${code}`);
   }

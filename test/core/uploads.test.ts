@@ -7,6 +7,7 @@ import t, { type Test } from 'tap';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { uploadPlugin, uploadProbe } from '../fixtures/upload-plugin.ts';
 import { allPlugins, buildTestApp } from '../helpers/app.ts';
+import { formBody } from '../helpers/multipart.ts';
 
 const manifest = [uploadPlugin];
 const test = await buildTestApp(t, {
@@ -15,17 +16,6 @@ const test = await buildTestApp(t, {
   config: { server: { bodyLimitBytes: 32 * 1024, uploadLimitBytes: 256 * 1024 } },
 });
 const blobs = test.app.svc.container.resolve(Tokens.Blobs);
-
-/** A multipart body as a browser or SDK would send it. */
-async function formBody(parts: Record<string, string | { bytes: Buffer; filename: string; type?: string }>): Promise<{ body: Buffer; contentType: string }> {
-  const form = new FormData();
-  for (const [name, value] of Object.entries(parts)) {
-    if (typeof value === 'string') form.append(name, value);
-    else form.append(name, new Blob([value.bytes], { type: value.type ?? 'application/octet-stream' }), value.filename);
-  }
-  const request = new Request('http://localhost/', { method: 'POST', body: form });
-  return { body: Buffer.from(await request.arrayBuffer()), contentType: request.headers.get('content-type')! };
-}
 
 async function upload(url: string, parts: Parameters<typeof formBody>[0]) {
   const { body, contentType } = await formBody(parts);

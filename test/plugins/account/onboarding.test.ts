@@ -99,7 +99,7 @@ t.test('an API key reads the checklist without answers, and is refused the answe
     ['/client/onboarding/details', { useCase: 'other' }],
   ] as const) {
     const response = await test.call('POST', path, { token: key, body });
-    t.equal(response.statusCode, 400, path);
+    t.equal(response.statusCode, 403, path);
     t.equal(response.json().error.code, 'person_required', path);
   }
 });

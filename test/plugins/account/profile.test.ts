@@ -53,14 +53,14 @@ t.test('an empty or blank name is refused', async (t) => {
   }
 });
 
-t.test('an API key is not a person: the profile answers it 400 person_required', async (t) => {
+t.test('an API key is not a person: the profile answers it 403 person_required', async (t) => {
   const { key } = await createKey(test, { scopes: ['inference', 'keys:read'] });
   for (const [method, body] of [
     ['GET', undefined],
     ['PATCH', { name: 'A key' }],
   ] as const) {
     const response = await test.call(method, '/client/profile', { token: key, ...(body ? { body } : {}) });
-    t.equal(response.statusCode, 400, method);
+    t.equal(response.statusCode, 403, method);
     t.equal(response.json().error.code, 'person_required', method);
   }
 });
