@@ -207,7 +207,8 @@ async function runChecked(
   const input = {
     params: parseInput(operation.params, raw.params ?? {}, 'path'),
     query: parseInput(operation.query, raw.query ?? {}, 'query'),
-    body: operation.body ? parseInput(operation.body, raw.body ?? (bodyRequired ? undefined : {}), 'body') : undefined,
+    // An optional body may be left out; a body that is there (JSON null included) is checked as sent.
+    body: operation.body ? parseInput(operation.body, raw.body === undefined && !bodyRequired ? {} : raw.body, 'body') : undefined,
   };
   const authorization = await authorizeResources(ctx.credential, operation, input, deps);
   const result = await operation.handler(input, { ...ctx, authorization });
