@@ -1,8 +1,10 @@
+import net, { type LookupFunction } from 'node:net';
 import t from 'tap';
-import type { TapLike } from '../../helpers/app.ts';
+import { SqlMailOutbox } from '../../../adapters/sql/mail-outbox.ts';
+import { buildTestApp, type TapLike } from '../../helpers/app.ts';
 import { type FakeCustomerEndpoint, startFakeCustomerEndpoint } from '../../fakes/fake-customer-endpoint.ts';
 import { testClock } from '../../helpers/jobs.ts';
-import { createWebhook, deliverDue, deliveriesOf, emitKeyCreated, verifyDelivery, webhookApp } from '../../helpers/webhooks.ts';
+import { createWebhook, database, deliverDue, deliveriesOf, emitKeyCreated, verifyDelivery, webhookApp } from '../../helpers/webhooks.ts';
 
 /**
  * Deliveries as a receiver sees them: a real listening receiver verifies each with the reference
@@ -221,4 +223,108 @@ t.test('after the last scheduled attempt a delivery has failed for good', async 
   await deliverDue(test);
   t.equal(hook.requests.length, 8, 'nothing more is sent');
   t.equal((await test.call('GET', `/client/webhooks/${webhook.id}`)).json().enabled, true, 'one failed delivery does not switch the endpoint off');
+});
+
+t.test('an endpoint with no successful attempt for 5 days is switched off when a delivery fails for good: webhook.disabled, and its owners mailed', async (t) => {
+  const clock = clockAtNow();
+  const test = await webhookApp(t, { clock });
+  const failing = await receiver(t);
+  failing.handle((_req, res) => res.writeHead(500).end());
+  const watcher = await receiver(t);
+  const broken = await createWebhook(test, { url: `${failing.url}/in`, eventTypes: ['key.created'], description: 'Billing sync' });
+  const watching = await createWebhook(test, { url: watcher.url, eventTypes: ['webhook.disabled'] });
+  const waits = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000];
+  const failForGood = async () => {
+    await emitKeyCreated(test);
+    await deliverDue(test);
+    for (const wait of waits) {
+      clock.advance(wait * 1000);
+      await deliverDue(test);
+    }
+  };
+  const firstFailure = clock();
+  await failForGood();
+  t.equal((await test.call('GET', `/client/webhooks/${broken.id}`)).json().enabled, true, 'after about a day of failures it stays on');
+
+  clock.advance(4 * 86_400_000);
+  await failForGood();
+  const endpoint = (await test.call('GET', `/client/webhooks/${broken.id}`)).json();
+  t.match(endpoint, { enabled: false, disabledReason: `No delivery attempt has succeeded since ${firstFailure.toISOString()}; the last one failed with HTTP 500` });
+  t.equal(endpoint.disabledAt, clock().toISOString());
+
+  const notice = await watcher.arrived(1);
+  t.match(verifyDelivery(watching.secret, notice, clock()), {
+    type: 'webhook.disabled',
+    projectId: null,
+    data: { webhookId: broken.id, projectId: null, origin: failing.url, description: 'Billing sync', failingSince: firstFailure.toISOString() },
+  });
+  t.notOk(notice.body.includes('/in'), "the URL's path is left out");
+
+  const owner = (await test.call('GET', '/client/whoami')).json().credential.email as string;
+  const mails = (await new SqlMailOutbox(database(test), test.config.mail.from).read({ to: owner })).filter((mail) => mail.subject.startsWith('Webhook endpoint switched off'));
+  t.equal(mails.length, 1, 'the owner is mailed once');
+  t.match(mails[0], { subject: `Webhook endpoint switched off: ${failing.url}`, text: new RegExp(broken.id) });
+
+  const sent = failing.requests.length;
+  await emitKeyCreated(test);
+  await deliverDue(test);
+  t.equal(failing.requests.length, sent, 'nothing more is sent to it');
+});
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | Array<{ address: string; family: number }>, family?: number) => void;
+
+/** A resolver answering every name with the next of these addresses, as a hostile DNS server could (the last one again once they run out). */
+function answersInTurn(...addresses: string[]): LookupFunction {
+  let next = 0;
+  return ((_hostname: string, options: { all?: boolean }, callback: LookupCallback) => {
+    const address = addresses[Math.min(next++, addresses.length - 1)]!;
+    const family = net.isIP(address);
+    if (options.all) callback(null, [{ address, family }]);
+    else callback(null, address, family);
+  }) as unknown as LookupFunction;
+}
+
+t.test('a name that resolves to a private address when the attempt connects (DNS rebinding) is refused: the attempt fails refused_address', async (t) => {
+  const hook = await receiver(t);
+  // The guard on, as in production: public when the URL is saved, loopback when the attempt dials.
+  const test = await buildTestApp(t, { clock: clockAtNow(), outboundLookup: answersInTurn('93.184.216.34', '127.0.0.1') });
+  const webhook = await createWebhook(test, { url: `https://hooks.example.com:${hook.port}/in`, eventTypes: ['key.created'] });
+  await emitKeyCreated(test);
+  await deliverDue(test);
+  const [delivery] = await deliveriesOf(test, webhook.id);
+  t.match(delivery, { status: 'pending', attemptCount: 1 });
+  t.match(delivery?.attempts[0], { outcome: 'failed', statusCode: null, errorKind: 'refused_address', error: /127\.0\.0\.1/ });
+  t.equal(hook.connections, 0, 'nothing connected to the private address');
+});
+
+t.test('a delivery run again after its worker was presumed dead carries the same webhook-id and body, and succeeds once', async (t) => {
+  const clock = clockAtNow();
+  const test = await webhookApp(t, { clock });
+  const hook = await receiver(t);
+  const held: Array<() => void> = [];
+  hook.handle((_req, res) => {
+    const answer = () => res.writeHead(200).end();
+    // The first attempt hangs, as it would on a worker that died mid-delivery; the repeat is answered.
+    if (hook.requests.length === 1) held.push(answer);
+    else answer();
+  });
+  const webhook = await createWebhook(test, { url: hook.url, eventTypes: ['key.created'] });
+  await emitKeyCreated(test);
+  const running = deliverDue(test);
+  const first = await hook.arrived(1);
+
+  // Its lease lapses (the worker stopped renewing it); the next poll queues it again and runs it.
+  clock.advance(30_001);
+  await test.app.svc.workers.pollOnce();
+  const repeat = await hook.arrived(2);
+  for (const answer of held) answer();
+  await running;
+  await test.app.svc.workers.settled();
+
+  t.equal(repeat.headers['webhook-id'], first.headers['webhook-id'], 'the same webhook-id');
+  t.equal(repeat.body, first.body, 'the same body');
+  t.ok(verifyDelivery(webhook.secret, first, clock()));
+  t.ok(verifyDelivery(webhook.secret, repeat, clock()));
+  const [delivery] = await deliveriesOf(test, webhook.id);
+  t.match(delivery, { status: 'succeeded', attemptCount: 1 }, 'the presumed-dead run records nothing: its completion is fenced');
 });
