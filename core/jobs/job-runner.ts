@@ -110,12 +110,17 @@ export class JobRunner implements WorkerNudges {
     while (this.active.size > 0) await Promise.allSettled([...this.active.values()].map((a) => a.done));
   }
 
-  /** Runs due work until none is left (tests, and a one-shot worker). */
+  /**
+   * Runs due work until none is left (tests, and a one-shot worker). Idle means a poll started
+   * nothing while nothing ran: a job this process's own loop claimed meanwhile may enqueue more
+   * (an event's subscriber its deliveries), so waiting for it is followed by another poll.
+   */
   async runUntilIdle(): Promise<void> {
     for (;;) {
       const started = await this.pollOnce();
+      const running = this.active.size > 0;
       await this.settled();
-      if (started === 0) return;
+      if (started === 0 && !running) return;
     }
   }
 

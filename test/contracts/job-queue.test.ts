@@ -387,6 +387,32 @@ for (const backend of databaseBackends()) {
       t.same([state.state, state.attempts, state.last_error], ['failed', 2, 'RetryJobAt: try again'], 'both attempts ran without the clock moving');
     });
 
+    t.test("runUntilIdle returns only once what the worker's own loop claimed, and what that enqueued, has run", async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      const chain = defineQueue({ name: 'test.chain', payload: z.object({ n: z.number().int() }), concurrency: 2 });
+      kit.registry.addQueue(
+        chain.handle(async (job) => {
+          if (job.payload.n < 3) await kit.jobs.enqueue(chain, { n: job.payload.n + 1 });
+        }),
+      );
+      const runner = kit.runner({ settings: { pollIntervalMs: 60_000 } });
+      runner.start();
+      t.teardown(() => runner.close());
+      // The enqueue wakes the running loop, which claims the job while runUntilIdle polls too.
+      await kit.jobs.enqueue(chain, { n: 1 });
+      await runner.runUntilIdle();
+      const { rows } = await db.query<{ n: string; state: string }>("SELECT payload->>'n' AS n, state FROM jobs WHERE queue = 'test.chain' ORDER BY id");
+      t.same(
+        rows.map((row) => [row.n, row.state]),
+        [
+          ['1', 'succeeded'],
+          ['2', 'succeeded'],
+          ['3', 'succeeded'],
+        ],
+      );
+    });
+
     t.test('a PermanentJobError fails the job at once', async (t) => {
       const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
