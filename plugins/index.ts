@@ -14,4 +14,15 @@ import { webhooksPlugin } from './webhooks/index.ts';
  * Every plugin the service ships, in a sensible order. Operators enable them by name under
  * `plugins:` in config; the kernel orders them by their declared dependencies.
  */
-export const manifest: readonly AnyPlugin[] = [accountPlugin, projectsPlugin, keysPlugin, inferencePlugin, guardrailsPlugin, meteringPlugin, usagePlugin, auditPlugin, oauthPlugin, webhooksPlugin];
+export const manifest: readonly AnyPlugin[] = [
+  accountPlugin,
+  projectsPlugin,
+  keysPlugin,
+  inferencePlugin,
+  guardrailsPlugin,
+  meteringPlugin,
+  usagePlugin,
+  auditPlugin,
+  oauthPlugin,
+  webhooksPlugin,
+];
