@@ -117,7 +117,15 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
   t.equal(call.statusCode, 200);
   await test.app.svc.container.resolve(MeteringTokens.Writer).flush();
   const requestId = String(call.headers['x-request-id']);
-  const ids: Record<string, Record<string, string>> = { 'keys.get': { id: keyId }, 'requests.get': { id: requestId } };
+  // An .invalid name never resolves: saved, and never called.
+  const webhook = await test.call('POST', '/client/webhooks', { body: { url: 'https://hooks.example.invalid/in', eventTypes: ['*'] } });
+  const webhookId = (webhook.json() as { id: string }).id;
+  const ids: Record<string, Record<string, string>> = {
+    'keys.get': { id: keyId },
+    'requests.get': { id: requestId },
+    'webhooks.get': { id: webhookId },
+    'webhooks.deliveries.list': { id: webhookId },
+  };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
   t.ok(reads.length >= 20, 'the read operations');
