@@ -130,6 +130,21 @@ function checkedEventTypes(types: readonly string[]): string[] {
   return [...new Set(types)];
 }
 
+/** `300` → `5 min`: how the documents speak of a wait. */
+function durationText(seconds: number): string {
+  if (seconds % 3_600 === 0) return `${seconds / 3_600} h`;
+  if (seconds % 60 === 0) return `${seconds / 60} min`;
+  return `${seconds} s`;
+}
+
+/** The retry schedule in words, as the operation's description gives it (it follows the deployment's settings). */
+function scheduleText(waits: readonly number[]): string {
+  if (waits.length === 0) return 'never (this deployment makes one attempt)';
+  const each = waits.map(durationText);
+  const list = each.length === 1 ? each[0] : `${each.slice(0, -1).join(', ')} and ${each[each.length - 1]}`;
+  return `${list} later`;
+}
+
 const idParams = z.strictObject({ id: resourceId.describe('Webhook endpoint id') });
 const deliveryParams = z.strictObject({ id: resourceId.describe('Webhook endpoint id'), deliveryId: resourceId.describe('Delivery id') });
 
@@ -194,7 +209,8 @@ export function webhookOperations(deps: WebhookOperationDeps): AnyOperation[] {
     description:
       'Deliveries follow Standard Webhooks: POST with headers webhook-id (the same on every retry), webhook-timestamp and webhook-signature ' +
       '(v1, HMAC-SHA256 of id.timestamp.body with the secret), body {id, type, timestamp, organizationId, projectId, data}. ' +
-      'A 2xx within the timeout (15 s) is a success; anything else is retried 5 s, 5 min, 30 min, 2 h, 5 h, 10 h and 10 h later (a longer retry-after postpones a retry). ' +
+      `A 2xx within ${durationText(config.timeoutMs / 1000)} is a success; anything else is retried ${scheduleText(config.retryScheduleSeconds)} ` +
+      '(a longer retry-after postpones a retry). ' +
       'The URL must be https on a public address: one that is or resolves to a private, loopback or link-local address is refused (webhook_url_refused), now and on every attempt. ' +
       `eventTypes: public types of GET /client/events/types, or ["*"]. At most ${config.maxEndpointsPerOrganization} endpoints per organisation.`,
     scope: 'webhooks:write',
