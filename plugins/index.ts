@@ -9,6 +9,7 @@ import { meteringPlugin } from './metering/index.ts';
 import { usagePlugin } from './usage/index.ts';
 import { projectsPlugin } from './projects/index.ts';
 import { supportPlugin } from './support/index.ts';
+import { webhooksPlugin } from './webhooks/index.ts';
 
 /**
  * Every plugin the service ships, in a sensible order. Operators enable them by name under
@@ -25,4 +26,5 @@ export const manifest: readonly AnyPlugin[] = [
   auditPlugin,
   oauthPlugin,
   supportPlugin,
+  webhooksPlugin,
 ];

@@ -1,5 +1,6 @@
 import type { Credential } from './credential.ts';
 import { confinedProjectOf, isOwner } from './credential.ts';
+import { reachesEveryProject } from './project-access.ts';
 import type { ErrorCode } from '../kernel/error-catalogue.ts';
 import { ApiError } from '../kernel/errors.ts';
 import type { AnyOperation, OperationInput } from '../operations/operations.ts';
@@ -9,13 +10,36 @@ import type { Scope } from './scopes.ts';
 export type Access = 'read' | 'write';
 
 /**
+ * A kind of record a plugin owns (a webhook endpoint, a file, a batch…) that belongs to one project
+ * of an organisation, or to the organisation as a whole. Declared by the plugin next to its store
+ * and named in an operation's `resource` like the kernel's kinds: `authorize` finds the record and
+ * lets the caller reach it exactly when it may reach the record's project (the rules below), and
+ * reach an organisation-wide record only when it reaches every project (owners' and admins'
+ * sessions, keys holding `projects:write`). A record that does not exist, or that the caller may not
+ * reach, answers the kind's own 404.
+ */
+export interface RecordKind<R = unknown> {
+  /** Singular noun, as messages name it: `webhook`. */
+  readonly name: string;
+  /** The 404 code answered for a record that does not exist or is out of reach. */
+  readonly notFound: ErrorCode;
+  /** The organisation's record with this id and the project it belongs to (null: the organisation as a whole), or null. */
+  find(organizationId: string, id: string): Promise<{ record: R; projectId: string | null } | null>;
+}
+
+// The record type varies per kind; each is read back through `authorizedRecord(authorization, kind)`.
+// biome-ignore lint/suspicious/noExplicitAny: as above
+type AnyRecordKind = RecordKind<any>;
+
+/**
  * What an operation acts on, named by where its id sits in the validated input. The kernel
  * resolves it and checks the caller may reach it before the handler runs.
  * - `project`: a project of the organisation.
  * - `key`: an API key, reached through its project; an API key sees only its own project's keys.
+ * - a `RecordKind` a plugin declares: one of its records, reached through its project.
  */
 export type ResourceDeclaration<P = Record<string, unknown>, Q = Record<string, unknown>, B = unknown> = {
-  readonly kind: 'project' | 'key';
+  readonly kind: 'project' | 'key' | AnyRecordKind;
   readonly access: Access;
   /**
    * When the field is absent: `skip` (nothing to check, the default) or, for a project,
@@ -34,7 +58,11 @@ type ResourceLocation<P, Q, B> =
   | { readonly in: 'query'; readonly field: keyof Q & string }
   | { readonly in: 'body'; readonly field: keyof NonNullable<B> & string };
 
-export type AuthorizedResource = { readonly kind: 'project'; readonly project: Project } | { readonly kind: 'key'; readonly key: ApiKey; readonly project: Project };
+export type AuthorizedResource =
+  | { readonly kind: 'project'; readonly project: Project }
+  | { readonly kind: 'key'; readonly key: ApiKey; readonly project: Project }
+  /** `project` is null for a record of the organisation as a whole. */
+  | { readonly kind: 'record'; readonly recordKind: AnyRecordKind; readonly record: unknown; readonly project: Project | null };
 
 /** What `authorize` found: the resources the operation declared, resolved, in declaration order. */
 export interface Authorization {
@@ -116,6 +144,19 @@ const NO_RESOURCES: Authorization = { resources: [] };
 
 async function resolve(identity: IdentityStores, credential: Credential, declaration: ResourceDeclaration, id: string | undefined): Promise<AuthorizedResource | null> {
   const param = declaration.field;
+  if (typeof declaration.kind === 'object') {
+    if (id === undefined) return null;
+    const kind = declaration.kind;
+    const missing = new ApiError(kind.notFound, `No ${kind.name} ${id}`, { param });
+    const found = await kind.find(credential.organizationId, id);
+    if (!found) throw missing;
+    if (found.projectId === null) {
+      if (!reachesEveryProject(credential)) throw missing;
+      return { kind: 'record', recordKind: kind, record: found.record, project: null };
+    }
+    const project = await reachProject(identity, credential, found.projectId, declaration.access, missing);
+    return { kind: 'record', recordKind: kind, record: found.record, project };
+  }
   if (declaration.kind === 'key') {
     if (id === undefined) return null;
     const missing = new ApiError('key_not_found', `No API key ${id}`, { param });
@@ -162,6 +203,14 @@ async function reachProject(identity: IdentityStores, credential: Credential, pr
 export function authorizedKey(authorization: Authorization): ApiKey {
   for (const resource of authorization.resources) if (resource.kind === 'key') return resource.key;
   throw new Error('The operation declared no key resource');
+}
+
+/** The record of `kind` an operation declared as its resource (the kernel found and checked it before the handler ran). */
+export function authorizedRecord<R>(authorization: Authorization, kind: RecordKind<R>): { record: R; project: Project | null } {
+  for (const resource of authorization.resources) {
+    if (resource.kind === 'record' && resource.recordKind === kind) return { record: resource.record as R, project: resource.project };
+  }
+  throw new Error(`The operation declared no ${kind.name} resource`);
 }
 
 /** The project an operation declared as its resource (its first `project` declaration that was present). */

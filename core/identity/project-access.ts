@@ -20,8 +20,18 @@ export async function visibleProjects(identity: IdentityStores, credential: Cred
  * organisation.
  */
 export async function visibleProjectIds(identity: IdentityStores, credential: Credential): Promise<string[] | null> {
-  if (credential.kind === 'key') return credential.scopes.has('projects:write') ? null : [credential.projectId];
-  if (credential.kind === 'connector') return [credential.projectId];
-  if (credential.role === 'owner' || credential.role === 'admin') return null;
+  if (reachesEveryProject(credential)) return null;
+  if (credential.kind !== 'session') return [credential.projectId];
   return identity.projectMembers.projectIdsOf(credential.organizationId, credential.personId);
+}
+
+/**
+ * Whether a credential reaches every project of its organisation, and so what belongs to the
+ * organisation as a whole: a key holding `projects:write`, an owner's or admin's session. A
+ * connector stays in the one project it was granted, whatever its person's role.
+ */
+export function reachesEveryProject(credential: Credential): boolean {
+  if (credential.kind === 'key') return credential.scopes.has('projects:write');
+  if (credential.kind === 'connector') return false;
+  return credential.role === 'owner' || credential.role === 'admin';
 }

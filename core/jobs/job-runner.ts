@@ -5,7 +5,7 @@ import type { Database, Transaction } from '../ports/database.ts';
 import type { ClaimedJob, JobLeaseStore, JobOutcome, PeriodicStore } from '../ports/queue.ts';
 import type { JobRegistry } from './job-registry.ts';
 import type { WorkerNudges } from './job-queue.ts';
-import { JobInterrupted, PermanentJobError, jobErrorMessage, retryDelayMs, type Job, type QueueDefinition } from './queue-definitions.ts';
+import { JobInterrupted, PermanentJobError, RetryJobAt, jobErrorMessage, retryDelayMs, type Job, type QueueDefinition } from './queue-definitions.ts';
 
 export interface JobRunnerSettings {
   /** How often an idle worker looks for due jobs, expired leases and periodic ticks. */
@@ -50,8 +50,8 @@ interface ActiveJob {
  *   gone (or the job cancelled) aborts the job's signal.
  * - Every write about a job is fenced by its lease token, so a worker presumed dead can never
  *   finish a job someone else now runs.
- * - A failed run is retried after retryDelayMs (full jitter, exponential ceiling) until
- *   maxAttempts, then the job is failed with the last error's message.
+ * - A failed run is retried after retryDelayMs (full jitter, exponential ceiling), or at the time
+ *   a RetryJobAt it threw names, until maxAttempts, then the job is failed with the last error's message.
  * - close() stops claiming at once, lets running jobs finish for `drainMs`, then aborts what is
  *   left and gives its leases back (queued again, the attempt not counted).
  */
@@ -110,12 +110,17 @@ export class JobRunner implements WorkerNudges {
     while (this.active.size > 0) await Promise.allSettled([...this.active.values()].map((a) => a.done));
   }
 
-  /** Runs due work until none is left (tests, and a one-shot worker). */
+  /**
+   * Runs due work until none is left (tests, and a one-shot worker). Idle means a poll started
+   * nothing while nothing ran: a job this process's own loop claimed meanwhile may enqueue more
+   * (an event's subscriber its deliveries), so waiting for it is followed by another poll.
+   */
   async runUntilIdle(): Promise<void> {
     for (;;) {
       const started = await this.pollOnce();
+      const running = this.active.size > 0;
       await this.settled();
-      if (started === 0) return;
+      if (started === 0 && !running) return;
     }
   }
 
@@ -299,8 +304,11 @@ export class JobRunner implements WorkerNudges {
     const reason = controller.signal.reason;
     if (controller.signal.aborted && reason instanceof JobInterrupted && reason.reason === 'cancelled') return { state: 'cancelled', error: message };
     if (error instanceof PermanentJobError || claimed.attempt >= claimed.maxAttempts) return { state: 'failed', error: message };
+    const now = this.deps.clock().getTime();
+    // The handler chose when: its time stands (never before now), not the queue's backoff.
+    if (error instanceof RetryJobAt) return { state: 'retry', runAt: new Date(Math.max(now, error.runAt.getTime())), error: message };
     const delay = retryDelayMs(claimed.attempt, definition.spec.backoff, this.random);
-    return { state: 'retry', runAt: new Date(this.deps.clock().getTime() + delay), error: message };
+    return { state: 'retry', runAt: new Date(now + delay), error: message };
   }
 
   private async completeWith<T>(active: ActiveJob, fn: (tx: Transaction) => Promise<T>): Promise<T> {

@@ -75,6 +75,22 @@ export class PermanentJobError extends Error {
   override readonly name = 'PermanentJobError';
 }
 
+/**
+ * Throw it from a handler to run the job again at a time the handler chose (a receiver's
+ * retry-after, a schedule of its own) instead of the queue's backoff. The run counts as an attempt
+ * like any failed run: a job out of attempts is failed with the reason. A time already past means
+ * as soon as a worker is free.
+ */
+export class RetryJobAt extends Error {
+  override readonly name = 'RetryJobAt';
+  constructor(
+    readonly runAt: Date,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
 /** The reason a running job's signal was aborted (also thrown by `complete` when the lease was lost). */
 export class JobInterrupted extends Error {
   override readonly name = 'JobInterrupted';

@@ -1,4 +1,5 @@
 import '../http/fastify-types.ts';
+import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AppConfig } from '../../config/schema.ts';
@@ -64,6 +65,11 @@ export interface AppOptions {
   random?: () => number;
   /** The password key derivation (scrypt; tests watch how many run at once). */
   deriveKey?: DeriveKey;
+  /**
+   * The resolver under the outbound client's guard, at save and at connect time (default: the
+   * system's). Tests answer names as a hostile DNS server would, to show a rebound name refused.
+   */
+  outboundLookup?: LookupFunction;
 }
 
 export interface ServiceHandle {
@@ -205,7 +211,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.Jobs, jobs);
     container.bindValue(Tokens.Events, events);
     container.bindValue(Tokens.LongRunning, new LongRunningOperations({ store: stores.longRunning(database), jobs, database, clock }));
-    const outbound = new OutboundHttpClient(config.outbound);
+    const outbound = new OutboundHttpClient({ ...config.outbound, ...(options.outboundLookup ? { lookup: options.outboundLookup } : {}) });
     container.bindValue(Tokens.OutboundHttp, outbound);
     container.bindValue(
       Tokens.SignIn,

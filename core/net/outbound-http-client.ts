@@ -59,6 +59,13 @@ export interface OutboundRequest {
   /** This call's own limits, instead of the client's. */
   totalTimeoutMs?: number;
   maxResponseBytes?: number;
+  /**
+   * An answer longer than the cap: `fail` (the default) fails the call `too_large`; `keep-start`
+   * answers with its first `maxResponseBytes` and `truncated: true`, and closes the connection
+   * (for a caller that judges by the status and keeps only an excerpt of the body, as webhook
+   * deliveries do).
+   */
+  whenTooLarge?: 'fail' | 'keep-start';
 }
 
 export interface OutboundResponse {
@@ -66,6 +73,8 @@ export interface OutboundResponse {
   status: number;
   headers: IncomingHttpHeaders;
   body: Buffer;
+  /** The body was longer than the cap and is cut there (only with `whenTooLarge: 'keep-start'`). */
+  truncated: boolean;
   /** From sending the request to the answer's last byte (delivery logs show it). */
   durationMs: number;
 }
@@ -134,8 +143,9 @@ export class OutboundHttpClient {
         throw failureOf(where, error, 'before_answer', deadlines.cause, limits);
       }
       deadlines.headersArrived();
-      const body = await readCapped(response, limits.maxBytes, (error) => failureOf(where, error, 'body', deadlines.cause, limits), where);
-      return { status: response.statusCode, headers: response.headers, body, durationMs: performance.now() - started };
+      const fail = (error: unknown) => failureOf(where, error, 'body', deadlines.cause, limits);
+      const { body, truncated } = await readCapped(response, limits.maxBytes, request.whenTooLarge ?? 'fail', fail, where);
+      return { status: response.statusCode, headers: response.headers, body, truncated, durationMs: performance.now() - started };
     } finally {
       deadlines.finish();
     }
@@ -157,22 +167,35 @@ export class OutboundHttpClient {
   }
 }
 
-/** The answer's body up to the cap; a declared or actual size past it stops the reading and closes the connection. */
-async function readCapped(response: Dispatcher.ResponseData, maxBytes: number, failure: (error: unknown) => OutboundHttpError, where: string): Promise<Buffer> {
+/**
+ * The answer's body up to the cap; a declared or actual size past it stops the reading and closes
+ * the connection, failing the call or, with `keep-start`, answering what fits.
+ */
+async function readCapped(
+  response: Dispatcher.ResponseData,
+  maxBytes: number,
+  whenTooLarge: 'fail' | 'keep-start',
+  failure: (error: unknown) => OutboundHttpError,
+  where: string,
+): Promise<{ body: Buffer; truncated: boolean }> {
   const tooLarge = () => new OutboundHttpError('too_large', `${where}: the answer is larger than the ${maxBytes}-byte limit`);
   const body = response.body;
   try {
     const declared = Number(response.headers['content-length']);
-    if (Number.isFinite(declared) && declared > maxBytes) throw tooLarge();
+    if (whenTooLarge === 'fail' && Number.isFinite(declared) && declared > maxBytes) throw tooLarge();
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of body) {
       const buffer = chunk as Buffer;
+      if (size + buffer.length > maxBytes) {
+        if (whenTooLarge === 'fail') throw tooLarge();
+        chunks.push(buffer.subarray(0, maxBytes - size));
+        return { body: Buffer.concat(chunks, maxBytes), truncated: true };
+      }
       size += buffer.length;
-      if (size > maxBytes) throw tooLarge();
       chunks.push(buffer);
     }
-    return Buffer.concat(chunks, size);
+    return { body: Buffer.concat(chunks, size), truncated: false };
   } catch (error) {
     throw error instanceof OutboundHttpError ? error : failure(error);
   } finally {

@@ -46,7 +46,7 @@ export function impliedErrors(operation: AnyOperation): ErrorCode[] {
     codes.push('unexpected_body');
   }
   for (const resource of resourcesOf(operation)) {
-    codes.push(resource.kind === 'key' ? 'key_not_found' : 'project_not_found');
+    codes.push(typeof resource.kind === 'object' ? resource.kind.notFound : resource.kind === 'key' ? 'key_not_found' : 'project_not_found');
     if (resource.access === 'write') codes.push('project_role_insufficient');
     if (resource.whenAbsent === 'default-project') codes.push('project_required');
     if (typeof resource.keyOwnProjectOnly === 'object') codes.push(resource.keyOwnProjectOnly.code);

@@ -1,8 +1,6 @@
-import type { FastifyBaseLogger } from 'fastify';
 import { defineSubscriber } from '../../core/events/domain-events.ts';
-import type { IdentityStores } from '../../core/ports/identity.ts';
-import type { Mailer, MailMessage } from '../../core/ports/mail.ts';
-import { MailDeliveryError } from '../../core/services/mail-messages.ts';
+import type { MailMessage } from '../../core/ports/mail.ts';
+import { mailActiveOwners, type OwnerMailDeps } from '../../core/services/owner-mail.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { BudgetThresholdReached } from './budget-alerts.ts';
 
@@ -29,31 +27,15 @@ export function capAlertMessage(to: string, alert: BudgetThresholdReached): Mail
 /**
  * Mails every active owner of the organisation when an alert-only cap is reached. The event exists
  * once per cap and period (BudgetAlerts), and this subscriber runs once per event until it succeeds:
- * so once per cap and period, but for a retry after a mail server failed part-way, which may repeat
- * the message to the owners already mailed (at least once). An address the server refuses for good
- * is logged and skipped, so one bad address does not hold back the others.
+ * so once per cap and period, at least once to each owner (core/services/owner-mail.ts).
  */
-export function budgetAlertMailSubscriber(deps: { identity: IdentityStores; mailer: Mailer; logger: FastifyBaseLogger }) {
+export function budgetAlertMailSubscriber(deps: OwnerMailDeps) {
   return defineSubscriber({
     name: 'budget-alert-mail',
     events: ['budget.threshold_reached'],
     async handle(event) {
       if (event.organizationId === null) return;
-      const memberships = await deps.identity.memberships.listForOrganization(event.organizationId);
-      const owners = memberships.filter((membership) => membership.role === 'owner' && membership.status === 'active');
-      for (const owner of owners) {
-        const person = await deps.identity.people.get(owner.personId);
-        if (!person) continue;
-        try {
-          await deps.mailer.send(capAlertMessage(person.email, event.data));
-        } catch (error) {
-          if (error instanceof MailDeliveryError && !error.retryable) {
-            deps.logger.error({ err: error, personId: person.id }, 'a spend alert could not be mailed to an owner');
-            continue;
-          }
-          throw error;
-        }
-      }
+      await mailActiveOwners(deps, event.organizationId, (to) => capAlertMessage(to, event.data), 'a spend alert');
     },
   });
 }

@@ -5,7 +5,7 @@ import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { z } from 'zod';
 import { JobQueue } from '../../core/jobs/job-queue.ts';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
-import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, type Job } from '../../core/jobs/queue-definitions.ts';
+import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, RetryJobAt, type Job } from '../../core/jobs/queue-definitions.ts';
 import type { Database } from '../../core/ports/database.ts';
 import { databaseBackends, type DatabaseBackend } from '../helpers/databases.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -342,6 +342,75 @@ for (const backend of databaseBackends()) {
       t.equal(last.last_error, 'upstream said no (attempt 5), key svc_live_[redacted]', 'the last message is kept, tokens masked');
       clock.advance(60_000);
       t.equal(await runner.pollOnce(), 0, 'a failed job is not run again');
+    });
+
+    t.test('a handler that throws RetryJobAt runs again at the time it chose, not the backoff, and the run counts as an attempt', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock, random: () => 1 });
+      const chosen = defineQueue({ name: 'test.chosen', payload: z.object({}), maxAttempts: 3, backoff: { baseMs: 1_000, maxMs: 1_000 } });
+      const attempts: number[] = [];
+      kit.registry.addQueue(
+        chosen.handle(async (job) => {
+          attempts.push(job.attempt);
+          if (job.attempt === 1) throw new RetryJobAt(new Date(clock().getTime() + 3_600_000), 'the receiver asked for an hour');
+        }),
+      );
+      const runner = kit.runner();
+      const { id } = await kit.jobs.enqueue(chosen, {});
+      await runner.runUntilIdle();
+      const state = await jobState(db, id);
+      t.same([state.state, state.attempts, state.last_error], ['queued', 1, 'RetryJobAt: the receiver asked for an hour']);
+      t.equal(state.run_at.getTime(), clock().getTime() + 3_600_000, 'at the chosen time');
+      clock.advance(3_600_000 - 1);
+      t.equal(await runner.pollOnce(), 0, 'not before it');
+      clock.advance(1);
+      await runner.runUntilIdle();
+      t.same(attempts, [1, 2]);
+      t.equal((await jobState(db, id)).state, 'succeeded');
+    });
+
+    t.test('RetryJobAt with a time already past runs again at once; out of attempts it fails the job with its reason', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const chosen = defineQueue({ name: 'test.chosen', payload: z.object({}), maxAttempts: 2 });
+      kit.registry.addQueue(
+        chosen.handle(async () => {
+          throw new RetryJobAt(new Date(clock().getTime() - 60_000), 'try again');
+        }),
+      );
+      const { id } = await kit.jobs.enqueue(chosen, {});
+      const runner = kit.runner();
+      await runner.runUntilIdle();
+      const state = await jobState(db, id);
+      t.same([state.state, state.attempts, state.last_error], ['failed', 2, 'RetryJobAt: try again'], 'both attempts ran without the clock moving');
+    });
+
+    t.test("runUntilIdle returns only once what the worker's own loop claimed, and what that enqueued, has run", async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      const chain = defineQueue({ name: 'test.chain', payload: z.object({ n: z.number().int() }), concurrency: 2 });
+      kit.registry.addQueue(
+        chain.handle(async (job) => {
+          if (job.payload.n < 3) await kit.jobs.enqueue(chain, { n: job.payload.n + 1 });
+        }),
+      );
+      const runner = kit.runner({ settings: { pollIntervalMs: 60_000 } });
+      runner.start();
+      t.teardown(() => runner.close());
+      // The enqueue wakes the running loop, which claims the job while runUntilIdle polls too.
+      await kit.jobs.enqueue(chain, { n: 1 });
+      await runner.runUntilIdle();
+      const { rows } = await db.query<{ n: string; state: string }>("SELECT payload->>'n' AS n, state FROM jobs WHERE queue = 'test.chain' ORDER BY id");
+      t.same(
+        rows.map((row) => [row.n, row.state]),
+        [
+          ['1', 'succeeded'],
+          ['2', 'succeeded'],
+          ['3', 'succeeded'],
+        ],
+      );
     });
 
     t.test('a PermanentJobError fails the job at once', async (t) => {

@@ -1,11 +1,23 @@
 import t from 'tap';
-import { authorize, authorizedKey, authorizedProject, resourceId, resourcesOf, scopeRefusal, type AuthorizedResource, type ResourceDeclaration } from '../../core/identity/authorization.ts';
+import {
+  authorize,
+  authorizedKey,
+  authorizedProject,
+  authorizedRecord,
+  resourceId,
+  resourcesOf,
+  scopeRefusal,
+  type AuthorizedResource,
+  type RecordKind,
+  type ResourceDeclaration,
+} from '../../core/identity/authorization.ts';
 import type { ConnectorCredential, Credential, KeyCredential, SessionCredential } from '../../core/identity/credential.ts';
 import type { AnyOperation } from '../../core/operations/operations.ts';
 import type { ApiKey, IdentityStores, Project } from '../../core/ports/identity.ts';
 import { isManagementScope, isScope, ORG_ROLES, SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/identity/scopes.ts';
-// Catalogues the keys plugin's codes, one of which a declaration below answers.
+// Catalogues the keys and webhooks plugins' codes, which declarations below answer.
 import '../../plugins/keys/key-errors.ts';
+import '../../plugins/webhooks/webhook-errors.ts';
 
 /**
  * `authorize` (core/identity/authorization.ts) on its own, over an in-memory organisation: the decision every
@@ -308,4 +320,58 @@ t.test("a connector holds its person's project role: a viewer's connector reads 
 
 t.test('a connector never passes an owner-only operation, its person an owner or not', async (t) => {
   t.same(await refusal(connector('A', 'owner'), operation({ ownerOnly: true })), { status: 403, code: 'owner_required', param: null });
+});
+
+// A plugin's record kind (core/identity/authorization.ts RecordKind): records of project A or B, and one of the organisation as a whole.
+const records = new Map<string, { record: { name: string }; projectId: string | null }>([
+  ['record-of-A', { record: { name: 'of A' }, projectId: 'A' }],
+  ['record-of-B', { record: { name: 'of B' }, projectId: 'B' }],
+  ['record-of-org', { record: { name: 'of the organisation' }, projectId: null }],
+]);
+const recordKind: RecordKind<{ name: string }> = {
+  name: 'webhook endpoint',
+  notFound: 'webhook_not_found',
+  find: async (org, id) => (org === ORG ? (records.get(id) ?? null) : null),
+};
+const recordInPath = (access: 'read' | 'write' = 'read'): ResourceDeclaration => ({ kind: recordKind, access, in: 'path', field: 'id' });
+const onRecord = (id: string) => input({ params: { id } });
+
+t.test("a plugin's record is reached through its project and handed out with it", async (t) => {
+  const decision = await authorize(keyCredential('A'), operation({ resource: recordInPath('write') }), onRecord('record-of-A'), organisation());
+  t.same(authorizedRecord(decision, recordKind), { record: { name: 'of A' }, project: projects.get('A') });
+});
+
+t.test("a record that does not exist, or of a project the caller does not reach, answers the kind's own 404", async (t) => {
+  const missing = { status: 404, code: 'webhook_not_found', param: 'id' };
+  t.same(await refusal(session('owner'), operation({ resource: recordInPath() }), onRecord('nope')), missing, 'absent');
+  t.same(await refusal(keyCredential('B'), operation({ resource: recordInPath() }), onRecord('record-of-A')), missing, 'a key of another project');
+  t.same(await refusal(session('member', 'developer'), operation({ resource: recordInPath() }), onRecord('record-of-B')), missing, 'a member without a role there');
+  t.same(await refusal(connector('B'), operation({ resource: recordInPath() }), onRecord('record-of-A')), missing, 'a connector of another project');
+});
+
+t.test("a record's project roles apply: a viewer reads it but does not write it; projects:write reaches every project's", async (t) => {
+  const viewer = session('member', 'viewer');
+  t.equal(await refusal(viewer, operation({ resource: recordInPath('read') }), onRecord('record-of-A')), null);
+  t.equal((await refusal(viewer, operation({ resource: recordInPath('write') }), onRecord('record-of-A')))?.code, 'project_role_insufficient');
+  t.equal(await refusal(keyCredential('B', SCOPES), operation({ resource: recordInPath('write') }), onRecord('record-of-A')), null);
+});
+
+t.test("a record of the whole organisation is reached only by owners', admins' sessions and keys holding projects:write", async (t) => {
+  const declared = operation({ resource: recordInPath('write') });
+  for (const credential of [session('owner'), session('admin'), keyCredential('A', SCOPES)]) {
+    const decision = await authorize(credential, declared, onRecord('record-of-org'), organisation());
+    t.same(authorizedRecord(decision, recordKind), { record: { name: 'of the organisation' }, project: null }, credential.kind);
+  }
+  const missing = { status: 404, code: 'webhook_not_found', param: 'id' };
+  for (const [who, credential] of [
+    ['a key confined to its project', keyCredential('A')],
+    ["a member's session", session('member', 'developer')],
+    ["an owner's connector", connector('A', 'owner', 'owner', [...SCOPES])],
+  ] as const) {
+    t.same(await refusal(credential, declared, onRecord('record-of-org')), missing, who);
+  }
+});
+
+t.test('authorizedRecord throws when the operation declared no record of that kind', async (t) => {
+  t.throws(() => authorizedRecord({ resources: [] }, recordKind), /no webhook endpoint resource/);
 });

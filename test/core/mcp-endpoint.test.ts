@@ -144,12 +144,17 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
   );
   const form = await formBody({ subject: 'Read by MCP', message: 'with a file', attachments: { bytes: Buffer.from('notes'), filename: 'notes.txt' } });
   const opened = (await test.call('POST', '/client/support/requests', { body: form.body, headers: { 'content-type': form.contentType } })).json();
+  // An .invalid name never resolves: saved, and never called.
+  const webhook = await test.call('POST', '/client/webhooks', { body: { url: 'https://hooks.example.invalid/in', eventTypes: ['*'] } });
+  const webhookId = (webhook.json() as { id: string }).id;
   const ids: Record<string, Record<string, string>> = {
     'keys.get': { id: keyId },
     'requests.get': { id: requestId },
     'operations.get': { id: operationId },
     'support.requests.get': { id: opened.id },
     'support.attachments.get': { id: opened.messages[0].attachments[0].id },
+    'webhooks.get': { id: webhookId },
+    'webhooks.deliveries.list': { id: webhookId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);

@@ -124,6 +124,27 @@ t.test('declared and implied codes pass the check', async (t) => {
   );
 });
 
+t.test('an optional body may be left out, but a JSON null sent as the body is refused invalid_body', async (t) => {
+  const optional = defineOperation({
+    name: 'samples.touch',
+    method: 'POST',
+    path: '/samples/:id/touch',
+    summary: 'Touch a sample',
+    readOnly: false,
+    scope: null,
+    params: z.strictObject({ id: z.string() }),
+    body: z.strictObject({ note: z.string().optional() }),
+    bodyRequired: false,
+    output: z.object({ note: z.string().nullable() }),
+    async handler({ body }) {
+      return { note: body.note ?? null };
+    },
+  });
+  t.same(await registry(true).run(optional, { ...raw, body: undefined }, ctx), { note: null }, 'left out');
+  t.same(await registry(true).run(optional, { ...raw, body: { note: 'hi' } }, ctx), { note: 'hi' }, 'sent');
+  await t.rejects(registry(true).run(optional, { ...raw, body: null }, ctx), { code: 'invalid_body', status: 400 }, 'null');
+});
+
 t.test('ApiError takes its status and type from the catalogue', async (t) => {
   const error = new ApiError('project_name_taken', 'A project named "x" already exists', { param: 'name' });
   t.same(error.toEnvelope(), { error: { message: 'A project named "x" already exists', type: 'conflict_error', code: 'project_name_taken', param: 'name' } });

@@ -224,6 +224,29 @@ t.test('an answer of exactly the cap is read whole', async (t) => {
   t.equal(response.body.length, 1000);
 });
 
+t.test('keep-start answers the first bytes of a longer answer, marked truncated, and closes its connection', async (t) => {
+  const hook = await endpoint(t);
+  // Declared long and never finished: only a client that stops at the cap answers before its total deadline.
+  hook.handle((_req, res) => {
+    res.writeHead(503, { 'content-length': '5000', 'retry-after': '30' });
+    res.write('a'.repeat(600));
+    res.write('b'.repeat(600));
+  });
+  const response = await loopbackClient(t, { totalTimeoutMs: 10_000 }).request({ url: hook.url, maxResponseBytes: 1000, whenTooLarge: 'keep-start' });
+  t.equal(response.status, 503);
+  t.equal(response.headers['retry-after'], '30');
+  t.equal(response.body.toString('utf8'), 'a'.repeat(600) + 'b'.repeat(400));
+  t.equal(response.truncated, true);
+  t.equal(await hook.requests[0]?.outcome, 'closed');
+});
+
+t.test('keep-start reads an answer within the cap whole, not truncated', async (t) => {
+  const hook = await endpoint(t);
+  hook.handle((_req, res) => res.writeHead(200).end('y'.repeat(1000)));
+  const response = await loopbackClient(t).request({ url: hook.url, maxResponseBytes: 1000, whenTooLarge: 'keep-start' });
+  t.same([response.body.length, response.truncated], [1000, false]);
+});
+
 t.test('a call may set its own cap and total deadline', async (t) => {
   const hook = await endpoint(t);
   hook.handle((_req, res) => res.writeHead(200).end('z'.repeat(100)));

@@ -20,7 +20,7 @@ async function created(method: string, path: string, body: unknown): Promise<Ite
 }
 
 // Rows for every list: keys, projects and their members, the owner's organisations, audit entries,
-// ledger lines and request-log rows.
+// ledger lines, request-log rows, webhook endpoints and deliveries.
 for (let i = 0; i < 5; i++) await createKey(test, { name: `paged key ${i}` });
 const projects: string[] = [];
 for (let i = 0; i < 4; i++) projects.push((await created('POST', '/client/projects', { name: `paged project ${i}` })).id);
@@ -51,6 +51,12 @@ for (let i = 0; i < 5; i++) {
     '/v1/chat/completions',
   ]);
 }
+
+// Webhook endpoints, and deliveries of one of them: test deliveries to a name that never resolves (.invalid).
+const webhooks: string[] = [];
+for (let i = 0; i < 5; i++) webhooks.push((await created('POST', '/client/webhooks', { url: `https://hooks-${i}.example.invalid/in`, eventTypes: ['*'] })).id);
+const [pagedWebhook] = webhooks as [string];
+for (let i = 0; i < 5; i++) await created('POST', `/client/webhooks/${pagedWebhook}/test`, undefined);
 
 interface ListCase {
   operation: string;
@@ -147,6 +153,32 @@ const LISTS: ListCase[] = [
     where: "organization_id = $1 AND kind = 'payment'",
     params: [test.organizationId],
     foreignId: 'abc',
+  },
+  {
+    operation: 'webhooks.list',
+    path: '/client/webhooks',
+    maxLimit: 200,
+    table: 'webhook_endpoints',
+    at: 'created_at',
+    sortId: 'id',
+    publicId: 'id::text',
+    itemId: (item) => item.id,
+    where: 'organization_id = $1',
+    params: [test.organizationId],
+    foreignId: '12',
+  },
+  {
+    operation: 'webhooks.deliveries.list',
+    path: `/client/webhooks/${pagedWebhook}/deliveries`,
+    maxLimit: 200,
+    table: 'webhook_deliveries',
+    at: 'created_at',
+    sortId: 'id',
+    publicId: 'id::text',
+    itemId: (item) => item.id,
+    where: 'endpoint_id = $1',
+    params: [pagedWebhook],
+    foreignId: 'msg_1',
   },
   {
     operation: 'requests.list',

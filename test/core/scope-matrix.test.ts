@@ -25,7 +25,8 @@ const AUTH_URL = 'http://auth.localhost:8080';
 // scope some operation needs, more than the default set-password limit per address allows.
 const test = await buildTestApp(t, {
   config: { auth: { setPasswordAttemptsPerIp: 100 } },
-  plugins: { ...allPlugins(), oauth: { authUrl: AUTH_URL } },
+  // Every webhook operation gets a fresh endpoint of project A from each credential: more than an organisation's default allowance.
+  plugins: { ...allPlugins(), oauth: { authUrl: AUTH_URL }, webhooks: { maxEndpointsPerOrganization: 10_000 } },
   deriveKey: fastDeriveKey,
 });
 const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
@@ -121,6 +122,16 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   // (wide) The account assistant (plugins/support/README.md: billed like /v1, so the inference scope)
   { method: 'POST', path: '/assistant/messages', access: 'inference' },
   { method: 'POST', path: '/assistant/images', access: 'inference' },
+  // Webhooks (spec Events 1: webhooks:read and webhooks:write; plugins/webhooks/README.md: reads take read, anything that sends or changes takes write)
+  { method: 'GET', path: '/webhooks', access: 'webhooks:read' },
+  { method: 'POST', path: '/webhooks', access: 'webhooks:write' },
+  { method: 'GET', path: '/webhooks/{id}', access: 'webhooks:read' },
+  { method: 'PATCH', path: '/webhooks/{id}', access: 'webhooks:write' },
+  { method: 'DELETE', path: '/webhooks/{id}', access: 'webhooks:write' },
+  { method: 'POST', path: '/webhooks/{id}/test', access: 'webhooks:write' },
+  { method: 'GET', path: '/webhooks/{id}/deliveries', access: 'webhooks:read' },
+  { method: 'POST', path: '/webhooks/{id}/deliveries/{deliveryId}/resend', access: 'webhooks:write' },
+  { method: 'POST', path: '/webhooks/{id}/secret/rotate', access: 'webhooks:write' },
 ];
 
 const specPath = (operation: AnyOperation) => operation.path.replace(/:(\w+)/g, '{$1}');
@@ -300,7 +311,25 @@ await identity.projectMembers.upsert({ projectId: projectA, personId: viewerOfA.
 const developerOfA = await addPerson(test, { role: 'member' });
 await identity.projectMembers.upsert({ projectId: projectA, personId: developerOfA.personId, role: 'developer' });
 
-const ACCESS_REFUSALS = ['project_not_found', 'key_not_found', 'cross_project', 'key_cannot_move_key', 'project_role_insufficient'];
+const ACCESS_REFUSALS = ['project_not_found', 'key_not_found', 'webhook_not_found', 'cross_project', 'key_cannot_move_key', 'project_role_insufficient'];
+
+/** A record of each kind plugins declare (core/identity/authorization.ts RecordKind), made in project A by its owner (an .invalid name never resolves, so nothing is sent anywhere). */
+const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
+  'webhook endpoint': async () => {
+    const response = await test.call('POST', '/client/webhooks', { body: { url: 'https://hooks.example.invalid/in', eventTypes: ['key.created'], projectId: projectA } });
+    if (response.statusCode !== 201) throw new Error(`webhook fixture: ${response.statusCode} ${response.body}`);
+    return (response.json() as { id: string }).id;
+  },
+};
+
+async function resourceOfA(declaration: ResourceDeclaration): Promise<string> {
+  if (typeof declaration.kind === 'object') {
+    const make = RECORD_FIXTURES[declaration.kind.name];
+    if (!make) throw new Error(`no fixture for record kind ${declaration.kind.name}: add one to RECORD_FIXTURES`);
+    return make();
+  }
+  return declaration.kind === 'key' ? (await createKey(test, { name: 'resource of A', projectId: projectA })).id : projectA;
+}
 const withResources = operations.filter((op) => resourcesOf(op).length > 0);
 const keyScopes = new Set<Scope>(projectBoundScopes);
 const memberScopes = scopesForRole('member');
@@ -313,10 +342,7 @@ const writes = (operation: AnyOperation) => resourcesOf(operation).some((r) => r
 /** A request whose every declared resource is one of project A (a fresh key of A for a key resource). */
 async function requestOnProjectA(operation: AnyOperation, token: string): Promise<LightMyRequestResponse> {
   const fields: Required<InputFields> = { path: {}, query: {}, body: {} };
-  for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) {
-    const id = declaration.kind === 'key' ? (await createKey(test, { name: 'resource of A', projectId: projectA })).id : projectA;
-    fields[declaration.in][declaration.field] = id;
-  }
+  for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) fields[declaration.in][declaration.field] = await resourceOfA(declaration);
   const { url, body } = sampleRequest(operation, fields);
   return test.call(operation.method, MANAGEMENT_PREFIXES[0] + url, { token, ...(body !== undefined ? { body } : {}) });
 }
@@ -335,6 +361,14 @@ t.test('operations that name a project or a key in their input declare it as the
     if (namesOne) t.ok(resourcesOf(operation).length > 0, `${operation.name} declares a resource`);
   }
   t.ok(withResources.length >= 10, 'keys and projects operations declare resources');
+});
+
+t.test('every record kind an operation declares has a fixture', async (t) => {
+  for (const operation of withResources) {
+    for (const declaration of resourcesOf(operation)) {
+      if (typeof declaration.kind === 'object') t.ok(RECORD_FIXTURES[declaration.kind.name], `${operation.name}: ${declaration.kind.name}`);
+    }
+  }
 });
 
 t.test('a key of another project is refused every resource of project A', async (t) => {
@@ -480,9 +514,7 @@ t.test("/mcp: a key of another project and a member without a role are refused p
   const ofA = await mcpClient(t, mcpBase, keyOfA);
   for (const operation of withResources) {
     const fields: Required<InputFields> = { path: {}, query: {}, body: {} };
-    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) {
-      fields[declaration.in][declaration.field] = declaration.kind === 'key' ? (await createKey(test, { name: 'tool resource of A', projectId: projectA })).id : projectA;
-    }
+    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) fields[declaration.in][declaration.field] = await resourceOfA(declaration);
     const call = { name: toolName(operation), arguments: sampleToolArguments(operation, fields) };
     if (mayCall(operation, keyScopes)) {
       t.ok(ACCESS_REFUSALS.includes(toolCode(await ofB.callTool(call)) ?? ''), `key of B: ${operation.name}`);
@@ -571,9 +603,7 @@ t.test("{auth_url}/mcp: a connector of another project is refused project A's re
   const grantableScopes = new Set<Scope>(grantable);
   for (const operation of withResources.filter((op) => mayCall(op, grantableScopes))) {
     const fields: Required<InputFields> = { path: {}, query: {}, body: {} };
-    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) {
-      fields[declaration.in][declaration.field] = declaration.kind === 'key' ? (await createKey(test, { name: 'connector resource of A', projectId: projectA })).id : projectA;
-    }
+    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) fields[declaration.in][declaration.field] = await resourceOfA(declaration);
     const call = { name: toolName(operation), arguments: sampleToolArguments(operation, fields) };
     t.ok(ACCESS_REFUSALS.includes(toolCode(await ofB.callTool(call)) ?? ''), `connector of B: ${operation.name}`);
     t.notOk(ACCESS_REFUSALS.includes(toolCode(await ofA.callTool(call)) ?? ''), `connector of A: ${operation.name}`);

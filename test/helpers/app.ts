@@ -31,6 +31,8 @@ export interface TestAppOptions {
   random?: () => number;
   /** Replaces scrypt for people's passwords (see AppOptions.deriveKey). */
   deriveKey?: AppOptions['deriveKey'];
+  /** The resolver under the outbound client's guard (see AppOptions.outboundLookup). */
+  outboundLookup?: AppOptions['outboundLookup'];
 }
 
 export interface TestApp {
@@ -64,7 +66,14 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
     plugins: options.plugins ?? options.config?.plugins ?? allPlugins(manifest),
   };
   const config = parseConfig(raw);
-  const app = await buildApp(config, { manifest, clock: options.clock, logStream: options.logStream, random: options.random, deriveKey: options.deriveKey });
+  const app = await buildApp(config, {
+    manifest,
+    clock: options.clock,
+    logStream: options.logStream,
+    random: options.random,
+    deriveKey: options.deriveKey,
+    outboundLookup: options.outboundLookup,
+  });
   // Every error an operation answers must be declared (or implied): see core/operations/operation-errors.ts.
   app.svc.container.resolve(Tokens.Operations).checkDeclaredErrors = true;
   t.teardown(async () => {
