@@ -333,4 +333,13 @@ UPDATE mail_outbox
  WHERE text_body LIKE '%svc_pwd_%' OR html_body LIKE '%svc_pwd_%';
 `,
   },
+  {
+    owner: 'core',
+    version: 7,
+    name: "an organisation's people in keyset order",
+    sql: `
+-- GET /client/employees pages an organisation's members newest first (adapters/sql/keyset.ts).
+CREATE INDEX memberships_org_time ON memberships (organization_id, created_at DESC, person_id DESC);
+`,
+  },
 ];

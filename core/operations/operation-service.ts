@@ -15,6 +15,8 @@ export interface OperationCaller {
   credential: Credential;
   requestId: string;
   logger: FastifyBaseLogger;
+  /** The origin the caller reached the service at (core/http/request-origin.ts); absent off HTTP. */
+  origin?: string;
 }
 
 /**

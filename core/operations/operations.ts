@@ -6,7 +6,7 @@ import { permittedErrors, UndeclaredErrorCode } from './operation-errors.ts';
 import { authorize, authorizeCredential, authorizeResources, type Authorization, type AuthorizationDeps, type ResourceDeclaration } from '../identity/authorization.ts';
 import type { Credential } from '../identity/credential.ts';
 import type { Transaction } from '../ports/database.ts';
-import type { Scope } from '../identity/scopes.ts';
+import type { OrgRole, Scope } from '../identity/scopes.ts';
 
 /**
  * A management operation is declared once and served three ways: as a /client (and /platform/v1)
@@ -27,6 +27,11 @@ export interface OperationContext {
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
   /** The resources the operation declared, resolved and checked before the handler ran. */
   readonly authorization: Authorization;
+  /**
+   * The origin the caller reached the service at (`server.publicUrl`'s, else the request's own):
+   * where links the operation hands out point. Absent when the caller came by no HTTP request.
+   */
+  readonly origin?: string;
 }
 
 export interface OperationInput<P, Q, B> {
@@ -80,8 +85,14 @@ export interface OperationDefinition<
    * configured `narrow` declares no such operation at all: no route, no OpenAPI entry, no MCP tool.
    */
   readonly wide?: true;
-  /** An owner's act (money, account-wide policy): only an owner's session may call it. */
+  /** An owner's act (money, account-wide policy): only an owner's session may call it (`roles: ['owner']`). */
   readonly ownerOnly?: boolean;
+  /**
+   * A person's act: only the session of a person holding one of these organisation roles may call
+   * it, never an API key or a connector (managing people takes `['owner', 'admin']`). Absent: the
+   * scope alone decides. Not declared together with `ownerOnly`, which is its `['owner']`.
+   */
+  readonly roles?: readonly OrgRole[];
   /**
    * What the operation acts on, where its id sits in the input, and the access it needs:
    * `{ kind: 'key', access: 'write', in: 'path', field: 'id' }`. `authorize` (core/identity/authorization.ts)
@@ -259,6 +270,8 @@ export class OperationRegistry {
   /** `owner`: the declaring plugin (core/kernel/app.ts passes it); absent for operations a test adds by hand. */
   add(operation: AnyOperation, owner?: OperationOwner): void {
     if (this.operations.has(operation.name)) throw new Error(`Operation ${operation.name} is declared twice`);
+    if (operation.ownerOnly && operation.roles) throw new Error(`Operation ${operation.name} declares both ownerOnly and roles; ownerOnly is roles: ['owner']`);
+    if (operation.roles?.length === 0) throw new Error(`Operation ${operation.name} declares roles that admit nobody`);
     const tool = toolNameOf(operation.name);
     for (const existing of this.operations.values()) {
       if (toolNameOf(existing.name) === tool) throw new Error(`Operations ${existing.name} and ${operation.name} would both be the MCP tool ${tool}`);
