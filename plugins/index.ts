@@ -8,9 +8,21 @@ import { oauthPlugin } from './oauth/index.ts';
 import { meteringPlugin } from './metering/index.ts';
 import { usagePlugin } from './usage/index.ts';
 import { projectsPlugin } from './projects/index.ts';
+import { peoplePlugin } from './people/index.ts';
 
 /**
  * Every plugin the service ships, in a sensible order. Operators enable them by name under
  * `plugins:` in config; the kernel orders them by their declared dependencies.
  */
-export const manifest: readonly AnyPlugin[] = [accountPlugin, projectsPlugin, keysPlugin, inferencePlugin, guardrailsPlugin, meteringPlugin, usagePlugin, auditPlugin, oauthPlugin];
+export const manifest: readonly AnyPlugin[] = [
+  accountPlugin,
+  projectsPlugin,
+  peoplePlugin,
+  keysPlugin,
+  inferencePlugin,
+  guardrailsPlugin,
+  meteringPlugin,
+  usagePlugin,
+  auditPlugin,
+  oauthPlugin,
+];
