@@ -7,11 +7,15 @@ import { promisify } from 'node:util';
 
 const run = promisify(execFile);
 
+// Each command is a process of its own started through tsx, and `people invite` builds the whole service:
+// on a loaded 2-core machine the file outlasts tap's 120 s default.
+t.setTimeout(600_000);
+
 /** Runs the CLI against an embedded database in a temporary directory. */
 async function cli(dataDir: string, ...args: string[]) {
   const env = { ...process.env, SVC_DATA_DIR: dataDir, DATABASE_URL: '' };
   try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'cli.ts', ...args], { env, timeout: 60_000 });
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', 'cli.ts', ...args], { env, timeout: 180_000 });
     return { code: 0, stdout, stderr };
   } catch (error) {
     const failed = error as { code: number; stdout: string; stderr: string };
