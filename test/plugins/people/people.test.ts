@@ -189,6 +189,23 @@ t.test('a used, revoked, expired or unknown link is refused on the page and on t
       t.match(page.body, text, what);
       t.notMatch(page.body, /<form/, `${what}: no form`);
     }
+    // The form, posted with a good CSRF token (from an open invitation's page) and a closed link.
+    const open = await acceptPage(test, (await invitedToken(test, { email: freshEmail('open') })).token);
+    const csrf = /name="csrf_token" value="([^"]+)"/.exec(open.body)![1]!;
+    const cookie = String(open.headers['set-cookie']).split(';')[0]!;
+    for (const [what, token] of [
+      ['revoked', revoked.token],
+      ['expired', expired.token],
+    ] as const) {
+      const posted = await test.app.inject({
+        method: 'POST',
+        url: '/invitations/accept',
+        headers: { 'content-type': 'application/x-www-form-urlencoded', cookie },
+        payload: new URLSearchParams({ csrf_token: csrf, token, name: 'Late', password: PASSWORD }).toString(),
+      });
+      t.equal(posted.statusCode, 410, `${what}: the form`);
+      t.notOk(posted.headers['set-cookie'], `${what}: no session`);
+    }
     t.equal(await identity.people.getByEmail(expiredEmail), null);
   } finally {
     now -= 169 * 3_600_000;
