@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig } from './config/load.ts';
+import { openOperatorService } from './composition/operator-service.ts';
 import { openOperatorStorage } from './composition/operator-storage.ts';
-import { addPersonTo, createOrganizationWithOwner, invitePerson, issueSession } from './core/identity/identity-admin.ts';
+import { addPersonTo, createOrganizationWithOwner, issueSession, mailSetPasswordToken } from './core/identity/identity-admin.ts';
 import { ORG_ROLES, type OrgRole } from './core/identity/scopes.ts';
 import { keyFileOf, loadSecretKeys, prependKeyToFile } from './core/services/secret-keys.ts';
 import { SecretVault } from './core/services/secret-vault.ts';
@@ -10,6 +11,8 @@ import { dateOrTimestampSchema } from './core/vocabulary/timestamps.ts';
 import { meteringMigrations } from './plugins/metering/metering-migrations.ts';
 import { generatePromotionCode, type PromotionCode, SqlPromotionCodes } from './plugins/metering/promotion-codes.ts';
 import { runSupportCommand, SUPPORT_USAGE, SupportCliUsageError } from './plugins/support/support-cli.ts';
+import { manifest } from './plugins/index.ts';
+import { PeopleTokens } from './plugins/people/index.ts';
 
 const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
 With the embedded database, stop the service first: PGlite allows one process at a time.
@@ -17,8 +20,10 @@ With the embedded database, stop the service first: PGlite allows one process at
   npm run cli -- orgs list
   npm run cli -- orgs create --name NAME --owner-email EMAIL [--owner-name NAME]
   npm run cli -- people add --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
-  npm run cli -- people invite --org ORG_ID --email EMAIL [--name NAME] [--role owner|admin|member]
-                                                         adds the person and mails a one-time set-password token
+  npm run cli -- people invite --org ORG_ID --email EMAIL [--role owner|admin|member]
+                                                         mails an invitation (the people plugin's): the person
+                                                         joins when they open its link and accept
+  npm run cli -- people reset-password --email EMAIL     mails a one-time set-password token
   npm run cli -- sessions create --email EMAIL [--days N]
   npm run cli -- mail list [--to EMAIL] [--limit N]      the local outbox, newest first; shows a message's
                                                          secrets (set-password tokens) once, then forgets them
@@ -76,6 +81,11 @@ async function main(argv: string[]): Promise<number> {
   const config = loadConfig();
   const storage = await openOperatorStorage(config);
   const { db } = storage;
+  let dbOpen = true;
+  const closeDb = async () => {
+    if (dbOpen) await db.close();
+    dbOpen = false;
+  };
   try {
     const stores = storage.stores.identity(db);
     const command = positionals.join(' ');
@@ -109,20 +119,43 @@ async function main(argv: string[]): Promise<number> {
         const role = (values.role ?? 'member') as OrgRole;
         if (!ORG_ROLES.includes(role)) throw new UsageError(`--role must be one of ${ORG_ROLES.join(', ')}`);
         const organizationId = need(values.org, 'org');
+        const email = need(values.email, 'email');
         if (!(await stores.organizations.get(organizationId))) throw new UsageError(`no organisation ${organizationId}`);
+        if (!config.plugins['people']) throw new UsageError("invitations are the people plugin's: enable plugins.people in the config");
+        // The invitation goes through the service itself (its table, events and mail): one database user at a time on PGlite.
+        await closeDb();
+        const service = await openOperatorService(config, manifest);
+        try {
+          const invitation = await service.container.resolve(PeopleTokens.Invitations).invite({
+            organizationId,
+            email,
+            role,
+            projects: [],
+            inviter: { actor: { kind: 'system', id: 'cli', label: 'operator CLI', credential: null }, personId: null },
+            baseUrl: baseUrlOf(config),
+          });
+          const where = config.mail.driver === 'outbox' ? ' (kept in the outbox: npm run cli -- mail list)' : '';
+          process.stdout.write(
+            `invited <${invitation.email}> as ${role} of ${organizationId}: invitation ${invitation.id}, link mailed${where}, valid until ${invitation.expiresAt.toISOString()}\n`,
+          );
+        } finally {
+          await service.close();
+        }
+        return 0;
+      }
+      case 'people reset-password': {
+        const email = need(values.email, 'email');
+        if (!(await stores.people.getByEmail(email))) throw new UsageError(`no person with email ${email}`);
         const mailer = storage.openMailer();
         try {
-          const { person, expiresAt } = await invitePerson(db, storage.stores.identity, mailer, {
-            organizationId,
-            email: need(values.email, 'email'),
-            ...(values.name ? { name: values.name } : {}),
-            role,
-            baseUrl: config.server.publicUrl ?? `http://${config.server.host}:${config.server.port}`,
-            ttlHours: config.auth.invitationTtlHours,
+          const { person, expiresAt } = await mailSetPasswordToken(db, storage.stores.identity, mailer, {
+            email,
+            baseUrl: baseUrlOf(config),
+            ttlHours: config.auth.passwordTokenTtlHours,
             now: new Date(),
           });
           const where = config.mail.driver === 'outbox' ? ' (kept in the outbox: npm run cli -- mail list)' : '';
-          process.stdout.write(`invited ${person.id} <${person.email}> as ${role} of ${organizationId}; set-password mail sent${where}, token valid until ${expiresAt.toISOString()}\n`);
+          process.stdout.write(`set-password mail sent to <${person.email}>${where}; token valid until ${expiresAt.toISOString()}\n`);
         } finally {
           mailer.close?.();
         }
@@ -217,7 +250,7 @@ async function main(argv: string[]): Promise<number> {
         throw new UsageError(`unknown command "${command}"`);
     }
   } finally {
-    await db.close();
+    await closeDb();
   }
 }
 
@@ -237,6 +270,11 @@ function describeCode(code: PromotionCode): string {
   const redeemed = code.maxRedemptions === null ? `${code.redemptions} redeemed, ${limit}` : limit;
   const status = code.revokedAt ? `withdrawn ${code.revokedAt.toISOString()}` : code.expiresAt <= new Date() ? 'expired' : 'active';
   return `"${code.label}"  $${microsToUsd(code.amountMicros)}  until ${code.expiresAt.toISOString()}  ${redeemed}  ${status}`;
+}
+
+/** Where links in operator mail point: the service's public address, else where it listens. */
+function baseUrlOf(config: ReturnType<typeof loadConfig>): string {
+  return config.server.publicUrl ?? `http://${config.server.host}:${config.server.port}`;
 }
 
 main(process.argv.slice(2)).then(

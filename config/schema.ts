@@ -170,8 +170,10 @@ export const configSchema = z.strictObject({
       passwordHashConcurrency: z.number().int().min(1).max(64).optional(),
       /** Hashes that may wait for one of those; past it sign-in answers 503 password_hashing_busy. */
       passwordHashMaxWaiting: z.number().int().min(0).default(64),
-      /** How long an invitation's set-password token stays usable. */
-      invitationTtlHours: z.number().int().min(1).max(720).default(72),
+      /** How long an invitation to an organisation (its accept link) stays usable; resending starts it again. */
+      invitationTtlHours: z.number().int().min(1).max(720).default(168),
+      /** How long a set-password token an operator mails (`people reset-password`) stays usable. */
+      passwordTokenTtlHours: z.number().int().min(1).max(720).default(24),
     })
     .prefault({}),
   bootstrap: z

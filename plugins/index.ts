@@ -8,6 +8,7 @@ import { oauthPlugin } from './oauth/index.ts';
 import { meteringPlugin } from './metering/index.ts';
 import { usagePlugin } from './usage/index.ts';
 import { projectsPlugin } from './projects/index.ts';
+import { peoplePlugin } from './people/index.ts';
 import { supportPlugin } from './support/index.ts';
 import { webhooksPlugin } from './webhooks/index.ts';
 
@@ -18,6 +19,7 @@ import { webhooksPlugin } from './webhooks/index.ts';
 export const manifest: readonly AnyPlugin[] = [
   accountPlugin,
   projectsPlugin,
+  peoplePlugin,
   keysPlugin,
   inferencePlugin,
   guardrailsPlugin,

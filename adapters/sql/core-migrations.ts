@@ -386,4 +386,13 @@ CREATE TABLE api_key_retired_secrets (
 CREATE INDEX api_key_retired_secrets_key ON api_key_retired_secrets (key_id);
 `,
   },
+  {
+    owner: 'core',
+    version: 7,
+    name: "an organisation's people in keyset order",
+    sql: `
+-- GET /client/employees pages an organisation's members newest first (adapters/sql/keyset.ts).
+CREATE INDEX memberships_org_time ON memberships (organization_id, created_at DESC, person_id DESC);
+`,
+  },
 ];

@@ -1,6 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { Queryable } from '../../core/ports/database.ts';
-import type { ErasedContents, Membership, MembershipStore, Organization, OrganizationStore, PasswordTokenStore, Person, PersonStore, SpendCap } from '../../core/ports/identity.ts';
+import type {
+  ErasedContents,
+  Membership,
+  MembershipStore,
+  Organization,
+  OrganizationMember,
+  OrganizationStore,
+  PasswordTokenStore,
+  Person,
+  PersonStore,
+  SpendCap,
+} from '../../core/ports/identity.ts';
 import type { OrgRole } from '../../core/identity/scopes.ts';
 import type { PageRequest } from '../../core/vocabulary/pagination.ts';
 import { Conditions } from './conditions.ts';
@@ -97,13 +108,13 @@ export class SqlPersonStore implements PersonStore {
     return rows[0] ? toPerson(rows[0]) : null;
   }
 
-  async setDefaultOrganization(personId: string, organizationId: string | null): Promise<void> {
-    await this.db.query('UPDATE people SET default_organization_id = $2 WHERE id = $1', [personId, organizationId]);
-  }
-
   async update(personId: string, patch: { name?: string }): Promise<Person | null> {
     const { rows } = await this.db.query('UPDATE people SET name = COALESCE($2, name) WHERE id = $1 RETURNING *', [personId, patch.name ?? null]);
     return rows[0] ? toPerson(rows[0]) : null;
+  }
+
+  async setDefaultOrganization(personId: string, organizationId: string | null): Promise<void> {
+    await this.db.query('UPDATE people SET default_organization_id = $2 WHERE id = $1', [personId, organizationId]);
   }
 
   async passwordHashOf(personId: string): Promise<string | null> {
@@ -143,6 +154,8 @@ const MEMBERSHIP_FROM = 'memberships m JOIN organizations o ON o.id = m.organiza
 const MEMBERSHIP_SELECT = `SELECT m.*, o.name AS organization_name, o.status AS organization_status FROM ${MEMBERSHIP_FROM}`;
 /** A person belongs to an organisation once, so the organisation id breaks ties among a person's memberships. */
 const MEMBERSHIP_ORDER: KeysetOrder = { at: 'm.created_at', id: 'm.organization_id', idType: 'uuid' };
+/** And the person id among an organisation's members. */
+const MEMBER_ORDER: KeysetOrder = { at: 'm.created_at', id: 'm.person_id', idType: 'uuid' };
 
 const toMembership = (row: Row): Membership => ({
   organizationId: str(row, 'organization_id'),
@@ -153,6 +166,8 @@ const toMembership = (row: Row): Membership => ({
   status: str(row, 'status') as Membership['status'],
   createdAt: date(row, 'created_at'),
 });
+
+const toOrganizationMember = (row: Row): OrganizationMember => ({ ...toMembership(row), email: str(row, 'email'), name: str(row, 'name') });
 
 export class SqlMembershipStore implements MembershipStore {
   constructor(private readonly db: Queryable) {}
@@ -198,5 +213,35 @@ export class SqlMembershipStore implements MembershipStore {
       patch.status ?? null,
     ]);
     return rowCount ? this.get(organizationId, personId) : null;
+  }
+
+  async pageForOrganization(organizationId: string, page: PageRequest) {
+    const where = new Conditions();
+    where.add(`m.organization_id = ${where.param(organizationId)}::uuid`);
+    return selectPage(this.db, {
+      columns: 'm.*, o.name AS organization_name, o.status AS organization_status, p.email, p.name',
+      from: `${MEMBERSHIP_FROM} JOIN people p ON p.id = m.person_id`,
+      where,
+      order: MEMBER_ORDER,
+      page,
+      toItem: toOrganizationMember,
+    });
+  }
+
+  async remove(organizationId: string, personId: string): Promise<Membership | null> {
+    const membership = await this.get(organizationId, personId);
+    if (!membership) return null;
+    const { rowCount } = await this.db.query('DELETE FROM memberships WHERE organization_id = $1 AND person_id = $2', [organizationId, personId]);
+    if (rowCount === 0) return null;
+    await this.db.query('UPDATE people SET default_organization_id = NULL WHERE id = $1 AND default_organization_id = $2', [personId, organizationId]);
+    return membership;
+  }
+
+  async lockOwners(organizationId: string): Promise<string[]> {
+    // Ordered, so two transactions lock the same rows in the same order and cannot deadlock.
+    const { rows } = await this.db.query("SELECT person_id FROM memberships WHERE organization_id = $1 AND role = 'owner' AND status = 'active' ORDER BY person_id FOR UPDATE", [
+      organizationId,
+    ]);
+    return rows.map((row) => str(row, 'person_id'));
   }
 }

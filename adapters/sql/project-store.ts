@@ -138,4 +138,17 @@ export class SqlProjectMemberStore implements ProjectMemberStore {
     const { rowCount } = await this.db.query('DELETE FROM project_members WHERE project_id = $1 AND person_id = $2', [projectId, personId]);
     return rowCount > 0;
   }
+
+  async removeAllInOrganization(organizationId: string, personId: string) {
+    const { rows } = await this.db.query(
+      `WITH removed AS (
+         DELETE FROM project_members pm USING projects pr
+          WHERE pr.id = pm.project_id AND pr.organization_id = $1 AND pm.person_id = $2
+         RETURNING pm.*
+       )
+       SELECT removed.*, p.email, p.name FROM removed JOIN people p ON p.id = removed.person_id ORDER BY removed.created_at, removed.project_id`,
+      [organizationId, personId],
+    );
+    return rows.map(toMember);
+  }
 }

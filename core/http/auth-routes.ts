@@ -5,6 +5,7 @@ import { ApiError } from '../kernel/errors.ts';
 import { csrfTokenFor, type PeopleSignIn, type SignedIn } from '../identity/people-sign-in.ts';
 import { crossSiteRefusal } from './csrf.ts';
 import { clearedSessionCookie, cookieIsSecure, sessionCookie, sessionCookieOf } from './session-cookie.ts';
+import { publicOriginOf } from './request-origin.ts';
 
 /**
  * People's sign-in routes under /client/auth. Raw routes rather than operations: they set and
@@ -12,7 +13,7 @@ import { clearedSessionCookie, cookieIsSecure, sessionCookie, sessionCookieOf } 
  * for an unknown email and a wrong password.
  */
 export function mountAuthRoutes(app: FastifyInstance, signIn: PeopleSignIn, config: AppConfig): void {
-  const ownOrigin = config.server.publicUrl ? new URL(config.server.publicUrl).origin : null;
+  const ownOrigin = publicOriginOf(config.server.publicUrl);
   const secure = (request: FastifyRequest) => cookieIsSecure(request, config.server.publicUrl);
   const open = { config: { auth: false as const, surface: 'client' as const } };
   const signedIn = { config: { auth: { scope: null }, surface: 'client' as const } };

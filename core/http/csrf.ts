@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify';
 import type { SessionCredential } from '../identity/credential.ts';
 import { ApiError } from '../kernel/errors.ts';
 import { hashToken } from '../identity/api-tokens.ts';
+import { requestOrigin } from './request-origin.ts';
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 
@@ -32,7 +33,7 @@ export function csrfRefusal(request: FastifyRequest, credential: SessionCredenti
 /** Origin, when sent, must be ours (server.publicUrl's, else this request's own); a cross-site fetch is refused. */
 export function crossSiteRefusal(request: FastifyRequest, ownOrigin: string | null): ApiError | null {
   const origin = request.headers.origin;
-  if (origin !== undefined && origin !== (ownOrigin ?? `${request.protocol}://${request.host}`)) {
+  if (origin !== undefined && origin !== requestOrigin(request, ownOrigin)) {
     return csrfFailed('Cross-site requests are refused');
   }
   if (request.headers['sec-fetch-site'] === 'cross-site') return csrfFailed('Cross-site requests are refused');

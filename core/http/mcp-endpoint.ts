@@ -9,6 +9,7 @@ import { ApiError } from '../kernel/errors.ts';
 import { defineExtensionPoint } from '../kernel/extension-points.ts';
 import type { OperationCaller } from '../operations/operation-service.ts';
 import type { OperationTools } from '../operations/operation-tools.ts';
+import { publicOriginOf, requestOrigin } from './request-origin.ts';
 
 /**
  * Serves one MCP request (stateless Streamable HTTP) for a credential the mounting route has
@@ -46,8 +47,8 @@ const INSTRUCTIONS =
  */
 export function mountMcpEndpoint(app: FastifyInstance, path: string, options: McpEndpointOptions): void {
   const { container, config } = app.svc;
-  const serve = operationToolsEndpoint(container.resolve(Tokens.OperationTools));
-  const ownOrigin = config.server.publicUrl ? new URL(config.server.publicUrl).origin : null;
+  const ownOrigin = publicOriginOf(config.server.publicUrl);
+  const serve = operationToolsEndpoint(container.resolve(Tokens.OperationTools), ownOrigin);
   const challenge = options.challenge ?? 'Bearer';
   app.route({
     method: 'POST',
@@ -73,11 +74,11 @@ export function mountMcpEndpoint(app: FastifyInstance, path: string, options: Mc
  * JSON. Using MCP at all takes `mcp:read` (the API host's route declares it; a connector's grant is
  * checked here, since its route authenticates for itself).
  */
-export function operationToolsEndpoint(tools: OperationTools): McpEndpoint {
+export function operationToolsEndpoint(tools: OperationTools, publicOrigin: string | null = null): McpEndpoint {
   return async (request, reply, credential) => {
     const refusal = scopeRefusal(credential, 'mcp:read');
     if (refusal) throw refusal;
-    const caller: OperationCaller = { credential, requestId: request.id, logger: request.log, clientAddress: request.ip };
+    const caller: OperationCaller = { credential, requestId: request.id, logger: request.log, clientAddress: request.ip, origin: requestOrigin(request, publicOrigin) };
     const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: tools.list(caller.credential) }));
     server.setRequestHandler(CallToolRequestSchema, (call) => tools.call(call.params.name, call.params.arguments, caller));
@@ -100,5 +101,5 @@ export function operationToolsEndpoint(tools: OperationTools): McpEndpoint {
  */
 export function isAllowedOrigin(request: FastifyRequest, ownOrigin: string | null): boolean {
   const origin = request.headers.origin;
-  return origin === undefined || origin === (ownOrigin ?? `${request.protocol}://${request.host}`);
+  return origin === undefined || origin === requestOrigin(request, ownOrigin);
 }

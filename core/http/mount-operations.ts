@@ -6,6 +6,7 @@ import type { BlobStore } from '../ports/blobs.ts';
 import { acceptsOctetStream, sendFile } from './file-answer.ts';
 import { discardFiles, receiveOperationUpload } from './operation-uploads.ts';
 import { mountUploadRoutes } from './uploads.ts';
+import { requestOrigin } from './request-origin.ts';
 
 /** The management surface's two mount points: the main host's and the regional host's. */
 export const MANAGEMENT_PREFIXES = ['/client', '/platform/v1'] as const;
@@ -17,6 +18,8 @@ export interface MountDeps {
   readonly blobs: BlobStore;
   /** The JSON body limit (`server.bodyLimitBytes`), kept on routes that also take multipart. */
   readonly jsonBodyLimit: number;
+  /** `server.publicUrl`'s origin: where callers reached the service (links in mail), else each request's own. */
+  readonly publicOrigin?: string | null;
 }
 
 /**
@@ -56,7 +59,13 @@ function routeOf(prefix: string, operation: AnyOperation, deps: MountDeps) {
 }
 
 async function answer(request: FastifyRequest, reply: FastifyReply, operation: AnyOperation, deps: MountDeps): Promise<FastifyReply> {
-  const caller: OperationCaller = { credential: request.credential!, requestId: request.id, logger: request.log, clientAddress: request.ip };
+  const caller: OperationCaller = {
+    credential: request.credential!,
+    requestId: request.id,
+    logger: request.log,
+    clientAddress: request.ip,
+    origin: requestOrigin(request, deps.publicOrigin ?? null),
+  };
   const raw = { params: request.params, query: request.query, body: request.body };
   let result: unknown;
   if (operation.files && typeof request.isMultipart === 'function' && request.isMultipart()) {

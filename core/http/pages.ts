@@ -1,5 +1,6 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { requestOrigin } from './request-origin.ts';
 
 /**
  * Small server-rendered pages (the OAuth consent page, invitations): HTML built with `html`, which
@@ -88,7 +89,7 @@ export function formCsrfToken(request: FastifyRequest, reply: FastifyReply, secu
  */
 export function formCsrfPasses(request: FastifyRequest, field: unknown, ownOrigin: string | null): boolean {
   const origin = request.headers.origin;
-  if (origin !== undefined && origin !== (ownOrigin ?? `${request.protocol}://${request.host}`)) return false;
+  if (origin !== undefined && origin !== requestOrigin(request, ownOrigin)) return false;
   if (request.headers['sec-fetch-site'] === 'cross-site') return false;
   const cookie = cookieValue(request.headers.cookie, FORM_CSRF_COOKIE);
   if (!cookie || typeof field !== 'string') return false;

@@ -10,7 +10,18 @@ const INVALIDATION_CHANNEL = 'credentials:invalidate';
 /** lastUsedAt is for people reading key lists: half a minute late is soon enough. */
 const LAST_USED_FLUSH_MS = 30_000;
 
-type Invalidation = { kind: 'key'; id: string } | { kind: 'session'; id: string } | { kind: 'grant'; id: string } | { kind: 'all' };
+/**
+ * What to forget. `membership`: a person's place in one organisation changed (they joined or left
+ * it, their role changed): every cached credential of that person acting in that organisation
+ * (sessions, connectors), and their sessions acting in none, whatever replica holds them. Their
+ * credentials acting in another organisation stay as they are.
+ */
+export type Invalidation =
+  | { kind: 'key'; id: string }
+  | { kind: 'session'; id: string }
+  | { kind: 'grant'; id: string }
+  | { kind: 'membership'; personId: string; organizationId: string }
+  | { kind: 'all' };
 
 interface CachedKey {
   kind: 'key';
@@ -297,6 +308,10 @@ export class Authenticator {
       for (const [hash, entry] of this.cache) if (entry.kind === 'connector' && entry.record.grantId === parsed.id) this.cache.delete(hash);
       return;
     }
+    if (parsed.kind === 'membership') {
+      this.forgetMembership(parsed.personId, parsed.organizationId);
+      return;
+    }
     if (parsed.kind === 'key') {
       for (const hash of this.hashesByKeyId.get(parsed.id) ?? []) this.cache.delete(hash);
       this.hashesByKeyId.delete(parsed.id);
@@ -307,6 +322,23 @@ export class Authenticator {
     if (hash) {
       this.cache.delete(hash);
       this.hashesBySessionId.delete(parsed.id);
+    }
+  }
+
+  /**
+   * A session's organisation is resolved when it is looked up (the person's default, else their
+   * first), so its entry is dropped when it acts in the organisation that changed, or in none (the
+   * person may just have joined one); the next request resolves it again. Walking the cache is fine
+   * here: membership changes are management writes.
+   */
+  private forgetMembership(personId: string, organizationId: string): void {
+    for (const [hash, entry] of this.cache) {
+      if (entry.kind === 'session' && entry.record.person.id === personId && (entry.credential === null || entry.credential.organizationId === organizationId)) {
+        this.cache.delete(hash);
+        this.hashesBySessionId.delete(entry.record.session.id);
+      } else if (entry.kind === 'connector' && entry.record.personId === personId && entry.record.organizationId === organizationId) {
+        this.cache.delete(hash);
+      }
     }
   }
 

@@ -1,11 +1,11 @@
 import type { Credential } from './credential.ts';
-import { confinedProjectOf, isOwner } from './credential.ts';
+import { confinedProjectOf } from './credential.ts';
 import { reachesEveryProject } from './project-access.ts';
 import type { ErrorCode } from '../kernel/error-catalogue.ts';
 import { ApiError } from '../kernel/errors.ts';
 import type { AnyOperation, OperationInput } from '../operations/operations.ts';
 import type { ApiKey, IdentityStores, Project } from '../ports/identity.ts';
-import type { Scope } from './scopes.ts';
+import type { OrgRole, Scope } from './scopes.ts';
 
 export type Access = 'read' | 'write';
 
@@ -99,14 +99,37 @@ export function scopeRefusal(credential: Credential, scope: Scope | null): ApiEr
 }
 
 /**
- * What the credential alone decides, before any input is read: the scope, then `ownerOnly`
- * (an owner's session; API keys never), then `personOnly` (a person's session or connector; API keys never).
+ * The organisation roles whose sessions may call the operation (`ownerOnly` is `['owner']`), or
+ * null when the operation is not reserved to people.
+ */
+export function sessionRolesOf(operation: AnyOperation): readonly OrgRole[] | null {
+  if (operation.ownerOnly) return OWNER;
+  return operation.roles ?? null;
+}
+
+const OWNER: readonly OrgRole[] = ['owner'];
+
+/** The code a credential outside `roles` is refused with: `owner_required` for owners' acts, else `role_required`. */
+export function roleRefusalCode(roles: readonly OrgRole[]): 'owner_required' | 'role_required' {
+  return roles.length === 1 && roles[0] === 'owner' ? 'owner_required' : 'role_required';
+}
+
+/**
+ * What the credential alone decides, before any input is read: the scope, then the roles an
+ * operation is reserved to (`ownerOnly`, `roles`): only a person's own session holding one of them
+ * passes; API keys and connectors never do, whoever made them. Then `personOnly`
+ * (a person's session or connector; API keys never).
  */
 export function authorizeCredential(credential: Credential, operation: AnyOperation): void {
   const refusal = scopeRefusal(credential, operation.scope);
   if (refusal) throw refusal;
-  if (operation.ownerOnly && !isOwner(credential)) {
-    throw new ApiError('owner_required', `Only an owner may call ${operation.name}: sign in as an owner (API keys cannot)`);
+  const roles = sessionRolesOf(operation);
+  if (roles !== null && !(credential.kind === 'session' && roles.includes(credential.role))) {
+    if (roleRefusalCode(roles) === 'owner_required') throw new ApiError('owner_required', `Only an owner may call ${operation.name}: sign in as an owner (API keys cannot)`);
+    throw new ApiError(
+      'role_required',
+      `Only a person who is ${roles.join(' or ')} of the organisation may call ${operation.name}, signed in as themselves (API keys and connectors cannot)`,
+    );
   }
   if (operation.personOnly && credential.kind === 'key') {
     throw new ApiError('person_required', `Only a person may call ${operation.name}: sign in, or use a person's session token (an API key is not a person)`);

@@ -55,37 +55,35 @@ export async function issueSession(
 export const PASSWORD_TOKEN_PREFIX = 'svc_pwd_';
 
 /**
- * Invites a person into an organisation: adds them (as addPersonTo does) and mails a one-time token
- * that sets their password (POST /client/auth/set-password). The token is stored hashed and
- * returned once, for the CLI to show when mail does not go out.
+ * Mails a person a one-time token that sets their password (POST /client/auth/set-password): the
+ * operator's password reset (`npm run cli -- people reset-password`). Setting it ends the person's
+ * earlier sessions. The token is stored hashed and returned once, for the CLI to show when mail
+ * does not go out. Joining an organisation is an invitation's business (plugins/people).
  */
-export async function invitePerson(
+export async function mailSetPasswordToken(
   db: Database,
   storesFor: IdentityStoresFactory,
   mailer: Mailer,
-  input: { organizationId: string; email: string; name?: string; role: OrgRole; baseUrl: string; ttlHours: number; now: Date },
+  input: { email: string; baseUrl: string; ttlHours: number; now: Date },
 ): Promise<{ person: Person; token: string; expiresAt: Date }> {
   const token = generateToken(PASSWORD_TOKEN_PREFIX);
   const expiresAt = new Date(input.now.getTime() + input.ttlHours * 3_600_000);
-  const { person, organization } = await db.transaction(async (tx) => {
-    const stores = storesFor(tx);
-    const organization = await stores.organizations.get(input.organizationId);
-    if (!organization) throw new Error(`no organisation ${input.organizationId}`);
-    const added = await addPersonTo(stores, { organizationId: input.organizationId, email: input.email, name: input.name ?? input.email, role: input.role });
-    await stores.passwordTokens.create({ personId: added.id, tokenHash: hashToken(token), createdAt: input.now, expiresAt });
-    return { person: added, organization };
-  });
+  const stores = storesFor(db);
+  const person = await stores.people.getByEmail(input.email);
+  if (!person) throw new Error(`no person with email ${input.email}`);
+  await stores.passwordTokens.create({ personId: person.id, tokenHash: hashToken(token), createdAt: input.now, expiresAt });
   const endpoint = `${input.baseUrl.replace(/\/+$/, '')}/client/auth/set-password`;
   await mailer.send({
     to: person.email,
-    subject: 'You are invited: set your password',
+    subject: 'Set your password',
     text: [
-      `You have been invited as ${input.role} of ${organization.name}.`,
+      'A new password was asked for your account.',
       '',
-      `Set your password (at least 12 characters) by sending POST ${endpoint}`,
+      `Set it (at least 12 characters) by sending POST ${endpoint}`,
       `with the JSON body {"token": "${secretPlaceholder('token')}", "password": "…"}.`,
+      'Setting it signs you out everywhere.',
       '',
-      `The token works once and until ${expiresAt.toISOString()}.`,
+      `The token works once and until ${expiresAt.toISOString()}. If you did not ask for it, ignore this message.`,
     ].join('\n'),
     // Put in place only on delivery: the outbox keeps it apart from the body until first read.
     secrets: { token },

@@ -7,7 +7,7 @@ import { issueSession, PASSWORD_TOKEN_PREFIX } from './identity-admin.ts';
 import { checkPasswordRules, PASSWORD_MAX_LENGTH, type PasswordHasher } from './passwords.ts';
 import type { KeyValueCache, RateEntry, RateLimiter } from '../ports/coordination.ts';
 import type { Database } from '../ports/database.ts';
-import type { IdentityStoresFactory, Person } from '../ports/identity.ts';
+import type { IdentityStores, IdentityStoresFactory, Person } from '../ports/identity.ts';
 import { generateToken, hashToken, SESSION_PREFIX } from './api-tokens.ts';
 
 export interface SignInSettings {
@@ -42,6 +42,7 @@ export interface SignedIn {
   sessionToken: string;
   csrfToken: string;
   expiresAt: Date;
+  sessionId: string;
 }
 
 type ThrottledCode = 'too_many_sign_in_attempts' | 'too_many_set_password_attempts';
@@ -122,6 +123,24 @@ export class PeopleSignIn {
     return found.person;
   }
 
+  /**
+   * The stored form of a person's first password (someone accepting an invitation), after the
+   * password rules; hashed in the caller's time, before any transaction (see setPassword).
+   */
+  async firstPasswordHash(password: string, email: string): Promise<string> {
+    checkPasswordRules(password, email);
+    return this.deps.hasher.hash(password);
+  }
+
+  /**
+   * A browser session for a person who just proved who they are some other way (a new person
+   * accepting an invitation): the cookie's token and its CSRF token. `stores` may be bound to an
+   * open transaction, so the session exists only if what created the person commits.
+   */
+  openBrowserSession(person: Person, stores: IdentityStores = this.deps.storesFor(this.deps.db)): Promise<SignedIn> {
+    return this.openSession(person, stores);
+  }
+
   async signOut(sessionId: string): Promise<void> {
     await this.deps.storesFor(this.deps.db).sessions.revoke(sessionId);
     await this.deps.authenticator.invalidate({ kind: 'session', id: sessionId });
@@ -134,17 +153,17 @@ export class PeopleSignIn {
     return revoked.length;
   }
 
-  private async openSession(person: Person): Promise<SignedIn> {
+  private async openSession(person: Person, stores: IdentityStores = this.deps.storesFor(this.deps.db)): Promise<SignedIn> {
     const sessionToken = generateToken(SESSION_PREFIX);
     const csrfToken = csrfTokenFor(sessionToken);
-    const { expiresAt } = await issueSession(this.deps.storesFor(this.deps.db), {
+    const { expiresAt, sessionId } = await issueSession(stores, {
       personId: person.id,
       ttlDays: this.deps.settings.sessionTtlDays,
       now: this.deps.clock(),
       token: sessionToken,
       csrfTokenHash: hashToken(csrfToken),
     });
-    return { person, sessionToken, csrfToken, expiresAt };
+    return { person, sessionToken, csrfToken, expiresAt, sessionId };
   }
 
   private async forget(sessionIds: string[]): Promise<void> {

@@ -20,6 +20,7 @@ import { frameworkErrorHandler, installErrorHandling } from '../http/error-handl
 import { installJsonBodyParser } from '../http/json-body-parser.ts';
 import { installPublicBodyLimit } from '../http/public-body-limit.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from '../http/mount-operations.ts';
+import { publicOriginOf } from '../http/request-origin.ts';
 import { buildOpenApiDocument } from './openapi.ts';
 import { type AnyOperation, OperationRegistry } from '../operations/operations.ts';
 import { GatewayMetrics } from '../gateway/metrics.ts';
@@ -256,7 +257,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     installErrorHandling(app);
     installJsonBodyParser(app);
     installPublicBodyLimit(app);
-    installAuthHook(app, authenticator, { ownOrigin: config.server.publicUrl ? new URL(config.server.publicUrl).origin : null });
+    installAuthHook(app, authenticator, { ownOrigin: publicOriginOf(config.server.publicUrl) });
 
     const extensions = new ExtensionRegistry();
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
@@ -287,7 +288,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     if (servesApi) {
       mountCoreRoutes(app, registry, config, metrics, extensions.forPlugin('kernel').all(SurfacesPoint));
       mountAuthRoutes(app, container.resolve(Tokens.SignIn), config);
-      await mountOperations(app, { registry, service: operationService, blobs, jsonBodyLimit: config.server.bodyLimitBytes });
+      await mountOperations(app, { registry, service: operationService, blobs, jsonBodyLimit: config.server.bodyLimitBytes, publicOrigin: publicOriginOf(config.server.publicUrl) });
       mountMcpEndpoint(app, '/mcp', { accepts: ['key', 'session'] });
       for (const { plugin, ctx } of contexts) {
         if (plugin.routes) await app.register(async (scope) => plugin.routes!(scope, ctx));

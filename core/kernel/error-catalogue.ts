@@ -107,6 +107,7 @@ const KERNEL_ERRORS = {
   missing_scope: { status: 403, type: 'permission_error', message: 'This credential lacks the scope that this operation needs' },
   owner_required: { status: 403, type: 'permission_error', message: 'Only an owner may do this' },
   person_required: { status: 403, type: 'permission_error', message: 'Only a person may do this: sign in (an API key is not a person)' },
+  role_required: { status: 403, type: 'permission_error', message: 'Only a person with a higher role in the organisation, signed in as themselves, may do this' },
   project_role_insufficient: { status: 403, type: 'permission_error', message: 'Your role on this project is viewer; this needs developer or admin' },
   project_required: { status: 400, type: invalid, message: 'This account has no default project; name one in projectId' },
   project_not_found: { status: 404, type: 'not_found_error', message: 'No such project' },

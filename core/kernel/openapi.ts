@@ -178,6 +178,7 @@ function customFormats(value: unknown, path: string, out: string[] = []): string
 
 function accessSentence(operation: AnyOperation): string {
   if (operation.ownerOnly) return "Only an owner's session may call it.";
+  if (operation.roles) return `Only the session of a person who is ${operation.roles.join(' or ')} of the organisation may call it; API keys and connectors cannot.`;
   if (operation.personOnly) return `Only a person (a session or a connector, never an API key) may call it${operation.scope ? `, holding ${operation.scope}` : ''}.`;
   return operation.scope ? `Needs the ${operation.scope} scope.` : 'Any credential of the account may call it.';
 }
@@ -265,6 +266,8 @@ export function buildOpenApiDocument(operations: readonly AnyOperation[], option
       'x-required-scope': operation.scope,
       ...(operation.ownerOnly ? { 'x-owner-only': true } : {}),
       ...(operation.personOnly ? { 'x-person-only': true } : {}),
+      // Reserved to people's own sessions holding one of these organisation roles (keys never).
+      ...(operation.roles ? { 'x-session-roles': [...operation.roles] } : {}),
       // The same operation at POST /mcp (core/operations/README.md): its tool name and what it declares of writing.
       ...(operation.mcp === false ? {} : { 'x-mcp-tool': toolNameOf(operation.name) }),
       ...(operation.wide ? { 'x-svc-wide': true } : {}),

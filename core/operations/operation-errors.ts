@@ -1,4 +1,4 @@
-import { resourcesOf } from '../identity/authorization.ts';
+import { resourcesOf, roleRefusalCode, sessionRolesOf } from '../identity/authorization.ts';
 import { errorEntry, wireCode, type ErrorCode } from '../kernel/error-catalogue.ts';
 import type { AnyOperation } from './operations.ts';
 
@@ -36,7 +36,8 @@ export function impliedErrors(operation: AnyOperation): ErrorCode[] {
   // A session cookie's writes must carry the CSRF token.
   if (!READ_ONLY_METHODS.has(operation.method)) codes.push('csrf_failed');
   if (operation.scope !== null) codes.push('missing_scope');
-  if (operation.ownerOnly) codes.push('owner_required');
+  const roles = sessionRolesOf(operation);
+  if (roles) codes.push(roleRefusalCode(roles));
   if (operation.personOnly) codes.push('person_required');
   if (operation.params || operation.query || operation.body) codes.push('invalid_request', 'invalid_parameter', 'unknown_field');
   if (operation.body) {

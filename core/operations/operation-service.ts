@@ -16,6 +16,8 @@ export interface OperationCaller {
    * when code runs an operation for itself.
    */
   clientAddress?: string;
+  /** The origin the caller reached the service at (core/http/request-origin.ts); absent off HTTP. */
+  origin?: string;
 }
 
 /**

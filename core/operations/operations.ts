@@ -6,7 +6,7 @@ import { permittedErrors, UndeclaredErrorCode } from './operation-errors.ts';
 import { authorize, authorizeCredential, authorizeResources, type Authorization, type AuthorizationDeps, type ResourceDeclaration } from '../identity/authorization.ts';
 import type { Credential } from '../identity/credential.ts';
 import type { Transaction } from '../ports/database.ts';
-import type { Scope } from '../identity/scopes.ts';
+import type { OrgRole, Scope } from '../identity/scopes.ts';
 import type { BlobInfo } from '../ports/blobs.ts';
 import type { FileAnswer } from '../http/file-answer.ts';
 
@@ -34,6 +34,11 @@ export interface OperationContext {
   transaction<T>(fn: (tx: Transaction) => Promise<T>): Promise<T>;
   /** The resources the operation declared, resolved and checked before the handler ran. */
   readonly authorization: Authorization;
+  /**
+   * The origin the caller reached the service at (`server.publicUrl`'s, else the request's own):
+   * where links the operation hands out point. Absent when the caller came by no HTTP request.
+   */
+  readonly origin?: string;
 }
 
 export interface OperationInput<P, Q, B> {
@@ -116,7 +121,7 @@ export interface OperationDefinition<
    * configured `narrow` declares no such operation at all: no route, no OpenAPI entry, no MCP tool.
    */
   readonly wide?: true;
-  /** An owner's act (money, account-wide policy): only an owner's session may call it. */
+  /** An owner's act (money, account-wide policy): only an owner's session may call it (`roles: ['owner']`). */
   readonly ownerOnly?: boolean;
   /**
    * A person's act (a support request has a requester to answer and mail): a person's session or
@@ -131,6 +136,12 @@ export interface OperationDefinition<
    * MCP get. Called with the checked output, after the handler authorised and found the resource.
    */
   readonly download?: (output: z.output<O>, ctx: { credential: Credential }) => Promise<FileAnswer>;
+  /**
+   * A person's act: only the session of a person holding one of these organisation roles may call
+   * it, never an API key or a connector (managing people takes `['owner', 'admin']`). Absent: the
+   * scope alone decides. Not declared together with `ownerOnly`, which is its `['owner']`.
+   */
+  readonly roles?: readonly OrgRole[];
   /**
    * What the operation acts on, where its id sits in the input, and the access it needs:
    * `{ kind: 'key', access: 'write', in: 'path', field: 'id' }`. `authorize` (core/identity/authorization.ts)
@@ -313,6 +324,8 @@ export class OperationRegistry {
   /** `owner`: the declaring plugin (core/kernel/app.ts passes it); absent for operations a test adds by hand. */
   add(operation: AnyOperation, owner?: OperationOwner): void {
     if (this.operations.has(operation.name)) throw new Error(`Operation ${operation.name} is declared twice`);
+    if (operation.ownerOnly && operation.roles) throw new Error(`Operation ${operation.name} declares both ownerOnly and roles; ownerOnly is roles: ['owner']`);
+    if (operation.roles?.length === 0) throw new Error(`Operation ${operation.name} declares roles that admit nobody`);
     const tool = toolNameOf(operation.name);
     for (const existing of this.operations.values()) {
       if (toolNameOf(existing.name) === tool) throw new Error(`Operations ${existing.name} and ${operation.name} would both be the MCP tool ${tool}`);

@@ -30,6 +30,12 @@ export interface Membership {
   createdAt: Date;
 }
 
+/** A membership seen from its organisation: the person's email and name with their role. */
+export interface OrganizationMember extends Membership {
+  email: string;
+  name: string;
+}
+
 export interface OrganizationStore {
   create(input: { name: string }): Promise<Organization>;
   get(id: string): Promise<Organization | null>;
@@ -55,9 +61,9 @@ export interface PersonStore {
   create(input: { email: string; name: string }): Promise<Person>;
   get(id: string): Promise<Person | null>;
   getByEmail(email: string): Promise<Person | null>;
-  setDefaultOrganization(personId: string, organizationId: string | null): Promise<void>;
-  /** Changes what a person may change of themselves; null when there is no such person. */
+  /** Changes what the person is called; null when there is no such person. */
   update(personId: string, patch: { name?: string }): Promise<Person | null>;
+  setDefaultOrganization(personId: string, organizationId: string | null): Promise<void>;
   /** The stored password hash (core/identity/passwords.ts format); null when none was set. Never part of Person. */
   passwordHashOf(personId: string): Promise<string | null>;
   setPasswordHash(personId: string, passwordHash: string): Promise<void>;
@@ -80,6 +86,18 @@ export interface MembershipStore {
   pageForPerson(personId: string, page: PageRequest): Promise<Page<Membership>>;
   listForOrganization(organizationId: string): Promise<Membership[]>;
   update(organizationId: string, personId: string, patch: { role?: OrgRole; status?: Membership['status'] }): Promise<Membership | null>;
+  /** The organisation's people with their roles, newest member first, ties broken by person id. */
+  pageForOrganization(organizationId: string, page: PageRequest): Promise<Page<OrganizationMember>>;
+  /**
+   * Ends a membership: removes it, and the organisation stops being the person's default. The
+   * membership removed, or null when there was none. Project roles are the project members store's.
+   */
+  remove(organizationId: string, personId: string): Promise<Membership | null>;
+  /**
+   * The person ids of the organisation's active owners, their rows locked until the transaction
+   * ends: two changes made at once cannot each leave the other's owner as the last one.
+   */
+  lockOwners(organizationId: string): Promise<string[]>;
 }
 
 export type ProjectRole = 'admin' | 'developer' | 'viewer';
@@ -126,6 +144,8 @@ export interface ProjectMemberStore {
   get(projectId: string, personId: string): Promise<ProjectMember | null>;
   upsert(input: { projectId: string; personId: string; role: ProjectRole }): Promise<ProjectMember>;
   remove(projectId: string, personId: string): Promise<boolean>;
+  /** Removes every role the person has on the organisation's projects; the roles removed. */
+  removeAllInOrganization(organizationId: string, personId: string): Promise<ProjectMember[]>;
 }
 
 export interface Session {

@@ -6,7 +6,7 @@ import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { SurfacesPoint } from '../../core/kernel/surfaces.ts';
 import { mountConsentRoutes } from './consent-routes.ts';
-import { installFormBodyParser } from './form-body.ts';
+import { installFormBodyParser } from '../../core/http/form-body.ts';
 import { oauthMigrations } from './oauth-migrations.ts';
 import { mountOAuthRoutes } from './oauth-routes.ts';
 import { OAuthServer } from './oauth-server.ts';

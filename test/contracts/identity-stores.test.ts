@@ -13,6 +13,7 @@ import type { RequestLogRow } from '../../core/ports/metering.ts';
 import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 import { meteringMigrations } from '../../plugins/metering/metering-migrations.ts';
 import { databaseBackends } from '../helpers/databases.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 /** The SQL stores, run against every database backend the machine offers. */
 async function storeContract(t: Test, db: Database) {
@@ -292,6 +293,105 @@ async function storeContract(t: Test, db: Database) {
     const research = await stores.projects.create({ organizationId: organization.id, name: 'Projects of' });
     await stores.projectMembers.upsert({ projectId: research.id, personId: dev.id, role: 'viewer' });
     t.same(await stores.projectMembers.projectIdsOf(organization.id, dev.id), [research.id]);
+  });
+
+  t.test("an organisation's members page newest first with their email and name, a tie broken by the higher person id", async (t) => {
+    const { organization: team, owner: founder } = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Paged team', ownerEmail: 'founder@paged.test', ownerName: 'Founder' });
+    const joined: string[] = [];
+    for (let i = 0; i < 4; i++) joined.push((await addPersonTo(stores, { organizationId: team.id, email: `member-${i}@paged.test`, name: `Member ${i}`, role: 'member' })).id);
+    const instants = ['2026-01-01T00:00:00.000001Z', '2026-01-01T00:00:00.000002Z', '2026-01-01T00:00:00.000002Z', '2026-01-01T00:00:00.000003Z'];
+    for (const [i, id] of joined.entries()) await db.query('UPDATE memberships SET created_at = $3::timestamptz WHERE organization_id = $1 AND person_id = $2', [team.id, id, instants[i]]);
+    await db.query("UPDATE memberships SET created_at = '2025-01-01T00:00:00Z' WHERE organization_id = $1 AND person_id = $2", [team.id, founder.id]);
+    const desc = (a: string, b: string) => (a < b ? 1 : -1);
+    const paged = await allPages((page) => stores.memberships.pageForOrganization(team.id, page), 2);
+    t.same(
+      paged.items.map((m) => m.personId),
+      [joined[3], ...[joined[1]!, joined[2]!].sort(desc), joined[0], founder.id],
+    );
+    t.match(paged.items.at(-1), { email: 'founder@paged.test', name: 'Founder', role: 'owner', status: 'active', organizationId: team.id, organizationName: 'Paged team' });
+    t.notOk(
+      paged.items.some((m) => m.personId === owner.id),
+      'only this organisation’s people',
+    );
+  });
+
+  t.test('removing a membership removes only it, stops it being the default organisation, and answers what it removed', async (t) => {
+    const { organization: first } = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'First of two', ownerEmail: 'first-owner@two.test', ownerName: 'O' });
+    const { organization: second } = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Second of two', ownerEmail: 'second-owner@two.test', ownerName: 'O' });
+    const person = await addPersonTo(stores, { organizationId: first.id, email: 'in-two@two.test', name: 'Two', role: 'admin' });
+    await addPersonTo(stores, { organizationId: second.id, email: 'in-two@two.test', name: 'Two', role: 'member' });
+    t.equal((await stores.people.get(person.id))?.defaultOrganizationId, first.id);
+    t.match(await stores.memberships.remove(first.id, person.id), { organizationId: first.id, personId: person.id, role: 'admin' });
+    t.equal(await stores.memberships.get(first.id, person.id), null);
+    t.match(await stores.memberships.get(second.id, person.id), { role: 'member' });
+    t.equal((await stores.people.get(person.id))?.defaultOrganizationId, null, 'the removed organisation is no longer the default');
+    t.equal(await stores.memberships.remove(first.id, person.id), null, 'removing again removes nothing');
+    await stores.memberships.remove(second.id, person.id);
+    t.ok(await stores.people.get(person.id), 'the person stays');
+  });
+
+  t.test("removing a person's project roles in one organisation leaves their roles in another", async (t) => {
+    const { organization: here, project: herePro } = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Roles here', ownerEmail: 'o@here.test', ownerName: 'O' });
+    const { organization: there, project: therePro } = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Roles there', ownerEmail: 'o@there.test', ownerName: 'O' });
+    const person = await addPersonTo(stores, { organizationId: here.id, email: 'roles@both.test', name: 'Roles', role: 'member' });
+    await addPersonTo(stores, { organizationId: there.id, email: 'roles@both.test', name: 'Roles', role: 'member' });
+    const extra = await stores.projects.create({ organizationId: here.id, name: 'Extra' });
+    await stores.projectMembers.upsert({ projectId: herePro.id, personId: person.id, role: 'developer' });
+    await stores.projectMembers.upsert({ projectId: extra.id, personId: person.id, role: 'viewer' });
+    await stores.projectMembers.upsert({ projectId: therePro.id, personId: person.id, role: 'admin' });
+    const removed = await stores.projectMembers.removeAllInOrganization(here.id, person.id);
+    t.same(
+      removed.map((r) => [r.projectId, r.role, r.email]).sort(),
+      [
+        [herePro.id, 'developer', 'roles@both.test'],
+        [extra.id, 'viewer', 'roles@both.test'],
+      ].sort(),
+    );
+    t.same(await stores.projectMembers.projectIdsOf(here.id, person.id), []);
+    t.same(await stores.projectMembers.projectIdsOf(there.id, person.id), [therePro.id]);
+    t.same(await stores.projectMembers.removeAllInOrganization(here.id, person.id), [], 'nothing left to remove');
+  });
+
+  t.test('people are renamed; a patch without a name keeps it; an unknown person is null', async (t) => {
+    const person = await stores.people.create({ email: 'rename@acme.test', name: 'Before' });
+    t.match(await stores.people.update(person.id, { name: 'After' }), { id: person.id, name: 'After', email: 'rename@acme.test' });
+    t.match(await stores.people.update(person.id, {}), { name: 'After' });
+    t.equal(await stores.people.update('00000000-0000-4000-8000-000000000000', { name: 'Nobody' }), null);
+  });
+
+  t.test('lockOwners lists the active owners, and a second transaction waits for the first and sees its change', async (t) => {
+    const { organization: team, owner: first } = await createOrganizationWithOwner(db, sqlIdentityStores, { name: 'Owners', ownerEmail: 'first@owners.test', ownerName: 'First' });
+    const second = await addPersonTo(stores, { organizationId: team.id, email: 'second@owners.test', name: 'Second', role: 'owner' });
+    const suspended = await addPersonTo(stores, { organizationId: team.id, email: 'third@owners.test', name: 'Third', role: 'owner' });
+    await stores.memberships.update(team.id, suspended.id, { status: 'suspended' });
+    await addPersonTo(stores, { organizationId: team.id, email: 'admin@owners.test', name: 'Admin', role: 'admin' });
+    t.same((await stores.memberships.lockOwners(team.id)).sort(), [first.id, second.id].sort());
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let locked!: () => void;
+    const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+    const demoting = db.transaction(async (tx) => {
+      const owners = sqlIdentityStores(tx);
+      await owners.memberships.lockOwners(team.id);
+      locked();
+      await held;
+      await owners.memberships.update(team.id, second.id, { role: 'admin' });
+    });
+    await lockTaken;
+    let seen: string[] | null = null;
+    const waiting = db.transaction(async (tx) => {
+      seen = await sqlIdentityStores(tx).memberships.lockOwners(team.id);
+    });
+    // On PostgreSQL the second transaction is seen waiting for the row lock; PGlite's one session runs them in turn.
+    if (db.kind === 'postgres') {
+      const waitingOnLock = "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'";
+      await eventually(async () => (await db.query<{ n: number }>(waitingOnLock)).rows[0]!.n > 0, 'the second transaction waits for the owners’ rows');
+    }
+    t.equal(seen, null, 'not read while the first transaction holds the rows');
+    release();
+    await demoting;
+    await waiting;
+    t.same(seen, [first.id], 'the waiting transaction reads the owners as the first left them');
   });
 
   t.test('the ledger chains balance_after exactly under concurrent appends', async (t) => {

@@ -6,13 +6,15 @@ import {
   authorizedRecord,
   resourceId,
   resourcesOf,
+  roleRefusalCode,
   scopeRefusal,
+  sessionRolesOf,
   type AuthorizedResource,
   type RecordKind,
   type ResourceDeclaration,
 } from '../../core/identity/authorization.ts';
 import type { ConnectorCredential, Credential, KeyCredential, SessionCredential } from '../../core/identity/credential.ts';
-import type { AnyOperation } from '../../core/operations/operations.ts';
+import { type AnyOperation, OperationRegistry } from '../../core/operations/operations.ts';
 import type { ApiKey, IdentityStores, Project } from '../../core/ports/identity.ts';
 import { isManagementScope, isScope, ORG_ROLES, SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/identity/scopes.ts';
 // Catalogues the keys and webhooks plugins' codes, which declarations below answer.
@@ -82,8 +84,16 @@ function connector(projectId: string, role: OrgRole = 'owner', personId: string 
   };
 }
 
-function operation(fields: { scope?: Scope | null; ownerOnly?: boolean; resource?: ResourceDeclaration | ResourceDeclaration[] }): AnyOperation {
-  return { name: 'test.op', method: 'POST', path: '/test', scope: fields.scope ?? null, ownerOnly: fields.ownerOnly ?? false, resource: fields.resource } as unknown as AnyOperation;
+function operation(fields: { scope?: Scope | null; ownerOnly?: boolean; roles?: readonly OrgRole[]; resource?: ResourceDeclaration | ResourceDeclaration[] }): AnyOperation {
+  return {
+    name: 'test.op',
+    method: 'POST',
+    path: '/test',
+    scope: fields.scope ?? null,
+    ownerOnly: fields.ownerOnly ?? false,
+    roles: fields.roles,
+    resource: fields.resource,
+  } as unknown as AnyOperation;
 }
 const keyInPath = (access: 'read' | 'write' = 'read'): ResourceDeclaration => ({ kind: 'key', access, in: 'path', field: 'id' });
 const projectInBody = (extra: Partial<ResourceDeclaration> = {}): ResourceDeclaration =>
@@ -374,4 +384,56 @@ t.test("a record of the whole organisation is reached only by owners', admins' s
 
 t.test('authorizedRecord throws when the operation declared no record of that kind', async (t) => {
   t.throws(() => authorizedRecord({ resources: [] }, recordKind), /no webhook endpoint resource/);
+});
+
+t.test("an operation reserved to owners and admins admits their sessions only: not a member's, a key with every scope or their connectors", async (t) => {
+  const managing = operation({ roles: ['owner', 'admin'] });
+  t.equal(await refusal(session('owner'), managing), null);
+  t.equal(await refusal(session('admin'), managing), null);
+  for (const credential of [session('member'), keyCredential('A', SCOPES), connector('A', 'owner'), connector('A', 'admin')]) {
+    t.same(await refusal(credential, managing), { status: 403, code: 'role_required', param: null }, `${credential.kind} ${'role' in credential ? credential.role : ''}`);
+  }
+});
+
+t.test("an operation reserved to every role admits any person's session, never a key", async (t) => {
+  const people = operation({ roles: ORG_ROLES });
+  for (const role of ORG_ROLES) t.equal(await refusal(session(role), people), null, role);
+  t.equal((await refusal(keyCredential('A', SCOPES), people))?.code, 'role_required');
+});
+
+t.test('roles declared as owner alone refuse others as owner-only does, with owner_required', async (t) => {
+  t.equal(await refusal(session('owner'), operation({ roles: ['owner'] })), null);
+  t.equal((await refusal(session('admin'), operation({ roles: ['owner'] })))?.code, 'owner_required');
+});
+
+t.test('the role refusal names the operation and the roles it takes', async (t) => {
+  try {
+    await authorize(session('member'), operation({ roles: ['owner', 'admin'] }), input(), organisation());
+    t.fail('refused');
+  } catch (error) {
+    t.match((error as Error).message, /test\.op/);
+    t.match((error as Error).message, /owner or admin/);
+  }
+});
+
+t.test('sessionRolesOf reads ownerOnly as the owner role, and nothing declared as no reservation', async (t) => {
+  t.same(sessionRolesOf(operation({ ownerOnly: true })), ['owner']);
+  t.same(sessionRolesOf(operation({ roles: ['owner', 'admin'] })), ['owner', 'admin']);
+  t.equal(sessionRolesOf(operation({})), null);
+  t.equal(roleRefusalCode(['owner']), 'owner_required');
+  t.equal(roleRefusalCode(['owner', 'admin']), 'role_required');
+  t.equal(roleRefusalCode(['admin']), 'role_required');
+});
+
+t.test('the scope is checked before the roles', async (t) => {
+  t.equal((await refusal(session('member'), operation({ scope: 'projects:write', roles: ['owner', 'admin'] })))?.code, 'missing_scope');
+});
+
+t.test('the registry refuses an operation declared both owner-only and for roles, or for no role at all', async (t) => {
+  const registry = new OperationRegistry(organisation());
+  const op = (name: string, extra: object) => ({ ...operation({}), name, path: `/${name}`, ...extra }) as AnyOperation;
+  t.throws(() => registry.add(op('both', { ownerOnly: true, roles: ['owner', 'admin'] })), /both ownerOnly and roles/);
+  t.throws(() => registry.add(op('nobody', { roles: [] })), /admit nobody/);
+  registry.add(op('managers', { roles: ['owner', 'admin'] }));
+  t.ok(registry.get('managers'));
 });

@@ -14,7 +14,7 @@ const shared = () => (sharedApp ??= buildTestApp(t, { config: { auth: { setPassw
 
 const withCookie = (cookie: string, headers: Record<string, string> = {}) => ({ token: null, headers: { cookie, ...headers } });
 
-t.test('an invited person gets a set-password mail, sets a password and signs in with a session cookie', async (t) => {
+t.test('a person mailed a set-password token sets a password and signs in with a session cookie', async (t) => {
   const test = await shared();
   const token = await invite(test, 'ada@example.com');
   const set = await test.call('POST', '/client/auth/set-password', { token: null, body: { token, password: PASSWORD } });

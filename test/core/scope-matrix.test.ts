@@ -3,7 +3,7 @@ import t, { type Test } from 'tap';
 import { MANAGEMENT_PREFIXES } from '../../core/http/mount-operations.ts';
 import { resourcesOf, type ResourceDeclaration } from '../../core/identity/authorization.ts';
 import type { AnyOperation } from '../../core/operations/operations.ts';
-import { SCOPES, scopesForRole, type Scope } from '../../core/identity/scopes.ts';
+import { ORG_ROLES, SCOPES, scopesForRole, type OrgRole, type Scope } from '../../core/identity/scopes.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { fillPath, sampleBody, sampleBodyIsValid, sampleQuery, sampleRequest, sampleToolArguments, type InputFields } from '../fixtures/operation-inputs.ts';
 import { addPerson, allPlugins, buildTestApp, createKey } from '../helpers/app.ts';
@@ -32,10 +32,11 @@ const test = await buildTestApp(t, {
 const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
 
 /**
- * Who may call a route: a key or session holding this scope, only an owner's session, any valid
- * credential, or any person (a session or connector, never an API key).
+ * Who may call a route: a key or session holding this scope, only an owner's session, only an owner's
+ * or an admin's session (`admin`), any person's own session but no key or connector (`session`), any
+ * person (`person`: a session or a connector, never an API key), or any valid credential.
  */
-type Access = Scope | 'owner-only' | 'any' | 'person';
+type Access = Scope | 'owner-only' | 'admin' | 'session' | 'person' | 'any';
 
 /**
  * The expected access of every management route, written out from the spec (service-api.md,
@@ -132,6 +133,15 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/webhooks/{id}/deliveries', access: 'webhooks:read' },
   { method: 'POST', path: '/webhooks/{id}/deliveries/{deliveryId}/resend', access: 'webhooks:write' },
   { method: 'POST', path: '/webhooks/{id}/secret/rotate', access: 'webhooks:write' },
+  // People (spec: by path only; README "People and roles": people see their team, owners and admins
+  // manage it, in their own sessions; keys and connectors neither)
+  { method: 'GET', path: '/employees', access: 'session' },
+  { method: 'POST', path: '/employees', access: 'admin' },
+  { method: 'PATCH', path: '/employees/{id}', access: 'admin' },
+  { method: 'DELETE', path: '/employees/{id}', access: 'admin' },
+  { method: 'GET', path: '/employees/invites', access: 'admin' },
+  { method: 'DELETE', path: '/employees/invites/{id}', access: 'admin' },
+  { method: 'POST', path: '/employees/invites/{id}/resend', access: 'admin' },
 ];
 
 const specPath = (operation: AnyOperation) => operation.path.replace(/:(\w+)/g, '{$1}');
@@ -139,11 +149,26 @@ const specPath = (operation: AnyOperation) => operation.path.replace(/:(\w+)/g, 
 function specAccess(operation: AnyOperation): Access | 'unlisted' {
   return SPEC_ACCESS.find((entry) => entry.method === operation.method && entry.path === specPath(operation))?.access ?? 'unlisted';
 }
-const declaredAccess = (operation: AnyOperation): Access => (operation.ownerOnly ? 'owner-only' : operation.personOnly ? 'person' : (operation.scope ?? 'any'));
-/** The scope the table says an operation needs, or null (owner-only, any credential, any person, unlisted). */
+/** The access an operation's declaration gives: its scope, or the sessions it is reserved to (core/identity/authorization.ts). */
+function declaredAccess(operation: AnyOperation): Access | 'unlisted' {
+  if (operation.ownerOnly) return 'owner-only';
+  if (operation.personOnly) return 'person';
+  if (!operation.roles) return operation.scope ?? 'any';
+  const roles = [...operation.roles].sort().join();
+  return roles === 'admin,owner' ? 'admin' : roles === 'admin,member,owner' ? 'session' : 'unlisted';
+}
+/** The organisation roles whose sessions alone the table lets call an operation; null when it is not reserved to people. */
+function specRoles(operation: AnyOperation): readonly OrgRole[] | null {
+  const access = specAccess(operation);
+  return access === 'owner-only' ? ['owner'] : access === 'admin' ? ['owner', 'admin'] : access === 'session' ? ORG_ROLES : null;
+}
+const reserved = (operation: AnyOperation) => specRoles(operation) !== null;
+/** What a credential outside an operation's roles is refused with. */
+const roleRefusal = (operation: AnyOperation) => (specOwnerOnly(operation) ? 'owner_required' : 'role_required');
+/** The scope the table says an operation needs, or null (reserved to sessions, any credential, unlisted). */
 function specScope(operation: AnyOperation): Scope | null {
   const access = specAccess(operation);
-  return access === 'owner-only' || access === 'any' || access === 'person' || access === 'unlisted' ? null : access;
+  return access === 'owner-only' || access === 'admin' || access === 'session' || access === 'person' || access === 'any' || access === 'unlisted' ? null : access;
 }
 const specOwnerOnly = (operation: AnyOperation) => specAccess(operation) === 'owner-only';
 /** Refused to every API key (person_required), whatever its scopes. */
@@ -246,11 +271,11 @@ for (const prefix of MANAGEMENT_PREFIXES) {
     }
   });
 
-  t.test(`${prefix}: every owner-only operation answers 403 owner_required to a key holding every scope`, async (t) => {
-    for (const operation of operations.filter(specOwnerOnly)) {
+  t.test(`${prefix}: every operation reserved to people's sessions answers 403 owner_required or role_required to a key holding every scope`, async (t) => {
+    for (const operation of operations.filter(reserved)) {
       const response = await request(prefix, operation, allScopesKey);
       t.equal(response.statusCode, 403, label(prefix, operation, response));
-      t.equal(envelopeCode(response), 'owner_required', `${operation.name}: code owner_required`);
+      t.equal(envelopeCode(response), roleRefusal(operation), `${operation.name}: code ${roleRefusal(operation)}`);
     }
   });
 
@@ -263,7 +288,7 @@ for (const prefix of MANAGEMENT_PREFIXES) {
   });
 
   t.test(`${prefix}: every operation lets a key holding its scope past authorisation`, async (t) => {
-    for (const operation of operations.filter((op) => !specOwnerOnly(op) && !specPersonOnly(op) && specAccess(op) !== 'unlisted')) {
+    for (const operation of operations.filter((op) => !reserved(op) && !specPersonOnly(op) && specAccess(op) !== 'unlisted')) {
       const response = await request(prefix, operation, allScopesKey);
       t.notOk([401, 403].includes(response.statusCode), label(prefix, operation, response));
       t.ok(response.statusCode < 500, `${operation.name}: no server error`);
@@ -311,6 +336,27 @@ await identity.projectMembers.upsert({ projectId: projectA, personId: viewerOfA.
 const developerOfA = await addPerson(test, { role: 'member' });
 await identity.projectMembers.upsert({ projectId: projectA, personId: developerOfA.personId, role: 'developer' });
 
+const adminOfOrg = await addPerson(test, { role: 'admin' });
+
+t.test("operations reserved to owners and admins refuse a member's session with role_required and let an admin's past; those for any person's session let a member's past", async (t) => {
+  for (const operation of operations.filter(reserved)) {
+    const roles = specRoles(operation)!;
+    for (const [who, role, token] of [
+      ['admin', 'admin', adminOfOrg.token],
+      ['member', 'member', developerOfA.token],
+    ] as const) {
+      const response = await request(MANAGEMENT_PREFIXES[0], operation, token);
+      if (roles.includes(role)) {
+        t.notOk([401, 403].includes(response.statusCode), `${who}: ${label('', operation, response)}`);
+        t.ok(response.statusCode < 500, `${who}: ${operation.name}: no server error`);
+      } else {
+        t.equal(response.statusCode, 403, `${who}: ${label('', operation, response)}`);
+        t.equal(envelopeCode(response), roleRefusal(operation), `${who}: ${operation.name}: code ${roleRefusal(operation)}`);
+      }
+    }
+  }
+});
+
 const ACCESS_REFUSALS = ['project_not_found', 'key_not_found', 'webhook_not_found', 'cross_project', 'key_cannot_move_key', 'project_role_insufficient'];
 
 /** A record of each kind plugins declare (core/identity/authorization.ts RecordKind), made in project A by its owner (an .invalid name never resolves, so nothing is sent anywhere). */
@@ -333,9 +379,14 @@ async function resourceOfA(declaration: ResourceDeclaration): Promise<string> {
 const withResources = operations.filter((op) => resourcesOf(op).length > 0);
 const keyScopes = new Set<Scope>(projectBoundScopes);
 const memberScopes = scopesForRole('member');
-const mayCall = (operation: AnyOperation, scopes: ReadonlySet<Scope>, person = false) => {
+/**
+ * Whether the table lets a credential holding `scopes` call the operation: a person's session in `role`,
+ * or (null) a key or a connector; `person` says whether it is a person's (a session or a connector).
+ */
+const mayCall = (operation: AnyOperation, scopes: ReadonlySet<Scope>, role: OrgRole | null, person = role !== null) => {
   const scope = specScope(operation);
-  return !specOwnerOnly(operation) && (person || !specPersonOnly(operation)) && (scope === null || scopes.has(scope));
+  const roles = specRoles(operation);
+  return (roles === null || (role !== null && roles.includes(role))) && (person || !specPersonOnly(operation)) && (scope === null || scopes.has(scope));
 };
 const writes = (operation: AnyOperation) => resourcesOf(operation).some((r) => r.access === 'write');
 
@@ -372,15 +423,15 @@ t.test('every record kind an operation declares has a fixture', async (t) => {
 });
 
 t.test('a key of another project is refused every resource of project A', async (t) => {
-  for (const operation of withResources.filter((op) => mayCall(op, keyScopes))) refusedOnA(t, operation, 'key of B', await requestOnProjectA(operation, keyOfB));
+  for (const operation of withResources.filter((op) => mayCall(op, keyScopes, null))) refusedOnA(t, operation, 'key of B', await requestOnProjectA(operation, keyOfB));
 });
 
 t.test('a member without a role on project A is refused its resources', async (t) => {
-  for (const operation of withResources.filter((op) => mayCall(op, memberScopes))) refusedOnA(t, operation, 'member of B', await requestOnProjectA(operation, memberOfB.token));
+  for (const operation of withResources.filter((op) => mayCall(op, memberScopes, 'member'))) refusedOnA(t, operation, 'member of B', await requestOnProjectA(operation, memberOfB.token));
 });
 
 t.test('a viewer of project A is refused every write on it and allowed every read', async (t) => {
-  for (const operation of withResources.filter((op) => mayCall(op, memberScopes))) {
+  for (const operation of withResources.filter((op) => mayCall(op, memberScopes, 'member'))) {
     const response = await requestOnProjectA(operation, viewerOfA.token);
     if (writes(operation)) refusedOnA(t, operation, 'viewer of A', response);
     else allowedOnA(t, operation, 'viewer of A', response);
@@ -389,9 +440,9 @@ t.test('a viewer of project A is refused every write on it and allowed every rea
 
 t.test("a key of project A and a developer of project A are let through to project A's resources", async (t) => {
   for (const operation of withResources) {
-    if (mayCall(operation, keyScopes)) allowedOnA(t, operation, 'key of A', await requestOnProjectA(operation, keyOfA));
-    if (mayCall(operation, memberScopes)) allowedOnA(t, operation, 'developer of A', await requestOnProjectA(operation, developerOfA.token));
-    if (!specOwnerOnly(operation)) allowedOnA(t, operation, 'key of A with projects:write', await requestOnProjectA(operation, allScopesKey));
+    if (mayCall(operation, keyScopes, null)) allowedOnA(t, operation, 'key of A', await requestOnProjectA(operation, keyOfA));
+    if (mayCall(operation, memberScopes, 'member')) allowedOnA(t, operation, 'developer of A', await requestOnProjectA(operation, developerOfA.token));
+    if (!reserved(operation)) allowedOnA(t, operation, 'key of A with projects:write', await requestOnProjectA(operation, allScopesKey));
     allowedOnA(t, operation, 'owner', await requestOnProjectA(operation, test.ownerToken));
   }
 });
@@ -432,10 +483,10 @@ t.test('a key that may write keys grants no scope or model beyond its own and ch
 // /mcp takes mcp:read; a write tool also takes mcp:write; otherwise exactly the HTTP surface's rules.
 const mcpBase = await listeningBase(test);
 const toolName = (operation: AnyOperation) => operation.name.replaceAll('.', '_');
-/** The tools the table says a credential holding `scopes` (an owner's session when `owner`; a person's session or connector when `person`) may call. */
-const expectedTools = (scopes: ReadonlySet<Scope>, owner: boolean, person: boolean) =>
+/** The tools the table says a credential holding `scopes` (a person's session in `role`; null for a key or a connector) may call. */
+const expectedTools = (scopes: ReadonlySet<Scope>, role: OrgRole | null, person = role !== null) =>
   operations
-    .filter((op) => (specOwnerOnly(op) ? owner : specPersonOnly(op) ? person : specScope(op) === null || scopes.has(specScope(op)!)))
+    .filter((op) => mayCall(op, scopes, role, person))
     .filter((op) => op.readOnly || scopes.has('mcp:write'))
     .map(toolName)
     .sort();
@@ -443,25 +494,23 @@ const toolCode = (result: unknown) => toolError(result)?.code;
 
 t.test('/mcp: every credential kind lists exactly the tools the scope table gives it', async (t) => {
   const allScopes = new Set<Scope>(SCOPES);
-  const cases: Array<{ who: string; token: string; scopes: ReadonlySet<Scope>; owner: boolean; person: boolean }> = [
-    { who: "owner's session", token: test.ownerToken, scopes: scopesForRole('owner'), owner: true, person: true },
-    { who: "member's session", token: developerOfA.token, scopes: memberScopes, owner: false, person: true },
-    { who: 'key holding every scope', token: allScopesKey, scopes: allScopes, owner: false, person: false },
+  const cases: Array<{ who: string; token: string; scopes: ReadonlySet<Scope>; role: OrgRole | null }> = [
+    { who: "owner's session", token: test.ownerToken, scopes: scopesForRole('owner'), role: 'owner' },
+    { who: "admin's session", token: adminOfOrg.token, scopes: scopesForRole('admin'), role: 'admin' },
+    { who: "member's session", token: developerOfA.token, scopes: memberScopes, role: 'member' },
+    { who: 'key holding every scope', token: allScopesKey, scopes: allScopes, role: null },
     {
       who: 'key without mcp:write',
       token: keyWithout.get('mcp:write' as Scope) ?? (await createKey(test, { name: 'no mcp:write', scopes: SCOPES.filter((s) => s !== 'mcp:write') })).key,
       scopes: new Set(SCOPES.filter((s) => s !== 'mcp:write')),
-      owner: false,
-      person: false,
+      role: null,
     },
   ];
-  for (const scope of neededScopes) {
-    cases.push({ who: `key without ${scope}`, token: keyWithout.get(scope)!, scopes: new Set(SCOPES.filter((s) => s !== scope)), owner: false, person: false });
-  }
-  for (const { who, token, scopes, owner, person } of cases) {
+  for (const scope of neededScopes) cases.push({ who: `key without ${scope}`, token: keyWithout.get(scope)!, scopes: new Set(SCOPES.filter((s) => s !== scope)), role: null });
+  for (const { who, token, scopes, role } of cases) {
     const client = await mcpClient(t, mcpBase, token);
     const listed = (await client.listTools()).tools.map((tool) => tool.name);
-    t.same(listed, expectedTools(scopes, owner, person), who);
+    t.same(listed, expectedTools(scopes, role), who);
   }
 });
 
@@ -480,10 +529,10 @@ t.test('/mcp: every scoped tool is refused missing_scope to a key holding every 
   }
 });
 
-t.test('/mcp: every owner-only tool is refused owner_required to a key holding every scope', async (t) => {
+t.test("/mcp: every tool reserved to people's sessions is refused owner_required or role_required to a key holding every scope", async (t) => {
   const client = await mcpClient(t, mcpBase, allScopesKey);
-  for (const operation of operations.filter(specOwnerOnly)) {
-    t.equal(toolCode(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) })), 'owner_required', operation.name);
+  for (const operation of operations.filter(reserved)) {
+    t.equal(toolCode(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) })), roleRefusal(operation), operation.name);
   }
 });
 
@@ -495,11 +544,11 @@ t.test('/mcp: every person-only tool is refused person_required to a key holding
 });
 
 t.test("/mcp: every tool lets a key holding its scope and the owner's session past authorisation", async (t) => {
-  const refusals = ['missing_scope', 'owner_required', 'tool_not_found', 'internal_error'];
+  const refusals = ['missing_scope', 'owner_required', 'role_required', 'tool_not_found', 'internal_error'];
   const asKey = await mcpClient(t, mcpBase, allScopesKey);
   const asOwner = await mcpClient(t, mcpBase, test.ownerToken);
   for (const operation of operations) {
-    if (!specOwnerOnly(operation) && !specPersonOnly(operation)) {
+    if (!reserved(operation) && !specPersonOnly(operation)) {
       const code = toolCode(await asKey.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) }));
       t.notOk(refusals.includes(code ?? ''), `key: ${operation.name} -> ${code}`);
     }
@@ -516,11 +565,11 @@ t.test("/mcp: a key of another project and a member without a role are refused p
     const fields: Required<InputFields> = { path: {}, query: {}, body: {} };
     for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) fields[declaration.in][declaration.field] = await resourceOfA(declaration);
     const call = { name: toolName(operation), arguments: sampleToolArguments(operation, fields) };
-    if (mayCall(operation, keyScopes)) {
+    if (mayCall(operation, keyScopes, null)) {
       t.ok(ACCESS_REFUSALS.includes(toolCode(await ofB.callTool(call)) ?? ''), `key of B: ${operation.name}`);
       t.notOk(ACCESS_REFUSALS.includes(toolCode(await ofA.callTool(call)) ?? ''), `key of A: ${operation.name}`);
     }
-    if (mayCall(operation, memberScopes)) t.ok(ACCESS_REFUSALS.includes(toolCode(await member.callTool(call)) ?? ''), `member of B: ${operation.name}`);
+    if (mayCall(operation, memberScopes, 'member')) t.ok(ACCESS_REFUSALS.includes(toolCode(await member.callTool(call)) ?? ''), `member of B: ${operation.name}`);
   }
 });
 
@@ -541,7 +590,7 @@ const connectorOfA = await connectorToken(auth);
 const grantableScope = (op: AnyOperation) => specScope(op) === null || (grantable as readonly Scope[]).includes(specScope(op)!);
 const connectorOfB = await connectorToken(auth, { projectId: projectB });
 
-t.test('{auth_url}/mcp: connectors with different grants list exactly the tools the scope table gives them, never owner-only ones', async (t) => {
+t.test("{auth_url}/mcp: connectors with different grants list exactly the tools the scope table gives them, never ones reserved to people's sessions", async (t) => {
   const cases: Array<{ who: string; token: string; scopes: ReadonlySet<Scope> }> = [
     { who: 'connector granted every scope', token: connectorOfA, scopes: new Set(grantable) },
     { who: 'connector granted only mcp:read', token: await connectorToken(auth, { scope: 'mcp:read' }), scopes: new Set<Scope>(['mcp:read']) },
@@ -551,10 +600,10 @@ t.test('{auth_url}/mcp: connectors with different grants list exactly the tools 
   for (const { who, token, scopes } of cases) {
     const client = await connectorMcpClient(t, auth, token);
     const listed = (await client.listTools()).tools.map((tool) => tool.name);
-    t.same(listed, expectedTools(scopes, false, true), who);
+    t.same(listed, expectedTools(scopes, null, true), who);
     t.notOk(
-      listed.some((name) => operations.some((op) => specOwnerOnly(op) && toolName(op) === name)),
-      `${who}: no owner-only tool`,
+      listed.some((name) => operations.some((op) => reserved(op) && toolName(op) === name)),
+      `${who}: no owner-only or people's tool`,
     );
   }
 });
@@ -575,23 +624,23 @@ t.test('{auth_url}/mcp: every scoped tool is refused missing_scope to a connecto
 
 t.test('{auth_url}/mcp: every write tool is refused missing_scope to a connector granted all but mcp:write', async (t) => {
   const client = await connectorMcpClient(t, auth, connectorWithout.get('mcp:write')!);
-  for (const operation of operations.filter((op) => !op.readOnly && !specOwnerOnly(op) && grantableScope(op))) {
+  for (const operation of operations.filter((op) => !op.readOnly && !reserved(op) && grantableScope(op))) {
     const error = toolError(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) }));
     t.match(error, { code: 'missing_scope', param: null, message: /mcp:write/ }, operation.name);
   }
 });
 
-t.test('{auth_url}/mcp: every owner-only tool is refused owner_required to a connector granted every scope by an owner', async (t) => {
+t.test("{auth_url}/mcp: every tool reserved to people's sessions is refused owner_required or role_required to a connector granted every scope by an owner", async (t) => {
   const client = await connectorMcpClient(t, auth, connectorOfA);
-  for (const operation of operations.filter(specOwnerOnly)) {
-    t.equal(toolCode(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) })), 'owner_required', operation.name);
+  for (const operation of operations.filter(reserved)) {
+    t.equal(toolCode(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) })), roleRefusal(operation), operation.name);
   }
 });
 
 t.test('{auth_url}/mcp: every other tool lets a connector holding its scope past authorisation', async (t) => {
-  const refusals = ['missing_scope', 'owner_required', 'tool_not_found', 'internal_error'];
+  const refusals = ['missing_scope', 'owner_required', 'role_required', 'tool_not_found', 'internal_error'];
   const client = await connectorMcpClient(t, auth, connectorOfA);
-  for (const operation of operations.filter((op) => !specOwnerOnly(op) && grantableScope(op))) {
+  for (const operation of operations.filter((op) => !reserved(op) && grantableScope(op))) {
     const code = toolCode(await client.callTool({ name: toolName(operation), arguments: sampleToolArguments(operation) }));
     t.notOk(refusals.includes(code ?? ''), `${operation.name} -> ${code}`);
   }
@@ -601,9 +650,11 @@ t.test("{auth_url}/mcp: a connector of another project is refused project A's re
   const ofB = await connectorMcpClient(t, auth, connectorOfB);
   const ofA = await connectorMcpClient(t, auth, connectorOfA);
   const grantableScopes = new Set<Scope>(grantable);
-  for (const operation of withResources.filter((op) => mayCall(op, grantableScopes))) {
+  for (const operation of withResources.filter((op) => mayCall(op, grantableScopes, null, true))) {
     const fields: Required<InputFields> = { path: {}, query: {}, body: {} };
-    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) fields[declaration.in][declaration.field] = await resourceOfA(declaration);
+    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) {
+      fields[declaration.in][declaration.field] = declaration.kind === 'key' ? (await createKey(test, { name: 'connector resource of A', projectId: projectA })).id : projectA;
+    }
     const call = { name: toolName(operation), arguments: sampleToolArguments(operation, fields) };
     t.ok(ACCESS_REFUSALS.includes(toolCode(await ofB.callTool(call)) ?? ''), `connector of B: ${operation.name}`);
     t.notOk(ACCESS_REFUSALS.includes(toolCode(await ofA.callTool(call)) ?? ''), `connector of A: ${operation.name}`);

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { SqlMailOutbox } from '../../adapters/sql/mail-outbox.ts';
-import { invitePerson } from '../../core/identity/identity-admin.ts';
+import { addPersonTo, mailSetPasswordToken } from '../../core/identity/identity-admin.ts';
 import type { DeriveKey } from '../../core/identity/passwords.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import type { Test } from 'tap';
@@ -16,18 +16,16 @@ export const PASSWORD = 'correct horse battery staple';
  */
 export const fastDeriveKey: DeriveKey = async (password, salt, cost) => createHash('sha256').update(salt).update(`${cost.N},${cost.r},${cost.p}\n`).update(password).digest();
 
-/** Invites a person the way `npm run cli -- people invite` does and reads the token from their mail. */
+/**
+ * Adds a person to the test organisation and mails them a set-password token, the way an operator's
+ * `npm run cli -- people add` then `people reset-password` do, and reads the token from their mail.
+ */
 export async function invite(test: TestApp, email: string, role: 'owner' | 'admin' | 'member' = 'owner'): Promise<string> {
   const { container } = test.app.svc;
   const db = container.resolve(Tokens.Database);
-  await invitePerson(db, container.resolve(Tokens.IdentityFactory), container.resolve(Tokens.Mailer), {
-    organizationId: test.organizationId,
-    email,
-    role,
-    baseUrl: 'https://gateway.example',
-    ttlHours: 72,
-    now: new Date(),
-  });
+  const storesFor = container.resolve(Tokens.IdentityFactory);
+  await addPersonTo(storesFor(db), { organizationId: test.organizationId, email, name: email, role });
+  await mailSetPasswordToken(db, storesFor, container.resolve(Tokens.Mailer), { email, baseUrl: 'https://gateway.example', ttlHours: 24, now: new Date() });
   const [mail] = await new SqlMailOutbox(db, test.config.mail.from).read({ to: email });
   const token = /svc_pwd_[A-Za-z0-9]{43}/.exec(mail?.text ?? '')?.[0];
   if (!token) throw new Error(`no set-password token in the mail to ${email}`);
