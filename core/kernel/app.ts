@@ -52,6 +52,7 @@ import { secretMatcher } from '../identity/api-tokens.ts';
 import { ConnectorTokensPoint } from '../identity/connector-tokens.ts';
 import { type AdvertisedSurface, SurfacesPoint } from './surfaces.ts';
 import { OutboundHttpClient } from '../net/outbound-http-client.ts';
+import { Tracing } from '../observability/tracing.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -126,6 +127,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
 
   let database: Database | null = null;
   let coordination: Coordination | null = null;
+  let tracing = Tracing.off;
   try {
     keepDataPrivate(config, app.log);
     database = await adapters.openDatabase();
@@ -141,6 +143,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
       app.log.warn('mail is kept in the local outbox, not delivered: configure mail.driver smtp');
     }
     const mailer = adapters.mailer(database);
+    tracing = await Tracing.start(config.tracing, app.log.child({ component: 'tracing' }));
 
     const container = Container.create();
     const identity = stores.identity(database);
@@ -205,6 +208,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.Events, events);
     const outbound = new OutboundHttpClient(config.outbound);
     container.bindValue(Tokens.OutboundHttp, outbound);
+    container.bindValue(Tokens.Tracing, tracing);
     container.bindValue(
       Tokens.SignIn,
       new PeopleSignIn({
@@ -312,6 +316,8 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
         }
       }
       await authenticator.stop();
+      // After the plugins: a call's settle span ends once metering has drained its settlements.
+      await tracing.shutdown();
       await outbound.close();
       mailer.close?.();
       await coord.close();
@@ -319,6 +325,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     });
     return app;
   } catch (error) {
+    await tracing.shutdown();
     await coordination?.close().catch(() => undefined);
     await database?.close().catch(() => undefined);
     await app.close().catch(() => undefined);

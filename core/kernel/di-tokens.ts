@@ -16,6 +16,7 @@ import type { Mailer } from '../ports/mail.ts';
 import type { PeopleSignIn } from '../identity/people-sign-in.ts';
 import type { SecretVault } from '../services/secret-vault.ts';
 import type { OutboundHttpClient } from '../net/outbound-http-client.ts';
+import type { Tracing } from '../observability/tracing.ts';
 
 /** Container tokens for what the kernel provides to every plugin. */
 export const Tokens = {
@@ -50,4 +51,6 @@ export const Tokens = {
   SignIn: createToken<PeopleSignIn>('PeopleSignIn'),
   /** HTTP to URLs customers give: the SSRF guard on every connection, no redirects, deadlines, a size cap (`outbound.*`). */
   OutboundHttp: createToken<OutboundHttpClient>('OutboundHttpClient'),
+  /** OpenTelemetry traces (`tracing.*`): `tracer` is null when off, which the call path checks once per call. */
+  Tracing: createToken<Tracing>('Tracing'),
 } as const;
