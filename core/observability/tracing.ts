@@ -1,5 +1,4 @@
 import type { Tracer } from '@opentelemetry/api';
-import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
 import type { SpanExporter } from '@opentelemetry/sdk-trace-base';
 import type { AppConfig } from '../../config/schema.ts';
 
@@ -44,10 +43,11 @@ export class Tracing {
   static async start(settings: TracingSettings, log: ProblemLog): Promise<Tracing> {
     const endpoint = settings.otlpEndpoint;
     if (!settings.enabled || endpoint === undefined) return Tracing.off;
-    const [sdk, { OTLPTraceExporter }, { defaultResource, resourceFromAttributes }] = await Promise.all([
+    const [sdk, { OTLPTraceExporter }, { defaultResource, resourceFromAttributes }, { ATTR_SERVICE_NAME }] = await Promise.all([
       import('@opentelemetry/sdk-trace-base'),
       import('@opentelemetry/exporter-trace-otlp-http'),
       import('@opentelemetry/resources'),
+      import('@opentelemetry/semantic-conventions'),
     ]);
     const timeoutMillis = settings.exportTimeoutMs;
     // Explicit settings win over the OTEL_* variables the exporter would read; config/load.ts has read them already.

@@ -1,9 +1,8 @@
 import { createTraceState, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { ATTR_ERROR_TYPE, ATTR_HTTP_RESPONSE_STATUS_CODE } from '@opentelemetry/semantic-conventions';
 import type { CallOutcome } from '../../core/gateway/inference-admission.ts';
 import { UpstreamError, type Modality } from '../../core/gateway/provider.ts';
 import { errorStatus } from '../../core/kernel/error-answer.ts';
-import { GEN_AI, GEN_AI_OPERATION } from '../../core/observability/gen-ai-attributes.ts';
+import { ATTR, GEN_AI, GEN_AI_OPERATION } from '../../core/observability/semantic-attributes.ts';
 import { formatTraceparent, parseTraceparent, type TraceHeaders } from '../../core/observability/trace-context.ts';
 import type { RouteCandidate } from './route-planner.ts';
 
@@ -154,7 +153,7 @@ export class CallTrace {
         if (usage.cachedInputTokens > 0) span.setAttribute(GEN_AI.USAGE_CACHE_READ_INPUT_TOKENS, usage.cachedInputTokens);
       }
       span.setAttribute(SVC.ATTEMPTS, outcome.attempts);
-      span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, outcome.status);
+      span.setAttribute(ATTR.HTTP_RESPONSE_STATUS_CODE, outcome.status);
       if (outcome.errorCode !== null) markError(span, outcome.errorCode, outcome.status);
     }
     span.end();
@@ -165,7 +164,7 @@ export class CallTrace {
     if (this.ended) return;
     this.ended = true;
     const { status, code } = errorStatus(error);
-    this.span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+    this.span.setAttribute(ATTR.HTTP_RESPONSE_STATUS_CODE, status);
     markError(this.span, code, status);
     this.span.end();
   }
@@ -196,12 +195,12 @@ export class AttemptTrace {
   failed(error: unknown): void {
     const span = this.span;
     if (error instanceof UpstreamError) {
-      if (error.status !== null) span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, error.status);
-      span.setAttribute(ATTR_ERROR_TYPE, error.kind);
+      if (error.status !== null) span.setAttribute(ATTR.HTTP_RESPONSE_STATUS_CODE, error.status);
+      span.setAttribute(ATTR.ERROR_TYPE, error.kind);
       // Upstream messages are redacted of secrets and shown to clients already (FailoverError).
       span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
     } else {
-      span.setAttribute(ATTR_ERROR_TYPE, errorStatus(error).code);
+      span.setAttribute(ATTR.ERROR_TYPE, errorStatus(error).code);
       span.setStatus({ code: SpanStatusCode.ERROR });
     }
     span.end();
@@ -213,6 +212,6 @@ export class AttemptTrace {
  * conventions have it for servers: a refusal (429, 402, 404) is the gateway doing its job.
  */
 function markError(span: Span, code: string, status: number): void {
-  span.setAttribute(ATTR_ERROR_TYPE, code);
+  span.setAttribute(ATTR.ERROR_TYPE, code);
   if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: code });
 }

@@ -26,6 +26,7 @@ const IMPORTED_ON_USE = [
   '@opentelemetry/sdk-trace-base',
   '@opentelemetry/exporter-trace-otlp-http',
   '@opentelemetry/resources',
+  '@opentelemetry/semantic-conventions',
 ];
 
 /** `npm run build` as package.json has it, writing to `outdir` instead of dist/. */

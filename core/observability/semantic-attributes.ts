@@ -1,12 +1,18 @@
 import type { Modality } from '../gateway/provider.ts';
 
 /**
- * The OpenTelemetry GenAI semantic conventions' span attributes (development status), spelled
- * here because @opentelemetry/semantic-conventions marks its copies as moved to the GenAI
- * conventions' own repository (and only in the incubating entry point, a large module to load
- * for a dozen strings). Stable attributes (`error.type`, `http.response.status_code`,
- * `service.name`) come from the package.
+ * The OpenTelemetry semantic conventions' attribute names the gateway's spans use, spelled here
+ * rather than imported: @opentelemetry/semantic-conventions is a large module for a dozen strings,
+ * loaded at start by whatever imports it, and the process must not pay for tracing it does not do.
+ * A test holds each name to the package's constant where the package has one (the stable entry
+ * point; the GenAI ones only in its incubating entry, marked as moved to the GenAI conventions'
+ * own repository, development status).
  */
+export const ATTR = {
+  ERROR_TYPE: 'error.type',
+  HTTP_RESPONSE_STATUS_CODE: 'http.response.status_code',
+} as const;
+
 export const GEN_AI = {
   OPERATION_NAME: 'gen_ai.operation.name',
   PROVIDER_NAME: 'gen_ai.provider.name',
