@@ -49,7 +49,7 @@ export function loadConfig(options: LoadOptions = {}): AppConfig {
 /** Validates an already-read config object (tests build these in code). */
 export function parseConfig(raw: unknown, env: Env = {}, argv: readonly string[] = []): AppConfig {
   const interpolated = interpolate(raw, env, []);
-  const withOverrides = applyEnvOverrides(interpolated, { ...env, ...commandLine(argv) });
+  const withOverrides = applyOtelEnvironment(applyEnvOverrides(interpolated, { ...env, ...commandLine(argv) }), env);
   const parsed = configSchema.safeParse(withOverrides);
   if (!parsed.success) throw new ConfigError(describeIssue(parsed.error.issues[0]));
   return parsed.data;
@@ -154,4 +154,51 @@ function applyEnvOverrides(raw: unknown, env: Env): unknown {
   const bootstrap = section(config, 'bootstrap');
   if (env.SVC_OWNER_TOKEN && bootstrap) config.bootstrap = { ...bootstrap, ownerToken: env.SVC_OWNER_TOKEN };
   return config;
+}
+
+/**
+ * The OpenTelemetry SDK's own variables (https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/,
+ * …/protocol/exporter/) for the `tracing` section, winning over the file as the variables above do:
+ * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is used as it is, OTEL_EXPORTER_OTLP_ENDPOINT is a base that
+ * gets `v1/traces`; OTEL_EXPORTER_OTLP_HEADERS then …_TRACES_HEADERS add headers
+ * (`key=value,…`, values percent-encoded); OTEL_SERVICE_NAME names the service; OTEL_SDK_DISABLED=true turns tracing off.
+ */
+function applyOtelEnvironment(raw: unknown, env: Env): unknown {
+  if (!isMapping(raw)) return raw;
+  const tracing = section(raw, 'tracing');
+  if (!tracing) return raw;
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  if (traces) tracing.otlpEndpoint = traces;
+  else if (base) tracing.otlpEndpoint = `${base}${base.endsWith('/') ? '' : '/'}v1/traces`;
+  if (env.OTEL_SERVICE_NAME) tracing.serviceName = env.OTEL_SERVICE_NAME;
+  if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') tracing.enabled = false;
+  const headers = {
+    ...otelHeaders(env, 'OTEL_EXPORTER_OTLP_HEADERS'),
+    ...otelHeaders(env, 'OTEL_EXPORTER_OTLP_TRACES_HEADERS'),
+  };
+  if (Object.keys(headers).length > 0) tracing.headers = { ...(isMapping(tracing.headers) ? tracing.headers : {}), ...headers };
+  return { ...raw, tracing };
+}
+
+/** `key=value` pairs separated by commas, values percent-decoded, as the OTLP exporter specification has them. */
+function otelHeaders(env: Env, name: string): Record<string, string> {
+  const text = env[name];
+  const headers: Record<string, string> = {};
+  if (!text) return headers;
+  for (const pair of text.split(',')) {
+    if (pair.trim() === '') continue;
+    const equals = pair.indexOf('=');
+    const key = pair.slice(0, equals).trim();
+    let value: string;
+    try {
+      value = decodeURIComponent(pair.slice(equals + 1).trim());
+    } catch {
+      value = '';
+    }
+    // Never the value in the message: it is usually a collector's key.
+    if (equals <= 0 || key === '' || value === '') throw new ConfigError(`config: ${name}: expected key=value pairs separated by commas`);
+    headers[key.toLowerCase()] = value;
+  }
+  return headers;
 }

@@ -223,6 +223,30 @@ export const configSchema = z.strictObject({
       bearerToken: z.string().min(16).optional(),
     })
     .prefault({}),
+  /**
+   * OpenTelemetry traces of gateway calls, exported over OTLP/HTTP (JSON): off unless an endpoint is
+   * given (here or in OTEL_EXPORTER_OTLP_TRACES_ENDPOINT / OTEL_EXPORTER_OTLP_ENDPOINT).
+   */
+  tracing: z
+    .strictObject({
+      /** `false` keeps the endpoint but traces nothing (OTEL_SDK_DISABLED=true). */
+      enabled: z.boolean().default(true),
+      /** Where spans are POSTed, e.g. `http://127.0.0.1:4318/v1/traces`. */
+      otlpEndpoint: z
+        .string()
+        .url()
+        .regex(/^https?:\/\//, 'must be an http:// or https:// URL')
+        .optional(),
+      /** The resource's `service.name` (OTEL_SERVICE_NAME). */
+      serviceName: z.string().min(1).default('svc-gateway'),
+      /** Share of new traces recorded; a caller's `traceparent` decides for its own trace (parent-based sampling). */
+      sampleRatio: z.number().min(0).max(1).default(1),
+      /** Sent with every export (a collector's API key); OTEL_EXPORTER_OTLP_HEADERS and …_TRACES_HEADERS add to them. */
+      headers: z.record(z.string().min(1), z.string()).default({}),
+      /** The longest one export may take (also the most a shutdown waits for the last one). */
+      exportTimeoutMs: z.number().int().min(100).max(60_000).default(10_000),
+    })
+    .prefault({}),
   /** Enabled plugins by name, each with its own settings (`{}` or `true` for the defaults). */
   plugins: z.record(z.string(), z.unknown()).default({}),
 });

@@ -1,5 +1,6 @@
 import type { CallOptions } from './provider.ts';
 import type { CallSignal, Cancellation } from './call-signal.ts';
+import type { TraceHeaders } from '../observability/trace-context.ts';
 
 /**
  * The options the kernel hands a provider call: to its author just the public CallOptions, a
@@ -14,6 +15,7 @@ export class GatewayCallOptions implements CallOptions {
   constructor(
     cancel: CallSignal,
     readonly requestId: string,
+    readonly traceHeaders?: TraceHeaders,
   ) {
     this.#cancel = cancel;
   }

@@ -66,8 +66,13 @@ export interface Admission {
   readonly headers: Readonly<Record<string, string>>;
   /** Whether the account keeps prompt and response bodies: pass them in the outcome if so. */
   readonly logBodies: boolean;
-  /** Settles everything admit took. Never throws; calling it twice has no further effect. */
-  finish(outcome: CallOutcome): void;
+  /**
+   * Settles everything admit took. Never throws; calling it twice has no further effect. Where the
+   * settlement goes on in the background, returns the promise of its end, which settles either way
+   * (a failure is the admission's to log, and is never left unhandled): the call's settle span ends
+   * with it. Nothing else waits for it.
+   */
+  finish(outcome: CallOutcome): PromiseLike<unknown> | undefined;
 }
 
 /** A call refused before admission took anything (a guardrail block): logged, billed nothing. */

@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { TraceHeaders } from '../observability/trace-context.ts';
 
 /**
  * The provider contract, by modality. A provider offers any subset of the modalities below, each
@@ -90,6 +91,13 @@ export interface CallOptions {
   readonly signal: AbortSignal;
   /** The gateway's request id, forwarded upstream where the provider has a header for it. */
   readonly requestId: string;
+  /**
+   * W3C trace context for this attempt's upstream request (`traceparent`, and `tracestate` when
+   * there is one): the attempt's span when tracing is on, the caller's own headers passed through
+   * when it is off, absent when there is neither. Built-in providers send them through their HTTP
+   * client (providers/http/upstream-client.ts); a provider making its own requests adds them.
+   */
+  readonly traceHeaders?: TraceHeaders | undefined;
 }
 
 export interface ChatResult {

@@ -55,6 +55,7 @@ import { ConnectorTokensPoint } from '../identity/connector-tokens.ts';
 import { type AdvertisedSurface, SurfacesPoint } from './surfaces.ts';
 import { OutboundHttpClient } from '../net/outbound-http-client.ts';
 import { LongRunningOperations } from '../operations/long-running.ts';
+import { Tracing } from '../observability/tracing.ts';
 
 export interface AppOptions {
   /** The plugins the operator may enable (plugins/index.ts in production). */
@@ -134,6 +135,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
 
   let database: Database | null = null;
   let coordination: Coordination | null = null;
+  let tracing = Tracing.off;
   try {
     keepDataPrivate(config, app.log);
     database = await adapters.openDatabase();
@@ -149,6 +151,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
       app.log.warn('mail is kept in the local outbox, not delivered: configure mail.driver smtp');
     }
     const mailer = adapters.mailer(database);
+    tracing = await Tracing.start(config.tracing, app.log.child({ component: 'tracing' }));
 
     const container = Container.create();
     const identity = stores.identity(database);
@@ -214,6 +217,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.LongRunning, new LongRunningOperations({ store: stores.longRunning(database), jobs, database, clock }));
     const outbound = new OutboundHttpClient({ ...config.outbound, ...(options.outboundLookup ? { lookup: options.outboundLookup } : {}) });
     container.bindValue(Tokens.OutboundHttp, outbound);
+    container.bindValue(Tokens.Tracing, tracing);
     container.bindValue(
       Tokens.SignIn,
       new PeopleSignIn({
@@ -321,6 +325,8 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
         }
       }
       await authenticator.stop();
+      // After the plugins: a call's settle span ends once metering has drained its settlements.
+      await tracing.shutdown();
       await outbound.close();
       mailer.close?.();
       await coord.close();
@@ -328,6 +334,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     });
     return app;
   } catch (error) {
+    await tracing.shutdown();
     await coordination?.close().catch(() => undefined);
     await database?.close().catch(() => undefined);
     await app.close().catch(() => undefined);

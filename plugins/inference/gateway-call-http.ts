@@ -5,6 +5,7 @@ import { CallSignal } from '../../core/gateway/call-signal.ts';
 import { errorHandlerWriting } from '../../core/http/error-handler.ts';
 import type { CountedResponse } from '../../core/gateway/metrics.ts';
 import type { Credential } from '../../core/identity/credential.ts';
+import { incomingTraceHeaders, type TraceHeaders } from '../../core/observability/trace-context.ts';
 import { mountUploadRoutes, readUpload } from '../../core/http/uploads.ts';
 import { ClientGoneError } from '../../core/kernel/errors.ts';
 import type { AnyCapability } from './capability.ts';
@@ -95,6 +96,12 @@ class HttpExchange implements CallExchange {
 
   get credential(): Credential {
     return this.request.credential!;
+  }
+
+  /** The caller's `traceparent` and `tracestate`, when the first is valid. */
+  get traceHeaders(): TraceHeaders | undefined {
+    const headers = this.request.headers;
+    return incomingTraceHeaders(headers.traceparent, headers.tracestate);
   }
 
   setHeaders(headers: Readonly<Record<string, string>>): void {

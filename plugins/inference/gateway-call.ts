@@ -5,9 +5,11 @@ import type { InputGuard } from '../../core/gateway/input-guards.ts';
 import type { CountedResponse, GatewayMetrics } from '../../core/gateway/metrics.ts';
 import { UpstreamError, type Modality } from '../../core/gateway/provider.ts';
 import type { Credential } from '../../core/identity/credential.ts';
+import type { TraceHeaders } from '../../core/observability/trace-context.ts';
 import { errorStatus } from '../../core/kernel/error-answer.ts';
 import { ApiError, ClientGoneError } from '../../core/kernel/errors.ts';
 import type { CallAnswer, CallEstimate, EventSink, GatewayCapability } from './capability.ts';
+import type { CallTrace, CallTracer, AttemptTrace } from './call-trace.ts';
 import type { CircuitBreaker } from './circuit-breaker.ts';
 import { FailoverError, runWithFailover, type FailoverOptions, type FailoverOutcome } from './failover.ts';
 import type { InferenceConfig } from './inference-config.ts';
@@ -35,6 +37,8 @@ export interface CallExchange {
   warn(details: Record<string, unknown>, message: string): void;
   /** The HTTP response the call is counted on, so it is counted once (absent for calls from code). */
   readonly counted?: CountedResponse;
+  /** The caller's W3C trace context, when it sent a valid `traceparent` (read once per call). */
+  readonly traceHeaders?: TraceHeaders | undefined;
 }
 
 /**
@@ -56,6 +60,8 @@ export interface GatewayCallDeps {
   metrics: GatewayMetrics;
   /** Read once (extensions.all(InputGuardsPoint)); empty in the usual deployment. */
   guards: readonly InputGuard[];
+  /** Null when tracing is off: then no span is made, and the caller's trace headers pass through to the upstream. */
+  tracer: CallTracer | null;
 }
 
 /** What a call holds once admitted. */
@@ -68,6 +74,10 @@ interface AdmittedCall<M extends Modality, B> {
   admission: Admission;
   estimate: CallEstimate;
   started: number;
+  /** The call's spans; null when tracing is off. */
+  trace: CallTrace | null;
+  /** When tracing is off: the caller's trace headers, sent upstream as they came (each attempt sends its own span's otherwise). */
+  callerTrace: TraceHeaders | undefined;
 }
 
 /**
@@ -92,7 +102,30 @@ export class GatewayCallPath {
   }
 
   /** Runs one call: the JSON answer, or null when it was answered as a stream. Throws errors for the caller's envelope. */
-  async run<M extends Modality, B>(capability: GatewayCapability<M, B>, exchange: CallExchange): Promise<JsonAnswer | null> {
+  run<M extends Modality, B>(capability: GatewayCapability<M, B>, exchange: CallExchange): Promise<JsonAnswer | null> {
+    const caller = exchange.traceHeaders;
+    // One check per call: with tracing off, no span, not even a no-op one, is made.
+    const tracer = this.deps.tracer;
+    if (tracer === null) return this.call(capability, exchange, null, caller);
+    return this.traced(capability, exchange, tracer.begin(capability.modality, exchange.requestId, caller));
+  }
+
+  /** The call in its span, which ends with the outcome or, failing before admission, with the error. */
+  private async traced<M extends Modality, B>(capability: GatewayCapability<M, B>, exchange: CallExchange, trace: CallTrace): Promise<JsonAnswer | null> {
+    try {
+      return await this.call(capability, exchange, trace, undefined);
+    } catch (error) {
+      trace.fail(error);
+      throw error;
+    }
+  }
+
+  private async call<M extends Modality, B>(
+    capability: GatewayCapability<M, B>,
+    exchange: CallExchange,
+    trace: CallTrace | null,
+    callerTrace: TraceHeaders | undefined,
+  ): Promise<JsonAnswer | null> {
     const { deps } = this;
     const parsed = capability.parse(exchange.body);
     // A body at once on the usual call: a promise only where a file must be read (transcriptions).
@@ -103,12 +136,13 @@ export class GatewayCallPath {
     if (capability.withModelDefaults) body = capability.withModelDefaults(body, model);
     if (deps.guards.length > 0) body = await guardInput(deps.guards, capability, body, model, exchange, deps.admission);
     const streaming = capability.streaming?.wanted(body) === true;
+    trace?.model(model.id, streaming);
     if (streaming && !exchange.openStream) throw new ApiError('invalid_parameter', 'Streams are answered over HTTP only; leave stream unset here', { param: 'stream' });
     const candidates = planRoutes(model, capability.modality, deps.providers, deps.breaker);
     const counted = capability.estimate(body, model);
     // A number at once on the usual call: no promise unless a long text is being counted in slices.
     const estimate = counted instanceof Promise ? await counted : counted;
-    const admission = await deps.admission.admit({
+    const admissionRequest = {
       credential,
       requestId: exchange.requestId,
       endpoint: capability.endpoint,
@@ -116,15 +150,22 @@ export class GatewayCallPath {
       stream: streaming,
       estimate,
       countedInputTokens: estimate.countedInputTokens,
-    });
+    };
+    const admission = trace === null ? await deps.admission.admit(admissionRequest) : await trace.admission(() => deps.admission.admit(admissionRequest));
     exchange.setHeaders(admission.headers);
-    const call: AdmittedCall<M, B> = { capability, exchange, body, model, candidates, admission, estimate, started: performance.now() };
+    const call: AdmittedCall<M, B> = { capability, exchange, body, model, candidates, admission, estimate, started: performance.now(), trace, callerTrace };
     return streaming ? this.stream(call) : this.once(call);
   }
 
   private finish(call: AdmittedCall<Modality, unknown>, outcome: CallOutcome): void {
     this.deps.metrics.observeCall(call.capability.endpoint, call.model.id, outcome, call.exchange.counted);
-    call.admission.finish(outcome);
+    const trace = call.trace;
+    if (trace === null) {
+      call.admission.finish(outcome);
+      return;
+    }
+    trace.settle(() => call.admission.finish(outcome));
+    trace.end(outcome);
   }
 
   /** Before anything reached the client: settle the call as failed and rethrow for the error envelope. */
@@ -148,9 +189,12 @@ export class GatewayCallPath {
     let outcome: FailoverOutcome<unknown, RouteCandidate<M>>;
     let answer: CallAnswer;
     try {
+      const trace = call.trace;
       outcome = await runWithFailover<RouteCandidate<M>, unknown>(
         call.candidates,
-        (candidate, signal) => capability.attempt(candidate, body, new GatewayCallOptions(signal, exchange.requestId)),
+        trace === null
+          ? (candidate, signal) => capability.attempt(candidate, body, new GatewayCallOptions(signal, exchange.requestId, call.callerTrace))
+          : (candidate, signal) => trace.attempted(candidate, (headers) => capability.attempt(candidate, body, new GatewayCallOptions(signal, exchange.requestId, headers))),
         { ...this.failover, signal: exchange.signal },
       );
       answer = capability.answer(outcome.value, body, model);
@@ -194,11 +238,12 @@ export class GatewayCallPath {
       this.failed(call, error);
     }
 
-    const { iterator, buffered, committedAt } = opened.value;
+    const { iterator, buffered, committedAt, attempt } = opened.value;
     const sink = exchange.openStream!({ 'x-svc-provider': opened.candidate.provider.name, 'x-svc-attempts': String(opened.attempts) });
     const writer = streaming.writer(body, model, { requestId: exchange.requestId, countedInputTokens: call.estimate.countedInputTokens, logBodies: call.admission.logBodies });
     let status = 200;
     let errorCode: string | null = null;
+    let broken: unknown;
     try {
       for (const event of buffered) await writer.write(event, sink);
       for (;;) {
@@ -216,12 +261,16 @@ export class GatewayCallPath {
         // Past the commit point a failure can only be reported in-band.
         status = 502;
         errorCode = 'upstream_error';
+        broken = error;
         exchange.warn({ err: error, route: opened.candidate.key }, 'stream failed after its commit point');
         await writer.fail(new ApiError('upstream_error', 'The upstream stream failed part-way; the response is incomplete. It is safe to retry.'), sink);
       }
       void iterator.return?.().catch(() => undefined);
     } finally {
       sink.end();
+      // The attempt's span covers the whole upstream exchange, so it ends with the stream.
+      if (attempt && broken === undefined) attempt.succeeded();
+      else attempt?.failed(broken);
       const settled = writer.settle();
       this.finish(call, {
         status,
@@ -248,6 +297,7 @@ export class GatewayCallPath {
     const ttftMs = call.model.ttftTimeoutMs ?? this.deps.config.failover.ttftTimeoutMs;
     // Its own signal: a slow first token cuts this attempt without ending the client's call.
     const upstream = attemptSignal.child();
+    const attempt = call.trace?.attempt(candidate);
     let timer: NodeJS.Timeout | undefined;
     const ttft = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
@@ -256,7 +306,8 @@ export class GatewayCallPath {
         reject(late);
       }, ttftMs);
     });
-    const iterator = streaming.open(candidate, call.body, new GatewayCallOptions(upstream.signal, call.exchange.requestId))[Symbol.asyncIterator]();
+    const options = new GatewayCallOptions(upstream.signal, call.exchange.requestId, attempt ? attempt.headers : call.callerTrace);
+    const iterator = streaming.open(candidate, call.body, options)[Symbol.asyncIterator]();
     const buffered: unknown[] = [];
     try {
       for (;;) {
@@ -266,9 +317,15 @@ export class GatewayCallPath {
         const next = await Promise.race([pending, ttft]);
         if (next.done) throw new UpstreamError('protocol', 'the stream ended before any content');
         buffered.push(next.value);
-        if (streaming.commits(next.value)) return { iterator, buffered, committedAt: performance.now() };
+        if (streaming.commits(next.value)) {
+          const committedAt = performance.now();
+          attempt?.firstChunk();
+          call.trace?.firstChunk(committedAt - call.started);
+          return { iterator, buffered, committedAt, attempt };
+        }
       }
     } catch (error) {
+      attempt?.failed(error);
       upstream.signal.abort(error);
       void iterator.return?.().catch(() => undefined);
       throw error;
@@ -327,4 +384,6 @@ interface OpenedStream<E> {
   /** Events read before and including the commit point. */
   buffered: E[];
   committedAt: number;
+  /** The attempt's span when tracing is on: it ends with the stream. */
+  attempt: AttemptTrace | undefined;
 }

@@ -16,6 +16,7 @@ import { mountCapability } from './gateway-call-http.ts';
 import { PathGatewayCalls } from './gateway-calls-service.ts';
 import { GatewayCallsPoint } from '../../core/gateway/gateway-calls.ts';
 import { InputGuardsPoint } from '../../core/gateway/input-guards.ts';
+import { CallTracer } from './call-trace.ts';
 import { CircuitBreaker } from './circuit-breaker.ts';
 import { inferenceConfigSchema } from './inference-config.ts';
 import { ModelCatalogue } from './model-catalogue.ts';
@@ -65,6 +66,7 @@ export const inferencePlugin = definePlugin({
     // Built on first use, by routes() or by a job's call (a worker-only process mounts no routes):
     // admission and the input guards are read once, after every plugin has provided its own.
     let path: GatewayCallPath | undefined;
+    const tracer = container.resolve(Tokens.Tracing).tracer;
     const callPath = () =>
       (path ??= new GatewayCallPath({
         catalogue,
@@ -74,6 +76,7 @@ export const inferencePlugin = definePlugin({
         config,
         metrics: container.resolve(Tokens.Metrics),
         guards: extensions.all(InputGuardsPoint),
+        tracer: tracer && new CallTracer(tracer),
       }));
     container.bindValue(InferenceTokens.CallPath, callPath);
     extensions.provide(GatewayCallsPoint, new PathGatewayCalls(callPath, capabilities, logger));

@@ -563,14 +563,15 @@ export class GovernedAdmission implements InferenceAdmission {
       headers: state.headers,
       logBodies: state.logBodies,
       finish: (outcome: CallOutcome) => {
-        if (finished) return;
+        if (finished) return undefined;
         finished = true;
         this.live.delete(held);
         // Synchronously with the row's enqueue in settle: the money moves from in flight to pending in one turn.
         this.reserve(state.scopes, state.reserved, state.tokenEstimate, -1);
         // finish never throws (the contract): a synchronous failure is reported like a rejected one.
+        let settling: Promise<void> | undefined;
         try {
-          const settling = this.settle(state, outcome, createdAt);
+          settling = this.settle(state, outcome, createdAt);
           this.settlingCount += 1;
           // One reaction per call, as before idle() existed: a counter, not a set of promises.
           settling.then(this.settledOne, (error: unknown) => {
@@ -581,6 +582,9 @@ export class GovernedAdmission implements InferenceAdmission {
           logger.error({ err: error, requestId: state.request.requestId }, 'settling a call failed');
         }
         this.wakeIdle();
+        // Handled above, so a caller that ignores it leaves no unhandled rejection; its reactions run after
+        // settledOne's, so whoever reacts to it sees the call settled.
+        return settling;
       },
     };
   }

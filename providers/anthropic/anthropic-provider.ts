@@ -10,7 +10,6 @@ import {
   type Provider,
   type ProviderContext,
 } from '../../core/gateway/provider.ts';
-import { cancellationOf } from '../../core/gateway/call-options.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
 import { readSse } from '../http/sse-reader.ts';
 import { errorFromInBand, kindForErrorType, protocolError, toUpstreamError, type ErrorContext } from '../http/upstream-errors.ts';
@@ -51,7 +50,7 @@ export class AnthropicProvider implements Provider, LanguageModelProvider {
       path: this.messagesPath,
       body: this.convert(body),
       headers: this.headers(),
-      signal: cancellationOf(options),
+      call: options,
     });
     const message = response.body;
     if (message === null || typeof message !== 'object' || !Array.isArray(message.content)) {
@@ -75,7 +74,7 @@ export class AnthropicProvider implements Provider, LanguageModelProvider {
       path: this.messagesPath,
       body: { ...this.convert(body), stream: true },
       headers: this.headers(),
-      signal: cancellationOf(options),
+      call: options,
     });
     const translator = new AnthropicStreamTranslator(body.model);
     try {

@@ -1,13 +1,13 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { LookupFunction } from 'node:net';
 import { Pool, type Dispatcher, type FormData } from 'undici';
-import type { UpstreamTimeouts } from '../../core/gateway/provider.ts';
+import type { CallOptions, UpstreamTimeouts } from '../../core/gateway/provider.ts';
+import { cancellationOf } from '../../core/gateway/call-options.ts';
 import { assertPublicUrlSync, guardedLookup } from '../../core/net/outbound-url-guard.ts';
 import { abortingDeadlines, type CallDeadlines } from '../../core/net/call-deadlines.ts';
 import { JsonExchange, type ExchangedResponse } from './json-exchange.ts';
 import { timedConnector } from '../../core/net/timed-connector.ts';
 import { errorFromStatus, errorFromTransport, protocolError, type ErrorContext } from './upstream-errors.ts';
-import type { Cancellation } from '../../core/gateway/call-signal.ts';
 
 export interface UpstreamClientOptions {
   /** Where calls go; request paths are appended to its path (`https://api.groq.com/openai/v1`). */
@@ -31,8 +31,12 @@ export interface UpstreamRequest {
   /** Serialised as JSON. */
   body: unknown;
   headers?: Record<string, string>;
-  /** A built-in provider passes `cancellationOf(options)` (core/gateway/call-options.ts): the cheap signal when the kernel made the options. */
-  signal: Cancellation;
+  /**
+   * The call's options as the provider received them: the client takes the cancellation from them
+   * (`cancellationOf`, the kernel's cheap signal when the kernel made them) and sends their
+   * `traceHeaders`, so every built-in provider propagates trace context without a line of its own.
+   */
+  call: CallOptions;
   /** The `accept` header: JSON for postJson and SSE for postStream unless said otherwise (audio bytes: any type). */
   accept?: string;
 }
@@ -113,7 +117,7 @@ export class UpstreamHttpClient {
 
   /** POST a JSON body and stream the answer (SSE, or bytes with `accept`); non-2xx statuses throw before anything is yielded. */
   async postStream(request: UpstreamRequest): Promise<StreamResponse> {
-    const { deadlines, signal } = abortingDeadlines(request.signal, this.timeouts);
+    const { deadlines, signal } = abortingDeadlines(cancellationOf(request.call), this.timeouts);
     let response: Dispatcher.ResponseData;
     try {
       response = await this.send(request, request.accept ?? 'text/event-stream', deadlines, signal);
@@ -129,9 +133,9 @@ export class UpstreamHttpClient {
   }
 
   /** The whole answer in one piece, through a dispatch handler (no body stream, no AbortController per call). */
-  private exchange(request: Pick<UpstreamRequest, 'path' | 'headers' | 'signal'>, payload: Payload, accept: string): Promise<ExchangedResponse> {
+  private exchange(request: Pick<UpstreamRequest, 'path' | 'headers' | 'call'>, payload: Payload, accept: string): Promise<ExchangedResponse> {
     return new Promise((resolve, reject) => {
-      const exchange = new JsonExchange(request.signal, this.timeouts, ERROR_BODY_LIMIT, resolve, (failure) =>
+      const exchange = new JsonExchange(cancellationOf(request.call), this.timeouts, ERROR_BODY_LIMIT, resolve, (failure) =>
         reject(errorFromTransport(this.errors, failure.error, failure.phase, failure.cause, this.timeouts)),
       );
       if (!exchange.open) return;
@@ -139,7 +143,7 @@ export class UpstreamHttpClient {
         {
           method: 'POST',
           path: this.basePath + request.path,
-          headers: payloadHeaders(request.headers, payload, accept),
+          headers: payloadHeaders(request, payload, accept),
           body: payload.body,
         },
         exchange,
@@ -165,7 +169,7 @@ export class UpstreamHttpClient {
       response = await this.pool.request({
         method: 'POST',
         path: this.basePath + request.path,
-        headers: { ...request.headers, 'content-type': 'application/json', accept },
+        headers: { ...request.headers, ...request.call.traceHeaders, 'content-type': 'application/json', accept },
         body: JSON.stringify(request.body),
         signal,
       });
@@ -195,8 +199,10 @@ function jsonPayload(body: unknown): Payload {
   return { body: JSON.stringify(body), contentType: 'application/json' };
 }
 
-function payloadHeaders(headers: Record<string, string> | undefined, payload: Payload, accept: string): Record<string, string> {
-  return payload.contentType === null ? { ...headers, accept } : { ...headers, 'content-type': payload.contentType, accept };
+/** The provider's headers, the trace context (after them: the attempt's, never a static one from config), then the body's. */
+function payloadHeaders(request: Pick<UpstreamRequest, 'headers' | 'call'>, payload: Payload, accept: string): Record<string, string> {
+  const trace = request.call.traceHeaders;
+  return payload.contentType === null ? { ...request.headers, ...trace, accept } : { ...request.headers, ...trace, 'content-type': payload.contentType, accept };
 }
 
 async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {

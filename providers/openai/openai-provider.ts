@@ -28,7 +28,6 @@ import {
   type TranscriptionRequest,
   type TranscriptionResult,
 } from '../../core/gateway/provider.ts';
-import { cancellationOf } from '../../core/gateway/call-options.ts';
 import { UpstreamHttpClient } from '../http/upstream-client.ts';
 import { errorFromInBand, kindForErrorType, protocolError, type ErrorContext } from '../http/upstream-errors.ts';
 import { estimateChatInputTokens, estimateEmbeddingInputTokens, estimateOutputTokens } from '../token-estimate.ts';
@@ -131,7 +130,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       path: this.pathFor('chat/completions', body.model),
       body: withoutStreamFields(body),
       headers: this.headers(options),
-      signal: cancellationOf(options),
+      call: options,
     });
     const completion = response.body;
     if (completion !== null && typeof completion === 'object' && completion.error !== undefined && completion.error !== null) {
@@ -154,7 +153,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       path: this.pathFor('chat/completions', body.model),
       body: upstreamBody,
       headers: this.headers(options),
-      signal: cancellationOf(options),
+      call: options,
     });
     yield* openAIChatEvents(response.body, body, this.errors);
   }
@@ -164,7 +163,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       path: this.pathFor('embeddings', body.model),
       body,
       headers: this.headers(options),
-      signal: cancellationOf(options),
+      call: options,
     });
     const result = response.body;
     if (result === null || typeof result !== 'object' || !Array.isArray(result['data'])) {
@@ -179,7 +178,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       path: this.pathFor('images/generations', body.model),
       body,
       headers: this.headers(options),
-      signal: cancellationOf(options),
+      call: options,
     });
     const result = response.body;
     if (!isObject(result) || !Array.isArray(result['data'])) throw protocolError(this.errors, 'upstream answered images without data', result);
@@ -194,7 +193,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       path: this.pathFor('audio/speech', body.model),
       body,
       headers: this.headers(options),
-      signal: cancellationOf(options),
+      call: options,
       accept: '*/*',
     });
     const contentType = speechContentType(headerText(response.headers['content-type']), body.response_format);
@@ -207,7 +206,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       path: this.pathFor('audio/transcriptions', request.model),
       form: transcriptionForm(request),
       headers: this.headers(options),
-      signal: cancellationOf(options),
+      call: options,
       accept: json ? 'application/json' : 'text/plain',
     });
     if (!json) {
@@ -229,7 +228,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       path: this.pathFor('responses', body.model),
       body: withoutResponsesStreamFields(body),
       headers: this.headers(options),
-      signal: cancellationOf(options),
+      call: options,
     });
     const result = response.body;
     if (!isObject(result) || !Array.isArray(result['output'])) throw protocolError(this.errors, 'upstream answered a response without output', result);
@@ -243,7 +242,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
       path: this.pathFor('responses', body.model),
       body: { ...body, stream: true },
       headers: this.headers(options),
-      signal: cancellationOf(options),
+      call: options,
     });
     yield* openAIResponsesEvents(response.body, body, this.errors);
   }

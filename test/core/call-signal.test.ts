@@ -72,7 +72,7 @@ t.test("a provider's call options show a standard signal and no kernel cancellat
   t.ok(options.signal instanceof AbortSignal);
   t.equal(options.requestId, 'req-1');
   t.notOk('cancel' in options, 'no `cancel` member');
-  t.same(Object.keys(options), ['requestId'], 'nothing else enumerable');
+  t.same(Object.keys(options), ['requestId', 'traceHeaders'], 'nothing else enumerable: the public contract’s fields');
   // @ts-expect-error the public contract has no `cancel`
   void options.cancel;
   cancel.abort(new Error('gone'));

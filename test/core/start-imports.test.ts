@@ -9,13 +9,25 @@ import t from 'tap';
 /**
  * What the production build (`npm run build`, run by `npm run start:prod`) loads when it starts:
  * only what every process needs. A database or coordination driver the config does not choose, the
- * SMTP transport and the media libraries are tens of MiB of memory, so they are imported on use;
+ * SMTP transport, the media libraries and the tracing SDK are tens of MiB of memory, so they are imported on use;
  * and an import on use inside the bundle stays one only if the build splits it into its own chunk.
  */
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
 /** Packages a process imports only for a choice in its config or a call it may never get. */
-const IMPORTED_ON_USE = ['redis', 'pg', '@electric-sql/pglite', 'nodemailer', 'music-metadata', 'pngjs'];
+const IMPORTED_ON_USE = [
+  'redis',
+  'pg',
+  '@electric-sql/pglite',
+  'nodemailer',
+  'music-metadata',
+  'pngjs',
+  // The tracing SDK and its OTLP exporter: only when tracing is configured (core/observability/tracing.ts).
+  '@opentelemetry/sdk-trace-base',
+  '@opentelemetry/exporter-trace-otlp-http',
+  '@opentelemetry/resources',
+  '@opentelemetry/semantic-conventions',
+];
 
 /** `npm run build` as package.json has it, writing to `outdir` instead of dist/. */
 async function build(outdir: string): Promise<void> {
@@ -50,7 +62,7 @@ function packagesLoadedAtStart(outdir: string, entry: string): Set<string> {
   return packages;
 }
 
-t.test('the built service loads no driver, mail transport or media library at start', async (t) => {
+t.test('the built service loads no driver, mail transport, media library or tracing SDK at start', async (t) => {
   t.setTimeout(120_000);
   const outdir = mkdtempSync(join(tmpdir(), 'svc-build-'));
   t.teardown(() => rmSync(outdir, { recursive: true, force: true }));

@@ -6,6 +6,9 @@ import { readSse } from '../../providers/http/sse-reader.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
 import { failure } from './provider-test-kit.ts';
 import { CallSignal, type Cancellation } from '../../core/gateway/call-signal.ts';
+import { GatewayCallOptions } from '../../core/gateway/call-options.ts';
+import type { CallOptions } from '../../core/gateway/provider.ts';
+import type { TraceHeaders } from '../../core/observability/trace-context.ts';
 
 const API_KEY = 'sk-test-never-show-me-0123456789';
 const timeouts = { connectMs: 300, firstByteMs: 300, totalMs: 1500 };
@@ -23,11 +26,37 @@ function client(overrides: Partial<UpstreamClientOptions> = {}): UpstreamHttpCli
   return http;
 }
 
-const chatRequest = (signal: Cancellation = new AbortController().signal) => ({
+/** A call's options as a provider receives them: the kernel's (a CallSignal inside) or a plain AbortSignal's. */
+function callOptions(signal: Cancellation, traceHeaders?: TraceHeaders): CallOptions {
+  return signal instanceof CallSignal ? new GatewayCallOptions(signal, 'req-test', traceHeaders) : { signal, requestId: 'req-test', traceHeaders };
+}
+
+const chatRequest = (signal: Cancellation = new AbortController().signal, traceHeaders?: TraceHeaders) => ({
   path: '/chat/completions',
   body: { model: 'm', messages: [{ role: 'user', content: 'hi' }] },
   headers: { authorization: `Bearer ${API_KEY}` },
-  signal,
+  call: callOptions(signal, traceHeaders),
+});
+
+const TRACE = { traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', tracestate: 'vendor=value' };
+
+t.test("the call's trace headers go out with a JSON call", async (t) => {
+  await client().postJson(chatRequest(new CallSignal(), TRACE));
+  t.equal(fake.requests[0]?.headers['traceparent'], TRACE.traceparent);
+  t.equal(fake.requests[0]?.headers['tracestate'], TRACE.tracestate);
+});
+
+t.test("the call's trace headers go out with a stream", async (t) => {
+  const response = await client().postStream({ ...chatRequest(new CallSignal(), TRACE), body: { model: 'm', messages: [], stream: true } });
+  for await (const _ of response.body);
+  t.equal(fake.requests[0]?.headers['traceparent'], TRACE.traceparent);
+  t.equal(fake.requests[0]?.headers['tracestate'], TRACE.tracestate);
+});
+
+t.test('a call without trace headers sends none', async (t) => {
+  await client().postJson(chatRequest());
+  t.notOk('traceparent' in (fake.requests[0]?.headers ?? {}));
+  t.notOk('tracestate' in (fake.requests[0]?.headers ?? {}));
 });
 
 t.test('posts JSON to the base path and returns the parsed answer', async (t) => {
