@@ -60,12 +60,11 @@ const test = await buildTestApp(t, {
 });
 const base = await listeningBase(test);
 const names = (tools: Tool[]) => tools.map((tool) => tool.name);
-/** The read tools any credential of the account sees (scope null). */
+/** The read tools any API key of the account sees (scope null; not a person's own, which keys never see). */
 const OPEN_READS = [
   'account_onboarding_get',
   'account_orgMap',
   'account_overview',
-  'account_profile_get',
   'account_progress_list',
   'account_whoami',
   'models_list',
@@ -76,8 +75,8 @@ const OPEN_READS = [
   'projects_list',
   'projects_members_list',
 ];
-/** The write tools any credential of the account sees with mcp:write (scope null, not owner-only). */
-const OPEN_WRITES = ['account_onboarding_details', 'account_onboarding_heardFrom', 'account_onboarding_skip', 'account_profile_update', 'account_progress_hide', 'organizations_setDefault'];
+/** The write tools any API key of the account sees with mcp:write (scope null, neither owner-only nor a person's own). */
+const OPEN_WRITES = ['account_progress_hide', 'organizations_setDefault'];
 
 t.test('a key sees exactly the tools its scopes allow, in name order', async (t) => {
   const readsKeys = await createKey(test, { name: 'mcp keys reader', scopes: ['mcp:read', 'keys:read'] });

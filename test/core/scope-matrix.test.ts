@@ -652,9 +652,7 @@ t.test("{auth_url}/mcp: a connector of another project is refused project A's re
   const grantableScopes = new Set<Scope>(grantable);
   for (const operation of withResources.filter((op) => mayCall(op, grantableScopes, null, true))) {
     const fields: Required<InputFields> = { path: {}, query: {}, body: {} };
-    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) {
-      fields[declaration.in][declaration.field] = declaration.kind === 'key' ? (await createKey(test, { name: 'connector resource of A', projectId: projectA })).id : projectA;
-    }
+    for (const declaration of resourcesOf(operation) as ResourceDeclaration[]) fields[declaration.in][declaration.field] = await resourceOfA(declaration);
     const call = { name: toolName(operation), arguments: sampleToolArguments(operation, fields) };
     t.ok(ACCESS_REFUSALS.includes(toolCode(await ofB.callTool(call)) ?? ''), `connector of B: ${operation.name}`);
     t.notOk(ACCESS_REFUSALS.includes(toolCode(await ofA.callTool(call)) ?? ''), `connector of A: ${operation.name}`);
