@@ -33,6 +33,11 @@ export class SqlEventStore implements EventStore {
     };
   }
 
+  async eraseForOrganization(tx: Queryable, organizationId: string): Promise<number> {
+    const { rowCount } = await tx.query('DELETE FROM events WHERE organization_id = $1', [organizationId]);
+    return rowCount;
+  }
+
   async prune(before: Date): Promise<number> {
     const { rowCount } = await this.db.query('DELETE FROM events WHERE occurred_at < $1', [before]);
     return rowCount;

@@ -45,6 +45,12 @@ export class SqlSecretStore implements SecretStore {
     return rowCount > 0;
   }
 
+  async deleteOwners(kind: string, ids: readonly string[]): Promise<number> {
+    if (ids.length === 0) return 0;
+    const { rowCount } = await this.db.query('DELETE FROM secrets WHERE owner_kind = $1 AND owner_id = ANY($2::text[])', [kind, [...ids]]);
+    return rowCount;
+  }
+
   async list(owner: SecretOwner): Promise<Array<{ name: string; version: number; updatedAt: Date }>> {
     const { rows } = await this.db.query<{ name: string; version: number; updated_at: Date }>(
       'SELECT name, version, updated_at FROM secrets WHERE owner_kind = $1 AND owner_id = $2 ORDER BY name',

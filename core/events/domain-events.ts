@@ -109,6 +109,16 @@ export class DomainEvents {
   }
 
   /**
+   * Forgets an organisation's events in `tx` (its account's deletion): their data names its keys
+   * and people. A subscriber's job still queued for one of them then ends as the pruned ones do,
+   * without acting, so none writes about the organisation after its erasure (an audit entry, a
+   * webhook delivery). Events emitted later in `tx` (`account.deleted`) are kept.
+   */
+  eraseForOrganization(tx: Transaction, organizationId: string): Promise<number> {
+    return this.deps.store.eraseForOrganization(tx, organizationId);
+  }
+
+  /**
    * Records the event in `tx` (the transaction of the change it describes); returns its id. The data
    * is checked against the type's declared schema first: a type nothing declared, or data that does
    * not match, throws, and so rolls the change back rather than publish what receivers cannot read.

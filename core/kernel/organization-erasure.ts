@@ -7,7 +7,11 @@ import { defineContributionPoint } from './extension-points.ts';
  * for its own tables, so the deletion knows none of them. Every eraser runs in the one transaction
  * that also removes the organisation's people, projects and keys, so the deletion happens whole or
  * not at all. An eraser keeps what the law requires to be kept (the credit ledger and payments are
- * accounting records: metering's eraser leaves them).
+ * accounting records: metering's eraser leaves them). What sits outside the database (blobs) cannot
+ * go in the transaction: the eraser deletes the rows and enqueues in `tx` a durable job that removes
+ * the rest once the transaction has committed (support's files). Secrets in the vault go through
+ * `vault.within(tx)`. test/plugins/account/account-erasure.test.ts fails on any table naming an
+ * organisation that keeps a row of it, outside its documented keep-list.
  */
 export interface OrganizationEraser {
   /** What it removes, as the deletion's result lists it: `request logs`, `audit log`. */

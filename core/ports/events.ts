@@ -24,4 +24,6 @@ export interface EventStore {
   get(id: string): Promise<StoredEvent | null>;
   /** Forgets events that occurred before the given time. */
   prune(before: Date): Promise<number>;
+  /** Forgets every event of an organisation whose data is being erased, in `tx`; returns how many went. */
+  eraseForOrganization(tx: Queryable, organizationId: string): Promise<number>;
 }

@@ -35,6 +35,8 @@ export interface SecretStore {
    */
   put(owner: SecretOwner, name: string, sealed: SealedSecret, expectedVersion?: number): Promise<number | null>;
   delete(owner: SecretOwner, name: string): Promise<boolean>;
+  /** Every secret of the owners of `kind` with these ids, whatever their names; returns how many went. */
+  deleteOwners(kind: string, ids: readonly string[]): Promise<number>;
   /** Names and versions, never the sealed values. */
   list(owner: SecretOwner): Promise<Array<{ name: string; version: number; updatedAt: Date }>>;
   /** For key rotation: a page of secrets not sealed under `keyId`, in a stable order after `after`. */

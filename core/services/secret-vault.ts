@@ -145,6 +145,16 @@ export class SecretVault {
     return this.store.delete(owner, name);
   }
 
+  /**
+   * Forgets every secret of these owners at once, whatever their names: what a plugin calls when
+   * the records owning them go (an erased organisation's webhook endpoints), through `within(tx)`
+   * so the secrets go exactly when the records do. Needs no key: nothing is decrypted.
+   */
+  async deleteOwners(kind: string, ids: readonly string[]): Promise<number> {
+    for (const id of ids) checkNames({ kind, id });
+    return this.store.deleteOwners(kind, ids);
+  }
+
   /** Names and versions only: listing never decrypts anything. */
   async list(owner: SecretOwner): Promise<Array<{ name: string; version: number; updatedAt: Date }>> {
     checkNames(owner);

@@ -38,7 +38,7 @@ interface Deps {
 /**
  * Removes the organisation's data in one transaction: each plugin's rows (request logs, audit log,
  * guardrail rules, onboarding answers, …), then identity's (keys, projects, memberships, and the
- * people who belong nowhere else), then its other operations. The organisation's row stays,
+ * people who belong nowhere else), then its other operations and its domain events. The organisation's row stays,
  * suspended, with the credit ledger and payments that name it: accounting records the law keeps.
  */
 export function accountDeletionWorker({ longRunning, identityFor, erasers, events, authenticator, clock }: Deps): QueueDefinition {
@@ -50,6 +50,7 @@ export function accountDeletionWorker({ longRunning, identityFor, erasers, event
       const identity = identityFor(tx);
       Object.assign(erased, await identity.organizations.eraseContents(organizationId));
       erased['operations'] = await longRunning.eraseForOrganization(tx, organizationId, [operation.id]);
+      erased['events'] = await events.eraseForOrganization(tx, organizationId);
       // Nothing can sign in to it any more (no member is left); suspended says so to whatever reads the row.
       await identity.organizations.update(organizationId, { status: 'suspended' });
       await new AccountStore(tx).completeDeletion(operation.id, clock());

@@ -3,6 +3,7 @@ import { ConnectorTokensPoint } from '../../core/identity/connector-tokens.ts';
 import { McpEndpointPoint, operationToolsEndpoint } from '../../core/http/mcp-endpoint.ts';
 import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
+import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { SurfacesPoint } from '../../core/kernel/surfaces.ts';
 import { mountConsentRoutes } from './consent-routes.ts';
@@ -45,7 +46,9 @@ export const oauthPlugin = definePlugin({
   configSchema,
   migrations: oauthMigrations,
   register({ config, container, extensions }) {
-    extensions.provide(ConnectorTokensPoint, new OAuthStore(container.resolve(Tokens.Database)));
+    const store = new OAuthStore(container.resolve(Tokens.Database));
+    extensions.provide(ConnectorTokensPoint, store);
+    extensions.contribute(OrganizationErasersPoint, { name: 'connector grants', erase: (tx, organizationId) => store.eraseOrganization(tx, organizationId) });
     extensions.contribute(SurfacesPoint, { name: 'connectorMcp', url: `${config.authUrl}/mcp` });
   },
   periodic: ({ container }) => {

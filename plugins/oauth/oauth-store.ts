@@ -1,6 +1,6 @@
 import { date, dateOrNull, type Row, str, strOrNull } from '../../adapters/sql/rows.ts';
 import type { ConnectorTokenLookup, ConnectorTokenRecord } from '../../core/identity/connector-tokens.ts';
-import type { Database } from '../../core/ports/database.ts';
+import type { Database, Queryable } from '../../core/ports/database.ts';
 
 export interface OAuthClient {
   id: string;
@@ -122,6 +122,16 @@ export class OAuthStore implements ConnectorTokenLookup {
 
   async revokeGrant(grantId: string, now: Date): Promise<void> {
     await this.db.query('UPDATE oauth_grants SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL', [grantId, now]);
+  }
+
+  /**
+   * Every grant to the organisation, whose account is being deleted, with its codes and tokens
+   * (the foreign keys cascade), in `tx`. Clients stay: a client registered itself and belongs to
+   * no organisation.
+   */
+  async eraseOrganization(tx: Queryable, organizationId: string): Promise<number> {
+    const { rowCount } = await tx.query('DELETE FROM oauth_grants WHERE organization_id = $1', [organizationId]);
+    return rowCount;
   }
 
   /**

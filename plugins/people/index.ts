@@ -1,7 +1,9 @@
 import { createToken } from '../../core/kernel/container.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
+import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { mountAcceptPages } from './accept-pages.ts';
+import { InvitationStore } from './invitation-store.ts';
 import { Invitations } from './invitations.ts';
 import { MembershipChanges } from './membership-changes.ts';
 import { peopleMigrations } from './people-migrations.ts';
@@ -25,7 +27,8 @@ export const peoplePlugin = definePlugin({
   name: 'people',
   description: "The organisation's people: roles, invitations by email (accepted on a page of their own), removal",
   migrations: peopleMigrations,
-  register({ container, appConfig }) {
+  register({ container, appConfig, extensions }) {
+    extensions.contribute(OrganizationErasersPoint, { name: 'invitations', erase: (tx, organizationId) => new InvitationStore(tx).eraseOrganization(organizationId) });
     container.bindFactory(
       PeopleTokens.Invitations,
       (bound) =>

@@ -157,6 +157,12 @@ export class InvitationStore {
     return rows[0] ? this.get(str(rows[0], 'organization_id'), str(rows[0], 'id')) : null;
   }
 
+  /** Every invitation of an organisation whose account is being deleted: they name the people it invited. */
+  async eraseOrganization(organizationId: string): Promise<number> {
+    const { rowCount } = await this.db.query('DELETE FROM invitations WHERE organization_id = $1', [organizationId]);
+    return rowCount;
+  }
+
   private async one(sql: string, params: unknown[]): Promise<Invitation | null> {
     const { rows } = await this.db.query(sql, params);
     return rows[0] ? toInvitation(rows[0]) : null;

@@ -2,8 +2,10 @@ import { GatewayCallsPoint } from '../../core/gateway/gateway-calls.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { createToken } from '../../core/kernel/container.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
+import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { assistantOperations } from './assistant-operations.ts';
 import { supportConfigSchema } from './support-config.ts';
+import { supportEraser, supportFilesErasureQueue } from './support-erasure.ts';
 import { supportMigrations } from './support-migrations.ts';
 import { requesterMail, supportActsQueue } from './support-notifications.ts';
 import { supportOperations } from './support-operations.ts';
@@ -25,8 +27,10 @@ export const supportPlugin = definePlugin({
   description: 'Support requests with attachments, answered by the operator; the account assistant, answering with the gateway and the caller’s read operations',
   configSchema: supportConfigSchema,
   migrations: supportMigrations,
-  register({ container }) {
-    container.bindValue(SupportTokens.Store, new SupportStore(container.resolve(Tokens.Database)));
+  register({ container, extensions }) {
+    const store = new SupportStore(container.resolve(Tokens.Database));
+    container.bindValue(SupportTokens.Store, store);
+    extensions.contribute(OrganizationErasersPoint, supportEraser({ store, jobs: container.resolve(Tokens.Jobs) }));
   },
   operations({ container, config, extensions }) {
     const operations = supportOperations({
@@ -41,7 +45,10 @@ export const supportPlugin = definePlugin({
     if (!gateway) return operations;
     return [...operations, ...assistantOperations({ gateway, tools: container.resolve(Tokens.OperationTools), settings: config.assistant })];
   },
-  queues: ({ container }) => [supportActsQueue({ store: container.resolve(SupportTokens.Store), events: container.resolve(Tokens.Events) })],
+  queues: ({ container }) => [
+    supportActsQueue({ store: container.resolve(SupportTokens.Store), events: container.resolve(Tokens.Events) }),
+    supportFilesErasureQueue({ blobs: container.resolve(Tokens.Blobs) }),
+  ],
   subscribers: ({ container, appConfig }) => [
     requesterMail({
       store: container.resolve(SupportTokens.Store),

@@ -34,8 +34,11 @@ const message = z.string().trim().min(1).max(20_000).describe('What happened, wh
 
 const notFound = (id: string) => new ApiError('support_request_not_found', `No support request ${id}`, { param: 'id' });
 
-/** Blob keys of a request's files: one prefix per organisation. */
-export const attachmentPrefix = (credential: Credential) => `support/${credential.organizationId}/`;
+/** Blob keys of an organisation's files: one prefix per organisation, so its files can be found without their rows. */
+export const organizationFilesPrefix = (organizationId: string) => `support/${organizationId}/`;
+
+/** Blob keys of a request's files: the prefix of the caller's organisation. */
+export const attachmentPrefix = (credential: Credential) => organizationFilesPrefix(credential.organizationId);
 
 /** A received file as the message records it. */
 const toNewAttachment = (file: ReceivedFile): NewAttachment => ({

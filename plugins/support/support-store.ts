@@ -116,6 +116,16 @@ function toAttachment(row: Row): SupportAttachment {
 export class SupportStore {
   constructor(private readonly db: Queryable) {}
 
+  /**
+   * Every request of an organisation whose account is being deleted, with its messages and the
+   * attachments' rows (their blobs go after the commit: support-erasure.ts); returns how many requests.
+   */
+  async eraseOrganization(tx: Queryable, organizationId: string): Promise<number> {
+    await tx.query('DELETE FROM support_attachments WHERE organization_id = $1', [organizationId]);
+    const { rowCount } = await tx.query('DELETE FROM support_requests WHERE organization_id = $1', [organizationId]);
+    return rowCount;
+  }
+
   /** Newest first (core/vocabulary/pagination.ts), on the indexes of support-migrations.ts. */
   page(filter: RequestFilter, page: PageRequest): Promise<Page<SupportRequest>> {
     const where = new Conditions();

@@ -219,6 +219,12 @@ export class DeliveryStore {
   }
 
   /** Deletes deliveries created before `before`, at most `limit` of them; answers how many. */
+  /** Every delivery of an organisation whose account is being deleted (its attempts go with it): their bodies describe it. */
+  async eraseOrganization(tx: Queryable, organizationId: string): Promise<number> {
+    const { rowCount } = await tx.query('DELETE FROM webhook_deliveries WHERE organization_id = $1', [organizationId]);
+    return rowCount;
+  }
+
   async prune(before: Date, limit: number): Promise<number> {
     const { rowCount } = await this.db.query('DELETE FROM webhook_deliveries WHERE id IN (SELECT id FROM webhook_deliveries WHERE created_at < $1 ORDER BY created_at LIMIT $2)', [
       before,

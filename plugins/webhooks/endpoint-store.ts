@@ -138,6 +138,12 @@ export class EndpointStore {
     return rows[0] ? toEndpoint(rows[0]) : null;
   }
 
+  /** Every endpoint of an organisation whose account is being deleted; returns their ids, whose secrets go too. */
+  async eraseOrganization(tx: Queryable, organizationId: string): Promise<string[]> {
+    const { rows } = await tx.query<{ id: string }>('DELETE FROM webhook_endpoints WHERE organization_id = $1 RETURNING id', [organizationId]);
+    return rows.map((row) => row.id);
+  }
+
   async delete(tx: Queryable, organizationId: string, id: string): Promise<boolean> {
     const { rowCount } = await tx.query('DELETE FROM webhook_endpoints WHERE organization_id = $1 AND id = $2', [organizationId, id]);
     return rowCount > 0;

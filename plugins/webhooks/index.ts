@@ -1,6 +1,7 @@
 import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
+import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { runDelivery } from './delivery-worker.ts';
 import { deliveryQueue } from './delivery-queue.ts';
 import { DeliveryStore } from './delivery-store.ts';
@@ -9,6 +10,7 @@ import { EndpointStore } from './endpoint-store.ts';
 import { fanOutSubscriber } from './fan-out.ts';
 import { type WebhooksConfig, webhooksConfigSchema } from './webhook-config.ts';
 import { webhookMigrations } from './webhook-migrations.ts';
+import { webhookErasers } from './webhook-erasure.ts';
 import { webhookOperations } from './webhook-operations.ts';
 // Catalogues the codes and event types this plugin answers with and emits.
 import './webhook-errors.ts';
@@ -32,6 +34,11 @@ export const webhooksPlugin = definePlugin({
   description: 'Webhooks: signed event deliveries to customer endpoints, retried on a schedule, every attempt kept',
   configSchema: webhooksConfigSchema,
   migrations: webhookMigrations,
+  register(ctx) {
+    const { endpoints, deliveries } = stores(ctx);
+    const vault = ctx.container.resolve(Tokens.Secrets);
+    for (const eraser of webhookErasers({ endpoints, deliveries, vault })) ctx.extensions.contribute(OrganizationErasersPoint, eraser);
+  },
   operations: (ctx) => {
     const { container, config, appConfig } = ctx;
     const { endpoints, deliveries } = stores(ctx);

@@ -10,7 +10,8 @@ import { generateSigningSecret } from './signing.ts';
 const CURRENT = 'signing_secret';
 const PREVIOUS = 'previous_signing_secret';
 
-const ownerOf = (endpointId: string): SecretOwner => ({ kind: 'webhook', id: endpointId });
+const OWNER_KIND = 'webhook';
+const ownerOf = (endpointId: string): SecretOwner => ({ kind: OWNER_KIND, id: endpointId });
 
 /** A new endpoint's secret, stored through `vault` (the creating transaction's); returned to show once. */
 export async function storeNewSecret(vault: SecretVault, endpointId: string): Promise<string> {
@@ -50,4 +51,9 @@ export async function signingSecrets(vault: SecretVault, endpoint: WebhookEndpoi
 export async function forgetSecrets(vault: SecretVault, endpointId: string): Promise<void> {
   await vault.delete(ownerOf(endpointId), CURRENT);
   await vault.delete(ownerOf(endpointId), PREVIOUS);
+}
+
+/** Every signing secret of these endpoints, through `vault` (the transaction erasing them); returns how many went. */
+export function forgetSecretsOf(vault: SecretVault, endpointIds: readonly string[]): Promise<number> {
+  return vault.deleteOwners(OWNER_KIND, endpointIds);
 }

@@ -80,6 +80,26 @@ async function vaultContract(t: Test, db: Database) {
     t.equal(await vault.get(hook, 'old'), null);
   });
 
+  t.test('deleteOwners forgets every secret of the owners named, and only theirs', async (t) => {
+    const gone = [
+      { kind: 'webhook', id: 'wh_gone_1' },
+      { kind: 'webhook', id: 'wh_gone_2' },
+    ];
+    const kept = { kind: 'webhook', id: 'wh_kept' };
+    const sameIdOtherKind = { kind: 'app', id: 'wh_gone_1' };
+    for (const owner of gone) {
+      await vault.put(owner, 'signing_secret', 'a');
+      await vault.put(owner, 'previous_signing_secret', 'b');
+    }
+    await vault.put(kept, 'signing_secret', 'c');
+    await vault.put(sameIdOtherKind, 'signing_secret', 'd');
+    t.equal(await vault.deleteOwners('webhook', ['wh_gone_1', 'wh_gone_2']), 4);
+    for (const owner of gone) t.same(await vault.list(owner), []);
+    t.equal((await vault.get(kept, 'signing_secret'))!.value.reveal(), 'c', 'another owner of the kind keeps its secret');
+    t.equal((await vault.get(sameIdOtherKind, 'signing_secret'))!.value.reveal(), 'd', 'an owner of another kind with the same id too');
+    t.equal(await vault.deleteOwners('webhook', []), 0, 'no owners: nothing');
+  });
+
   t.test('a ciphertext copied into another owner’s row fails to open', async (t) => {
     await vault.put({ kind: 'webhook', id: 'wh_victim' }, 'signing_secret', 'victim-secret');
     await vault.put({ kind: 'webhook', id: 'wh_attacker' }, 'signing_secret', 'attacker-secret');

@@ -19,7 +19,14 @@ export interface AccountApp extends TestApp {
 
 export async function accountApp(
   t: TapLike,
-  options: { clock?: () => Date; account?: Record<string, unknown>; storage?: AppConfigInput['storage']; ownerToken?: string; auth?: AppConfigInput['auth'] } = {},
+  options: {
+    clock?: () => Date;
+    account?: Record<string, unknown>;
+    storage?: AppConfigInput['storage'];
+    ownerToken?: string;
+    auth?: AppConfigInput['auth'];
+    outbound?: AppConfigInput['outbound'];
+  } = {},
 ): Promise<AccountApp> {
   const test = await buildTestApp(t, {
     plugins: {
@@ -32,6 +39,7 @@ export async function accountApp(
       ...(options.storage ? { storage: options.storage } : {}),
       ...(options.ownerToken ? { bootstrap: { ownerToken: options.ownerToken } } : {}),
       ...(options.auth ? { auth: options.auth } : {}),
+      ...(options.outbound ? { outbound: options.outbound } : {}),
     },
     ...(options.clock ? { clock: options.clock } : {}),
   });
