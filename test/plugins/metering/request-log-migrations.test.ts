@@ -90,7 +90,7 @@ for (const backend of databaseBackends()) {
       const { applied } = await runMigrations(db, [...coreMigrations, ...meteringMigrations]);
       t.same(
         applied.map((m) => `${m.owner}@${m.version}`),
-        meteringMigrations.map((m) => `metering@${m.version}`),
+        meteringMigrations.map((m) => `${m.owner}@${m.version}`),
       );
       t.same(await storedRows(db), [{ id: 'req_old', cost_micros: '42' }], 'not re-created');
     });
