@@ -1,4 +1,7 @@
 import type { FastifyRequest } from 'fastify';
+import type { Authenticator } from '../identity/authenticator.ts';
+import type { SessionCredential } from '../identity/credential.ts';
+import { ApiError } from '../kernel/errors.ts';
 
 export const SESSION_COOKIE = 'svc_session';
 
@@ -35,4 +38,19 @@ export function sessionCookie(value: string, options: { secure: boolean; maxAgeS
 
 export function clearedSessionCookie(secure: boolean): string {
   return sessionCookie('', { secure, maxAgeSeconds: 0 });
+}
+
+/**
+ * The person's browser session (the cookie) on this request's host, or null when there is none or it
+ * ended: what server-rendered pages (the consent page, the invitation page) ask before showing a form.
+ */
+export async function browserSessionOf(authenticator: Authenticator, request: FastifyRequest): Promise<SessionCredential | null> {
+  const cookie = sessionCookieOf(request.headers.cookie);
+  if (!cookie) return null;
+  try {
+    return await authenticator.authenticateCookie(cookie);
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return null;
+    throw error;
+  }
 }

@@ -6,7 +6,7 @@ import { visibleProjects } from '../../core/identity/project-access.ts';
 import type { Scope } from '../../core/identity/scopes.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { FORM_CSRF_FIELD, formCsrfPasses, formCsrfToken, type Html, html, sendPage } from '../../core/http/pages.ts';
-import { sessionCookie, sessionCookieOf } from '../../core/http/session-cookie.ts';
+import { sessionCookie, browserSessionOf } from '../../core/http/session-cookie.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import { formOf } from './form-body.ts';
 import { AuthorizePageRefusal, type AuthorizeRequest, type OAuthServer } from './oauth-server.ts';
@@ -58,7 +58,7 @@ export function mountConsentRoutes(scope: FastifyInstance, deps: ConsentDeps): v
     const query = request.query as Record<string, string | undefined>;
     const checked = await checkRequest(server, reply, query);
     if (!checked) return reply;
-    const session = await sessionOf(deps.authenticator, request);
+    const session = await browserSessionOf(deps.authenticator, request);
     if (!session) return signInPage(reply, request, checked, deps.secureCookies);
     return consentPage(reply, request, checked, session, deps);
   });
@@ -84,7 +84,7 @@ export function mountConsentRoutes(scope: FastifyInstance, deps: ConsentDeps): v
     if (!formCsrfPasses(request, form[FORM_CSRF_FIELD], deps.authUrl)) return refusedForm(reply);
     const checked = await checkRequest(server, reply, form);
     if (!checked) return reply;
-    const session = await sessionOf(deps.authenticator, request);
+    const session = await browserSessionOf(deps.authenticator, request);
     if (!session) return reply.redirect(`/authorize?${authorizeQuery(form)}`, 303);
     if (form['decision'] !== 'approve') {
       return reply.redirect(server.errorRedirect(checked.redirectUri, checked.state, new OAuthError('access_denied', 'The person denied access')), 303);
@@ -112,18 +112,6 @@ async function checkRequest(server: OAuthServer, reply: FastifyReply, params: Re
       void reply.redirect(server.errorRedirect(params['redirect_uri']!, params['state'], error), 303);
       return null;
     }
-    throw error;
-  }
-}
-
-/** The person's browser session on auth_url's host, or null when there is none (or it ended). */
-async function sessionOf(authenticator: Authenticator, request: FastifyRequest): Promise<SessionCredential | null> {
-  const cookie = sessionCookieOf(request.headers.cookie);
-  if (!cookie) return null;
-  try {
-    return await authenticator.authenticateCookie(cookie);
-  } catch (error) {
-    if (error instanceof ApiError && error.status === 401) return null;
     throw error;
   }
 }

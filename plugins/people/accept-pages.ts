@@ -1,11 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteShorthandOptions } from 'fastify';
 import type { Authenticator } from '../../core/identity/authenticator.ts';
-import type { SessionCredential } from '../../core/identity/credential.ts';
 import type { PeopleSignIn, SignedIn } from '../../core/identity/people-sign-in.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { formBodyOf, installFormBodyParser } from '../../core/http/form-body.ts';
 import { FORM_CSRF_FIELD, formCsrfPasses, formCsrfToken, type Html, html, sendPage } from '../../core/http/pages.ts';
-import { cookieIsSecure, sessionCookie, sessionCookieOf } from '../../core/http/session-cookie.ts';
+import { cookieIsSecure, sessionCookie, browserSessionOf } from '../../core/http/session-cookie.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import type { InvitationStatus } from './invitation-store.ts';
@@ -115,18 +114,6 @@ ${
 
 function linkTo(token: string): string {
   return `${ACCEPT_PATH}?token=${encodeURIComponent(token)}`;
-}
-
-/** The person's browser session on this host, or null when there is none (or it ended). */
-async function browserSessionOf(authenticator: Authenticator, request: FastifyRequest): Promise<SessionCredential | null> {
-  const cookie = sessionCookieOf(request.headers.cookie);
-  if (!cookie) return null;
-  try {
-    return await authenticator.authenticateCookie(cookie);
-  } catch (error) {
-    if (error instanceof ApiError && error.status === 401) return null;
-    throw error;
-  }
 }
 
 function acceptPage(reply: FastifyReply, csrf: string, token: string, state: OpenLink, problem?: { status: number; message: string }) {
