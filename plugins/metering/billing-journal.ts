@@ -404,33 +404,36 @@ function readOptional(path: string): string | null {
 }
 
 /** /proc/<pid>/stat's 22nd field; the command name (2nd) may hold spaces and parentheses. */
-function procStartTicks(pid: number | 'self'): string | null {
-  const stat = readOptional(`/proc/${pid}/stat`);
+function procStartTicks(proc: string, pid: number | 'self'): string | null {
+  const stat = readOptional(`${proc}/${pid}/stat`);
   if (stat === null) return null;
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
 }
 
-/** This machine as /proc shows it (on systems without /proc, pids are probed with signal 0). */
-export function localHost(instance: string): HostView {
-  let pidNamespace: string | null = null;
+/**
+ * This machine as /proc shows it (on systems without /proc, pids are probed with signal 0). `proc`
+ * is where the process table is mounted: another folder stands for a system without one.
+ */
+export function localHost(instance: string, proc = '/proc'): HostView {
+  let pidNamespace: string | null;
   try {
-    pidNamespace = readlinkSync('/proc/self/ns/pid');
+    pidNamespace = readlinkSync(`${proc}/self/ns/pid`);
   } catch {
     pidNamespace = null;
   }
   const self: OwnerRecord = {
     instance,
     host: hostname(),
-    bootId: readOptional('/proc/sys/kernel/random/boot_id'),
+    bootId: readOptional(`${proc}/sys/kernel/random/boot_id`),
     pidNamespace,
     pid: process.pid,
-    startTicks: procStartTicks('self'),
+    startTicks: procStartTicks(proc, 'self'),
   };
   return {
     self,
     now: Date.now,
     startTicksOf(pid) {
-      if (self.startTicks !== null) return procStartTicks(pid);
+      if (self.startTicks !== null) return procStartTicks(proc, pid);
       try {
         process.kill(pid, 0);
         return '';
