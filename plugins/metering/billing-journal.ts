@@ -685,8 +685,12 @@ export class BillingJournal {
     const path = join(this.dir!, `${this.id}${OWNER_SUFFIX}`);
     writeFileSync(`${path}.tmp`, JSON.stringify(this.host.self), { mode: 0o600 });
     renameSync(`${path}.tmp`, path);
+    // Opened before the old one is closed: should the open fail (another replica removed the record
+    // again), the field keeps a descriptor this journal owns, not the number of one it closed, which
+    // the process may reuse for any file and a later heartbeat or close() would then touch or close.
+    const fd = openSync(path, 'r');
     if (this.ownerFd !== null) closeSync(this.ownerFd);
-    this.ownerFd = openSync(path, 'r');
+    this.ownerFd = fd;
   }
 
   /**

@@ -2,10 +2,13 @@ import t, { type Test } from 'tap';
 import Fastify, { type FastifyBaseLogger } from 'fastify';
 import fs, {
   appendFileSync,
+  closeSync,
   cpSync,
   existsSync,
+  fstatSync,
   mkdirSync,
   mkdtempSync,
+  openSync,
   readdirSync,
   readFileSync,
   readlinkSync,
@@ -154,6 +157,14 @@ function descriptorsUnder(root: string): number {
     }
   }
   return count;
+}
+function isOpen(fd: number): boolean {
+  try {
+    fstatSync(fd);
+    return true;
+  } catch {
+    return false;
+  }
 }
 const withoutProc = existsSync('/proc/self/fd') ? false : 'no /proc on this system';
 
@@ -663,6 +674,35 @@ t.test('in the background', async (t) => {
     timers.tick(1000);
     t.ok(existsSync(ownerOf(root, j)));
     await j.close();
+  });
+
+  t.test('an owner record taken again while it is put back leaves every other descriptor alone', async (t) => {
+    const timers = mockedIntervals(t);
+    const root = tempRoot(t);
+    const j = journal(root);
+    j.open(DATABASE);
+    j.startBackground();
+    const owner = ownerOf(root, j);
+    unlinkSync(owner);
+    const realOpen = fs.openSync;
+    // Another replica judges this process gone again and removes the record just as it is reopened.
+    const takenOnReopen = ((path: fs.PathLike, flags?: fs.OpenMode, mode?: fs.Mode | null) => {
+      if (String(path) === owner && flags === 'r') unlinkSync(owner);
+      return realOpen(path, flags ?? 'r', mode);
+    }) as typeof fs.openSync;
+    withFs('openSync', takenOnReopen, () => timers.tick(1000));
+    // Files the process opens meanwhile take the lowest free descriptor numbers.
+    const others = Array.from({ length: 16 }, (_, i) => openSync(join(root, `other-${i}`), 'w'));
+    t.teardown(() => {
+      for (const fd of others) if (isOpen(fd)) closeSync(fd);
+    });
+    timers.tick(1000);
+    await j.close();
+    t.same(
+      others.filter((fd) => !isOpen(fd)),
+      [],
+      'none of the process’s other descriptors was closed',
+    );
   });
 
   t.test('a segment another process took over is written no more: the next record begins a new one', async (t) => {
