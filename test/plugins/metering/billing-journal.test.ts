@@ -130,21 +130,22 @@ function mockedIntervals(t: Test) {
  * Runs `work` with one of node:fs's functions replaced, as a failing or slow disk would behave; the
  * journal's own import of it is replaced too (syncBuiltinESMExports).
  */
-function withFs<K extends 'writeSync' | 'openSync'>(name: K, fake: (typeof fs)[K], work: () => void): void {
+async function withFs<K extends 'writeSync' | 'openSync' | 'unlinkSync' | 'renameSync'>(name: K, fake: (typeof fs)[K], work: () => unknown): Promise<void> {
   const real = fs[name];
   Object.assign(fs, { [name]: fake });
   syncBuiltinESMExports();
   try {
-    work();
+    await work();
   } finally {
     Object.assign(fs, { [name]: real });
     syncBuiltinESMExports();
   }
 }
 
-const noSpace = (() => {
-  throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
-}) as typeof fs.writeSync;
+const failing = (code: string) => () => {
+  throw Object.assign(new Error(`${code}: the disk refused`), { code });
+};
+const noSpace = failing('ENOSPC') as typeof fs.writeSync;
 
 /** Descriptors this process holds open on files under `root`, as /proc lists them. */
 function descriptorsUnder(root: string): number {
@@ -401,12 +402,16 @@ t.test('writing', async (t) => {
     const root = tempRoot(t);
     const j = journal(root);
     j.open(DATABASE);
-    j.append(row(), true);
+    const stored = row();
+    j.append(stored, true);
     j.committed(1);
     const next = row();
     j.append(next, true);
-    const [segment] = segments(root);
-    t.match(readFileSync(join(root, DATABASE, segment!), 'utf8'), next.id, 'the row written after is on disk');
+    t.equal(segments(root).length, 1);
+    const text = readFileSync(join(root, DATABASE, segments(root)[0]!), 'utf8');
+    t.match(text, next.id, 'the row written after is on disk');
+    t.match(text, stored.id, 'in the same segment');
+    if (!withoutProc) t.equal(descriptorsUnder(root), 2, 'the owner record’s and that segment’s descriptors, no more');
   });
 
   t.test('a segment is closed past its size and deleted once every row in it is stored', async (t) => {
@@ -602,7 +607,7 @@ t.test('a failing disk', async (t) => {
     j.open(DATABASE);
     const call = row();
     j.admitted(provisionalOf(call));
-    withFs('writeSync', noSpace, () => j.append(call, true));
+    await withFs('writeSync', noSpace, () => j.append(call, true));
     t.equal(j.failedWrites, 1);
     j.append(row(), true);
     t.equal(segments(root).length, 2, 'nothing more goes after a failed write');
@@ -624,7 +629,7 @@ t.test('a failing disk', async (t) => {
       const at = typeof data === 'string' ? 0 : (offset ?? 0);
       return real(fd, bytes, at, Math.min(5, bytes.length - at));
     }) as typeof fs.writeSync;
-    withFs('writeSync', fewBytes, () => j.append(r, true));
+    await withFs('writeSync', fewBytes, () => j.append(r, true));
     t.equal(j.failedWrites, 0);
     const text = readFileSync(join(root, DATABASE, segments(root)[0]!), 'utf8');
     t.equal(text, encodeRecord('row', r));
@@ -690,7 +695,7 @@ t.test('in the background', async (t) => {
       if (String(path) === owner && flags === 'r') unlinkSync(owner);
       return realOpen(path, flags ?? 'r', mode);
     }) as typeof fs.openSync;
-    withFs('openSync', takenOnReopen, () => timers.tick(1000));
+    await withFs('openSync', takenOnReopen, () => timers.tick(1000));
     // Files the process opens meanwhile take the lowest free descriptor numbers.
     const others = Array.from({ length: 16 }, (_, i) => openSync(join(root, `other-${i}`), 'w'));
     t.teardown(() => {
@@ -935,6 +940,49 @@ t.test('replay', async (t) => {
     for (const name of strangers) writeFileSync(join(root, DATABASE, name), encodeRecord('row', row()));
     t.match(await next.recover(), { segments: 0, calls: 0 });
     for (const name of strangers) t.ok(existsSync(join(root, DATABASE, name)), name);
+    await next.close();
+  });
+
+  t.test('skips a segment another replica claimed first, and replays the rest', async (t) => {
+    const root = tempRoot(t);
+    const [first, second] = [row(), row()];
+    await leaveBehind(root, (j) => j.append(first, true));
+    await leaveBehind(root, (j) => j.append(second, true));
+    const { recorder, ids } = memoryRecorder();
+    const next = journal(root, { recorder });
+    next.open(DATABASE);
+    const realRename = fs.renameSync;
+    let rival: string | null = null;
+    const claimedFirst = ((from: fs.PathLike, to: fs.PathLike) => {
+      if (rival === null) {
+        rival = join(root, DATABASE, `eeeeeeeeeeeeeeee.claimed.${String(from).split('/').at(-1)}`);
+        realRename(from, rival);
+      }
+      realRename(from, to);
+    }) as typeof fs.renameSync;
+    let report: unknown;
+    await withFs('renameSync', claimedFirst, async () => {
+      report = await next.recover();
+    });
+    t.match(report, { segments: 1, calls: 1 });
+    t.equal(ids().length, 1);
+    t.notOk(readFileSync(rival!, 'utf8').includes(ids()[0]!), 'not the one the rival holds');
+    await next.close();
+  });
+
+  t.test('a look that cannot claim a segment, or delete one it replayed, fails (logged, tried again) instead of passing over it', async (t) => {
+    const root = tempRoot(t);
+    await leaveBehind(root, (j) => j.append(row(), true));
+    const next = journal(root, { recorder: memoryRecorder().recorder });
+    next.open(DATABASE);
+    await withFs('renameSync', failing('EACCES') as typeof fs.renameSync, () => t.rejects(next.recover(), { code: 'EACCES' }));
+    const realUnlink = fs.unlinkSync;
+    const replayedStay = ((path: fs.PathLike) => {
+      if (String(path).includes('.claimed.')) failing('EACCES')();
+      realUnlink(path);
+    }) as typeof fs.unlinkSync;
+    await withFs('unlinkSync', replayedStay, () => t.rejects(next.recover(), { code: 'EACCES' }));
+    t.match(await next.recover(), { segments: 1, calls: 1 }, 'replayed again, which bills nothing twice');
     await next.close();
   });
 
