@@ -672,12 +672,25 @@ export class BillingJournal {
     const keep: Segment[] = [];
     for (const segment of this.segments) {
       if (segment.fd === null && segment.held === 0 && segment.open === 0 && !segment.kept) {
-        if (segment.path !== '') ignoreMissing(() => unlinkSync(segment.path));
+        if (segment.path !== '') this.deleteStored(segment.path);
       } else {
         keep.push(segment);
       }
     }
     this.segments = keep;
+  }
+
+  /**
+   * A segment whose rows are all stored that cannot be deleted (a file system remounted read-only)
+   * is left for the next start, whose replay bills nothing twice: committed() runs in the writer's
+   * flush, after its transaction, and must not throw there.
+   */
+  private deleteStored(path: string): void {
+    try {
+      ignoreMissing(() => unlinkSync(path));
+    } catch (error) {
+      this.logger.warn({ err: error, segment: path }, 'billing journal: a segment whose rows are all stored could not be deleted; the next start replays it');
+    }
   }
 
   /** Written aside and renamed: another process never reads a half-written owner record. */

@@ -618,6 +618,21 @@ t.test('a failing disk', async (t) => {
     t.match(readCalls([readFileSync(join(root, DATABASE, left[0]!), 'utf8')]).rows, [{ id: call.id, errorCode: 'gateway_interrupted' }], 'billing the call at the next start');
   });
 
+  t.test('a stored segment that cannot be deleted stops nothing: it is logged and left for the next start', async (t) => {
+    const root = tempRoot(t);
+    const logs = capturingLogger();
+    const j = journal(root, { segmentBytes: 1, logger: logs.log });
+    j.open(DATABASE);
+    j.append(row(), true);
+    const [segment] = segments(root);
+    // A file system remounted read-only after an I/O error. committed() runs in the writer's flush,
+    // after its transaction: a throw there would abandon the flush.
+    await withFs('unlinkSync', failing('EROFS') as typeof fs.unlinkSync, () => t.doesNotThrow(() => j.committed(1)));
+    t.match(logs.at(WARN), [{ segment: join(root, DATABASE, segment!), err: { code: 'EROFS' }, msg: /could not be deleted/ }]);
+    t.same(segments(root), [segment], 'replaying it again bills nothing twice');
+    await j.close();
+  });
+
   t.test('a record the disk takes a few bytes at a time is whole on disk', async (t) => {
     const root = tempRoot(t);
     const j = journal(root);
