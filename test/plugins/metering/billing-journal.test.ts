@@ -499,6 +499,15 @@ t.test('writing', async (t) => {
     t.equal(descriptorsUnder(root), 0);
   });
 
+  t.test('a journal whose open failed halfway still closes cleanly (a shutdown after a failed start)', async (t) => {
+    const root = tempRoot(t);
+    const j = journal(root);
+    // Where the owner record is written aside, a folder: the write fails after the journal's folder was made.
+    mkdirSync(join(root, DATABASE, `${j.id}.owner.tmp`), { recursive: true });
+    t.throws(() => j.open(DATABASE), { code: 'EISDIR' });
+    await t.resolves(j.close());
+  });
+
   t.test('a journal not open writes nothing, replays nothing and throws nothing; closing twice is harmless', async (t) => {
     const root = tempRoot(t);
     const j = journal(root);
@@ -852,6 +861,8 @@ t.test('whose segments are replayed', async (t) => {
     const cases: Array<[string, OwnerRecord, HostView]> = [
       ['another host (its own boot)', owner({ host: 'h2', bootId: 'boot-2', pid: 100 }), host()],
       ['another host, whose boot is unknown', owner({ host: 'h2', bootId: null, pid: 100 }), host()],
+      // Two hosts without /proc: nothing tells them apart but the name, and the pid is not this host's to probe.
+      ['another host, neither knowing its boot or pid namespace', owner({ host: 'h2', bootId: null, pidNamespace: null, pid: 300 }), host({ bootId: null, pidNamespace: null })],
       ['another pid namespace (another container)', owner({ pidNamespace: 'pid:[2]', pid: 100 }), host()],
       ['this host, its boot unknown to it', owner({ bootId: null, pid: 100 }), host()],
       ['this host, whose own boot is unknown', owner({ pid: 100 }), host({ bootId: null })],
