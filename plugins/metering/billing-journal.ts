@@ -404,33 +404,36 @@ function readOptional(path: string): string | null {
 }
 
 /** /proc/<pid>/stat's 22nd field; the command name (2nd) may hold spaces and parentheses. */
-function procStartTicks(pid: number | 'self'): string | null {
-  const stat = readOptional(`/proc/${pid}/stat`);
+function procStartTicks(proc: string, pid: number | 'self'): string | null {
+  const stat = readOptional(`${proc}/${pid}/stat`);
   if (stat === null) return null;
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null;
 }
 
-/** This machine as /proc shows it (on systems without /proc, pids are probed with signal 0). */
-export function localHost(instance: string): HostView {
-  let pidNamespace: string | null = null;
+/**
+ * This machine as /proc shows it (on systems without /proc, pids are probed with signal 0). `proc`
+ * is where the process table is mounted: another folder stands for a system without one.
+ */
+export function localHost(instance: string, proc = '/proc'): HostView {
+  let pidNamespace: string | null;
   try {
-    pidNamespace = readlinkSync('/proc/self/ns/pid');
+    pidNamespace = readlinkSync(`${proc}/self/ns/pid`);
   } catch {
     pidNamespace = null;
   }
   const self: OwnerRecord = {
     instance,
     host: hostname(),
-    bootId: readOptional('/proc/sys/kernel/random/boot_id'),
+    bootId: readOptional(`${proc}/sys/kernel/random/boot_id`),
     pidNamespace,
     pid: process.pid,
-    startTicks: procStartTicks('self'),
+    startTicks: procStartTicks(proc, 'self'),
   };
   return {
     self,
     now: Date.now,
     startTicksOf(pid) {
-      if (self.startTicks !== null) return procStartTicks(pid);
+      if (self.startTicks !== null) return procStartTicks(proc, pid);
       try {
         process.kill(pid, 0);
         return '';
@@ -669,7 +672,7 @@ export class BillingJournal {
     const keep: Segment[] = [];
     for (const segment of this.segments) {
       if (segment.fd === null && segment.held === 0 && segment.open === 0 && !segment.kept) {
-        if (segment.path !== '') ignoreMissing(() => unlinkSync(segment.path));
+        if (segment.path !== '') this.deleteStored(segment.path);
       } else {
         keep.push(segment);
       }
@@ -677,13 +680,30 @@ export class BillingJournal {
     this.segments = keep;
   }
 
+  /**
+   * A segment whose rows are all stored that cannot be deleted (a file system remounted read-only)
+   * is left for the next start, whose replay bills nothing twice: committed() runs in the writer's
+   * flush, after its transaction, and must not throw there.
+   */
+  private deleteStored(path: string): void {
+    try {
+      ignoreMissing(() => unlinkSync(path));
+    } catch (error) {
+      this.logger.warn({ err: error, segment: path }, 'billing journal: a segment whose rows are all stored could not be deleted; the next start replays it');
+    }
+  }
+
   /** Written aside and renamed: another process never reads a half-written owner record. */
   private writeOwnerRecord(): void {
     const path = join(this.dir!, `${this.id}${OWNER_SUFFIX}`);
     writeFileSync(`${path}.tmp`, JSON.stringify(this.host.self), { mode: 0o600 });
     renameSync(`${path}.tmp`, path);
+    // Opened before the old one is closed: should the open fail (another replica removed the record
+    // again), the field keeps a descriptor this journal owns, not the number of one it closed, which
+    // the process may reuse for any file and a later heartbeat or close() would then touch or close.
+    const fd = openSync(path, 'r');
     if (this.ownerFd !== null) closeSync(this.ownerFd);
-    this.ownerFd = openSync(path, 'r');
+    this.ownerFd = fd;
   }
 
   /**
