@@ -1,22 +1,9 @@
 import t from 'tap';
 import { generateToken, SESSION_PREFIX } from '../../core/identity/api-tokens.ts';
-import { Tokens } from '../../core/kernel/di-tokens.ts';
-import { buildTestApp, realServersConfig } from '../helpers/app.ts';
+import { buildTestApp, nextInvalidation, realServersConfig } from '../helpers/app.ts';
 import { signedInPerson } from '../helpers/people.ts';
 
 const servers = realServersConfig();
-
-/** Resolves with the next invalidation a replica hears (its authenticator subscribed first, so it has applied it). */
-async function nextInvalidation(app: import('fastify').FastifyInstance): Promise<() => Promise<void>> {
-  const pubsub = app.svc.container.resolve(Tokens.Coordination).pubsub;
-  let heard!: () => void;
-  const arrived = new Promise<void>((resolve) => (heard = resolve));
-  const unsubscribe = await pubsub.subscribe('credentials:invalidate', () => heard());
-  return async () => {
-    await arrived;
-    await unsubscribe();
-  };
-}
 
 t.test(
   'signing out on one replica ends the session on the other at once',

@@ -150,3 +150,15 @@ export async function addPerson(test: TestApp, input: { role: 'owner' | 'admin' 
   const { token } = await issueSession(identity, { personId: person.id, ttlDays: 1, now: new Date() });
   return { personId: person.id, token };
 }
+
+/** Resolves with the next invalidation a replica hears (its authenticator subscribed first, so it has applied it). */
+export async function nextInvalidation(app: FastifyInstance): Promise<() => Promise<void>> {
+  const pubsub = app.svc.container.resolve(Tokens.Coordination).pubsub;
+  let heard!: () => void;
+  const arrived = new Promise<void>((resolve) => (heard = resolve));
+  const unsubscribe = await pubsub.subscribe('credentials:invalidate', () => heard());
+  return async () => {
+    await arrived;
+    await unsubscribe();
+  };
+}

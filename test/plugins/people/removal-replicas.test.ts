@@ -1,22 +1,9 @@
-import type { FastifyInstance } from 'fastify';
 import t from 'tap';
 import { addPersonTo, createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
-import { realServersConfig, twoReplicasPushingInvalidations } from '../../helpers/app.ts';
+import { nextInvalidation, realServersConfig, twoReplicasPushingInvalidations } from '../../helpers/app.ts';
 
 const servers = realServersConfig();
-
-/** Resolves with the next invalidation a replica hears (its authenticator subscribed first, so it has applied it). */
-async function nextInvalidation(app: FastifyInstance): Promise<() => Promise<void>> {
-  const pubsub = app.svc.container.resolve(Tokens.Coordination).pubsub;
-  let heard!: () => void;
-  const arrived = new Promise<void>((resolve) => (heard = resolve));
-  const unsubscribe = await pubsub.subscribe('credentials:invalidate', () => heard());
-  return async () => {
-    await arrived;
-    await unsubscribe();
-  };
-}
 
 t.test(
   'removing a person on one replica cuts their access to the organisation on the other within a second, while their other organisation still works',
