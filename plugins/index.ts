@@ -1,6 +1,7 @@
 import type { AnyPlugin } from '../core/kernel/plugin.ts';
 import { accountPlugin } from './account/index.ts';
 import { auditPlugin } from './audit/index.ts';
+import { batchesPlugin } from './batches/index.ts';
 import { guardrailsPlugin } from './guardrails/index.ts';
 import { inferencePlugin } from './inference/index.ts';
 import { keysPlugin } from './keys/index.ts';
@@ -29,4 +30,5 @@ export const manifest: readonly AnyPlugin[] = [
   oauthPlugin,
   supportPlugin,
   webhooksPlugin,
+  batchesPlugin,
 ];

@@ -1,3 +1,4 @@
+import type { MeteredUnits } from './inference-admission.ts';
 import type { Credential } from '../identity/credential.ts';
 import { defineExtensionPoint } from '../kernel/extension-points.ts';
 
@@ -11,6 +12,7 @@ export interface GatewayCallRequest {
   requestId?: string;
   /** Aborting it ends the call as a client going away would (499, what was used is billed). */
   signal?: AbortSignal;
+  hold?: { holdId: string; batchId: string };
 }
 
 /** What the client would have received: errors are answers here (status and envelope), never thrown. */
@@ -29,6 +31,13 @@ export interface GatewayCalls {
   run(credential: Credential, request: GatewayCallRequest): Promise<GatewayCallAnswer>;
   /** The endpoints run() accepts, e.g. `POST /v1/embeddings`. */
   endpoints(): readonly string[];
+  check(credential: Credential, request: { endpoint: string; body: unknown }): Promise<CheckedCall>;
+}
+
+export interface CheckedCall {
+  model: string;
+  batch: boolean;
+  estimate: { inputTokens: number; maxOutputTokens: number; units?: MeteredUnits };
 }
 
 /** Provided by the inference plugin; absent when it is not enabled. */

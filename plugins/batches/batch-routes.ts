@@ -1,0 +1,94 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { InferenceAdmission } from '../../core/gateway/inference-admission.ts';
+import { authorizedRecord, type RecordKind } from '../../core/identity/authorization.ts';
+import type { KeyCredential } from '../../core/identity/credential.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
+import { actorOf } from '../../core/operations/operation-events.ts';
+import { parseInput } from '../../core/operations/operations.ts';
+import type { StoredFile } from '../../core/ports/files.ts';
+import { COMPLETION_WINDOWS, type CompletionWindow } from './batch-config.ts';
+import type { Batch } from './batch-store.ts';
+import { stopBatch, type StopDeps } from './batch-stops.ts';
+import { type SubmissionDeps, submitBatch } from './batch-submission.ts';
+import { batchObject } from './batch-view.ts';
+
+export interface BatchRouteDeps extends SubmissionDeps, StopDeps {
+  batchKind: RecordKind<Batch>;
+  admission: InferenceAdmission;
+}
+
+/** The endpoints a batch may call: JSON, non-streaming gateway calls. */
+export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/embeddings', '/v1/responses'] as const;
+
+const createBody = z.strictObject({
+  input_file_id: z.string().min(1).max(100),
+  endpoint: z.enum(BATCH_ENDPOINTS),
+  completion_window: z.enum(Object.keys(COMPLETION_WINDOWS) as [CompletionWindow, ...CompletionWindow[]]),
+  // OpenAI's limits: at most 16 pairs, keys up to 64 characters, values up to 512.
+  metadata: z
+    .record(z.string().min(1).max(64), z.string().max(512))
+    .refine((pairs) => Object.keys(pairs).length <= 16, 'at most 16 key-value pairs')
+    .nullable()
+    .optional(),
+});
+
+const listQuery = z.strictObject({
+  after: z.string().min(1).max(100).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(20),
+});
+
+const ENDED = new Set(['completed', 'cancelled', 'expired', 'failed']);
+
+/**
+ * The /v1/batches routes (OpenAI's shapes). A batch is a declared resource of the kernel's one
+ * authorization function (the batch kind, resolved to its project): another project's key gets 404.
+ */
+export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps): void {
+  const { batchKind, files } = deps;
+  const keyOf = (request: FastifyRequest) => request.credential as KeyCredential;
+  const route = (resource?: object) => ({ config: { auth: { scope: 'inference' as const, ...(resource ? { resource } : {}) }, surface: 'v1' as const } });
+  const batchOf = (request: FastifyRequest) => authorizedRecord(request.authorization!, batchKind).record;
+
+  app.post('/v1/batches', route({ kind: files.kind, access: 'write', in: 'body', field: 'input_file_id' }), async (request, reply) => {
+    const body = parseInput(createBody, request.body, 'body');
+    const file = authorizedRecord(request.authorization!, files.kind).record as StoredFile;
+    const batch = await submitBatch(deps, keyOf(request), file, {
+      endpoint: body.endpoint,
+      completionWindow: body.completion_window,
+      metadata: body.metadata ?? null,
+    });
+    return reply.code(200).send(batchObject(batch));
+  });
+
+  app.get('/v1/batches', route(), async (request) => {
+    const query = parseInput(listQuery, request.query, 'query');
+    const { batches, hasMore } = await deps.store.list(keyOf(request).projectId, query);
+    return { object: 'list', data: batches.map(batchObject), first_id: batches[0]?.id ?? null, last_id: batches.at(-1)?.id ?? null, has_more: hasMore };
+  });
+
+  app.get('/v1/batches/:id', route({ kind: batchKind, access: 'read', in: 'path', field: 'id' }), async (request, reply) => {
+    // The polling endpoint spends the request-rate allowance, as inference does (the spec's Limits).
+    const headers = await deps.admission.chargeRequest(keyOf(request));
+    return reply.headers(headers).send(batchObject(batchOf(request)));
+  });
+
+  app.post('/v1/batches/:id/cancel', route({ kind: batchKind, access: 'write', in: 'path', field: 'id' }), async (request) => {
+    const batch = batchOf(request);
+    if (batch.status === 'cancelling') return batchObject(batch);
+    if (batch.status !== 'in_progress') throw new ApiError('batch_not_cancellable', `Batch ${batch.id} is ${batch.status}; only a batch in progress can be cancelled`);
+    const stopped = await stopBatch(deps, batch, 'cancelled', { actor: actorOf(keyOf(request)) });
+    // Null: it stopped on its own meanwhile (its last line, its expiry); answer what it is now.
+    return batchObject(stopped ?? (await deps.store.get(batch.id)) ?? batch);
+  });
+
+  app.get('/v1/batches/:id/content', route({ kind: batchKind, access: 'read', in: 'path', field: 'id' }), async (request, reply) => {
+    const batch = batchOf(request);
+    if (!ENDED.has(batch.status)) throw new ApiError('batch_not_finished', `Batch ${batch.id} is ${batch.status}; its output exists once it has ended`);
+    const file = batch.outputFileId === null ? null : await files.get(batch.organizationId, batch.outputFileId);
+    reply.header('content-type', 'application/jsonl');
+    // Every line failed or none ran: an empty output file (the error file says why).
+    if (!file) return reply.send('');
+    return reply.header('content-length', String(file.bytes)).send(await files.open(file));
+  });
+}

@@ -1,0 +1,54 @@
+import type { DomainEvents } from '../../core/events/domain-events.ts';
+import type { JobQueue } from '../../core/jobs/job-queue.ts';
+import type { EventActor } from '../../core/ports/events.ts';
+import type { Database, Transaction } from '../../core/ports/database.ts';
+import type { Batch, BatchError, BatchOutcome, BatchStore } from './batch-store.ts';
+import type { BatchQueues } from './batch-queues.ts';
+
+export interface StopDeps {
+  database: Database;
+  store: BatchStore;
+  jobs: JobQueue;
+  queues: BatchQueues;
+  events: DomainEvents;
+  clock: () => Date;
+}
+
+/** A batch's state as its events carry it. */
+export function batchEventData(batch: Batch) {
+  return {
+    batchId: batch.id,
+    projectId: batch.projectId,
+    status: batch.status,
+    requestCounts: { total: batch.total, completed: batch.completed, failed: batch.failed },
+    outputFileId: batch.outputFileId,
+    errorFileId: batch.errorFileId,
+  };
+}
+
+/**
+ * Stops a running batch starting lines, heading for `outcome` (a cancel, its expiry, its key no
+ * longer valid), and queues its finalization, which waits for the lines still running. Null when the
+ * batch had stopped already (the first stop wins).
+ */
+export function stopBatch(deps: StopDeps, batch: Batch, outcome: BatchOutcome, options: StopOptions = {}): Promise<Batch | null> {
+  return deps.database.transaction((tx) => stopInTransaction(deps, tx, batch.id, outcome, options));
+}
+
+export interface StopOptions {
+  errors?: BatchError[];
+  /** Who asked (a cancel); null for the service's own stops. */
+  actor?: EventActor | null;
+}
+
+/** stopBatch in the caller's transaction (the one recording a batch's last line). */
+export async function stopInTransaction(deps: StopDeps, tx: Transaction, batchId: string, outcome: BatchOutcome, options: StopOptions = {}): Promise<Batch | null> {
+  const stopped = await deps.store.stop(tx, batchId, outcome, deps.clock(), options.errors ?? null);
+  if (!stopped) return null;
+  if (outcome === 'cancelled') {
+    const data = batchEventData(stopped);
+    await deps.events.emit(tx, { type: 'batch.cancelling', organizationId: stopped.organizationId, subject: stopped.id, actor: options.actor ?? null, data });
+  }
+  await deps.jobs.enqueue(deps.queues.finalize, { batchId: stopped.id }, { tx, idempotencyKey: `finalize:${stopped.id}` });
+  return stopped;
+}
