@@ -1,8 +1,6 @@
 import t, { type Test } from 'tap';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createPgDatabase } from '../../adapters/pg/pg-database.ts';
@@ -13,6 +11,7 @@ import { generateToken, SESSION_PREFIX } from '../../core/identity/api-tokens.ts
 import { startFakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
 import { dropSchema, randomSchemaName, testPgUrl } from '../helpers/databases.ts';
 import { TEST_PRICES } from '../helpers/gateway.ts';
+import { type ServiceProcess as Gateway, startServiceProcess as startGateway, stopServiceProcess as stopGateway } from '../helpers/service-process.ts';
 
 /**
  * The gateway is killed with SIGKILL under load (JSON and streamed calls, some of them mid-stream),
@@ -33,59 +32,6 @@ const KILLS = 5;
 const CALLS_PER_KILL = 150;
 /** Upper bound on calls per worker, should the kill never come. */
 const MAX_CALLS_PER_WORKER = 2_000;
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const port = (server.address() as { port: number }).port;
-  server.close();
-  return port;
-}
-
-interface Gateway {
-  child: ChildProcess;
-  url: string;
-  /** Process-log lines so far (pino JSON). */
-  log: string[];
-  /** From spawn to listening. */
-  startMs: number;
-}
-
-/** Starts main.ts with this config and resolves once it listens (the log line, not a poll). */
-async function startGateway(configPath: string, dataDir: string, ownerToken: string): Promise<Gateway> {
-  const port = await freePort();
-  const spawnedAt = performance.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', 'main.ts'], {
-    env: { ...process.env, SVC_CONFIG: configPath, PORT: String(port), SVC_OWNER_TOKEN: ownerToken, SVC_DATA_DIR: dataDir, DATABASE_URL: '', REDIS_URL: '', LOG_LEVEL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const log: string[] = [];
-  let pending = '';
-  const listening = new Promise<void>((resolve, reject) => {
-    child.stdout!.on('data', (chunk: Buffer) => {
-      pending += chunk.toString();
-      const lines = pending.split('\n');
-      pending = lines.pop()!;
-      for (const line of lines) {
-        log.push(line);
-        if (line.includes('Server listening at')) resolve();
-      }
-    });
-    child.stderr!.on('data', (chunk: Buffer) => log.push(chunk.toString()));
-    child.once('exit', (code, signal) => reject(new Error(`gateway exited (${code ?? signal}) before listening:\n${log.join('\n').slice(-2000)}`)));
-  });
-  await listening;
-  return { child, url: `http://127.0.0.1:${port}`, log, startMs: Math.round(performance.now() - spawnedAt) };
-}
-
-async function stopGateway(gateway: Gateway, signal: NodeJS.Signals): Promise<number | null> {
-  if (gateway.child.exitCode !== null || gateway.child.signalCode !== null) return gateway.child.exitCode;
-  const exited = once(gateway.child, 'exit');
-  gateway.child.kill(signal);
-  const [code] = (await exited) as [number | null];
-  return code;
-}
 
 interface Call {
   stream: boolean;

@@ -29,7 +29,16 @@ export interface Gateway {
  */
 export async function startGateway(
   t: TapLike,
-  overrides: { inference?: Record<string, unknown>; config?: TestAppOptions['config']; manifest?: TestAppOptions['manifest'] } = {},
+  overrides: {
+    inference?: Record<string, unknown>;
+    config?: TestAppOptions['config'];
+    manifest?: TestAppOptions['manifest'];
+    clock?: TestAppOptions['clock'];
+    /** Merged into the named models' settings (e.g. `{ solo: { batch: true } }`). */
+    inferenceModels?: Record<string, Record<string, unknown>>;
+    /** Other plugins' settings, over their test defaults. */
+    plugins?: Record<string, unknown>;
+  } = {},
 ): Promise<Gateway> {
   const primary = await startFakeOpenAIUpstream();
   const secondary = await startFakeOpenAIUpstream();
@@ -62,7 +71,12 @@ export async function startGateway(
     circuitBreaker: { failureThreshold: 1_000 },
     ...overrides.inference,
   };
-  const test = await buildTestApp(t, { config: overrides.config, manifest: overrides.manifest, plugins: { ...allPlugins(overrides.manifest), inference } });
+  for (const [name, patch] of Object.entries(overrides.inferenceModels ?? {})) {
+    const models = inference.models as Record<string, Record<string, unknown>>;
+    models[name] = { ...models[name], ...patch };
+  }
+  const plugins = { ...allPlugins(overrides.manifest), ...overrides.plugins, inference };
+  const test = await buildTestApp(t, { config: overrides.config, manifest: overrides.manifest, clock: overrides.clock, plugins });
   await test.app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(test.app.server.address() as AddressInfo).port}`;
   const { key } = await createKey(test, { name: 'gateway test', scopes: ['inference'] });
