@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { usdAmount } from '../../core/vocabulary/money.ts';
 import { TOKENIZERS } from '../../providers/input-token-bound.ts';
 
-/** Prices in USD; token prices per million tokens. Metering bills with these. */
-export const priceSchema = z.strictObject({
+/** One set of prices in USD; token prices per million tokens. */
+const livePriceSchema = z.strictObject({
   inputPerMTokUsd: usdAmount,
   cachedInputPerMTokUsd: usdAmount.optional(),
   cacheWritePerMTokUsd: usdAmount.optional(),
@@ -17,6 +17,15 @@ export const priceSchema = z.strictObject({
    * size or quality not listed falls back to perImageUsd, and a model with neither cannot generate.
    */
   images: z.record(z.string().min(1), z.record(z.string().min(1), usdAmount)).optional(),
+});
+
+/** Prices in USD; token prices per million tokens. Metering bills with these. */
+export const priceSchema = livePriceSchema.extend({
+  /**
+   * What a batch line (a call run against a spend hold) pays instead, field by field: a field set
+   * here replaces the live one (`images` as a whole), a field left out keeps it. Absent: live prices.
+   */
+  batch: livePriceSchema.partial().optional(),
 });
 
 /** What /v1/images/generations accepts for a model with `image` output. */
