@@ -4,6 +4,12 @@ import { bool, date, dateOrNull, str, strOrNull, type Row } from './rows.ts';
 
 const JOB_COLUMNS = `id, queue, payload, state, attempts, max_attempts, priority, run_at, idempotency_key, last_error, cancel_requested, created_at, finished_at`;
 
+/** JOB_COLUMNS, each qualified by a table (or CTE) name. */
+const columnsOf = (table: string): string =>
+  JOB_COLUMNS.split(', ')
+    .map((column) => `${table}.${column}`)
+    .join(', ');
+
 const LEASE_EXPIRED = 'the worker running it stopped renewing its lease (it crashed, or lost the database)';
 
 function toJob(row: Row): JobRecord {
@@ -45,12 +51,77 @@ async function insertJob(db: Queryable, job: NewJob): Promise<{ job: JobRecord; 
   return { job: toJob(existing.rows[0]), created: false };
 }
 
+/**
+ * Items per INSERT in enqueueMany. The whole chunk travels as one jsonb parameter (PostgreSQL's
+ * limit of 65,535 parameters never applies), so the size only bounds one statement's memory.
+ */
+export const ENQUEUE_CHUNK = 1_000;
+
+/**
+ * One chunk of enqueueMany in one statement. Each item takes its id from the jobs sequence first,
+ * in item order, so every item is matched to its row by id (RETURNING promises no order) and ids
+ * ascend in item order (claims break ties by id). An item whose key is taken, earlier in the list
+ * or by an existing job, comes back without a row; its job is then looked up by key.
+ */
+async function insertJobs(db: Queryable, jobs: readonly NewJob[]): Promise<Array<{ job: JobRecord; created: boolean }>> {
+  const items = jobs.map((job) => ({
+    queue: job.queue,
+    payload: job.payload,
+    priority: job.priority,
+    run_at: job.runAt.toISOString(),
+    max_attempts: job.maxAttempts,
+    idempotency_key: job.idempotencyKey,
+    created_at: job.createdAt.toISOString(),
+  }));
+  const { rows } = await db.query(
+    `WITH input AS (
+       SELECT nextval(pg_get_serial_sequence('jobs', 'id')) AS id, e.ord,
+              e.item->>'queue' AS queue, e.item->'payload' AS payload, (e.item->>'priority')::integer AS priority,
+              (e.item->>'run_at')::timestamptz AS run_at, (e.item->>'max_attempts')::integer AS max_attempts,
+              e.item->>'idempotency_key' AS idempotency_key, (e.item->>'created_at')::timestamptz AS created_at
+       FROM jsonb_array_elements($1::jsonb) WITH ORDINALITY AS e(item, ord)
+       ORDER BY e.ord
+     ), inserted AS (
+       INSERT INTO jobs (id, queue, payload, priority, run_at, max_attempts, idempotency_key, created_at)
+       SELECT id, queue, payload, priority, run_at, max_attempts, idempotency_key, created_at FROM input ORDER BY ord
+       ON CONFLICT (queue, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+       RETURNING ${JOB_COLUMNS}
+     )
+     SELECT ${columnsOf('inserted')} FROM input LEFT JOIN inserted ON inserted.id = input.id ORDER BY input.ord`,
+    [JSON.stringify(items)],
+  );
+  const answers: Array<{ job: JobRecord; created: boolean } | null> = rows.map((row) => (row['id'] === null ? null : { job: toJob(row), created: true }));
+  const taken = jobs.filter((_, i) => answers[i] === null).map((job) => ({ queue: job.queue, key: job.idempotencyKey }));
+  if (taken.length > 0) {
+    const existing = await db.query(
+      `SELECT ${columnsOf('jobs')} FROM jobs
+       JOIN jsonb_array_elements($1::jsonb) AS k(item) ON jobs.queue = k.item->>'queue' AND jobs.idempotency_key = k.item->>'key'`,
+      [JSON.stringify(taken)],
+    );
+    const byKey = new Map(existing.rows.map((row) => [JSON.stringify([str(row, 'queue'), str(row, 'idempotency_key')]), toJob(row)]));
+    answers.forEach((answer, i) => {
+      if (answer !== null) return;
+      const { queue, idempotencyKey } = jobs[i]!;
+      const job = byKey.get(JSON.stringify([queue, idempotencyKey]));
+      if (!job) throw new Error(`job with idempotency key ${idempotencyKey} in ${queue} vanished while it was being enqueued`);
+      answers[i] = { job, created: false };
+    });
+  }
+  return answers as Array<{ job: JobRecord; created: boolean }>;
+}
+
 /** The queue's storage on the SQL port: one implementation for PostgreSQL and PGlite. */
 export class SqlJobStore implements JobQueueStore, JobLeaseStore {
   constructor(private readonly db: Database) {}
 
   enqueue(db: Queryable, job: NewJob): Promise<{ job: JobRecord; created: boolean }> {
     return insertJob(db, job);
+  }
+
+  async enqueueMany(db: Queryable, jobs: readonly NewJob[]): Promise<Array<{ job: JobRecord; created: boolean }>> {
+    const answers: Array<{ job: JobRecord; created: boolean }> = [];
+    for (let start = 0; start < jobs.length; start += ENQUEUE_CHUNK) answers.push(...(await insertJobs(db, jobs.slice(start, start + ENQUEUE_CHUNK))));
+    return answers;
   }
 
   async get(id: string): Promise<JobRecord | null> {
@@ -154,6 +225,14 @@ export class SqlJobStore implements JobQueueStore, JobLeaseStore {
         break;
       case 'released':
         result = await db.query(`UPDATE jobs SET state = ${requeued}, finished_at = ${finishedIfCancelled}, run_at = $3, attempts = attempts - 1, ${release} ${fence}`, [...key, now, now]);
+        break;
+      // Like a release, at the time the handler chose: the attempt does not count, lastError stays.
+      case 'snoozed':
+        result = await db.query(`UPDATE jobs SET state = ${requeued}, finished_at = ${finishedIfCancelled}, run_at = $3, attempts = attempts - 1, ${release} ${fence}`, [
+          ...key,
+          outcome.runAt,
+          now,
+        ]);
         break;
     }
     return result.rowCount > 0;

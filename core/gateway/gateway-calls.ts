@@ -1,6 +1,6 @@
-import type { MeteredUnits } from './inference-admission.ts';
 import type { Credential } from '../identity/credential.ts';
 import { defineExtensionPoint } from '../kernel/extension-points.ts';
+import type { CallHold, MeteredUnits } from './inference-admission.ts';
 
 /** One /v1 call made by code rather than over HTTP (a batch line, the account assistant). */
 export interface GatewayCallRequest {
@@ -12,7 +12,20 @@ export interface GatewayCallRequest {
   requestId?: string;
   /** Aborting it ends the call as a client going away would (499, what was used is billed). */
   signal?: AbortSignal;
-  hold?: { holdId: string; batchId: string };
+  /**
+   * The spend hold the call runs against (a batch line): no money, rate window or concurrency slot
+   * is taken, the batch price is billed and the request log marks the row with the batch (see
+   * AdmissionRequest.hold).
+   */
+  hold?: CallHold;
+}
+
+/** What check() found a call would be: its model, whether batches accept it, and the most it may use. */
+export interface CheckedCall {
+  model: string;
+  /** The model's `svc_batch`. */
+  batch: boolean;
+  estimate: { inputTokens: number; maxOutputTokens: number; units?: MeteredUnits };
 }
 
 /** What the client would have received: errors are answers here (status and envelope), never thrown. */
@@ -29,15 +42,15 @@ export interface GatewayCallAnswer {
  */
 export interface GatewayCalls {
   run(credential: Credential, request: GatewayCallRequest): Promise<GatewayCallAnswer>;
+  /**
+   * What run() would make of the call, without making it: the body parsed as the route parses it
+   * (400 naming the field), the model looked up for the credential (404 as the route), the
+   * capability's checks (400; a body asking for a stream too), and the upper-bound estimate that
+   * admission would reserve. Sends nothing upstream and takes nothing; errors are thrown (ApiError).
+   */
+  check(credential: Credential, request: Pick<GatewayCallRequest, 'endpoint' | 'body'>): Promise<CheckedCall>;
   /** The endpoints run() accepts, e.g. `POST /v1/embeddings`. */
   endpoints(): readonly string[];
-  check(credential: Credential, request: { endpoint: string; body: unknown }): Promise<CheckedCall>;
-}
-
-export interface CheckedCall {
-  model: string;
-  batch: boolean;
-  estimate: { inputTokens: number; maxOutputTokens: number; units?: MeteredUnits };
 }
 
 /** Provided by the inference plugin; absent when it is not enabled. */

@@ -41,6 +41,18 @@ export interface AdmissionRequest {
    * if the process dies before it settles (admit journals it before the call is sent upstream).
    */
   countedInputTokens: number;
+  /**
+   * A call run against a spend hold (core/gateway/spend-holds.ts), e.g. a batch line: it takes no
+   * money from the counters (the hold has it), no rate window and no concurrency lease, is billed at
+   * the model's batch price, and its request-log row names the hold and the batch.
+   */
+  hold?: CallHold;
+}
+
+/** The spend hold a call runs against and the batch it is a line of. */
+export interface CallHold {
+  holdId: string;
+  batchId: string;
 }
 
 export interface CallOutcome {

@@ -74,6 +74,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  private readonly batchLines = new Counter({
+    name: 'svc_gateway_batch_lines_total',
+    help: 'Gateway calls run against a spend hold (batch lines) by endpoint, model and HTTP status; svc_gateway_requests_total counts them too',
+    labelNames: ['endpoint', 'model', 'status'],
+    registers: [this.registry],
+  });
+
   private readonly toolCalls = new Counter({
     name: 'svc_mcp_tool_calls_total',
     help: 'MCP tool calls at /mcp by tool and outcome (ok, refused: a 4xx answer, failed: a 5xx answer)',
@@ -147,6 +154,11 @@ export class GatewayMetrics {
     }
     this.latency.observe({ endpoint, model, provider: tally.provider }, outcome.latencyMs / 1000);
     if (outcome.ttftMs !== null) this.ttft.observe({ model, provider: tally.provider }, outcome.ttftMs / 1000);
+  }
+
+  /** A call observed with observeCall that was a batch line (it ran against a spend hold): marked apart. */
+  observeBatchLine(endpoint: string, model: string, status: number): void {
+    this.batchLines.inc({ endpoint, model, status: String(status) });
   }
 
   /** A /v1 response no observed call accounts for: a refusal before or at admission, a model list. */

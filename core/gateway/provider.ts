@@ -210,6 +210,40 @@ export interface ResponsesResult {
 /** Every upstream event, in order, as it came (`event` is the SSE event name); once, at the end, the usage. */
 export type ResponsesStreamEvent = { type: 'event'; event: string; data: JsonObject } | { type: 'usage'; usage: ResponsesUsage };
 
+/**
+ * One short question put to a chat model, answered by one token out of a closed set (`/v1/evaluate`):
+ * the conversation's reply must begin with one of `labels`, and what is wanted is how likely each is.
+ */
+export interface LabelLogprobsRequest {
+  /** The upstream model name. */
+  model: string;
+  /**
+   * The prompt. The calls of one evaluation share their leading messages (instructions, then the
+   * state) and differ only in the last (the question), so an upstream's prompt cache applies.
+   */
+  messages: ChatMessage[];
+  /** What the reply may be, each one token on the usual tokenizers: `yes`/`no`, or letters `A`, `B`, `C`… */
+  labels: readonly string[];
+}
+
+export interface LabelLogprobsResult {
+  /**
+   * Per label, in `labels` order: the natural log of the probability that the reply's first token is
+   * that label (spellings that differ only by case or surrounding spaces counted in). A label the
+   * upstream did not list gets an upper bound of its own choosing (the built-in providers: the least
+   * likely token listed). Need not sum to one: the gateway renormalises over the labels.
+   */
+  logprobs: number[];
+  /** What the upstream reported; the gateway bills the input of it only. */
+  usage: Usage;
+}
+
+/** Label probabilities for evaluations: in practice a chat call asking for `logprobs` and one token of output. */
+export interface EvaluationProvider {
+  /** Throws UpstreamError (`protocol`) when the reply began with none of the labels, or carried no log probabilities. */
+  labelLogprobs(request: LabelLogprobsRequest, options: CallOptions): Promise<LabelLogprobsResult>;
+}
+
 /** Chat completions, JSON and streamed. */
 export interface LanguageModelProvider {
   chat(body: ChatRequestBody, options: CallOptions): Promise<ChatResult>;
@@ -248,6 +282,7 @@ export interface ModalityProviders {
   speech: SpeechProvider;
   transcription: TranscriptionProvider;
   responses: ResponsesPassthrough;
+  evaluation: EvaluationProvider;
 }
 
 export type Modality = keyof ModalityProviders;
@@ -260,10 +295,11 @@ export interface ModalityUsage {
   speech: SpeechUsage;
   transcription: TranscriptionUsage;
   responses: ResponsesUsage;
+  evaluation: Usage;
 }
 
 /** A Record, so adding a modality to ModalityProviders without listing it here fails to compile. */
-const modalityOrder: Record<Modality, number> = { language: 0, embeddings: 1, images: 2, speech: 3, transcription: 4, responses: 5 };
+const modalityOrder: Record<Modality, number> = { language: 0, embeddings: 1, images: 2, speech: 3, transcription: 4, responses: 5, evaluation: 6 };
 export const MODALITIES: readonly Modality[] = Object.keys(modalityOrder) as Modality[];
 
 /**

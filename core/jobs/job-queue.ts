@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import type { Queryable, Transaction } from '../ports/database.ts';
+import type { Database, Transaction } from '../ports/database.ts';
 import type { JobQueueStore, JobRecord, JobState, NewJob } from '../ports/queue.ts';
 import type { JobRegistry } from './job-registry.ts';
 import type { QueueSpec } from './queue-definitions.ts';
@@ -14,6 +14,20 @@ export interface EnqueueOptions {
   maxAttempts?: number;
   /** Higher runs first among due jobs (default 0). */
   priority?: number;
+}
+
+/** One job of enqueueMany: its payload and what enqueue's options would say of it alone. */
+export interface EnqueueItem<P> {
+  payload: P;
+  idempotencyKey?: string;
+  runAt?: Date;
+  priority?: number;
+}
+
+export interface EnqueueManyOptions {
+  /** The caller's transaction: the jobs exist only if it commits. Without one, they are written in one of their own. */
+  tx?: Transaction;
+  maxAttempts?: number;
 }
 
 export interface EnqueuedJob {
@@ -58,7 +72,8 @@ export class JobQueue {
   constructor(
     private readonly deps: {
       store: JobQueueStore;
-      database: Queryable;
+      /** Its own transaction makes enqueueMany all or none when the caller gives none. */
+      database: Database;
       registry: JobRegistry;
       clock: () => Date;
       workers: WorkerNudges;
@@ -76,6 +91,34 @@ export class JobQueue {
       else wake();
     }
     return { id: job.id, state: job.state, created };
+  }
+
+  /**
+   * Many jobs of one queue at once: every payload is checked before anything is written, then one
+   * multi-row insert per chunk, all in one transaction (the caller's `tx`, or one of its own), so
+   * all the jobs exist or none. Each item's idempotency key works as in enqueue. The answers come
+   * in item order; workers are woken once (after the commit with `tx`), if any job is new.
+   */
+  async enqueueMany<S extends z.ZodType>(queue: QueueSpec<S>, items: ReadonlyArray<EnqueueItem<z.input<S>>>, options: EnqueueManyOptions = {}): Promise<EnqueuedJob[]> {
+    if (!this.deps.registry.queue(queue.name)) {
+      throw new Error(`no enabled plugin handles queue ${queue.name}: its jobs would never run`);
+    }
+    const now = this.deps.clock();
+    const jobs = items.map(({ payload, ...item }, index) => {
+      try {
+        return newJobOf(queue, payload, { ...item, ...(options.maxAttempts === undefined ? {} : { maxAttempts: options.maxAttempts }) }, now);
+      } catch (error) {
+        throw new Error(`item ${index}: ${(error as Error).message}`);
+      }
+    });
+    if (jobs.length === 0) return [];
+    const stored = options.tx ? await this.deps.store.enqueueMany(options.tx, jobs) : await this.deps.database.transaction((tx) => this.deps.store.enqueueMany(tx, jobs));
+    if (stored.some((s) => s.created)) {
+      const wake = () => this.deps.workers.wake(queue.name);
+      if (options.tx) options.tx.afterCommit(wake);
+      else wake();
+    }
+    return stored.map(({ job, created }) => ({ id: job.id, state: job.state, created }));
   }
 
   get(id: string): Promise<JobRecord | null> {

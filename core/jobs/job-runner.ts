@@ -5,7 +5,7 @@ import type { Database, Transaction } from '../ports/database.ts';
 import type { ClaimedJob, JobLeaseStore, JobOutcome, PeriodicStore } from '../ports/queue.ts';
 import type { JobRegistry } from './job-registry.ts';
 import type { WorkerNudges } from './job-queue.ts';
-import { JobInterrupted, PermanentJobError, RetryJobAt, jobErrorMessage, retryDelayMs, type Job, type QueueDefinition } from './queue-definitions.ts';
+import { JobInterrupted, PermanentJobError, RetryJobAt, SnoozeJob, jobErrorMessage, retryDelayMs, type Job, type QueueDefinition } from './queue-definitions.ts';
 
 export interface JobRunnerSettings {
   /** How often an idle worker looks for due jobs, expired leases and periodic ticks. */
@@ -13,6 +13,18 @@ export interface JobRunnerSettings {
   /** On close, how long running jobs may finish before their leases are given back. */
   drainMs: number;
 }
+
+/**
+ * Calls fire once ms of the clock's time have passed; the answer cancels it. The runner keeps a
+ * run's timeout with it (lease renewals stay real timers: they are about this process staying alive).
+ */
+export type ScheduleTimer = (ms: number, fire: () => void) => () => void;
+
+const realTimer: ScheduleTimer = (ms, fire) => {
+  const timer = setTimeout(fire, ms);
+  timer.unref();
+  return () => clearTimeout(timer);
+};
 
 export interface JobRunnerDeps {
   leases: JobLeaseStore;
@@ -25,6 +37,8 @@ export interface JobRunnerDeps {
   logger: Pick<FastifyBaseLogger, 'warn' | 'error'>;
   settings: JobRunnerSettings;
   workerId?: string;
+  /** Default: a real timer. Tests give their clock's, so a run times out when the clock is moved. */
+  schedule?: ScheduleTimer;
 }
 
 interface ActiveJob {
@@ -32,11 +46,18 @@ interface ActiveJob {
   readonly definition: QueueDefinition;
   readonly controller: AbortController;
   heartbeat: NodeJS.Timeout | null;
+  /** Cancels the run's timeout (null: the queue has none, or it is over). */
+  cancelTimeout: (() => void) | null;
   renewing: boolean;
   /** Succeeded through job.complete: nothing left to write. */
   completed: boolean;
-  /** Given back at shutdown, or found taken over: this worker must write nothing more. */
+  /** Given back at shutdown, found taken over, or timed out: this worker must write nothing more. */
   relinquished: boolean;
+  /** Relinquished because it ran past its queue's timeoutMs (a late `complete` says so). */
+  timedOut: boolean;
+  /** Gives the run's slot back (once): when the handler ends, or at its timeout if that comes first. */
+  freeSlot(): void;
+  /** Resolves once the slot is free. */
   done: Promise<void>;
 }
 
@@ -52,6 +73,9 @@ interface ActiveJob {
  *   finish a job someone else now runs.
  * - A failed run is retried after retryDelayMs (full jitter, exponential ceiling), or at the time
  *   a RetryJobAt it threw names, until maxAttempts, then the job is failed with the last error's message.
+ * - A run that throws SnoozeJob is queued again at the time it names, the attempt not counted.
+ * - A run longer than its queue's timeoutMs is timed out: its signal aborts, its outcome is written
+ *   as a failed attempt's, and its slot is free at once; the handler, if it goes on, writes nothing.
  * - close() stops claiming at once, lets running jobs finish for `drainMs`, then aborts what is
  *   left and gives its leases back (queued again, the attempt not counted).
  */
@@ -60,6 +84,8 @@ export class JobRunner implements WorkerNudges {
   private state: 'idle' | 'running' | 'draining' | 'closed' = 'idle';
   private readonly active = new Map<string, ActiveJob>();
   private readonly busy = new Map<string, number>();
+  /** Outcomes of timed-out runs still being written: settled() waits for them, not for their handlers. */
+  private readonly writing = new Set<Promise<void>>();
   private claimChain: Promise<unknown> = Promise.resolve();
   private periodicRegistered = false;
   private loopDone: Promise<void> = Promise.resolve();
@@ -67,9 +93,11 @@ export class JobRunner implements WorkerNudges {
   private woken = false;
   private drainDeadline = 0;
   private readonly random: () => number;
+  private readonly schedule: ScheduleTimer;
 
   constructor(private readonly deps: JobRunnerDeps) {
     this.random = deps.random ?? Math.random;
+    this.schedule = deps.schedule ?? realTimer;
     this.workerId = deps.workerId ?? `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
   }
 
@@ -105,9 +133,12 @@ export class JobRunner implements WorkerNudges {
     return (await this.claimOnce()).started;
   }
 
-  /** Resolves once nothing this process runs is still running. */
+  /**
+   * Resolves once nothing this process runs is still running. A run that timed out counts as ended
+   * once its outcome is written, though its handler may still be going: it can write nothing more.
+   */
   async settled(): Promise<void> {
-    while (this.active.size > 0) await Promise.allSettled([...this.active.values()].map((a) => a.done));
+    while (this.active.size > 0 || this.writing.size > 0) await Promise.allSettled([...[...this.active.values()].map((a) => a.done), ...this.writing]);
   }
 
   /**
@@ -147,9 +178,11 @@ export class JobRunner implements WorkerNudges {
       active.relinquished = true;
       this.stopHeartbeat(active);
       active.controller.abort(new JobInterrupted('shutdown'));
-      await this.write(active, { state: 'released' }, true);
+      await this.write(active, { state: 'released' }, { evenIfRelinquished: true });
     }
     if (unfinished.length > 0) this.deps.logger.warn({ jobs: unfinished.map((a) => a.claimed.id) }, 'jobs still running at shutdown were given back to the queue');
+    // A timed-out run's outcome still on its way is written before the database may close.
+    await Promise.allSettled([...this.writing]);
     this.state = 'closed';
   }
 
@@ -246,24 +279,34 @@ export class JobRunner implements WorkerNudges {
   }
 
   private begin(claimed: ClaimedJob, definition: QueueDefinition): void {
+    let slotFree!: () => void;
+    let free = false;
     const active: ActiveJob = {
       claimed,
       definition,
       controller: new AbortController(),
       heartbeat: null,
+      cancelTimeout: null,
       renewing: false,
       completed: false,
       relinquished: false,
-      done: Promise.resolve(),
+      timedOut: false,
+      done: new Promise<void>((resolve) => (slotFree = resolve)),
+      freeSlot: () => {
+        if (free) return;
+        free = true;
+        this.stopHeartbeat(active);
+        this.active.delete(claimed.id);
+        this.busy.set(claimed.queue, (this.busy.get(claimed.queue) ?? 1) - 1);
+        slotFree();
+        this.wake(claimed.queue);
+      },
     };
     this.active.set(claimed.id, active);
     this.busy.set(claimed.queue, (this.busy.get(claimed.queue) ?? 0) + 1);
-    active.done = this.execute(active).finally(() => {
-      this.stopHeartbeat(active);
-      this.active.delete(claimed.id);
-      this.busy.set(claimed.queue, (this.busy.get(claimed.queue) ?? 1) - 1);
-      this.wake(claimed.queue);
-    });
+    void this.execute(active)
+      .catch((error: unknown) => this.deps.logger.error({ err: error, job: claimed.id }, 'a job run ended unexpectedly; it runs again when its lease expires'))
+      .finally(() => active.freeSlot());
   }
 
   private async execute(active: ActiveJob): Promise<void> {
@@ -277,6 +320,8 @@ export class JobRunner implements WorkerNudges {
     const every = Math.max(10, Math.floor(definition.spec.leaseMs / 3));
     active.heartbeat = setInterval(() => void this.renew(active), every);
     active.heartbeat.unref();
+    const { timeoutMs } = definition.spec;
+    if (timeoutMs !== undefined) active.cancelTimeout = this.schedule(timeoutMs, () => this.timeOut(active, timeoutMs));
     const job: Job<unknown> = {
       id: claimed.id,
       queue: claimed.queue,
@@ -288,8 +333,11 @@ export class JobRunner implements WorkerNudges {
     };
     try {
       await definition.run(job);
+      this.stopTimeout(active);
       if (!active.completed) await this.write(active, { state: 'succeeded' });
     } catch (error) {
+      // The handler has ended: the time its outcome takes to write is not the run's.
+      this.stopTimeout(active);
       if (active.completed) {
         this.deps.logger.warn({ err: error, job: claimed.id, queue: claimed.queue }, 'job handler threw after completing; the job stays succeeded');
         return;
@@ -298,11 +346,39 @@ export class JobRunner implements WorkerNudges {
     }
   }
 
-  private outcomeOf(active: ActiveJob, error: unknown): JobOutcome {
+  /**
+   * The run's time is up: from now on it is no longer this worker's. Its outcome is written as a
+   * failed attempt's (fenced by the lease like any other, so a completion that committed first
+   * stands) and its slot is given back at once, whether or not the handler heeds the signal. A
+   * run that had already completed, or lost its lease, has nothing left to write: only its slot.
+   */
+  private timeOut(active: ActiveJob, timeoutMs: number): void {
+    active.cancelTimeout = null;
+    const { claimed } = active;
+    const interrupted = new JobInterrupted('timeout');
+    if (!active.completed && !active.relinquished) {
+      active.relinquished = true;
+      active.timedOut = true;
+      // Decided before the abort, so a cancellation already asked for still ends the job cancelled.
+      const outcome = this.outcomeOf(active, interrupted, `timed out: the run took longer than queue ${claimed.queue}'s timeoutMs (${timeoutMs} ms)`);
+      const written = this.write(active, outcome, { evenIfRelinquished: true, quietIfLost: true });
+      this.writing.add(written);
+      void written.finally(() => this.writing.delete(written));
+    }
+    active.controller.abort(interrupted);
+    this.deps.logger.warn(
+      { job: claimed.id, queue: claimed.queue, attempt: claimed.attempt, timeoutMs },
+      "a job ran longer than its queue's timeout: its slot goes to the next job, and nothing the run does from now on is recorded",
+    );
+    active.freeSlot();
+  }
+
+  private outcomeOf(active: ActiveJob, error: unknown, message = jobErrorMessage(error)): JobOutcome {
     const { claimed, definition, controller } = active;
-    const message = jobErrorMessage(error);
     const reason = controller.signal.reason;
     if (controller.signal.aborted && reason instanceof JobInterrupted && reason.reason === 'cancelled') return { state: 'cancelled', error: message };
+    // Not now, not a failure: the attempt is given back, so snoozing never uses up a job's attempts.
+    if (error instanceof SnoozeJob) return { state: 'snoozed', runAt: new Date(Math.max(this.deps.clock().getTime(), error.runAt.getTime())), reason: error.message };
     if (error instanceof PermanentJobError || claimed.attempt >= claimed.maxAttempts) return { state: 'failed', error: message };
     const now = this.deps.clock().getTime();
     // The handler chose when: its time stands (never before now), not the queue's backoff.
@@ -313,7 +389,7 @@ export class JobRunner implements WorkerNudges {
 
   private async completeWith<T>(active: ActiveJob, fn: (tx: Transaction) => Promise<T>): Promise<T> {
     if (active.completed) throw new Error(`job ${active.claimed.id} is already complete`);
-    if (active.relinquished) throw new JobInterrupted('lease_lost');
+    if (active.relinquished) throw new JobInterrupted(active.timedOut ? 'timeout' : 'lease_lost');
     const result = await this.deps.database.transaction(async (tx) => {
       // First the fence, which also locks the job's row until this transaction ends.
       if (!(await this.deps.leases.finish(active.claimed, { state: 'succeeded' }, this.deps.clock(), tx))) {
@@ -345,12 +421,15 @@ export class JobRunner implements WorkerNudges {
     }
   }
 
-  /** Writes how a run ended, unless the job is no longer this worker's. */
-  private async write(active: ActiveJob, outcome: JobOutcome, evenIfRelinquished = false): Promise<void> {
-    if (active.relinquished && !evenIfRelinquished) return;
+  /**
+   * Writes how a run ended, unless the job is no longer this worker's. A timed-out run's outcome
+   * finding the lease gone is no news (a completion committed just before, or the lease expired).
+   */
+  private async write(active: ActiveJob, outcome: JobOutcome, options: { evenIfRelinquished?: boolean; quietIfLost?: boolean } = {}): Promise<void> {
+    if (active.relinquished && !options.evenIfRelinquished) return;
     try {
       const held = await this.deps.leases.finish(active.claimed, outcome, this.deps.clock());
-      if (!held && outcome.state !== 'released') {
+      if (!held && outcome.state !== 'released' && !options.quietIfLost) {
         this.deps.logger.warn({ job: active.claimed.id, queue: active.claimed.queue }, 'a job finished after its lease was lost; another worker owns it');
       }
     } catch (error) {
@@ -358,8 +437,15 @@ export class JobRunner implements WorkerNudges {
     }
   }
 
+  /** Stops the run's timers: its lease renewal and its timeout. */
   private stopHeartbeat(active: ActiveJob): void {
     if (active.heartbeat) clearInterval(active.heartbeat);
     active.heartbeat = null;
+    this.stopTimeout(active);
+  }
+
+  private stopTimeout(active: ActiveJob): void {
+    active.cancelTimeout?.();
+    active.cancelTimeout = null;
   }
 }

@@ -21,6 +21,12 @@ export interface QueueSettings {
   readonly leaseMs: number;
   /** Retry delays: full jitter under baseMs * 2^(attempt-1), at most maxMs (see retryDelayMs). */
   readonly backoff: { readonly baseMs: number; readonly maxMs: number };
+  /**
+   * The longest one run may take (absent: no limit). At it the run's signal aborts with
+   * JobInterrupted('timeout'), the run counts as a failed attempt, and the worker's slot is freed
+   * even if the handler ignores the signal: whatever the handler does afterwards writes nothing.
+   */
+  readonly timeoutMs?: number;
 }
 
 export const DEFAULT_QUEUE_SETTINGS: QueueSettings = {
@@ -50,7 +56,7 @@ export interface Job<P> {
   /** 1 on the first run. */
   readonly attempt: number;
   readonly maxAttempts: number;
-  /** Aborted with a JobInterrupted when the job is cancelled, its lease is lost, or the worker stops: stop soon. */
+  /** Aborted with a JobInterrupted when the job is cancelled, times out, its lease is lost, or the worker stops: stop soon. */
   readonly signal: AbortSignal;
   /**
    * Runs fn in a transaction that also marks this job succeeded, fenced by this run's lease: if
@@ -91,11 +97,36 @@ export class RetryJobAt extends Error {
   }
 }
 
-/** The reason a running job's signal was aborted (also thrown by `complete` when the lease was lost). */
+/**
+ * Throw it from a handler when the job cannot run *now* for a reason that is not a failure (a
+ * per-organisation concurrency limit is full): the job is queued again for `runAt` and the run
+ * does not count as an attempt, so a job may snooze any number of times without failing. A time
+ * already past means as soon as a worker is free. Not for failures: those are RetryJobAt's.
+ */
+export class SnoozeJob extends Error {
+  override readonly name = 'SnoozeJob';
+  constructor(
+    readonly runAt: Date,
+    reason: string,
+  ) {
+    super(reason);
+  }
+}
+
+export type JobInterruptReason = 'cancelled' | 'lease_lost' | 'shutdown' | 'timeout';
+
+const INTERRUPT_MESSAGES: Record<JobInterruptReason, string> = {
+  cancelled: 'the job was cancelled',
+  lease_lost: "the job's lease was lost: another worker owns it now",
+  shutdown: 'the worker is shutting down',
+  timeout: "the job timed out: it ran longer than its queue's timeoutMs",
+};
+
+/** The reason a running job's signal was aborted (also thrown by `complete` once the run is no longer this worker's). */
 export class JobInterrupted extends Error {
   override readonly name = 'JobInterrupted';
-  constructor(readonly reason: 'cancelled' | 'lease_lost' | 'shutdown') {
-    super(reason === 'cancelled' ? 'the job was cancelled' : reason === 'lease_lost' ? "the job's lease was lost: another worker owns it now" : 'the worker is shutting down');
+  constructor(readonly reason: JobInterruptReason) {
+    super(INTERRUPT_MESSAGES[reason]);
   }
 }
 
@@ -114,6 +145,7 @@ export function defineQueue<S extends z.ZodType>(
     maxAttempts: positiveInteger(definition.name, 'maxAttempts', definition.maxAttempts ?? DEFAULT_QUEUE_SETTINGS.maxAttempts),
     leaseMs: positiveInteger(definition.name, 'leaseMs', definition.leaseMs ?? DEFAULT_QUEUE_SETTINGS.leaseMs),
     backoff: { ...DEFAULT_QUEUE_SETTINGS.backoff, ...definition.backoff },
+    ...(definition.timeoutMs === undefined ? {} : { timeoutMs: timeoutOf(definition.name, definition.timeoutMs) }),
     handle: (run) => ({ spec, run: run as (job: Job<unknown>) => Promise<void> }),
   };
   return spec;
@@ -122,6 +154,15 @@ export function defineQueue<S extends z.ZodType>(
 export function definePeriodic(definition: PeriodicDefinition): PeriodicDefinition {
   positiveInteger(definition.name, 'everyMs', definition.everyMs);
   return definition;
+}
+
+/** A timer cannot wait longer than 2^31 - 1 ms (about 24.8 days): Node would fire it at once. */
+const MAX_TIMEOUT_MS = 2_147_483_647;
+
+function timeoutOf(queue: string, value: number): number {
+  positiveInteger(queue, 'timeoutMs', value);
+  if (value > MAX_TIMEOUT_MS) throw new Error(`queue ${queue}: timeoutMs must be at most ${MAX_TIMEOUT_MS} (about 24 days), got ${value}`);
+  return value;
 }
 
 function positiveInteger(queue: string, field: string, value: number): number {

@@ -28,7 +28,7 @@ export const GEN_AI = {
 
 /**
  * `gen_ai.operation.name` by modality: the conventions' `chat` for chat completions, Anthropic's
- * messages and the Responses API (a model turn from messages), `embeddings`, and for images,
+ * messages, the Responses API and evaluations (a model turn from messages), `embeddings`, and for images,
  * speech and transcriptions their value for multimodal generation, `generate_content`.
  */
 export const GEN_AI_OPERATION: Readonly<Record<Modality, string>> = {
@@ -38,4 +38,6 @@ export const GEN_AI_OPERATION: Readonly<Record<Modality, string>> = {
   images: 'generate_content',
   speech: 'generate_content',
   transcription: 'generate_content',
+  // One chat turn per question, each of one token.
+  evaluation: 'chat',
 };

@@ -4,7 +4,7 @@ import type { Database, Queryable, Transaction } from '../ports/database.ts';
 import type { LongRunningOperation, LongRunningStore, OperationStarter, ProgressFilter } from '../ports/long-running.ts';
 import type { Page, PageRequest } from '../vocabulary/pagination.ts';
 import type { JobQueue } from '../jobs/job-queue.ts';
-import { defineQueue, JobInterrupted, jobErrorMessage, PermanentJobError, type Job, type QueueDefinition, type QueueSettings, type QueueSpec } from '../jobs/queue-definitions.ts';
+import { defineQueue, JobInterrupted, jobErrorMessage, PermanentJobError, SnoozeJob, type Job, type QueueDefinition, type QueueSettings, type QueueSpec } from '../jobs/queue-definitions.ts';
 import type { Credential } from '../identity/credential.ts';
 
 /**
@@ -179,9 +179,11 @@ export class LongRunningOperations {
       } catch (error) {
         const reason = job.signal.reason;
         const interrupted = job.signal.aborted && reason instanceof JobInterrupted;
+        // A snooze is not a failure: the job runs again, the attempt not counted. A timeout is an
+        // interruption: the runner fails the job when it was the last attempt, and get() follows.
         if (!completed && interrupted && reason.reason === 'cancelled') {
           await store.finish(database, operationId, { status: 'cancelled', error: jobErrorMessage(error) }, clock());
-        } else if (!completed && !interrupted && (error instanceof PermanentJobError || job.attempt >= job.maxAttempts)) {
+        } else if (!completed && !interrupted && !(error instanceof SnoozeJob) && (error instanceof PermanentJobError || job.attempt >= job.maxAttempts)) {
           await store.finish(database, operationId, { status: 'failed', error: jobErrorMessage(error) }, clock());
         }
         throw error;

@@ -110,6 +110,9 @@ export interface RequestLogRow {
   streamed: boolean;
   attempts: number;
   createdAt: Date;
+  /** A batch line's spend hold (core/gateway/spend-holds.ts) and batch; absent for other calls. */
+  holdId?: string | undefined;
+  batchId?: string | undefined;
   bodies: { request: unknown; response: unknown } | null;
 }
 

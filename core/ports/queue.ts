@@ -65,13 +65,25 @@ export type JobOutcome =
   | { state: 'failed'; error: string }
   | { state: 'cancelled'; error: string | null }
   /** Given back unfinished (shutdown): queued again, and the attempt does not count. */
-  | { state: 'released' };
+  | { state: 'released' }
+  /**
+   * Not now (SnoozeJob): queued again for runAt, and the attempt does not count. The reason is not
+   * a failure, so lastError keeps the last failure's message.
+   */
+  | { state: 'snoozed'; runAt: Date; reason: string };
 
 export type HeartbeatAnswer = 'held' | 'cancel_requested' | 'lost';
 
 /** What producers use: enqueue (optionally inside their own transaction), look up, cancel. */
 export interface JobQueueStore {
   enqueue(db: Queryable, job: NewJob): Promise<{ job: JobRecord; created: boolean }>;
+  /**
+   * Many jobs, each as enqueue would (an idempotency key already taken returns its job, created:
+   * false; a key repeated in the list gets the first item's job), answered in the list's order and
+   * with ids ascending in it. One multi-row insert per chunk of the list: give a transaction for
+   * all or none.
+   */
+  enqueueMany(db: Queryable, jobs: readonly NewJob[]): Promise<Array<{ job: JobRecord; created: boolean }>>;
   get(id: string): Promise<JobRecord | null>;
   /** A queued job becomes cancelled; a running one is marked for its worker to stop. Null: nothing to cancel. */
   cancel(id: string, now: Date): Promise<'cancelled' | 'cancel_requested' | null>;

@@ -1,6 +1,7 @@
 import { GatewayCallOptions } from '../../core/gateway/call-options.ts';
 import type { CallSignal } from '../../core/gateway/call-signal.ts';
-import type { Admission, CallOutcome, InferenceAdmission } from '../../core/gateway/inference-admission.ts';
+import type { CheckedCall } from '../../core/gateway/gateway-calls.ts';
+import type { Admission, CallHold, CallOutcome, InferenceAdmission } from '../../core/gateway/inference-admission.ts';
 import type { InputGuard } from '../../core/gateway/input-guards.ts';
 import type { CountedResponse, GatewayMetrics } from '../../core/gateway/metrics.ts';
 import { UpstreamError, type Modality } from '../../core/gateway/provider.ts';
@@ -39,6 +40,8 @@ export interface CallExchange {
   readonly counted?: CountedResponse;
   /** The caller's W3C trace context, when it sent a valid `traceparent` (read once per call). */
   readonly traceHeaders?: TraceHeaders | undefined;
+  /** The spend hold a call from code runs against (a batch line); never set over HTTP. */
+  readonly hold?: CallHold | undefined;
 }
 
 /**
@@ -127,17 +130,16 @@ export class GatewayCallPath {
     callerTrace: TraceHeaders | undefined,
   ): Promise<JsonAnswer | null> {
     const { deps } = this;
-    const parsed = capability.parse(exchange.body);
-    // A body at once on the usual call: a promise only where a file must be read (transcriptions).
-    let body = parsed instanceof Promise ? await parsed : parsed;
     const credential = exchange.credential;
-    const model = deps.catalogue.require(credential, capability.modelOf(body));
-    capability.check?.(body, model, credential);
-    if (capability.withModelDefaults) body = capability.withModelDefaults(body, model);
+    const pending = this.prepare(capability, credential, exchange.body);
+    // At once on the usual call: a promise only where a file must be read (transcriptions).
+    const prepared = pending instanceof Promise ? await pending : pending;
+    const model = prepared.model;
+    let body = prepared.body;
     if (deps.guards.length > 0) body = await guardInput(deps.guards, capability, body, model, exchange, deps.admission);
     const streaming = capability.streaming?.wanted(body) === true;
     trace?.model(model.id, streaming);
-    if (streaming && !exchange.openStream) throw new ApiError('invalid_parameter', 'Streams are answered over HTTP only; leave stream unset here', { param: 'stream' });
+    if (streaming && !exchange.openStream) throw streamsOverHttpOnly();
     const candidates = planRoutes(model, capability.modality, deps.providers, deps.breaker);
     const counted = capability.estimate(body, model);
     // A number at once on the usual call: no promise unless a long text is being counted in slices.
@@ -150,6 +152,7 @@ export class GatewayCallPath {
       stream: streaming,
       estimate,
       countedInputTokens: estimate.countedInputTokens,
+      ...(exchange.hold ? { hold: exchange.hold } : {}),
     };
     const admission = trace === null ? await deps.admission.admit(admissionRequest) : await trace.admission(() => deps.admission.admit(admissionRequest));
     exchange.setHeaders(admission.headers);
@@ -157,8 +160,37 @@ export class GatewayCallPath {
     return streaming ? this.stream(call) : this.once(call);
   }
 
+  /**
+   * What a call would be, without running it (GatewayCalls.check): parsed, its model looked up and
+   * the capability's checks passed as run() would, and the estimate admission would reserve. No
+   * input guards (they may call out) and nothing taken.
+   */
+  async check<M extends Modality, B>(capability: GatewayCapability<M, B>, credential: Credential, input: unknown): Promise<CheckedCall> {
+    const { body, model } = await this.prepare(capability, credential, input);
+    if (capability.streaming?.wanted(body) === true) throw streamsOverHttpOnly();
+    const counted = capability.estimate(body, model);
+    const { inputTokens, maxOutputTokens, units } = counted instanceof Promise ? await counted : counted;
+    return { model: model.id, batch: model.batch, estimate: { inputTokens, maxOutputTokens, ...(units ? { units } : {}) } };
+  }
+
+  /** Parse (400), model lookup (404), the capability's checks (400) and its model defaults: the first steps of every call. */
+  private prepare<M extends Modality, B>(capability: GatewayCapability<M, B>, credential: Credential, input: unknown): Prepared<B> | Promise<Prepared<B>> {
+    const parsed = capability.parse(input);
+    if (parsed instanceof Promise) return parsed.then((body) => this.checked(capability, credential, body));
+    return this.checked(capability, credential, parsed);
+  }
+
+  private checked<M extends Modality, B>(capability: GatewayCapability<M, B>, credential: Credential, parsed: B): Prepared<B> {
+    let body = parsed;
+    const model = this.deps.catalogue.require(credential, capability.modelOf(body));
+    capability.check?.(body, model, credential);
+    if (capability.withModelDefaults) body = capability.withModelDefaults(body, model);
+    return { body, model };
+  }
+
   private finish(call: AdmittedCall<Modality, unknown>, outcome: CallOutcome): void {
     this.deps.metrics.observeCall(call.capability.endpoint, call.model.id, outcome, call.exchange.counted);
+    if (call.exchange.hold) this.deps.metrics.observeBatchLine(call.capability.endpoint, call.model.id, outcome.status);
     const trace = call.trace;
     if (trace === null) {
       call.admission.finish(outcome);
@@ -378,6 +410,14 @@ function settledWhenSent(bytes: AsyncIterable<Uint8Array>, exchange: CallExchang
   };
   return { [Symbol.asyncIterator]: () => iterator };
 }
+
+/** A call's body after its first steps, and its model. */
+interface Prepared<B> {
+  body: B;
+  model: CatalogueModel;
+}
+
+const streamsOverHttpOnly = () => new ApiError('invalid_parameter', 'Streams are answered over HTTP only; leave stream unset here', { param: 'stream' });
 
 interface OpenedStream<E> {
   iterator: AsyncIterator<E>;

@@ -1,5 +1,6 @@
 import { CallSignal } from '../../core/gateway/call-signal.ts';
-import type { GatewayCallAnswer, GatewayCallRequest, GatewayCalls } from '../../core/gateway/gateway-calls.ts';
+import type { CheckedCall, GatewayCallAnswer, GatewayCallRequest, GatewayCalls } from '../../core/gateway/gateway-calls.ts';
+import type { CallHold } from '../../core/gateway/inference-admission.ts';
 import type { Credential } from '../../core/identity/credential.ts';
 import { errorAnswer } from '../../core/kernel/error-answer.ts';
 import { ApiError, ClientGoneError } from '../../core/kernel/errors.ts';
@@ -24,16 +25,18 @@ export class PathGatewayCalls implements GatewayCalls {
     return [...this.capabilities.keys()].map((endpoint) => `POST ${endpoint}`);
   }
 
+  /** Throws what the route would answer (ApiError); see GatewayCalls.check. */
+  async check(credential: Credential, request: Pick<GatewayCallRequest, 'endpoint' | 'body'>): Promise<CheckedCall> {
+    return this.path().check(this.capabilityFor(credential, request.endpoint), credential, request.body);
+  }
+
   async run(credential: Credential, request: GatewayCallRequest): Promise<GatewayCallAnswer> {
     const exchange = new CodeExchange(credential, request, this.log);
     const path = this.path();
     // Errors are answered in the capability's own shape where it speaks another API (Anthropic's).
     const capability = this.capabilities.get(request.endpoint);
     try {
-      if (!capability) throw new ApiError('route_not_found', `No gateway endpoint ${request.endpoint}; these are: ${this.endpoints().join(', ')}`);
-      const refusal = scopeRefusal(credential, 'inference');
-      if (refusal) throw refusal;
-      const answer = await path.run(capability, exchange);
+      const answer = await path.run(this.capabilityFor(credential, request.endpoint), exchange);
       // Never null: a code exchange cannot open a stream, so the path refuses streams up front.
       return { status: answer!.status, headers: { ...exchange.headers, ...answer!.headers }, body: answer!.body };
     } catch (error) {
@@ -45,12 +48,22 @@ export class PathGatewayCalls implements GatewayCalls {
       exchange.done();
     }
   }
+
+  /** The endpoint's capability, as the route would find it for this credential (404, 403). */
+  private capabilityFor(credential: Credential, endpoint: string): AnyCapability {
+    const capability = this.capabilities.get(endpoint);
+    if (!capability) throw new ApiError('route_not_found', `No gateway endpoint ${endpoint}; these are: ${this.endpoints().join(', ')}`);
+    const refusal = scopeRefusal(credential, 'inference');
+    if (refusal) throw refusal;
+    return capability;
+  }
 }
 
 class CodeExchange implements CallExchange {
   readonly requestId: string;
   readonly body: unknown;
   readonly signal = new CallSignal();
+  readonly hold: CallHold | undefined;
   headers: Readonly<Record<string, string>> = {};
   admitted = false;
   private readonly stopListening: () => void = () => undefined;
@@ -62,6 +75,7 @@ class CodeExchange implements CallExchange {
   ) {
     this.requestId = request.requestId ?? newRequestId();
     this.body = request.body;
+    this.hold = request.hold;
     const caller = request.signal;
     if (caller?.aborted) this.signal.abort(new ClientGoneError());
     else if (caller) {

@@ -8,6 +8,7 @@ import { anthropicMessagesCapability } from './anthropic-messages/messages-capab
 import type { AnyCapability } from './capability.ts';
 import { chatCompletionsCapability } from './chat-capability.ts';
 import { embeddingsCapability } from './embeddings-capability.ts';
+import { evaluateCapability } from './evaluate-capability.ts';
 import { imagesCapability } from './images-capability.ts';
 import { speechCapability } from './speech-capability.ts';
 import { transcriptionCapability } from './transcription-capability.ts';
@@ -48,12 +49,14 @@ function capabilitiesOf(catalogue: ModelCatalogue, providers: ProviderRegistry):
     speechCapability(catalogue),
     transcriptionCapability(catalogue),
     anthropicMessagesCapability,
+    evaluateCapability(catalogue, providers),
   ];
 }
 
 export const inferencePlugin = definePlugin({
   name: 'inference',
-  description: 'The OpenAI-compatible gateway at /v1: models, chat completions and responses (JSON and SSE), embeddings, images, speech and transcriptions, with failover, on one call path',
+  description:
+    'The OpenAI-compatible gateway at /v1: models, chat completions and responses (JSON and SSE), embeddings, images, speech, transcriptions and evaluations, with failover, on one call path',
   configSchema: inferenceConfigSchema,
   register({ container, config, extensions, logger }) {
     const catalogue = new ModelCatalogue(config);

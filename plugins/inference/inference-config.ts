@@ -2,8 +2,8 @@ import { z } from 'zod';
 import { usdAmount } from '../../core/vocabulary/money.ts';
 import { TOKENIZERS } from '../../providers/input-token-bound.ts';
 
-/** Prices in USD; token prices per million tokens. Metering bills with these. */
-export const priceSchema = z.strictObject({
+/** One set of prices in USD; token prices per million tokens. */
+const livePriceSchema = z.strictObject({
   inputPerMTokUsd: usdAmount,
   cachedInputPerMTokUsd: usdAmount.optional(),
   cacheWritePerMTokUsd: usdAmount.optional(),
@@ -17,6 +17,15 @@ export const priceSchema = z.strictObject({
    * size or quality not listed falls back to perImageUsd, and a model with neither cannot generate.
    */
   images: z.record(z.string().min(1), z.record(z.string().min(1), usdAmount)).optional(),
+});
+
+/** Prices in USD; token prices per million tokens. Metering bills with these. */
+export const priceSchema = livePriceSchema.extend({
+  /**
+   * What a batch line (a call run against a spend hold) pays instead, field by field: a field set
+   * here replaces the live one (`images` as a whole), a field left out keeps it. Absent: live prices.
+   */
+  batch: livePriceSchema.partial().optional(),
 });
 
 /** What /v1/images/generations accepts for a model with `image` output. */
@@ -58,6 +67,23 @@ const builtinToolsSchema = z.strictObject({
     .optional(),
 });
 
+/**
+ * How an evaluation model's label probabilities are calibrated (plugins/inference/README.md,
+ * "Evaluate"): `temperature` divides the log probabilities by T (T > 1 softens an overconfident
+ * model); `platt` multiplies them by `a` and, on yes/no questions, adds `b` to yes
+ * (σ(a·logit p + b)); `none` keeps them as the model gave them. `npm run calibrate` fits both.
+ */
+export const calibrationSchema = z.discriminatedUnion('method', [
+  z.strictObject({ method: z.literal('none') }),
+  z.strictObject({ method: z.literal('temperature'), temperature: z.number().positive().max(100) }),
+  z.strictObject({ method: z.literal('platt'), a: z.number().positive().max(100), b: z.number().min(-50).max(50) }),
+]);
+
+/** What makes a model an evaluation model (`POST /v1/evaluate` takes no other). */
+const evaluationCapabilitySchema = z.strictObject({
+  calibration: calibrationSchema.default({ method: 'none' }),
+});
+
 const routeSchema = z.strictObject({
   /** A provider instance named under `providers`. */
   provider: z.string().min(1),
@@ -79,6 +105,8 @@ export const modelSchema = z.strictObject({
   speech: speechCapabilitySchema.optional(),
   /** Set for transcription models. */
   transcription: transcriptionCapabilitySchema.optional(),
+  /** Set for evaluation models (`/v1/evaluate`), with their calibration. */
+  evaluation: evaluationCapabilitySchema.optional(),
   builtinTools: builtinToolsSchema.prefault({}),
   /** Whether /v1/batches accepts this model (`svc_batch`). */
   batch: z.boolean().default(false),
@@ -160,3 +188,4 @@ export const inferenceConfigSchema = z
 
 export type InferenceConfig = z.output<typeof inferenceConfigSchema>;
 export type ModelConfig = z.output<typeof modelSchema>;
+export type Calibration = z.output<typeof calibrationSchema>;

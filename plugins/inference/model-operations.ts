@@ -34,6 +34,19 @@ const capabilitiesView = z
       .object({ formats: z.array(z.string()) })
       .nullable()
       .describe('`response_format` values /v1/audio/transcriptions accepts; null: no transcription'),
+    evaluation: z
+      .object({
+        calibration: z
+          .object({
+            method: z.enum(['none', 'temperature', 'platt']),
+            temperature: z.number().optional().describe('temperature: log probabilities are divided by it'),
+            a: z.number().optional().describe('platt: the slope on log probabilities'),
+            b: z.number().optional().describe('platt: the offset added to yes on yes/no questions'),
+          })
+          .describe("How the model's label probabilities are calibrated"),
+      })
+      .nullable()
+      .describe('Set on evaluation models, which /v1/evaluate takes; null: not an evaluation model'),
   })
   .meta({ id: 'ModelCapabilities', description: "Settings a model's capability routes accept" });
 
@@ -84,6 +97,7 @@ export function toManagementModel(model: CatalogueModel): z.input<typeof managem
       images: model.images ? { sizes: model.images.sizes, qualities: model.images.qualities, maxImages: model.images.maxImages } : null,
       speech: model.speech ? { voices: model.speech.voices, formats: model.speech.formats, maxInputCharacters: model.speech.maxInputCharacters } : null,
       transcription: model.transcription ? { formats: model.transcription.formats } : null,
+      evaluation: model.evaluation ? { calibration: model.evaluation.calibration } : null,
     },
   };
 }

@@ -94,6 +94,13 @@ export function meteringErasers(): OrganizationEraser[] {
       },
     },
     {
+      name: 'spend holds',
+      async erase(tx, organizationId) {
+        const { rowCount } = await tx.query('DELETE FROM spend_holds WHERE organization_id = $1', [organizationId]);
+        return rowCount;
+      },
+    },
+    {
       name: 'budget alerts',
       async erase(tx, organizationId) {
         const { rowCount } = await tx.query('DELETE FROM budget_alerts WHERE organization_id = $1', [organizationId]);

@@ -6,7 +6,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { RequestLogRow, UsageRecorder } from '../../core/ports/metering.ts';
 import { requestLogErrorCode } from './request-log-error-codes.ts';
 import type { MeteredUnits } from '../../core/gateway/inference-admission.ts';
-import { COLUMNS, COLUMNS_BEFORE_UNITS, rowValues, unitsFromColumns } from './request-log-row-values.ts';
+import { COLUMNS, COLUMNS_BEFORE_UNITS, COLUMNS_WITHOUT_HOLD, rowValues, unitsFromColumns } from './request-log-row-values.ts';
 
 /**
  * What survives the gateway's process dying with request-log rows still queued in memory: every
@@ -73,7 +73,8 @@ type RecordKind = 'row' | 'started';
  * One line: [kind, …the row's fields in the request log's own order (rowValues: money as a decimal
  * string, times as epoch milliseconds), bodies]. Bodies are present only when the account keeps
  * them, i.e. when they would be stored anyway. Records written before units were metered have the
- * first 23 fields only (COLUMNS_BEFORE_UNITS) and are still read. Provisional rows are written as `admitted` records
+ * first 23 fields only (COLUMNS_BEFORE_UNITS) and are still read; only a batch line's row has the last
+ * two columns (hold and batch, see rowValues). Provisional rows are written as `admitted` records
  * (encodeAdmitted); a full `started` row is what journals written before that hold.
  */
 export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
@@ -82,8 +83,9 @@ export function encodeRecord(kind: RecordKind, r: RequestLogRow): string {
   return `${JSON.stringify(values)}\n`;
 }
 
-/** Kind, the row's columns, bodies: now, and before the unit columns were added. */
-const FIELDS = COLUMNS.length + 2;
+/** Kind, the row's columns, bodies: a batch line's, any other row's, and before the unit columns were added. */
+const FIELDS_WITH_HOLD = COLUMNS.length + 2;
+const FIELDS = COLUMNS_WITHOUT_HOLD + 2;
 const FIELDS_BEFORE_UNITS = COLUMNS_BEFORE_UNITS + 2;
 const isText = (v: unknown): v is string => typeof v === 'string';
 const isTextOrNull = (v: unknown): v is string | null => v === null || typeof v === 'string';
@@ -98,6 +100,9 @@ export interface CallContext {
   readonly model: string;
   readonly priceVersion: string;
   readonly streamed: boolean;
+  /** A batch line's spend hold and batch (absent for other calls): a provisional row counts against its hold. */
+  readonly holdId?: string | undefined;
+  readonly batchId?: string | undefined;
 }
 
 /** A call admitted and about to be sent upstream: what it is billed if its process dies before it settles. */
@@ -147,6 +152,7 @@ export function provisionalRow(call: ProvisionalCall): RequestLogRow {
     streamed: context.streamed,
     attempts: 0,
     createdAt: call.createdAt,
+    ...(context.holdId === undefined ? {} : { holdId: context.holdId, batchId: context.batchId }),
     bodies: null,
   };
 }
@@ -167,16 +173,21 @@ function encodedContext(c: CallContext): string {
  * A provisional call as one line: ["admitted", id, organization, project, key, endpoint, model,
  * price version, streamed, input tokens, cost as a decimal string, created at in epoch
  * milliseconds], then, for a call with input units, those units (an object) and their share of
- * the cost (a decimal string). Half a full row, and all but four values encoded once per context:
+ * the cost (a decimal string); for a batch line, then its hold id and batch id (the units as null and
+ * "0" when it has none). Half a full row, and all but four values encoded once per context:
  * the second write per call costs little more than its write() (see bench/billing-journal.ts).
  */
 export function encodeAdmitted(call: ProvisionalCall): string {
-  const units = call.units ? `,${JSON.stringify(call.units)},"${call.unitsCostMicros ?? 0n}"` : '';
-  return `["admitted",${JSON.stringify(call.id)},${encodedContext(call.context)},${call.inputTokens},"${call.costMicros}",${call.createdAt.getTime()}${units}]\n`;
+  const { holdId, batchId } = call.context;
+  // A batch line's record adds its hold and batch after the units (null and "0" when it has none).
+  const hold = holdId === undefined ? '' : `,${JSON.stringify(holdId)},${JSON.stringify(batchId ?? null)}`;
+  const units = call.units ? `,${JSON.stringify(call.units)},"${call.unitsCostMicros ?? 0n}"` : hold && ',null,"0"';
+  return `["admitted",${JSON.stringify(call.id)},${encodedContext(call.context)},${call.inputTokens},"${call.costMicros}",${call.createdAt.getTime()}${units}${hold}]\n`;
 }
 
 const ADMITTED_FIELDS = 12;
 const ADMITTED_FIELDS_WITH_UNITS = 14;
+const ADMITTED_FIELDS_WITH_HOLD = 16;
 const isMicros = (v: unknown): v is string => typeof v === 'string' && /^-?\d+$/.test(v);
 
 /** The input units of an `admitted` record: whole non-negative counts of characters and audio seconds. */
@@ -199,14 +210,19 @@ function decodeInputUnits(v: unknown): MeteredUnits | null {
 function decodeAdmitted(v: unknown[]): RequestLogRow | null {
   let units: MeteredUnits | undefined;
   let unitsCostMicros: bigint | undefined;
-  if (v.length === ADMITTED_FIELDS_WITH_UNITS) {
+  let hold: { holdId: string; batchId: string | undefined } | undefined;
+  if (v.length === ADMITTED_FIELDS_WITH_HOLD) {
+    if (!isText(v[14]) || !isTextOrNull(v[15])) return null;
+    hold = { holdId: v[14], batchId: v[15] ?? undefined };
+  }
+  if (v.length === ADMITTED_FIELDS_WITH_UNITS || (hold && v[12] !== null)) {
     const decoded = decodeInputUnits(v[12]);
     if (!decoded || !isMicros(v[13])) return null;
     units = decoded;
     unitsCostMicros = BigInt(v[13]);
-  }
+  } else if (hold && v[13] !== '0') return null;
   const ok =
-    (v.length === ADMITTED_FIELDS || units !== undefined) &&
+    (v.length === ADMITTED_FIELDS || units !== undefined || hold !== undefined) &&
     isText(v[1]) &&
     isText(v[2]) &&
     isTextOrNull(v[3]) &&
@@ -234,7 +250,7 @@ function decodeAdmitted(v: unknown[]): RequestLogRow | null {
     string,
     number,
   ];
-  const context: CallContext = { organizationId, projectId, keyId, endpoint, model, priceVersion, streamed };
+  const context: CallContext = { organizationId, projectId, keyId, endpoint, model, priceVersion, streamed, ...hold };
   return provisionalRow({ id, context, inputTokens, units, costMicros: BigInt(cost), unitsCostMicros, createdAt: new Date(createdAt) });
 }
 
@@ -251,8 +267,9 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
     const row = decodeAdmitted(v);
     return row && { kind: 'started', row };
   }
-  if ((v.length !== FIELDS && v.length !== FIELDS_BEFORE_UNITS) || (v[0] !== 'row' && v[0] !== 'started')) return null;
-  const withUnits = v.length === FIELDS;
+  if ((v.length !== FIELDS && v.length !== FIELDS_WITH_HOLD && v.length !== FIELDS_BEFORE_UNITS) || (v[0] !== 'row' && v[0] !== 'started')) return null;
+  const withUnits = v.length !== FIELDS_BEFORE_UNITS;
+  const withHold = v.length === FIELDS_WITH_HOLD;
   const bodies = v[v.length - 1];
   const ok =
     isText(v[1]) &&
@@ -276,6 +293,7 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
     isCount(v[22]) &&
     isCount(v[23]) &&
     (!withUnits || unitColumnsAreValid(v)) &&
+    (!withHold || (isTextOrNull(v[31]) && isTextOrNull(v[32]))) &&
     (bodies === null || typeof bodies === 'object');
   if (!ok) return null;
   return {
@@ -305,9 +323,18 @@ export function decodeRecord(line: string): { kind: RecordKind; row: RequestLogR
       attempts: v[22],
       createdAt: new Date(v[23]),
       ...(withUnits ? unitFields(v) : {}),
+      ...(withHold ? batchLineFields(v[31] as string | null, v[32] as string | null) : {}),
       bodies: bodies as RequestLogRow['bodies'],
     },
   };
+}
+
+/** A batch line's hold and batch, only those it has. */
+function batchLineFields(holdId: string | null, batchId: string | null): Pick<RequestLogRow, 'holdId' | 'batchId'> {
+  const fields: Pick<RequestLogRow, 'holdId' | 'batchId'> = {};
+  if (holdId !== null) fields.holdId = holdId;
+  if (batchId !== null) fields.batchId = batchId;
+  return fields;
 }
 
 /** A row record's units and their cost, only those it has: a row without units reads back as it was written. */

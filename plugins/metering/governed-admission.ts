@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { confinedProjectOf, type Credential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
-import type { Admission, AdmissionRequest, CallOutcome, InferenceAdmission, MeteredUnits, RefusedCall } from '../../core/gateway/inference-admission.ts';
+import type { Admission, AdmissionRequest, CallHold, CallOutcome, InferenceAdmission, MeteredUnits, RefusedCall } from '../../core/gateway/inference-admission.ts';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { AllowanceTake, Coordination, GateRequest, GateResult, Holdings, LeaseEntry, Outstanding, RateDecision, RateEntry } from '../../core/ports/coordination.ts';
-import type { KeyRateLimits, SpendCap, SpendReader } from '../../core/ports/identity.ts';
+import type { KeyRateLimits, SpendCap, SpendPeriod, SpendReader } from '../../core/ports/identity.ts';
 import type { CreditLedger, RequestLogErrorCode, RequestLogRow } from '../../core/ports/metering.ts';
 import { requestLogErrorCode } from './request-log-error-codes.ts';
 import { estimatedUsage } from '../../core/gateway/provider.ts';
@@ -17,6 +17,7 @@ import type { RequestLogWriter } from './request-log-writer.ts';
 import type { BudgetAlerts } from './budget-alerts.ts';
 import type { CallContext } from './billing-journal.ts';
 import { creditCounterKey } from './credit-grants.ts';
+import type { HeldMoney } from './spend-holds.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './metering-errors.ts';
 
@@ -45,6 +46,10 @@ export interface GovernanceDeps {
   writer: RequestLogWriter;
   alerts: BudgetAlerts;
   prices: ReadonlyMap<string, PriceSheet>;
+  /** What a batch line (a call against a spend hold) is billed with; absent: the live prices. */
+  batchPrices?: ReadonlyMap<string, PriceSheet>;
+  /** Spend holds (spend-holds.ts): counter seeding subtracts what they hold, batch lines spend from them. */
+  holds?: HeldMoney;
   clock: () => Date;
   logger: FastifyBaseLogger;
   settings: GovernanceSettings;
@@ -52,7 +57,15 @@ export interface GovernanceDeps {
   onCharged?(model: string, micros: bigint): void;
 }
 
-type ScopeKind = 'key' | 'project' | 'account';
+export type ScopeKind = 'key' | 'project' | 'account';
+
+/**
+ * A spend cap's counter. The period and its start are part of the name, the cap's size is not (it
+ * is the take's headroom): a new period starts a fresh counter, a changed cap keeps every reservation.
+ */
+export function capCounterKey(scope: ScopeKind, id: string, period: SpendPeriod, now: Date): string {
+  return `cap:${scope}:${id}:${period}:${periodStart(period, now).getTime()}`;
+}
 
 /**
  * The counters a credential's calls touch, named once per credential (the authenticator hands out
@@ -108,6 +121,10 @@ interface AdmittedCall {
   caps: CapEntry[];
   headers: Record<string, string>;
   logBodies: boolean;
+  /** A batch line's marks in the request log: its batch, and its hold when the hold covered it (then `spends` too). */
+  batchLine?: { holdId?: string; batchId: string };
+  /** The call spends from its spend hold rather than from what it took (nothing). */
+  spendsHold?: boolean;
 }
 
 const PERIOD_WINDOW = { day: 'todayMicros', week: 'weekMicros', month: 'monthMicros', total: 'totalMicros' } as const;
@@ -197,6 +214,12 @@ export class GovernedAdmission implements InferenceAdmission {
       total.tokens += rows.tokens;
       totals.set(key, total);
     });
+    // Holds being placed or released here, which the database does not show as they are yet.
+    for (const [key, micros] of this.deps.holds?.transient() ?? []) {
+      const total = totals.get(key) ?? { micros: 0, requests: 0, tokens: 0 };
+      total.micros += micros;
+      totals.set(key, total);
+    }
     return { outstanding: totals, leases: this.live, leaseTtlMs: this.deps.settings.leaseTtlMs };
   }
 
@@ -287,13 +310,18 @@ export class GovernedAdmission implements InferenceAdmission {
   }
 
   async admit(request: AdmissionRequest): Promise<Admission> {
-    const { coordination, settings, policies } = this.deps;
+    const { settings, policies } = this.deps;
     const { credential } = request;
-    const sheet = this.deps.prices.get(request.model);
+    const sheet = (request.hold ? (this.deps.batchPrices ?? this.deps.prices) : this.deps.prices).get(request.model);
     if (!sheet) throw new ApiError('model_not_priced', `Model ${request.model} has no prices; refusing to serve it unmetered`);
     const unpriced = unpricedUnit(request.estimate.units, sheet);
     if (unpriced) throw new ApiError('unit_not_priced', unpriced.message, { param: unpriced.param });
     const plan = this.planOf(credential);
+    // A batch line spends from its hold; one whose hold has ended is admitted as any call is (at the batch price).
+    if (request.hold) {
+      const held = await this.heldAdmission(request, request.hold, sheet, plan);
+      if (held) return held;
+    }
     const tokenEstimate = request.estimate.inputTokens + request.estimate.maxOutputTokens;
     const tokens: RateEntry[] = plan.tokenBuckets.map((bucket) => ({ key: bucket.key, limit: bucket.limit, periodMs: bucket.periodMs, cost: tokenEstimate }));
     const estimate = Number(estimateCostMicros(request.estimate, sheet));
@@ -304,14 +332,7 @@ export class GovernedAdmission implements InferenceAdmission {
     const leaseId = `${this.leasePrefix}:${(this.leaseSequence += 1)}`;
     const gate: GateRequest = { requests: plan.requests, leases: plan.leases, leaseId, leaseTtlMs: settings.leaseTtlMs, tokens, takes, counterTtlMs: settings.counterTtlMs };
 
-    let result = await coordination.gate.admit(gate);
-    // A counter idle past its TTL (or never used) is re-read from the ledger or the request log;
-    // a rate window the coordination store lost, from the request log's last minute.
-    for (let round = 0; round < SEED_ROUNDS && needsSeed(result); round += 1) {
-      if (result.refused === 'unseeded') await Promise.all(result.keys.map((key) => this.seedWindow(plan.windows.get(key))));
-      else await Promise.all(result.allowance.keys.map((key) => this.seed(key, caps, credential)));
-      result = await coordination.gate.admit(gate);
-    }
+    const result = await this.admitSeeded(gate, plan, caps, credential);
     // Refusals report the token family too when a limit is set (absent means "not measured").
     const headers = rateLimitHeaders(result.requests, result.tokens);
     if (!result.ok) {
@@ -335,12 +356,88 @@ export class GovernedAdmission implements InferenceAdmission {
       caps,
       headers,
       logBodies: account.requestLogging,
+      ...(request.hold ? { batchLine: { batchId: request.hold.batchId } } : {}),
     });
+  }
+
+  /**
+   * The gate's answer, after seeding what it asked for: a counter idle past its TTL (or never used)
+   * is re-read from the ledger or the request log; a rate window the coordination store lost, from
+   * the request log's last minute.
+   */
+  private async admitSeeded(gate: GateRequest, plan: ScopePlan, caps: CapEntry[], credential: Credential): Promise<GateResult> {
+    const { coordination } = this.deps;
+    let result = await coordination.gate.admit(gate);
+    for (let round = 0; round < SEED_ROUNDS && needsSeed(result); round += 1) {
+      if (result.refused === 'unseeded') await Promise.all(result.keys.map((key) => this.seedWindow(plan.windows.get(key))));
+      else await Promise.all(result.allowance.keys.map((key) => this.seed(key, caps, credential)));
+      result = await coordination.gate.admit(gate);
+    }
+    return result;
+  }
+
+  /**
+   * A batch line whose spend hold is open: nothing taken (the hold has the money; no rate window,
+   * no concurrency slot), settled against the hold. Null when the hold is not open (released, or
+   * not this organisation's): the line is then admitted as any call is.
+   */
+  private async heldAdmission(request: AdmissionRequest, hold: CallHold, sheet: PriceSheet, plan: ScopePlan): Promise<Admission | null> {
+    const { credential } = request;
+    const holds = this.deps.holds;
+    if (!holds || !(await holds.isOpen(credential.organizationId, hold.holdId))) return null;
+    const { policies } = this.deps;
+    const account = policies.accountIfCached(credential.organizationId) ?? (await policies.account(credential.organizationId));
+    const caps = await this.capsOf(credential, account.cap);
+    // The counters a cost beyond the hold is taken from, as a live call's would be.
+    const counters = [plan.creditKey, ...caps.filter((entry) => entry.cap.mode === 'blocking').map((entry) => entry.counter)];
+    const context = { ...this.callContext(plan, request, sheet), holdId: hold.holdId, batchId: hold.batchId };
+    return this.admission({
+      scopes: [],
+      reserved: 0,
+      request,
+      context,
+      sheet,
+      takes: counters.map((key) => ({ key, amount: 0, shrink: false })),
+      taken: counters.map(() => 0),
+      tokens: [],
+      tokenEstimate: 0,
+      leaseKeys: [],
+      leaseId: '',
+      caps,
+      headers: {},
+      logBodies: account.requestLogging,
+      batchLine: { holdId: hold.holdId, batchId: hold.batchId },
+      spendsHold: true,
+    });
+  }
+
+  /**
+   * Takes `micros` from the credit balance (the whole amount, no overdraw) and from every blocking
+   * cap of the credential in one gate step, seeding counters as admit does: what a spend hold holds
+   * (spend-holds.ts). Refuses as admit does (402 insufficient_credit / budget_exceeded), naming the
+   * amount. Resolves to the counters taken from.
+   */
+  async takeHeld(credential: Credential, micros: number): Promise<string[]> {
+    const { policies, settings } = this.deps;
+    const plan = this.planOf(credential);
+    const account = policies.accountIfCached(credential.organizationId) ?? (await policies.account(credential.organizationId));
+    const caps = await this.capsOf(credential, account.cap);
+    const takes: AllowanceTake[] = [{ key: plan.creditKey, amount: micros, shrink: false }];
+    for (const entry of caps) if (entry.cap.mode === 'blocking') takes.push({ key: entry.counter, amount: micros, shrink: false, headroom: Number(entry.cap.limitMicros) });
+    const gate: GateRequest = { requests: [], leases: [], leaseId: '', leaseTtlMs: settings.leaseTtlMs, tokens: [], takes, counterTtlMs: settings.counterTtlMs };
+    const result = await this.admitSeeded(gate, plan, caps, credential);
+    if (!result.ok) {
+      const short = result.refused === 'money' && result.allowance.reason === 'insufficient' ? result.allowance : null;
+      const refusingCap = short ? caps.find((entry) => entry.counter === short.key) : undefined;
+      if (short && refusingCap) await this.capReached(refusingCap, short.remaining, credential);
+      throw this.refusal(result, { headers: {}, tokens: [], tokenEstimate: 0, caps, estimate: micros, held: true });
+    }
+    return takes.map((take) => take.key);
   }
 
   private refusal(
     result: Exclude<GateResult, { ok: true }>,
-    context: { headers: Record<string, string>; tokens: RateEntry[]; tokenEstimate: number; caps: CapEntry[]; estimate: number },
+    context: { headers: Record<string, string>; tokens: RateEntry[]; tokenEstimate: number; caps: CapEntry[]; estimate: number; held?: boolean },
   ): ApiError {
     const { headers } = context;
     const reject = this.deps.onRejected ?? (() => undefined);
@@ -367,13 +464,25 @@ export class GovernedAdmission implements InferenceAdmission {
       case 'money': {
         const refused = result.allowance;
         if (refused.reason === 'missing') return new ApiError('metering_unavailable');
+        const left = Math.max(0, refused.remaining);
         if (refused.key.startsWith('credit:')) {
           reject('credit');
+          if (context.held) {
+            const message = `The credit balance cannot hold $${microsToUsd(BigInt(context.estimate))} for these calls ($${microsToUsd(BigInt(left))} is free); top up (GET /client/credits shows the balance) or ask for less`;
+            return new ApiError('insufficient_credit', message, { headers });
+          }
           return new ApiError('insufficient_credit', undefined, { headers });
         }
         reject('budget');
         const cap = context.caps.find((c) => c.counter === refused.key)!;
-        const left = Math.max(0, refused.remaining);
+        if (context.held) {
+          return new ApiError(
+            'budget_exceeded',
+            `The ${cap.scope} spend cap of $${microsToUsd(cap.cap.limitMicros)} per ${cap.cap.period} cannot hold $${microsToUsd(BigInt(context.estimate))} for these calls: ` +
+              `$${microsToUsd(BigInt(left))} is left. GET /client/budget shows every cap.`,
+            { headers },
+          );
+        }
         return new ApiError(
           'budget_exceeded',
           `The ${cap.scope} spend cap of $${microsToUsd(cap.cap.limitMicros)} per ${cap.cap.period} is used up` +
@@ -434,7 +543,8 @@ export class GovernedAdmission implements InferenceAdmission {
 
   /** Made once per credential, endpoint, model and stream flag: the journal encodes each once. */
   private callContext(plan: ScopePlan, request: AdmissionRequest, sheet: PriceSheet): CallContext {
-    const name = `${request.endpoint} ${request.model} ${request.stream}`;
+    // A batch line's sheet is not the model's live one: its price version differs.
+    const name = `${request.endpoint} ${request.model} ${request.stream}${request.hold ? ' batch' : ''}`;
     let context = plan.contexts.get(name);
     if (!context) {
       const { credential } = request;
@@ -455,11 +565,7 @@ export class GovernedAdmission implements InferenceAdmission {
   private async capsOf(credential: Credential, accountCap: SpendCap | null): Promise<CapEntry[]> {
     const entries: CapEntry[] = [];
     const add = (scope: ScopeKind, id: string, cap: SpendCap | null) => {
-      if (!cap) return;
-      // The period and its start are part of the name, the cap's size is not (it is the take's
-      // headroom): a new period starts a fresh counter, a changed cap keeps every reservation.
-      const start = periodStart(cap.period, this.deps.clock()).getTime();
-      entries.push({ scope, id, cap, counter: `cap:${scope}:${id}:${cap.period}:${start}` });
+      if (cap) entries.push({ scope, id, cap, counter: capCounterKey(scope, id, cap.period, this.deps.clock()) });
     };
     if (credential.kind === 'key') {
       const { policies } = this.deps;
@@ -487,16 +593,25 @@ export class GovernedAdmission implements InferenceAdmission {
       // Outstanding first, then the ledger: a flush or a settlement in between is then counted
       // twice (the safe way round) rather than not at all.
       const scope = `account:${credential.organizationId}`;
-      const outstanding = this.localOutstanding('account', credential.organizationId) + (await gate.recovery.othersOutstanding(scope)).micros;
+      const outstanding =
+        this.localOutstanding('account', credential.organizationId) +
+        (await gate.recovery.othersOutstanding(scope)).micros +
+        (await this.heldIn(credential.organizationId, 'account', credential.organizationId));
       const balance = (await this.deps.ledger.balance(credential.organizationId)) ?? 0n;
       await allowances.seed(key, Number(balance) - outstanding, ttl);
       return;
     }
     const cap = caps.find((c) => c.counter === key);
     if (!cap) return;
-    const outstanding = this.localOutstanding(cap.scope, cap.id) + (await gate.recovery.othersOutstanding(`${cap.scope}:${cap.id}`)).micros;
+    const outstanding =
+      this.localOutstanding(cap.scope, cap.id) + (await gate.recovery.othersOutstanding(`${cap.scope}:${cap.id}`)).micros + (await this.heldIn(credential.organizationId, cap.scope, cap.id));
     const spent = await this.durableSpentInPeriod(cap);
     await allowances.seed(key, -(Number(spent) + outstanding), ttl);
+  }
+
+  /** What spend holds in the scope still hold (none without holds). */
+  private heldIn(organizationId: string, scope: ScopeKind, id: string): Promise<number> {
+    return this.deps.holds?.outstanding(organizationId, scope, id) ?? Promise.resolve(0);
   }
 
   private localOutstanding(scope: ScopeKind, id: string): number {
@@ -615,6 +730,7 @@ export class GovernedAdmission implements InferenceAdmission {
     }
     const cost = bill.costMicros;
     this.deps.onCharged?.(request.model, cost);
+    if (state.spendsHold) return this.settleHeld(state, outcome, bill, createdAt);
     // Give back what was reserved beyond the real cost (or take the rest if it cost more).
     const spent = Number(cost);
     const gives = takes.map((take, i) => ({ key: take.key, amount: taken[i]! - spent }));
@@ -626,6 +742,31 @@ export class GovernedAdmission implements InferenceAdmission {
     this.deps.writer.enqueue(requestLogRow(state, outcome, bill, errorCode, createdAt));
     const alerting = cost > 0n ? state.caps.filter((entry) => entry.cap.mode === 'alert') : [];
     return alerting.length === 0 ? settled : settled.then(() => this.alertIfReached(alerting, credential.organizationId, confinedProjectOf(credential)));
+  }
+
+  /**
+   * A batch line: its cost is spent from its hold, and only what the hold no longer covers is taken
+   * from the counters it would have reserved from (normally nothing). The row is queued after the
+   * hold is charged, whatever the charge's fate: the hold's outstanding amount counts it until then.
+   */
+  private settleHeld(state: AdmittedCall, outcome: CallOutcome, bill: CallCost, createdAt: Date): Promise<void> {
+    const { request } = state;
+    const credential = request.credential;
+    const holdId = state.batchLine!.holdId!;
+    const charged = this.deps.holds!.spend(credential.organizationId, holdId, bill.costMicros).catch((error: unknown) => {
+      this.deps.logger.error({ err: error, requestId: request.requestId, holdId }, 'a batch line could not be charged to its spend hold; its cost counts as spent when its row is stored');
+      return 0n;
+    });
+    return charged.then(async (beyond: bigint) => {
+      const errorCode = outcome.errorCode === null ? null : this.typedErrorCode(outcome.errorCode, request.requestId);
+      this.deps.writer.enqueue(requestLogRow(state, outcome, bill, errorCode, createdAt));
+      if (beyond > 0n) {
+        const gives = state.takes.map((take) => ({ key: take.key, amount: -Number(beyond) }));
+        await this.deps.coordination.gate.settle({ leaseKeys: [], leaseId: '', gives, counterTtlMs: this.deps.settings.counterTtlMs, tokens: [] });
+      }
+      const alerting = bill.costMicros > 0n ? state.caps.filter((entry) => entry.cap.mode === 'alert') : [];
+      if (alerting.length > 0) await this.alertIfReached(alerting, credential.organizationId, confinedProjectOf(credential));
+    });
   }
 
   /** A call's error code as the request log types it; a code no catalogue names is logged and stored as internal_error. */
@@ -701,6 +842,7 @@ function requestLogRow(state: AdmittedCall, outcome: CallOutcome, bill: CallCost
     streamed: request.stream,
     attempts: outcome.attempts,
     createdAt,
+    ...state.batchLine,
     bodies: state.logBodies && outcome.bodies ? outcome.bodies : null,
   };
 }

@@ -11,7 +11,9 @@ import { budgetAlertSubscriber, BudgetAlerts, BudgetAlertSinkPoint, loggingAlert
 import { CapPolicies } from './cap-policies.ts';
 import { GovernedAdmission } from './governed-admission.ts';
 import { uncoveredPrices } from './price-coverage.ts';
-import { priceSheet, type PriceSheet } from './pricing.ts';
+import { batchSheet, priceSheet, type PriceSheet } from './pricing.ts';
+import { HoldAccounts, MeteredSpendHolds } from './spend-holds.ts';
+import { SpendHoldsPoint } from '../../core/gateway/spend-holds.ts';
 import { RequestLogWriter } from './request-log-writer.ts';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
@@ -41,6 +43,8 @@ export const MeteringTokens = {
   Journal: createToken<BillingJournal | null>('BillingJournal'),
   Policies: createToken<CapPolicies>('CapPolicies'),
   Prices: createToken<ReadonlyMap<string, PriceSheet>>('PriceSheets'),
+  /** What batch lines are billed with, by model (the live sheet where a model has no batch prices). */
+  BatchPrices: createToken<ReadonlyMap<string, PriceSheet>>('BatchPriceSheets'),
   Admission: createToken<GovernedAdmission>('GovernedAdmission'),
   Spend: createToken<SpendReader>('SpendReader'),
   /** The one way to add credit: the ledger line and the admission counter together. */
@@ -60,12 +64,15 @@ export const meteringPlugin = definePlugin({
 
     // Every model must be priced: an unpriced model would be served free, silently.
     const prices = new Map<string, PriceSheet>();
+    const batchPrices = new Map<string, PriceSheet>();
     for (const model of catalogue.all()) {
       if (!model.prices) throw new ConfigError(`config: plugins.inference.models.${model.id}.prices: required while the metering plugin is enabled`);
       const sheet = priceSheet(model.id, model.prices);
-      const gaps = uncoveredPrices(model, sheet);
+      const batch = batchSheet(model.id, model.prices, sheet);
+      const gaps = [...uncoveredPrices(model, sheet), ...(batch === sheet ? [] : uncoveredPrices(model, batch).map((gap) => `batch.${gap}`))];
       if (gaps.length > 0) throw new ConfigError(gaps.map((gap) => `config: plugins.inference.models.${model.id}.prices.${gap}`).join('\n'));
       prices.set(model.id, sheet);
+      batchPrices.set(model.id, batch);
     }
     const ledger = new SqlCreditLedger(database);
     const spend = new SqlSpendReader(database);
@@ -81,6 +88,7 @@ export const meteringPlugin = definePlugin({
     container.bindValue(MeteringTokens.Writer, writer);
     container.bindValue(MeteringTokens.Policies, policies);
     container.bindValue(MeteringTokens.Prices, prices);
+    container.bindValue(MeteringTokens.BatchPrices, batchPrices);
     const metrics = container.resolve(Tokens.Metrics);
     metrics.gauge('svc_request_log_queue_depth', 'Request-log rows waiting to be written', () => writer.snapshot().queued);
     metrics.counter(
@@ -92,14 +100,18 @@ export const meteringPlugin = definePlugin({
     if (journal)
       metrics.counter('svc_billing_journal_failed_writes_total', 'Billing-journal writes that failed (those calls were not protected against a crash)', () => journal.failedWrites);
     const alerts = new BudgetAlerts(database, container.resolve(Tokens.Events));
+    const coordination = container.resolve(Tokens.Coordination);
+    const holdAccounts = new HoldAccounts({ db: database, coordination, writer, counterTtlMs: config.counterTtlMs });
     const admission = new GovernedAdmission({
-      coordination: container.resolve(Tokens.Coordination),
+      coordination,
       ledger,
       spend,
       policies,
       writer,
       alerts,
       prices,
+      batchPrices,
+      holds: holdAccounts,
       clock: container.resolve(Tokens.Clock),
       logger,
       onRejected: (kind) => metrics.rejected(kind),
@@ -115,6 +127,19 @@ export const meteringPlugin = definePlugin({
     });
     container.bindValue(MeteringTokens.Admission, admission);
     extensions.provide(InferenceAdmissionPoint, admission);
+    extensions.provide(
+      SpendHoldsPoint,
+      new MeteredSpendHolds({
+        db: database,
+        accounts: holdAccounts,
+        gate: admission,
+        coordination,
+        batchPrices,
+        counterTtlMs: config.counterTtlMs,
+        clock: container.resolve(Tokens.Clock),
+        logger,
+      }),
+    );
     extensions.provide(RequestLogReaderPoint, new SqlRequestLogReader(database));
     extensions.provide(SpendReaderPoint, spend);
     // The account surface's money and calls (GET /client/overview, /onboarding) and what a deletion erases.
@@ -163,7 +188,7 @@ export const meteringPlugin = definePlugin({
   },
   async start({ container, logger }) {
     const database = container.resolve(Tokens.Database);
-    for (const sheet of container.resolve(MeteringTokens.Prices).values()) {
+    for (const sheet of new Set([...container.resolve(MeteringTokens.Prices).values(), ...container.resolve(MeteringTokens.BatchPrices).values()])) {
       await database.query('INSERT INTO price_versions (id, model, prices) VALUES ($1, $2, $3::jsonb) ON CONFLICT (id) DO NOTHING', [
         sheet.version,
         sheet.model,

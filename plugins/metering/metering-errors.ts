@@ -15,6 +15,7 @@ export const METERING_ERRORS = defineErrorCodes('metering', {
     type: 'invalid_request_error',
     message: 'The model has no price for what this request asks for (an image size or quality, web searches, characters or audio)',
   },
+  spend_hold_exists: { status: 409, type: 'conflict_error', message: 'A spend hold with this reference exists already' },
   model_not_priced: { status: 500, type: 'api_error', message: 'The model has no prices; refusing to serve it unmetered' },
   promotion_code_not_found: { status: 404, type: 'not_found_error', message: 'No such promotion code (check it, or it may have been withdrawn)' },
   promotion_code_expired: { status: 400, type: 'invalid_request_error', message: 'This promotion code has expired' },

@@ -173,4 +173,32 @@ ALTER TABLE credit_ledger ADD CONSTRAINT credit_ledger_kind_check
   CHECK (kind IN ('payment', 'adjustment', 'promotion', 'ai_usage', 'hosting', 'hosting_base_fee'));
 `,
   },
+  {
+    // An owner of its own, as promotion codes have: spend holds move on their own versions.
+    owner: 'metering-holds',
+    version: 1,
+    name: 'spend holds, and batch lines marked in the request log',
+    sql: `
+-- Money held for work that outlives a request (a batch): counter seeding subtracts what an open
+-- hold's calls have not spent yet (micros less the cost of request-log rows naming it), so the hold
+-- outlives restarts and a coordination store losing its data (plugins/metering/README.md).
+-- maker_key_ids: the keys that made key_id, whose caps count the hold too.
+CREATE TABLE spend_holds (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid,
+  key_id uuid,
+  maker_key_ids uuid[] NOT NULL DEFAULT '{}',
+  micros bigint NOT NULL CHECK (micros >= 0),
+  reference text NOT NULL UNIQUE,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  released_at timestamptz
+);
+CREATE INDEX spend_holds_open ON spend_holds (organization_id) WHERE released_at IS NULL;
+
+-- A batch line's hold and batch; null for every other call (no rewrite of the rows stored).
+ALTER TABLE request_logs ADD COLUMN hold_id uuid, ADD COLUMN batch_id text;
+CREATE INDEX request_logs_hold ON request_logs (hold_id) INCLUDE (cost_micros) WHERE hold_id IS NOT NULL;
+`,
+  },
 ];

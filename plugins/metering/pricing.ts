@@ -14,6 +14,8 @@ export interface ModelPrices {
   perAudioSecondUsd?: number | undefined;
   perCharacterUsd?: number | undefined;
   perWebSearchUsd?: number | undefined;
+  /** A batch line's prices where they differ from these (batchPrices); absent: the same. */
+  batch?: Partial<Omit<ModelPrices, 'batch'>> | undefined;
 }
 
 /**
@@ -44,7 +46,24 @@ const PICO_PER_MICRO = 1_000_000n;
 
 const picoPerUnit = (usd: number | undefined): bigint | null => (usd === undefined ? null : usdToMicros(usd) * PICO_PER_MICRO);
 
-export function priceSheet(model: string, prices: ModelPrices): PriceSheet {
+/** The prices a live call pays: the config's, without the batch override. */
+export function livePrices(prices: ModelPrices): ModelPrices {
+  const { batch: _batch, ...live } = prices;
+  return live;
+}
+
+/** The prices a batch line pays: the live ones with the config's `batch` fields over them. */
+export function batchPrices(prices: ModelPrices): ModelPrices {
+  const { batch, ...live } = prices;
+  if (!batch) return live;
+  const merged: ModelPrices = { ...live };
+  for (const [field, value] of Object.entries(batch)) if (value !== undefined) Object.assign(merged, { [field]: value });
+  return merged;
+}
+
+/** The live prices' sheet (a `batch` override is left out: batchSheet prices batch lines). */
+export function priceSheet(model: string, config: ModelPrices): PriceSheet {
+  const prices = livePrices(config);
   const bySize = new Map<string, Map<string, bigint>>();
   for (const [size, qualities] of Object.entries(prices.images ?? {})) {
     bySize.set(size, new Map(Object.entries(qualities).map(([quality, usd]) => [quality, usdToMicros(usd) * PICO_PER_MICRO])));
@@ -68,6 +87,11 @@ export function priceSheet(model: string, prices: ModelPrices): PriceSheet {
     picoPerCharacter: picoPerUnit(prices.perCharacterUsd),
     picoPerWebSearch: picoPerUnit(prices.perWebSearchUsd),
   };
+}
+
+/** The sheet a batch line is billed with; the live sheet's own version when the model has no batch prices. */
+export function batchSheet(model: string, config: ModelPrices, live: PriceSheet): PriceSheet {
+  return config.batch ? priceSheet(model, batchPrices(config)) : live;
 }
 
 /** Keys sorted at every level: a price set's version does not depend on the config's key order. */

@@ -3,7 +3,8 @@ import type { RequestLogRow } from '../../core/ports/metering.ts';
 
 /*
  * A request-log row as a flat JSON array: the one field order both the usage recorder's INSERT
- * (one JSON array per row, read back by position) and the billing journal's records use.
+ * (one JSON array per row, read back by position; a position past the array's end is null) and the
+ * billing journal's records use.
  */
 
 /** Column and its SQL type, in the order of each row's JSON array (rowValues). */
@@ -39,10 +40,16 @@ export const COLUMNS: ReadonlyArray<readonly [string, string]> = [
   ['characters', 'int4'],
   ['audio_seconds', 'int4'],
   ['units_cost_micros', 'int8'],
+  // A batch line's spend hold and batch (migration `metering-holds@1`); null for other calls.
+  ['hold_id', 'uuid'],
+  ['batch_id', 'text'],
 ];
 
 /** How many of COLUMNS a row had before units were metered: the length of older journal records' rows. */
 export const COLUMNS_BEFORE_UNITS = 23;
+
+/** How many of COLUMNS a row has that is no batch line (rowValues leaves out hold_id and batch_id). */
+export const COLUMNS_WITHOUT_HOLD = 30;
 
 /**
  * A row as a JSON array in COLUMNS order: money as a string (JSON numbers are not exact past 2^53),
@@ -82,6 +89,9 @@ export function rowValues(r: RequestLogRow, into: unknown[] = []): unknown[] {
     r.units?.audioSeconds ?? 0,
     (r.unitsCostMicros ?? 0n).toString(),
   );
+  // Only a batch line has them: every other row (and its journal record) keeps its length, and the
+  // INSERT reads the missing positions as null.
+  if (r.holdId !== undefined || r.batchId !== undefined) into.push(r.holdId ?? null, r.batchId ?? null);
   return into;
 }
 

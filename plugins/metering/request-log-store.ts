@@ -64,7 +64,7 @@ const ROW_COLUMNS = `id, created_at,
   organization_id, project_id, key_id, endpoint, model, provider, upstream_model, status_code, error_code,
   input_tokens, cached_input_tokens, cache_write_tokens, output_tokens, reasoning_tokens, usage_estimated,
   cost_micros, latency_ms, ttft_ms, streamed, attempts, price_version,
-  web_searches, images, image_size, image_quality, characters, audio_seconds, units_cost_micros`;
+  web_searches, images, image_size, image_quality, characters, audio_seconds, units_cost_micros, hold_id, batch_id`;
 
 /** Sums of the unit columns, shared by totals and series buckets. */
 const UNIT_SUMS = `COALESCE(sum(web_searches), 0)::bigint AS web_searches,
@@ -125,6 +125,9 @@ function toRequestLog(row: Row): RequestLog {
     priceVersion: strOrNull(row, 'price_version'),
     units: unitsFromColumns(row['web_searches'], row['images'], row['image_size'], row['image_quality'], row['characters'], row['audio_seconds']),
     unitsCostMicros: bigintOf(row, 'units_cost_micros'),
+    // Only a batch line has them.
+    ...(row['hold_id'] ? { holdId: row['hold_id'] as string } : {}),
+    ...(row['batch_id'] ? { batchId: row['batch_id'] as string } : {}),
   };
 }
 

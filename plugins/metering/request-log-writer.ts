@@ -44,6 +44,8 @@ export class RequestLogWriter {
    * subtract, and a rate window re-seeded after a coordination store's loss must count.
    */
   private readonly pending: Record<PendingScope, Map<string, PendingRows>> = { account: new Map(), project: new Map(), key: new Map() };
+  /** Batch lines queued but not yet stored, per spend hold: what its outstanding amount must not count twice. */
+  private readonly pendingHeld = new Map<string, PendingRows>();
   private stored: () => void = () => undefined;
 
   constructor(
@@ -92,6 +94,11 @@ export class RequestLogWriter {
   /** Spend queued but not yet in the database for an account (organisation), project or key. */
   pendingMicros(scope: PendingScope, id: string): bigint {
     return this.pending[scope].get(id)?.micros ?? 0n;
+  }
+
+  /** Cost of the batch lines of a spend hold queued but not yet in the database. */
+  pendingHeldMicros(holdId: string): bigint {
+    return this.pendingHeld.get(holdId)?.micros ?? 0n;
   }
 
   /** Rows queued but not yet in the database for an account, project or key (null: none). */
@@ -162,6 +169,7 @@ export class RequestLogWriter {
     if (row.keyId) add(this.pending.key, row.keyId, micros, Number(sign), tokens);
     // A maker's cap and windows count what the keys it made spend (plugins/keys/key-rules.ts).
     if (row.makerKeyIds) for (const maker of row.makerKeyIds) add(this.pending.key, maker, micros, Number(sign), tokens);
+    if (row.holdId !== undefined) add(this.pendingHeld, row.holdId, micros, Number(sign), tokens);
   }
 }
 

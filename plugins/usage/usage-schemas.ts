@@ -119,6 +119,7 @@ export const requestRowView = z
     streamed: z.boolean(),
     attempts: z.number().int(),
     priceVersion: z.string().nullable(),
+    batchId: z.string().optional().describe('The batch this call was a line of; absent for every other call'),
   })
   .meta({ id: 'RequestLog', description: 'One gateway call as the request log keeps it, without its bodies' });
 

@@ -57,6 +57,7 @@ export function toRequestRowView(row: RequestLog): z.infer<typeof requestRowView
     streamed: row.streamed,
     attempts: row.attempts,
     priceVersion: row.priceVersion,
+    ...(row.batchId !== undefined ? { batchId: row.batchId } : {}),
   };
 }
 

@@ -6,12 +6,15 @@ import {
   type ChatResult,
   type ChatStreamEvent,
   type EmbeddingProvider,
+  type EvaluationProvider,
   type EmbeddingsRequestBody,
   type EmbeddingsResult,
   type ImageProvider,
   type ImageRequestBody,
   type ImageResult,
   type JsonObject,
+  type LabelLogprobsRequest,
+  type LabelLogprobsResult,
   type LanguageModelProvider,
   type Provider,
   type ResponsesPassthrough,
@@ -29,6 +32,7 @@ import { estimateEmbeddingInputTokens } from '../token-estimate.ts';
 import type { MockConfig } from './config.ts';
 import { chatChunks, chatCompletion, chatIdentity, chatUsage } from './mock-chat.ts';
 import { embeddingInputs, embeddingItem, mockEmbedding } from './mock-embeddings.ts';
+import { mockLabelLogprobs } from './mock-evaluation.ts';
 import { DEFAULT_IMAGE_SIZE, parseImageSize, renderMockImage, revisedPrompt } from './mock-image.ts';
 import { planMockReplies } from './mock-reply.ts';
 import { planMockResponse, responseBody, responseEvents } from './mock-responses.ts';
@@ -44,15 +48,17 @@ const OUTPUT_DELTA = /\.delta$|^response\.output_item\.added$/;
  * behaves like a small model (echoes part of the last user message, calls tools when told to,
  * answers structured output valid against the schema, honours max_tokens, stop, n, seed and
  * logprobs, streams token by token, simulates web search, draws PNGs, speaks WAVs and reads them
- * back) so the whole gateway can run and be tested offline. Not for production traffic.
+ * back, weighs answer labels for evaluations) so the whole gateway can run and be tested offline.
+ * Not for production traffic.
  */
-export class MockProvider implements Provider, LanguageModelProvider, EmbeddingProvider, ImageProvider, SpeechProvider, TranscriptionProvider, ResponsesPassthrough {
+export class MockProvider implements Provider, LanguageModelProvider, EmbeddingProvider, ImageProvider, SpeechProvider, TranscriptionProvider, ResponsesPassthrough, EvaluationProvider {
   readonly language: LanguageModelProvider = this;
   readonly embeddings: EmbeddingProvider = this;
   readonly images: ImageProvider = this;
   readonly speech: SpeechProvider = this;
   readonly transcription: TranscriptionProvider = this;
   readonly responses: ResponsesPassthrough = this;
+  readonly evaluation: EvaluationProvider = this;
 
   constructor(
     readonly name: string,
@@ -143,6 +149,12 @@ export class MockProvider implements Provider, LanguageModelProvider, EmbeddingP
   async transcribe(request: TranscriptionRequest, options: CallOptions): Promise<TranscriptionResult> {
     await this.wait(this.config.latencyMs, options.signal);
     return mockTranscription(request);
+  }
+
+  /** Deterministic label log probabilities from a hash of the prompt and each label (mock-evaluation.ts). */
+  async labelLogprobs(request: LabelLogprobsRequest, options: CallOptions): Promise<LabelLogprobsResult> {
+    await this.wait(this.config.latencyMs, options.signal);
+    return mockLabelLogprobs(request);
   }
 
   async close(): Promise<void> {}

@@ -8,10 +8,13 @@ import {
   type EmbeddingsRequestBody,
   type EmbeddingsResult,
   type EmbeddingProvider,
+  type EvaluationProvider,
   type ImageProvider,
   type ImageRequestBody,
   type ImageResult,
   type JsonObject,
+  type LabelLogprobsRequest,
+  type LabelLogprobsResult,
   type LanguageModelProvider,
   type Modality,
   type ModalityProviders,
@@ -37,6 +40,7 @@ import { usageFromOpenAI, usageFromOpenAIEmbeddings } from './usage.ts';
 import { speechCharacters } from '../audio-units.ts';
 import { speechContentType, transcriptionForm, transcriptionIsJson, transcriptionUsage } from './audio.ts';
 import { failedResponseError, openAIResponsesEvents, responsesUsage } from './responses.ts';
+import { labelLogprobsBody, labelLogprobsOf } from './evaluation.ts';
 
 /** The upstream paths, one per operation (Azure puts each under its deployment). */
 type Operation = 'chat/completions' | 'embeddings' | 'images/generations' | 'audio/speech' | 'audio/transcriptions' | 'responses';
@@ -88,15 +92,17 @@ function withoutResponsesStreamFields(body: ResponsesRequestBody): ResponsesRequ
 
 /**
  * Any OpenAI-compatible API, Azure OpenAI included: chat, embeddings, images, speech,
- * transcription and the Responses API, each offered unless the config's `offers` leaves it out.
+ * transcription, the Responses API and evaluation's label log probabilities (chat with `logprobs`),
+ * each offered unless the config's `offers` leaves it out.
  */
-export class OpenAIProvider implements Provider, LanguageModelProvider, EmbeddingProvider, ImageProvider, SpeechProvider, TranscriptionProvider, ResponsesPassthrough {
+export class OpenAIProvider implements Provider, LanguageModelProvider, EmbeddingProvider, ImageProvider, SpeechProvider, TranscriptionProvider, ResponsesPassthrough, EvaluationProvider {
   readonly language: LanguageModelProvider | undefined;
   readonly embeddings: EmbeddingProvider | undefined;
   readonly images: ImageProvider | undefined;
   readonly speech: SpeechProvider | undefined;
   readonly transcription: TranscriptionProvider | undefined;
   readonly responses: ResponsesPassthrough | undefined;
+  readonly evaluation: EvaluationProvider | undefined;
   private readonly http: UpstreamHttpClient;
   private readonly errors: ErrorContext;
 
@@ -123,6 +129,7 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
     this.speech = ifOffered('speech');
     this.transcription = ifOffered('transcription');
     this.responses = ifOffered('responses');
+    this.evaluation = ifOffered('evaluation');
   }
 
   async chat(body: ChatRequestBody, options: CallOptions): Promise<ChatResult> {
@@ -142,6 +149,12 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
     }
     const usage = usageFromOpenAI(completion.usage) ?? estimatedUsage(estimateChatInputTokens(body), estimateOutputTokens(completionOutput(completion)));
     return { completion: withRequiredNulls(completion), usage };
+  }
+
+  /** A chat call of one output token asking for `logprobs` and `top_logprobs` (evaluation.ts). */
+  async labelLogprobs(request: LabelLogprobsRequest, options: CallOptions): Promise<LabelLogprobsResult> {
+    const { completion, usage } = await this.chat(labelLogprobsBody(request), options);
+    return { logprobs: labelLogprobsOf(completion, request.labels, this.errors), usage };
   }
 
   async *chatStream(body: ChatRequestBody, options: CallOptions): AsyncIterable<ChatStreamEvent> {

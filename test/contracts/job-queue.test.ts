@@ -1,11 +1,11 @@
 import t from 'tap';
 import { coreMigrations } from '../../adapters/sql/core-migrations.ts';
-import { SqlPeriodicStore } from '../../adapters/sql/job-store.ts';
+import { ENQUEUE_CHUNK, SqlPeriodicStore } from '../../adapters/sql/job-store.ts';
 import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { z } from 'zod';
 import { JobQueue } from '../../core/jobs/job-queue.ts';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
-import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, RetryJobAt, type Job } from '../../core/jobs/queue-definitions.ts';
+import { defineQueue, definePeriodic, JobInterrupted, PermanentJobError, RetryJobAt, SnoozeJob, type Job } from '../../core/jobs/queue-definitions.ts';
 import type { Database } from '../../core/ports/database.ts';
 import { databaseBackends, type DatabaseBackend } from '../helpers/databases.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -209,6 +209,140 @@ for (const backend of databaseBackends()) {
       t.same(heard, [`interrupt ${running.id}`], 'cancelling a running job interrupts its worker here at once');
     });
 
+    t.test('enqueueMany creates every job in item order, each with its runAt, priority and key', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const later = new Date(clock().getTime() + 60_000);
+      const answers = await kit.jobs.enqueueMany(work, [{ payload: { n: 1 } }, { payload: { n: 2 }, runAt: later, priority: 3, idempotencyKey: 'two' }, { payload: { n: 3 } }], {
+        maxAttempts: 2,
+      });
+      t.same(
+        answers.map((a) => [a.state, a.created]),
+        [
+          ['queued', true],
+          ['queued', true],
+          ['queued', true],
+        ],
+      );
+      const stored = await Promise.all(answers.map((a) => kit.jobs.get(a.id)));
+      t.same(
+        stored.map((job) => [job?.payload, job?.runAt.getTime(), job?.priority, job?.idempotencyKey, job?.maxAttempts, job?.createdAt.getTime()]),
+        [
+          [{ n: 1 }, clock().getTime(), 0, null, 2, clock().getTime()],
+          [{ n: 2 }, later.getTime(), 3, 'two', 2, clock().getTime()],
+          [{ n: 3 }, clock().getTime(), 0, null, 2, clock().getTime()],
+        ],
+        'each answer is its item',
+      );
+      const ids = answers.map((a) => BigInt(a.id));
+      t.ok(ids[0]! < ids[1]! && ids[1]! < ids[2]!, 'ids ascend in item order, so equal jobs run in item order');
+    });
+
+    t.test('enqueueMany in a transaction that rolls back creates none', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      await t.rejects(
+        db.transaction(async (tx) => {
+          const answers = await kit.jobs.enqueueMany(work, [{ payload: { n: 1 } }, { payload: { n: 2 }, idempotencyKey: 'k' }], { tx });
+          t.equal(answers.length, 2, 'created inside the transaction');
+          throw new Error('the change failed');
+        }),
+        /the change failed/,
+      );
+      t.same((await db.query('SELECT id FROM jobs')).rows, [], 'no job');
+    });
+
+    t.test('enqueueMany without a transaction is all or none: a failure in a later chunk leaves no job', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      // The last item's priority does not fit the column: the database refuses the second chunk.
+      const items = Array.from({ length: ENQUEUE_CHUNK + 1 }, (_, n) => ({ payload: { n }, ...(n === ENQUEUE_CHUNK ? { priority: 2 ** 31 } : {}) }));
+      await t.rejects(kit.jobs.enqueueMany(work, items));
+      t.equal((await db.query('SELECT count(*)::int AS n FROM jobs')).rows[0]?.['n'], 0, 'the first chunk was rolled back too');
+    });
+
+    t.test("enqueueMany honours each item's idempotency key: a taken key, or one repeated in the list, answers the first job", async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const existing = await kit.jobs.enqueue(work, { n: 0 }, { idempotencyKey: 'taken' });
+      const answers = await kit.jobs.enqueueMany(work, [
+        { payload: { n: 1 }, idempotencyKey: 'taken' },
+        { payload: { n: 2 }, idempotencyKey: 'twice' },
+        { payload: { n: 3 } },
+        { payload: { n: 4 }, idempotencyKey: 'twice' },
+      ]);
+      t.same(answers[0], { id: existing.id, state: 'queued', created: false }, 'the existing job');
+      t.equal(answers[1]?.created, true);
+      t.same(answers[3], { id: answers[1]?.id, state: 'queued', created: false }, "the list's first item with the key");
+      t.equal(answers[2]?.created, true);
+      const { rows } = await db.query<{ n: string }>("SELECT payload->>'n' AS n FROM jobs ORDER BY id");
+      t.same(
+        rows.map((row) => row.n),
+        ['0', '2', '3'],
+        'the first payload of each key is kept',
+      );
+    });
+
+    t.test('enqueueMany checks every payload before writing anything, naming the item', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      // @ts-expect-error the payload type is the schema's
+      await t.rejects(kit.jobs.enqueueMany(work, [{ payload: { n: 1 } }, { payload: { n: 2 } }, { payload: { n: 'three' } }]), {
+        message: "item 2: payload for queue test.work is invalid at 'n': Invalid input: expected number, received string",
+      });
+      t.equal((await db.query('SELECT count(*)::int AS n FROM jobs')).rows[0]?.['n'], 0, 'no job, not even the valid ones');
+    });
+
+    t.test('enqueueMany wakes workers once, after the commit, and not when no job is new', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const heard: string[] = [];
+      const jobs = new JobQueue({
+        store: kit.store,
+        database: db,
+        registry: kit.registry,
+        clock: testClock(),
+        workers: { wake: (queue) => void heard.push(queue), interrupt: () => undefined },
+      });
+      await jobs.enqueueMany(work, [{ payload: { n: 1 }, idempotencyKey: 'a' }, { payload: { n: 2 } }]);
+      t.same(heard.splice(0), ['test.work'], 'without a transaction: once, at once');
+      await db.transaction(async (tx) => {
+        await jobs.enqueueMany(work, [{ payload: { n: 3 } }, { payload: { n: 4 } }], { tx });
+        t.same(heard, [], 'not before the commit');
+      });
+      t.same(heard.splice(0), ['test.work'], 'once after the commit');
+      await jobs.enqueueMany(work, [{ payload: { n: 1 }, idempotencyKey: 'a' }]);
+      t.same(await jobs.enqueueMany(work, []), [], 'an empty list answers an empty list');
+      t.same(heard, [], 'duplicates only, or nothing: nobody is woken');
+    });
+
+    t.test('enqueueMany of 5,000 jobs creates them all in one call, answered in item order', async (t) => {
+      const db = await open();
+      const kit = await jobKit(db, { clock: testClock() });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      // Every tenth item keyed; items 999 and 1,000 share a key across the first chunk boundary.
+      const key = (n: number) => (n === 1_000 ? 'key-999' : n % 10 === 9 ? `key-${n}` : undefined);
+      const items = Array.from({ length: 5_000 }, (_, n) => ({ payload: { n }, ...(key(n) ? { idempotencyKey: key(n)! } : {}) }));
+      const answers = await kit.jobs.enqueueMany(work, items);
+      t.equal(answers.length, 5_000);
+      t.same(answers[1_000], { id: answers[999]?.id, state: 'queued', created: false }, 'a key repeated in a later chunk answers the first job');
+      const { rows } = await db.query<{ id: string; n: number }>("SELECT id::text AS id, (payload->>'n')::int AS n FROM jobs ORDER BY id");
+      t.equal(rows.length, 4_999, 'one job per distinct item');
+      const nOf = new Map(rows.map((row) => [row.id, row.n]));
+      t.same(
+        answers.map((answer) => nOf.get(answer.id)),
+        items.map((_, n) => (n === 1_000 ? 999 : n)),
+        "each answer is its item's job",
+      );
+    });
+
     t.test('get and cancel answer null for an id that is not a job number', async (t) => {
       const db = await open();
       const kit = await jobKit(db, { clock: testClock() });
@@ -385,6 +519,262 @@ for (const backend of databaseBackends()) {
       await runner.runUntilIdle();
       const state = await jobState(db, id);
       t.same([state.state, state.attempts, state.last_error], ['failed', 2, 'RetryJobAt: try again'], 'both attempts ran without the clock moving');
+    });
+
+    t.test('a job that throws SnoozeJob runs again at the time it chose, the attempt not counted', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const limited = defineQueue({ name: 'test.limited', payload: z.object({}), maxAttempts: 1 });
+      const attempts: number[] = [];
+      kit.registry.addQueue(
+        limited.handle(async (job) => {
+          attempts.push(job.attempt);
+          if (attempts.length === 1) throw new SnoozeJob(new Date(clock().getTime() + 60_000), 'the organisation runs all it may');
+        }),
+      );
+      const runner = kit.runner();
+      const { id } = await kit.jobs.enqueue(limited, {});
+      await runner.runUntilIdle();
+      const snoozed = await jobState(db, id);
+      t.same([snoozed.state, snoozed.attempts, snoozed.last_error, snoozed.lease_token], ['queued', 0, null, null], 'queued again, attempts back to what they were');
+      t.equal(snoozed.run_at.getTime(), clock().getTime() + 60_000, 'at the chosen time');
+      clock.advance(59_999);
+      t.equal(await runner.pollOnce(), 0, 'not before it');
+      clock.advance(1);
+      await runner.runUntilIdle();
+      t.same(attempts, [1, 1], 'the run after the snooze is the same attempt');
+      t.same([(await jobState(db, id)).state, (await jobState(db, id)).attempts], ['succeeded', 1]);
+    });
+
+    t.test('a job may snooze any number of times without failing; a time already past is due at once', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const limited = defineQueue({ name: 'test.limited', payload: z.object({}), maxAttempts: 1 });
+      let runs = 0;
+      kit.registry.addQueue(
+        limited.handle(async () => {
+          runs += 1;
+          if (runs <= 20) throw new SnoozeJob(new Date(clock().getTime() - 1_000), 'not yet');
+        }),
+      );
+      const { id } = await kit.jobs.enqueue(limited, {});
+      await kit.runner().runUntilIdle();
+      const state = await jobState(db, id);
+      t.equal(runs, 21, 'snoozed 20 times without the clock moving, then ran');
+      t.same([state.state, state.attempts], ['succeeded', 1]);
+    });
+
+    t.test('a snooze is written only under the lease, and a job asked to cancel meanwhile ends cancelled', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      kit.registry.addQueue(work.handle(async () => undefined));
+      const { id } = await kit.jobs.enqueue(work, { n: 1 });
+      const [lease] = await kit.store.claim([{ queue: 'test.work', slots: 1, leaseMs: 60_000 }], clock(), 'w');
+      const snooze = { state: 'snoozed', runAt: new Date(clock().getTime() + 1_000), reason: 'not now' } as const;
+      t.equal(await kit.store.finish({ id, token: '00000000-0000-4000-8000-000000000000' }, snooze, clock()), false, 'another token writes nothing');
+      t.equal((await jobState(db, id)).state, 'running');
+      await kit.store.cancel(id, clock());
+      t.equal(await kit.store.finish(lease!, snooze, clock()), true);
+      t.match(await kit.jobs.get(id), { state: 'cancelled', attempts: 0, finishedAt: clock() });
+    });
+
+    t.test("a run longer than its queue's timeoutMs is aborted with JobInterrupted('timeout'), and the log names job and queue", async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      // A long lease: no heartbeat (a third of it, in real time) comes during the test.
+      const timed = defineQueue({ name: 'test.timed', payload: z.object({}), timeoutMs: 5_000, leaseMs: 300_000 });
+      let reason: unknown;
+      kit.registry.addQueue(
+        timed.handle(
+          (job) =>
+            new Promise((_, reject) =>
+              job.signal.addEventListener('abort', () => {
+                reason = job.signal.reason;
+                reject(reason);
+              }),
+            ),
+        ),
+      );
+      const logger = recordingLogger();
+      const runner = kit.runner({ logger });
+      const { id } = await kit.jobs.enqueue(timed, {});
+      await runner.pollOnce();
+      clock.advance(4_999);
+      t.equal(reason, undefined, 'not before its time');
+      clock.advance(1);
+      await runner.settled();
+      t.ok(reason instanceof JobInterrupted && reason.reason === 'timeout', 'the signal says it timed out');
+      t.same(logger.lines, ["warn a job ran longer than its queue's timeout: its slot goes to the next job, and nothing the run does from now on is recorded"]);
+      t.match(logger.objects[0], { job: id, queue: 'test.timed', timeoutMs: 5_000 });
+    });
+
+    t.test('a timed-out run frees its slot at the timeout: another job runs while its handler still hangs', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const single = defineQueue({ name: 'test.single', payload: z.object({ n: z.number() }), concurrency: 1, timeoutMs: 5_000, leaseMs: 300_000 });
+      const hang = deferred();
+      t.teardown(() => hang.resolve());
+      const ran: number[] = [];
+      kit.registry.addQueue(
+        single.handle(async (job) => {
+          ran.push(job.payload.n);
+          // The first job ignores its signal.
+          if (job.payload.n === 1) await hang.promise;
+        }),
+      );
+      const runner = kit.runner();
+      const hung = await kit.jobs.enqueue(single, { n: 1 }, { priority: 1 });
+      const next = await kit.jobs.enqueue(single, { n: 2 });
+      t.equal(await runner.pollOnce(), 1);
+      t.equal(await runner.pollOnce(), 0, 'the one slot is taken');
+      clock.advance(5_000);
+      await runner.settled();
+      t.equal(runner.running, 0, 'the slot is free');
+      t.equal(await runner.pollOnce(), 1, 'the freed slot takes the next job');
+      await runner.settled();
+      t.same(ran, [1, 2]);
+      t.equal((await jobState(db, next.id)).state, 'succeeded');
+      t.equal((await jobState(db, hung.id)).state, 'queued', 'the hung job waits for its retry');
+    });
+
+    t.test('a timed-out run whose handler completes late writes nothing', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      await db.query('CREATE TABLE effects (job_id text NOT NULL, worker text NOT NULL)');
+      const timed = defineQueue({ name: 'test.timed', payload: z.object({}), timeoutMs: 5_000, leaseMs: 300_000, backoff: { baseMs: 60_000, maxMs: 60_000 } });
+      const wakes = deferred();
+      const refused = deferred<unknown>();
+      kit.registry.addQueue(
+        timed.handle(async (job) => {
+          await wakes.promise;
+          try {
+            await job.complete((tx) => tx.query("INSERT INTO effects VALUES ($1, 'late')", [job.id]));
+          } catch (error) {
+            refused.resolve(error);
+            throw error;
+          }
+        }),
+      );
+      const runner = kit.runner();
+      const { id } = await kit.jobs.enqueue(timed, {});
+      await runner.pollOnce();
+      clock.advance(5_000);
+      await runner.settled();
+      const timedOut = await jobState(db, id);
+      wakes.resolve();
+      const lateError = await refused.promise;
+      t.ok(lateError instanceof JobInterrupted && lateError.reason === 'timeout', 'refused before it began: the run timed out');
+      t.same((await db.query('SELECT worker FROM effects')).rows, [], 'no effect');
+      t.same(await jobState(db, id), timedOut, 'the job is as the timeout left it');
+    });
+
+    t.test('a timed-out run whose handler returns late does not succeed the job', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const timed = defineQueue({ name: 'test.timed', payload: z.object({}), timeoutMs: 5_000, leaseMs: 300_000, backoff: { baseMs: 60_000, maxMs: 60_000 } });
+      const wakes = deferred();
+      const returned = deferred();
+      kit.registry.addQueue(
+        timed.handle(async () => {
+          await wakes.promise;
+          returned.resolve();
+        }),
+      );
+      const written: string[] = [];
+      const finish = kit.store.finish.bind(kit.store);
+      kit.store.finish = (lease, outcome, now, tx) => {
+        written.push(outcome.state);
+        return finish(lease, outcome, now, tx);
+      };
+      const runner = kit.runner();
+      const { id } = await kit.jobs.enqueue(timed, {});
+      await runner.pollOnce();
+      clock.advance(5_000);
+      await runner.settled();
+      wakes.resolve();
+      await returned.promise;
+      // What the runner does once the handler returns takes no I/O before it would write: by the
+      // next turn of the event loop a write would have begun.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      t.same(written, ['retry'], "only the timeout's outcome was written");
+      t.equal((await jobState(db, id)).state, 'queued', 'still queued for its retry');
+    });
+
+    t.test('a timed-out run is retried after the backoff, then fails when out of attempts, saying it timed out', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock, random: () => 1 });
+      const timed = defineQueue({ name: 'test.timed', payload: z.object({}), maxAttempts: 2, timeoutMs: 1_000, leaseMs: 300_000, backoff: { baseMs: 2_000, maxMs: 2_000 } });
+      const attempts: number[] = [];
+      kit.registry.addQueue(
+        timed.handle(async (job) => {
+          attempts.push(job.attempt);
+          await new Promise((_, reject) => job.signal.addEventListener('abort', () => reject(job.signal.reason)));
+        }),
+      );
+      const runner = kit.runner();
+      const { id } = await kit.jobs.enqueue(timed, {});
+      await runner.pollOnce();
+      clock.advance(1_000);
+      await runner.settled();
+      const retried = await jobState(db, id);
+      t.same([retried.state, retried.attempts], ['queued', 1], 'a failed attempt, retried');
+      t.equal(retried.run_at.getTime(), clock().getTime() + 2_000, "after the queue's backoff");
+      clock.advance(2_000);
+      t.equal(await runner.pollOnce(), 1);
+      clock.advance(1_000);
+      await runner.settled();
+      const failed = await jobState(db, id);
+      t.same(attempts, [1, 2]);
+      t.same([failed.state, failed.attempts], ['failed', 2]);
+      t.equal(failed.last_error, "timed out: the run took longer than queue test.timed's timeoutMs (1000 ms)");
+    });
+
+    t.test('a run that ends before its timeout is not timed out later', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const timed = defineQueue({ name: 'test.timed', payload: z.object({}), timeoutMs: 5_000 });
+      kit.registry.addQueue(timed.handle(async () => undefined));
+      const logger = recordingLogger();
+      const runner = kit.runner({ logger });
+      const { id } = await kit.jobs.enqueue(timed, {});
+      await runner.runUntilIdle();
+      clock.advance(5_000);
+      await runner.settled();
+      t.equal((await jobState(db, id)).state, 'succeeded');
+      t.same(logger.lines, [], 'no timeout was logged');
+    });
+
+    t.test('a queue without timeoutMs lets a run take as long as it takes', async (t) => {
+      const db = await open();
+      const clock = testClock();
+      const kit = await jobKit(db, { clock });
+      const untimed = defineQueue({ name: 'test.untimed', payload: z.object({}), leaseMs: 300_000 });
+      const finish = deferred();
+      let aborted = false;
+      kit.registry.addQueue(
+        untimed.handle(async (job) => {
+          job.signal.addEventListener('abort', () => void (aborted = true));
+          await finish.promise;
+        }),
+      );
+      const runner = kit.runner();
+      const { id } = await kit.jobs.enqueue(untimed, {});
+      await runner.pollOnce();
+      clock.advance(24 * 3_600_000);
+      t.equal(runner.running, 1, 'still running a day later');
+      t.equal(aborted, false);
+      finish.resolve();
+      await runner.settled();
+      t.equal((await jobState(db, id)).state, 'succeeded');
     });
 
     t.test("runUntilIdle returns only once what the worker's own loop claimed, and what that enqueued, has run", async (t) => {

@@ -5,6 +5,7 @@ import { messagesRequestSchema } from '../../plugins/inference/anthropic-message
 import { chatRequestSchema } from '../../plugins/inference/chat-request-schema.ts';
 import { speechRequestSchema } from '../../plugins/inference/speech-capability.ts';
 import { embeddingsRequestSchema } from '../../plugins/inference/embeddings-capability.ts';
+import { evaluateRequestSchema } from '../../plugins/inference/evaluate-request.ts';
 import { responsesRequestSchema } from '../../plugins/inference/responses-request.ts';
 import { imageRequestSchema } from '../../plugins/inference/images-capability.ts';
 import { MeteringTokens } from '../../plugins/metering/index.ts';
@@ -52,6 +53,7 @@ const V1_BODY_SCHEMAS: Readonly<Record<string, Schema>> = {
   'POST /v1/audio/speech': speechRequestSchema as Schema,
   'POST /v1/messages': messagesRequestSchema as Schema,
   'POST /v1/responses': responsesRequestSchema as Schema,
+  'POST /v1/evaluate': evaluateRequestSchema as Schema,
 };
 
 /** Routes that speak another API than OpenAI's answer errors in that API's shape (Anthropic's: `{type: 'error', error: {type, message}}`). */

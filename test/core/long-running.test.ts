@@ -2,7 +2,7 @@ import t from 'tap';
 import { z } from 'zod';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
-import { PermanentJobError } from '../../core/jobs/queue-definitions.ts';
+import { PermanentJobError, SnoozeJob } from '../../core/jobs/queue-definitions.ts';
 import { defineLongRunning, type LongRunningOperations } from '../../core/operations/long-running.ts';
 import type { Database } from '../../core/ports/database.ts';
 import type { LongRunningOperation } from '../../core/ports/long-running.ts';
@@ -20,7 +20,7 @@ t.setTimeout(300_000);
  */
 const work = defineLongRunning({
   kind: 'tests.work',
-  input: z.object({ text: z.string(), fail: z.enum(['never', 'always', 'permanently']).default('never') }),
+  input: z.object({ text: z.string(), fail: z.enum(['never', 'always', 'permanently', 'then-snooze']).default('never') }),
   maxAttempts: 2,
 });
 
@@ -44,6 +44,9 @@ function workPlugin(state: WorkState) {
         }
         if (input.fail === 'permanently') throw new PermanentJobError(`refused ${input.text}`);
         if (input.fail === 'always') throw new Error(`failed ${input.text} on attempt ${job.attempt}`);
+        // Fails its first attempt, then snoozes once on its last (a time past: due again at once).
+        if (input.fail === 'then-snooze' && state.runs.length === 1) throw new Error(`failed ${input.text} on attempt ${job.attempt}`);
+        if (input.fail === 'then-snooze' && state.runs.length === 2) throw new SnoozeJob(new Date(0), 'not now');
         return complete(async (tx) => {
           await tx.query('INSERT INTO work_done (text) VALUES ($1)', [input.text]);
           return { length: input.text.length };
@@ -59,7 +62,7 @@ interface Kit {
   clock: ReturnType<typeof testClock>;
   db: Database;
   operations: LongRunningOperations;
-  start(text: string, options?: { fail?: 'never' | 'always' | 'permanently'; runAt?: Date; organizationId?: string }): Promise<LongRunningOperation>;
+  start(text: string, options?: { fail?: 'never' | 'always' | 'permanently' | 'then-snooze'; runAt?: Date; organizationId?: string }): Promise<LongRunningOperation>;
   get(id: string): Promise<LongRunningOperation | null>;
   run(): Promise<void>;
 }
@@ -150,6 +153,18 @@ t.test('a PermanentJobError fails it at once', async (t) => {
   await k.run();
   t.match(await k.get(started.id), { status: 'failed', error: { message: 'PermanentJobError: refused never' } });
   t.equal(k.state.runs.length, 1);
+});
+
+t.test('a snooze on its last attempt does not fail it: the work runs again and succeeds', async (t) => {
+  const k = await kit(t);
+  const started = await k.start('patient', { fail: 'then-snooze' });
+  await k.run();
+  t.same(
+    k.state.runs.map((run) => run.attempt),
+    [1, 2, 2],
+    'failed, snoozed on the last attempt, ran again as the same attempt',
+  );
+  t.match(await k.get(started.id), { status: 'succeeded', result: { length: 7 }, error: null });
 });
 
 t.test('a scheduled operation waits for its runAt', async (t) => {

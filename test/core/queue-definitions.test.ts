@@ -1,7 +1,18 @@
 import t from 'tap';
 import { z } from 'zod';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
-import { DEFAULT_QUEUE_SETTINGS, defineQueue, definePeriodic, JobInterrupted, type Job, jobErrorMessage, PermanentJobError, retryDelayMs } from '../../core/jobs/queue-definitions.ts';
+import {
+  DEFAULT_QUEUE_SETTINGS,
+  defineQueue,
+  definePeriodic,
+  JobInterrupted,
+  type Job,
+  jobErrorMessage,
+  PermanentJobError,
+  RetryJobAt,
+  retryDelayMs,
+  SnoozeJob,
+} from '../../core/jobs/queue-definitions.ts';
 
 const payload = z.object({});
 
@@ -41,6 +52,18 @@ t.test('defineQueue', async (t) => {
       }
       t.equal(defineQueue({ name: 'test.one', payload, [field]: 1 })[field], 1, `${field} 1 is accepted`);
     }
+  });
+
+  t.test('a queue has no timeout unless it sets timeoutMs, a positive integer a timer can wait for', async (t) => {
+    t.equal(defineQueue({ name: 'test.untimed', payload }).timeoutMs, undefined);
+    t.equal(defineQueue({ name: 'test.timed', payload, timeoutMs: 90_000 }).timeoutMs, 90_000);
+    t.equal(defineQueue({ name: 'test.longest', payload, timeoutMs: 2_147_483_647 }).timeoutMs, 2_147_483_647);
+    for (const timeoutMs of [0, -1, 1.5, Number.NaN]) {
+      t.throws(() => defineQueue({ name: 'test.bad', payload, timeoutMs }), { message: `queue test.bad: timeoutMs must be a positive integer, got ${timeoutMs}` });
+    }
+    t.throws(() => defineQueue({ name: 'test.bad', payload, timeoutMs: 2_147_483_648 }), {
+      message: 'queue test.bad: timeoutMs must be at most 2147483647 (about 24 days), got 2147483648',
+    });
   });
 
   t.test('handle pairs the queue with its handler', async (t) => {
@@ -132,7 +155,7 @@ t.test('jobErrorMessage', async (t) => {
 
 t.test('JobInterrupted and PermanentJobError say what happened', async (t) => {
   t.same(
-    (['cancelled', 'lease_lost', 'shutdown'] as const).map((reason) => {
+    (['cancelled', 'lease_lost', 'shutdown', 'timeout'] as const).map((reason) => {
       const error = new JobInterrupted(reason);
       return [error.name, error.reason, error.message];
     }),
@@ -140,9 +163,21 @@ t.test('JobInterrupted and PermanentJobError say what happened', async (t) => {
       ['JobInterrupted', 'cancelled', 'the job was cancelled'],
       ['JobInterrupted', 'lease_lost', "the job's lease was lost: another worker owns it now"],
       ['JobInterrupted', 'shutdown', 'the worker is shutting down'],
+      ['JobInterrupted', 'timeout', "the job timed out: it ran longer than its queue's timeoutMs"],
     ],
   );
   t.equal(new PermanentJobError('x').name, 'PermanentJobError');
+});
+
+t.test('SnoozeJob and RetryJobAt carry the time the handler chose and its reason', async (t) => {
+  const runAt = new Date('2026-03-02T11:00:00.000Z');
+  t.same(
+    [new SnoozeJob(runAt, 'the organisation runs all it may'), new RetryJobAt(runAt, 'the receiver asked')].map((error) => [error.name, error.runAt, error.message, jobErrorMessage(error)]),
+    [
+      ['SnoozeJob', runAt, 'the organisation runs all it may', 'SnoozeJob: the organisation runs all it may'],
+      ['RetryJobAt', runAt, 'the receiver asked', 'RetryJobAt: the receiver asked'],
+    ],
+  );
 });
 
 t.test('JobRegistry', async (t) => {

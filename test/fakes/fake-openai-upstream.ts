@@ -55,6 +55,12 @@ export interface OpenAIReply {
   extra?: Record<string, unknown>;
   /** Responses: how many `web_search_call` items (default: one when `web_search` is among the tools). */
   webSearches?: number;
+  /**
+   * Chat, JSON: the first output token's alternatives, most likely first. The reply is that first
+   * token, and a request asking `logprobs: true` gets them as OpenAI sends them
+   * (`choices[0].logprobs.content[0].top_logprobs`, as many as its `top_logprobs` asks).
+   */
+  topLogprobs?: Array<{ token: string; logprob: number }>;
 }
 
 /** Stream a few content chunks (responses: events; speech: audio pieces), then drop the connection without finishing. */
@@ -129,8 +135,17 @@ function modelOf(body: { model?: unknown } | null | undefined): string {
   return typeof body?.model === 'string' ? body.model : 'fake-model';
 }
 
+/** OpenAI's `logprobs` of a choice: null unless the request asked for them; one entry per output token. */
+function logprobsBody(request: { logprobs?: unknown; top_logprobs?: unknown } | null | undefined, reply: Omit<OpenAIReply, 'kind'>, content: string | null): unknown {
+  if (request?.logprobs !== true || content === null) return null;
+  const asked = typeof request.top_logprobs === 'number' ? request.top_logprobs : 0;
+  const token = (item: { token: string; logprob: number }) => ({ token: item.token, logprob: item.logprob, bytes: [...Buffer.from(item.token, 'utf8')] });
+  const top = reply.topLogprobs ?? [{ token: content, logprob: -0.01 }];
+  return { content: [{ ...token(top[0]!), top_logprobs: top.slice(0, asked).map(token) }], refusal: null };
+}
+
 function answerCompletion(exchange: Exchange, reply: Omit<OpenAIReply, 'kind'>): void {
-  const content = reply.content ?? (reply.toolCalls ? null : DEFAULT_CONTENT);
+  const content = reply.content ?? reply.topLogprobs?.[0]?.token ?? (reply.toolCalls ? null : DEFAULT_CONTENT);
   const usage = reply.usage ?? DEFAULT_USAGE;
   const message: Record<string, unknown> = { role: 'assistant', content };
   if (reply.toolCalls) message['tool_calls'] = toolCallsBody(reply.toolCalls);
@@ -139,7 +154,7 @@ function answerCompletion(exchange: Exchange, reply: Omit<OpenAIReply, 'kind'>):
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model: modelOf(exchange.request.body),
-    choices: [{ index: 0, message, finish_reason: reply.finishReason ?? (reply.toolCalls ? 'tool_calls' : 'stop'), logprobs: null }],
+    choices: [{ index: 0, message, finish_reason: reply.finishReason ?? (reply.toolCalls ? 'tool_calls' : 'stop'), logprobs: logprobsBody(exchange.request.body, reply, content) }],
     ...(usage === false ? {} : { usage: usageBody(usage) }),
     ...reply.extra,
   });

@@ -5,34 +5,56 @@ import { runMigrations } from '../../adapters/sql/migrator.ts';
 import { DomainEvents } from '../../core/events/domain-events.ts';
 import { JobQueue } from '../../core/jobs/job-queue.ts';
 import { JobRegistry } from '../../core/jobs/job-registry.ts';
-import { type JobRunnerDeps, JobRunner, type JobRunnerSettings } from '../../core/jobs/job-runner.ts';
+import { type JobRunnerDeps, JobRunner, type JobRunnerSettings, type ScheduleTimer } from '../../core/jobs/job-runner.ts';
 import type { Database } from '../../core/ports/database.ts';
 
-/** A clock tests move by hand: time decides leases, retries and periodic ticks. */
+/** A clock tests move by hand: time decides leases, retries, periodic ticks and run timeouts. */
 export interface TestClock {
   (): Date;
+  /** Moves time forward, firing (at once, in due order) what was scheduled up to the new time. */
   advance(ms: number): void;
+  /** A timer on this clock, for JobRunner's `schedule`: fires when advance() passes its time. */
+  schedule: ScheduleTimer;
 }
 
 export function testClock(start = '2026-03-02T10:00:00.000Z'): TestClock {
   let now = Date.parse(start);
+  let timers: Array<{ at: number; fire: () => void }> = [];
   const clock = (() => new Date(now)) as TestClock;
   clock.advance = (ms) => {
     now += ms;
+    const due = timers.filter((timer) => timer.at <= now).sort((a, b) => a.at - b.at);
+    timers = timers.filter((timer) => timer.at > now);
+    for (const timer of due) timer.fire();
+  };
+  clock.schedule = (ms, fire) => {
+    const timer = { at: now + ms, fire };
+    timers.push(timer);
+    return () => {
+      timers = timers.filter((t) => t !== timer);
+    };
   };
   return clock;
 }
 
 export const quietLogger = { warn: () => undefined, error: () => undefined };
 
-/** A worker's log, kept: each line as its level and message (objects first, as pino takes them). */
-export function recordingLogger(): { lines: string[]; warn(...args: unknown[]): void; error(...args: unknown[]): void } {
+/**
+ * A worker's log, kept: each line as its level and message (objects first, as pino takes them),
+ * and beside it, at the same index, the line's object (undefined for none).
+ */
+export function recordingLogger(): { lines: string[]; objects: unknown[]; warn(...args: unknown[]): void; error(...args: unknown[]): void } {
   const lines: string[] = [];
-  const message = (args: unknown[]) => String(args.find((arg) => typeof arg === 'string'));
+  const objects: unknown[] = [];
+  const record = (level: string, args: unknown[]) => {
+    lines.push(`${level} ${String(args.find((arg) => typeof arg === 'string'))}`);
+    objects.push(args.find((arg) => typeof arg === 'object' && arg !== null));
+  };
   return {
     lines,
-    warn: (...args) => void lines.push(`warn ${message(args)}`),
-    error: (...args) => void lines.push(`error ${message(args)}`),
+    objects,
+    warn: (...args) => record('warn', args),
+    error: (...args) => record('error', args),
   };
 }
 
@@ -47,7 +69,10 @@ export interface JobKit {
 }
 
 /** The queue and the event outbox over a migrated database, with workers made on demand. */
-export async function jobKit(db: Database, options: { clock: TestClock; random?: () => number }): Promise<JobKit> {
+/** A testClock, or a clock of the test's own (runs then time out on real timers). */
+type KitClock = (() => Date) & { schedule?: ScheduleTimer };
+
+export async function jobKit(db: Database, options: { clock: KitClock; random?: () => number }): Promise<JobKit> {
   await runMigrations(db, coreMigrations);
   const store = new SqlJobStore(db);
   const registry = new JobRegistry();
@@ -80,6 +105,7 @@ export async function jobKit(db: Database, options: { clock: TestClock; random?:
         database,
         registry: runnerOptions.registry ?? registry,
         clock: options.clock,
+        ...(options.clock.schedule ? { schedule: options.clock.schedule } : {}),
         random: options.random ?? (() => 1),
         logger: runnerOptions.logger ?? quietLogger,
         settings: { pollIntervalMs: 20, drainMs: 10_000, ...runnerOptions.settings },

@@ -12,6 +12,7 @@ const models = inference.models;
 
 /** The modality a model is for, read from its config as the routes read it. */
 function modalityOf(model: ModelConfig): Modality {
+  if (model.evaluation) return 'evaluation';
   if (model.images) return 'images';
   if (model.speech) return 'speech';
   if (model.transcription) return 'transcription';
@@ -31,7 +32,7 @@ t.test('every capability has a mock model, served by a provider offering it', as
       t.ok(offers(provider, modality), `${id} is served for ${modality}`);
     }
   }
-  t.same([...served].sort(), ['embeddings', 'images', 'language', 'speech', 'transcription']);
+  t.same([...served].sort(), ['embeddings', 'evaluation', 'images', 'language', 'speech', 'transcription']);
 });
 
 t.test('the chat models serve responses with web search priced per search', async (t) => {

@@ -223,5 +223,23 @@ t.test('an abort between chunks stops the stream', async (t) => {
 });
 
 t.test('offers every modality', async (t) => {
-  t.same(modalitiesOf(provider()), ['language', 'embeddings', 'images', 'speech', 'transcription', 'responses']);
+  t.same(modalitiesOf(provider()), ['language', 'embeddings', 'images', 'speech', 'transcription', 'responses', 'evaluation']);
+});
+
+t.test('evaluation: label log probabilities, the same for the same prompt, most of the probability on the labels', async (t) => {
+  const ask = (content: string, labels = ['A', 'B', 'C']) => provider().evaluation!.labelLogprobs({ model: 'mock-judge', messages: [{ role: 'user', content }], labels }, options());
+  const first = await ask('Which one?');
+  t.same((await ask('Which one?')).logprobs, first.logprobs, 'deterministic');
+  t.not((await ask('Which other one?')).logprobs[0], first.logprobs[0], 'another prompt, other weights');
+  const mass = first.logprobs.reduce((sum, logprob) => sum + Math.exp(logprob), 0);
+  t.ok(mass > 0.79 && mass < 0.99 + 1e-6, `the labels share ${mass}, the rest of the vocabulary the remainder`);
+  t.match(first.usage, { outputTokens: 1, estimated: false });
+  t.ok(first.usage.inputTokens > 0);
+});
+
+t.test('evaluation: a cancelled call stops', async (t) => {
+  const controller = new AbortController();
+  controller.abort();
+  const { kind } = await failure(() => provider().evaluation!.labelLogprobs({ model: 'm', messages: [{ role: 'user', content: 'x' }], labels: ['yes', 'no'] }, options(controller.signal)));
+  t.equal(kind, 'aborted');
 });

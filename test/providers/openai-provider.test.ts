@@ -291,7 +291,7 @@ t.test('a private base URL is refused unless allowPrivateNetwork is set', async 
 });
 
 t.test("offers every modality by default, as OpenAI's own API does", async (t) => {
-  t.same(modalitiesOf(provider()), ['language', 'embeddings', 'images', 'speech', 'transcription', 'responses']);
+  t.same(modalitiesOf(provider()), ['language', 'embeddings', 'images', 'speech', 'transcription', 'responses', 'evaluation']);
 });
 
 t.test('offers narrows the modalities for an upstream without some endpoints (no Responses API)', async (t) => {

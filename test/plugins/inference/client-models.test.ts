@@ -84,7 +84,7 @@ t.test('image, speech and transcription models show their per-unit prices and th
   const listed = await models('/client/models');
   const painter = listed.get('painter')!;
   t.match(painter.prices, { perImageUsd: 0.02, images: { '1024x1024': { standard: 0.04, hd: 0.08 } } });
-  t.same(painter.capabilities, { images: { sizes: ['1024x1024', '512x512'], qualities: ['standard', 'hd'], maxImages: 4 }, speech: null, transcription: null });
+  t.same(painter.capabilities, { images: { sizes: ['1024x1024', '512x512'], qualities: ['standard', 'hd'], maxImages: 4 }, speech: null, transcription: null, evaluation: null });
   const speaker = listed.get('speaker')!;
   t.match(speaker.prices, { perCharacterUsd: 0.000015 });
   t.same(speaker.capabilities.speech, { voices: ['alloy', 'verse'], formats: ['wav', 'mp3'], maxInputCharacters: 4096 });

@@ -151,6 +151,7 @@ t.test('GET /v1 lists the endpoints mounted, embeddings included', async (t) => 
       'POST /v1/audio/speech',
       'POST /v1/audio/transcriptions',
       'POST /v1/messages',
+      'POST /v1/evaluate',
     ].sort(),
   );
 });

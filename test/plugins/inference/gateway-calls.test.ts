@@ -48,6 +48,7 @@ t.test('a job runs a chat and an embeddings call for a key it knows by id', asyn
     'POST /v1/audio/speech',
     'POST /v1/audio/transcriptions',
     'POST /v1/messages',
+    'POST /v1/evaluate',
   ]);
   const row = await g.logRow('req_job_chat_1');
   t.equal(row.key_id, id, 'the request log names the key');

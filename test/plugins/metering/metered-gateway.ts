@@ -9,6 +9,8 @@ import { MeteringTokens } from '../../../plugins/metering/index.ts';
 import { chatInputTokenBound, inputTokenProfile } from '../../../providers/input-token-bound.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIOptions, type FakeOpenAIUpstream } from '../../fakes/fake-openai-upstream.ts';
 import type { Test } from 'tap';
+import type { AnyPlugin } from '../../../core/kernel/plugin.ts';
+import { manifest as defaultManifest } from '../../../plugins/index.ts';
 import { allPlugins, buildTestApp, createKey, realServersConfig, type TapLike, type TestApp } from '../../helpers/app.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
 
@@ -35,6 +37,8 @@ export interface MeteredGatewayOptions {
   upstream?: FakeOpenAIUpstream;
   upstreamOptions?: FakeOpenAIOptions;
   clock?: () => Date;
+  /** Plugins of the test's own after the manifest's (code that uses the gateway's seams, as batches do). */
+  extraPlugins?: AnyPlugin[];
 }
 
 export interface ChatResult {
@@ -117,13 +121,15 @@ export async function startMeteredGateway(t: TapLike, options: MeteredGatewayOpt
     },
     ...options.metering,
   };
+  const extraPlugins = options.extraPlugins ?? [];
   const test = await buildTestApp(t, {
     clock: options.clock,
     config: {
       ...(options.storage ? { storage: options.storage } : {}),
       ...(options.ownerToken ? { bootstrap: { ownerToken: options.ownerToken } } : {}),
     },
-    plugins: { ...allPlugins(), inference, metering },
+    ...(extraPlugins.length > 0 ? { manifest: [...defaultManifest, ...extraPlugins] } : {}),
+    plugins: { ...allPlugins(), ...Object.fromEntries(extraPlugins.map((plugin) => [plugin.name, {}])), inference, metering },
   });
   await test.app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(test.app.server.address() as AddressInfo).port}`;
