@@ -26,7 +26,9 @@
  *      with CPU per request, and added latency p50/p99 at 1 connection
  *   6. a streamed Responses call (about twenty text deltas): added time to the first output event
  *      (the gateway's commit point: the first event after the announcements) and CPU per stream
- * BENCH_ONLY=chat skips 5 and 6, for a side by side with a commit that has no such routes.
+ *   7. a batch of BATCH_LINES chat lines: lines per second through the batch worker (upload, create,
+ *      poll until completed) next to the same calls sent live at the batch's concurrency
+ * BENCH_ONLY=chat skips 5 to 7, for a side by side with a commit that has no such routes.
  *
  * Prints the figures with their goals and writes bench/results.json.
  * BENCH_PROFILE=1 also CPU-profiles the gateway and prints where its time goes; its figures are
@@ -38,6 +40,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { build as esbuild } from 'esbuild';
+import { BATCH_CONCURRENCY, measureBatchThroughput } from './batch-throughput.ts';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -73,9 +76,11 @@ const ONLY = process.env.BENCH_ONLY || 'all';
 if (ONLY !== 'all' && ONLY !== 'chat') throw new Error(`BENCH_ONLY=${ONLY}: must be chat (or unset for every section)`);
 const BREADTH = ONLY === 'all';
 /** The progress lines' count: chat's three measuring phases, and the two after them. */
-const PHASES = BREADTH ? 5 : 3;
+const PHASES = BREADTH ? 6 : 3;
+/** Lines of section 7's batch. */
+const BATCH_LINES = 500;
 /** The whole run, start-up included, is cut off after this (the sections after chat's take up to 3 more minutes). */
-const HARD_LIMIT_MS = BREADTH ? 420_000 : 240_000;
+const HARD_LIMIT_MS = BREADTH ? 480_000 : 240_000;
 
 const GOALS = { ratio: 0.2, addedP50Ms: 0.4, addedTtftMs: 1, peakRssMiB: 150 };
 
@@ -848,6 +853,8 @@ async function main(): Promise<void> {
 
       // 5 and 6, after chat's figures (memory included), so those stay comparable with chat-only runs.
       const breadth = BREADTH ? await measureBreadth(targets, pids) : null;
+      if (BREADTH) log(`[6/${PHASES}] batch: ${BATCH_LINES} lines through the worker, then the same calls live at ${BATCH_CONCURRENCY} at a time…`);
+      const batch = BREADTH ? await measureBatchThroughput(gatewayReady.url, createdBody.key, MODEL, BATCH_LINES) : null;
 
       const added = {
         p50: latencyGateway.p50 - latencyDirect.p50,
@@ -906,6 +913,13 @@ async function main(): Promise<void> {
       log(`       first start (initdb, one-time, separate process) peaked at ${f(firstStartPeakKiB / 1024, 1)} MiB`);
       log();
       if (breadth) printBreadth(breadth, share);
+      if (batch) {
+        log(`  7. Batch, ${batch.lines} chat lines, ${batch.concurrency} at a time`);
+        log(`       through the batch worker  ${f(batch.batchLinesPerSecond, 0).padStart(6)} lines/s   (${f(batch.batchSeconds, 2)} s from create to completed)`);
+        log(`       the same calls live       ${f(batch.liveCallsPerSecond, 0).padStart(6)} calls/s   (${f(batch.liveSeconds, 2)} s)`);
+        log(`       ratio batch/live          ${f(batch.batchLinesPerSecond / batch.liveCallsPerSecond, 3)}`);
+        log();
+      }
       const allPass = Object.values(pass).every(Boolean);
       if (gatewayChild.clientGoneLogs > 0) {
         log(`  note: the gateway logged ${gatewayChild.clientGoneLogs} 'client disconnected' errors, from autocannon closing sockets mid-request at the end of each load phase`);
@@ -1004,6 +1018,7 @@ async function main(): Promise<void> {
           pass: pass.peakRss,
         },
         ...(breadth ? breadthResults(breadth) : {}),
+        ...(batch ? { batch: { ...batch, batchLinesPerSecond: Math.round(batch.batchLinesPerSecond), liveCallsPerSecond: Math.round(batch.liveCallsPerSecond) } } : {}),
         gatewayClientGoneLogLines: gatewayChild.clientGoneLogs,
         allGoalsMet: allPass,
       };

@@ -60,6 +60,8 @@ function benchPlugins(upstreamOrigin: string, model: string, embeddingModel: str
       ...record(defaultInference.models),
       [model]: {
         routes: [{ provider: 'upstream', model }],
+        // Section 7 runs a batch of it.
+        batch: true,
         contextWindow: 128_000,
         maxOutputTokens: 16_384,
         prices: { inputPerMTokUsd: 0.15, cachedInputPerMTokUsd: 0.075, outputPerMTokUsd: 0.6 },
