@@ -1,6 +1,7 @@
 import type { AnyPlugin } from '../core/kernel/plugin.ts';
 import { accountPlugin } from './account/index.ts';
 import { auditPlugin } from './audit/index.ts';
+import { filesPlugin } from './files/index.ts';
 import { guardrailsPlugin } from './guardrails/index.ts';
 import { inferencePlugin } from './inference/index.ts';
 import { keysPlugin } from './keys/index.ts';
@@ -22,6 +23,7 @@ export const manifest: readonly AnyPlugin[] = [
   peoplePlugin,
   keysPlugin,
   inferencePlugin,
+  filesPlugin,
   guardrailsPlugin,
   meteringPlugin,
   usagePlugin,
