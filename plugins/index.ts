@@ -2,6 +2,7 @@ import type { AnyPlugin } from '../core/kernel/plugin.ts';
 import { accountPlugin } from './account/index.ts';
 import { auditPlugin } from './audit/index.ts';
 import { batchesPlugin } from './batches/index.ts';
+import { filesPlugin } from './files/index.ts';
 import { guardrailsPlugin } from './guardrails/index.ts';
 import { inferencePlugin } from './inference/index.ts';
 import { keysPlugin } from './keys/index.ts';
@@ -23,6 +24,7 @@ export const manifest: readonly AnyPlugin[] = [
   peoplePlugin,
   keysPlugin,
   inferencePlugin,
+  filesPlugin,
   guardrailsPlugin,
   meteringPlugin,
   usagePlugin,

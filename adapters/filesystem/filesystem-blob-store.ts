@@ -5,6 +5,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { assertBlobKey, assertBlobListPrefix, blobInfo, clampRange, measure, newBlobKey } from '../../core/services/blob-rules.ts';
 import type { BlobInfo, BlobPutOptions, BlobStore, ByteRange } from '../../core/ports/blobs.ts';
+import type { Queryable } from '../../core/ports/database.ts';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../../core/kernel/private-files.ts';
 
 interface MetaFile {
@@ -36,6 +37,11 @@ export class FilesystemBlobStore implements BlobStore {
     this.dataRoot = path.join(base, 'data');
     this.metaRoot = path.join(base, 'meta');
     this.tmpRoot = path.join(base, 'tmp');
+  }
+
+  /** Files on a disk take no part in a database transaction: the store is the same inside one. */
+  within(_tx: Queryable): BlobStore {
+    return this;
   }
 
   async put(body: Readable | AsyncIterable<Uint8Array>, options: BlobPutOptions = {}): Promise<BlobInfo> {

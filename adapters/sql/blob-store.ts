@@ -66,6 +66,11 @@ export class SqlBlobStore implements BlobStore {
     }
   }
 
+  /** The same store over `tx`: its blobs commit, or vanish, with the caller's transaction. */
+  within(tx: Queryable): BlobStore {
+    return new SqlBlobStore(tx, this.now);
+  }
+
   async get(key: string, range?: ByteRange): Promise<{ info: BlobInfo; stream: Readable } | null> {
     const info = await this.head(key);
     if (info === null) return null;

@@ -47,8 +47,9 @@ export type ResourceDeclaration<P = Record<string, unknown>, Q = Record<string, 
    */
   readonly whenAbsent?: 'skip' | 'default-project';
   /**
-   * An API key reaches only its own project here, even holding `projects:write`. Elsewhere it is
-   * refused with 404 (`true`, as if the project did not exist) or with this 403.
+   * An API key reaches only its own project here, even holding `projects:write` (for a record kind:
+   * only records of its own project). Elsewhere it is refused with 404 (`true`, as if the project or
+   * record did not exist) or with this 403.
    */
   readonly keyOwnProjectOnly?: true | { readonly code: ErrorCode; readonly message?: string };
 } & ResourceLocation<P, Q, B>;
@@ -73,8 +74,23 @@ export interface AuthorizationDeps {
   readonly identity: IdentityStores;
 }
 
-/** The declared resources of an operation as a list (a single declaration is a list of one). */
-export function resourcesOf(operation: AnyOperation): readonly ResourceDeclaration[] {
+/**
+ * What declares resources: an operation, or a raw route's `config.auth` (core/http/route-resources.ts),
+ * both checked by `authorizeResources`.
+ */
+export interface DeclaresResources {
+  readonly resource?: AnyResourceDeclaration | readonly AnyResourceDeclaration[] | undefined;
+}
+
+// Declarations of any input shape: an operation's are typed against its schemas, a raw route's against its raw input.
+// biome-ignore lint/suspicious/noExplicitAny: as above
+type AnyResourceDeclaration = ResourceDeclaration<any, any, any>;
+
+/** What a raw route declares (core/http/fastify-types.ts `RouteAuth.resource`): any field of its path, query or JSON body. */
+export type RouteResourceDeclaration = ResourceDeclaration<Record<string, unknown>, Record<string, unknown>, Record<string, unknown>>;
+
+/** The declared resources of an operation (or a raw route) as a list (a single declaration is a list of one). */
+export function resourcesOf(operation: DeclaresResources): readonly ResourceDeclaration[] {
   const declared = operation.resource;
   if (!declared) return [];
   return (Array.isArray(declared) ? declared : [declared]) as readonly ResourceDeclaration[];
@@ -151,8 +167,16 @@ export async function authorize(credential: Credential, operation: AnyOperation,
   return authorizeResources(credential, operation, input, deps);
 }
 
-/** The resource half of `authorize`, for a runner that already checked the credential before parsing input. */
-export async function authorizeResources(credential: Credential, operation: AnyOperation, input: OperationInput<unknown, unknown, unknown>, deps: AuthorizationDeps): Promise<Authorization> {
+/**
+ * The resource half of `authorize`, for a runner that already checked the credential before parsing
+ * input: an operation's runner, and the kernel's preHandler for raw routes declaring `config.auth.resource`.
+ */
+export async function authorizeResources(
+  credential: Credential,
+  operation: DeclaresResources,
+  input: OperationInput<unknown, unknown, unknown>,
+  deps: AuthorizationDeps,
+): Promise<Authorization> {
   const declarations = resourcesOf(operation);
   if (declarations.length === 0) return NO_RESOURCES;
   const resources: AuthorizedResource[] = [];
@@ -173,6 +197,12 @@ async function resolve(identity: IdentityStores, credential: Credential, declara
     const missing = new ApiError(kind.notFound, `No ${kind.name} ${id}`, { param });
     const found = await kind.find(credential.organizationId, id);
     if (!found) throw missing;
+    // As for a project: a key (or connector) kept in its own project meets another project's record as absent, or the 403 given.
+    const confined = declaration.keyOwnProjectOnly;
+    if (confined && credential.kind !== 'session' && found.projectId !== credential.projectId) {
+      if (confined === true) throw missing;
+      throw new ApiError(confined.code, confined.message, { param });
+    }
     if (found.projectId === null) {
       if (!reachesEveryProject(credential)) throw missing;
       return { kind: 'record', recordKind: kind, record: found.record, project: null };

@@ -16,6 +16,9 @@ import { clientErrorHandler, refuseConnect } from '../http/client-errors.ts';
 import { installDraining } from '../http/draining.ts';
 import { installBrowserCors } from '../http/browser-cors.ts';
 import { installV1ResponseMetrics } from '../http/v1-response-metrics.ts';
+import { collectV1Routes, installRateLimitHeaders, type V1Route } from '../http/v1-surface.ts';
+import { installRouteResources } from '../http/route-resources.ts';
+import { InferenceAdmissionPoint } from '../gateway/inference-admission.ts';
 import { frameworkErrorHandler, installErrorHandling } from '../http/error-handler.ts';
 import { installJsonBodyParser } from '../http/json-body-parser.ts';
 import { installPublicBodyLimit } from '../http/public-body-limit.ts';
@@ -81,6 +84,8 @@ export interface ServiceHandle {
   readonly bootstrap: BootstrapResult | null;
   /** This process's job worker (started only when server.role is worker or all). */
   readonly workers: JobRunner;
+  /** Every route of the /v1 surface, whichever plugin mounted it (core/http/v1-surface.ts); filled as routes mount. */
+  readonly v1Routes: readonly V1Route[];
 }
 
 declare module 'fastify' {
@@ -244,7 +249,9 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
         },
       }),
     );
-    app.decorate('svc', { container, config, bootstrap, workers: runner });
+    // Before any route mounts: every /v1 route of every plugin is seen.
+    const v1Routes = collectV1Routes(app);
+    app.decorate('svc', { container, config, bootstrap, workers: runner, v1Routes });
 
     // Callback-style hooks on the hot path: no promise per request.
     app.addHook('onRequest', (request, reply, done) => {
@@ -262,6 +269,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     installJsonBodyParser(app);
     installPublicBodyLimit(app);
     installAuthHook(app, authenticator, { ownOrigin: publicOriginOf(config.server.publicUrl) });
+    installRouteResources(app, { identity });
 
     const extensions = new ExtensionRegistry();
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
@@ -276,6 +284,8 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     }));
     for (const { plugin, ctx } of contexts) plugin.register?.(ctx);
     extensions.closeRegistration();
+    // Read once every plugin has provided its own; installed before any route mounts, so it covers all of /v1.
+    installRateLimitHeaders(app, extensions.forPlugin('kernel').get(InferenceAdmissionPoint));
     authenticator.useConnectorTokens(extensions.forPlugin('kernel').get(ConnectorTokensPoint));
     const servesOperation = (operation: AnyOperation) => operation.wide !== true || config.server.routeSet === 'wide';
     for (const { plugin, ctx } of contexts) {

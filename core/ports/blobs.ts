@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { Queryable } from './database.ts';
 
 /**
  * File contents (uploaded files, batch inputs and outputs, attachments) behind one port, so a
@@ -40,6 +41,14 @@ export interface BlobStore {
   delete(key: string): Promise<boolean>;
   /** Blobs whose key starts with `prefix`, in key order (creation order within one prefix), after `after`. */
   list(prefix: string, options?: { after?: string; limit?: number }): Promise<BlobInfo[]>;
+  /**
+   * The store as seen from inside the caller's transaction. The database store reads and writes
+   * through `tx`: a blob put there commits with the rows that name it, vanishes if `tx` rolls back,
+   * and never waits on the transaction it is part of (on PGlite, a query on anything but `tx` waits
+   * for `tx` to end, so a put on the shared store from inside `tx` would wait forever). A store
+   * outside the database is not transactional and answers itself: its puts stay even if `tx` rolls back.
+   */
+  within(tx: Queryable): BlobStore;
   /**
    * Deletes what puts interrupted by a crash left behind (never visible as blobs) once it is a day
    * old; returns how many were deleted. The kernel's periodic `kernel.blobs-sweep` calls it on one replica.

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { InferenceAdmissionPoint, openAdmission } from '../../core/gateway/inference-admission.ts';
+import { InferenceAdmissionPoint } from '../../core/gateway/inference-admission.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { loadEncodingsOf } from '../../providers/input-token-bound.ts';
@@ -86,34 +86,18 @@ export const inferencePlugin = definePlugin({
   },
   // The management view of the catalogue: GET /client/models with prices and capability settings.
   operations: ({ container }) => modelOperations(container.resolve(InferenceTokens.Catalogue)),
-  async routes(app: FastifyInstance, { container, extensions, appConfig }) {
+  async routes(app: FastifyInstance, { container, appConfig }) {
     const catalogue = container.resolve(InferenceTokens.Catalogue);
     // Routes declaring `config.browserRule` (models list and retrieve, chat, speech) refuse pages that did not opt in.
     installBrowserRule(app);
-    // Every /v1 route this plugin mounts, as it is mounted: the index below lists exactly these.
-    const endpoints: string[] = [];
-    app.addHook('onRoute', (route) => {
-      if (!route.url.startsWith('/v1/')) return;
-      for (const method of [route.method].flat()) if (method !== 'HEAD') endpoints.push(`${method} ${route.url.replace(/:(\w+)/g, '{$1}')}`);
-    });
-    app.get('/v1', { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async () => ({ object: 'surface', surface: 'inference', endpoints }));
-    // The kernel's extension point: openAdmission unless a metering plugin provides its own, which
-    // it has by now (every plugin registers before any routes()).
-    const admission = extensions.get(InferenceAdmissionPoint);
-    // Responses that took nothing from the limits (model lists, refusals before admission) still
-    // say where the caller stands. Without a metering plugin there are no limits to tell of.
-    if (admission !== openAdmission)
-      app.addHook('onSend', (request, reply, payload, done) => {
-        if (!request.credential || reply.hasHeader('x-ratelimit-limit-requests') || reply.hasHeader('x-ratelimit-limit-tokens')) return done(null, payload);
-        admission.peekHeaders(request.credential).then(
-          (headers) => {
-            void reply.headers(headers);
-            done(null, payload);
-          },
-          // Headers are advice; a coordination hiccup must not fail the response.
-          () => done(null, payload),
-        );
-      });
+    // Every /v1 route as mounted, this plugin's and others' (files, batches): the kernel collects them
+    // (core/http/v1-surface.ts), and gives every answer of theirs the rate-limit headers too.
+    const routes = app.svc.v1Routes;
+    app.get('/v1', { config: { auth: { scope: 'inference' }, surface: 'v1' } }, async () => ({
+      object: 'surface',
+      surface: 'inference',
+      endpoints: routes.map((route) => `${route.method} ${route.path}`),
+    }));
     registerModelsRoutes(app, catalogue, { oneModel: appConfig.server.routeSet === 'wide' });
     const path = container.resolve(InferenceTokens.CallPath)();
     for (const capability of container.resolve(InferenceTokens.Capabilities).values()) await mountCapability(app, path, capability);

@@ -177,6 +177,10 @@ t.test('filesystem blob store', async (t) => {
     t.same(readdirSync(join(root, 'tmp')), []);
   });
 
+  t.test('within a transaction it is the same store: not transactional', async (t) => {
+    t.equal(store.within({ query: () => Promise.reject(new Error('no database here')) }), store);
+  });
+
   t.test('the sweep deletes temporary files a crashed put left over a day ago, and nothing else', async (t) => {
     const whole = await store.put(Readable.from([Buffer.from('kept')]), { prefix: 'sweep/' });
     const tmp = join(root, 'tmp');
@@ -203,6 +207,26 @@ for (const backend of databaseBackends()) {
     await runMigrations(db, coreMigrations);
     const store = new SqlBlobStore(db);
     blobContract(t, store);
+
+    t.test('a put within a transaction commits with it, and vanishes when it rolls back', async (t) => {
+      // On PGlite a query outside the open transaction would wait for it: a put here proves it goes through tx.
+      const committed = await db.transaction(async (tx) => {
+        const info = await store.within(tx).put(pieces(Buffer.from('kept with the row')), { prefix: 'within/' });
+        t.ok((await readAll((await store.within(tx).get(info.key))!.stream)).equals(Buffer.from('kept with the row')), 'readable inside tx');
+        return info;
+      });
+      t.same(await store.head(committed.key), committed, 'visible once committed');
+      let rolledBack = '';
+      await t.rejects(
+        db.transaction(async (tx) => {
+          rolledBack = (await store.within(tx).put(pieces(randomBytes(300_000)), { prefix: 'within/' })).key;
+          throw new Error('the caller fails');
+        }),
+        /the caller fails/,
+      );
+      t.equal(await store.head(rolledBack), null, 'gone with the rollback');
+      t.same((await db.query('SELECT 1 FROM blob_chunks WHERE blob_key = $1', [rolledBack])).rows, [], 'chunks too');
+    });
 
     t.test('the sweep deletes the rows a crashed put left over a day ago, and nothing else', async (t) => {
       const whole = await store.put(Readable.from([Buffer.from('kept')]), { prefix: 'sweep/' });

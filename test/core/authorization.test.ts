@@ -382,6 +382,21 @@ t.test("a record of the whole organisation is reached only by owners', admins' s
   }
 });
 
+t.test("keyOwnProjectOnly keeps a key (or connector) with projects:write to its own project's records, with 404 or the declared code; sessions are not kept", async (t) => {
+  const confined = (keyOwnProjectOnly: ResourceDeclaration['keyOwnProjectOnly']) => operation({ resource: { ...recordInPath('write'), keyOwnProjectOnly } });
+  const missing = { status: 404, code: 'webhook_not_found', param: 'id' };
+  t.same(await refusal(keyCredential('B', SCOPES), confined(true), onRecord('record-of-A')), missing, "a key of B holding projects:write, A's record");
+  t.same(await refusal(keyCredential('A', SCOPES), confined(true), onRecord('record-of-org')), missing, "a key holding projects:write, the organisation's record");
+  t.same(await refusal(connector('B', 'owner', 'owner', [...SCOPES]), confined(true), onRecord('record-of-A')), missing, 'a connector of B');
+  t.same(
+    await refusal(keyCredential('B', SCOPES), confined({ code: 'cross_project', message: 'own project only' }), onRecord('record-of-A')),
+    { status: 403, code: 'cross_project', param: 'id' },
+    'the declared code',
+  );
+  t.equal(await refusal(keyCredential('A', SCOPES), confined(true), onRecord('record-of-A')), null, 'its own project’s record');
+  t.equal(await refusal(session('owner'), confined(true), onRecord('record-of-B')), null, "an owner's session reaches every project's");
+});
+
 t.test('authorizedRecord throws when the operation declared no record of that kind', async (t) => {
   t.throws(() => authorizedRecord({ resources: [] }, recordKind), /no webhook endpoint resource/);
 });

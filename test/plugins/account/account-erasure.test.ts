@@ -85,8 +85,8 @@ interface Member {
 /**
  * What an organisation does with every feature: a webhook endpoint (created first, so the key's
  * creation is delivered to it), keys and calls, a top-up, a guardrail rule, onboarding answers, an
- * invitation, a support request with a file, a connector's grant with its tokens; the audit log
- * records the writes.
+ * invitation, a support request with a file, a /v1 file, a connector's grant with its tokens; the
+ * audit log records the writes.
  */
 async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverUrl: string, tag: string) {
   const { token } = who;
@@ -104,6 +104,9 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   t.equal(details.statusCode, 200);
   const support = await postForm(test, '/client/support/requests', { subject: `${tag} invoice`, message: 'Wrong company name', attachments: [{ bytes: png, filename: 'a.png' }] }, token);
   t.equal(support.statusCode, 201, support.body);
+  const batchInput = `${JSON.stringify({ custom_id: tag, method: 'POST', url: '/v1/chat/completions', body: { model: 'mock-small', messages: [] } })}\n`;
+  const file = await postForm(test, '/v1/files', { purpose: 'batch', file: { bytes: Buffer.from(batchInput), filename: 'in.jsonl' } }, key);
+  t.equal(file.statusCode, 200, file.body);
 
   const db = databaseOf(test);
   const oauth = new OAuthStore(db);
@@ -134,6 +137,7 @@ async function dependentRows(test: AccountApp, made: Awaited<ReturnType<typeof u
     'signing secrets': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'webhook' AND owner_id = $1", [made.webhookId]),
     'support messages': await count('SELECT count(*) AS n FROM support_messages WHERE request_id = $1', [made.supportRequestId]),
     'attachment files': (await blobs.list(`support/${organizationId}/`)).length,
+    'file contents': (await blobs.list(`files/${organizationId}/`)).length,
     'connector tokens': await count('SELECT count(*) AS n FROM oauth_tokens WHERE grant_id = $1', [made.grantId]),
     'connector codes': await count('SELECT count(*) AS n FROM oauth_codes WHERE grant_id = $1', [made.grantId]),
   };
@@ -189,6 +193,7 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     'support requests': 1,
     'webhook endpoints': 1,
     'connector grants': 1,
+    files: 1,
   });
   t.ok(done.result.erased['webhook deliveries'] >= 1, 'the deliveries were counted');
   t.equal((await db.query('SELECT 1 FROM long_running_operations WHERE id = $1', [cancelled.id])).rows.length, 0, 'the cancelled deletion went');
