@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { InferenceAdmission } from '../../core/gateway/inference-admission.ts';
-import { authorizedRecord, type RecordKind } from '../../core/identity/authorization.ts';
+import { type Access, authorizedRecord, type RecordKind, type RouteResourceDeclaration } from '../../core/identity/authorization.ts';
 import type { KeyCredential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { actorOf } from '../../core/operations/operation-events.ts';
@@ -12,14 +12,13 @@ import type { Batch } from './batch-store.ts';
 import { stopBatch, type StopDeps } from './batch-stops.ts';
 import { type SubmissionDeps, submitBatch } from './batch-submission.ts';
 import { batchObject } from './batch-view.ts';
+import { BATCH_ENDPOINTS } from '../files/batch-lines.ts';
 
 export interface BatchRouteDeps extends SubmissionDeps, StopDeps {
   batchKind: RecordKind<Batch>;
   admission: InferenceAdmission;
 }
 
-/** The endpoints a batch may call: JSON, non-streaming gateway calls. */
-export const BATCH_ENDPOINTS = ['/v1/chat/completions', '/v1/embeddings', '/v1/responses'] as const;
 
 const createBody = z.strictObject({
   input_file_id: z.string().min(1).max(100),
@@ -47,10 +46,14 @@ const ENDED = new Set(['completed', 'cancelled', 'expired', 'failed']);
 export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps): void {
   const { batchKind, files } = deps;
   const keyOf = (request: FastifyRequest) => request.credential as KeyCredential;
-  const route = (resource?: object) => ({ config: { auth: { scope: 'inference' as const, ...(resource ? { resource } : {}) }, surface: 'v1' as const } });
+  // Keys reach only their own project's batches and files, even holding projects:write (as /v1/files).
+  const record = (kind: RecordKind<unknown>, access: Access, location: 'path' | 'body', field: string): RouteResourceDeclaration =>
+    location === 'path' ? { kind, access, in: 'path', field, keyOwnProjectOnly: true } : { kind, access, in: 'body', field, keyOwnProjectOnly: true };
+  const route = (resource?: RouteResourceDeclaration) => ({ config: { auth: { scope: 'inference' as const, ...(resource ? { resource } : {}) }, surface: 'v1' as const } });
+  const byId = (access: Access) => route(record(batchKind, access, 'path', 'id'));
   const batchOf = (request: FastifyRequest) => authorizedRecord(request.authorization!, batchKind).record;
 
-  app.post('/v1/batches', route({ kind: files.kind, access: 'write', in: 'body', field: 'input_file_id' }), async (request, reply) => {
+  app.post('/v1/batches', route(record(files.kind, 'write', 'body', 'input_file_id')), async (request, reply) => {
     const body = parseInput(createBody, request.body, 'body');
     const file = authorizedRecord(request.authorization!, files.kind).record as StoredFile;
     const batch = await submitBatch(deps, keyOf(request), file, {
@@ -67,13 +70,13 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     return { object: 'list', data: batches.map(batchObject), first_id: batches[0]?.id ?? null, last_id: batches.at(-1)?.id ?? null, has_more: hasMore };
   });
 
-  app.get('/v1/batches/:id', route({ kind: batchKind, access: 'read', in: 'path', field: 'id' }), async (request, reply) => {
+  app.get('/v1/batches/:id', byId('read'), async (request, reply) => {
     // The polling endpoint spends the request-rate allowance, as inference does (the spec's Limits).
     const headers = await deps.admission.chargeRequest(keyOf(request));
     return reply.headers(headers).send(batchObject(batchOf(request)));
   });
 
-  app.post('/v1/batches/:id/cancel', route({ kind: batchKind, access: 'write', in: 'path', field: 'id' }), async (request) => {
+  app.post('/v1/batches/:id/cancel', byId('write'), async (request) => {
     const batch = batchOf(request);
     if (batch.status === 'cancelling') return batchObject(batch);
     if (batch.status !== 'in_progress') throw new ApiError('batch_not_cancellable', `Batch ${batch.id} is ${batch.status}; only a batch in progress can be cancelled`);
@@ -82,7 +85,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
     return batchObject(stopped ?? (await deps.store.get(batch.id)) ?? batch);
   });
 
-  app.get('/v1/batches/:id/content', route({ kind: batchKind, access: 'read', in: 'path', field: 'id' }), async (request, reply) => {
+  app.get('/v1/batches/:id/content', byId('read'), async (request, reply) => {
     const batch = batchOf(request);
     if (!ENDED.has(batch.status)) throw new ApiError('batch_not_finished', `Batch ${batch.id} is ${batch.status}; its output exists once it has ended`);
     const file = batch.outputFileId === null ? null : await files.get(batch.organizationId, batch.outputFileId);

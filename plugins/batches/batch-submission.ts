@@ -1,6 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { createInterface } from 'node:readline';
-import { Readable } from 'node:stream';
 import type { DomainEvents } from '../../core/events/domain-events.ts';
 import type { GatewayCalls } from '../../core/gateway/gateway-calls.ts';
 import type { HeldCall, SpendHolds } from '../../core/gateway/spend-holds.ts';
@@ -9,6 +7,7 @@ import { ApiError } from '../../core/kernel/errors.ts';
 import type { JobQueue } from '../../core/jobs/job-queue.ts';
 import type { Database, Transaction } from '../../core/ports/database.ts';
 import type { GatewayFiles, StoredFile } from '../../core/ports/files.ts';
+import { readBatchLines } from '../files/batch-lines.ts';
 import { actorOf } from '../../core/operations/operation-events.ts';
 import { type BatchesConfig, COMPLETION_WINDOWS, type CompletionWindow } from './batch-config.ts';
 import type { Batch, BatchStore, NewLine } from './batch-store.ts';
@@ -27,6 +26,8 @@ export interface SubmissionDeps {
   events: DomainEvents;
   clock: () => Date;
   config: BatchesConfig;
+  /** The longest line of an input file: a line is a request body (`server.bodyLimitBytes`). */
+  maxLineBytes: number;
 }
 
 export interface BatchRequest {
@@ -78,30 +79,31 @@ export async function submitBatch(deps: SubmissionDeps, credential: KeyCredentia
 async function checkLines(deps: SubmissionDeps, credential: KeyCredential, file: StoredFile, endpoint: string): Promise<{ lines: NewLine[]; calls: HeldCall[] }> {
   const lines: NewLine[] = [];
   const calls: HeldCall[] = [];
-  const input = createInterface({ input: Readable.from(await deps.files.open(file)), crlfDelay: Number.POSITIVE_INFINITY });
-  let number = 0;
-  for await (const text of input) {
-    number += 1;
-    if (text.trim() === '') continue;
-    if (lines.length === deps.config.maxLines) throw invalid(`The file has more than ${deps.config.maxLines} lines, the most one batch may hold`);
-    // The file was checked at upload (plugins/files): each line is an object with a custom_id, a url and a body.
-    const parsed = JSON.parse(text) as { custom_id: string; url: string; body: unknown };
-    if (parsed.url !== endpoint) throw invalid(`Line ${number} (custom_id '${parsed.custom_id}') calls ${parsed.url}; every line of this batch must call ${endpoint}`);
-    let checked: Awaited<ReturnType<GatewayCalls['check']>>;
-    try {
-      checked = await deps.gateway.check(credential, { endpoint, body: parsed.body });
-    } catch (error) {
-      if (!(error instanceof ApiError) || error.status >= 500) throw error;
-      const where = error.param ? ` at body.${error.param}` : '';
-      throw invalid(`Line ${number} (custom_id '${parsed.custom_id}')${where}: ${error.message}`);
+  const requests = readBatchLines(await deps.files.open(file), { maxLineBytes: deps.maxLineBytes, maxRequests: deps.config.maxLines });
+  try {
+    for await (const request of requests) {
+      const { lineNumber: number, customId, url, body } = request;
+      const line = `Line ${number} (custom_id '${customId}')`;
+      if (url !== endpoint) throw invalid(`${line} calls ${url}; every line of this batch must call ${endpoint}`);
+      let checked: Awaited<ReturnType<GatewayCalls['check']>>;
+      try {
+        checked = await deps.gateway.check(credential, { endpoint, body });
+      } catch (error) {
+        if (!(error instanceof ApiError) || error.status >= 500) throw error;
+        const where = error.param ? ` at body.${error.param}` : '';
+        throw invalid(`${line}${where}: ${error.message}`);
+      }
+      if (!checked.batch) {
+        const message = `${line}: model ${checked.model} does not accept batches (svc_batch is false)`;
+        throw new ApiError('model_not_batchable', message, { param: 'input_file_id' });
+      }
+      lines.push({ line: number, customId, body });
+      calls.push({ model: checked.model, ...checked.estimate });
     }
-    if (!checked.batch) {
-      throw new ApiError('model_not_batchable', `Line ${number} (custom_id '${parsed.custom_id}'): model ${checked.model} does not accept batches (svc_batch is false)`, {
-        param: 'input_file_id',
-      });
-    }
-    lines.push({ line: number, customId: parsed.custom_id, body: parsed.body });
-    calls.push({ model: checked.model, ...checked.estimate });
+  } catch (error) {
+    // The file was checked at upload; what fails here is a limit of batches (maxLines) or a newer rule.
+    if (error instanceof ApiError && error.catalogued === 'invalid_batch_file') throw invalid(error.message);
+    throw error;
   }
   if (lines.length === 0) throw invalid(`File ${file.id} holds no requests`);
   return { lines, calls };

@@ -56,6 +56,7 @@ function depsOf(ctx: PluginContext<BatchesConfig>) {
     keyCredential: (keyId: string) => authenticator.keyCredentialById(keyId),
     clock: container.resolve(Tokens.Clock),
     config,
+    maxLineBytes: ctx.appConfig.server.bodyLimitBytes,
   };
 }
 

@@ -187,9 +187,8 @@ t.test('a revoked key stops its batch: failed, the lines not yet run never run',
   const revoked = await gateway.test.call('DELETE', `/client/keys/${keyId}`, { token: gateway.test.ownerToken });
   t.equal(revoked.statusCode, 200);
   release();
-  const ended = await untilEnded(gateway, id, gateway.client).catch(async () => null);
-  // The key is revoked: read the batch as the owner's project key would (same project).
-  const batch = ended ?? (await gateway.client.batches.retrieve(id));
+  // The key is revoked: read the batch with another key of the project.
+  const batch = await untilEnded(gateway, id, gateway.client);
   t.equal(batch.status, 'failed');
   t.equal(batch.errors?.data?.[0]?.code, 'key_revoked');
   t.equal(gateway.primary.requests.length, 1, 'only the line already running was sent');
@@ -199,20 +198,26 @@ t.test('a revoked key stops its batch: failed, the lines not yet run never run',
 t.test('a batch past its completion window expires: lines that ran are in the output, the rest never ran', async (t) => {
   const clock = testClock();
   const gateway = await batchGateway(t, { clock, batches: { lineConcurrency: 1, perOrganizationConcurrency: 1 } });
-  let release!: () => void;
-  gateway.primary.enqueue({ kind: 'reply', holdUntil: new Promise<void>((resolve) => (release = resolve)) });
+  // The first line is answered; the others are told to come back in an hour, and wait for it.
+  const overloaded = { kind: 'status', status: 429, retryAfter: '3600' } as const;
+  gateway.primary.enqueue({ kind: 'reply' }, overloaded, overloaded, overloaded);
   const id = (await gateway.client.batches.create({ input_file_id: await uploadLines(gateway, lines(4)), endpoint: '/v1/chat/completions', completion_window: '24h' })).id;
-  await gateway.primary.arrived(1);
-  clock.advance(24 * 3_600_000 + 1);
-  release();
-  const ended = await untilEnded(gateway, id);
+  await gateway.primary.arrived(4);
+  await gateway.test.app.svc.workers.runUntilIdle();
+  clock.advance(24 * 3_600_000);
+  const ended = await untilEnded(gateway, id, gateway.client, clock);
   t.equal(ended.status, 'expired');
   t.ok(ended.expired_at);
   t.same(ended.request_counts, { total: 4, completed: 1, failed: 0 });
+  t.equal(gateway.primary.requests.length, 4, 'no line started after the window closed');
   const never = await fileLines(gateway, ended.error_file_id!);
   t.same(
-    never.map((line) => line.error.code),
-    ['batch_expired', 'batch_expired', 'batch_expired'],
+    never.map((line) => [line.custom_id, line.error.code]),
+    [
+      ['line-2', 'batch_expired'],
+      ['line-3', 'batch_expired'],
+      ['line-4', 'batch_expired'],
+    ],
   );
 });
 
