@@ -20,7 +20,8 @@ export interface BatchRouteDeps extends SubmissionDeps, StopDeps {
 }
 
 
-const createBody = z.strictObject({
+/** `POST /v1/batches`: OpenAI's fields. */
+export const batchCreateRequest = z.strictObject({
   input_file_id: z.string().min(1).max(100),
   endpoint: z.enum(BATCH_ENDPOINTS),
   completion_window: z.enum(Object.keys(COMPLETION_WINDOWS) as [CompletionWindow, ...CompletionWindow[]]),
@@ -32,7 +33,11 @@ const createBody = z.strictObject({
     .optional(),
 });
 
-const listQuery = z.strictObject({
+/** Cancel takes no body; one sent must be empty (unknown fields are named). */
+const noBody = z.strictObject({});
+
+/** `GET /v1/batches`: OpenAI's paging. */
+export const batchListQuery = z.strictObject({
   after: z.string().min(1).max(100).optional(),
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
@@ -54,7 +59,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
   const batchOf = (request: FastifyRequest) => authorizedRecord(request.authorization!, batchKind).record;
 
   app.post('/v1/batches', route(record(files.kind, 'write', 'body', 'input_file_id')), async (request, reply) => {
-    const body = parseInput(createBody, request.body, 'body');
+    const body = parseInput(batchCreateRequest, request.body, 'body');
     const file = authorizedRecord(request.authorization!, files.kind).record as StoredFile;
     const batch = await submitBatch(deps, keyOf(request), file, {
       endpoint: body.endpoint,
@@ -65,7 +70,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
   });
 
   app.get('/v1/batches', route(), async (request) => {
-    const query = parseInput(listQuery, request.query, 'query');
+    const query = parseInput(batchListQuery, request.query, 'query');
     const { batches, hasMore } = await deps.store.list(keyOf(request).projectId, query);
     return { object: 'list', data: batches.map(batchObject), first_id: batches[0]?.id ?? null, last_id: batches.at(-1)?.id ?? null, has_more: hasMore };
   });
@@ -77,6 +82,7 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
   });
 
   app.post('/v1/batches/:id/cancel', byId('write'), async (request) => {
+    parseInput(noBody, request.body ?? {}, 'body');
     const batch = batchOf(request);
     if (batch.status === 'cancelling') return batchObject(batch);
     if (batch.status !== 'in_progress') throw new ApiError('batch_not_cancellable', `Batch ${batch.id} is ${batch.status}; only a batch in progress can be cancelled`);

@@ -12,6 +12,7 @@ import { connectorMcpClient, connectorToken, onAuthHost } from '../helpers/oauth
 import { fastDeriveKey } from '../helpers/people.ts';
 import { listeningBase, mcpClient, toolError } from '../helpers/mcp-client.ts';
 import { formBody } from '../helpers/multipart.ts';
+import { BatchStore } from '../../plugins/batches/batch-store.ts';
 import type { V1Route } from '../../core/http/v1-surface.ts';
 
 /**
@@ -377,7 +378,30 @@ const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
     if (response.statusCode !== 200) throw new Error(`file fixture: ${response.statusCode} ${response.body}`);
     return (response.json() as { id: string }).id;
   },
+  // A /v1 batch (plugins/batches) of project A. Stored as the plugin stores one: this app serves no
+  // model that takes batches, and what is checked here is who reaches the record.
+  batch: async () => {
+    const id = randomUUID();
+    const created = new Date();
+    await batchStore.insert(database, {
+      id,
+      organizationId: test.organizationId,
+      projectId: projectA,
+      keyId: randomUUID(),
+      endpoint: '/v1/chat/completions',
+      inputFileId: randomUUID(),
+      completionWindow: '24h',
+      metadata: null,
+      holdId: null,
+      total: 0,
+      createdAt: created,
+      expiresAt: new Date(created.getTime() + 86_400_000),
+    }, []);
+    return id;
+  },
 };
+const database = test.app.svc.container.resolve(Tokens.Database);
+const batchStore = new BatchStore(database);
 
 async function resourceOfA(declaration: ResourceDeclaration): Promise<string> {
   if (typeof declaration.kind === 'object') {
@@ -499,7 +523,10 @@ const v1Label = (route: V1Route, response: LightMyRequestResponse) => `${route.m
 const v1Resources = (route: V1Route): ResourceDeclaration[] => (route.auth ? [route.auth.resource ?? []].flat() : []) as ResourceDeclaration[];
 async function v1Request(route: V1Route, token: string | null, values: Record<string, string> = {}): Promise<LightMyRequestResponse> {
   const url = route.path.replace(/\{(\w+)\}/g, (_m, name: string) => encodeURIComponent(values[name] ?? randomUUID()));
-  return test.call(route.method, url, { token });
+  // A resource named in the body (a batch's input file) is sent there.
+  const inBody = v1Resources(route).filter((declaration) => declaration.in === 'body');
+  const body = inBody.length > 0 ? Object.fromEntries(inBody.map((declaration) => [declaration.field, values[declaration.field] ?? randomUUID()])) : undefined;
+  return test.call(route.method, url, { token, ...(body ? { body } : {}) });
 }
 /** The code of a refusal: the envelope's, or for a route speaking Anthropic's API (its own error shape, no code) its error type. */
 const v1Refusal = (response: LightMyRequestResponse) => envelopeCode(response) ?? (response.json() as { error?: { type?: string } }).error?.type;

@@ -5,7 +5,7 @@ import { allPlugins, buildTestApp, type TapLike, type TestApp } from '../../help
 import { TEST_PRICES } from '../../helpers/gateway.ts';
 
 /**
- * Every plugin, with the offline mock as `mock-small` ($1/M input, $2/M output tokens) and no job
+ * Every plugin, with the offline mock as `mock-small` ($1/M input, $2/M output tokens, batches too) and no job
  * worker of its own (role api): a test runs due jobs with `runJobs()`, so a deletion runs exactly
  * when the test says.
  */
@@ -32,7 +32,7 @@ export async function accountApp(
     plugins: {
       ...allPlugins(),
       account: options.account ?? {},
-      inference: { providers: { mock: { type: 'mock' } }, models: { 'mock-small': { routes: [{ provider: 'mock', model: 'mock-small' }], prices: TEST_PRICES } } },
+      inference: { providers: { mock: { type: 'mock' } }, models: { 'mock-small': { routes: [{ provider: 'mock', model: 'mock-small' }], prices: TEST_PRICES, batch: true } } },
     },
     config: {
       server: { role: 'api' },

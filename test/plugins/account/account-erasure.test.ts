@@ -85,7 +85,7 @@ interface Member {
 /**
  * What an organisation does with every feature: a webhook endpoint (created first, so the key's
  * creation is delivered to it), keys and calls, a top-up, a guardrail rule, onboarding answers, an
- * invitation, a support request with a file, a /v1 file, a connector's grant with its tokens; the
+ * invitation, a support request with a file, a /v1 file and a batch of it, a connector's grant with its tokens; the
  * audit log records the writes.
  */
 async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverUrl: string, tag: string) {
@@ -104,9 +104,13 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   t.equal(details.statusCode, 200);
   const support = await postForm(test, '/client/support/requests', { subject: `${tag} invoice`, message: 'Wrong company name', attachments: [{ bytes: png, filename: 'a.png' }] }, token);
   t.equal(support.statusCode, 201, support.body);
-  const batchInput = `${JSON.stringify({ custom_id: tag, method: 'POST', url: '/v1/chat/completions', body: { model: 'mock-small', messages: [] } })}\n`;
+  const body = { model: 'mock-small', messages: [{ role: 'user', content: `${tag} batch line` }] };
+  const batchInput = `${JSON.stringify({ custom_id: tag, method: 'POST', url: '/v1/chat/completions', body })}\n`;
   const file = await postForm(test, '/v1/files', { purpose: 'batch', file: { bytes: Buffer.from(batchInput), filename: 'in.jsonl' } }, key);
   t.equal(file.statusCode, 200, file.body);
+  // Its worst case is held (spend_holds) until it runs: it never does here, the app runs no worker.
+  const batch = await test.call('POST', '/v1/batches', { token: key, body: { input_file_id: file.json().id, endpoint: '/v1/chat/completions', completion_window: '24h' } });
+  t.equal(batch.statusCode, 200, batch.body);
 
   const db = databaseOf(test);
   const oauth = new OAuthStore(db);
@@ -193,7 +197,9 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     'support requests': 1,
     'webhook endpoints': 1,
     'connector grants': 1,
-    files: 1,
+    // The batch's input and, once the jobs before the deletion ran it, its output file.
+    files: 2,
+    batches: 1,
   });
   t.ok(done.result.erased['webhook deliveries'] >= 1, 'the deliveries were counted');
   t.equal((await db.query('SELECT 1 FROM long_running_operations WHERE id = $1', [cancelled.id])).rows.length, 0, 'the cancelled deletion went');

@@ -136,7 +136,7 @@ t.test('400s name the parameter at fault', async (t) => {
   });
 });
 
-t.test('GET /v1 lists the endpoints mounted, embeddings included', async (t) => {
+t.test('GET /v1 lists the endpoints mounted, embeddings included (and those of the files and batches plugins)', async (t) => {
   const listed = await fetch(`${gw.url}/v1`, { headers: { authorization: `Bearer ${gw.key}` } });
   const { endpoints } = (await listed.json()) as { endpoints: string[] };
   t.same(
@@ -152,6 +152,16 @@ t.test('GET /v1 lists the endpoints mounted, embeddings included', async (t) => 
       'POST /v1/audio/transcriptions',
       'POST /v1/messages',
       'POST /v1/evaluate',
+      'POST /v1/files',
+      'GET /v1/files',
+      'GET /v1/files/{id}',
+      'DELETE /v1/files/{id}',
+      'GET /v1/files/{id}/content',
+      'POST /v1/batches',
+      'GET /v1/batches',
+      'GET /v1/batches/{id}',
+      'POST /v1/batches/{id}/cancel',
+      'GET /v1/batches/{id}/content',
     ].sort(),
   );
 });
