@@ -45,14 +45,7 @@ export async function finalizeBatch(deps: FinalizerDeps, job: Job<{ batchId: str
 }
 
 /** One of the batch's files, in OpenAI's batch output format, line by line in input order. */
-async function writeFile(
-  deps: FinalizerDeps,
-  tx: Transaction,
-  batch: Batch,
-  outcome: BatchOutcome,
-  kind: 'output' | 'error',
-  belongs: (line: BatchLine) => boolean,
-): Promise<StoredFile> {
+async function writeFile(deps: FinalizerDeps, tx: Transaction, batch: Batch, outcome: BatchOutcome, kind: 'output' | 'error', belongs: (line: BatchLine) => boolean): Promise<StoredFile> {
   const { store } = deps;
   async function* content(): AsyncGenerator<Uint8Array> {
     for await (const line of store.lines(batch.id, 1_000, tx)) {

@@ -6,6 +6,7 @@ import type { KeyCredential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { actorOf } from '../../core/operations/operation-events.ts';
 import { parseInput } from '../../core/operations/operations.ts';
+import { resourceId } from '../../core/vocabulary/ids.ts';
 import type { StoredFile } from '../../core/ports/files.ts';
 import { COMPLETION_WINDOWS, type CompletionWindow } from './batch-config.ts';
 import type { Batch } from './batch-store.ts';
@@ -18,7 +19,6 @@ export interface BatchRouteDeps extends SubmissionDeps, StopDeps {
   batchKind: RecordKind<Batch>;
   admission: InferenceAdmission;
 }
-
 
 /** `POST /v1/batches`: OpenAI's fields. */
 export const batchCreateRequest = z.strictObject({
@@ -38,7 +38,7 @@ const noBody = z.strictObject({});
 
 /** `GET /v1/batches`: OpenAI's paging. */
 export const batchListQuery = z.strictObject({
-  after: z.string().min(1).max(100).optional(),
+  after: resourceId.optional().describe('The id of the last batch of the previous page'),
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
 

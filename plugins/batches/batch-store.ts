@@ -223,10 +223,11 @@ export class BatchStore {
       [batchId, line, result.succeeded ? 'succeeded' : 'failed', result.statusCode, JSON.stringify({ requestId: result.requestId, body: result.body })],
     );
     if (updated.rowCount !== 1) return null;
-    const counted = await tx.query(
-      `UPDATE batches SET completed = completed + $2, failed = failed + $3 WHERE id = $1 RETURNING ${COLUMNS}`,
-      [batchId, result.succeeded ? 1 : 0, result.succeeded ? 0 : 1],
-    );
+    const counted = await tx.query(`UPDATE batches SET completed = completed + $2, failed = failed + $3 WHERE id = $1 RETURNING ${COLUMNS}`, [
+      batchId,
+      result.succeeded ? 1 : 0,
+      result.succeeded ? 0 : 1,
+    ]);
     return counted.rows[0] ? toBatch(counted.rows[0]) : null;
   }
 
@@ -250,10 +251,7 @@ export class BatchStore {
    * started earlier is a run that died or hung past its timeout: it will never be recorded.
    */
   async running(batchId: string, since: Date): Promise<number> {
-    const result = await this.db.query(
-      `SELECT count(*)::int AS n FROM batch_lines WHERE batch_id = $1 AND state = 'running' AND started_at > $2`,
-      [batchId, since],
-    );
+    const result = await this.db.query(`SELECT count(*)::int AS n FROM batch_lines WHERE batch_id = $1 AND state = 'running' AND started_at > $2`, [batchId, since]);
     return Number(result.rows[0]?.n ?? 0);
   }
 
@@ -261,10 +259,11 @@ export class BatchStore {
   async *lines(batchId: string, size = 1_000, db: Queryable = this.db): AsyncGenerator<BatchLine> {
     let after = 0;
     for (;;) {
-      const result = await db.query(
-        'SELECT line, custom_id, body, state, status_code, response FROM batch_lines WHERE batch_id = $1 AND line > $2 ORDER BY line LIMIT $3',
-        [batchId, after, size],
-      );
+      const result = await db.query('SELECT line, custom_id, body, state, status_code, response FROM batch_lines WHERE batch_id = $1 AND line > $2 ORDER BY line LIMIT $3', [
+        batchId,
+        after,
+        size,
+      ]);
       for (const row of result.rows) yield toLine(row);
       if (result.rows.length < size) return;
       after = Number(result.rows[result.rows.length - 1]!.line);

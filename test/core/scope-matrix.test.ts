@@ -362,7 +362,7 @@ t.test("operations reserved to owners and admins refuse a member's session with 
   }
 });
 
-const ACCESS_REFUSALS = ['project_not_found', 'key_not_found', 'webhook_not_found', 'file_not_found', 'cross_project', 'key_cannot_move_key', 'project_role_insufficient'];
+const ACCESS_REFUSALS = ['project_not_found', 'key_not_found', 'webhook_not_found', 'file_not_found', 'batch_not_found', 'cross_project', 'key_cannot_move_key', 'project_role_insufficient'];
 
 /** A record of each kind plugins declare (core/identity/authorization.ts RecordKind), made in project A by its owner (an .invalid name never resolves, so nothing is sent anywhere). */
 const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
@@ -383,20 +383,26 @@ const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
   batch: async () => {
     const id = randomUUID();
     const created = new Date();
-    await batchStore.insert(database, {
-      id,
-      organizationId: test.organizationId,
-      projectId: projectA,
-      keyId: randomUUID(),
-      endpoint: '/v1/chat/completions',
-      inputFileId: randomUUID(),
-      completionWindow: '24h',
-      metadata: null,
-      holdId: null,
-      total: 0,
-      createdAt: created,
-      expiresAt: new Date(created.getTime() + 86_400_000),
-    }, []);
+    await batchStore.insert(
+      database,
+      {
+        id,
+        organizationId: test.organizationId,
+        projectId: projectA,
+        keyId: randomUUID(),
+        endpoint: '/v1/chat/completions',
+        inputFileId: randomUUID(),
+        completionWindow: '24h',
+        metadata: null,
+        holdId: null,
+        total: 0,
+        createdAt: created,
+        expiresAt: new Date(created.getTime() + 86_400_000),
+      },
+      [],
+    );
+    // Ended, so every route of it has something to answer (its content, a cancel refused as too late).
+    await database.query(`UPDATE batches SET status = 'completed', completed_at = $2 WHERE id = $1`, [id, created]);
     return id;
   },
 };

@@ -104,7 +104,9 @@ plugins:
   );
   const organizationId = rows.rows[0]!.organization_id;
   const all = await db.query<{ micros: bigint }>('SELECT coalesce(sum(cost_micros), 0)::bigint AS micros FROM request_logs WHERE organization_id = $1', [organizationId]);
-  const charged = await db.query<{ micros: bigint }>("SELECT coalesce(-sum(amount_micros), 0)::bigint AS micros FROM credit_ledger WHERE organization_id = $1 AND kind = 'ai_usage'", [organizationId]);
+  const charged = await db.query<{ micros: bigint }>("SELECT coalesce(-sum(amount_micros), 0)::bigint AS micros FROM credit_ledger WHERE organization_id = $1 AND kind = 'ai_usage'", [
+    organizationId,
+  ]);
   t.equal(charged.rows[0]?.micros, all.rows[0]?.micros, "the ledger's usage lines equal the sum of the lines' costs");
   const balance = await db.query<{ balance_micros: bigint }>('SELECT balance_micros FROM credit_balances WHERE organization_id = $1', [organizationId]);
   t.equal(balance.rows[0]?.balance_micros, usdToMicros(OPENING_CREDIT_USD) - all.rows[0]!.micros, 'balance = opening credit − the lines’ costs');

@@ -72,7 +72,10 @@ t.test('a 1,000-line batch completes with exact counts, one output line per inpu
 t.test('a line that answers 4xx is a failed line in the error file; the batch still completes', async (t) => {
   const gateway = await batchGateway(t);
   gateway.primary.enqueue({ kind: 'status', status: 400, message: 'the upstream refused this one' });
-  const ended = await untilEnded(gateway, (await gateway.client.batches.create({ input_file_id: await uploadLines(gateway, lines(2)), endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
+  const ended = await untilEnded(
+    gateway,
+    (await gateway.client.batches.create({ input_file_id: await uploadLines(gateway, lines(2)), endpoint: '/v1/chat/completions', completion_window: '24h' })).id,
+  );
   t.equal(ended.status, 'completed');
   t.same(ended.request_counts, { total: 2, completed: 1, failed: 1 });
   const errors = await fileLines(gateway, ended.error_file_id!);
@@ -230,7 +233,10 @@ t.test('every line is checked at submission: a bad line answers 400 naming it, a
     ['an unknown model', [chatLine('a', 'no-such-model')], 'batch_input_invalid', /Line 1/],
   ];
   for (const [what, input, code, message] of cases) {
-    const answer = await gateway.test.call('POST', '/v1/batches', { token: gateway.key, body: { input_file_id: await uploadLines(gateway, input), endpoint: '/v1/chat/completions', completion_window: '24h' } });
+    const answer = await gateway.test.call('POST', '/v1/batches', {
+      token: gateway.key,
+      body: { input_file_id: await uploadLines(gateway, input), endpoint: '/v1/chat/completions', completion_window: '24h' },
+    });
     t.equal(answer.statusCode, 400, what);
     t.equal(answer.json().error.code, code, what);
     t.match(answer.json().error.message, message, what);
@@ -250,7 +256,10 @@ t.test('a file uploaded for another purpose is not a batch input', async (t) => 
 t.test('unknown fields and unknown completion windows are refused naming them', async (t) => {
   const gateway = await batchGateway(t);
   const inputFileId = await uploadLines(gateway, lines(1));
-  const extra = await gateway.test.call('POST', '/v1/batches', { token: gateway.key, body: { input_file_id: inputFileId, endpoint: '/v1/chat/completions', completion_window: '24h', priority: 1 } });
+  const extra = await gateway.test.call('POST', '/v1/batches', {
+    token: gateway.key,
+    body: { input_file_id: inputFileId, endpoint: '/v1/chat/completions', completion_window: '24h', priority: 1 },
+  });
   t.equal(extra.statusCode, 400);
   t.equal(extra.json().error.param, 'priority');
   const window = await gateway.test.call('POST', '/v1/batches', { token: gateway.key, body: { input_file_id: inputFileId, endpoint: '/v1/chat/completions', completion_window: '1h' } });
@@ -267,4 +276,28 @@ t.test('batch state changes are domain events', async (t) => {
     events.rows.map((row) => row.type),
     ['batch.created', 'batch.completed'],
   );
+});
+
+t.test("GET /v1/batches pages newest first with OpenAI's after and has_more; a malformed after is a 400", async (t) => {
+  const gateway = await batchGateway(t);
+  const ids: string[] = [];
+  for (let i = 0; i < 3; i += 1) {
+    ids.push((await gateway.client.batches.create({ input_file_id: await uploadLines(gateway, lines(1)), endpoint: '/v1/chat/completions', completion_window: '24h' })).id);
+  }
+  const first = (await gateway.test.call('GET', '/v1/batches?limit=2', { token: gateway.key })).json();
+  t.same(
+    first.data.map((batch: { id: string }) => batch.id),
+    [ids[2], ids[1]],
+  );
+  t.equal(first.has_more, true);
+  t.equal(first.last_id, ids[1]);
+  const second = (await gateway.test.call('GET', `/v1/batches?limit=2&after=${first.last_id}`, { token: gateway.key })).json();
+  t.same(
+    second.data.map((batch: { id: string }) => batch.id),
+    [ids[0]],
+  );
+  t.equal(second.has_more, false);
+  const malformed = await gateway.test.call('GET', '/v1/batches?after=batch_abc', { token: gateway.key });
+  t.equal(malformed.statusCode, 400);
+  t.equal(malformed.json().error.param, 'after');
 });
