@@ -29,9 +29,12 @@ export const GROUPS = {
     mutate: ['plugins/metering/billing-journal.ts'],
     testFiles: ['test/plugins/metering/billing-journal.test.ts'],
   },
+  // Two judges: governed-admission-ports.test.ts runs the class over in-memory stand-ins for its ports (no
+  // database, about a second per mutant) and checks its arithmetic exactly; governed-admission.test.ts runs
+  // it over PGlite's real stores (a few seconds more per mutant, for the mutants it reaches).
   'ledger-admission': {
     mutate: ['plugins/metering/governed-admission.ts'],
-    testFiles: ['test/plugins/metering/governed-admission.test.ts'],
+    testFiles: ['test/plugins/metering/governed-admission-ports.test.ts', 'test/plugins/metering/governed-admission.test.ts'],
   },
   'queue-definitions': {
     mutate: ['core/jobs/queue-definitions.ts', 'core/jobs/job-registry.ts'],
