@@ -16,6 +16,7 @@ import { registerBatchRoutes } from './batch-routes.ts';
 import { stopBatch } from './batch-stops.ts';
 import { type Batch, BatchStore } from './batch-store.ts';
 import { runLine } from './line-runner.ts';
+import { OrganizationTurns } from './organization-turns.ts';
 // Catalogues the codes and event types this plugin answers with and emits.
 import './batch-errors.ts';
 import './batch-events.ts';
@@ -77,9 +78,12 @@ export const batchesPlugin = definePlugin({
   },
   queues: (ctx) => {
     const deps = depsOf(ctx);
-    const { queues, holds } = deps;
+    const { queues, holds, config } = deps;
+    // One per process: lines waiting for their organisation's turn are woken by this process's lines
+    // ending. A turn outlives a dead worker by the line's timeout and a margin, then frees itself.
+    const turns = new OrganizationTurns(deps.coordination, config.perOrganizationConcurrency, config.lineTimeoutMs + 30_000);
     return [
-      queues.line.handle((job) => runLine(deps, job)),
+      queues.line.handle((job) => runLine({ ...deps, turns }, job)),
       queues.finalize.handle((job) => finalizeBatch(deps, job)),
       queues.releaseHold.handle(async (job) => {
         await holds?.release(job.payload.holdId);

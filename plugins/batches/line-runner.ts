@@ -1,4 +1,3 @@
-import type { Coordination } from '../../core/ports/coordination.ts';
 import type { DomainEvents } from '../../core/events/domain-events.ts';
 import type { GatewayCalls } from '../../core/gateway/gateway-calls.ts';
 import type { KeyCredential } from '../../core/identity/credential.ts';
@@ -11,6 +10,7 @@ import type { BatchStore } from './batch-store.ts';
 import { lineRequestId } from './batch-view.ts';
 import type { BatchQueues } from './batch-queues.ts';
 import { stopBatch, stopInTransaction } from './batch-stops.ts';
+import type { OrganizationTurns } from './organization-turns.ts';
 
 export interface LineRunnerDeps {
   database: Database;
@@ -18,7 +18,7 @@ export interface LineRunnerDeps {
   gateway: GatewayCalls;
   /** Rebuilds the batch key's credential, refused as its token would be now (core/identity/authenticator.ts). */
   keyCredential(keyId: string): Promise<KeyCredential>;
-  coordination: Coordination;
+  turns: OrganizationTurns;
   jobs: JobQueue;
   queues: BatchQueues;
   events: DomainEvents;
@@ -28,8 +28,8 @@ export interface LineRunnerDeps {
 
 /** Upstream answers worth another run: overloaded, rate limited, or failed on every route. */
 const RETRYABLE = new Set([408, 409, 429, 500, 502, 503, 504]);
-/** A full organisation's line waits about this long before asking again (jittered). */
-const TURN_WAIT_MS = 500;
+/** A line that found no turn is claimed again after about this long (jittered): its slot goes to other organisations meanwhile. */
+const TURN_WAIT_MS = 1_000;
 
 /**
  * One line of a batch: runs it through the gateway call path as the batch's key, against the batch's
@@ -63,10 +63,8 @@ export async function runLine(deps: LineRunnerDeps, job: Job<{ batchId: string; 
     await stopBatch(deps, batch, 'failed', { errors });
     return;
   }
-  const turn = `batches:running:${batch.organizationId}`;
-  const leaseTtlMs = deps.config.lineTimeoutMs + 30_000;
-  const lease = await deps.coordination.leases.acquire([{ key: turn, limit: deps.config.perOrganizationConcurrency }], job.id, leaseTtlMs);
-  if (!lease.acquired) {
+  if (!(await deps.turns.take(batch.organizationId, job.id, job.signal))) {
+    if (job.signal.aborted) throw job.signal.reason;
     throw new SnoozeJob(new Date(clock().getTime() + TURN_WAIT_MS + Math.floor(Math.random() * TURN_WAIT_MS)), 'the organisation runs as many batch lines as it may');
   }
   try {
@@ -97,7 +95,7 @@ export async function runLine(deps: LineRunnerDeps, job: Job<{ batchId: string; 
       if (counted && counted.completed + counted.failed === counted.total) await stopInTransaction(deps, tx, batchId, 'completed');
     });
   } finally {
-    await deps.coordination.leases.release([turn], job.id).catch(() => undefined);
+    await deps.turns.give(batch.organizationId, job.id);
   }
 }
 

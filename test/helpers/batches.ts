@@ -13,10 +13,14 @@ export const TEST_BATCHES = { holdReleaseDelayMs: 0, lineConcurrency: 4, perOrga
  * A listening gateway (test/helpers/gateway.ts) whose `solo` model takes batches and whose
  * `mock-small` does not; batches run by the app's own worker.
  */
-export function batchGateway(t: TapLike, options: { batches?: Record<string, unknown>; config?: TestAppOptions['config']; clock?: TestAppOptions['clock'] } = {}): Promise<Gateway> {
+export function batchGateway(
+  t: TapLike,
+  options: { batches?: Record<string, unknown>; config?: TestAppOptions['config']; clock?: TestAppOptions['clock']; logStream?: TestAppOptions['logStream'] } = {},
+): Promise<Gateway> {
   return startGateway(t, {
     config: options.config,
     clock: options.clock,
+    logStream: options.logStream,
     inferenceModels: { solo: { batch: true } },
     plugins: { batches: { ...TEST_BATCHES, ...options.batches } },
   });

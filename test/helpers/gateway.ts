@@ -34,6 +34,7 @@ export async function startGateway(
     config?: TestAppOptions['config'];
     manifest?: TestAppOptions['manifest'];
     clock?: TestAppOptions['clock'];
+    logStream?: TestAppOptions['logStream'];
     /** Merged into the named models' settings (e.g. `{ solo: { batch: true } }`). */
     inferenceModels?: Record<string, Record<string, unknown>>;
     /** Other plugins' settings, over their test defaults. */
@@ -76,7 +77,7 @@ export async function startGateway(
     models[name] = { ...models[name], ...patch };
   }
   const plugins = { ...allPlugins(overrides.manifest), ...overrides.plugins, inference };
-  const test = await buildTestApp(t, { config: overrides.config, manifest: overrides.manifest, clock: overrides.clock, plugins });
+  const test = await buildTestApp(t, { config: overrides.config, manifest: overrides.manifest, clock: overrides.clock, logStream: overrides.logStream, plugins });
   await test.app.listen({ host: '127.0.0.1', port: 0 });
   const url = `http://127.0.0.1:${(test.app.server.address() as AddressInfo).port}`;
   const { key } = await createKey(test, { name: 'gateway test', scopes: ['inference'] });
