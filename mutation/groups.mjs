@@ -44,8 +44,10 @@ export const GROUPS = {
     mutate: ['adapters/sql/job-store.ts', 'core/jobs/job-queue.ts'],
     testFiles: ['test/contracts/job-queue.test.ts'],
   },
+  // The runner's unit test (a scripted store, about a second) runs first: a mutant it kills never waits
+  // for the contract file's two databases.
   'queue-runner': {
     mutate: ['core/jobs/job-runner.ts'],
-    testFiles: ['test/contracts/job-queue.test.ts'],
+    testFiles: ['test/core/job-runner.test.ts', 'test/contracts/job-queue.test.ts'],
   },
 };
