@@ -51,6 +51,12 @@ export interface OpenAIReply {
   holdUntil?: Promise<unknown>;
   /** Streams: wait this long between chunks. */
   chunkDelayMs?: number;
+  /**
+   * Streams with `chunkDelayMs`: a model's rhythm, where the delay separates tokens only. The role
+   * chunk goes out with the first content chunk and the finish chunk with the usage chunk and
+   * [DONE], so the first content arrives at once and every later one `chunkDelayMs` apart.
+   */
+  tokenPaced?: boolean;
   /** Extra top-level fields on the completion / every chunk. */
   extra?: Record<string, unknown>;
   /** Responses: how many `web_search_call` items (default: one when `web_search` is among the tools). */
@@ -95,6 +101,11 @@ export interface FakeOpenAIOptions extends FakeServerOptions {
    * `defaultReply`, so one long-lived fake answers each endpoint with a reply of its own size.
    */
   defaultReplyByPath?: Record<string, Omit<OpenAIReply, 'kind'>>;
+  /**
+   * What unscripted requests naming a model (the body's `model`) get, before `defaultReplyByPath`:
+   * a benchmark asks for a paced answer by model name, and every other request stays as it was.
+   */
+  defaultReplyByModel?: Record<string, Omit<OpenAIReply, 'kind'>>;
 }
 
 const DEFAULT_CONTENT = 'Hello from the fake upstream.';
@@ -188,7 +199,14 @@ async function answerStream(exchange: Exchange, reply: Omit<OpenAIReply, 'kind'>
   const { frames, usageFrame } = streamFrames(exchange, reply, wantsUsage);
   if (usageFrame) frames.push(usageFrame);
   frames.push('data: [DONE]\n\n');
-  await sendSse(exchange, frames, reply.chunkDelayMs);
+  await sendSse(exchange, reply.tokenPaced ? tokenPacedWrites(frames, usageFrame !== null) : frames, reply.chunkDelayMs);
+}
+
+/** `tokenPaced`: the role chunk joins the first content chunk, the finish chunk joins what follows it. */
+function tokenPacedWrites(frames: string[], withUsage: boolean): string[] {
+  const tail = withUsage ? 3 : 2; // finish chunk, [usage chunk,] [DONE]
+  if (frames.length < tail + 2) return [frames.join('')];
+  return [frames[0]! + frames[1]!, ...frames.slice(2, -tail), frames.slice(-tail).join('')];
 }
 
 async function answerBrokenStream(exchange: Exchange, behaviour: OpenAIStreamCut | OpenAIStreamError): Promise<void> {
@@ -249,14 +267,16 @@ async function answerModality(exchange: Exchange, reply: OpenAIReply | OpenAIStr
 export async function startFakeOpenAIUpstream(options: FakeOpenAIOptions = {}): Promise<FakeOpenAIUpstream> {
   const defaultReply: OpenAIReply = { ...options.defaultReply, kind: 'reply' };
   const defaultsByPath = Object.entries(options.defaultReplyByPath ?? {}).map(([suffix, reply]) => ({ suffix, reply: { ...reply, kind: 'reply' } as OpenAIReply }));
-  const defaultFor = (pathname: string) => defaultsByPath.find(({ suffix }) => pathname.endsWith(suffix))?.reply ?? defaultReply;
+  const defaultsByModel = new Map(Object.entries(options.defaultReplyByModel ?? {}).map(([model, reply]) => [model, { ...reply, kind: 'reply' } as OpenAIReply]));
+  const defaultFor = (exchange: Exchange) =>
+    defaultsByModel.get(exchange.request.body?.model) ?? defaultsByPath.find(({ suffix }) => exchange.pathname.endsWith(suffix))?.reply ?? defaultReply;
   const fake = await startFakeServer<OpenAIBehaviour>(
     {
       errorBody: (status, message) => ({
         error: { message, type: status === 429 ? 'rate_limit_error' : status >= 500 ? 'server_error' : 'invalid_request_error', param: null, code: null },
       }),
       answer: async (exchange, behaviour) => {
-        const reply = behaviour ?? defaultFor(exchange.pathname);
+        const reply = behaviour ?? defaultFor(exchange);
         if (reply.kind !== 'reply' && reply.kind !== 'stream-cut' && reply.kind !== 'stream-error') return;
         if (exchange.request.method === 'GET' && exchange.pathname.includes(IMAGE_PATH_PREFIX)) {
           answerImageDownload(exchange);
