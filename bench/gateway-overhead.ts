@@ -13,45 +13,49 @@
  *
  *   1. requests/s at 32 connections (non-streamed), direct vs gateway, and their ratio; plus the CPU
  *      each process used meanwhile and the gateway's CPU time per request (the figure a busy
- *      machine disturbs least)
+ *      machine disturbs least); the loaded p99 (each response's time, as autocannon reports it per
+ *      response: its histogram keeps whole milliseconds only); and what this machine allows: its
+ *      cores divided by the CPU per call of gateway, fake upstream and load generator together
  *   2. added latency p50/p99 at 1 connection
- *   3. added time to first token on streams (first `data:` frame with content)
+ *   3. added time to first token on streams (first `data:` frame with content), sent in one write
  *   4. the gateway's peak RSS (VmHWM of its process). The deployment's first start (PGlite initdb,
  *      migrations, bootstrap) runs in a separate short-lived process first and is reported apart:
  *      the measured gateway starts like every later restart, on an existing data directory.
+ *   5. paced streams (bench/paced-streams.ts), what users see while a model answers: 16 at a time,
+ *      each twenty content chunks 5 ms apart (the fake's own timers); added time to first token
+ *      p50/p99 and CPU per stream. After the memory figure, so that one means what it meant.
  *
  * Then the other /v1 calls SDKs make most, measured the same way after chat's figures (so those
  * stay comparable with runs that had only chat):
- *   5. embeddings (a few strings, base64 as the OpenAI SDK asks): requests/s at 32 connections
+ *   6. embeddings (a few strings, base64 as the OpenAI SDK asks): requests/s at 32 connections
  *      with CPU per request, and added latency p50/p99 at 1 connection
- *   6. a streamed Responses call (about twenty text deltas): added time to the first output event
+ *   7. a streamed Responses call (about twenty text deltas): added time to the first output event
  *      (the gateway's commit point: the first event after the announcements) and CPU per stream
- *   7. a batch of BATCH_LINES chat lines: lines per second through the batch worker (upload, create,
+ *   8. a batch of BATCH_LINES chat lines: lines per second through the batch worker (upload, create,
  *      poll until completed) next to the same calls sent live at the batch's concurrency
- * BENCH_ONLY=chat skips 5 to 7, for a side by side with a commit that has no such routes.
+ * BENCH_ONLY=chat skips 6 to 8, for a side by side with a commit that has no such routes.
  *
- * Prints the figures with their goals and writes bench/results.json.
- * BENCH_PROFILE=1 also CPU-profiles the gateway and prints where its time goes; its figures are
- * inflated, so they go to bench/profiles/results.json next to the .cpuprofile.
- * BENCH_GATEWAY_NODE_ARGS="--max-old-space-size=96" replaces the production node flags (those of `npm run start:prod`).
- * BENCH_REDIS_URL=redis://… keeps counters, leases and caches in Redis (a multi-replica setup).
- * BENCH_DATABASE_URL=postgres://… runs the gateway on PostgreSQL instead of embedded PGlite (in a
- * fresh schema, dropped afterwards), to see what the embedded database costs in memory.
+ * Prints the figures with their goals and writes bench/results.json (bench/runs.ts runs this
+ * several times, alternating two commits or two configurations, and prints medians and ranges).
+ * BENCH_PROFILE=1 also CPU-profiles the gateway, one profile per phase (taken by the gateway
+ * process itself on the parent's word, bench/phase-profiler.ts), and prints where its time goes in
+ * each; its figures are inflated, so they go to bench/profiles/results.json next to the .cpuprofile files.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { build as esbuild } from 'esbuild';
 import { BATCH_CONCURRENCY, measureBatchThroughput } from './batch-throughput.ts';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { Client } from 'undici';
+import { Client, Pool } from 'undici';
 import { readSse } from '../providers/http/sse-reader.ts';
 import { generateToken, SESSION_PREFIX } from '../core/identity/api-tokens.ts';
 import { dropSchema } from '../test/helpers/pg-schemas.ts';
 import { isChildMessage, type ChildMessage, type ParentMessage } from './ipc.ts';
+import { carriesContent, PACED_CONCURRENCY, PACED_CONTENT_CHUNKS, PACED_INTERVAL_MS, PACED_MODEL, runConcurrently, timedPacedStream } from './paced-streams.ts';
 import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
 
 // ---- Settings (every loop below is bounded by one of these) ---------------------------------------
@@ -67,6 +71,10 @@ const LATENCY_WARMUP = 300;
 const LATENCY_REQUESTS = 3_000;
 const TTFT_WARMUP = 50;
 const TTFT_STREAMS = 400;
+/** Paced streams: warm-up per target, then rounds alternating the targets (order rotated each round). */
+const PACED_WARMUP = 48;
+const PACED_ROUNDS = 4;
+const PACED_STREAMS_PER_ROUND = 200;
 const REQUEST_TIMEOUT_MS = 10_000;
 /** Embeddings latency: fewer requests than chat's, enough for a p99. */
 const EMBEDDINGS_LATENCY_WARMUP = 100;
@@ -75,8 +83,8 @@ const EMBEDDINGS_LATENCY_REQUESTS = 1_000;
 const ONLY = process.env.BENCH_ONLY || 'all';
 if (ONLY !== 'all' && ONLY !== 'chat') throw new Error(`BENCH_ONLY=${ONLY}: must be chat (or unset for every section)`);
 const BREADTH = ONLY === 'all';
-/** The progress lines' count: chat's three measuring phases, and the two after them. */
-const PHASES = BREADTH ? 6 : 3;
+/** The progress lines' count: chat's four measuring phases, and the three after them. */
+const PHASES = BREADTH ? 7 : 4;
 /** Lines of section 7's batch. */
 const BATCH_LINES = 500;
 /** The whole run, start-up included, is cut off after this (the sections after chat's take up to 3 more minutes). */
@@ -100,6 +108,8 @@ const PRODUCTION_NODE_ARGS = (JSON.parse(readFileSync(join(REPO_ROOT, 'package.j
 );
 const GATEWAY_NODE_ARGS = process.env.BENCH_GATEWAY_NODE_ARGS === undefined ? PRODUCTION_NODE_ARGS : process.env.BENCH_GATEWAY_NODE_ARGS.split(/\s+/).filter(Boolean);
 const PROFILE_DIR = join(BENCH_DIR, 'profiles');
+/** Functions listed per phase profile (by self time; twice as many by inclusive time). */
+const PROFILE_TOP = 15;
 /** A profiled run's figures are inflated: they go next to the profile, not over the real results. */
 const RESULTS_FILE = PROFILE ? join(PROFILE_DIR, 'results.json') : join(BENCH_DIR, 'results.json');
 
@@ -116,6 +126,8 @@ const CHAT_BODY = {
 };
 const JSON_BODY = JSON.stringify(CHAT_BODY);
 const STREAM_BODY = JSON.stringify({ ...CHAT_BODY, stream: true, stream_options: { include_usage: true } });
+/** The same streamed call to the model the fake answers with paced chunks. */
+const PACED_STREAM_BODY = JSON.stringify({ ...CHAT_BODY, model: PACED_MODEL, stream: true, stream_options: { include_usage: true } });
 const CHAT_PATH = '/v1/chat/completions';
 
 /** A request the bench sends over and over: where to, and the JSON body. */
@@ -179,7 +191,11 @@ interface AutocannonOptions {
   body: string;
   timeout: number;
 }
-const autocannon = createRequire(import.meta.url)('autocannon') as (options: AutocannonOptions) => Promise<AutocannonResult>;
+/** A running load: awaitable for its result, and an emitter of each response (its time in fractional ms). */
+interface AutocannonRun extends PromiseLike<AutocannonResult> {
+  on(event: 'response', listener: (client: unknown, statusCode: number, bytes: number, responseTimeMs: number) => void): void;
+}
+const autocannon = createRequire(import.meta.url)('autocannon') as (options: AutocannonOptions) => AutocannonRun;
 
 // ---- Child processes --------------------------------------------------------------------------------
 
@@ -303,6 +319,33 @@ function killChildrenNow(): void {
     if (child.process.exitCode === null && child.process.signalCode === null) child.process.kill('SIGKILL');
   }
   for (const dir of scratch.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
+// ---- A gateway CPU profile per phase (BENCH_PROFILE=1) ---------------------------------------------
+
+interface PhaseProfile {
+  phase: string;
+  file: string;
+  /** Calls the gateway answered during the phase, when the phase counts them: for a cost per call. */
+  gatewayCalls: number | null;
+}
+const phaseProfiles: PhaseProfile[] = [];
+/** The gateway child, once it runs, when profiling: it profiles itself on command. */
+let profiledGateway: Child | null = null;
+const PROFILE_STAMP = new Date().toISOString().replace(/[:.]/g, '-');
+
+/** Runs a phase's measured part inside its own gateway profile (just the work when not profiling). */
+async function profiled<T>(phase: string, gatewayCalls: (() => number) | null, work: () => Promise<T>): Promise<T> {
+  const child = profiledGateway;
+  if (!child) return work();
+  send(child, { type: 'profile-start' });
+  await child.next('profile-started', 10_000);
+  const value = await work();
+  const file = join(PROFILE_DIR, `gateway-${PROFILE_STAMP}-${phase.replace(/\W+/g, '-')}.cpuprofile`);
+  send(child, { type: 'profile-stop', file });
+  await child.next('profile-written', 60_000);
+  phaseProfiles.push({ phase, file, gatewayCalls: gatewayCalls?.() ?? null });
+  return value;
 }
 
 // ---- Memory of the gateway process ------------------------------------------------------------------
@@ -440,15 +483,6 @@ async function timedJson(target: Target, request: BenchRequest): Promise<number>
 const timedCompletion = (target: Target) => timedJson(target, CHAT_JSON);
 const timedEmbeddings = (target: Target) => timedJson(target, EMBEDDINGS_JSON);
 
-function carriesContent(data: string): boolean {
-  try {
-    const chunk = JSON.parse(data) as { choices?: Array<{ delta?: { content?: unknown } }> };
-    return (chunk.choices ?? []).some((choice) => typeof choice.delta?.content === 'string' && choice.delta.content.length > 0);
-  } catch {
-    return false;
-  }
-}
-
 /** One streamed completion; milliseconds until the first `data:` frame carrying content. */
 async function timedStream(target: Target): Promise<number> {
   const started = performance.now();
@@ -510,8 +544,9 @@ async function alternate<T>(targets: Target[], count: number, once: (target: Tar
   return samples;
 }
 
-async function load(target: Target, durationS: number, request: BenchRequest = CHAT_JSON): Promise<AutocannonResult> {
-  const result = await autocannon({
+/** `latencies`: where each response's time goes (ms, fractional), for percentiles finer than autocannon's whole ms. */
+async function load(target: Target, durationS: number, request: BenchRequest = CHAT_JSON, latencies?: number[]): Promise<AutocannonResult> {
+  const run = autocannon({
     url: target.origin + request.path,
     connections: CONNECTIONS,
     duration: durationS,
@@ -520,6 +555,8 @@ async function load(target: Target, durationS: number, request: BenchRequest = C
     body: request.body,
     timeout: REQUEST_TIMEOUT_MS / 1000,
   });
+  if (latencies) run.on('response', (_client, _status, _bytes, responseTimeMs) => latencies.push(responseTimeMs));
+  const result = await run;
   const bad = result.non2xx + result.errors + result.timeouts;
   if (bad > 0) {
     throw new Error(
@@ -542,29 +579,52 @@ function meanCpu(rows: Array<{ cpu: CpuShares }>): CpuShares {
 }
 
 /** CPU one process spent per request answered: the overhead figure least disturbed by a noisy machine. */
-function perRequestUs(rows: CpuRow[], who: 'gateway' | 'proxy' | 'upstream'): number {
+function perRequestUs(rows: CpuRow[], who: 'gateway' | 'proxy' | 'upstream' | 'loadGenerator'): number {
   return (1e6 * rows.reduce((sum, r) => sum + r.cpu[who] * r.seconds, 0)) / rows.reduce((sum, r) => sum + r.requests, 0);
 }
 
 const rps = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r['2xx'] / r.duration, 0) / results.length;
 const meanLatency = (results: AutocannonResult[]) => results.reduce((sum, r) => sum + r.latency.mean, 0) / results.length;
 
-/** Warm-up for each target, then rounds alternating between them, with the CPU each process used. */
-async function measureThroughput(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }, request: BenchRequest) {
+/**
+ * What this machine allows a proxy: its cores divided by the CPU one call costs every process
+ * involved (the proxy, the fake upstream, the load generator, each measured in the proxy's own
+ * rounds), in calls per second; and the proxy's measured throughput as a share of that.
+ */
+function machineAllows(rows: CpuRow[], proxy: 'gateway' | 'proxy', measuredRps: number) {
+  const cpuPerCallUs = { own: perRequestUs(rows, proxy), upstream: perRequestUs(rows, 'upstream'), loadGenerator: perRequestUs(rows, 'loadGenerator') };
+  const totalUs = cpuPerCallUs.own + cpuPerCallUs.upstream + cpuPerCallUs.loadGenerator;
+  const callsPerSecond = (os.availableParallelism() * 1e6) / totalUs;
+  return { cpuPerCallUs: { ...cpuPerCallUs, total: totalUs }, callsPerSecond, share: measuredRps / callsPerSecond };
+}
+
+/**
+ * Warm-up for each target, then rounds alternating between them, with the CPU each process used
+ * and every response's time; `phase` names the rounds' gateway profile (BENCH_PROFILE=1).
+ */
+async function measureThroughput(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }, request: BenchRequest, phase: string) {
   for (const target of targets) await load(target, THROUGHPUT_WARMUP_S, request);
   const rounds = { direct: [] as AutocannonResult[], proxy: [] as AutocannonResult[], gateway: [] as AutocannonResult[] };
   const cpu = { direct: [] as CpuRow[], proxy: [] as CpuRow[], gateway: [] as CpuRow[] };
-  for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
-    for (const target of targets) {
-      const measured = await withCpu(pids, () => load(target, THROUGHPUT_ROUND_S, request));
-      rounds[target.name].push(measured.value);
-      cpu[target.name].push({ cpu: measured.cpu, seconds: measured.seconds, requests: measured.value['2xx'] });
+  const latencies = { direct: [] as number[], proxy: [] as number[], gateway: [] as number[] };
+  const gatewayCalls = () => rounds.gateway.reduce((sum, r) => sum + r['2xx'], 0);
+  await profiled(phase, gatewayCalls, async () => {
+    for (let round = 0; round < THROUGHPUT_ROUNDS; round++) {
+      for (const target of targets) {
+        const measured = await withCpu(pids, () => load(target, THROUGHPUT_ROUND_S, request, latencies[target.name]));
+        rounds[target.name].push(measured.value);
+        cpu[target.name].push({ cpu: measured.cpu, seconds: measured.seconds, requests: measured.value['2xx'] });
+      }
     }
-  }
+  });
   const directRps = rps(rounds.direct);
   const proxyRps = rps(rounds.proxy);
   const gatewayRps = rps(rounds.gateway);
+  const loadedP99 = { direct: stats(latencies.direct).p99, proxy: stats(latencies.proxy).p99, gateway: stats(latencies.gateway).p99 };
   return {
+    loadedP99,
+    gatewayAllows: machineAllows(cpu.gateway, 'gateway', gatewayRps),
+    floorAllows: machineAllows(cpu.proxy, 'proxy', proxyRps),
     rounds,
     cpu,
     directRps,
@@ -580,6 +640,98 @@ async function measureThroughput(targets: Target[], pids: { gateway: number; pro
   };
 }
 
+// ---- Paced streams, many at once ----------------------------------------------------------------------
+
+/**
+ * Section 5: PACED_CONCURRENCY streams at a time through each target, in rounds that alternate the
+ * targets (the order rotated each round), so only one target carries load at a time and its
+ * process's CPU over its rounds is its own, per stream.
+ */
+async function measurePacedStreams(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }) {
+  const pools = new Map(
+    targets.map((target) => [
+      target.name,
+      new Pool(target.origin, { connections: PACED_CONCURRENCY, pipelining: 1, keepAliveTimeout: 60_000, headersTimeout: REQUEST_TIMEOUT_MS, bodyTimeout: REQUEST_TIMEOUT_MS }),
+    ]),
+  );
+  const streams = (target: Target, count: number) =>
+    runConcurrently(count, PACED_CONCURRENCY, () => timedPacedStream(pools.get(target.name)!, target.name, CHAT_PATH, target.headers, PACED_STREAM_BODY));
+  try {
+    for (const target of targets) await streams(target, PACED_WARMUP);
+    const samples = { direct: [] as PacedSample[], proxy: [] as PacedSample[], gateway: [] as PacedSample[] };
+    const cpu = { direct: [] as CpuRow[], proxy: [] as CpuRow[], gateway: [] as CpuRow[] };
+    await profiled(
+      'paced streams',
+      () => samples.gateway.length,
+      async () => {
+        for (let round = 0; round < PACED_ROUNDS; round++) {
+          for (let j = 0; j < targets.length; j++) {
+            const target = targets[(round + j) % targets.length]!;
+            const measured = await withCpu(pids, () => streams(target, PACED_STREAMS_PER_ROUND));
+            samples[target.name].push(...measured.value);
+            cpu[target.name].push({ cpu: measured.cpu, seconds: measured.seconds, requests: measured.value.length });
+          }
+        }
+      },
+    );
+    const ttft = (name: Target['name']) => stats(samples[name].map((sample) => sample.firstContentMs));
+    const duration = (name: Target['name']) => stats(samples[name].map((sample) => sample.totalMs));
+    return {
+      ttft: { direct: ttft('direct'), proxy: ttft('proxy'), gateway: ttft('gateway') },
+      streamMs: { direct: duration('direct'), proxy: duration('proxy'), gateway: duration('gateway') },
+      cpuPerStreamUs: { gateway: perRequestUs(cpu.gateway, 'gateway'), proxy: perRequestUs(cpu.proxy, 'proxy'), upstream: perRequestUs(cpu.direct, 'upstream') },
+      cpuGateway: meanCpu(cpu.gateway),
+    };
+  } finally {
+    await Promise.allSettled([...pools.values()].map((pool) => pool.close()));
+  }
+}
+
+type PacedSample = Awaited<ReturnType<typeof timedPacedStream>>;
+type Paced = Awaited<ReturnType<typeof measurePacedStreams>>;
+
+function printPaced({ ttft, streamMs, cpuPerStreamUs, cpuGateway }: Paced, share: (c: CpuShares) => string): void {
+  const streams = PACED_ROUNDS * PACED_STREAMS_PER_ROUND;
+  log(`  5. Paced streams, ${PACED_CONCURRENCY} at a time, ${PACED_CONTENT_CHUNKS} content chunks ${PACED_INTERVAL_MS} ms apart (${streams} streams each; time to first token)`);
+  log(`       direct   p50 ${f(ttft.direct.p50, 3)} ms   p99 ${f(ttft.direct.p99, 3)} ms   (a stream lasts ${f(streamMs.direct.p50, 1)} ms at p50)`);
+  log(
+    `       floor    p50 ${f(ttft.proxy.p50, 3)} ms   p99 ${f(ttft.proxy.p99, 3)} ms   (bare proxy adds p50 ${f(ttft.proxy.p50 - ttft.direct.p50, 3)} ms, p99 ${f(ttft.proxy.p99 - ttft.direct.p99, 3)} ms)`,
+  );
+  log(`       gateway  p50 ${f(ttft.gateway.p50, 3)} ms   p99 ${f(ttft.gateway.p99, 3)} ms`);
+  log(`       added    p50 ${f(ttft.gateway.p50 - ttft.direct.p50, 3)} ms   p99 ${f(ttft.gateway.p99 - ttft.direct.p99, 3)} ms`);
+  log(`       CPU (share of one core) during gateway rounds: ${share(cpuGateway)}`);
+  log(
+    `       CPU per stream: gateway ${f(cpuPerStreamUs.gateway, 0)} µs, bare proxy ${f(cpuPerStreamUs.proxy, 0)} µs (gateway/floor ${f(cpuPerStreamUs.gateway / cpuPerStreamUs.proxy, 2)}), fake upstream ${f(cpuPerStreamUs.upstream, 0)} µs (answering)`,
+  );
+  log();
+}
+
+function pacedResults({ ttft, streamMs, cpuPerStreamUs, cpuGateway }: Paced) {
+  const ms = (x: number) => Number(x.toFixed(3));
+  return {
+    model: PACED_MODEL,
+    concurrency: PACED_CONCURRENCY,
+    contentChunks: PACED_CONTENT_CHUNKS,
+    chunkIntervalMs: PACED_INTERVAL_MS,
+    upstreamWrites: "role + first content chunk, each later content chunk, then finish + usage + [DONE]: 21 writes the interval apart (the fake upstream's timers)",
+    streams: PACED_ROUNDS * PACED_STREAMS_PER_ROUND,
+    rounds: PACED_ROUNDS,
+    warmup: PACED_WARMUP,
+    directMs: round3(ttft.direct),
+    floorMs: round3(ttft.proxy),
+    gatewayMs: round3(ttft.gateway),
+    floorAddedP50Ms: ms(ttft.proxy.p50 - ttft.direct.p50),
+    floorAddedP99Ms: ms(ttft.proxy.p99 - ttft.direct.p99),
+    addedP50Ms: ms(ttft.gateway.p50 - ttft.direct.p50),
+    addedP99Ms: ms(ttft.gateway.p99 - ttft.direct.p99),
+    streamDurationP50Ms: { direct: ms(streamMs.direct.p50), floor: ms(streamMs.proxy.p50), gateway: ms(streamMs.gateway.p50) },
+    gatewayCpuPerStreamUs: Math.round(cpuPerStreamUs.gateway),
+    floorCpuPerStreamUs: Math.round(cpuPerStreamUs.proxy),
+    upstreamCpuPerStreamUs: Math.round(cpuPerStreamUs.upstream),
+    cpuCoresDuringGatewayRounds: roundCpu(cpuGateway),
+  };
+}
+
 // ---- The other /v1 calls: embeddings and a streamed Responses call -------------------------------
 
 async function measureBreadth(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }) {
@@ -589,16 +741,24 @@ async function measureBreadth(targets: Target[], pids: { gateway: number; proxy:
     await timedResponsesStream(target);
   }
 
-  log(`[4/${PHASES}] embeddings: throughput as in 1, then latency at 1 connection, ${EMBEDDINGS_LATENCY_WARMUP} warm-up + ${EMBEDDINGS_LATENCY_REQUESTS} requests per target…`);
-  const throughput = await measureThroughput(targets, pids, EMBEDDINGS_JSON);
+  log(`[5/${PHASES}] embeddings: throughput as in 1, then latency at 1 connection, ${EMBEDDINGS_LATENCY_WARMUP} warm-up + ${EMBEDDINGS_LATENCY_REQUESTS} requests per target…`);
+  const throughput = await measureThroughput(targets, pids, EMBEDDINGS_JSON, 'embeddings throughput');
   await alternate(targets, EMBEDDINGS_LATENCY_WARMUP, timedEmbeddings);
-  const latency = await alternate(targets, EMBEDDINGS_LATENCY_REQUESTS, timedEmbeddings);
+  const latency = await profiled(
+    'embeddings latency',
+    () => EMBEDDINGS_LATENCY_REQUESTS,
+    () => alternate(targets, EMBEDDINGS_LATENCY_REQUESTS, timedEmbeddings),
+  );
 
-  log(`[5/${PHASES}] responses: ${TTFT_WARMUP} warm-up + ${TTFT_STREAMS} sequential streams per target, alternating…`);
+  log(`[6/${PHASES}] responses: ${TTFT_WARMUP} warm-up + ${TTFT_STREAMS} sequential streams per target, alternating…`);
   await alternate(targets, TTFT_WARMUP, timedResponsesStream);
   // The gateway and the floor are idle while the others answer, so their CPU over the whole phase
   // is their CPU for their own streams; the fake upstream answers every target's.
-  const streamed = await withCpu(pids, () => alternate(targets, TTFT_STREAMS, timedResponsesStream));
+  const streamed = await profiled(
+    'responses streams',
+    () => TTFT_STREAMS,
+    () => withCpu(pids, () => alternate(targets, TTFT_STREAMS, timedResponsesStream)),
+  );
   const cpuPerStreamUs = (who: 'gateway' | 'proxy' | 'upstream') => (1e6 * streamed.cpu[who] * streamed.seconds) / (TTFT_STREAMS * (who === 'upstream' ? targets.length : 1));
   const firstOutput = (name: Target['name']) => stats(streamed.value[name].map((sample) => sample.firstOutputMs));
   const deltas = new Set(Object.values(streamed.value).flatMap((samples) => samples.map((sample) => sample.textDeltas)));
@@ -623,7 +783,7 @@ type Breadth = Awaited<ReturnType<typeof measureBreadth>>;
 
 function printBreadth({ embeddings, responses, peakRssAtEndMiB }: Breadth, share: (c: CpuShares) => string): void {
   const { throughput: t, latency } = embeddings;
-  log(`  5. Embeddings (${EMBEDDINGS_BODY.input.length} strings, base64), ${CONNECTIONS} connections (${THROUGHPUT_ROUNDS} x ${THROUGHPUT_ROUND_S} s each), then 1 connection`);
+  log(`  6. Embeddings (${EMBEDDINGS_BODY.input.length} strings, base64), ${CONNECTIONS} connections (${THROUGHPUT_ROUNDS} x ${THROUGHPUT_ROUND_S} s each), then 1 connection`);
   log(`       direct   ${f(t.directRps, 0).padStart(8)} req/s   p50 ${f(latency.direct.p50, 3)} ms   p99 ${f(latency.direct.p99, 3)} ms`);
   log(`       floor    ${f(t.proxyRps, 0).padStart(8)} req/s   p50 ${f(latency.proxy.p50, 3)} ms   p99 ${f(latency.proxy.p99, 3)} ms   (bare proxy)`);
   log(`       gateway  ${f(t.gatewayRps, 0).padStart(8)} req/s   p50 ${f(latency.gateway.p50, 3)} ms   p99 ${f(latency.gateway.p99, 3)} ms`);
@@ -633,9 +793,10 @@ function printBreadth({ embeddings, responses, peakRssAtEndMiB }: Breadth, share
   );
   log(`       CPU (share of one core) during gateway rounds: ${share(t.cpuGateway)}`);
   log(`       CPU per request: gateway ${f(t.gatewayCpuPerRequestUs, 0)} µs, bare proxy ${f(t.proxyCpuPerRequestUs, 0)} µs, fake upstream ${f(t.upstreamCpuPerRequestUs, 0)} µs`);
+  log(`       ${loadedP99Line(t.loadedP99)}`);
   log();
   const { firstOutput, cpuPerStreamUs } = responses;
-  log(`  6. Responses, streamed, sequential (${TTFT_STREAMS} streams each, ${responses.textDeltasPerStream} text deltas; first output event: the first after the announcements)`);
+  log(`  7. Responses, streamed, sequential (${TTFT_STREAMS} streams each, ${responses.textDeltasPerStream} text deltas; first output event: the first after the announcements)`);
   log(`       direct   p50 ${f(firstOutput.direct.p50, 3)} ms   p99 ${f(firstOutput.direct.p99, 3)} ms`);
   log(`       floor    p50 ${f(firstOutput.proxy.p50, 3)} ms   p99 ${f(firstOutput.proxy.p99, 3)} ms   (bare proxy adds p50 ${f(firstOutput.proxy.p50 - firstOutput.direct.p50, 3)} ms)`);
   log(`       gateway  p50 ${f(firstOutput.gateway.p50, 3)} ms   p99 ${f(firstOutput.gateway.p99, 3)} ms`);
@@ -663,6 +824,7 @@ function breadthResults({ embeddings, responses, peakRssAtEndMiB }: Breadth) {
         gatewayCpuPerRequestUs: Math.round(t.gatewayCpuPerRequestUs),
         floorCpuPerRequestUs: Math.round(t.proxyCpuPerRequestUs),
         upstreamCpuPerRequestUs: Math.round(t.upstreamCpuPerRequestUs),
+        ...loadedP99Results(t.loadedP99),
       },
       latency: {
         connections: 1,
@@ -672,6 +834,7 @@ function breadthResults({ embeddings, responses, peakRssAtEndMiB }: Breadth) {
         floorMs: round3(latency.proxy),
         gatewayMs: round3(latency.gateway),
         floorAddedP50Ms: ms(latency.proxy.p50 - latency.direct.p50),
+        floorAddedP99Ms: ms(latency.proxy.p99 - latency.direct.p99),
         addedP50Ms: ms(latency.gateway.p50 - latency.direct.p50),
         addedP99Ms: ms(latency.gateway.p99 - latency.direct.p99),
       },
@@ -692,6 +855,37 @@ function breadthResults({ embeddings, responses, peakRssAtEndMiB }: Breadth) {
       floorCpuPerStreamUs: Math.round(responses.cpuPerStreamUs.proxy),
     },
     peakRssAtEndOfEverySectionMiB: Number(peakRssAtEndMiB.toFixed(1)),
+  };
+}
+
+type LoadedP99 = { direct: number; proxy: number; gateway: number };
+
+function loadedP99Line(p99: LoadedP99): string {
+  const added = (x: number) => f(x - p99.direct, 3);
+  return `p99 at ${CONNECTIONS} connections: direct ${f(p99.direct, 3)} ms, floor ${f(p99.proxy, 3)} ms (adds ${added(p99.proxy)}), gateway ${f(p99.gateway, 3)} ms (adds ${added(p99.gateway)})`;
+}
+
+function loadedP99Results(p99: LoadedP99) {
+  const ms = (x: number) => Number(x.toFixed(3));
+  return {
+    loadedP99Ms: { direct: ms(p99.direct), floor: ms(p99.proxy), gateway: ms(p99.gateway) },
+    floorAddedLoadedP99Ms: ms(p99.proxy - p99.direct),
+    addedLoadedP99Ms: ms(p99.gateway - p99.direct),
+  };
+}
+
+type Allowance = ReturnType<typeof machineAllows>;
+
+function allowanceResults(a: Allowance) {
+  return {
+    cpuPerCallUs: {
+      own: Math.round(a.cpuPerCallUs.own),
+      upstream: Math.round(a.cpuPerCallUs.upstream),
+      loadGenerator: Math.round(a.cpuPerCallUs.loadGenerator),
+      total: Math.round(a.cpuPerCallUs.total),
+    },
+    callsPerSecond: Math.round(a.callsPerSecond),
+    share: Number(a.share.toFixed(3)),
   };
 }
 
@@ -717,20 +911,6 @@ function machine() {
   };
 }
 
-function newestProfile(since: number): string | null {
-  try {
-    const files = readdirSync(PROFILE_DIR)
-      .filter((name) => name.endsWith('.cpuprofile'))
-      .map((name) => ({ path: join(PROFILE_DIR, name), mtime: statSync(join(PROFILE_DIR, name)).mtimeMs, size: statSync(join(PROFILE_DIR, name)).size }))
-      .filter((file) => file.mtime >= since);
-    // the main thread's profile is the big one (tsx's loader thread writes a small one too)
-    files.sort((a, b) => b.size - a.size);
-    return files[0]?.path ?? null;
-  } catch {
-    return null;
-  }
-}
-
 // ---- The run ----------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
@@ -743,7 +923,7 @@ async function main(): Promise<void> {
   log(`  note     load generator, gateway and fake upstream are 3 processes sharing these ${host.cores} cores (loopback only)`);
   const loadAtStart = os.loadavg();
   log(`  load     average ${loadAtStart.map((x) => x.toFixed(2)).join(' ')} before starting${loadAtStart[0]! > 0.5 ? '  <- other work is running: figures will be noisy' : ''}`);
-  if (PROFILE) log('  PROFILING: the gateway runs under --cpu-prof; its figures are inflated');
+  if (PROFILE) log('  PROFILING: the gateway profiles itself in each phase; its figures are inflated');
   if (GATEWAY_NODE_ARGS.length > 0) log(`  gateway node flags: ${GATEWAY_NODE_ARGS.join(' ')}`);
   log(`  coordination ${REDIS_URL ? 'Redis from BENCH_REDIS_URL' : 'in memory (as npm start)'}`);
   log(`  database ${DATABASE_URL ? `PostgreSQL from BENCH_DATABASE_URL, schema ${DATABASE_SCHEMA} (not what npm start runs)` : 'embedded PGlite on disk (as npm start)'}`);
@@ -752,14 +932,19 @@ async function main(): Promise<void> {
   const dataDir = mkdtempSync(join(os.tmpdir(), 'svc-bench-'));
   scratch.push(dataDir);
   let sampler: RssSampler | null = null;
-  const profileSince = Date.now();
   try {
     const upstream = startChild('fake upstream', 'upstream-process.ts', {});
     const upstreamReady = await upstream.next('ready', 30_000);
     if (upstreamReady.type !== 'ready') throw new Error('unreachable');
 
     const ownerToken = generateToken(SESSION_PREFIX);
-    const gatewayEnv: Record<string, string> = { BENCH_UPSTREAM_URL: upstreamReady.url, BENCH_OWNER_TOKEN: ownerToken, BENCH_DATA_DIR: dataDir, BENCH_MODEL: MODEL };
+    const gatewayEnv: Record<string, string> = {
+      BENCH_UPSTREAM_URL: upstreamReady.url,
+      BENCH_OWNER_TOKEN: ownerToken,
+      BENCH_DATA_DIR: dataDir,
+      BENCH_MODEL: MODEL,
+      BENCH_PACED_MODEL: PACED_MODEL,
+    };
     if (BREADTH) gatewayEnv.BENCH_EMBEDDING_MODEL = EMBEDDING_MODEL;
     if (DATABASE_URL) Object.assign(gatewayEnv, { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: DATABASE_SCHEMA });
     if (REDIS_URL) Object.assign(gatewayEnv, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `bench:${DATABASE_SCHEMA}` });
@@ -776,12 +961,14 @@ async function main(): Promise<void> {
     const firstStartPeakKiB = prepared.type === 'stats' ? prepared.maxRssKiB : 0;
     await new Promise<void>((resolve) => (prepare.process.exitCode !== null ? resolve() : prepare.process.once('exit', () => resolve())));
 
-    if (PROFILE) mkdirSync(PROFILE_DIR, { recursive: true });
-    const profileArgs = PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${PROFILE_DIR}`, '--cpu-prof-interval=200'] : [];
     // --expose-gc only lets the end-of-run stats tell retained memory from garbage.
-    const gatewayChild = startChild('gateway', gatewayEntry, gatewayEnv, ['--expose-gc', ...GATEWAY_NODE_ARGS, ...profileArgs]);
+    const gatewayChild = startChild('gateway', gatewayEntry, gatewayEnv, ['--expose-gc', ...GATEWAY_NODE_ARGS]);
     const gatewayReady = await gatewayChild.next('ready', 60_000);
     if (gatewayReady.type !== 'ready') throw new Error('unreachable');
+    if (PROFILE) {
+      mkdirSync(PROFILE_DIR, { recursive: true });
+      profiledGateway = gatewayChild;
+    }
     sampler = new RssSampler(gatewayChild.process.pid!);
     sampler.start();
     const rssAfterStartKiB = procStatusKiB(gatewayChild.process.pid!, 'VmRSS') ?? 0;
@@ -800,10 +987,11 @@ async function main(): Promise<void> {
     });
     const createdBody = (await created.json()) as { key?: string };
     if (created.status !== 201 || !createdBody.key?.startsWith('svc_live_')) throw new Error(`key creation failed: ${created.status} ${JSON.stringify(createdBody)}`);
+    const key = createdBody.key;
 
     const direct = makeTarget('direct', upstreamReady.url, 'sk-bench-upstream');
     const proxy = makeTarget('proxy', proxyReady.url, 'sk-bench-upstream');
-    const gateway = makeTarget('gateway', gatewayReady.url, createdBody.key);
+    const gateway = makeTarget('gateway', gatewayReady.url, key);
     const targets = [direct, proxy, gateway];
     log(`bare proxy    ${proxyReady.url} (pid ${proxyChild.process.pid}): the floor, pipes bytes to the fake upstream`);
     try {
@@ -811,6 +999,7 @@ async function main(): Promise<void> {
       for (const target of targets) {
         await timedCompletion(target);
         await timedStream(target);
+        await timedPacedStream(target.client, target.name, CHAT_PATH, target.headers, PACED_STREAM_BODY);
       }
 
       // 1. Throughput at 32 connections.
@@ -819,14 +1008,18 @@ async function main(): Promise<void> {
         `[1/${PHASES}] throughput: ${CONNECTIONS} connections, non-streamed, warm-up ${THROUGHPUT_WARMUP_S} s each, then ${THROUGHPUT_ROUNDS} alternating rounds of ${THROUGHPUT_ROUND_S} s…`,
       );
       const pids = { gateway: gatewayChild.process.pid!, proxy: proxyChild.process.pid!, upstream: upstream.process.pid! };
-      const chatThroughput = await measureThroughput(targets, pids, CHAT_JSON);
+      const chatThroughput = await measureThroughput(targets, pids, CHAT_JSON, 'chat throughput');
       const { rounds, cpu, directRps, proxyRps, gatewayRps, ratio, proxyRatio, cpuDirect, cpuGateway } = chatThroughput;
-      const { gatewayCpuPerRequestUs, proxyCpuPerRequestUs, upstreamCpuPerRequestUs } = chatThroughput;
+      const { gatewayCpuPerRequestUs, proxyCpuPerRequestUs, upstreamCpuPerRequestUs, loadedP99, gatewayAllows, floorAllows } = chatThroughput;
 
       // 2. Latency at 1 connection.
       log(`[2/${PHASES}] latency: 1 connection, ${LATENCY_WARMUP} warm-up + ${LATENCY_REQUESTS} requests per target, alternating…`);
       await alternate(targets, LATENCY_WARMUP, timedCompletion);
-      const latency = await alternate(targets, LATENCY_REQUESTS, timedCompletion);
+      const latency = await profiled(
+        'chat latency',
+        () => LATENCY_REQUESTS,
+        () => alternate(targets, LATENCY_REQUESTS, timedCompletion),
+      );
       const latencyDirect = stats(latency.direct);
       const latencyProxy = stats(latency.proxy);
       const latencyGateway = stats(latency.gateway);
@@ -834,7 +1027,11 @@ async function main(): Promise<void> {
       // 3. Time to first token on streams.
       log(`[3/${PHASES}] time to first token: ${TTFT_WARMUP} warm-up + ${TTFT_STREAMS} sequential streams per target, alternating…`);
       await alternate(targets, TTFT_WARMUP, timedStream);
-      const ttft = await alternate(targets, TTFT_STREAMS, timedStream);
+      const ttft = await profiled(
+        'chat TTFT',
+        () => TTFT_STREAMS,
+        () => alternate(targets, TTFT_STREAMS, timedStream),
+      );
       const ttftDirect = stats(ttft.direct);
       const ttftProxy = stats(ttft.proxy);
       const ttftGateway = stats(ttft.gateway);
@@ -851,10 +1048,16 @@ async function main(): Promise<void> {
       const heapAfterGcMiB = endStats.type === 'stats' ? endStats.heapUsedBytes / 2 ** 20 : NaN;
       const peakRssMiB = peakHwmKiB / 1024;
 
-      // 5 and 6, after chat's figures (memory included), so those stay comparable with chat-only runs.
+      // 5. Paced streams, after the memory figure so that it means what it meant before them.
+      log(
+        `[4/${PHASES}] paced streams: ${PACED_CONCURRENCY} at a time, ${PACED_CONTENT_CHUNKS} chunks ${PACED_INTERVAL_MS} ms apart, ${PACED_WARMUP} warm-up + ${PACED_ROUNDS} alternating rounds of ${PACED_STREAMS_PER_ROUND} per target…`,
+      );
+      const paced = await measurePacedStreams(targets, pids);
+
+      // 6 to 8, after chat's figures (memory included), so those stay comparable with chat-only runs.
       const breadth = BREADTH ? await measureBreadth(targets, pids) : null;
-      if (BREADTH) log(`[6/${PHASES}] batch: ${BATCH_LINES} lines through the worker, then the same calls live at ${BATCH_CONCURRENCY} at a time…`);
-      const batch = BREADTH ? await measureBatchThroughput(gatewayReady.url, createdBody.key, MODEL, BATCH_LINES) : null;
+      if (BREADTH) log(`[7/${PHASES}] batch: ${BATCH_LINES} lines through the worker, then the same calls live at ${BATCH_CONCURRENCY} at a time…`);
+      const batch = BREADTH ? await profiled('batch', null, () => measureBatchThroughput(gatewayReady.url, key, MODEL, BATCH_LINES)) : null;
 
       const added = {
         p50: latencyGateway.p50 - latencyDirect.p50,
@@ -863,7 +1066,7 @@ async function main(): Promise<void> {
         ttftP99: ttftGateway.p99 - ttftDirect.p99,
       };
       /** What the bare proxy adds over direct: the part of the gateway's figures any Node proxy pays here. */
-      const floor = { p50: latencyProxy.p50 - latencyDirect.p50, ttftP50: ttftProxy.p50 - ttftDirect.p50 };
+      const floor = { p50: latencyProxy.p50 - latencyDirect.p50, p99: latencyProxy.p99 - latencyDirect.p99, ttftP50: ttftProxy.p50 - ttftDirect.p50 };
       const pass = {
         ratio: ratio >= GOALS.ratio,
         addedP50: added.p50 <= GOALS.addedP50Ms,
@@ -889,10 +1092,15 @@ async function main(): Promise<void> {
       log(
         `       CPU per request: gateway ${f(gatewayCpuPerRequestUs, 0)} µs (proxying), bare proxy ${f(proxyCpuPerRequestUs, 0)} µs, fake upstream ${f(upstreamCpuPerRequestUs, 0)} µs (answering)`,
       );
+      log(`       ${loadedP99Line(loadedP99)}`);
+      const allows = (a: Allowance) =>
+        `${f(a.callsPerSecond, 0)} calls/s (${host.cores} cores / ${f(a.cpuPerCallUs.total, 0)} µs: own ${f(a.cpuPerCallUs.own, 0)} + upstream ${f(a.cpuPerCallUs.upstream, 0)} + load generator ${f(a.cpuPerCallUs.loadGenerator, 0)})`;
+      log(`       what this machine allows: gateway ${allows(gatewayAllows)}; measured ${f(gatewayAllows.share, 3)} of it`);
+      log(`                                 floor   ${allows(floorAllows)}; measured ${f(floorAllows.share, 3)} of it`);
       log();
       log(`  2. Latency, 1 connection, non-streamed (${LATENCY_REQUESTS} requests each)`);
       log(`       direct   p50 ${f(latencyDirect.p50, 3)} ms   p99 ${f(latencyDirect.p99, 3)} ms`);
-      log(`       floor    p50 ${f(latencyProxy.p50, 3)} ms   p99 ${f(latencyProxy.p99, 3)} ms   (bare proxy adds p50 ${f(floor.p50, 3)} ms)`);
+      log(`       floor    p50 ${f(latencyProxy.p50, 3)} ms   p99 ${f(latencyProxy.p99, 3)} ms   (bare proxy adds p50 ${f(floor.p50, 3)} ms, p99 ${f(floor.p99, 3)} ms)`);
       log(`       gateway  p50 ${f(latencyGateway.p50, 3)} ms   p99 ${f(latencyGateway.p99, 3)} ms`);
       log(`       added    p50 ${f(added.p50, 3)} ms   p99 ${f(added.p99, 3)} ms   goal p50 <= ${GOALS.addedP50Ms} ms   ${mark(pass.addedP50)}`);
       log();
@@ -912,9 +1120,10 @@ async function main(): Promise<void> {
       log(`       JS heap used: after start ${f(heapAfterStartMiB, 1)} MiB (after GC), end of run ${f(heapMiB, 1)} MiB, end of run after GC ${f(heapAfterGcMiB, 1)} MiB`);
       log(`       first start (initdb, one-time, separate process) peaked at ${f(firstStartPeakKiB / 1024, 1)} MiB`);
       log();
+      printPaced(paced, share);
       if (breadth) printBreadth(breadth, share);
       if (batch) {
-        log(`  7. Batch, ${batch.lines} chat lines, ${batch.concurrency} at a time`);
+        log(`  8. Batch, ${batch.lines} chat lines, ${batch.concurrency} at a time`);
         log(`       through the batch worker  ${f(batch.batchLinesPerSecond, 0).padStart(6)} lines/s   (${f(batch.batchSeconds, 2)} s from create to completed)`);
         log(`       the same calls live       ${f(batch.liveCallsPerSecond, 0).padStart(6)} calls/s   (${f(batch.liveSeconds, 2)} s)`);
         log(`       ratio batch/live          ${f(batch.batchLinesPerSecond / batch.liveCallsPerSecond, 3)}`);
@@ -949,7 +1158,7 @@ async function main(): Promise<void> {
           gatewayNodeArgs: GATEWAY_NODE_ARGS,
           database: DATABASE_URL ? 'postgres (BENCH_DATABASE_URL)' : 'pglite on disk, data directory created by a separate first-start process',
           plugins: gatewayReady.plugins ?? [],
-          upstream: 'child process, test/fakes/fake-openai-upstream.ts (record: false), SSE sent in one write',
+          upstream: `child process, test/fakes/fake-openai-upstream.ts (record: false), SSE sent in one write (${PACED_MODEL}: paced, see pacedStreams)`,
           loadGenerator: 'this process: autocannon for throughput, sequential undici Client (1 keep-alive connection) for latency and TTFT',
           requestBody: CHAT_BODY,
         },
@@ -975,6 +1184,12 @@ async function main(): Promise<void> {
           gatewayCpuPerRequestUs: Math.round(gatewayCpuPerRequestUs),
           floorCpuPerRequestUs: Math.round(proxyCpuPerRequestUs),
           upstreamCpuPerRequestUs: Math.round(upstreamCpuPerRequestUs),
+          ...loadedP99Results(loadedP99),
+          machineAllows: {
+            note: "cores / CPU per call of the proxy, the fake upstream and the load generator together (measured in that proxy's rounds); share: its req/s over that",
+            gateway: allowanceResults(gatewayAllows),
+            floor: allowanceResults(floorAllows),
+          },
           goal: `>= ${GOALS.ratio}`,
           pass: pass.ratio,
         },
@@ -986,6 +1201,7 @@ async function main(): Promise<void> {
           floorMs: round3(latencyProxy),
           gatewayMs: round3(latencyGateway),
           floorAddedP50Ms: Number(floor.p50.toFixed(3)),
+          floorAddedP99Ms: Number(floor.p99.toFixed(3)),
           addedP50Ms: Number(added.p50.toFixed(3)),
           addedP99Ms: Number(added.p99.toFixed(3)),
           goal: `added p50 <= ${GOALS.addedP50Ms} ms`,
@@ -1017,8 +1233,10 @@ async function main(): Promise<void> {
           goal: `<= ${GOALS.peakRssMiB} MiB`,
           pass: pass.peakRss,
         },
+        pacedStreams: pacedResults(paced),
         ...(breadth ? breadthResults(breadth) : {}),
         ...(batch ? { batch: { ...batch, batchLinesPerSecond: Math.round(batch.batchLinesPerSecond), liveCallsPerSecond: Math.round(batch.liveCallsPerSecond) } } : {}),
+        ...(PROFILE ? { profiles: phaseProfiles } : {}),
         gatewayClientGoneLogLines: gatewayChild.clientGoneLogs,
         allGoalsMet: allPass,
       };
@@ -1035,15 +1253,10 @@ async function main(): Promise<void> {
     if (DATABASE_URL) await dropSchema(DATABASE_URL, DATABASE_SCHEMA).catch((error: unknown) => log(`could not drop schema ${DATABASE_SCHEMA}: ${String(error)}`));
   }
 
-  if (PROFILE) {
-    const file = newestProfile(profileSince);
+  for (const { phase, file, gatewayCalls } of phaseProfiles) {
     log();
-    if (!file) {
-      log('profile: no .cpuprofile was written');
-    } else {
-      log(`Gateway CPU profile: ${file.slice(REPO_ROOT.length)}`);
-      printProfileSummary(summarizeProfile(file), log);
-    }
+    log(`Gateway CPU profile, ${phase}: ${file.slice(REPO_ROOT.length)}`);
+    printProfileSummary(summarizeProfile(file, PROFILE_TOP), log, gatewayCalls);
   }
 }
 

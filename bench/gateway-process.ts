@@ -9,6 +9,7 @@
  *   BENCH_OWNER_TOKEN   bootstrap owner session token (the parent creates a key with it)
  *   BENCH_DATA_DIR      an empty directory: the service's data directory (PGlite, the billing journal)
  *   BENCH_MODEL         the model name the bench asks for (same name upstream)
+ *   BENCH_PACED_MODEL   optional: a second model like it (same name upstream), for the paced streams
  *   BENCH_EMBEDDING_MODEL  optional: an embedding model of that name (same name upstream), for the
  *                       embeddings sections; unset with BENCH_ONLY=chat, so older commits still start
  *   BENCH_DATABASE_URL, BENCH_DATABASE_SCHEMA, BENCH_REDIS_URL, BENCH_REDIS_PREFIX
@@ -25,7 +26,8 @@ import { DEFAULT_CONFIG_PATH, parseConfig } from '../config/load.ts';
 import type { AppConfigInput } from '../config/schema.ts';
 import { buildApp } from '../composition/build-app.ts';
 import { manifest } from '../plugins/index.ts';
-import { exitWithParent, tellParent, type ChildMessage } from './ipc.ts';
+import { exitWithParent, tellParent, type ChildMessage, type ParentMessage } from './ipc.ts';
+import { PhaseProfiler } from './phase-profiler.ts';
 
 function required(name: string): string {
   const value = process.env[name];
@@ -43,13 +45,21 @@ function record(value: unknown): Record<string, unknown> {
  * The plugin section: exactly the plugins `npm start` enables (config/default.yaml `plugins:`),
  * with default.yaml's settings, then the bench's overrides below.
  */
-function benchPlugins(upstreamOrigin: string, model: string, embeddingModel: string | undefined): PluginSections {
+function benchPlugins(upstreamOrigin: string, model: string, pacedModel: string | undefined, embeddingModel: string | undefined): PluginSections {
   const defaults = record(record(parseYaml(readFileSync(DEFAULT_CONFIG_PATH, 'utf8'))).plugins);
   const defaultInference = record(defaults.inference);
   const overrides: PluginSections = {};
 
   // The /v1 gateway: default.yaml's providers and models (the mock) stay, plus the fake upstream
   // through the real `openai` provider type. Timeouts, failover and circuit breaker: defaults.
+  const chatModel = (name: string) => ({
+    routes: [{ provider: 'upstream', model: name }],
+    // The batch section runs a batch of it.
+    batch: true,
+    contextWindow: 128_000,
+    maxOutputTokens: 16_384,
+    prices: { inputPerMTokUsd: 0.15, cachedInputPerMTokUsd: 0.075, outputPerMTokUsd: 0.6 },
+  });
   overrides.inference = {
     ...defaultInference,
     providers: {
@@ -58,14 +68,9 @@ function benchPlugins(upstreamOrigin: string, model: string, embeddingModel: str
     },
     models: {
       ...record(defaultInference.models),
-      [model]: {
-        routes: [{ provider: 'upstream', model }],
-        // Section 7 runs a batch of it.
-        batch: true,
-        contextWindow: 128_000,
-        maxOutputTokens: 16_384,
-        prices: { inputPerMTokUsd: 0.15, cachedInputPerMTokUsd: 0.075, outputPerMTokUsd: 0.6 },
-      },
+      [model]: chatModel(model),
+      // The same model under the name the fake answers with paced streams.
+      ...(pacedModel && { [pacedModel]: chatModel(pacedModel) }),
       // Priced like OpenAI's, so embeddings are metered and reserved exactly as chat is.
       ...(embeddingModel && {
         [embeddingModel]: {
@@ -119,6 +124,23 @@ function stats(collect = false): ChildMessage {
   };
 }
 
+/** What the bench parent asks between phases: memory figures, and (BENCH_PROFILE=1) a profile per phase. */
+async function answerParent(message: ParentMessage, profiler: PhaseProfiler): Promise<void> {
+  try {
+    if (message.type === 'stats') {
+      await tellParent(stats(message.gc === true));
+    } else if (message.type === 'profile-start') {
+      await profiler.start();
+      await tellParent({ type: 'profile-started' });
+    } else if (message.type === 'profile-stop') {
+      await profiler.stop(message.file);
+      await tellParent({ type: 'profile-written', file: message.file });
+    }
+  } catch (error) {
+    await tellParent({ type: 'error', message: `gateway child: ${message.type} failed: ${error instanceof Error ? error.message : String(error)}` });
+  }
+}
+
 async function main(): Promise<void> {
   const upstreamOrigin = required('BENCH_UPSTREAM_URL');
   const ownerToken = required('BENCH_OWNER_TOKEN');
@@ -135,7 +157,7 @@ async function main(): Promise<void> {
       coordination: process.env.BENCH_REDIS_URL ? { driver: 'redis', url: process.env.BENCH_REDIS_URL, keyPrefix: `${required('BENCH_REDIS_PREFIX')}:` } : { driver: 'memory' },
     },
     bootstrap: { ownerToken, printOwnerToken: false },
-    plugins: benchPlugins(upstreamOrigin, model, process.env.BENCH_EMBEDDING_MODEL || undefined),
+    plugins: benchPlugins(upstreamOrigin, model, process.env.BENCH_PACED_MODEL || undefined, process.env.BENCH_EMBEDDING_MODEL || undefined),
   };
   // No environment: PORT, DATABASE_URL and friends must not change what is measured.
   const config = parseConfig(raw, {});
@@ -149,11 +171,10 @@ async function main(): Promise<void> {
   await app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = app.server.address() as AddressInfo;
 
+  const profiler = new PhaseProfiler();
   exitWithParent(
     () => app.close(),
-    (message) => {
-      if (message.type === 'stats') void tellParent(stats(message.gc === true));
-    },
+    (message) => void answerParent(message, profiler),
   );
   await tellParent({ type: 'ready', url: `http://127.0.0.1:${port}`, plugins: Object.keys(config.plugins) });
 }

@@ -6,10 +6,16 @@
 export type ChildMessage =
   | { type: 'ready'; url: string; plugins?: string[] }
   | { type: 'stats'; maxRssKiB: number; rssBytes: number; heapUsedBytes: number; externalBytes: number; afterGc: boolean }
+  | { type: 'profile-started' }
+  | { type: 'profile-written'; file: string }
   | { type: 'error'; message: string };
 
-/** `gc`: run a full garbage collection first (the gateway child runs with --expose-gc). */
-export type ParentMessage = { type: 'stats'; gc?: boolean } | { type: 'shutdown' };
+/**
+ * `gc`: run a full garbage collection first (the gateway child runs with --expose-gc).
+ * `profile-start` / `profile-stop`: BENCH_PROFILE=1 takes one CPU profile of the gateway per phase;
+ * the child answers `profile-started`, then `profile-written` once the profile is in `file`.
+ */
+export type ParentMessage = { type: 'stats'; gc?: boolean } | { type: 'profile-start' } | { type: 'profile-stop'; file: string } | { type: 'shutdown' };
 
 export function isChildMessage(value: unknown): value is ChildMessage {
   return typeof value === 'object' && value !== null && typeof (value as { type?: unknown }).type === 'string';

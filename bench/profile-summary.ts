@@ -4,7 +4,9 @@
  *
  *   npx tsx bench/profile-summary.ts bench/profiles/CPU….cpuprofile
  *
- * `BENCH_PROFILE=1 npm run bench` profiles the gateway child and prints this at the end.
+ * `BENCH_PROFILE=1 npm run bench` profiles the gateway child, one profile per phase (the profile
+ * of one phase holds the gateway's idle time while the other targets are measured), and prints this
+ * for each at the end.
  */
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -69,6 +71,8 @@ function areaOf(frame: CallFrame): string {
   }
   if (url.startsWith('node:')) return 'node internals';
   const path = shortUrl(url);
+  // The bench runs the gateway as one esbuild bundle: its own code, whichever folder it came from.
+  if (path.startsWith('bench/.build/gateway-process/')) return 'gateway code (bundled)';
   const top = path.split('/')[0];
   if (top === 'core' || top === 'plugins' || top === 'providers' || top === 'adapters' || top === 'config') return `gateway ${top}/`;
   return path.includes('/') ? top! : path;
@@ -133,10 +137,12 @@ export function summarizeProfile(file: string, top = 20): ProfileSummary {
   };
 }
 
-export function printProfileSummary(summary: ProfileSummary, log: (line: string) => void = console.log): void {
+/** `calls`: the gateway calls the profile covers, when known: busy time per call is printed too. */
+export function printProfileSummary(summary: ProfileSummary, log: (line: string) => void = console.log, calls: number | null = null): void {
   const busy = summary.totalMs - summary.idleMs || 1;
   const pct = (value: number) => `${((100 * value) / busy).toFixed(1).padStart(5)}%`;
-  log(`  sampled ${summary.totalMs} ms, of which idle ${summary.idleMs} ms; percentages are of busy time`);
+  const perCall = calls ? `, ${((1000 * busy) / calls).toFixed(1)} µs of it per call (${calls} calls)` : '';
+  log(`  sampled ${summary.totalMs} ms, of which idle ${summary.idleMs} ms${perCall}; percentages are of busy time`);
   log('  self time by area:');
   for (const { area, selfMs } of summary.areas.filter((a) => a.area !== '(idle)').slice(0, 16)) log(`    ${pct(selfMs)}  ${selfMs.toFixed(1).padStart(9)} ms  ${area}`);
   log('  top functions by self time:');

@@ -5,10 +5,12 @@
  *
  * Responses get a longer reply than chat's default: a two-sentence answer streams as about twenty
  * `response.output_text.delta` events, the sequence a real short answer has. Chat keeps the
- * fake's default, so its figures stay comparable with earlier runs.
+ * fake's default, so its figures stay comparable with earlier runs. The paced-stream section asks
+ * for its model by name (bench/paced-streams.ts): twenty content chunks paced by this process's timers.
  */
 import { startFakeOpenAIUpstream } from '../test/fakes/fake-openai-upstream.ts';
 import { exitWithParent, tellParent } from './ipc.ts';
+import { PACED_MODEL, PACED_REPLY } from './paced-streams.ts';
 
 /** Twenty words: twenty text deltas, one per word, as the fake streams a Responses answer. */
 const RESPONSES_REPLY = {
@@ -17,7 +19,11 @@ const RESPONSES_REPLY = {
 };
 
 async function main(): Promise<void> {
-  const fake = await startFakeOpenAIUpstream({ record: false, defaultReplyByPath: { '/responses': RESPONSES_REPLY } });
+  const fake = await startFakeOpenAIUpstream({
+    record: false,
+    defaultReplyByPath: { '/responses': RESPONSES_REPLY },
+    defaultReplyByModel: { [PACED_MODEL]: PACED_REPLY },
+  });
   exitWithParent(() => fake.close());
   await tellParent({ type: 'ready', url: fake.url });
 }
