@@ -1,6 +1,5 @@
 import { loadConfig, ConfigError } from './config/load.ts';
-import { buildApp } from './composition/build-app.ts';
-import { manifest } from './plugins/index.ts';
+import { isWorkerProcess, reportListening, runWorkerPrimary, unsharedStorage, workerCount } from './core/kernel/worker-processes.ts';
 
 /** Starts the service: load config, build, listen, and drain in-flight work on SIGTERM/SIGINT. */
 async function main(): Promise<void> {
@@ -9,6 +8,17 @@ async function main(): Promise<void> {
   // (core/kernel/private-files.ts), so they stay private when the service is embedded or under another umask.
   process.umask(0o077);
   const config = loadConfig({ argv: process.argv.slice(2) });
+  const workers = workerCount(config.server.workers);
+  if (workers > 1 && !isWorkerProcess()) {
+    const refusal = unsharedStorage(config.storage);
+    if (refusal !== null) {
+      throw new ConfigError(`config: server.workers: ${workers} processes cannot share this storage: ${refusal}`);
+    }
+    const log = (line: string) => process.stdout.write(`${JSON.stringify({ level: 30, time: Date.now(), pid: process.pid, msg: line })}\n`);
+    process.exit(await runWorkerPrimary({ count: workers, shutdownGraceMs: config.server.shutdownGraceMs, log }));
+  }
+  // Imported here, not at the top: a cluster's primary serves nothing and needs none of it.
+  const [{ buildApp }, { manifest }] = await Promise.all([import('./composition/build-app.ts'), import('./plugins/index.ts')]);
   const app = await buildApp(config, { manifest });
   const { bootstrap } = app.svc;
   if (bootstrap?.ownerToken && config.bootstrap.printOwnerToken && !config.bootstrap.ownerToken) {
@@ -19,6 +29,7 @@ async function main(): Promise<void> {
     );
   }
   await app.listen({ host: config.server.host, port: config.server.port });
+  reportListening();
 
   let closing = false;
   const shutdown = (signal: string) => {
@@ -44,6 +55,8 @@ async function main(): Promise<void> {
   };
   process.on('SIGTERM', () => shutdown('SIGTERM'));
   process.on('SIGINT', () => shutdown('SIGINT'));
+  // A worker whose primary is gone (killed) is no longer managed by anyone: it drains and leaves.
+  if (isWorkerProcess()) process.on('disconnect', () => shutdown('primary gone'));
 }
 
 main().catch((error: unknown) => {

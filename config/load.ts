@@ -114,7 +114,7 @@ function section(config: Record<string, unknown>, name: string): Record<string, 
   return isMapping(value) ? { ...value } : null;
 }
 
-/** PORT, HOST, SVC_ROLE, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN, SVC_SECRET_KEYS win over the file. */
+/** PORT, HOST, SVC_ROLE, SVC_WORKERS, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN, SVC_SECRET_KEYS win over the file. */
 function applyEnvOverrides(raw: unknown, env: Env): unknown {
   if (raw !== undefined && raw !== null && !isMapping(raw)) {
     throw new ConfigError('config: (top level): expected a mapping of sections (server, storage, plugins, …)');
@@ -130,6 +130,13 @@ function applyEnvOverrides(raw: unknown, env: Env): unknown {
   if (env.HOST) server.host = env.HOST;
   if (env.LOG_LEVEL) server.logLevel = env.LOG_LEVEL;
   if (env.SVC_ROLE) server.role = env.SVC_ROLE;
+  if (env.SVC_WORKERS) {
+    const workers = env.SVC_WORKERS.trim() === 'auto' ? 'auto' : Number(env.SVC_WORKERS);
+    if (workers !== 'auto' && !Number.isInteger(workers)) {
+      throw new ConfigError(`config: SVC_WORKERS: expected an integer or auto, got ${JSON.stringify(env.SVC_WORKERS)}`);
+    }
+    server.workers = workers;
+  }
   config.server = server;
 
   const storage = section(config, 'storage');

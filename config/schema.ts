@@ -104,6 +104,11 @@ export const configSchema = z.strictObject({
        */
       role: z.enum(['api', 'worker', 'all']).default('all'),
       /**
+       * Processes sharing the listening port (`SVC_WORKERS`): a number, or `auto` for one per core. More
+       * than one needs PostgreSQL and Redis, as replicas do (core/kernel/worker-processes.ts).
+       */
+      workers: z.union([z.number().int().min(1).max(256), z.literal('auto')]).default(1),
+      /**
        * Which route set this host serves. `wide` (the default) is the regional host with the wider set;
        * `narrow` leaves out every operation declared `wide` (route, OpenAPI entry and MCP tool alike) and
        * `GET /v1/models/{model}`.

@@ -1,3 +1,4 @@
+import { shareWorkerMetrics, workerMetrics } from './worker-processes.ts';
 import '../http/fastify-types.ts';
 import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -168,6 +169,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     });
     const registry = new OperationRegistry({ identity });
     const metrics = new GatewayMetrics();
+    shareWorkerMetrics(metrics.registry);
     const jobStore = stores.jobs(database);
     const eventStore = stores.events(database);
     const jobRegistry = new JobRegistry();
@@ -374,7 +376,7 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
       if (presentsToken && !presentsToken(authorizationHeader(request.raw))) {
         throw new ApiError('invalid_metrics_token');
       }
-      return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics());
+      return reply.type(metrics.registry.contentType).send(await workerMetrics(metrics.registry));
     });
   }
 

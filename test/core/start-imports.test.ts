@@ -46,7 +46,14 @@ function packageOf(specifier: string): string {
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
 }
 
-/** Every package an emitted entry loads before its first line runs: its static imports, through its chunks. */
+/** `import("./chunk.mjs")` in an emitted module. */
+const DYNAMIC_IMPORT = /\bimport\(\s*["'](\.\/[^"']+)["']\s*\)/g;
+
+/**
+ * Every package a serving process loads at start: the entry's static imports, through its chunks, and
+ * the app the entry imports when it serves (main.ts imports it on use, so a cluster's primary, which
+ * serves nothing, does not load it). Imports on use inside the app stay out.
+ */
 function packagesLoadedAtStart(outdir: string, entry: string): Set<string> {
   const packages = new Set<string>();
   const seen = new Set<string>();
@@ -59,6 +66,7 @@ function packagesLoadedAtStart(outdir: string, entry: string): Set<string> {
     }
   };
   visit(entry);
+  for (const [, specifier] of readFileSync(join(outdir, entry), 'utf8').matchAll(DYNAMIC_IMPORT)) visit(specifier!.slice(2));
   return packages;
 }
 
