@@ -40,6 +40,13 @@
  * BENCH_PROFILE=1 also CPU-profiles the gateway, one profile per phase (taken by the gateway
  * process itself on the parent's word, bench/phase-profiler.ts), and prints where its time goes in
  * each; its figures are inflated, so they go to bench/profiles/results.json next to the .cpuprofile files.
+ * BENCH_GATEWAY_NODE_ARGS="--max-old-space-size=96" replaces the production node flags (those of `npm run start:prod`).
+ * BENCH_REDIS_URL=redis://… keeps counters, leases and caches in Redis (a multi-replica setup).
+ * BENCH_DATABASE_URL=postgres://… runs the gateway on PostgreSQL instead of embedded PGlite (in a
+ * fresh schema, dropped afterwards), to see what the embedded database costs in memory.
+ * BENCH_WORKERS=n runs the gateway as `server.workers: n` does (a cluster primary and n workers on
+ * one port; needs BENCH_DATABASE_URL and BENCH_REDIS_URL): its CPU and memory are the sums over
+ * all its processes, and BENCH_PROFILE profiles the first worker.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { build as esbuild } from 'esbuild';
@@ -96,6 +103,21 @@ const PROFILE = process.env.BENCH_PROFILE === '1';
 const DATABASE_URL = process.env.BENCH_DATABASE_URL || null;
 /** Counters, leases and caches in Redis (a multi-replica deployment) instead of in memory. */
 const REDIS_URL = process.env.BENCH_REDIS_URL || null;
+/**
+ * `server.workers` of the gateway: n processes on one port behind a cluster primary. More than one
+ * needs what the service needs for it, PostgreSQL and Redis; BENCH_WORKERS=2 with them is two
+ * replicas behind one port.
+ */
+const WORKERS = Number(process.env.BENCH_WORKERS || '1');
+/** A setting the run cannot go on with: said in one line, before any process starts. */
+function refuse(message: string): never {
+  process.stderr.write(`bench: ${message}\n`);
+  process.exit(2);
+}
+if (!Number.isInteger(WORKERS) || WORKERS < 1) refuse(`BENCH_WORKERS=${process.env.BENCH_WORKERS}: must be a whole number of processes, 1 or more`);
+if (WORKERS > 1 && (!DATABASE_URL || !REDIS_URL)) {
+  refuse(`BENCH_WORKERS=${WORKERS}: several gateway processes share PostgreSQL and Redis (the service refuses otherwise): set BENCH_DATABASE_URL and BENCH_REDIS_URL`);
+}
 const DATABASE_SCHEMA = `bench_${Date.now().toString(36)}_${process.pid}`;
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -350,20 +372,29 @@ async function profiled<T>(phase: string, gatewayCalls: (() => number) | null, w
 
 // ---- Memory of the gateway process ------------------------------------------------------------------
 
-function procStatusKiB(pid: number, field: 'VmRSS' | 'VmHWM'): number | null {
-  try {
-    const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return match ? Number(match[1]) : null;
-  } catch {
-    return null;
+/**
+ * A /proc/<pid>/status figure summed over the gateway's processes (one, or a primary and its
+ * BENCH_WORKERS workers); null when none can be read. Summed peaks (VmHWM) bound the peak of the
+ * sum from above.
+ */
+function procStatusKiB(pids: number[], field: 'VmRSS' | 'VmHWM'): number | null {
+  let total: number | null = null;
+  for (const pid of pids) {
+    try {
+      const match = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+      if (match) total = (total ?? 0) + Number(match[1]);
+    } catch {
+      // gone: counts nothing
+    }
   }
+  return total;
 }
 
 class RssSampler {
   maxKiB = 0;
   lastHwmKiB = 0;
   private timer: NodeJS.Timeout | null = null;
-  constructor(private readonly pid: number) {}
+  constructor(private readonly pid: number[]) {}
   start(everyMs = 100): void {
     this.sample();
     this.timer = setInterval(() => this.sample(), everyMs);
@@ -386,15 +417,19 @@ class RssSampler {
 /** USER_HZ: /proc/<pid>/stat counts CPU time in these ticks (100 on every mainstream Linux). */
 const CLOCK_TICKS_PER_S = 100;
 
-/** CPU seconds (user + system) a process has used so far, or NaN when it cannot be read. */
-function processCpuSeconds(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
-  } catch {
-    return NaN;
+/** CPU seconds (user + system) processes have used so far (summed), or NaN when one cannot be read. */
+function processCpuSeconds(pids: number | number[]): number {
+  let total = 0;
+  for (const pid of typeof pids === 'number' ? [pids] : pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      total += (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+    } catch {
+      return NaN;
+    }
   }
+  return total;
 }
 
 interface CpuShares {
@@ -413,8 +448,11 @@ function machineBusySeconds(): number {
   return (user + nice + system + irq + softirq + steal) / CLOCK_TICKS_PER_S;
 }
 
+/** The processes measured: the gateway's (its primary and workers with BENCH_WORKERS), the floor's, the fake's. */
+type Pids = { gateway: number[]; proxy: number; upstream: number };
+
 /** Runs `work` and reports the CPU each process (and the machine) used meanwhile. */
-async function withCpu<T>(pids: { gateway: number; proxy: number; upstream: number }, work: () => Promise<T>): Promise<{ value: T; cpu: CpuShares; seconds: number }> {
+async function withCpu<T>(pids: Pids, work: () => Promise<T>): Promise<{ value: T; cpu: CpuShares; seconds: number }> {
   const before = {
     gateway: processCpuSeconds(pids.gateway),
     proxy: processCpuSeconds(pids.proxy),
@@ -602,7 +640,7 @@ function machineAllows(rows: CpuRow[], proxy: 'gateway' | 'proxy', measuredRps: 
  * Warm-up for each target, then rounds alternating between them, with the CPU each process used
  * and every response's time; `phase` names the rounds' gateway profile (BENCH_PROFILE=1).
  */
-async function measureThroughput(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }, request: BenchRequest, phase: string) {
+async function measureThroughput(targets: Target[], pids: Pids, request: BenchRequest, phase: string) {
   for (const target of targets) await load(target, THROUGHPUT_WARMUP_S, request);
   const rounds = { direct: [] as AutocannonResult[], proxy: [] as AutocannonResult[], gateway: [] as AutocannonResult[] };
   const cpu = { direct: [] as CpuRow[], proxy: [] as CpuRow[], gateway: [] as CpuRow[] };
@@ -647,7 +685,7 @@ async function measureThroughput(targets: Target[], pids: { gateway: number; pro
  * targets (the order rotated each round), so only one target carries load at a time and its
  * process's CPU over its rounds is its own, per stream.
  */
-async function measurePacedStreams(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }) {
+async function measurePacedStreams(targets: Target[], pids: Pids) {
   const pools = new Map(
     targets.map((target) => [
       target.name,
@@ -734,7 +772,7 @@ function pacedResults({ ttft, streamMs, cpuPerStreamUs, cpuGateway }: Paced) {
 
 // ---- The other /v1 calls: embeddings and a streamed Responses call -------------------------------
 
-async function measureBreadth(targets: Target[], pids: { gateway: number; proxy: number; upstream: number }) {
+async function measureBreadth(targets: Target[], pids: Pids) {
   // Smoke: every path answers both before anything is measured.
   for (const target of targets) {
     await timedEmbeddings(target);
@@ -926,6 +964,7 @@ async function main(): Promise<void> {
   if (PROFILE) log('  PROFILING: the gateway profiles itself in each phase; its figures are inflated');
   if (GATEWAY_NODE_ARGS.length > 0) log(`  gateway node flags: ${GATEWAY_NODE_ARGS.join(' ')}`);
   log(`  coordination ${REDIS_URL ? 'Redis from BENCH_REDIS_URL' : 'in memory (as npm start)'}`);
+  if (WORKERS > 1) log(`  workers  ${WORKERS} gateway processes on one port behind a cluster primary (BENCH_WORKERS; server.workers)`);
   log(`  database ${DATABASE_URL ? `PostgreSQL from BENCH_DATABASE_URL, schema ${DATABASE_SCHEMA} (not what npm start runs)` : 'embedded PGlite on disk (as npm start)'}`);
   log();
 
@@ -948,6 +987,7 @@ async function main(): Promise<void> {
     if (BREADTH) gatewayEnv.BENCH_EMBEDDING_MODEL = EMBEDDING_MODEL;
     if (DATABASE_URL) Object.assign(gatewayEnv, { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: DATABASE_SCHEMA });
     if (REDIS_URL) Object.assign(gatewayEnv, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `bench:${DATABASE_SCHEMA}` });
+    if (WORKERS > 1) gatewayEnv.BENCH_WORKERS = String(WORKERS);
 
     const proxyChild = startChild('bare proxy', await buildChild('bare-proxy-process'), { BENCH_UPSTREAM_URL: upstreamReady.url }, GATEWAY_NODE_ARGS);
     const proxyReady = await proxyChild.next('ready', 30_000);
@@ -969,15 +1009,17 @@ async function main(): Promise<void> {
       mkdirSync(PROFILE_DIR, { recursive: true });
       profiledGateway = gatewayChild;
     }
-    sampler = new RssSampler(gatewayChild.process.pid!);
+    const gatewayPids = gatewayReady.pids ?? [gatewayChild.process.pid!];
+    sampler = new RssSampler(gatewayPids);
     sampler.start();
-    const rssAfterStartKiB = procStatusKiB(gatewayChild.process.pid!, 'VmRSS') ?? 0;
+    const rssAfterStartKiB = procStatusKiB(gatewayPids, 'VmRSS') ?? 0;
     send(gatewayChild, { type: 'stats', gc: true });
     const startStats = await gatewayChild.next('stats', 10_000);
     const heapAfterStartMiB = startStats.type === 'stats' ? startStats.heapUsedBytes / 2 ** 20 : NaN;
     log(`fake upstream ${upstreamReady.url} (pid ${upstream.process.pid})`);
     log(`first start   initdb + migrations + bootstrap in a separate process: peak RSS ${f(firstStartPeakKiB / 1024, 1)} MiB (one-time, not the measured run)`);
-    log(`gateway       ${gatewayReady.url} (pid ${gatewayChild.process.pid}), plugins: ${gatewayReady.plugins?.join(', ')}; RSS after start ${f(rssAfterStartKiB / 1024, 1)} MiB`);
+    const processes = WORKERS > 1 ? `pids ${gatewayPids.join(', ')}: a primary and ${WORKERS} workers` : `pid ${gatewayChild.process.pid}`;
+    log(`gateway       ${gatewayReady.url} (${processes}), plugins: ${gatewayReady.plugins?.join(', ')}; RSS after start ${f(rssAfterStartKiB / 1024, 1)} MiB`);
 
     // A real key, through the management API, as a client would get one.
     const created = await fetch(`${gatewayReady.url}/client/keys`, {
@@ -1007,7 +1049,7 @@ async function main(): Promise<void> {
       log(
         `[1/${PHASES}] throughput: ${CONNECTIONS} connections, non-streamed, warm-up ${THROUGHPUT_WARMUP_S} s each, then ${THROUGHPUT_ROUNDS} alternating rounds of ${THROUGHPUT_ROUND_S} s…`,
       );
-      const pids = { gateway: gatewayChild.process.pid!, proxy: proxyChild.process.pid!, upstream: upstream.process.pid! };
+      const pids: Pids = { gateway: gatewayPids, proxy: proxyChild.process.pid!, upstream: upstream.process.pid! };
       const chatThroughput = await measureThroughput(targets, pids, CHAT_JSON, 'chat throughput');
       const { rounds, cpu, directRps, proxyRps, gatewayRps, ratio, proxyRatio, cpuDirect, cpuGateway } = chatThroughput;
       const { gatewayCpuPerRequestUs, proxyCpuPerRequestUs, upstreamCpuPerRequestUs, loadedP99, gatewayAllows, floorAllows } = chatThroughput;
@@ -1110,7 +1152,7 @@ async function main(): Promise<void> {
       log(`       gateway  p50 ${f(ttftGateway.p50, 3)} ms   p99 ${f(ttftGateway.p99, 3)} ms`);
       log(`       added    p50 ${f(added.ttftP50, 3)} ms   p99 ${f(added.ttftP99, 3)} ms   goal p50 <= ${GOALS.addedTtftMs} ms   ${mark(pass.addedTtft)}`);
       log();
-      log('  4. Gateway memory (its own process)');
+      log(WORKERS > 1 ? `  4. Gateway memory (its primary and ${WORKERS} workers, summed)` : '  4. Gateway memory (its own process)');
       log(
         `       peak RSS ${f(peakRssMiB, 1)} MiB (VmHWM: start from the existing data directory + ${BREADTH ? "chat's sections" : 'the whole run'})   goal <= ${GOALS.peakRssMiB} MiB   ${mark(pass.peakRss)}`,
       );
@@ -1154,8 +1196,10 @@ async function main(): Promise<void> {
         profiling: PROFILE,
         setup: {
           gateway:
-            'child process, bench/gateway-process.ts compiled with esbuild and run with plain node (as `npm run build`): memory coordination, logLevel warn, auth + all kernel hooks, openai provider type (allowPrivateNetwork)',
+            `child process, bench/gateway-process.ts compiled with esbuild and run with plain node (as \`npm run build\`): ${REDIS_URL ? 'Redis' : 'memory'} coordination, ` +
+            `${WORKERS > 1 ? `${WORKERS} worker processes behind a cluster primary, ` : ''}logLevel warn, auth + all kernel hooks, openai provider type (allowPrivateNetwork)`,
           gatewayNodeArgs: GATEWAY_NODE_ARGS,
+          gatewayWorkers: WORKERS,
           database: DATABASE_URL ? 'postgres (BENCH_DATABASE_URL)' : 'pglite on disk, data directory created by a separate first-start process',
           plugins: gatewayReady.plugins ?? [],
           upstream: `child process, test/fakes/fake-openai-upstream.ts (record: false), SSE sent in one write (${PACED_MODEL}: paced, see pacedStreams)`,

@@ -17,6 +17,9 @@
  *   BENCH_PREPARE=1     first start only: create the database (initdb, migrations, bootstrap),
  *                       report this process's peak memory and exit, so the measured run starts
  *                       like every later start of a deployment (existing data directory)
+ *   BENCH_WORKERS=n     optional: `server.workers` = n, this process the cluster primary and n workers
+ *                       on one port (bench/gateway-primary.ts); needs PostgreSQL and Redis, as the
+ *                       service does
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,8 +27,8 @@ import type { AddressInfo } from 'node:net';
 import { parse as parseYaml } from 'yaml';
 import { DEFAULT_CONFIG_PATH, parseConfig } from '../config/load.ts';
 import type { AppConfigInput } from '../config/schema.ts';
-import { buildApp } from '../composition/build-app.ts';
-import { manifest } from '../plugins/index.ts';
+import { isWorkerProcess, reportListening, unsharedStorage } from '../core/kernel/worker-processes.ts';
+import { runBenchPrimary } from './gateway-primary.ts';
 import { exitWithParent, tellParent, type ChildMessage, type ParentMessage } from './ipc.ts';
 import { PhaseProfiler } from './phase-profiler.ts';
 
@@ -147,8 +150,9 @@ async function main(): Promise<void> {
   const dataDir = required('BENCH_DATA_DIR');
   const model = required('BENCH_MODEL');
 
+  const workers = Number(process.env.BENCH_WORKERS || '1');
   const raw: AppConfigInput = {
-    server: { host: '127.0.0.1', port: 0, logLevel: 'warn' },
+    server: { host: '127.0.0.1', port: 0, logLevel: 'warn', workers },
     storage: {
       dataDir,
       database: process.env.BENCH_DATABASE_URL
@@ -161,6 +165,15 @@ async function main(): Promise<void> {
   };
   // No environment: PORT, DATABASE_URL and friends must not change what is measured.
   const config = parseConfig(raw, {});
+  // As main.ts does: the primary of several workers serves nothing itself. The first start
+  // (BENCH_PREPARE) stays one process: it only creates the database.
+  if (workers > 1 && !isWorkerProcess() && process.env.BENCH_PREPARE !== '1') {
+    const refusal = unsharedStorage(config.storage);
+    if (refusal !== null) throw new Error(`BENCH_WORKERS=${workers}: ${refusal} (BENCH_DATABASE_URL and BENCH_REDIS_URL here)`);
+    await runBenchPrimary(workers, config.server.shutdownGraceMs);
+  }
+  // Imported here, not at the top: a cluster's primary needs none of it (its memory counts too).
+  const [{ buildApp }, { manifest }] = await Promise.all([import('../composition/build-app.ts'), import('../plugins/index.ts')]);
   const app = await buildApp(config, { manifest });
   if (process.env.BENCH_PREPARE === '1') {
     await app.ready();
@@ -168,7 +181,9 @@ async function main(): Promise<void> {
     await tellParent(stats());
     process.exit(0);
   }
+  // Workers of one primary listening on port 0 all get the same port (the cluster shares one handle).
   await app.listen({ host: '127.0.0.1', port: 0 });
+  reportListening();
   const { port } = app.server.address() as AddressInfo;
 
   const profiler = new PhaseProfiler();

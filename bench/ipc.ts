@@ -1,10 +1,13 @@
 /**
- * Messages between the bench orchestrator (bench/gateway-overhead.ts) and its two children
- * (bench/upstream-process.ts, bench/gateway-process.ts), over the Node IPC channel.
+ * Messages between the bench orchestrator (bench/gateway-overhead.ts) and its children
+ * (bench/upstream-process.ts, bench/gateway-process.ts, bench/bare-proxy-process.ts), over the Node
+ * IPC channel. With BENCH_WORKERS the gateway's workers talk to its primary, which relays
+ * (bench/gateway-primary.ts).
  */
 
 export type ChildMessage =
-  | { type: 'ready'; url: string; plugins?: string[] }
+  /** `pids`: every process of a multi-process gateway (BENCH_WORKERS), its primary first. */
+  | { type: 'ready'; url: string; plugins?: string[]; pids?: number[] }
   | { type: 'stats'; maxRssKiB: number; rssBytes: number; heapUsedBytes: number; externalBytes: number; afterGc: boolean }
   | { type: 'profile-started' }
   | { type: 'profile-written'; file: string }
