@@ -276,6 +276,27 @@ export class GatewayCallPath {
     let status = 200;
     let errorCode: string | null = null;
     let broken: unknown;
+    let settled = false;
+    const settle = () => {
+      if (settled) return;
+      settled = true;
+      // The attempt's span covers the whole upstream exchange, so it ends with the stream.
+      if (attempt && broken === undefined) attempt.succeeded();
+      else attempt?.failed(broken);
+      const tally = writer.settle();
+      this.finish(call, {
+        status,
+        errorCode,
+        usage: tally.usage,
+        ...(tally.units ? { units: tally.units } : {}),
+        provider: opened.candidate.provider.name,
+        upstreamModel: opened.candidate.upstreamModel,
+        attempts: opened.attempts,
+        latencyMs: Math.round(performance.now() - call.started),
+        ttftMs: Math.round(committedAt - call.started),
+        ...(call.admission.logBodies ? { bodies: { request: body, response: tally.logged ?? null } } : {}),
+      });
+    };
     try {
       for (const event of buffered) await writer.write(event, sink);
       for (;;) {
@@ -284,6 +305,10 @@ export class GatewayCallPath {
         if (next.done) break;
         await writer.write(next.value, sink);
       }
+      // Settled (its row journaled) before the closing events go out: a process killed after its client
+      // read the whole answer then bills the call by its own row, never as interrupted. A client that
+      // leaves during those last bytes has had every content event; the call counts as served.
+      settle();
       await writer.close(sink);
     } catch (error) {
       if (exchange.signal.aborted || error instanceof ClientGoneError) {
@@ -299,23 +324,8 @@ export class GatewayCallPath {
       }
       void iterator.return?.().catch(() => undefined);
     } finally {
+      settle();
       sink.end();
-      // The attempt's span covers the whole upstream exchange, so it ends with the stream.
-      if (attempt && broken === undefined) attempt.succeeded();
-      else attempt?.failed(broken);
-      const settled = writer.settle();
-      this.finish(call, {
-        status,
-        errorCode,
-        usage: settled.usage,
-        ...(settled.units ? { units: settled.units } : {}),
-        provider: opened.candidate.provider.name,
-        upstreamModel: opened.candidate.upstreamModel,
-        attempts: opened.attempts,
-        latencyMs: Math.round(performance.now() - call.started),
-        ttftMs: Math.round(committedAt - call.started),
-        ...(call.admission.logBodies ? { bodies: { request: body, response: settled.logged ?? null } } : {}),
-      });
     }
     return null;
   }
