@@ -141,8 +141,10 @@ export function summarizeProfile(file: string, top = 20): ProfileSummary {
 export function printProfileSummary(summary: ProfileSummary, log: (line: string) => void = console.log, calls: number | null = null): void {
   const busy = summary.totalMs - summary.idleMs || 1;
   const pct = (value: number) => `${((100 * value) / busy).toFixed(1).padStart(5)}%`;
-  const perCall = calls ? `, ${((1000 * busy) / calls).toFixed(1)} µs of it per call (${calls} calls)` : '';
+  const perCall = calls ? `, ${((1000 * busy) / calls).toFixed(1)} µs busy per call (${calls} calls)` : '';
   log(`  sampled ${summary.totalMs} ms, of which idle ${summary.idleMs} ms${perCall}; percentages are of busy time`);
+  // Samples are taken on the wall clock: a thread waiting for a core still counts as busy.
+  if (calls) log('  (busy is wall time between samples, not CPU time: on a crowded machine it includes waiting for a core)');
   log('  self time by area:');
   for (const { area, selfMs } of summary.areas.filter((a) => a.area !== '(idle)').slice(0, 16)) log(`    ${pct(selfMs)}  ${selfMs.toFixed(1).padStart(9)} ms  ${area}`);
   log('  top functions by self time:');
