@@ -164,7 +164,7 @@ export function toolOperations(deps: ToolOperationDeps): AnyOperation[] {
     idempotent: true,
     body: approveToolsRequest,
     resource: { kind: 'project', access: 'write', in: 'body', field: 'projectId', whenAbsent: 'default-project' },
-    errors: ['mcp_tool_not_found'],
+    errors: ['invalid_parameter'],
     output: approvedToolsView,
     async handler({ body }, { credential, transaction, authorization }) {
       const projectId = authorizedProject(authorization).id;
@@ -172,7 +172,7 @@ export function toolOperations(deps: ToolOperationDeps): AnyOperation[] {
       return transaction(async (tx) => {
         const found = new Map((await tools.some(credential.organizationId, ids, [projectId], tx)).map((tool) => [tool.id, tool]));
         const missing = body.ids.findIndex((id) => !found.has(id));
-        if (missing !== -1) throw new ApiError('mcp_tool_not_found', `No tool ${body.ids[missing]} in project ${projectId}`, { param: `ids.${missing}` });
+        if (missing !== -1) throw new ApiError('invalid_parameter', `${body.ids[missing]} is not a tool of project ${projectId}`, { param: `ids.${missing}` });
         const switched = await tools.switchOn(tx, ids, clock());
         const now = new Set(switched);
         return { object: 'mcp_tool_approval' as const, projectId, enabled: switched, alreadyEnabled: ids.filter((id) => !now.has(id)) };
