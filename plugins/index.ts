@@ -12,6 +12,7 @@ import { usagePlugin } from './usage/index.ts';
 import { projectsPlugin } from './projects/index.ts';
 import { peoplePlugin } from './people/index.ts';
 import { supportPlugin } from './support/index.ts';
+import { toolGatewayPlugin } from './tool-gateway/index.ts';
 import { webhooksPlugin } from './webhooks/index.ts';
 
 /**
@@ -32,5 +33,6 @@ export const manifest: readonly AnyPlugin[] = [
   oauthPlugin,
   supportPlugin,
   webhooksPlugin,
+  toolGatewayPlugin,
   batchesPlugin,
 ];

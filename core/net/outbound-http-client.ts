@@ -3,7 +3,7 @@ import type { LookupFunction } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { Agent, type Dispatcher, errors } from 'undici';
 import { type Cancellation, CallSignal } from '../gateway/call-signal.ts';
-import { type AbortCause, abortingDeadlines } from './call-deadlines.ts';
+import { type AbortCause, abortingDeadlines, type CallDeadlines } from './call-deadlines.ts';
 import { assertPublicUrl, assertPublicUrlSync, guardedLookup, type OutboundRefusalReason, OutboundUrlRefusedError } from './outbound-url-guard.ts';
 import { timedConnector } from './timed-connector.ts';
 
@@ -16,7 +16,9 @@ import { timedConnector } from './timed-connector.ts';
  * - no redirect followed: a 3xx is an answer the caller sees (following it would leave the guard,
  *   and a customer's endpoint has no business sending us elsewhere);
  * - a connect deadline, a total deadline (to the answer's last byte), a cap on the answer's size
- *   and the caller's signal;
+ *   and the caller's signal; or, for an answer read as it arrives (`stream`: server-sent events, a
+ *   customer's MCP server), a headers deadline, an idle deadline between chunks and an optional
+ *   total one (outbound-fetch.ts gives SDKs that take a `fetch` this mode);
  * - one error type with a kind, whose message names the method, the origin and the limit, never
  *   the path or query (which may carry a customer's token), the headers or a body.
  */
@@ -78,6 +80,41 @@ export interface OutboundResponse {
   /** From sending the request to the answer's last byte (delivery logs show it). */
   durationMs: number;
 }
+
+/**
+ * A request whose answer is read as it arrives (server-sent events, a customer's MCP server):
+ * the same guard, connect deadline, no redirects and error kinds as `request`, with deadlines fit
+ * for a stream that may stay open for as long as its reader wants it.
+ */
+export interface OutboundStreamRequest {
+  url: string | URL;
+  /** Default GET. */
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Uint8Array;
+  signal?: Cancellation;
+  /** Until the answer's status and headers, connecting included (default: the client's total deadline). */
+  headersTimeoutMs?: number;
+  /** The longest the body may stay silent while it is being read; absent, a quiet stream waits for its reader to end it. */
+  idleTimeoutMs?: number;
+  /** The whole call, body included; absent, only the reader, the signal and the idle deadline end a stream. */
+  totalTimeoutMs?: number;
+  /** The most body bytes read over the stream's life; past it the body fails `too_large` (default: the client's cap). */
+  maxResponseBytes?: number;
+}
+
+export interface OutboundStreamResponse {
+  /** Whatever the server answered, 3xx included: redirects are not followed. */
+  status: number;
+  headers: IncomingHttpHeaders;
+  /** Errors with an OutboundHttpError; cancelling it closes the connection. */
+  body: ReadableStream<Uint8Array>;
+  /** From sending the request to the answer's headers. */
+  durationMs: number;
+}
+
+/** A timer cannot wait longer than 2^31 - 1 ms; "no total deadline" is that long, and always disarmed when the stream ends. */
+const NO_DEADLINE_MS = 2_147_483_647;
 
 /** A moment of the call, to name what failed when the transport gives only an error code. */
 type Phase = 'before_answer' | 'body';
@@ -151,6 +188,34 @@ export class OutboundHttpClient {
     }
   }
 
+  /**
+   * One request whose body is handed over as a stream, read as it arrives. Failing before the
+   * headers rejects with an OutboundHttpError; failing later errors the body with one.
+   */
+  async stream(request: OutboundStreamRequest): Promise<OutboundStreamResponse> {
+    const method = request.method ?? 'GET';
+    const url = this.checkedNow(request.url);
+    const headersMs = request.headersTimeoutMs ?? this.settings.totalTimeoutMs;
+    const totalMs = request.totalTimeoutMs ?? NO_DEADLINE_MS;
+    const limits = { connectMs: this.settings.connectTimeoutMs, totalMs, maxBytes: request.maxResponseBytes ?? this.settings.maxResponseBytes };
+    const where = `${method} ${url.origin}`;
+    const callerSignal = request.signal ?? new CallSignal();
+    if (callerSignal.aborted) throw new OutboundHttpError('aborted', `${where}: cancelled before it was sent`);
+    const { deadlines, signal } = abortingDeadlines(callerSignal, { connectMs: limits.connectMs, firstByteMs: headersMs, totalMs });
+    const started = performance.now();
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await this.agent.request({ origin: url.origin, path: url.pathname + url.search, method, headers: request.headers ?? {}, body: request.body ?? null, signal });
+    } catch (error) {
+      deadlines.finish();
+      if (deadlines.cause === 'first_byte') throw new OutboundHttpError('timeout', `${where}: no answer within ${headersMs} ms`);
+      throw failureOf(where, error, 'before_answer', deadlines.cause, limits);
+    }
+    deadlines.headersArrived();
+    const body = streamedBody(response, { where, maxBytes: limits.maxBytes, idleMs: request.idleTimeoutMs ?? null, deadlines, limits });
+    return { status: response.statusCode, headers: response.headers, body, durationMs: performance.now() - started };
+  }
+
   /** Closes kept-alive connections; calls still running fail. */
   async close(): Promise<void> {
     await this.agent.destroy();
@@ -203,6 +268,65 @@ async function readCapped(
     // cut as an error on the body, which is ours and expected: nothing else listens any more.
     if (!body.readableEnded) body.on('error', () => undefined).destroy();
   }
+}
+
+/**
+ * The answer's body as a web stream, pulled as its reader reads: each wait for the next chunk is
+ * bounded by the idle deadline, the bytes over the stream's life by the cap. However it ends (read
+ * to its end, failed, cancelled by the reader) the call's deadlines are disarmed and the
+ * connection is released.
+ */
+function streamedBody(
+  response: Dispatcher.ResponseData,
+  context: { where: string; maxBytes: number; idleMs: number | null; deadlines: CallDeadlines; limits: { connectMs: number; totalMs: number } },
+): ReadableStream<Uint8Array> {
+  const { where, maxBytes, idleMs, deadlines, limits } = context;
+  const source = response.body;
+  const chunks = source[Symbol.asyncIterator]();
+  let size = 0;
+  let silentTooLong = false;
+  const release = () => {
+    deadlines.finish();
+    // undici reports our cut as an error on the body: expected, and nobody else listens.
+    if (!source.readableEnded) source.on('error', () => undefined).destroy();
+  };
+  const failure = (error: unknown): OutboundHttpError => {
+    if (error instanceof OutboundHttpError) return error;
+    if (silentTooLong) return new OutboundHttpError('timeout', `${where}: the answer stayed silent for more than ${idleMs} ms`);
+    return failureOf(where, error, 'body', deadlines.cause, limits);
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const idle =
+        idleMs === null
+          ? undefined
+          : setTimeout(() => {
+              silentTooLong = true;
+              source.destroy(new Error('idle deadline'));
+            }, idleMs);
+      try {
+        const next = await chunks.next();
+        if (next.done) {
+          release();
+          controller.close();
+          return;
+        }
+        const chunk = next.value as Buffer;
+        size += chunk.length;
+        if (size > maxBytes) throw new OutboundHttpError('too_large', `${where}: the answer is larger than the ${maxBytes}-byte limit`);
+        controller.enqueue(new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
+      } catch (error) {
+        const failed = failure(error);
+        release();
+        controller.error(failed);
+      } finally {
+        clearTimeout(idle);
+      }
+    },
+    cancel() {
+      release();
+    },
+  });
 }
 
 /** Parser codes of an answer that is not HTTP, and undici's for a body shorter or longer than declared. */

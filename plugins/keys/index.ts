@@ -1,5 +1,6 @@
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
+import { KeyCreationChecksPoint } from '../../core/identity/key-creation-checks.ts';
 import { SpendReaderPoint } from '../../core/ports/metering.ts';
 import { keyOperations } from './key-operations.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
@@ -16,5 +17,6 @@ export const keysPlugin = definePlugin({
       authenticator: container.resolve(Tokens.Authenticator),
       events: container.resolve(Tokens.Events),
       clock: container.resolve(Tokens.Clock),
+      creationChecks: extensions.all(KeyCreationChecksPoint),
     }),
 });

@@ -26,6 +26,7 @@ import { assertMayRecreate, assertMayResume, assertModelsWithin, assertNoEscalat
 import { toBudgetView, toKeyView, toSpendView } from './key-view.ts';
 import { keyEventData, type KeyFieldName } from './key-events.ts';
 import type { DomainEvents } from '../../core/events/domain-events.ts';
+import type { KeyCreationCheck } from '../../core/identity/key-creation-checks.ts';
 import { actorOf } from '../../core/operations/operation-events.ts';
 // Catalogues the codes this module answers with (core/kernel/error-catalogue.ts).
 import './key-errors.ts';
@@ -40,6 +41,8 @@ interface Deps {
   /** Emits the key events in the transaction of the change. */
   events: DomainEvents;
   clock: () => Date;
+  /** Other plugins' say on a new key's project (core/identity/key-creation-checks.ts), asked in the creating transaction. */
+  creationChecks: readonly KeyCreationCheck[];
 }
 
 const idParams = z.strictObject({ id: resourceId.describe('API key id') });
@@ -54,7 +57,7 @@ const toRateLimits = (input: z.output<typeof rateLimitsInput> | undefined): KeyR
 });
 
 export function keyOperations(deps: Deps): AnyOperation[] {
-  const { identity, identityFor, authenticator, clock, spend, events } = deps;
+  const { identity, identityFor, authenticator, clock, spend, events, creationChecks } = deps;
 
   const list = defineOperation({
     name: 'keys.list',
@@ -93,7 +96,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       whenAbsent: 'default-project',
       keyOwnProjectOnly: { code: 'cross_project', message: 'An API key can only create keys in its own project' },
     },
-    errors: ['scope_escalation', 'limit_escalation', 'owner_required'],
+    errors: ['scope_escalation', 'limit_escalation', 'owner_required', ...creationChecks.flatMap((check) => check.errors)],
     output: createdKeyView,
     status: 201,
     async handler({ body }, { credential, transaction, authorization }) {
@@ -113,6 +116,7 @@ export function keyOperations(deps: Deps): AnyOperation[] {
       }
       const token = generateToken(KEY_PREFIX);
       const key = await transaction(async (tx) => {
+        for (const check of creationChecks) await check.check(tx, { organizationId: credential.organizationId, projectId });
         const created = await identityFor(tx).apiKeys.create({
           organizationId: credential.organizationId,
           projectId,

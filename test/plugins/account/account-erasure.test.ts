@@ -3,6 +3,7 @@ import t, { type Test } from 'tap';
 import { createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
+import { ToolStore } from '../../../plugins/tool-gateway/tool-store.ts';
 import { startFakeCustomerEndpoint } from '../../fakes/fake-customer-endpoint.ts';
 import { addPerson, createKey } from '../../helpers/app.ts';
 import { testClock } from '../../helpers/jobs.ts';
@@ -127,8 +128,33 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
     now,
   );
   await oauth.storeTokens(grantId, { hash: hash(), expiresAt: later }, { hash: hash(), expiresAt: later });
+  // An MCP upstream with a header secret (its name never resolves, so no tool is discovered: one is stored as discovery would), and the project's switch.
+  const upstream = await test.call('POST', '/client/mcp/upstreams', {
+    token,
+    body: { name: `${tag} tools`, url: 'https://mcp.example.invalid/mcp', auth: { type: 'header', name: 'Authorization', value: `Bearer ${tag}` } },
+  });
+  t.equal(upstream.statusCode, 201, upstream.body);
+  const upstreamId = upstream.json().id as string;
+  await new ToolStore(db).insert(
+    db,
+    {
+      id: randomUUID(),
+      upstreamId,
+      organizationId: who.organizationId,
+      projectId,
+      enabled: true,
+      name: 'search',
+      title: null,
+      description: null,
+      inputSchema: { type: 'object' },
+      outputSchema: null,
+      annotations: null,
+    },
+    now,
+  );
+  t.equal((await test.call('PUT', `/client/mcp/projects/${projectId}/switch`, { token, body: { mode: 'off' } })).statusCode, 200);
   await test.runJobs();
-  return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId };
+  return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId };
 }
 
 /** Rows of the tables that hang off the organisation's rows without naming it. */
@@ -144,6 +170,7 @@ async function dependentRows(test: AccountApp, made: Awaited<ReturnType<typeof u
     'file contents': (await blobs.list(`files/${organizationId}/`)).length,
     'connector tokens': await count('SELECT count(*) AS n FROM oauth_tokens WHERE grant_id = $1', [made.grantId]),
     'connector codes': await count('SELECT count(*) AS n FROM oauth_codes WHERE grant_id = $1', [made.grantId]),
+    'upstream header values': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_upstream' AND owner_id = $1", [made.upstreamId]),
   };
 }
 
@@ -197,6 +224,9 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     'support requests': 1,
     'webhook endpoints': 1,
     'connector grants': 1,
+    'mcp upstreams': 1,
+    'mcp tools': 1,
+    'mcp project switches': 1,
     // The batch's input and, once the jobs before the deletion ran it, its output file.
     files: 2,
     batches: 1,

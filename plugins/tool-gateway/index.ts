@@ -1,0 +1,120 @@
+import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
+import { KeyCreationChecksPoint } from '../../core/identity/key-creation-checks.ts';
+import { Tokens } from '../../core/kernel/di-tokens.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
+import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
+import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
+import { refreshQueue } from './refresh-queue.ts';
+import { SwitchStore } from './switch-store.ts';
+import { type ToolGatewayConfig, toolGatewayConfigSchema } from './tool-gateway-config.ts';
+import { toolGatewayMigrations } from './tool-gateway-migrations.ts';
+import { toolOperations } from './tool-operations.ts';
+import { type RefreshDeps, refreshUpstream } from './tool-refresh.ts';
+import { ToolStore } from './tool-store.ts';
+import { upstreamOperations } from './upstream-operations.ts';
+import { forgetHeaderValuesOf } from './upstream-secrets.ts';
+import { UpstreamStore } from './upstream-store.ts';
+// Catalogues the codes and event types this plugin answers with and emits.
+import './tool-gateway-errors.ts';
+import './tool-gateway-events.ts';
+
+/** Upstreams queued per sweep at most: a backlog is worked through over the next sweeps. */
+const SWEEP_BATCH = 500;
+
+function stores(ctx: PluginContext<ToolGatewayConfig>) {
+  const database = ctx.container.resolve(Tokens.Database);
+  return { database, upstreams: new UpstreamStore(database), tools: new ToolStore(database), switches: new SwitchStore(database) };
+}
+
+function refreshDeps(ctx: PluginContext<ToolGatewayConfig>): RefreshDeps {
+  const { container, config } = ctx;
+  const { database, upstreams, tools } = stores(ctx);
+  return {
+    database,
+    upstreams,
+    tools,
+    vault: container.resolve(Tokens.Secrets),
+    http: container.resolve(Tokens.OutboundHttp),
+    events: container.resolve(Tokens.Events),
+    clock: container.resolve(Tokens.Clock),
+    config,
+  };
+}
+
+/**
+ * The tool gateway, first slice: customers' MCP servers (upstreams) with their discovered tools,
+ * each tool's switch, alias and approval policy, and each project's mode. plugins/tool-gateway/README.md has the design.
+ */
+export const toolGatewayPlugin = definePlugin({
+  name: 'tool-gateway',
+  description: "Tool gateway: customers' MCP servers, their tools and switches",
+  configSchema: toolGatewayConfigSchema,
+  migrations: toolGatewayMigrations,
+  register(ctx) {
+    const { upstreams, tools, switches } = stores(ctx);
+    const vault = ctx.container.resolve(Tokens.Secrets);
+    ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp project switches', erase: (tx, organizationId) => switches.eraseOrganization(tx, organizationId) });
+    ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp tools', erase: (tx, organizationId) => tools.eraseOrganization(tx, organizationId) });
+    ctx.extensions.contribute(OrganizationErasersPoint, {
+      name: 'mcp upstreams',
+      async erase(tx, organizationId) {
+        const ids = await upstreams.eraseOrganization(tx, organizationId);
+        await forgetHeaderValuesOf(vault.within(tx), ids);
+        return ids.length;
+      },
+    });
+    // A key of a full-access project gets every switched-on tool of it: no new key may be made there.
+    ctx.extensions.contribute(KeyCreationChecksPoint, {
+      name: 'tool-gateway',
+      errors: ['project_full_tool_access'],
+      async check(tx, { projectId }) {
+        if ((await switches.modeOf(projectId, tx)) === 'full') {
+          throw new ApiError('project_full_tool_access', undefined, { param: 'projectId' });
+        }
+      },
+    });
+  },
+  operations: (ctx) => {
+    const { container, config, appConfig } = ctx;
+    const deps = refreshDeps(ctx);
+    const { switches } = stores(ctx);
+    const identity = container.resolve(Tokens.Identity);
+    return [
+      ...upstreamOperations({ ...deps, identity, allowHttp: appConfig.outbound.allowPrivateNetwork, config }),
+      ...toolOperations({ tools: deps.tools, upstreams: deps.upstreams, switches, identity, clock: deps.clock }),
+    ];
+  },
+  queues: (ctx) => {
+    const deps = refreshDeps(ctx);
+    return [
+      refreshQueue(ctx.config).handle(async (job) => {
+        const upstream = await deps.upstreams.byId(job.payload.upstreamId);
+        // Deleted since it was queued.
+        if (!upstream) return;
+        await refreshUpstream(deps, upstream, null);
+      }),
+    ];
+  },
+  periodic: (ctx) => {
+    const { upstreams } = stores(ctx);
+    const jobs = ctx.container.resolve(Tokens.Jobs);
+    const clock = ctx.container.resolve(Tokens.Clock);
+    const queue = refreshQueue(ctx.config);
+    return [
+      definePeriodic({
+        name: 'tool-gateway.refresh-sweep',
+        everyMs: ctx.config.refreshSweepMs,
+        async run() {
+          const now = clock();
+          const due = await upstreams.dueForRefresh(new Date(now.getTime() - ctx.config.refreshIntervalMs), SWEEP_BATCH);
+          // One job per upstream and interval: a sweep that runs again before the job did queues nothing new.
+          const slot = Math.floor(now.getTime() / ctx.config.refreshIntervalMs);
+          await jobs.enqueueMany(
+            queue,
+            due.map((upstreamId) => ({ payload: { upstreamId }, idempotencyKey: `${upstreamId}:${slot}` })),
+          );
+        },
+      }),
+    ];
+  },
+});

@@ -1,0 +1,34 @@
+import { type CodesOf, defineErrorCodes } from '../../core/kernel/error-catalogue.ts';
+
+/** The tool gateway's error codes (core/kernel/error-catalogue.ts: what a code is, and why one table). */
+export const TOOL_GATEWAY_ERRORS = defineErrorCodes('tool-gateway', {
+  upstream_not_found: { status: 404, type: 'not_found_error', message: 'No such MCP upstream' },
+  mcp_tool_not_found: { status: 404, type: 'not_found_error', message: 'No such tool of an MCP upstream' },
+  upstream_url_invalid: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The upstream URL must be an absolute https URL without user name or password',
+  },
+  upstream_url_refused: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The upstream URL points at a private, loopback or link-local address; tool servers must be on public internet addresses',
+  },
+  upstream_header_invalid: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The authentication header name is not a header the gateway may send on your behalf',
+  },
+  upstream_slug_taken: { status: 409, type: 'conflict_error', message: 'Another MCP upstream of this organisation has this slug; choose another' },
+  upstream_limit_reached: { status: 409, type: 'conflict_error', message: 'This organisation has as many MCP upstreams as it may; delete one first' },
+  tool_alias_taken: { status: 409, type: 'conflict_error', message: 'Another tool of this upstream is named or aliased so already' },
+  project_full_tool_access: {
+    status: 403,
+    type: 'permission_error',
+    message: 'This project runs its tool bundles with full access: any key of it gets every switched-on tool, so no key is created here',
+  },
+});
+
+declare module '../../core/kernel/error-catalogue.ts' {
+  interface ErrorCodes extends CodesOf<typeof TOOL_GATEWAY_ERRORS> {}
+}

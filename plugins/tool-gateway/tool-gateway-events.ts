@@ -1,0 +1,59 @@
+import { z } from 'zod';
+import { defineEventTypes, type PayloadsOf } from '../../core/events/event-catalogue.ts';
+
+const EXAMPLE_UPSTREAM = '7a1e4c2b-3d5f-4a6b-8c9d-0e1f2a3b4c5d';
+const EXAMPLE_PROJECT = '0b5d7c7e-2f4e-4d0a-9a51-2f6f1c1f0a11';
+
+const upstreamFields = {
+  upstreamId: z.string(),
+  projectId: z.string().describe("The upstream's project"),
+  name: z.string(),
+  slug: z.string().describe('The prefix of its tools at /mcp/gateway'),
+  origin: z.string().describe("The upstream URL's scheme, host and port (its path and query may hold a token, so they are left out)"),
+};
+const upstreamExample = { upstreamId: EXAMPLE_UPSTREAM, projectId: EXAMPLE_PROJECT, name: 'Issue tracker', slug: 'issue-tracker', origin: 'https://mcp.example.com' };
+
+/** The tool gateway's event types: upstreams registered, changed and removed, tools the servers changed, and servers gone unhealthy. */
+export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
+  'mcp.upstream.created': {
+    schema: z.object(upstreamFields),
+    description: "A customer's MCP server was registered as an upstream of the tool gateway",
+    public: true,
+    example: upstreamExample,
+  },
+  'mcp.upstream.updated': {
+    schema: z.object({ ...upstreamFields, fields: z.array(z.string()).describe('The settings that changed (never a secret value)') }),
+    description: "An MCP upstream's settings were changed",
+    public: true,
+    example: { ...upstreamExample, fields: ['timeoutMs', 'auth'] },
+  },
+  'mcp.upstream.deleted': {
+    schema: z.object(upstreamFields),
+    description: 'An MCP upstream was deleted with its tools',
+    public: true,
+    example: upstreamExample,
+  },
+  'mcp.upstream.unhealthy': {
+    schema: z.object({ ...upstreamFields, errorKind: z.string(), error: z.string(), checkedAt: z.string() }),
+    description: 'An MCP upstream that was healthy (or never checked) failed its discovery; its tools are kept as they were',
+    public: true,
+    example: { ...upstreamExample, errorKind: 'connect', error: 'POST https://mcp.example.com: no answer, the connection failed (ECONNREFUSED)', checkedAt: '2026-11-20T08:00:00.000Z' },
+  },
+  'mcp.tools.changed': {
+    schema: z.object({
+      upstreamId: z.string(),
+      projectId: z.string(),
+      slug: z.string(),
+      added: z.array(z.string()).describe('Names of tools the server lists now and did not before'),
+      removed: z.array(z.string()).describe('Names of tools the server no longer lists (they are deleted)'),
+      changed: z.array(z.string()).describe('Names of tools whose description, schemas or annotations changed'),
+    }),
+    description: "A refresh found an MCP upstream's tools changed: tools added, removed or changed by the server",
+    public: true,
+    example: { upstreamId: EXAMPLE_UPSTREAM, projectId: EXAMPLE_PROJECT, slug: 'issue-tracker', added: ['create_issue'], removed: [], changed: ['search'] },
+  },
+});
+
+declare module '../../core/events/domain-events.ts' {
+  interface EventCatalogue extends PayloadsOf<typeof TOOL_GATEWAY_EVENTS> {}
+}

@@ -1,0 +1,81 @@
+import type { Migration } from '../../core/ports/database.ts';
+
+export const toolGatewayMigrations: Migration[] = [
+  {
+    owner: 'tool-gateway',
+    version: 1,
+    name: "customers' MCP servers, their discovered tools and each project's switch",
+    sql: `
+-- A customer's MCP server, in one project. A header secret is in the secret vault (owner kind
+-- 'mcp_upstream'), never here; auth_type leaves room for 'oauth'. The health columns are the last
+-- discovery's outcome.
+CREATE TABLE mcp_upstreams (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  name text NOT NULL,
+  -- The prefix of its tools' names at the gateway (<slug>__<tool>): unique in the organisation.
+  slug text NOT NULL,
+  url text NOT NULL,
+  transport text NOT NULL CHECK (transport IN ('streamable-http', 'sse')),
+  auth_type text NOT NULL CHECK (auth_type IN ('none', 'header')),
+  auth_header_name text,
+  timeout_ms integer NOT NULL,
+  new_tools text NOT NULL CHECK (new_tools IN ('enabled', 'disabled')),
+  health text NOT NULL DEFAULT 'unknown' CHECK (health IN ('unknown', 'ok', 'error')),
+  checked_at timestamptz,
+  latency_ms integer,
+  error_kind text,
+  error_message text,
+  server_name text,
+  server_version text,
+  protocol_version text,
+  -- The last discovery that succeeded.
+  discovered_at timestamptz,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL,
+  UNIQUE (organization_id, slug)
+);
+CREATE INDEX mcp_upstreams_org_time ON mcp_upstreams (organization_id, created_at DESC, id DESC);
+CREATE INDEX mcp_upstreams_checked ON mcp_upstreams (checked_at NULLS FIRST);
+
+-- A tool an upstream lists, identified by (upstream, its name there): the id stays the same across
+-- refreshes, so what later refers to a tool (bundles, grants, approvals, call rows) refers to the id
+-- with ON DELETE CASCADE, and a tool the server stops listing leaves all of them.
+CREATE TABLE mcp_tools (
+  id uuid PRIMARY KEY,
+  upstream_id uuid NOT NULL REFERENCES mcp_upstreams(id) ON DELETE CASCADE,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  name text NOT NULL,
+  title text,
+  description text,
+  input_schema jsonb NOT NULL,
+  output_schema jsonb,
+  annotations jsonb,
+  enabled boolean NOT NULL,
+  alias text,
+  description_override text,
+  approval text NOT NULL DEFAULT 'destructive' CHECK (approval IN ('never', 'always', 'destructive')),
+  discovered_at timestamptz NOT NULL,
+  -- When the server last changed the tool's description, schemas or annotations.
+  changed_at timestamptz NOT NULL,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL,
+  UNIQUE (upstream_id, name),
+  UNIQUE (upstream_id, alias)
+);
+CREATE INDEX mcp_tools_org_time ON mcp_tools (organization_id, created_at DESC, id DESC);
+CREATE INDEX mcp_tools_upstream ON mcp_tools (upstream_id);
+
+-- A project's tool gateway mode; a project without a row is 'governed'.
+CREATE TABLE mcp_project_switches (
+  project_id uuid PRIMARY KEY REFERENCES projects(id) ON DELETE CASCADE,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  mode text NOT NULL CHECK (mode IN ('off', 'governed', 'full')),
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX mcp_project_switches_org ON mcp_project_switches (organization_id);
+`,
+  },
+];

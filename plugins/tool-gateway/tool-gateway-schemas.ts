@@ -1,0 +1,208 @@
+import { z } from 'zod';
+import { listOf } from '../../core/vocabulary/pagination.ts';
+import { instantView } from '../../core/vocabulary/timestamps.ts';
+
+/** The wire views below are named schemas of the OpenAPI document (`.meta({ id })`), declared once here. */
+
+/** A slug fits `<slug>__<tool>` within the 64 characters MCP clients accept for a tool name, with room for the tool. */
+export const SLUG_MAX = 30;
+const slug = z
+  .string()
+  .min(1)
+  .max(SLUG_MAX)
+  .regex(/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/, 'lower-case letters, digits and dashes, starting and ending with a letter or digit')
+  .describe(`The prefix of its tools' names at /mcp/gateway (<slug>__<tool>), unique in the organisation; [a-z0-9-], at most ${SLUG_MAX}`);
+
+const url = z.string().min(1).max(2048).describe("The server's MCP endpoint: an absolute https URL on a public address; redirects are not followed");
+const transport = z
+  .enum(['streamable-http', 'sse'])
+  .describe('streamable-http (the current MCP transport, one endpoint) or sse (the legacy HTTP+SSE transport: the URL of its event stream)');
+/** Header names follow RFC 9110's token; which ones the gateway refuses is decided in the operation. */
+const headerName = z
+  .string()
+  .min(1)
+  .max(100)
+  .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'an HTTP header name');
+const auth = z
+  .discriminatedUnion('type', [
+    z.strictObject({ type: z.literal('none') }),
+    z.strictObject({
+      type: z.literal('header'),
+      name: headerName.describe('The header sent on every request to the server, e.g. Authorization or X-Api-Key'),
+      value: z.string().min(1).max(4096).describe('Its value (e.g. "Bearer …"): kept in the secret vault, sent only to this server, never returned'),
+    }),
+  ])
+  .describe("How the gateway authenticates to the server (never with the agent's credential)");
+const timeoutMs = z.number().int().min(1_000).max(120_000).describe('Each request to the server (connecting, each answer); default 30000');
+const newTools = z.enum(['enabled', 'disabled']).describe('Whether tools the server lists for the first time arrive switched on; default disabled (a person reviews them)');
+
+export const createUpstreamRequest = z.strictObject({
+  name: z.string().trim().min(1).max(100).describe('For people: what the server is'),
+  slug: slug.optional().describe('Default: derived from the name (made unique with -2, -3…)'),
+  url,
+  transport: transport.optional().describe('Default streamable-http'),
+  auth: auth.optional().describe('Default {type: "none"}'),
+  timeoutMs: timeoutMs.optional(),
+  newTools: newTools.optional(),
+  projectId: z.uuid().optional().describe("The project the server's tools belong to; default: a key's own project, else the default project"),
+});
+
+export const updateUpstreamRequest = z
+  .strictObject({
+    name: z.string().trim().min(1).max(100).optional(),
+    slug: slug.optional().describe('Renames every tool of it at /mcp/gateway (<slug>__<tool>)'),
+    url: url.optional(),
+    transport: transport.optional(),
+    auth: auth.optional().describe('Replaces the authentication whole; a header value must be sent again'),
+    timeoutMs: timeoutMs.optional(),
+    newTools: newTools.optional().describe('Applies to tools that arrive from now on'),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
+
+const healthView = z
+  .object({
+    status: z.enum(['unknown', 'ok', 'error']).describe('unknown until the first discovery; then whether the last one succeeded'),
+    checkedAt: instantView.nullable(),
+    latencyMs: z.number().int().nullable().describe('How long the last discovery took (initialize and every tools/list page)'),
+    errorKind: z.string().nullable().describe('Why the last discovery failed: refused_address, connect, timeout, too_large, protocol, http_status, mcp_error, too_many_tools'),
+    error: z.string().nullable().describe("What failed, naming the server's origin, never its path, the header or an answer's body"),
+    lastSuccessAt: instantView.nullable(),
+    toolCount: z.number().int().describe('Tools cached from the last discovery that succeeded (kept when one fails)'),
+    serverInfo: z.object({ name: z.string(), version: z.string() }).nullable(),
+    protocolVersion: z.string().nullable(),
+  })
+  .meta({ id: 'McpUpstreamHealth' });
+
+export const upstreamView = z
+  .object({
+    object: z.literal('mcp_upstream'),
+    id: z.uuid(),
+    projectId: z.uuid(),
+    name: z.string(),
+    slug: z.string(),
+    url: z.string(),
+    transport: z.enum(['streamable-http', 'sse']),
+    auth: z.union([z.object({ type: z.literal('none') }), z.object({ type: z.literal('header'), name: z.string() })]).describe('The header value is never shown'),
+    timeoutMs: z.number().int(),
+    newTools: z.enum(['enabled', 'disabled']),
+    health: healthView,
+    createdAt: instantView,
+    updatedAt: instantView,
+  })
+  .meta({ id: 'McpUpstream', description: "A customer's MCP server, without its header value" });
+
+export const upstreamListView = listOf(upstreamView);
+
+export const upstreamRemovalView = z
+  .object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() })
+  .meta({ id: 'McpUpstreamRemoval', description: 'An MCP upstream deleted, with its tools and header value' });
+
+const discoveredTool = z.object({ name: z.string(), description: z.string().nullable() });
+
+export const upstreamTestView = z
+  .object({
+    object: z.literal('mcp_upstream_test'),
+    ok: z.boolean(),
+    serverInfo: z.object({ name: z.string(), version: z.string() }).nullable(),
+    protocolVersion: z.string().nullable(),
+    tools: z.array(discoveredTool),
+    durationMs: z.number().int(),
+    error: z.object({ kind: z.string(), message: z.string() }).optional().describe('Present when ok is false'),
+  })
+  .meta({ id: 'McpUpstreamTest', description: 'What a server answered to initialize and tools/list; nothing is saved' });
+
+export const refreshView = z
+  .object({
+    object: z.literal('mcp_upstream_refresh'),
+    ok: z.boolean(),
+    added: z.array(z.string()).describe("Tools the server lists for the first time (switched on or off by the upstream's newTools)"),
+    removed: z.array(z.string()).describe('Tools the server no longer lists: deleted'),
+    changed: z.array(z.string()).describe('Tools whose description, schemas or annotations the server changed'),
+    error: z.object({ kind: z.string(), message: z.string() }).optional().describe('Present when ok is false: no tool was changed'),
+    upstream: upstreamView,
+  })
+  .meta({ id: 'McpUpstreamRefresh', description: 'A refresh: the tools now listed, compared with those cached' });
+
+const approvalPolicy = z
+  .enum(['never', 'always', 'destructive'])
+  .describe("When a call needs a person's approval: never, always, or destructive (when the server marks the tool destructiveHint; the default)");
+const alias = z
+  .string()
+  .min(1)
+  .max(64 - SLUG_MAX - 2)
+  .regex(/^[a-zA-Z0-9_-]+$/, 'letters, digits, _ and -');
+
+export const updateToolRequest = z
+  .strictObject({
+    enabled: z.boolean().optional().describe('Switch the tool on or off for every bundle that holds it'),
+    alias: alias.nullable().optional().describe("The name used instead of the server's in <slug>__<name>, unique within the upstream; null clears it"),
+    description: z.string().max(4096).nullable().optional().describe("Shown to agents instead of the server's description; null clears it"),
+    approval: approvalPolicy.optional(),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
+
+export const toolView = z
+  .object({
+    object: z.literal('mcp_tool'),
+    id: z.uuid().describe('Stable across refreshes while the server lists a tool of this name'),
+    upstreamId: z.uuid(),
+    projectId: z.uuid(),
+    name: z.string().describe("The tool's name at the server"),
+    gatewayName: z.string().describe('Its name at /mcp/gateway: <slug>__<alias or name>'),
+    title: z.string().nullable(),
+    description: z.string().nullable().describe("What agents see: the override when set, else the server's"),
+    upstreamDescription: z.string().nullable(),
+    descriptionOverride: z.string().nullable(),
+    alias: z.string().nullable(),
+    enabled: z.boolean(),
+    approval: approvalPolicy,
+    destructive: z.boolean().describe("The server's destructiveHint (MCP's default when absent: true, unless readOnlyHint)"),
+    inputSchema: z.record(z.string(), z.unknown()),
+    outputSchema: z.record(z.string(), z.unknown()).nullable(),
+    annotations: z.record(z.string(), z.unknown()).nullable(),
+    discoveredAt: instantView.describe('The last discovery that listed it'),
+    changedAt: instantView.describe('When the server last changed it'),
+    createdAt: instantView,
+    updatedAt: instantView,
+  })
+  .meta({ id: 'McpTool', description: "A tool an upstream lists, with the customer's switch, alias, description and approval policy" });
+
+export const toolListView = listOf(toolView);
+
+export const approveToolsRequest = z.strictObject({
+  ids: z.array(z.uuid()).min(1).max(500).describe('Tools to switch on, all of the one project'),
+  projectId: z.uuid().optional().describe("Their project; default: a key's own project, else the default project"),
+});
+
+export const approvedToolsView = z
+  .object({
+    object: z.literal('mcp_tool_approval'),
+    projectId: z.uuid(),
+    enabled: z.array(z.uuid()).describe('Tools this call switched on'),
+    alreadyEnabled: z.array(z.uuid()).describe('Tools that were on already (left as they were)'),
+  })
+  .meta({ id: 'McpToolApproval' });
+
+const projectMode = z
+  .enum(['off', 'governed', 'full'])
+  .describe(
+    'off: its keys get no tools at /mcp/gateway; governed (the default): keys get the tools their grants give, approvals apply; ' +
+      'full: every key of the project gets every switched-on tool of the project, without approval (so no key may be created there)',
+  );
+
+export const switchRequest = z.strictObject({ mode: projectMode });
+
+export const switchView = z
+  .object({
+    object: z.literal('mcp_project_switch'),
+    projectId: z.uuid(),
+    projectName: z.string(),
+    mode: projectMode,
+    upstreams: z.number().int(),
+    tools: z.number().int(),
+    enabledTools: z.number().int(),
+    updatedAt: instantView.nullable().describe('null: never set (governed by default)'),
+  })
+  .meta({ id: 'McpProjectSwitch' });
+
+export const switchListView = z.object({ object: z.literal('list'), data: z.array(switchView) }).meta({ id: 'McpProjectSwitchList' });
