@@ -1,3 +1,4 @@
+import type { OrgRole } from '../../core/identity/scopes.ts';
 import { z } from 'zod';
 import { authorizedProject, authorizedRecord, type RecordKind } from '../../core/identity/authorization.ts';
 import { visibleProjects, visibleProjectIds } from '../../core/identity/project-access.ts';
@@ -13,6 +14,9 @@ import { MCP_PAGE_DEFAULT, MCP_PAGE_MAX } from './upstream-operations.ts';
 import type { UpstreamStore } from './upstream-store.ts';
 // Catalogues the codes this module answers with.
 import './tool-gateway-errors.ts';
+
+/** Owners and admins: the people who decide which tools keys may use. */
+const MANAGERS: readonly OrgRole[] = ['owner', 'admin'];
 
 export interface ToolOperationDeps {
   tools: ToolStore;
@@ -157,8 +161,9 @@ export function toolOperations(deps: ToolOperationDeps): AnyOperation[] {
     path: '/mcp/tools/approve',
     summary: 'Switch on, in one call, tools that arrived switched off: the review of new tools',
     description:
-      "Every id must be a tool of the one project named (default: a key's own project, else the default project); an id that is not is 404 mcp_tool_not_found " +
-      'and nothing is switched on. Tools already on are left as they were and listed in alreadyEnabled. Their approval policy is unchanged.',
+      "Every id must be a tool of the one project named (default: a key's own project, else the default project); an id that is not is 400 invalid_parameter " +
+      '(param ids.<index>) and nothing is switched on. Tools already on are left as they were and listed in alreadyEnabled; both lists keep ' +
+      'the order the ids were given in. Their approval policy is unchanged.',
     scope: 'mcp:write',
     readOnly: false,
     idempotent: true,
@@ -175,7 +180,12 @@ export function toolOperations(deps: ToolOperationDeps): AnyOperation[] {
         if (missing !== -1) throw new ApiError('invalid_parameter', `${body.ids[missing]} is not a tool of project ${projectId}`, { param: `ids.${missing}` });
         const switched = await tools.switchOn(tx, ids, clock());
         const now = new Set(switched);
-        return { object: 'mcp_tool_approval' as const, projectId, enabled: switched, alreadyEnabled: ids.filter((id) => !now.has(id)) };
+        return {
+          object: 'mcp_tool_approval' as const,
+          projectId,
+          enabled: ids.filter((id) => now.has(id)),
+          alreadyEnabled: ids.filter((id) => !now.has(id)),
+        };
       });
     },
   });
@@ -223,8 +233,11 @@ export function toolOperations(deps: ToolOperationDeps): AnyOperation[] {
     description:
       "off: the project's keys get no tools at /mcp/gateway. governed (the default): keys get the tools their grants give, and approvals apply. " +
       'full: every key of the project gets every switched-on tool of the project, without approval; creating a key in such a project is refused ' +
-      '(403 project_full_tool_access), so only keys that exist when it is switched to full have that access.',
-    scope: 'mcp:write',
+      '(403 project_full_tool_access), so only keys that exist when it is switched to full have that access. ' +
+      "A decision on who may use which tools: an owner's or admin's own session only (403 role_required to API keys, connectors and members).",
+    // Like approvals, a person's decision: a key with mcp:write must not open every tool to every key.
+    scope: null,
+    roles: MANAGERS,
     readOnly: false,
     idempotent: true,
     params: projectParams,

@@ -151,7 +151,7 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'PATCH', path: '/mcp/tools/{id}', access: 'mcp:write' },
   { method: 'POST', path: '/mcp/tools/approve', access: 'mcp:write' },
   { method: 'GET', path: '/mcp/switches', access: 'mcp:read' },
-  { method: 'PUT', path: '/mcp/projects/{id}/switch', access: 'mcp:write' },
+  { method: 'PUT', path: '/mcp/projects/{id}/switch', access: 'admin' },
   // People (spec: by path only; README "People and roles": people see their team, owners and admins
   // manage it, in their own sessions; keys and connectors neither)
   { method: 'GET', path: '/employees', access: 'session' },

@@ -193,3 +193,13 @@ t.test('a name that resolved publicly at save and privately at connect time is r
   t.match(body.health, { status: 'error', errorKind: 'refused_address', toolCount: 0 });
   t.equal(mcp.headers.length, 0, 'nothing reached the server');
 });
+
+t.test("a project's mode is an owner's or admin's decision: a key with mcp:write is refused 403 role_required", async (t) => {
+  const project = (await app.call('POST', '/client/projects', { body: { name: 'Decided by people' } })).json() as { id: string };
+  const key = (await app.call('POST', '/client/keys', { body: { name: 'mcp writer', scopes: ['mcp:read', 'mcp:write'], projectId: project.id } })).json() as { key: string };
+  const refused = await app.call('PUT', `/client/mcp/projects/${project.id}/switch`, { token: key.key, body: { mode: 'full' } });
+  t.equal(refused.statusCode, 403);
+  t.equal(refused.json().error.code, 'role_required');
+  const switches = (await app.call('GET', '/client/mcp/switches', { token: key.key })).json().data as Array<{ projectId: string; mode: string }>;
+  t.equal(switches.find((each) => each.projectId === project.id)?.mode, 'governed', 'the mode is unchanged');
+});
