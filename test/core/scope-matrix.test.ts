@@ -23,8 +23,9 @@ import type { V1Route } from '../../core/http/v1-surface.ts';
  * (core/identity/authorization.ts), aimed at a project A: credentials of another project are refused,
  * credentials of project A are let through.
  */
-// The /v1 routes (with the files plugin's) came on top of a run near the old 300 s on a loaded 2-core machine.
-t.setTimeout(450_000);
+// The /v1 routes (with the files plugin's) came on top of a run near the old 300 s on a loaded 2-core machine,
+// and the tool gateway's operations on top of a run near 450 s: each upstream fixture runs a discovery.
+t.setTimeout(900_000);
 /** Connectors sign in at auth_url, a host name of this same server (plugins/oauth). */
 const AUTH_URL = 'http://auth.localhost:8080';
 // Each connector below is a person who set a password from the one address tests come from: one per
@@ -411,7 +412,7 @@ const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
       database,
       {
         id,
-        upstreamId: await upstreamOfA(),
+        upstreamId: await sharedUpstreamOfA(),
         organizationId: test.organizationId,
         projectId: projectA,
         enabled: false,
@@ -463,6 +464,10 @@ const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
 };
 const database = test.app.svc.container.resolve(Tokens.Database);
 const batchStore = new BatchStore(database);
+
+/** One upstream of project A for every tool fixture: a tool's operations never delete its upstream. */
+let sharedUpstream: Promise<string> | null = null;
+const sharedUpstreamOfA = () => (sharedUpstream ??= upstreamOfA());
 
 async function upstreamOfA(): Promise<string> {
   const response = await test.call('POST', '/client/mcp/upstreams', {
