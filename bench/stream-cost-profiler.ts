@@ -1,15 +1,19 @@
 /**
  * Preloaded into a gateway child by bench/stream-cost.ts (`--import`) when it profiles: starts and
- * stops V8's CPU profiler when the parent says so over IPC, so the profile holds the measured
- * calls alone, not the start-up (`--cpu-prof` records the whole life of the process).
+ * stops V8's CPU profiler, or its sampling heap profiler, when the parent says so over IPC, so the
+ * profile holds the measured calls alone, not the start-up (`--cpu-prof` records the whole life of
+ * the process).
  *
- *   { type: 'profile-start', intervalUs }  → starts sampling
- *   { type: 'profile-stop', file }         → writes the .cpuprofile there, answers { type: 'profiled', file }
+ *   { type: 'profile-start', kind, interval }  → starts sampling (cpu: every `interval` µs;
+ *                                                allocations: every `interval` bytes, garbage included)
+ *   { type: 'profile-stop', file }             → writes the profile there, answers { type: 'profiled', file }
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 
-type ProfilerMessage = { type: 'profile-start'; intervalUs: number } | { type: 'profile-stop'; file: string };
+type ProfilerMessage = { type: 'profile-start'; kind: 'cpu' | 'allocations'; interval: number } | { type: 'profile-stop'; file: string };
+
+let running: 'cpu' | 'allocations' | null = null;
 
 const session = new Session();
 session.connect();
@@ -23,14 +27,21 @@ function post<T>(method: string, params?: object): Promise<T> {
 process.on('message', (message: ProfilerMessage) => {
   if (message?.type === 'profile-start') {
     void (async () => {
-      await post('Profiler.enable');
-      await post('Profiler.setSamplingInterval', { interval: message.intervalUs });
-      await post('Profiler.start');
+      running = message.kind;
+      if (message.kind === 'cpu') {
+        await post('Profiler.enable');
+        await post('Profiler.setSamplingInterval', { interval: message.interval });
+        await post('Profiler.start');
+      } else {
+        // Garbage too: what a call allocates and drops is what the scavenger is kept busy by.
+        const options = { samplingInterval: message.interval, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true };
+        await post('HeapProfiler.startSampling', options);
+      }
       process.send?.({ type: 'profiling' });
     })();
   } else if (message?.type === 'profile-stop') {
     void (async () => {
-      const { profile } = await post<{ profile: unknown }>('Profiler.stop');
+      const { profile } = await post<{ profile: unknown }>(running === 'cpu' ? 'Profiler.stop' : 'HeapProfiler.stopSampling');
       writeFileSync(message.file, JSON.stringify(profile));
       process.send?.({ type: 'profiled', file: message.file });
     })();

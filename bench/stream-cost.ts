@@ -6,6 +6,8 @@
  *   npx tsx bench/stream-cost.ts --mode json           # non-streamed calls at 32 connections
  *   npx tsx bench/stream-cost.ts --tree /tmp/parent --tree .   # two builds, alternating repeats
  *   npx tsx bench/stream-cost.ts --profile             # CPU profile of the measured calls only
+ *   npx tsx bench/stream-cost.ts --profile=allocations # where the measured calls allocate, garbage included
+ *   npx tsx bench/stream-cost.ts --perf                # `perf record` of every target meanwhile: kernel time too
  *
  * Streams are what the issue's figures describe: STREAM_COST_CHUNKS chunks (default 20, plus the
  * usage chunk) written 5 ms apart by the fake upstream, 16 streams at a time. Every target (the
@@ -17,7 +19,7 @@
  * A tree is a directory holding the project's sources (e.g. `git archive <commit> | tar -x -C dir`,
  * with node_modules linked in); its bench/gateway-process.ts is built as the bench builds it.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -47,8 +49,11 @@ const { values: args } = parseArgs({
     database: { type: 'string' },
     redis: { type: 'string' },
     'no-proxy': { type: 'boolean', default: false },
-    profile: { type: 'boolean', default: false },
-    'profile-interval': { type: 'string', default: '100' },
+    /** `cpu` (or no value) or `allocations`. */
+    profile: { type: 'string' },
+    /** µs between CPU samples, or bytes between allocation samples. */
+    'profile-interval': { type: 'string' },
+    perf: { type: 'boolean', default: false },
     'node-args': { type: 'string' },
   },
 });
@@ -65,6 +70,9 @@ const TREES = (args.tree ?? [REPO_ROOT]).map((tree) => resolve(tree));
 const PACKAGE: { scripts: Record<string, string> } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'));
 const NODE_ARGS = (args['node-args'] ?? PACKAGE.scripts['start:prod']!).split(/\s+/).filter((arg) => arg.startsWith('--'));
 const PROFILE_DIR = join(BENCH_DIR, 'profiles');
+const PROFILE = args.profile === undefined ? null : args.profile === 'allocations' ? 'allocations' : 'cpu';
+/** perf names JIT-compiled JavaScript functions from the map node writes with this flag. */
+const CHILD_NODE_ARGS = args.perf ? [...NODE_ARGS, '--perf-basic-prof-only-functions'] : NODE_ARGS;
 
 /** The bench's chat request (bench/gateway-overhead.ts). */
 const SYSTEM = 'You are a concise assistant for a developer tools company. Answer in at most two sentences.';
@@ -261,7 +269,7 @@ async function startUpstream(): Promise<string> {
 async function startProxy(upstreamUrl: string): Promise<Target> {
   const entry = await buildEntry(REPO_ROOT, 'bench/bare-proxy-process.ts', 'bare-proxy-process');
   const env = { BENCH_UPSTREAM_URL: upstreamUrl };
-  const proxy = startChild('bare proxy', { entry: [entry], env, cwd: REPO_ROOT, nodeArgs: NODE_ARGS });
+  const proxy = startChild('bare proxy', { entry: [entry], env, cwd: REPO_ROOT, nodeArgs: CHILD_NODE_ARGS });
   const url = String((await proxy.next('ready', 30_000)).url);
   const pool = new Pool(url, { connections: CONCURRENCY });
   return { name: 'bare proxy', pid: proxy.process.pid!, pool, origin: url, authorization: 'Bearer sk-bench-upstream' };
@@ -286,7 +294,7 @@ async function startGateway(tree: string, index: number, upstreamUrl: string, pr
   };
   if (REDIS_URL) Object.assign(env, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `cost:${schema}` });
   const name = TREES.length > 1 ? `gateway ${index + 1} (${tree})` : 'gateway';
-  const nodeArgs = profiler ? ['--import', profiler, ...NODE_ARGS] : NODE_ARGS;
+  const nodeArgs = profiler ? ['--import', profiler, ...CHILD_NODE_ARGS] : CHILD_NODE_ARGS;
   const gateway = startChild(name, { entry: [entry], env, cwd: tree, nodeArgs });
   const url = String((await gateway.next('ready', 90_000)).url);
   const created = await fetch(`${url}/client/keys`, {
@@ -325,34 +333,98 @@ async function measureAll(targets: Target[]): Promise<Map<string, number[]>> {
 function printMedians(targets: Target[], samples: Map<string, number[]>): void {
   log();
   log(`CPU per ${MODE === 'stream' ? 'stream' : 'call'}, median (range) over ${REPEATS} repeats:`);
-  const floor = samples.has('bare proxy') ? median(samples.get('bare proxy')!) : null;
+  const floor = samples.get('bare proxy');
   for (const target of targets) {
     const values = samples.get(target.name)!;
-    const mid = median(values);
-    const range = `(${Math.min(...values).toFixed(0)}–${Math.max(...values).toFixed(0)})`;
-    const ratio = floor && target.name !== 'bare proxy' ? `   ${(mid / floor).toFixed(2)}× the bare proxy` : '';
-    log(`  ${target.name.padEnd(24)} ${mid.toFixed(0).padStart(6)} µs  ${range}${ratio}`);
+    const ratio = floor && target.name !== 'bare proxy' ? `   ${spread(ratios(values, floor), 2)}× the bare proxy` : '';
+    log(`  ${target.name.padEnd(24)} ${spread(values, 0)} µs${ratio}`);
   }
+  // Repeat by repeat, each build against the first: a drift of the machine moves both alike.
+  const gateways = targets.filter((target) => target.name !== 'bare proxy');
+  for (const target of gateways.slice(1)) {
+    const paired = ratios(samples.get(target.name)!, samples.get(gateways[0]!.name)!);
+    log(`  ${target.name} / ${gateways[0]!.name}, repeat by repeat: ${spread(paired, 3)}`);
+  }
+}
+
+/** `a[i] / b[i]` for each repeat i. */
+const ratios = (a: number[], b: number[]) => a.map((value, index) => value / b[index]!);
+
+/** "median (min–max)". */
+function spread(values: number[], digits: number): string {
+  return `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)}–${Math.max(...values).toFixed(digits)})`;
 }
 
 async function writeProfiles(targets: Target[]): Promise<void> {
   mkdirSync(PROFILE_DIR, { recursive: true });
   for (const [index, target] of targets.entries()) {
     if (!target.profiler) continue;
-    const file = join(PROFILE_DIR, `stream-cost-${MODE}-${Date.now()}-${index}.cpuprofile`);
+    const extension = PROFILE === 'cpu' ? 'cpuprofile' : 'heapprofile';
+    const file = join(PROFILE_DIR, `stream-cost-${MODE}-${Date.now()}-${index}.${extension}`);
     target.profiler.send({ type: 'profile-stop', file });
     await target.profiler.next('profiled', 30_000);
     log();
     log(`Profile of ${target.name} (${file}):`);
-    printProfileSummary(summarizeProfile(file, 30), log);
+    if (PROFILE === 'cpu') printProfileSummary(summarizeProfile(file, 30), log);
+    else printAllocations(file, REPEATS * CALLS);
   }
+}
+
+interface AllocationNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: AllocationNode[];
+}
+
+/** Bytes allocated (garbage included) per measured call, by the function that allocated them. */
+function printAllocations(file: string, calls: number): void {
+  const { head } = JSON.parse(readFileSync(file, 'utf8')) as { head: AllocationNode };
+  const bySite = new Map<string, number>();
+  let total = 0;
+  const visit = (node: AllocationNode) => {
+    const { functionName, url, lineNumber } = node.callFrame;
+    const site = `${functionName || '(anonymous)'} ${url.replace(/^.*\//, '')}:${lineNumber + 1}`;
+    bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize);
+    total += node.selfSize;
+    for (const child of node.children) visit(child);
+  };
+  visit(head);
+  log(`  ${(total / calls / 1024).toFixed(1)} KiB allocated per ${MODE === 'stream' ? 'stream' : 'call'}; by function:`);
+  for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 30)) {
+    log(`    ${((100 * bytes) / total).toFixed(1).padStart(5)}%  ${(bytes / calls / 1024).toFixed(2).padStart(7)} KiB  ${site}`);
+  }
+}
+
+/**
+ * `perf record` of one target's process while the calls run: where its CPU time goes, kernel
+ * included (the V8 profile counts the time a process waits to run again after a system call as
+ * that call's). `stop()` ends it and prints the symbols by self time and the split by binary.
+ */
+function startPerf(target: Target): { stop(): Promise<void> } {
+  mkdirSync(PROFILE_DIR, { recursive: true });
+  const file = join(PROFILE_DIR, `perf-${MODE}-${target.name.replace(/\W+/g, '-')}.data`);
+  const perf = spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '4999', '-p', String(target.pid), '-o', file], { stdio: 'ignore' });
+  return {
+    async stop() {
+      const exited = new Promise<void>((done) => perf.once('exit', () => done()));
+      perf.kill('SIGINT');
+      await exited;
+      log();
+      log(`perf of ${target.name} (${file}), self time:`);
+      for (const sort of ['dso', 'sym']) {
+        const report = spawnSync('perf', ['report', '-i', file, '--stdio', '-q', '--no-children', '--sort', sort, '--percent-limit', '0.7'], { encoding: 'utf8' });
+        for (const line of report.stdout.split('\n').filter(Boolean).slice(0, 45)) log(`  ${line.trim().slice(0, 140)}`);
+        log();
+      }
+    },
+  };
 }
 
 async function main(): Promise<void> {
   const upstreamUrl = await startUpstream();
   const targets: Target[] = [];
   if (!args['no-proxy']) targets.push(await startProxy(upstreamUrl));
-  const profiler = args.profile ? await buildEntry(REPO_ROOT, 'bench/stream-cost-profiler.ts', 'stream-cost-profiler') : null;
+  const profiler = PROFILE ? await buildEntry(REPO_ROOT, 'bench/stream-cost-profiler.ts', 'stream-cost-profiler') : null;
   for (const [index, tree] of TREES.entries()) targets.push(await startGateway(tree, index, upstreamUrl, profiler));
 
   log(`stream-cost: ${describeRun()}`);
@@ -365,13 +437,16 @@ async function main(): Promise<void> {
   if (frameCounts.size !== 1) throw new Error(`the targets answered different frame counts: ${[...frameCounts]}`);
   if (MODE === 'stream') log(`  ${[...frameCounts][0]} data: frames per stream ([DONE] included)`);
 
-  if (args.profile) {
-    const start = { type: 'profile-start', intervalUs: Number(args['profile-interval']) };
+  if (PROFILE) {
+    const interval = Number(args['profile-interval'] ?? (PROFILE === 'cpu' ? 100 : 1024));
+    const start = { type: 'profile-start', kind: PROFILE, interval };
     for (const target of targets) target.profiler?.send(start);
     for (const target of targets) await target.profiler?.next('profiling', 10_000);
   }
+  const recordings = args.perf ? targets.map(startPerf) : [];
   printMedians(targets, await measureAll(targets));
-  if (args.profile) await writeProfiles(targets);
+  for (const recording of recordings) await recording.stop();
+  if (PROFILE) await writeProfiles(targets);
 }
 
 async function cleanUp(): Promise<void> {
