@@ -5,6 +5,7 @@
  *   npx tsx bench/stream-cost.ts                       # paced streams, this tree, beside the bare proxy
  *   npx tsx bench/stream-cost.ts --mode json           # non-streamed calls at 32 connections
  *   npx tsx bench/stream-cost.ts --tree /tmp/parent --tree .   # two builds, alternating repeats
+ *   npx tsx bench/stream-cost.ts --tree /tmp/parent --tree . --together --no-proxy   # both loaded at once
  *   npx tsx bench/stream-cost.ts --profile             # CPU profile of the measured calls only
  *   npx tsx bench/stream-cost.ts --profile=allocations # where the measured calls allocate, garbage included
  *   npx tsx bench/stream-cost.ts --perf                # `perf record` of every target meanwhile: kernel time too
@@ -13,8 +14,9 @@
  * usage chunk) written 5 ms apart by the fake upstream, 16 streams at a time. Every target (the
  * bare proxy and each build of bench/gateway-process.ts, on PostgreSQL from TEST_PG_URL or
  * --database, memory coordination unless --redis) runs the same calls in turn, the order rotated
- * each repeat; the figure is the target's process CPU time (user + system, /proc) over its own
- * calls, divided by their number. That is much steadier on a shared machine than throughput.
+ * each repeat; the figure is the target's process CPU time (user + system, all threads, read by
+ * bench/stream-cost-probe.ts inside it) over its own calls, divided by their number. That is much
+ * steadier on a shared machine than throughput; comparing builds repeat by repeat steadier still.
  *
  * A tree is a directory holding the project's sources (e.g. `git archive <commit> | tar -x -C dir`,
  * with node_modules linked in); its bench/gateway-process.ts is built as the bench builds it.
@@ -33,7 +35,6 @@ import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
 const MODEL = 'gpt-4o-mini';
-const CLOCK_TICKS_PER_S = 100;
 
 const { values: args } = parseArgs({
   options: {
@@ -49,6 +50,8 @@ const { values: args } = parseArgs({
     database: { type: 'string' },
     redis: { type: 'string' },
     'no-proxy': { type: 'boolean', default: false },
+    /** Every target at once in each repeat: a build against another under the very same conditions. */
+    together: { type: 'boolean', default: false },
     /** `cpu` (or no value) or `allocations`. */
     profile: { type: 'string' },
     /** µs between CPU samples, or bytes between allocation samples. */
@@ -187,11 +190,10 @@ async function buildEntry(tree: string, file: string, outName: string): Promise<
   return join(outdir, file.split('/').pop()!.replace(/\.ts$/, '.mjs'));
 }
 
-/** CPU seconds (user + system) the process has used so far. */
-function processCpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
+/** CPU time (user + system, every thread) the child has used so far, in µs, as its probe reads it. */
+async function cpuMicros(child: Child): Promise<number> {
+  child.send({ type: 'cpu-usage' });
+  return Number((await child.next('cpu-usage', 10_000)).micros);
 }
 
 // ---- Load ---------------------------------------------------------------------------------------
@@ -202,7 +204,10 @@ interface Target {
   pool: Pool;
   origin: string;
   authorization: string;
-  profiler?: Child;
+  /** The child process, with bench/stream-cost-probe.ts loaded. */
+  child: Child;
+  /** Whether it is profiled (the gateways, when asked). */
+  profiled: boolean;
 }
 
 /** Frames in an SSE body, and whether it ended with [DONE]. */
@@ -243,9 +248,9 @@ async function run(target: Target, count: number): Promise<Set<number>> {
 }
 
 async function measured(target: Target): Promise<number> {
-  const before = processCpuSeconds(target.pid);
+  const before = await cpuMicros(target.child);
   await run(target, CALLS);
-  return ((processCpuSeconds(target.pid) - before) * 1e6) / CALLS;
+  return ((await cpuMicros(target.child)) - before) / CALLS;
 }
 
 const median = (values: number[]) => {
@@ -266,17 +271,19 @@ async function startUpstream(): Promise<string> {
   return String((await upstream.next('ready', 30_000)).url);
 }
 
-async function startProxy(upstreamUrl: string): Promise<Target> {
+async function startProxy(upstreamUrl: string, probe: string): Promise<Target> {
   const entry = await buildEntry(REPO_ROOT, 'bench/bare-proxy-process.ts', 'bare-proxy-process');
   const env = { BENCH_UPSTREAM_URL: upstreamUrl };
-  const proxy = startChild('bare proxy', { entry: [entry], env, cwd: REPO_ROOT, nodeArgs: CHILD_NODE_ARGS });
+  const nodeArgs = ['--import', probe, ...CHILD_NODE_ARGS];
+  const proxy = startChild('bare proxy', { entry: [entry], env, cwd: REPO_ROOT, nodeArgs });
   const url = String((await proxy.next('ready', 30_000)).url);
   const pool = new Pool(url, { connections: CONCURRENCY });
-  return { name: 'bare proxy', pid: proxy.process.pid!, pool, origin: url, authorization: 'Bearer sk-bench-upstream' };
+  const authorization = 'Bearer sk-bench-upstream';
+  return { name: 'bare proxy', pid: proxy.process.pid!, child: proxy, profiled: false, pool, origin: url, authorization };
 }
 
 /** One build of the gateway, on its own schema, with a real key made through the management API. */
-async function startGateway(tree: string, index: number, upstreamUrl: string, profiler: string | null): Promise<Target> {
+async function startGateway(tree: string, index: number, upstreamUrl: string, probe: string): Promise<Target> {
   const entry = await buildEntry(tree, 'bench/gateway-process.ts', 'stream-cost-gateway');
   const schema = `cost_${Date.now().toString(36)}_${process.pid}_${index}`;
   schemas.push(schema);
@@ -294,7 +301,7 @@ async function startGateway(tree: string, index: number, upstreamUrl: string, pr
   };
   if (REDIS_URL) Object.assign(env, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `cost:${schema}` });
   const name = TREES.length > 1 ? `gateway ${index + 1} (${tree})` : 'gateway';
-  const nodeArgs = profiler ? ['--import', profiler, ...CHILD_NODE_ARGS] : CHILD_NODE_ARGS;
+  const nodeArgs = ['--import', probe, ...CHILD_NODE_ARGS];
   const gateway = startChild(name, { entry: [entry], env, cwd: tree, nodeArgs });
   const url = String((await gateway.next('ready', 90_000)).url);
   const created = await fetch(`${url}/client/keys`, {
@@ -305,9 +312,8 @@ async function startGateway(tree: string, index: number, upstreamUrl: string, pr
   const key = ((await created.json()) as { key?: string }).key;
   if (created.status !== 201 || !key) throw new Error(`${name}: key creation answered ${created.status}`);
   const pool = new Pool(url, { connections: CONCURRENCY });
-  const target: Target = { name, pid: gateway.process.pid!, pool, origin: url, authorization: `Bearer ${key}` };
-  if (profiler) target.profiler = gateway;
-  return target;
+  const authorization = `Bearer ${key}`;
+  return { name, pid: gateway.process.pid!, child: gateway, profiled: PROFILE !== null, pool, origin: url, authorization };
 }
 
 function describeRun(): string {
@@ -316,13 +322,22 @@ function describeRun(): string {
   return `${calls}, ${CONCURRENCY} at a time, ${CALLS} per target and repeat, ${REPEATS} repeats`;
 }
 
-/** Every target in turn, the order rotated each repeat: µs of CPU per call, by target. */
+/**
+ * µs of CPU per call, by target: every target in turn, the order rotated each repeat, or with
+ * --together all of them at once (each still at its own concurrency), so that whatever else the
+ * machine does at the time weighs on each build alike.
+ */
 async function measureAll(targets: Target[]): Promise<Map<string, number[]>> {
   const samples = new Map<string, number[]>(targets.map((target) => [target.name, []]));
   for (let repeat = 0; repeat < REPEATS; repeat++) {
-    for (let j = 0; j < targets.length; j++) {
-      const target = targets[(repeat + j) % targets.length]!;
-      samples.get(target.name)!.push(await measured(target));
+    if (args.together) {
+      const figures = await Promise.all(targets.map(measured));
+      for (const [index, target] of targets.entries()) samples.get(target.name)!.push(figures[index]!);
+    } else {
+      for (let j = 0; j < targets.length; j++) {
+        const target = targets[(repeat + j) % targets.length]!;
+        samples.get(target.name)!.push(await measured(target));
+      }
     }
     const figures = targets.map((target) => `${target.name} ${samples.get(target.name)!.at(-1)!.toFixed(0)} µs`);
     log(`  repeat ${repeat + 1}: ${figures.join(', ')}`);
@@ -358,11 +373,11 @@ function spread(values: number[], digits: number): string {
 async function writeProfiles(targets: Target[]): Promise<void> {
   mkdirSync(PROFILE_DIR, { recursive: true });
   for (const [index, target] of targets.entries()) {
-    if (!target.profiler) continue;
+    if (!target.profiled) continue;
     const extension = PROFILE === 'cpu' ? 'cpuprofile' : 'heapprofile';
     const file = join(PROFILE_DIR, `stream-cost-${MODE}-${Date.now()}-${index}.${extension}`);
-    target.profiler.send({ type: 'profile-stop', file });
-    await target.profiler.next('profiled', 30_000);
+    target.child.send({ type: 'profile-stop', file });
+    await target.child.next('profiled', 30_000);
     log();
     log(`Profile of ${target.name} (${file}):`);
     if (PROFILE === 'cpu') printProfileSummary(summarizeProfile(file, 30), log);
@@ -423,9 +438,9 @@ function startPerf(target: Target): { stop(): Promise<void> } {
 async function main(): Promise<void> {
   const upstreamUrl = await startUpstream();
   const targets: Target[] = [];
-  if (!args['no-proxy']) targets.push(await startProxy(upstreamUrl));
-  const profiler = PROFILE ? await buildEntry(REPO_ROOT, 'bench/stream-cost-profiler.ts', 'stream-cost-profiler') : null;
-  for (const [index, tree] of TREES.entries()) targets.push(await startGateway(tree, index, upstreamUrl, profiler));
+  const probe = await buildEntry(REPO_ROOT, 'bench/stream-cost-probe.ts', 'stream-cost-probe');
+  if (!args['no-proxy']) targets.push(await startProxy(upstreamUrl, probe));
+  for (const [index, tree] of TREES.entries()) targets.push(await startGateway(tree, index, upstreamUrl, probe));
 
   log(`stream-cost: ${describeRun()}`);
   const database = DATABASE_URL.replace(/\/\/[^@]*@/, '//…@');
@@ -440,8 +455,9 @@ async function main(): Promise<void> {
   if (PROFILE) {
     const interval = Number(args['profile-interval'] ?? (PROFILE === 'cpu' ? 100 : 1024));
     const start = { type: 'profile-start', kind: PROFILE, interval };
-    for (const target of targets) target.profiler?.send(start);
-    for (const target of targets) await target.profiler?.next('profiling', 10_000);
+    const profiled = targets.filter((target) => target.profiled);
+    for (const target of profiled) target.child.send(start);
+    for (const target of profiled) await target.child.next('profiling', 10_000);
   }
   const recordings = args.perf ? targets.map(startPerf) : [];
   printMedians(targets, await measureAll(targets));

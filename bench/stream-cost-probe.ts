@@ -1,9 +1,11 @@
 /**
- * Preloaded into a gateway child by bench/stream-cost.ts (`--import`) when it profiles: starts and
- * stops V8's CPU profiler, or its sampling heap profiler, when the parent says so over IPC, so the
+ * Preloaded into every measured child by bench/stream-cost.ts (`--import`): answers the process's
+ * CPU time to the microsecond (all threads: /proc counts only in 10 ms ticks), and starts and
+ * stops V8's CPU profiler, or its sampling heap profiler, when the parent says so over IPC, so a
  * profile holds the measured calls alone, not the start-up (`--cpu-prof` records the whole life of
  * the process).
  *
+ *   { type: 'cpu-usage' }                      → answers { type: 'cpu-usage', micros }
  *   { type: 'profile-start', kind, interval }  → starts sampling (cpu: every `interval` µs;
  *                                                allocations: every `interval` bytes, garbage included)
  *   { type: 'profile-stop', file }             → writes the profile there, answers { type: 'profiled', file }
@@ -11,7 +13,7 @@
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 
-type ProfilerMessage = { type: 'profile-start'; kind: 'cpu' | 'allocations'; interval: number } | { type: 'profile-stop'; file: string };
+type ProbeMessage = { type: 'cpu-usage' } | { type: 'profile-start'; kind: 'cpu' | 'allocations'; interval: number } | { type: 'profile-stop'; file: string };
 
 let running: 'cpu' | 'allocations' | null = null;
 
@@ -24,8 +26,11 @@ function post<T>(method: string, params?: object): Promise<T> {
   });
 }
 
-process.on('message', (message: ProfilerMessage) => {
-  if (message?.type === 'profile-start') {
+process.on('message', (message: ProbeMessage) => {
+  if (message?.type === 'cpu-usage') {
+    const { user, system } = process.cpuUsage();
+    process.send?.({ type: 'cpu-usage', micros: user + system });
+  } else if (message?.type === 'profile-start') {
     void (async () => {
       running = message.kind;
       if (message.kind === 'cpu') {
