@@ -300,7 +300,7 @@ async function startGateway(tree: string, index: number, upstreamUrl: string, pr
     BENCH_DATABASE_SCHEMA: schema,
   };
   if (REDIS_URL) Object.assign(env, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `cost:${schema}` });
-  const name = TREES.length > 1 ? `gateway ${index + 1} (${tree})` : 'gateway';
+  const name = TREES.length > 1 ? `gateway ${index + 1} (${tree.split('/').pop()})` : 'gateway';
   const nodeArgs = ['--import', probe, ...CHILD_NODE_ARGS];
   const gateway = startChild(name, { entry: [entry], env, cwd: tree, nodeArgs });
   const url = String((await gateway.next('ready', 90_000)).url);
@@ -354,11 +354,13 @@ function printMedians(targets: Target[], samples: Map<string, number[]>): void {
     const ratio = floor && target.name !== 'bare proxy' ? `   ${spread(ratios(values, floor), 2)}× the bare proxy` : '';
     log(`  ${target.name.padEnd(24)} ${spread(values, 0)} µs${ratio}`);
   }
-  // Repeat by repeat, each build against the first: a drift of the machine moves both alike.
+  // Repeat by repeat, each build against the one before it (a commit against its parent): a drift
+  // of the machine moves both alike.
   const gateways = targets.filter((target) => target.name !== 'bare proxy');
-  for (const target of gateways.slice(1)) {
-    const paired = ratios(samples.get(target.name)!, samples.get(gateways[0]!.name)!);
-    log(`  ${target.name} / ${gateways[0]!.name}, repeat by repeat: ${spread(paired, 3)}`);
+  for (const [index, target] of gateways.entries()) {
+    if (index === 0) continue;
+    const parent = gateways[index - 1]!;
+    log(`  ${target.name} / ${parent.name}, repeat by repeat: ${spread(ratios(samples.get(target.name)!, samples.get(parent.name)!), 3)}`);
   }
 }
 
