@@ -44,8 +44,9 @@ const LIVE_HEARTBEATS = 3;
 
 /**
  * The admission gate as one script per phase: a call costs one Redis round trip to admit and one to
- * settle, each bounded by CommandDeadlines rather than by a timer of its own. Every admission is fenced on the store's epoch (redis-epoch.ts), and a watch notices a
- * new epoch within a quarter of the recovery window even on a replica that admits nothing. A new
+ * settle, each bounded by CommandDeadlines rather than by a timer of its own. Every admission is
+ * fenced on the store's epoch (redis-epoch.ts), and a watch notices a new epoch within a quarter
+ * of the recovery window even on a replica that admits nothing. A new
  * store (the database knows no epoch) admits at once. After a loss, each replica restores the
  * leases of its calls in flight and reports what they and its unwritten request-log rows hold
  * before anyone admits against re-seeded counters, and keeps that report current on every watch

@@ -11,6 +11,12 @@ const HIGH_WATER_BYTES = 64 * 1024;
 
 const DONE: IteratorReturnResult<undefined> = { done: true, value: undefined };
 
+/** The reader's pending `next()`. */
+interface Waiter {
+  resolve(result: IteratorResult<Uint8Array>): void;
+  reject(error: unknown): void;
+}
+
 /**
  * One request whose answer is read as it arrives (SSE, audio bytes), as an undici dispatch handler,
  * so a stream costs what a JSON call does: no Readable body and async iterator over it, and no
@@ -33,7 +39,7 @@ export class StreamExchange implements Dispatcher.DispatchHandler, AsyncIterable
   /** Chunks that arrived while nobody was waiting (the reader was writing the last one out). */
   private readonly queue: Buffer[] = [];
   private queuedBytes = 0;
-  private waiting: { resolve: (result: IteratorResult<Uint8Array>) => void; reject: (error: unknown) => void } | null = null;
+  private waiting: Waiter | null = null;
   private ended = false;
   private failure: unknown = null;
 
@@ -151,7 +157,8 @@ export class StreamExchange implements Dispatcher.DispatchHandler, AsyncIterable
     this.finish();
     const body = this.queue.length === 1 ? this.queue[0]! : Buffer.concat(this.queue, this.queuedBytes);
     this.queue.length = 0;
-    this.resolveHead({ status: this.status, headers: this.headers, text: body.subarray(0, this.errorBodyLimit).toString('utf8') });
+    const text = body.subarray(0, this.errorBodyLimit).toString('utf8');
+    this.resolveHead({ status: this.status, headers: this.headers, text });
   }
 
   /** Ends the call ourselves; the cause names the error the caller sees. */

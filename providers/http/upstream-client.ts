@@ -120,7 +120,8 @@ export class UpstreamHttpClient {
     const exchange = new StreamExchange(cancellationOf(request.call), this.timeouts, ERROR_BODY_LIMIT, (failure) =>
       errorFromTransport(this.errors, failure.error, failure.phase, failure.cause, this.timeouts),
     );
-    if (exchange.open) this.dispatch(request, jsonPayload(request.body), request.accept ?? 'text/event-stream', exchange);
+    const accept = request.accept ?? 'text/event-stream';
+    if (exchange.open) this.dispatch(request, jsonPayload(request.body), accept, exchange);
     const { status, headers, text } = await exchange.head;
     if (status < 200 || status >= 300) throw errorFromStatus(this.errors, status, headers, text);
     return { status, headers, body: exchange };
@@ -131,7 +132,7 @@ export class UpstreamHttpClient {
   }
 
   /** The whole answer in one piece, through a dispatch handler (no body stream, no AbortController per call). */
-  private exchange(request: Pick<UpstreamRequest, 'path' | 'headers' | 'call'>, payload: Payload, accept: string): Promise<ExchangedResponse> {
+  private exchange(request: RequestTarget, payload: Payload, accept: string): Promise<ExchangedResponse> {
     return new Promise((resolve, reject) => {
       const exchange = new JsonExchange(cancellationOf(request.call), this.timeouts, ERROR_BODY_LIMIT, resolve, (failure) =>
         reject(errorFromTransport(this.errors, failure.error, failure.phase, failure.cause, this.timeouts)),
@@ -140,10 +141,14 @@ export class UpstreamHttpClient {
     });
   }
 
-  private dispatch(request: Pick<UpstreamRequest, 'path' | 'headers' | 'call'>, payload: Payload, accept: string, handler: Dispatcher.DispatchHandler): void {
-    this.pool.dispatch({ method: 'POST', path: this.basePath + request.path, headers: payloadHeaders(request, payload, accept), body: payload.body }, handler);
+  private dispatch(request: RequestTarget, payload: Payload, accept: string, handler: Dispatcher.DispatchHandler): void {
+    const headers = payloadHeaders(request, payload, accept);
+    this.pool.dispatch({ method: 'POST', path: this.basePath + request.path, headers, body: payload.body }, handler);
   }
 }
+
+/** Where a request goes and what it carries besides its body. */
+type RequestTarget = Pick<UpstreamRequest, 'path' | 'headers' | 'call'>;
 
 /** A request body and its content type; null lets undici set it (a form's boundary). */
 interface Payload {

@@ -6,6 +6,9 @@ import { usageFromOpenAI } from './usage.ts';
 
 type RawChunk = Partial<ChatCompletionChunk> & { error?: unknown; usage?: unknown };
 
+/** Makes the upstream request; its body is the SSE bytes. */
+type OpenStream = () => Promise<{ body: AsyncIterable<Uint8Array> }>;
+
 /**
  * OpenAI SSE → chunks, then usage once. The usage chunk arrives after the finish chunk, so the
  * stream is read to `[DONE]`. Chunks are passed on without `usage`: the gateway writes its own
@@ -15,7 +18,7 @@ type RawChunk = Partial<ChatCompletionChunk> & { error?: unknown; usage?: unknow
  * in this one generator, rather than through a generator of SSE events: each layer of async
  * iteration costs every chunk of every stream a promise and a few microtasks.
  */
-export async function* openAIChatEvents(open: () => Promise<{ body: AsyncIterable<Uint8Array> }>, request: ChatRequestBody, errors: ErrorContext): AsyncGenerator<ChatStreamEvent> {
+export async function* openAIChatEvents(open: OpenStream, request: ChatRequestBody, errors: ErrorContext): AsyncGenerator<ChatStreamEvent> {
   const { body } = await open();
   const reader = new ChatChunkReader(errors);
   const sse = new SseDecoder();
@@ -34,7 +37,8 @@ export async function* openAIChatEvents(open: () => Promise<{ body: AsyncIterabl
     // a connection that drops after [DONE] lost nothing
     if (!reader.done) throw toUpstreamError(errors, error);
   }
-  if (!reader.done && !reader.finished) throw protocolError(errors, 'the stream ended before a finish_reason or [DONE]');
+  const ended = reader.done || reader.finished;
+  if (!ended) throw protocolError(errors, 'the stream ended before a finish_reason or [DONE]');
 
   yield {
     type: 'usage',

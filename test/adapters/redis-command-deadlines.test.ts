@@ -94,7 +94,8 @@ t.test('an answer that arrives after the deadline changes nothing', async (t) =>
 });
 
 const redisUrl = process.env.TEST_REDIS_URL;
-t.test('its client sends commands without a timer per command (the client it came from keeps its own)', { skip: redisUrl ? false : 'needs TEST_REDIS_URL' }, async (t) => {
+const needsRedis = { skip: redisUrl ? false : 'needs TEST_REDIS_URL' };
+t.test('its client sends commands without a timer each; the client it came from keeps its own', needsRedis, async (t) => {
   const client = createClient({ url: redisUrl }) as unknown as RedisClient;
   await client.connect();
   t.teardown(() => client.destroy());
