@@ -9,6 +9,7 @@
  *   npx tsx bench/stream-cost.ts --profile             # CPU profile of the measured calls only
  *   npx tsx bench/stream-cost.ts --profile=allocations # where the measured calls allocate, garbage included
  *   npx tsx bench/stream-cost.ts --perf                # `perf record` of every target meanwhile: kernel time too
+ *   npx tsx bench/stream-cost.ts --perf --perf-graph   # with call graphs, for `perf script` / `perf report -g`
  *
  * Streams are what the issue's figures describe: STREAM_COST_CHUNKS chunks (default 20, plus the
  * usage chunk) written 5 ms apart by the fake upstream, 16 streams at a time. Every target (the
@@ -62,6 +63,8 @@ const { values: args } = parseArgs({
     /** µs between CPU samples, or bytes between allocation samples. */
     'profile-interval': { type: 'string' },
     perf: { type: 'boolean', default: false },
+    /** With --perf: call graphs too (`perf script` then says which code each sample ran under). */
+    'perf-graph': { type: 'boolean', default: false },
     'node-args': { type: 'string' },
   },
 });
@@ -425,7 +428,8 @@ function printAllocations(file: string, calls: number): void {
 function startPerf(target: Target): { stop(): Promise<void> } {
   mkdirSync(PROFILE_DIR, { recursive: true });
   const file = join(PROFILE_DIR, `perf-${MODE}-${target.name.replace(/\W+/g, '-')}.data`);
-  const perf = spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '4999', '-p', String(target.pid), '-o', file], { stdio: 'ignore' });
+  const graph = args['perf-graph'] ? ['-g'] : [];
+  const perf = spawn('perf', ['record', '-q', '-e', 'cpu-clock', '-F', '4999', ...graph, '-p', String(target.pid), '-o', file], { stdio: 'ignore' });
   return {
     async stop() {
       const exited = new Promise<void>((done) => perf.once('exit', () => done()));
@@ -434,7 +438,8 @@ function startPerf(target: Target): { stop(): Promise<void> } {
       log();
       log(`perf of ${target.name} (${file}), self time:`);
       for (const sort of ['dso', 'sym']) {
-        const report = spawnSync('perf', ['report', '-i', file, '--stdio', '-q', '--no-children', '--sort', sort, '--percent-limit', '0.7'], { encoding: 'utf8' });
+        const options = ['--stdio', '-q', '--no-children', '--sort', sort, '--percent-limit', '0.7'];
+        const report = spawnSync('perf', ['report', '-i', file, ...options], { encoding: 'utf8' });
         for (const line of report.stdout.split('\n').filter(Boolean).slice(0, 45)) log(`  ${line.trim().slice(0, 140)}`);
         log();
       }
