@@ -14,6 +14,7 @@ import {
 import { assertConsumeEntry, assertRateEntry } from '../memory/gcra.ts';
 import { assertAllowanceAmount, wholeTtlMs } from '../memory/ttl.ts';
 import type { RedisClient } from './redis-client.ts';
+import { CommandDeadlines } from './redis-command-deadlines.ts';
 import { RedisStoreEpoch } from './redis-epoch.ts';
 import { redisKeyNames, type RedisKeyNames } from './redis-key-names.ts';
 import { readDecisions } from './redis-rate-limiter.ts';
@@ -43,8 +44,9 @@ const LIVE_HEARTBEATS = 3;
 
 /**
  * The admission gate as one script per phase: a call costs one Redis round trip to admit and one to
- * settle. Every admission is fenced on the store's epoch (redis-epoch.ts), and a watch notices a
- * new epoch within a quarter of the recovery window even on a replica that admits nothing. A new
+ * settle, each bounded by CommandDeadlines rather than by a timer of its own. Every admission is
+ * fenced on the store's epoch (redis-epoch.ts), and a watch notices a new epoch within a quarter
+ * of the recovery window even on a replica that admits nothing. A new
  * store (the database knows no epoch) admits at once. After a loss, each replica restores the
  * leases of its calls in flight and reports what they and its unwritten request-log rows hold
  * before anyone admits against re-seeded counters, and keeps that report current on every watch
@@ -54,6 +56,8 @@ const LIVE_HEARTBEATS = 3;
 export class RedisAdmissionGate implements AdmissionGate {
   private readonly names: RedisKeyNames;
   private readonly storeEpoch: RedisStoreEpoch;
+  /** The per-call scripts' bound on an unanswered command (one interval for all of them). */
+  private readonly deadlines: CommandDeadlines;
   /** The epoch admissions are fenced on ('' until this replica has seen one). */
   private epoch = '';
   private syncing: Promise<boolean> | null = null;
@@ -130,6 +134,7 @@ export class RedisAdmissionGate implements AdmissionGate {
   ) {
     this.names = redisKeyNames(prefix);
     this.storeEpoch = new RedisStoreEpoch(client, this.names, options.epochs);
+    this.deadlines = new CommandDeadlines(client);
     this.watch = setInterval(
       () => {
         const waiting = this.tickWaiters;
@@ -148,6 +153,7 @@ export class RedisAdmissionGate implements AdmissionGate {
   /** Stops watching and leaves the replica registry, so a loss after this never waits for this replica. */
   async close(): Promise<void> {
     clearInterval(this.watch);
+    this.deadlines.close();
     await this.options.epochs.forget(this.replicaId).catch(() => undefined);
   }
 
@@ -329,7 +335,8 @@ export class RedisAdmissionGate implements AdmissionGate {
       args.push(String(take.amount), take.shrink ? '1' : '0', String(take.headroom ?? 0));
     }
     keys.push(this.names.epoch);
-    const reply = integerReply(await runScript(this.client, GATE_ADMIT, keys, args), GATE_ADMIT);
+    const { deadlines } = this;
+    const reply = integerReply(await deadlines.bound(runScript(deadlines.client, GATE_ADMIT, keys, args)), GATE_ADMIT);
     const [status, first = 0, second = 0] = reply;
     if (status === GATE_STATUS.reset) return 'reset';
     const decided = { requests: readDecisions(requests, reply, 3, false), tokens: readDecisions(tokens, reply, 3 + 3 * requests.length, false) };
@@ -368,7 +375,7 @@ export class RedisAdmissionGate implements AdmissionGate {
       keys.push(rate(entry.key));
       args.push(String(entry.limit), String(entry.periodMs), String(entry.cost));
     }
-    await runScript(this.client, GATE_SETTLE, keys, args);
+    await this.deadlines.bound(runScript(this.deadlines.client, GATE_SETTLE, keys, args));
   }
 }
 

@@ -4,8 +4,8 @@ import { Pool, type Dispatcher, type FormData } from 'undici';
 import type { CallOptions, UpstreamTimeouts } from '../../core/gateway/provider.ts';
 import { cancellationOf } from '../../core/gateway/call-options.ts';
 import { assertPublicUrlSync, guardedLookup } from '../../core/net/outbound-url-guard.ts';
-import { abortingDeadlines, type CallDeadlines } from '../../core/net/call-deadlines.ts';
 import { JsonExchange, type ExchangedResponse } from './json-exchange.ts';
+import { StreamExchange } from './stream-exchange.ts';
 import { timedConnector } from '../../core/net/timed-connector.ts';
 import { errorFromStatus, errorFromTransport, protocolError, type ErrorContext } from './upstream-errors.ts';
 
@@ -117,15 +117,14 @@ export class UpstreamHttpClient {
 
   /** POST a JSON body and stream the answer (SSE, or bytes with `accept`); non-2xx statuses throw before anything is yielded. */
   async postStream(request: UpstreamRequest): Promise<StreamResponse> {
-    const { deadlines, signal } = abortingDeadlines(cancellationOf(request.call), this.timeouts);
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await this.send(request, request.accept ?? 'text/event-stream', deadlines, signal);
-    } catch (error) {
-      deadlines.finish();
-      throw error;
-    }
-    return { status: response.statusCode, headers: response.headers, body: this.guardBody(response, deadlines) };
+    const exchange = new StreamExchange(cancellationOf(request.call), this.timeouts, ERROR_BODY_LIMIT, (failure) =>
+      errorFromTransport(this.errors, failure.error, failure.phase, failure.cause, this.timeouts),
+    );
+    const accept = request.accept ?? 'text/event-stream';
+    if (exchange.open) this.dispatch(request, jsonPayload(request.body), accept, exchange);
+    const { status, headers, text } = await exchange.head;
+    if (status < 200 || status >= 300) throw errorFromStatus(this.errors, status, headers, text);
+    return { status, headers, body: exchange };
   }
 
   async close(): Promise<void> {
@@ -133,61 +132,23 @@ export class UpstreamHttpClient {
   }
 
   /** The whole answer in one piece, through a dispatch handler (no body stream, no AbortController per call). */
-  private exchange(request: Pick<UpstreamRequest, 'path' | 'headers' | 'call'>, payload: Payload, accept: string): Promise<ExchangedResponse> {
+  private exchange(request: RequestTarget, payload: Payload, accept: string): Promise<ExchangedResponse> {
     return new Promise((resolve, reject) => {
       const exchange = new JsonExchange(cancellationOf(request.call), this.timeouts, ERROR_BODY_LIMIT, resolve, (failure) =>
         reject(errorFromTransport(this.errors, failure.error, failure.phase, failure.cause, this.timeouts)),
       );
-      if (!exchange.open) return;
-      this.pool.dispatch(
-        {
-          method: 'POST',
-          path: this.basePath + request.path,
-          headers: payloadHeaders(request, payload, accept),
-          body: payload.body,
-        },
-        exchange,
-      );
+      if (exchange.open) this.dispatch(request, payload, accept, exchange);
     });
   }
 
-  private async *guardBody(response: Dispatcher.ResponseData, deadlines: CallDeadlines): AsyncGenerator<Uint8Array> {
-    try {
-      for await (const chunk of response.body) yield chunk as Uint8Array;
-    } catch (error) {
-      throw errorFromTransport(this.errors, error, 'body', deadlines.cause, this.timeouts);
-    } finally {
-      // a consumer that stops early must not leave the upstream generating into a dead socket
-      if (!response.body.readableEnded) response.body.destroy();
-      deadlines.finish();
-    }
-  }
-
-  private async send(request: UpstreamRequest, accept: string, deadlines: CallDeadlines, signal: AbortSignal): Promise<Dispatcher.ResponseData> {
-    let response: Dispatcher.ResponseData;
-    try {
-      response = await this.pool.request({
-        method: 'POST',
-        path: this.basePath + request.path,
-        headers: { ...request.headers, ...request.call.traceHeaders, 'content-type': 'application/json', accept },
-        body: JSON.stringify(request.body),
-        signal,
-      });
-    } catch (error) {
-      throw errorFromTransport(this.errors, error, 'before_headers', deadlines.cause, this.timeouts);
-    }
-    deadlines.headersArrived();
-    if (response.statusCode >= 200 && response.statusCode < 300) return response;
-
-    let text = '';
-    try {
-      text = await readCapped(response.body, ERROR_BODY_LIMIT);
-    } catch {
-      // the status alone still says what happened
-    }
-    throw errorFromStatus(this.errors, response.statusCode, response.headers, text);
+  private dispatch(request: RequestTarget, payload: Payload, accept: string, handler: Dispatcher.DispatchHandler): void {
+    const headers = payloadHeaders(request, payload, accept);
+    this.pool.dispatch({ method: 'POST', path: this.basePath + request.path, headers, body: payload.body }, handler);
   }
 }
+
+/** Where a request goes and what it carries besides its body. */
+type RequestTarget = Pick<UpstreamRequest, 'path' | 'headers' | 'call'>;
 
 /** A request body and its content type; null lets undici set it (a form's boundary). */
 interface Payload {
@@ -203,19 +164,4 @@ function jsonPayload(body: unknown): Payload {
 function payloadHeaders(request: Pick<UpstreamRequest, 'headers' | 'call'>, payload: Payload, accept: string): Record<string, string> {
   const trace = request.call.traceHeaders;
   return payload.contentType === null ? { ...request.headers, ...trace, accept } : { ...request.headers, ...trace, 'content-type': payload.contentType, accept };
-}
-
-async function readCapped(body: Dispatcher.ResponseData['body'], limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buffer = chunk as Buffer;
-    chunks.push(buffer);
-    size += buffer.length;
-    if (size >= limit) {
-      body.destroy();
-      break;
-    }
-  }
-  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
 }

@@ -157,18 +157,20 @@ export class OpenAIProvider implements Provider, LanguageModelProvider, Embeddin
     return { logprobs: labelLogprobsOf(completion, request.labels, this.errors), usage };
   }
 
-  async *chatStream(body: ChatRequestBody, options: CallOptions): AsyncIterable<ChatStreamEvent> {
+  /** The request goes out when the first event is asked for. */
+  chatStream(body: ChatRequestBody, options: CallOptions): AsyncIterable<ChatStreamEvent> {
     const upstreamBody: ChatRequestBody = { ...body, stream: true };
     if (this.config.includeStreamUsage) {
       upstreamBody.stream_options = { ...(body.stream_options ?? {}), include_usage: true };
     }
-    const response = await this.http.postStream({
-      path: this.pathFor('chat/completions', body.model),
-      body: upstreamBody,
-      headers: this.headers(options),
-      call: options,
-    });
-    yield* openAIChatEvents(response.body, body, this.errors);
+    const open = () =>
+      this.http.postStream({
+        path: this.pathFor('chat/completions', body.model),
+        body: upstreamBody,
+        headers: this.headers(options),
+        call: options,
+      });
+    return openAIChatEvents(open, body, this.errors);
   }
 
   async embed(body: EmbeddingsRequestBody, options: CallOptions): Promise<EmbeddingsResult> {

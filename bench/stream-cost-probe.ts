@@ -1,0 +1,54 @@
+/**
+ * Preloaded into every measured child by bench/stream-cost.ts (`--import`): answers the process's
+ * CPU time to the microsecond (all threads: /proc counts only in 10 ms ticks), and starts and
+ * stops V8's CPU profiler, or its sampling heap profiler, when the parent says so over IPC, so a
+ * profile holds the measured calls alone, not the start-up (`--cpu-prof` records the whole life of
+ * the process).
+ *
+ *   { type: 'cpu-usage' }                      → answers { type: 'cpu-usage', micros }
+ *   { type: 'profile-start', kind, interval }  → starts sampling (cpu: every `interval` µs;
+ *                                                allocations: every `interval` bytes, garbage included)
+ *   { type: 'profile-stop', file }             → writes the profile there, answers { type: 'profiled', file }
+ */
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector';
+
+type ProbeMessage = { type: 'cpu-usage' } | { type: 'profile-start'; kind: 'cpu' | 'allocations'; interval: number } | { type: 'profile-stop'; file: string };
+
+let running: 'cpu' | 'allocations' | null = null;
+
+const session = new Session();
+session.connect();
+
+function post<T>(method: string, params?: object): Promise<T> {
+  return new Promise((resolve, reject) => {
+    session.post(method, params, (error, result) => (error ? reject(error) : resolve(result as T)));
+  });
+}
+
+process.on('message', (message: ProbeMessage) => {
+  if (message?.type === 'cpu-usage') {
+    const { user, system } = process.cpuUsage();
+    process.send?.({ type: 'cpu-usage', micros: user + system });
+  } else if (message?.type === 'profile-start') {
+    void (async () => {
+      running = message.kind;
+      if (message.kind === 'cpu') {
+        await post('Profiler.enable');
+        await post('Profiler.setSamplingInterval', { interval: message.interval });
+        await post('Profiler.start');
+      } else {
+        // Garbage too: what a call allocates and drops is what the scavenger is kept busy by.
+        const options = { samplingInterval: message.interval, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true };
+        await post('HeapProfiler.startSampling', options);
+      }
+      process.send?.({ type: 'profiling' });
+    })();
+  } else if (message?.type === 'profile-stop') {
+    void (async () => {
+      const { profile } = await post<{ profile: unknown }>(running === 'cpu' ? 'Profiler.stop' : 'HeapProfiler.stopSampling');
+      writeFileSync(message.file, JSON.stringify(profile));
+      process.send?.({ type: 'profiled', file: message.file });
+    })();
+  }
+});
