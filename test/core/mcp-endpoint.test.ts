@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import t from 'tap';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
-import { type AnyOperation, defineOperation, OperationRegistry } from '../../core/operations/operations.ts';
+import { type AnyOperation, defineOperation, OperationRegistry, toolNameOf } from '../../core/operations/operations.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { manifest as defaultManifest } from '../../plugins/index.ts';
@@ -77,15 +77,28 @@ const OPEN_READS = [
 ];
 /** The write tools any API key of the account sees with mcp:write (scope null, neither owner-only nor a person's own). */
 const OPEN_WRITES = ['account_progress_hide', 'organizations_setDefault'];
+/**
+ * The tool gateway's own tools, which need mcp:read (reads) or mcp:write (writes) as scopes of their own: a key
+ * that may use /mcp at all sees its reads, and with mcp:write its writes (those reserved to people excepted).
+ */
+const toolGatewayTools = (write: boolean) =>
+  test.app.svc.container
+    .resolve(Tokens.Operations)
+    .list()
+    .filter((op) => (op.scope === 'mcp:read' && !write) || (op.scope === 'mcp:write' && write) || (op.scope === 'mcp:read' && write))
+    .filter((op) => !op.roles && !op.ownerOnly && !op.personOnly && op.mcp !== false)
+    .map((op) => toolNameOf(op.name));
+const MCP_READS = toolGatewayTools(false);
+const MCP_READS_AND_WRITES = toolGatewayTools(true);
 
 t.test('a key sees exactly the tools its scopes allow, in name order', async (t) => {
   const readsKeys = await createKey(test, { name: 'mcp keys reader', scopes: ['mcp:read', 'keys:read'] });
   const tools = (await (await mcpClient(t, base, readsKeys.key)).listTools()).tools;
-  t.same(names(tools), [...OPEN_READS, 'keys_get', 'keys_list'].sort());
+  t.same(names(tools), [...OPEN_READS, ...MCP_READS, 'keys_get', 'keys_list'].sort());
 
   const writesKeys = await createKey(test, { name: 'mcp keys writer', scopes: ['mcp:read', 'mcp:write', 'keys:read', 'keys:write'] });
   const writerTools = (await (await mcpClient(t, base, writesKeys.key)).listTools()).tools;
-  t.same(names(writerTools), [...OPEN_READS, ...OPEN_WRITES, 'keys_create', 'keys_delete', 'keys_get', 'keys_list', 'keys_recreate', 'keys_update'].sort());
+  t.same(names(writerTools), [...OPEN_READS, ...OPEN_WRITES, ...MCP_READS_AND_WRITES, 'keys_create', 'keys_delete', 'keys_get', 'keys_list', 'keys_recreate', 'keys_update'].sort());
 
   const usage = await createKey(test, { name: 'mcp usage reader', scopes: ['mcp:read', 'usage:read'] });
   const usageTools = names((await (await mcpClient(t, base, usage.key)).listTools()).tools);
@@ -99,7 +112,7 @@ t.test('a key sees exactly the tools its scopes allow, in name order', async (t)
 t.test('a key without mcp:write sees no write tool, even holding the write scope', async (t) => {
   const key = await createKey(test, { name: 'mcp read only', scopes: ['mcp:read', 'keys:read', 'keys:write'] });
   const tools = (await (await mcpClient(t, base, key.key)).listTools()).tools;
-  t.same(names(tools), [...OPEN_READS, 'keys_get', 'keys_list'].sort());
+  t.same(names(tools), [...OPEN_READS, ...MCP_READS, 'keys_get', 'keys_list'].sort());
   t.ok(tools.every((tool) => tool.annotations?.readOnlyHint === true));
 });
 
@@ -146,6 +159,8 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
   // An .invalid name never resolves: saved, and never called.
   const webhook = await test.call('POST', '/client/webhooks', { body: { url: 'https://hooks.example.invalid/in', eventTypes: ['*'] } });
   const webhookId = (webhook.json() as { id: string }).id;
+  const upstream = await test.call('POST', '/client/mcp/upstreams', { body: { name: 'read by MCP', url: 'https://mcp.example.invalid/mcp' } });
+  const upstreamId = (upstream.json() as { id: string }).id;
   const ids: Record<string, Record<string, string>> = {
     'keys.get': { id: keyId },
     'requests.get': { id: requestId },
@@ -154,6 +169,7 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'support.attachments.get': { id: opened.messages[0].attachments[0].id },
     'webhooks.get': { id: webhookId },
     'webhooks.deliveries.list': { id: webhookId },
+    'mcp.upstreams.get': { id: upstreamId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
