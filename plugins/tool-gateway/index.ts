@@ -4,6 +4,10 @@ import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
+import { GrantStore } from './grant-store.ts';
+import { grantOperations } from './grant-operations.ts';
+import { groupOperations } from './group-operations.ts';
+import { GroupStore } from './group-store.ts';
 import { refreshQueue } from './refresh-queue.ts';
 import { SwitchStore } from './switch-store.ts';
 import { type ToolGatewayConfig, toolGatewayConfigSchema } from './tool-gateway-config.ts';
@@ -23,7 +27,14 @@ const SWEEP_BATCH = 500;
 
 function stores(ctx: PluginContext<ToolGatewayConfig>) {
   const database = ctx.container.resolve(Tokens.Database);
-  return { database, upstreams: new UpstreamStore(database), tools: new ToolStore(database), switches: new SwitchStore(database) };
+  return {
+    database,
+    upstreams: new UpstreamStore(database),
+    tools: new ToolStore(database),
+    switches: new SwitchStore(database),
+    groups: new GroupStore(database),
+    grants: new GrantStore(database),
+  };
 }
 
 function refreshDeps(ctx: PluginContext<ToolGatewayConfig>): RefreshDeps {
@@ -51,8 +62,11 @@ export const toolGatewayPlugin = definePlugin({
   configSchema: toolGatewayConfigSchema,
   migrations: toolGatewayMigrations,
   register(ctx) {
-    const { upstreams, tools, switches } = stores(ctx);
+    const { upstreams, tools, switches, groups, grants } = stores(ctx);
     const vault = ctx.container.resolve(Tokens.Secrets);
+    // Grants and app choices before groups, groups and their members before tools.
+    ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp grants', erase: (tx, organizationId) => grants.eraseOrganization(tx, organizationId) });
+    ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp groups', erase: (tx, organizationId) => groups.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp project switches', erase: (tx, organizationId) => switches.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp tools', erase: (tx, organizationId) => tools.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, {
@@ -77,11 +91,14 @@ export const toolGatewayPlugin = definePlugin({
   operations: (ctx) => {
     const { container, config, appConfig } = ctx;
     const deps = refreshDeps(ctx);
-    const { switches } = stores(ctx);
+    const { switches, groups, grants } = stores(ctx);
     const identity = container.resolve(Tokens.Identity);
+    const { tools, upstreams, events, clock } = deps;
     return [
       ...upstreamOperations({ ...deps, identity, allowHttp: appConfig.outbound.allowPrivateNetwork, config }),
-      ...toolOperations({ tools: deps.tools, upstreams: deps.upstreams, switches, identity, clock: deps.clock }),
+      ...toolOperations({ tools, upstreams, switches, identity, clock }),
+      ...groupOperations({ groups, tools, upstreams, identity, events, clock }),
+      ...grantOperations({ groups, grants, tools, upstreams, switches, identity, events, clock }),
     ];
   },
   queues: (ctx) => {

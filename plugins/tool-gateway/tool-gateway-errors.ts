@@ -4,6 +4,15 @@ import { type CodesOf, defineErrorCodes } from '../../core/kernel/error-catalogu
 export const TOOL_GATEWAY_ERRORS = defineErrorCodes('tool-gateway', {
   upstream_not_found: { status: 404, type: 'not_found_error', message: 'No such MCP upstream' },
   mcp_tool_not_found: { status: 404, type: 'not_found_error', message: 'No such tool of an MCP upstream' },
+  mcp_group_not_found: { status: 404, type: 'not_found_error', message: 'No such tool group' },
+  mcp_grant_not_found: { status: 404, type: 'not_found_error', message: 'No such grant of a tool group' },
+  grant_exists: { status: 409, type: 'conflict_error', message: 'This key holds this group already; change that grant instead' },
+  grant_to_itself: { status: 403, type: 'permission_error', message: 'An API key cannot grant tools to itself; another key or a person must' },
+  grant_other_project: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: "A group is granted only to keys of the group's project",
+  },
   upstream_url_invalid: {
     status: 400,
     type: 'invalid_request_error',

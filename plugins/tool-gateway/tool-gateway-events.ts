@@ -13,6 +13,22 @@ const upstreamFields = {
 };
 const upstreamExample = { upstreamId: EXAMPLE_UPSTREAM, projectId: EXAMPLE_PROJECT, name: 'Issue tracker', slug: 'issue-tracker', origin: 'https://mcp.example.com' };
 
+const EXAMPLE_GROUP = '3c9a1f7d-6b2e-4c8a-9f01-5d2e7b3a4c6f';
+const groupFields = {
+  groupId: z.string(),
+  projectId: z.string().describe("The group's project"),
+  name: z.string(),
+};
+const groupExample = { groupId: EXAMPLE_GROUP, projectId: EXAMPLE_PROJECT, name: 'Support desk' };
+const grantFields = {
+  grantId: z.string(),
+  groupId: z.string(),
+  keyId: z.string().describe('The key given the group'),
+  projectId: z.string(),
+  expiresAt: z.string().nullable(),
+};
+const grantExample = { grantId: 'c2f4a6b8-1d3e-4f5a-8b7c-9d0e1f2a3b4c', groupId: EXAMPLE_GROUP, keyId: '5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9', projectId: EXAMPLE_PROJECT, expiresAt: null };
+
 /** The tool gateway's event types: upstreams registered, changed and removed, tools the servers changed, and servers gone unhealthy. */
 export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
   'mcp.upstream.created': {
@@ -51,6 +67,36 @@ export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
     description: "A refresh found an MCP upstream's tools changed: tools added, removed or changed by the server",
     public: true,
     example: { upstreamId: EXAMPLE_UPSTREAM, projectId: EXAMPLE_PROJECT, slug: 'issue-tracker', added: ['create_issue'], removed: [], changed: ['search'] },
+  },
+  'mcp.group.created': {
+    schema: z.object(groupFields),
+    description: 'A tool group (a bundle of tools to grant to keys) was created',
+    public: true,
+    example: groupExample,
+  },
+  'mcp.group.updated': {
+    schema: z.object({ ...groupFields, fields: z.array(z.string()).describe('What changed: name, description, tools') }),
+    description: "A tool group's name, description or tools changed",
+    public: true,
+    example: { ...groupExample, fields: ['tools'] },
+  },
+  'mcp.group.deleted': {
+    schema: z.object(groupFields),
+    description: 'A tool group was deleted with its grants',
+    public: true,
+    example: groupExample,
+  },
+  'mcp.grant.created': {
+    schema: z.object(grantFields),
+    description: 'A tool group was granted to a key: the key sees its switched-on tools at /mcp/gateway',
+    public: true,
+    example: grantExample,
+  },
+  'mcp.grant.deleted': {
+    schema: z.object(grantFields),
+    description: "A key's grant of a tool group was withdrawn",
+    public: true,
+    example: grantExample,
   },
 });
 

@@ -78,4 +78,61 @@ CREATE TABLE mcp_project_switches (
 CREATE INDEX mcp_project_switches_org ON mcp_project_switches (organization_id);
 `,
   },
+  {
+    owner: 'tool-gateway',
+    version: 2,
+    name: 'tool bundles (groups), grants of them to keys, and the bundles chosen for apps',
+    sql: `
+-- A bundle of tools of one project, given to keys by grants.
+CREATE TABLE mcp_groups (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  name text NOT NULL,
+  description text,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX mcp_groups_org_time ON mcp_groups (organization_id, created_at DESC, id DESC);
+
+-- A group's tools. A tool a refresh removes (or whose upstream is deleted) leaves every group by the cascade.
+CREATE TABLE mcp_group_tools (
+  group_id uuid NOT NULL REFERENCES mcp_groups(id) ON DELETE CASCADE,
+  tool_id uuid NOT NULL REFERENCES mcp_tools(id) ON DELETE CASCADE,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  PRIMARY KEY (group_id, tool_id)
+);
+CREATE INDEX mcp_group_tools_tool ON mcp_group_tools (tool_id);
+CREATE INDEX mcp_group_tools_org ON mcp_group_tools (organization_id);
+
+-- A group given to a key of the group's project (project_id is the group's, for authorization
+-- without a join). A key deleted for good, or a group deleted, takes its grants along.
+CREATE TABLE mcp_grants (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  group_id uuid NOT NULL REFERENCES mcp_groups(id) ON DELETE CASCADE,
+  key_id uuid NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+  note text,
+  expires_at timestamptz,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL,
+  UNIQUE (group_id, key_id)
+);
+CREATE INDEX mcp_grants_org_time ON mcp_grants (organization_id, created_at DESC, id DESC);
+CREATE INDEX mcp_grants_key ON mcp_grants (key_id);
+
+-- The groups chosen for an app's gateway key. Apps do not exist yet: app_id has no foreign key
+-- until they do; the group's cascade keeps the rows honest meanwhile.
+CREATE TABLE mcp_app_tool_groups (
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  app_id uuid NOT NULL,
+  group_id uuid NOT NULL REFERENCES mcp_groups(id) ON DELETE CASCADE,
+  position integer NOT NULL,
+  updated_at timestamptz NOT NULL,
+  PRIMARY KEY (organization_id, app_id, group_id)
+);
+CREATE INDEX mcp_app_tool_groups_group ON mcp_app_tool_groups (group_id);
+`,
+  },
 ];

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { listOf } from '../../core/vocabulary/pagination.ts';
-import { instantView } from '../../core/vocabulary/timestamps.ts';
+import { instantView, timestampSchema } from '../../core/vocabulary/timestamps.ts';
 
 /** The wire views below are named schemas of the OpenAPI document (`.meta({ id })`), declared once here. */
 
@@ -206,3 +206,132 @@ export const switchView = z
   .meta({ id: 'McpProjectSwitch' });
 
 export const switchListView = z.object({ object: z.literal('list'), data: z.array(switchView) }).meta({ id: 'McpProjectSwitchList' });
+
+const groupName = z.string().trim().min(1).max(100).describe('For people: what the bundle is for');
+const groupDescription = z.string().max(1000).describe('For people: when to grant it');
+
+export const createGroupRequest = z.strictObject({
+  name: groupName,
+  description: groupDescription.optional(),
+  projectId: z.uuid().optional().describe("The project whose tools it bundles and whose keys it is granted to; default: a key's own project, else the default project"),
+});
+
+export const updateGroupRequest = z
+  .strictObject({
+    name: groupName.optional(),
+    description: groupDescription.nullable().optional().describe('null clears it'),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
+
+export const groupToolsRequest = z.strictObject({
+  toolIds: z.array(z.uuid()).max(500).describe("The group's tools, replacing those it held: every one a tool of the group's project (switched on or off)"),
+});
+
+const groupTool = z
+  .object({
+    id: z.uuid(),
+    upstreamId: z.uuid(),
+    name: z.string().describe("The tool's name at the server"),
+    gatewayName: z.string().describe('<slug>__<alias or name>, before /mcp/gateway settles overlong or colliding names'),
+    enabled: z.boolean().describe('A switched-off tool stays in the group but nobody sees it'),
+  })
+  .meta({ id: 'McpGroupTool' });
+
+export const groupView = z
+  .object({
+    object: z.literal('mcp_group'),
+    id: z.uuid(),
+    projectId: z.uuid(),
+    name: z.string(),
+    description: z.string().nullable(),
+    toolIds: z.array(z.uuid()).describe("The group's tools (a tool its server stops listing leaves every group)"),
+    createdAt: instantView,
+    updatedAt: instantView,
+  })
+  .meta({ id: 'McpGroup', description: 'A bundle of tools of one project, granted to keys of that project' });
+
+export const groupListView = listOf(groupView);
+
+export const groupWithToolsView = groupView
+  .extend({ tools: z.array(groupTool).describe("The group's tools, ordered by gatewayName") })
+  .meta({ id: 'McpGroupWithTools', description: 'A tool group with its tools' });
+
+export const groupRemovalView = z
+  .object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() })
+  .meta({ id: 'McpGroupRemoval', description: 'A tool group deleted with its grants' });
+
+const grantNote = z.string().max(500).describe('For people: why the key holds the group');
+const grantExpiry = timestampSchema.describe('After this instant the grant gives nothing (it stays listed until deleted)');
+
+export const createGrantRequest = z.strictObject({
+  groupId: z.uuid(),
+  keyId: z.uuid().describe("A key of the group's project that the caller may manage; not the calling key itself"),
+  note: grantNote.optional(),
+  expiresAt: grantExpiry.optional(),
+});
+
+export const updateGrantRequest = z
+  .strictObject({
+    note: grantNote.nullable().optional().describe('null clears it'),
+    expiresAt: grantExpiry.nullable().optional().describe('null: never expires'),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
+
+export const grantView = z
+  .object({
+    object: z.literal('mcp_grant'),
+    id: z.uuid(),
+    projectId: z.uuid(),
+    groupId: z.uuid(),
+    keyId: z.uuid(),
+    note: z.string().nullable(),
+    expiresAt: instantView.nullable(),
+    expired: z.boolean(),
+    createdAt: instantView,
+    updatedAt: instantView,
+  })
+  .meta({ id: 'McpGrant', description: 'A tool group given to a key' });
+
+export const grantListView = listOf(grantView);
+
+export const grantRemovalView = z.object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() }).meta({ id: 'McpGrantRemoval', description: 'A grant withdrawn' });
+
+const keyTool = z
+  .object({
+    name: z.string().describe('Its name at /mcp/gateway: <slug>__<alias or name>, at most 64 characters (cut or suffixed as the README says)'),
+    toolId: z.uuid(),
+    upstreamId: z.uuid(),
+    upstreamSlug: z.string(),
+    toolName: z.string().describe("The tool's name at the server"),
+    title: z.string().nullable(),
+    description: z.string().nullable(),
+    inputSchema: z.record(z.string(), z.unknown()),
+    annotations: z.record(z.string(), z.unknown()).nullable(),
+    approval: approvalPolicy,
+    destructive: z.boolean(),
+    groupIds: z.array(z.uuid()).describe('The granted groups giving it (empty in a full-access project)'),
+  })
+  .meta({ id: 'McpKeyTool' });
+
+export const keyToolsView = z
+  .object({
+    object: z.literal('list'),
+    keyId: z.uuid(),
+    projectId: z.uuid(),
+    mode: projectMode,
+    data: z.array(keyTool).describe('Ordered by name'),
+  })
+  .meta({ id: 'McpKeyTools', description: 'What a key sees at /mcp/gateway' });
+
+export const appToolsRequest = z.strictObject({
+  groupIds: z.array(z.uuid()).max(100).describe("The groups for the app's gateway key, all of one project the caller may write"),
+});
+
+export const appToolsView = z
+  .object({
+    object: z.literal('mcp_app_ai_tools'),
+    appId: z.uuid(),
+    groupIds: z.array(z.uuid()).describe('As given, duplicates dropped'),
+    updatedAt: instantView.nullable(),
+  })
+  .meta({ id: 'McpAppAiTools', description: "The tool groups chosen for an app's gateway key (stored ahead of apps)" });

@@ -108,6 +108,12 @@ export class ToolStore {
     return rows.map(toTool);
   }
 
+  /** The project's switched-on tools: what any key of a `full` project gets. */
+  async enabledOfProject(organizationId: string, projectId: string, tx: Queryable = this.db): Promise<McpTool[]> {
+    const { rows } = await tx.query(`SELECT ${COLUMNS} FROM mcp_tools WHERE organization_id = $1 AND project_id = $2 AND enabled`, [organizationId, projectId]);
+    return rows.map(toTool);
+  }
+
   async insert(tx: Queryable, tool: { id: string; upstreamId: string; organizationId: string; projectId: string; enabled: boolean } & ToolDefinition, now: Date): Promise<void> {
     await tx.query(
       `INSERT INTO mcp_tools (id, upstream_id, organization_id, project_id, name, title, description, input_schema, output_schema, annotations, enabled,

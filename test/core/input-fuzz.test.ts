@@ -242,6 +242,14 @@ function managementEndpoints(): Endpoint[] {
   return out;
 }
 
+/**
+ * Path parameters naming records that do not exist yet, so any well-formed id is accepted there:
+ * the apps whose tool groups are stored ahead of them (plugins/tool-gateway/README.md, "Apps' tools").
+ * Remove an entry once its records exist.
+ */
+const IDS_OF_RECORDS_TO_COME: Readonly<Record<string, string>> = { 'mcp.apps.ai-tools.set': 'id' };
+const namesRecordToCome = (operationName: string, param: string) => IDS_OF_RECORDS_TO_COME[operationName] === param;
+
 interface Case {
   what: string;
   url: string;
@@ -260,7 +268,8 @@ function casesFor(endpoint: Endpoint, values: Record<string, string>): Case[] {
 
   for (const param of endpoint.pathParams) {
     for (const bad of pathCases(random)) {
-      cases.push({ what: `path ${param}: ${bad.what}`, url: urlWith({ ...values, [param]: bad.value }, requiredQuery), payload: basePayload, invalid: true });
+      const toCome = bad.what === 'a uuid naming nothing' && namesRecordToCome(/\(([^)]+)\)$/.exec(endpoint.label)?.[1] ?? '', param);
+      cases.push({ what: `path ${param}: ${bad.what}`, url: urlWith({ ...values, [param]: bad.value }, requiredQuery), payload: basePayload, invalid: !toCome });
     }
   }
   for (const param of endpoint.query) {
@@ -433,9 +442,9 @@ t.test('every tool at /mcp', async (t) => {
         if (typeof args !== 'object' || args === null || Array.isArray(args)) continue;
         // What the client sends is JSON: a number too large to be finite travels as null.
         args = JSON.parse(JSON.stringify(args));
-        // A filter in the query naming nothing finds nothing; only a body's reference to nothing is invalid.
+        // A filter in the query naming nothing finds nothing (and a record to come is any id); only a body's reference to nothing is invalid.
         const field = /^(\w+): a uuid naming nothing$/.exec(variant.what)?.[1];
-        const filter = field !== undefined && Object.keys(operation.query?.shape ?? {}).includes(field);
+        const filter = field !== undefined && (Object.keys(operation.query?.shape ?? {}).includes(field) || namesRecordToCome(operation.name, field));
         const invalid = (variant.invalid === true && !filter) || !oracle(args);
         for (const { name, client, lists } of clients) {
           if (!lists.has(tool.name)) continue;

@@ -153,6 +153,17 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'POST', path: '/mcp/tools/approve', access: 'mcp:write' },
   { method: 'GET', path: '/mcp/switches', access: 'mcp:read' },
   { method: 'PUT', path: '/mcp/projects/{id}/switch', access: 'admin' },
+  { method: 'GET', path: '/mcp/groups', access: 'mcp:read' },
+  { method: 'POST', path: '/mcp/groups', access: 'mcp:write' },
+  { method: 'PATCH', path: '/mcp/groups/{id}', access: 'mcp:write' },
+  { method: 'DELETE', path: '/mcp/groups/{id}', access: 'mcp:write' },
+  { method: 'PUT', path: '/mcp/groups/{id}/tools', access: 'mcp:write' },
+  { method: 'GET', path: '/mcp/grants', access: 'mcp:read' },
+  { method: 'POST', path: '/mcp/grants', access: 'mcp:write' },
+  { method: 'PATCH', path: '/mcp/grants/{id}', access: 'mcp:write' },
+  { method: 'DELETE', path: '/mcp/grants/{id}', access: 'mcp:write' },
+  { method: 'GET', path: '/mcp/keys/{id}/tools', access: 'mcp:read' },
+  { method: 'PUT', path: '/mcp/apps/{id}/ai-tools', access: 'mcp:write' },
   // People (spec: by path only; README "People and roles": people see their team, owners and admins
   // manage it, in their own sessions; keys and connectors neither)
   { method: 'GET', path: '/employees', access: 'session' },
@@ -388,6 +399,8 @@ const ACCESS_REFUSALS = [
   'webhook_not_found',
   'upstream_not_found',
   'mcp_tool_not_found',
+  'mcp_group_not_found',
+  'mcp_grant_not_found',
   'file_not_found',
   'batch_not_found',
   'cross_project',
@@ -426,6 +439,14 @@ const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
       now,
     );
     return id;
+  },
+  // A tool group of project A, and a grant of one to a fresh key of project A.
+  'mcp group': () => groupOfA(),
+  'mcp grant': async () => {
+    const keyId = (await createKey(test, { name: 'granted', projectId: projectA })).id;
+    const response = await test.call('POST', '/client/mcp/grants', { body: { groupId: await groupOfA(), keyId } });
+    if (response.statusCode !== 201) throw new Error(`grant fixture: ${response.statusCode} ${response.body}`);
+    return (response.json() as { id: string }).id;
   },
   // A /v1 file (plugins/files), uploaded by a key of project A.
   file: async () => {
@@ -474,6 +495,12 @@ async function upstreamOfA(): Promise<string> {
     body: { name: 'fixture', slug: `f-${randomUUID().slice(0, 8)}`, url: 'https://mcp.example.invalid/mcp', projectId: projectA },
   });
   if (response.statusCode !== 201) throw new Error(`upstream fixture: ${response.statusCode} ${response.body}`);
+  return (response.json() as { id: string }).id;
+}
+
+async function groupOfA(): Promise<string> {
+  const response = await test.call('POST', '/client/mcp/groups', { body: { name: 'fixture', projectId: projectA } });
+  if (response.statusCode !== 201) throw new Error(`group fixture: ${response.statusCode} ${response.body}`);
   return (response.json() as { id: string }).id;
 }
 

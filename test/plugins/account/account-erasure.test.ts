@@ -92,7 +92,7 @@ interface Member {
 async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverUrl: string, tag: string) {
   const { token } = who;
   const webhook = await createWebhook(test, { url: `${receiverUrl}/${tag}`, eventTypes: ['*'] }, token);
-  const { key } = await createKey(test, { name: `${tag} key` }, token);
+  const { key, id: keyId } = await createKey(test, { name: `${tag} key` }, token);
   for (let i = 0; i < 2; i += 1) t.equal(await test.chat(key, `${tag} call ${i}`), 200);
   await test.flush();
   const calls = [
@@ -135,10 +135,11 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   });
   t.equal(upstream.statusCode, 201, upstream.body);
   const upstreamId = upstream.json().id as string;
+  const toolId = randomUUID();
   await new ToolStore(db).insert(
     db,
     {
-      id: randomUUID(),
+      id: toolId,
       upstreamId,
       organizationId: who.organizationId,
       projectId,
@@ -152,6 +153,14 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
     },
     now,
   );
+  // A group holding the tool, granted to the key and chosen for an app.
+  const group = await test.call('POST', '/client/mcp/groups', { token, body: { name: `${tag} bundle`, projectId } });
+  t.equal(group.statusCode, 201, group.body);
+  const groupId = group.json().id as string;
+  t.equal((await test.call('PUT', `/client/mcp/groups/${groupId}/tools`, { token, body: { toolIds: [toolId] } })).statusCode, 200);
+  const mcpGrant = await test.call('POST', '/client/mcp/grants', { token, body: { groupId, keyId } });
+  t.equal(mcpGrant.statusCode, 201, mcpGrant.body);
+  t.equal((await test.call('PUT', `/client/mcp/apps/${randomUUID()}/ai-tools`, { token, body: { groupIds: [groupId] } })).statusCode, 200);
   t.equal((await test.call('PUT', `/client/mcp/projects/${projectId}/switch`, { token, body: { mode: 'off' } })).statusCode, 200);
   await test.runJobs();
   return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId };
@@ -227,6 +236,9 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     'mcp upstreams': 1,
     'mcp tools': 1,
     'mcp project switches': 1,
+    // The grant and the app's choice; the group and its one member.
+    'mcp grants': 2,
+    'mcp groups': 2,
     // The batch's input and, once the jobs before the deletion ran it, its output file.
     files: 2,
     batches: 1,
