@@ -170,6 +170,7 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'webhooks.get': { id: webhookId },
     'webhooks.deliveries.list': { id: webhookId },
     'mcp.upstreams.get': { id: upstreamId },
+    'mcp.keys.tools': { id: keyId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
