@@ -49,7 +49,7 @@
  * all its processes, and BENCH_PROFILE profiles the first worker.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { build as esbuild } from 'esbuild';
+import { bundleForNode } from './bundle.ts';
 import { BATCH_CONCURRENCY, measureBatchThroughput } from './batch-throughput.ts';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -244,20 +244,7 @@ const CLIENT_GONE_LINE = /"ClientGoneError"|client disconnected/;
  * their memory.
  */
 async function buildChild(name: 'gateway-process' | 'bare-proxy-process'): Promise<string> {
-  const outdir = join(BENCH_DIR, '.build', name);
-  await esbuild({
-    entryPoints: [join(BENCH_DIR, `${name}.ts`)],
-    outdir,
-    outExtension: { '.js': '.mjs' },
-    bundle: true,
-    splitting: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    logLevel: 'warning',
-  });
-  return join(outdir, `${name}.mjs`);
+  return bundleForNode(join(BENCH_DIR, `${name}.ts`), join(BENCH_DIR, '.build', name));
 }
 
 function startChild(name: string, file: string, env: Record<string, string>, nodeArgs: string[] = []): Child {

@@ -12,23 +12,9 @@
  */
 import cluster, { type Worker } from 'node:cluster';
 import { runWorkerPrimary } from '../core/kernel/worker-processes.ts';
-import { tellParent, type ChildMessage, type ParentMessage } from './ipc.ts';
+import { processStats, tellParent, type ChildMessage, type ParentMessage } from './ipc.ts';
 
 type Stats = Extract<ChildMessage, { type: 'stats' }>;
-
-function ownStats(collect: boolean): Stats {
-  const gc = (globalThis as { gc?: () => void }).gc;
-  if (collect && gc) gc();
-  const memory = process.memoryUsage();
-  return {
-    type: 'stats',
-    maxRssKiB: process.resourceUsage().maxRSS,
-    rssBytes: memory.rss,
-    heapUsedBytes: memory.heapUsed,
-    externalBytes: memory.external,
-    afterGc: collect && gc !== undefined,
-  };
-}
 
 function sum(all: Stats[]): Stats {
   const total = (field: 'maxRssKiB' | 'rssBytes' | 'heapUsedBytes' | 'externalBytes') => all.reduce((acc, s) => acc + s[field], 0);
@@ -58,7 +44,7 @@ export async function runBenchPrimary(count: number, shutdownGraceMs: number): P
     } else if (message?.type === 'stats' && collecting) {
       collecting.answers.push(message);
       if (collecting.answers.length === collecting.expected) {
-        const all = [ownStats(collecting.gc), ...collecting.answers];
+        const all = [processStats(collecting.gc), ...collecting.answers];
         collecting = null;
         void tellParent(sum(all));
       }

@@ -29,7 +29,7 @@ import { DEFAULT_CONFIG_PATH, parseConfig } from '../config/load.ts';
 import type { AppConfigInput } from '../config/schema.ts';
 import { isWorkerProcess, reportListening, unsharedStorage } from '../core/kernel/worker-processes.ts';
 import { runBenchPrimary } from './gateway-primary.ts';
-import { exitWithParent, tellParent, type ChildMessage, type ParentMessage } from './ipc.ts';
+import { exitWithParent, processStats, tellParent, type ParentMessage } from './ipc.ts';
 import { PhaseProfiler } from './phase-profiler.ts';
 
 function required(name: string): string {
@@ -111,27 +111,11 @@ function benchPlugins(upstreamOrigin: string, model: string, pacedModel: string 
   return { ...defaults, ...overrides };
 }
 
-function stats(collect = false): ChildMessage {
-  const gc = (globalThis as { gc?: () => void }).gc;
-  if (collect && gc) gc();
-  const memory = process.memoryUsage();
-  return {
-    type: 'stats',
-    // resourceUsage().maxRSS is in KiB on Linux
-    maxRssKiB: process.resourceUsage().maxRSS,
-    rssBytes: memory.rss,
-    heapUsedBytes: memory.heapUsed,
-    // WebAssembly memories (PGlite) count here
-    externalBytes: memory.external,
-    afterGc: collect && gc !== undefined,
-  };
-}
-
 /** What the bench parent asks between phases: memory figures, and (BENCH_PROFILE=1) a profile per phase. */
 async function answerParent(message: ParentMessage, profiler: PhaseProfiler): Promise<void> {
   try {
     if (message.type === 'stats') {
-      await tellParent(stats(message.gc === true));
+      await tellParent(processStats(message.gc === true));
     } else if (message.type === 'profile-start') {
       await profiler.start();
       await tellParent({ type: 'profile-started' });
@@ -178,7 +162,7 @@ async function main(): Promise<void> {
   if (process.env.BENCH_PREPARE === '1') {
     await app.ready();
     await app.close();
-    await tellParent(stats());
+    await tellParent(processStats());
     process.exit(0);
   }
   // Workers of one primary listening on port 0 all get the same port (the cluster shares one handle).

@@ -20,6 +20,23 @@ export type ChildMessage =
  */
 export type ParentMessage = { type: 'stats'; gc?: boolean } | { type: 'profile-start' } | { type: 'profile-stop'; file: string } | { type: 'shutdown' };
 
+/** This process's memory, for a `stats` answer; `collect` runs a full collection first (with --expose-gc). */
+export function processStats(collect = false): Extract<ChildMessage, { type: 'stats' }> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (collect && gc) gc();
+  const memory = process.memoryUsage();
+  return {
+    type: 'stats',
+    // resourceUsage().maxRSS is in KiB on Linux
+    maxRssKiB: process.resourceUsage().maxRSS,
+    rssBytes: memory.rss,
+    heapUsedBytes: memory.heapUsed,
+    // WebAssembly memories (PGlite) count here
+    externalBytes: memory.external,
+    afterGc: collect && gc !== undefined,
+  };
+}
+
 export function isChildMessage(value: unknown): value is ChildMessage {
   return typeof value === 'object' && value !== null && typeof (value as { type?: unknown }).type === 'string';
 }

@@ -27,7 +27,7 @@ import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { build as esbuild } from 'esbuild';
+import { bundleForNode } from './bundle.ts';
 import { Pool } from 'undici';
 import { generateToken, SESSION_PREFIX } from '../core/identity/api-tokens.ts';
 import { dropSchema } from '../test/helpers/pg-schemas.ts';
@@ -182,20 +182,7 @@ process.on('exit', () => {
 });
 
 async function buildEntry(tree: string, file: string, outName: string): Promise<string> {
-  const outdir = join(tree, 'bench', '.build', outName);
-  await esbuild({
-    entryPoints: [join(tree, file)],
-    outdir,
-    outExtension: { '.js': '.mjs' },
-    bundle: true,
-    splitting: true,
-    platform: 'node',
-    format: 'esm',
-    target: 'node20',
-    packages: 'external',
-    logLevel: 'warning',
-  });
-  return join(outdir, file.split('/').pop()!.replace(/\.ts$/, '.mjs'));
+  return bundleForNode(join(tree, file), join(tree, 'bench', '.build', outName));
 }
 
 /** CPU time (user + system, every thread) the child has used so far, in µs, as its probe reads it. */
