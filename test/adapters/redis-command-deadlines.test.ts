@@ -8,8 +8,11 @@ import { createClient, TimeoutError } from 'redis';
 import type { RedisClient } from '../../adapters/redis/redis-client.ts';
 import { CommandDeadlines } from '../../adapters/redis/redis-command-deadlines.ts';
 
-/** Enough of a client for the deadlines: they only ask it for a view without the timeout. */
-const stubClient = { withCommandOptions: () => stubClient } as unknown as RedisClient;
+/**
+ * A real node-redis client, never connected: the deadline cases bound commands whose answers the test
+ * gives, so nothing is sent; the client is only asked for its view without the per-command timeout.
+ */
+const unconnectedClient = createClient() as unknown as RedisClient;
 
 /** A command whose answer the test gives (or never gives). */
 function command<T>() {
@@ -37,7 +40,7 @@ function clock() {
 
 t.test('a command answered in time gives its answer', async (t) => {
   const time = clock();
-  const deadlines = new CommandDeadlines(stubClient, 5_000, time.now);
+  const deadlines = new CommandDeadlines(unconnectedClient, 5_000, time.now);
   t.teardown(() => deadlines.close());
   const sent = command<number>();
   const bounded = deadlines.bound(sent.promise);
@@ -48,7 +51,7 @@ t.test('a command answered in time gives its answer', async (t) => {
 });
 
 t.test("a command's own failure reaches the caller as it is", async (t) => {
-  const deadlines = new CommandDeadlines(stubClient, 5_000, clock().now);
+  const deadlines = new CommandDeadlines(unconnectedClient, 5_000, clock().now);
   t.teardown(() => deadlines.close());
   const sent = command<number>();
   const bounded = deadlines.bound(sent.promise);
@@ -58,7 +61,7 @@ t.test("a command's own failure reaches the caller as it is", async (t) => {
 
 t.test("a command unanswered at its deadline fails with node-redis's TimeoutError", async (t) => {
   const time = clock();
-  const deadlines = new CommandDeadlines(stubClient, 5_000, time.now);
+  const deadlines = new CommandDeadlines(unconnectedClient, 5_000, time.now);
   t.teardown(() => deadlines.close());
   const bounded = deadlines.bound(command<number>().promise);
   time.advance(5_000);
@@ -68,7 +71,7 @@ t.test("a command unanswered at its deadline fails with node-redis's TimeoutErro
 
 t.test('only the commands past their deadline fail; a later one still gets its answer', async (t) => {
   const time = clock();
-  const deadlines = new CommandDeadlines(stubClient, 5_000, time.now);
+  const deadlines = new CommandDeadlines(unconnectedClient, 5_000, time.now);
   t.teardown(() => deadlines.close());
   const first = deadlines.bound(command<number>().promise);
   time.advance(3_000);
@@ -83,7 +86,7 @@ t.test('only the commands past their deadline fail; a later one still gets its a
 
 t.test('an answer that arrives after the deadline changes nothing', async (t) => {
   const time = clock();
-  const deadlines = new CommandDeadlines(stubClient, 5_000, time.now);
+  const deadlines = new CommandDeadlines(unconnectedClient, 5_000, time.now);
   t.teardown(() => deadlines.close());
   const sent = command<number>();
   const bounded = deadlines.bound(sent.promise);
