@@ -792,13 +792,19 @@ t.test('run timeouts', async (t) => {
     t.equal(runner.running, 1);
   });
 
-  t.test("settled waits for a timed-out run's outcome still being written", async (t) => {
+  /** A run past its 5 s timeout whose hung handler freed the slot, its outcome not yet written. */
+  async function timedOutRunBeingWritten(t: Parameters<typeof harness>[0]) {
     const { runner, leases, clock } = harness(t, { queues: [defineQueue({ name: 'test.timed', payload: empty, timeoutMs: 5_000 }).handle(async () => new Promise(() => undefined))] });
     leases.add('test.timed');
     const written = deferred<boolean>();
     leases.finishAnswer = () => written.promise;
     await runner.pollOnce();
     clock.advance(5_000);
+    return { runner, leases, written };
+  }
+
+  t.test("settled waits for a timed-out run's outcome still being written", async (t) => {
+    const { runner, written } = await timedOutRunBeingWritten(t);
     let settled = false;
     const done = runner.settled().then(() => void (settled = true));
     await flush();
@@ -809,12 +815,7 @@ t.test('run timeouts', async (t) => {
   });
 
   t.test("close waits for a timed-out run's outcome still being written", async (t) => {
-    const { runner, leases, clock } = harness(t, { queues: [defineQueue({ name: 'test.timed', payload: empty, timeoutMs: 5_000 }).handle(async () => new Promise(() => undefined))] });
-    leases.add('test.timed');
-    const written = deferred<boolean>();
-    leases.finishAnswer = () => written.promise;
-    await runner.pollOnce();
-    clock.advance(5_000);
+    const { runner, leases, written } = await timedOutRunBeingWritten(t);
     let closed = false;
     const done = runner.close().then(() => void (closed = true));
     await flush();
