@@ -41,4 +41,6 @@ export interface ApprovalGate {
    * decision made on any replica. An approval releases its call once: a retry after it ran asks again.
    */
   decide(call: ToolCallForApproval, wait: ApprovalWait): Promise<ApprovalOutcome>;
+  /** Pending, unexpired approvals of these projects (for the overview). */
+  countPending(organizationId: string, projectIds: readonly string[]): Promise<number>;
 }
