@@ -94,7 +94,8 @@ export function grantOperations(deps: GrantOperationDeps): AnyOperation[] {
     summary: 'Give a tool group to a key of the same project: the key sees its switched-on tools at /mcp/gateway',
     description:
       "The key must be one the caller may manage (as for PATCH /keys/{id}: an API key reaches only its own project's keys) and of the group's project " +
-      '(400 grant_other_project); an API key cannot grant to itself (403 grant_to_itself). 409 grant_exists when the key holds the group already. ' +
+      '(400 grant_other_project); an API key cannot grant to itself (403 grant_to_itself). 409 grant_exists when the key holds the group already, ' +
+      '409 key_revoked when the key is revoked (a grant would give it nothing). ' +
       'In a project whose mode is off the grant gives nothing until it is governed again; in a full one every key sees every switched-on tool anyway.',
     scope: 'mcp:write',
     readOnly: false,
@@ -103,13 +104,15 @@ export function grantOperations(deps: GrantOperationDeps): AnyOperation[] {
       { kind: groupKind, access: 'write', in: 'body', field: 'groupId' },
       { kind: 'key', access: 'write', in: 'body', field: 'keyId' },
     ],
-    errors: ['grant_exists', 'grant_to_itself', 'grant_other_project'],
+    errors: ['grant_exists', 'grant_to_itself', 'grant_other_project', 'key_revoked_conflict'],
     output: grantView,
     status: 201,
     async handler({ body }, { credential, transaction, authorization }) {
       const group = authorizedRecord(authorization, groupKind).record;
       const key = authorizedKey(authorization);
       if (credential.kind === 'key' && credential.keyId === key.id) throw new ApiError('grant_to_itself', undefined, { param: 'keyId' });
+      // A revoked key never authenticates again: a grant to it would be listed yet give nothing.
+      if (key.revokedAt) throw new ApiError('key_revoked_conflict', `Key ${key.id} is revoked; it cannot be given tools`, { param: 'keyId' });
       if (key.projectId !== group.projectId) {
         throw new ApiError('grant_other_project', `Key ${key.id} is of another project than group ${group.id}`, { param: 'keyId' });
       }

@@ -121,6 +121,16 @@ t.test('a group is granted only to keys of its project, and a key cannot grant t
   t.equal((await call('POST', '/mcp/grants', { groupId, keyId: sibling.id }, a.key.key)).status, 201, 'another key of its project it may');
 });
 
+t.test('a revoked key is not given tools: 409 key_revoked, and no grant is made', async (t) => {
+  const p = await project(t);
+  const groupId = await group(p.projectId);
+  t.equal((await call('DELETE', `/keys/${p.key.id}`)).status, 200);
+  const refused = await call('POST', '/mcp/grants', { groupId, keyId: p.key.id });
+  t.equal(refused.status, 409);
+  t.match(refused.json.error, { code: 'key_revoked', param: 'keyId' });
+  t.same((await call('GET', `/mcp/grants?keyId=${p.key.id}`)).json.data, []);
+});
+
 t.test("another project's key meets groups, grants and keys of this project as absent", async (t) => {
   const a = await project(t);
   const b = await project(t);
