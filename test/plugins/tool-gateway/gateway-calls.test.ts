@@ -3,14 +3,20 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type CallToolResult, ErrorCode, McpError, type Progress } from '@modelcontextprotocol/sdk/types.js';
 import t from 'tap';
-import { buildTestApp, createKey, type TapLike } from '../../helpers/app.ts';
+import { buildTestApp, createKey, realServersConfig, type TapLike } from '../../helpers/app.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { listeningBase, mcpClient } from '../../helpers/mcp-client.ts';
 import { type FakeMcpServer, startFakeMcpServer, tool } from './fake-mcp-server.ts';
 
 t.setTimeout(180_000);
 
-const app = await buildTestApp(t, { config: { outbound: { allowPrivateNetwork: true }, metrics: { enabled: true } } });
+// PostgreSQL and Redis when TEST_PG_URL and TEST_REDIS_URL are set (call rows, their totals and the
+// rate limit on the real servers), else PGlite and memory coordination.
+const servers = realServersConfig();
+if (servers) t.teardown(() => servers.dropSchema());
+const app = await buildTestApp(t, {
+  config: { outbound: { allowPrivateNetwork: true }, metrics: { enabled: true }, ...(servers ? { storage: servers.storage } : {}) },
+});
 const base = await listeningBase(app);
 
 type Json = Record<string, any>;
