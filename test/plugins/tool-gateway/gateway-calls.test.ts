@@ -94,7 +94,7 @@ t.test('an agent sees exactly the union of its granted, switched-on tools, in na
     listed.map((each) => each.name),
     [`${p.up.slug}__echo`, `${p.up.slug}__fail`, `${second.slug}__beta`].sort(),
   );
-  t.match(listed[0], { description: 'The echo tool', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } });
+  t.match(listed.find((each) => each.name === `${p.up.slug}__echo`), { description: 'The echo tool', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } });
   t.same(await names(await agent(t, other.key)), [`${second.slug}__alpha`]);
 });
 
@@ -150,6 +150,7 @@ t.test("the upstream gets its own header, never the agent's key", async (t) => {
     projectId: p.projectId,
     auth: { type: 'header', name: 'x-tracker-key', value: 'tracker-secret' },
   });
+  t.equal(created.json.health?.status, 'ok', created.raw);
   const toolId = (await call('GET', `/mcp/tools?upstreamId=${created.json.id}`)).json.data[0].id;
   await grant(p.projectId, p.key.id, [toolId]);
   const before = mcp.headers.length;
