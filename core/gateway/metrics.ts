@@ -88,6 +88,20 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  private readonly gatewayToolCalls = new Counter({
+    name: 'svc_tool_gateway_calls_total',
+    help: "Agents' calls of customers' tools at /mcp/gateway by status (ok, tool_error, upstream_error, rate_limited, approval_pending, denied, expired, cancelled)",
+    labelNames: ['status'],
+    registers: [this.registry],
+  });
+  private readonly gatewayToolCallDuration = new Histogram({
+    name: 'svc_tool_gateway_call_duration_seconds',
+    help: 'Duration of tool calls at /mcp/gateway, approval wait and upstream included, by status',
+    labelNames: ['status'],
+    buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
+
   constructor() {
     // Node's process metrics (CPU, memory, heap, event-loop lag, GC, handles) beside the gateway's.
     collectDefaultMetrics({ register: this.registry });
@@ -174,6 +188,12 @@ export class GatewayMetrics {
   /** One MCP tool call; tool names are the registry's operations, a bounded set (unknown names count as `unknown`). */
   observeToolCall(tool: string, outcome: 'ok' | 'refused' | 'failed'): void {
     this.toolCalls.inc({ tool, outcome });
+  }
+
+  /** One tool call at /mcp/gateway; `status` is one of a fixed few (the call row's status). */
+  observeGatewayToolCall(status: string, durationMs: number): void {
+    this.gatewayToolCalls.inc({ status });
+    this.gatewayToolCallDuration.observe({ status }, durationMs / 1000);
   }
 
   upstreamError(provider: string, kind: string): void {

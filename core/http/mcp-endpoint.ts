@@ -4,6 +4,7 @@ import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprot
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { scopeRefusal } from '../identity/authorization.ts';
 import type { Credential } from '../identity/credential.ts';
+import type { Scope } from '../identity/scopes.ts';
 import { Tokens } from '../kernel/di-tokens.ts';
 import { ApiError } from '../kernel/errors.ts';
 import { defineExtensionPoint } from '../kernel/extension-points.ts';
@@ -30,6 +31,13 @@ export interface McpEndpointOptions {
   readonly accepts: readonly Credential['kind'][];
   /** The `WWW-Authenticate` challenge of its 401 answers (default `Bearer`). */
   readonly challenge?: string;
+  /**
+   * What serves the mount (default: the operation registry's tools). A plugin mounting its own MCP
+   * server (the tool gateway's `/mcp/gateway`) passes its handler and gets the same checks.
+   */
+  readonly serve?: McpEndpoint;
+  /** The scope the route requires before the handler runs (default `mcp:read`); null: none, the handler authorizes. */
+  readonly scope?: Scope | null;
 }
 
 const SERVER_INFO = { name: 'svc-management', version: '1.0.0' };
@@ -40,20 +48,21 @@ const INSTRUCTIONS =
  * Mounts the MCP endpoint at `path` (stateless Streamable HTTP): every POST gets a fresh MCP server
  * and transport, answered as JSON, so every replica serves every request and nothing outlives it.
  * GET (a server-initiated stream) and DELETE (ending a session) have nothing to serve: 405 with Allow.
- * The tools are the operation registry's (core/operations/operation-tools.ts). Authentication is the
- * kernel's hook, Bearer only (a cookie alone is no credential here); using the endpoint takes
- * `mcp:read`. A 401 carries the `WWW-Authenticate` challenge; an Origin other than this site's is
+ * The tools are the operation registry's (core/operations/operation-tools.ts) unless `options.serve`
+ * says otherwise. Authentication is the kernel's hook, Bearer only (a cookie alone is no credential
+ * here); using the endpoint takes `mcp:read` unless `options.scope` says otherwise. A 401 carries the `WWW-Authenticate` challenge; an Origin other than this site's is
  * refused 403, as the MCP transport specification asks against DNS rebinding.
  */
 export function mountMcpEndpoint(app: FastifyInstance, path: string, options: McpEndpointOptions): void {
   const { container, config } = app.svc;
   const ownOrigin = publicOriginOf(config.server.publicUrl);
-  const serve = operationToolsEndpoint(container.resolve(Tokens.OperationTools), ownOrigin);
+  const serve = options.serve ?? operationToolsEndpoint(container.resolve(Tokens.OperationTools), ownOrigin);
   const challenge = options.challenge ?? 'Bearer';
+  const scope = options.scope === undefined ? 'mcp:read' : options.scope;
   app.route({
     method: 'POST',
     url: path,
-    config: { auth: { scope: 'mcp:read' }, surface: 'mcp' },
+    config: { auth: { scope }, surface: 'mcp' },
     onRequest: (request, _reply, done) => {
       if (!isAllowedOrigin(request, ownOrigin)) return done(new ApiError('origin_not_allowed'));
       if (!options.accepts.includes(request.credential!.kind)) {
@@ -82,17 +91,26 @@ export function operationToolsEndpoint(tools: OperationTools, publicOrigin: stri
     const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: tools.list(caller.credential) }));
     server.setRequestHandler(CallToolRequestSchema, (call) => tools.call(call.params.name, call.params.arguments, caller));
-    const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-    reply.raw.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
-    await server.connect(transport);
-    // The transport writes the answer itself; the headers the kernel's hooks set (x-request-id) go with it.
-    for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
-    reply.hijack();
-    await transport.handleRequest(request.raw, reply.raw, request.body);
+    await answerWithServer(server, request, reply, { stream: false });
   };
+}
+
+/**
+ * Answers one request with a fresh MCP server (stateless Streamable HTTP): as JSON, or, with
+ * `stream`, as an event stream, so notifications related to a call (progress) reach the client
+ * before its result. Closing the connection closes the server, which aborts its handlers' signals.
+ */
+export async function answerWithServer(server: Server, request: FastifyRequest, reply: FastifyReply, options: { stream: boolean }): Promise<void> {
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !options.stream });
+  reply.raw.on('close', () => {
+    void transport.close();
+    void server.close();
+  });
+  await server.connect(transport);
+  // The transport writes the answer itself; the headers the kernel's hooks set (x-request-id) go with it.
+  for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) reply.raw.setHeader(name, value);
+  reply.hijack();
+  await transport.handleRequest(request.raw, reply.raw, request.body);
 }
 
 /**

@@ -124,6 +124,15 @@ export class GrantStore {
     );
   }
 
+  /** Per project: how many grants are in force (unexpired) at `now`. */
+  async countsByProject(organizationId: string, now: Date): Promise<Map<string, number>> {
+    const { rows } = await this.db.query<{ project_id: string; n: number }>(
+      'SELECT project_id::text AS project_id, count(*)::int AS n FROM mcp_grants WHERE organization_id = $1 AND (expires_at IS NULL OR expires_at > $2) GROUP BY project_id',
+      [organizationId, now],
+    );
+    return new Map(rows.map((row) => [row.project_id, Number(row.n)]));
+  }
+
   async eraseOrganization(tx: Queryable, organizationId: string): Promise<number> {
     const apps = await tx.query('DELETE FROM mcp_app_tool_groups WHERE organization_id = $1', [organizationId]);
     const grants = await tx.query('DELETE FROM mcp_grants WHERE organization_id = $1', [organizationId]);

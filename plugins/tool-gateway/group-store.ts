@@ -106,6 +106,15 @@ export class GroupStore {
     await tx.query('UPDATE mcp_groups SET updated_at = $2 WHERE id = $1', [groupId, now]);
   }
 
+  /** Per project: how many groups. */
+  async countsByProject(organizationId: string): Promise<Map<string, number>> {
+    const { rows } = await this.db.query<{ project_id: string; n: number }>(
+      'SELECT project_id::text AS project_id, count(*)::int AS n FROM mcp_groups WHERE organization_id = $1 GROUP BY project_id',
+      [organizationId],
+    );
+    return new Map(rows.map((row) => [row.project_id, Number(row.n)]));
+  }
+
   async eraseOrganization(tx: Queryable, organizationId: string): Promise<number> {
     const members = await tx.query('DELETE FROM mcp_group_tools WHERE organization_id = $1', [organizationId]);
     const groups = await tx.query('DELETE FROM mcp_groups WHERE organization_id = $1', [organizationId]);

@@ -1,9 +1,15 @@
+import { InferenceAdmissionPoint } from '../../core/gateway/inference-admission.ts';
+import { mountMcpEndpoint } from '../../core/http/mcp-endpoint.ts';
 import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { KeyCreationChecksPoint } from '../../core/identity/key-creation-checks.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
+import type { ApprovalGate } from './approval-gate.ts';
+import { callOperations } from './call-operations.ts';
+import { CallStore } from './call-store.ts';
+import { gatewayEndpoint } from './gateway-endpoint.ts';
 import { GrantStore } from './grant-store.ts';
 import { grantOperations } from './grant-operations.ts';
 import { groupOperations } from './group-operations.ts';
@@ -34,6 +40,18 @@ function stores(ctx: PluginContext<ToolGatewayConfig>) {
     switches: new SwitchStore(database),
     groups: new GroupStore(database),
     grants: new GrantStore(database),
+    calls: new CallStore(database),
+  };
+}
+
+/**
+ * The approval gate until approvals land: a call that needs approval is denied, saying why, and
+ * nothing is pending. Replaced by the approvals' gate (plugins/tool-gateway/approvals*.ts).
+ */
+function approvalGate(): ApprovalGate {
+  return {
+    decide: async () => ({ decision: 'denied', approvalId: '', reason: 'approvals are not available' }),
+    countPending: async () => 0,
   };
 }
 
@@ -62,9 +80,10 @@ export const toolGatewayPlugin = definePlugin({
   configSchema: toolGatewayConfigSchema,
   migrations: toolGatewayMigrations,
   register(ctx) {
-    const { upstreams, tools, switches, groups, grants } = stores(ctx);
+    const { upstreams, tools, switches, groups, grants, calls } = stores(ctx);
     const vault = ctx.container.resolve(Tokens.Secrets);
-    // Grants and app choices before groups, groups and their members before tools.
+    // Call rows first; grants and app choices before groups, groups and their members before tools.
+    ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp tool calls', erase: (tx, organizationId) => calls.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp grants', erase: (tx, organizationId) => grants.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp groups', erase: (tx, organizationId) => groups.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp project switches', erase: (tx, organizationId) => switches.eraseOrganization(tx, organizationId) });
@@ -91,15 +110,37 @@ export const toolGatewayPlugin = definePlugin({
   operations: (ctx) => {
     const { container, config, appConfig } = ctx;
     const deps = refreshDeps(ctx);
-    const { switches, groups, grants } = stores(ctx);
+    const { switches, groups, grants, calls } = stores(ctx);
     const identity = container.resolve(Tokens.Identity);
     const { tools, upstreams, events, clock } = deps;
+    const approvals = approvalGate();
     return [
+      ...callOperations({ calls, upstreams, tools, switches, groups, grants, approvals, identity, clock }),
       ...upstreamOperations({ ...deps, identity, allowHttp: appConfig.outbound.allowPrivateNetwork, config }),
       ...toolOperations({ tools, upstreams, switches, identity, clock }),
       ...groupOperations({ groups, tools, upstreams, identity, events, clock }),
       ...grantOperations({ groups, grants, tools, upstreams, switches, identity, events, clock }),
     ];
+  },
+  routes(app, ctx) {
+    const { container, config } = ctx;
+    const { upstreams, tools, switches, grants, calls } = stores(ctx);
+    const serve = gatewayEndpoint({
+      upstreams,
+      tools,
+      switches,
+      grants,
+      calls,
+      vault: container.resolve(Tokens.Secrets),
+      http: container.resolve(Tokens.OutboundHttp),
+      admission: ctx.extensions.get(InferenceAdmissionPoint),
+      approvals: approvalGate(),
+      metrics: container.resolve(Tokens.Metrics),
+      clock: container.resolve(Tokens.Clock),
+      config,
+    });
+    // API keys only; the key's grants (or its project's full mode) are the authorization, not a scope.
+    mountMcpEndpoint(app, '/mcp/gateway', { accepts: ['key'], scope: null, serve });
   },
   queues: (ctx) => {
     const deps = refreshDeps(ctx);

@@ -81,7 +81,7 @@ export interface KeyToolsDeps {
 }
 
 /** What `key` sees at /mcp/gateway at `now`: its project's mode, and its tools by keyToolList. */
-export async function toolsOfKey(deps: KeyToolsDeps, key: ApiKey, now: Date): Promise<{ mode: ProjectMode; tools: KeyTool[] }> {
+export async function toolsOfKey(deps: KeyToolsDeps, key: Pick<ApiKey, 'id' | 'organizationId' | 'projectId'>, now: Date): Promise<{ mode: ProjectMode; tools: KeyTool[] }> {
   const mode = await deps.switches.modeOf(key.projectId);
   if (mode === 'off') return { mode, tools: [] };
   let found: { tool: McpTool; groupIds: string[] }[];

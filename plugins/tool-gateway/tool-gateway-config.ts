@@ -22,6 +22,14 @@ export const toolGatewayConfigSchema = z.strictObject({
     .int()
     .min(1_024)
     .default(8 * 1024 * 1024),
+  /** The most bytes an upstream's answer to one tools/call may carry (its progress included); more fails the call. */
+  maxCallAnswerBytes: z
+    .number()
+    .int()
+    .min(1_024)
+    .default(4 * 1024 * 1024),
+  /** How long a tool call needing approval waits for a decision before answering that it is pending. */
+  approvalWaitMs: z.number().int().min(0).max(600_000).default(30_000),
 });
 
 export type ToolGatewayConfig = z.output<typeof toolGatewayConfigSchema>;

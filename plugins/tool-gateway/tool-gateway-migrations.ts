@@ -135,4 +135,44 @@ CREATE TABLE mcp_app_tool_groups (
 CREATE INDEX mcp_app_tool_groups_group ON mcp_app_tool_groups (group_id);
 `,
   },
+  {
+    owner: 'tool-gateway',
+    version: 3,
+    name: "agents' tool calls at /mcp/gateway",
+    sql: `
+-- One row per tools/call at /mcp/gateway that named a tool the key sees (a name it does not see is
+-- refused before anything is known of it, and leaves no row). key_id and project_id are no foreign
+-- keys on purpose, as in request_logs: a key or project deleted for good keeps its usage history.
+-- tool_id is set null when the tool goes; tool_name and gateway_name keep what it was called.
+-- approval_id names a row of the approvals table without a foreign key (approvals may be erased
+-- first). The arguments are never stored: only the SHA-256 of their canonical JSON.
+CREATE TABLE mcp_tool_calls (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid NOT NULL,
+  key_id uuid NOT NULL,
+  group_id uuid REFERENCES mcp_groups(id) ON DELETE SET NULL,
+  upstream_id uuid REFERENCES mcp_upstreams(id) ON DELETE SET NULL,
+  upstream_slug text NOT NULL,
+  tool_id uuid REFERENCES mcp_tools(id) ON DELETE SET NULL,
+  tool_name text NOT NULL,
+  gateway_name text NOT NULL,
+  status text NOT NULL CHECK (status IN ('ok', 'tool_error', 'upstream_error', 'rate_limited', 'approval_pending', 'denied', 'expired', 'cancelled')),
+  error_kind text,
+  duration_ms integer NOT NULL,
+  request_bytes integer NOT NULL,
+  response_bytes integer NOT NULL,
+  approval_id uuid,
+  arguments_sha256 text NOT NULL,
+  request_id text NOT NULL,
+  created_at timestamptz NOT NULL
+);
+CREATE INDEX mcp_tool_calls_org_time ON mcp_tool_calls (organization_id, created_at DESC, id DESC);
+CREATE INDEX mcp_tool_calls_project_time ON mcp_tool_calls (project_id, created_at DESC, id DESC);
+CREATE INDEX mcp_tool_calls_key_time ON mcp_tool_calls (key_id, created_at DESC);
+CREATE INDEX mcp_tool_calls_tool ON mcp_tool_calls (tool_id) WHERE tool_id IS NOT NULL;
+CREATE INDEX mcp_tool_calls_upstream ON mcp_tool_calls (upstream_id) WHERE upstream_id IS NOT NULL;
+CREATE INDEX mcp_tool_calls_group ON mcp_tool_calls (group_id) WHERE group_id IS NOT NULL;
+`,
+  },
 ];

@@ -108,6 +108,9 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/requests/recent', access: 'usage:read' },
   { method: 'GET', path: '/requests/window', access: 'usage:read' },
   { method: 'GET', path: '/requests/{id}', access: 'usage:read' },
+  // Tool-call usage (plugins/tool-gateway/README.md: usage like the request log, usage:read)
+  { method: 'GET', path: '/usage/tools', access: 'usage:read' },
+  { method: 'GET', path: '/usage/tools/calls', access: 'usage:read' },
   // The catalogue with prices (spec: no scope stated; README: any valid credential)
   { method: 'GET', path: '/models', access: 'any' },
   // Data guardrails (not in the spec; plugins/guardrails/README.md: members read and test, owners write)
@@ -164,6 +167,7 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'DELETE', path: '/mcp/grants/{id}', access: 'mcp:write' },
   { method: 'GET', path: '/mcp/keys/{id}/tools', access: 'mcp:read' },
   { method: 'PUT', path: '/mcp/apps/{id}/ai-tools', access: 'mcp:write' },
+  { method: 'GET', path: '/mcp/overview', access: 'mcp:read' },
   // People (spec: by path only; README "People and roles": people see their team, owners and admins
   // manage it, in their own sessions; keys and connectors neither)
   { method: 'GET', path: '/employees', access: 'session' },

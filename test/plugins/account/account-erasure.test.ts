@@ -3,6 +3,7 @@ import t, { type Test } from 'tap';
 import { createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
+import { CallStore } from '../../../plugins/tool-gateway/call-store.ts';
 import { ToolStore } from '../../../plugins/tool-gateway/tool-store.ts';
 import { startFakeCustomerEndpoint } from '../../fakes/fake-customer-endpoint.ts';
 import { addPerson, createKey } from '../../helpers/app.ts';
@@ -160,6 +161,28 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   t.equal((await test.call('PUT', `/client/mcp/groups/${groupId}/tools`, { token, body: { toolIds: [toolId] } })).statusCode, 200);
   const mcpGrant = await test.call('POST', '/client/mcp/grants', { token, body: { groupId, keyId } });
   t.equal(mcpGrant.statusCode, 201, mcpGrant.body);
+  // An agent's call of the tool, stored as /mcp/gateway stores one.
+  await new CallStore(db).insert({
+    id: randomUUID(),
+    organizationId: who.organizationId,
+    projectId,
+    keyId,
+    groupId,
+    upstreamId,
+    upstreamSlug: upstream.json().slug as string,
+    toolId,
+    toolName: 'search',
+    gatewayName: `${upstream.json().slug}__search`,
+    status: 'ok',
+    errorKind: null,
+    durationMs: 12,
+    requestBytes: 2,
+    responseBytes: 40,
+    approvalId: null,
+    argumentsSha256: createHash('sha256').update('{}').digest('hex'),
+    requestId: `req-${tag}`,
+    createdAt: now,
+  });
   t.equal((await test.call('PUT', `/client/mcp/apps/${randomUUID()}/ai-tools`, { token, body: { groupIds: [groupId] } })).statusCode, 200);
   t.equal((await test.call('PUT', `/client/mcp/projects/${projectId}/switch`, { token, body: { mode: 'off' } })).statusCode, 200);
   await test.runJobs();

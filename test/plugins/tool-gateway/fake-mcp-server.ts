@@ -3,12 +3,17 @@ import type { AddressInfo } from 'node:net';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { SSEServerTransport } from '@modelcontextprotocol/sdk/server/sse.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from '@modelcontextprotocol/sdk/types.js';
 
 /**
  * A customer's MCP server on 127.0.0.1, built with the SDK: Streamable HTTP at /mcp (stateless) and
  * the legacy HTTP+SSE transport at /sse. Its tools can change between requests, and tools/list
  * answers them `pageSize` at a time with nextCursor. Every request's headers are recorded.
+ *
+ * tools/call, whatever tools it lists: `fail` answers an isError result of its own; `slow` sends three
+ * progress notifications (when given a token), then waits for `release()` or for its request to be
+ * aborted (recorded in `aborted`); `die` destroys the connection the call came on; any other name
+ * echoes its arguments as text and as structuredContent. Every call is recorded in `calls`.
  */
 export interface FakeMcpServer {
   url: string;
@@ -17,10 +22,27 @@ export interface FakeMcpServer {
   pageSize: number;
   /** Headers of every HTTP request received. */
   headers: IncomingHttpHeaders[];
+  /** Every tools/call received: the tool's name and arguments. */
+  calls: { name: string; arguments: Record<string, unknown> }[];
+  /** Names of the calls whose request was aborted while they ran. */
+  aborted: string[];
+  /** Resolves the `slow` calls waiting. */
+  release(): void;
+  /** Resolves when a `slow` call has sent its progress and waits. */
+  slowWaiting(): Promise<void>;
   close(): Promise<void>;
 }
 
-function mcpServer(state: { tools: Tool[]; pageSize: number }): Server {
+interface CallState {
+  tools: Tool[];
+  pageSize: number;
+  calls: FakeMcpServer['calls'];
+  aborted: string[];
+  waiters: Set<() => void>;
+  onSlowWaiting: Set<() => void>;
+}
+
+function mcpServer(state: CallState, kill: () => void): Server {
   const server = new Server({ name: 'fake-tracker', version: '1.2.3' }, { capabilities: { tools: {} } });
   server.setRequestHandler(ListToolsRequestSchema, async (request) => {
     const start = Number(request.params?.cursor ?? 0);
@@ -28,18 +50,72 @@ function mcpServer(state: { tools: Tool[]; pageSize: number }): Server {
     const next = start + state.pageSize;
     return { tools: page, ...(next < state.tools.length ? { nextCursor: String(next) } : {}) };
   });
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
+    const { name } = request.params;
+    const args = request.params.arguments ?? {};
+    state.calls.push({ name, arguments: args });
+    if (name === 'fail') return { isError: true, content: [{ type: 'text', text: 'the tracker refused: no such issue' }], _meta: { 'tracker/trace': 'f1' } };
+    if (name === 'die') {
+      kill();
+      return new Promise<CallToolResult>(() => undefined);
+    }
+    if (name === 'slow') {
+      const token = request.params._meta?.progressToken;
+      if (token !== undefined) {
+        for (const progress of [1, 2, 3]) {
+          await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress, total: 4, message: `step ${progress}` } });
+        }
+      }
+      await new Promise<void>((resolve) => {
+        state.waiters.add(resolve);
+        extra.signal.addEventListener('abort', () => {
+          state.aborted.push(name);
+          resolve();
+        });
+        for (const notify of state.onSlowWaiting) notify();
+        state.onSlowWaiting.clear();
+      });
+      return { content: [{ type: 'text', text: 'slow done' }] };
+    }
+    return { content: [{ type: 'text', text: JSON.stringify(args) }], structuredContent: { echoed: args } };
+  });
   return server;
 }
 
 export async function startFakeMcpServer(tools: Tool[] = []): Promise<FakeMcpServer> {
-  const state: FakeMcpServer = { url: '', port: 0, tools, pageSize: 2, headers: [], close: async () => undefined };
+  const calls: CallState = { tools, pageSize: 2, calls: [], aborted: [], waiters: new Set(), onSlowWaiting: new Set() };
+  const state: FakeMcpServer = {
+    url: '',
+    port: 0,
+    get tools() {
+      return calls.tools;
+    },
+    set tools(value) {
+      calls.tools = value;
+    },
+    get pageSize() {
+      return calls.pageSize;
+    },
+    set pageSize(value) {
+      calls.pageSize = value;
+    },
+    headers: [],
+    calls: calls.calls,
+    aborted: calls.aborted,
+    release() {
+      for (const resolve of calls.waiters) resolve();
+      calls.waiters.clear();
+    },
+    slowWaiting: () => new Promise<void>((resolve) => calls.onSlowWaiting.add(resolve)),
+    close: async () => undefined,
+  };
   const sseSessions = new Map<string, SSEServerTransport>();
   const server = http.createServer(async (req, res) => {
     state.headers.push(req.headers);
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     if (path === '/mcp') {
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
-      const mcp = mcpServer(state);
+      const mcp = mcpServer(calls, () => req.socket.destroy());
       res.on('close', () => {
         void transport.close();
         void mcp.close();
@@ -52,7 +128,7 @@ export async function startFakeMcpServer(tools: Tool[] = []): Promise<FakeMcpSer
       const transport = new SSEServerTransport('/messages', res);
       sseSessions.set(transport.sessionId, transport);
       res.on('close', () => sseSessions.delete(transport.sessionId));
-      await mcpServer(state).connect(transport);
+      await mcpServer(calls, () => res.socket?.destroy()).connect(transport);
       return;
     }
     if (path === '/messages' && req.method === 'POST') {

@@ -1,0 +1,103 @@
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { type FetchLike, outboundFetch } from '../../core/net/outbound-fetch.ts';
+import { type OutboundHttpClient, OutboundHttpError } from '../../core/net/outbound-http-client.ts';
+import type { UpstreamTransport } from './upstream-store.ts';
+
+/** What the gateway needs to reach a server: where, how, with which header (its value read from the vault just now). */
+export interface UpstreamTarget {
+  url: string;
+  transport: UpstreamTransport;
+  /** Sent on every request to the server; never the agent's credential. Built by upstreamHeaders only. */
+  headers: Record<string, string>;
+  timeoutMs: number;
+}
+
+/**
+ * Why talking to an upstream failed: the outbound client's kinds (refused_address, connect, timeout,
+ * too_large, protocol, aborted), `http_status` (the server answered an HTTP error, 401 for a wrong
+ * secret), `mcp_error` (it answered the protocol with an error), `too_many_tools` (discovery only).
+ */
+export type UpstreamFailureKind = OutboundHttpError['kind'] | 'http_status' | 'mcp_error' | 'too_many_tools';
+
+/** A failure in our own words: SDK messages may quote an answer's body or the URL's path, these never do. */
+export class UpstreamFailure extends Error {
+  constructor(
+    readonly kind: UpstreamFailureKind,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** A connected MCP client session to one upstream, for the span of `use`. */
+export interface UpstreamSession {
+  client: Client;
+  transport: Transport;
+  /** The server's origin: the only part of its URL a message may name. */
+  origin: string;
+}
+
+/**
+ * Connects to a customer's MCP server as an MCP client (initialize), runs `use`, and closes (which
+ * also aborts any request still open to the server). Every request goes through the guarded
+ * outbound client's fetch, so the URL is checked again as it is dialled, with the upstream's
+ * `timeoutMs` as headers and idle deadline and answers capped at `maxAnswerBytes`; redirects are
+ * never followed. Any failure is rethrown as an UpstreamFailure (`what` names the step for a
+ * failure with nothing more precise to say). The one way to reach an upstream: discovery and
+ * tool calls both come through here.
+ */
+export async function withUpstream<T>(http: OutboundHttpClient, target: UpstreamTarget, maxAnswerBytes: number, what: string, use: (session: UpstreamSession) => Promise<T>): Promise<T> {
+  const origin = new URL(target.url).origin;
+  // The fetch remembers the last refusal it met: the SDK wraps transport errors in its own, without their kind.
+  let lastRefusal: OutboundHttpError | null = null;
+  const guarded = outboundFetch(http, { headersTimeoutMs: target.timeoutMs, idleTimeoutMs: target.timeoutMs, maxResponseBytes: maxAnswerBytes });
+  const fetch: FetchLike = async (input, init) => {
+    try {
+      return await guarded(input, init);
+    } catch (error) {
+      if (error instanceof OutboundHttpError) lastRefusal = error;
+      throw error;
+    }
+  };
+  const transport = transportFor(target, fetch);
+  const client = new Client({ name: 'svc-tool-gateway', version: '1.0.0' }, { capabilities: {} });
+  try {
+    await client.connect(transport, { timeout: target.timeoutMs, maxTotalTimeout: target.timeoutMs });
+    return await use({ client, transport, origin });
+  } catch (error) {
+    throw classify(error, lastRefusal, origin, what);
+  } finally {
+    await client.close().catch(() => undefined);
+  }
+}
+
+function transportFor(target: UpstreamTarget, fetch: FetchLike): Transport {
+  const url = new URL(target.url);
+  const requestInit: RequestInit = { headers: target.headers, redirect: 'manual' };
+  if (target.transport === 'sse') {
+    // The SDK sends requestInit's headers on the event stream's GET too.
+    return new SSEClientTransport(url, { fetch, requestInit });
+  }
+  return new StreamableHTTPClientTransport(url, { fetch, requestInit });
+}
+
+function classify(error: unknown, refusal: OutboundHttpError | null, origin: string, what: string): UpstreamFailure {
+  if (error instanceof UpstreamFailure) return error;
+  if (error instanceof OutboundHttpError) return new UpstreamFailure(error.kind, error.message);
+  const status = httpStatusOf(error);
+  if (status !== null) return new UpstreamFailure('http_status', `${origin} answered HTTP ${status}${status === 401 || status === 403 ? ' (check the authentication header)' : ''}`);
+  if (refusal) return new UpstreamFailure(refusal.kind, refusal.message);
+  if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) return new UpstreamFailure('timeout', `${origin} did not answer the MCP request in time`);
+  if (error instanceof McpError && error.code === ErrorCode.ConnectionClosed) return new UpstreamFailure('connect', `${origin} closed the connection before answering`);
+  if (error instanceof McpError) return new UpstreamFailure('mcp_error', `${origin} answered an MCP error (code ${error.code})`);
+  return new UpstreamFailure('protocol', `${origin} did not complete ${what}`);
+}
+
+function httpStatusOf(error: unknown): number | null {
+  if ((error instanceof StreamableHTTPError || error instanceof SseError) && typeof error.code === 'number' && error.code >= 300) return error.code;
+  return null;
+}
