@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -103,7 +104,14 @@ export async function buildTestApp(t: TapLike, options: TestAppOptions = {}): Pr
 }
 
 /** Storage config for the real servers when CI provides them: a fresh schema and key prefix. */
-export function realServersConfig(): { storage: AppConfigInput['storage']; schema: string; prefix: string; dropSchema(): Promise<void> } | null {
+export function realServersConfig(): {
+  storage: AppConfigInput['storage'];
+  /** The key sealing customers' secrets: on PostgreSQL a deployment names its own (SVC_SECRET_KEYS). */
+  secrets: AppConfigInput['secrets'];
+  schema: string;
+  prefix: string;
+  dropSchema(): Promise<void>;
+} | null {
   const pgUrl = testPgUrl();
   const redisUrl = process.env.TEST_REDIS_URL;
   if (!pgUrl || !redisUrl) return null;
@@ -113,6 +121,7 @@ export function realServersConfig(): { storage: AppConfigInput['storage']; schem
     schema,
     prefix,
     dropSchema: () => dropSchema(pgUrl, schema),
+    secrets: { keys: [`test:${randomBytes(32).toString('base64')}`] },
     storage: {
       database: { driver: 'postgres', url: pgUrl, schema, poolSize: 5 },
       // Admissions wait out the window only for a replica that does not report after a loss: long

@@ -15,7 +15,7 @@ t.setTimeout(180_000);
 const servers = realServersConfig();
 if (servers) t.teardown(() => servers.dropSchema());
 const app = await buildTestApp(t, {
-  config: { outbound: { allowPrivateNetwork: true }, metrics: { enabled: true }, ...(servers ? { storage: servers.storage } : {}) },
+  config: { outbound: { allowPrivateNetwork: true }, metrics: { enabled: true }, ...(servers ? { storage: servers.storage, secrets: servers.secrets } : {}) },
 });
 const base = await listeningBase(app);
 
@@ -94,7 +94,10 @@ t.test('an agent sees exactly the union of its granted, switched-on tools, in na
     listed.map((each) => each.name),
     [`${p.up.slug}__echo`, `${p.up.slug}__fail`, `${second.slug}__beta`].sort(),
   );
-  t.match(listed.find((each) => each.name === `${p.up.slug}__echo`), { description: 'The echo tool', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } });
+  t.match(
+    listed.find((each) => each.name === `${p.up.slug}__echo`),
+    { description: 'The echo tool', inputSchema: { type: 'object' }, annotations: { readOnlyHint: true } },
+  );
   t.same(await names(await agent(t, other.key)), [`${second.slug}__alpha`]);
 });
 
