@@ -284,9 +284,10 @@ export function KeyDetailPage() {
   const act = async (what: string, run: () => Promise<unknown>, fields: readonly string[] = []) => {
     try {
       await run();
+      // The notice follows the reloaded key, so what it says and what the page shows agree.
+      await load();
       setErrors(NO_ERRORS);
       setNotice(what);
-      await load();
     } catch (error) {
       setErrors(formErrorsOf(error, fields));
     }

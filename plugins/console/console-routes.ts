@@ -71,8 +71,6 @@ export function mountConsoleRoutes(app: FastifyInstance, dir: string): void {
     return reply.type('text/html; charset=utf-8').send(consolePage(built));
   };
 
-  app.get('/console', open, async (_request, reply) => reply.redirect('/console/', 308));
-  app.get('/console/', open, page);
   app.get(`/console/${ASSETS_FOLDER}/:file`, open, async (request, reply) => {
     const { file } = request.params as { file: string };
     const built = await current();
@@ -85,5 +83,7 @@ export function mountConsoleRoutes(app: FastifyInstance, dir: string): void {
     securityHeaders(reply).header('cache-control', IMMUTABLE);
     return reply.type(file.endsWith('.js') ? 'text/javascript; charset=utf-8' : 'text/css; charset=utf-8').send(body);
   });
+  // The router ignores trailing slashes: `/console` answers `/console/` as well.
+  app.get('/console', open, page);
   app.get('/console/*', open, page);
 }
