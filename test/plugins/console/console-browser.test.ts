@@ -122,7 +122,6 @@ t.test('sign in, create a key, call with it, revoke it in the console, and the s
   await dialog.getByRole('button', { name: 'Done' }).click();
   await dialog.waitFor({ state: 'detached' });
   t.notMatch(await page.content(), plaintext, 'the plaintext is gone from the page');
-  // biome-ignore lint/suspicious/noExplicitAny: runs in the page; the test's own types have no DOM
   const stored = await page.evaluate(() => JSON.stringify([{ ...(globalThis as any).localStorage }, { ...(globalThis as any).sessionStorage }]));
   t.notMatch(stored, plaintext, 'and was never put in storage');
   t.notMatch(stored, 'svc_', 'nor any other token');
@@ -152,7 +151,6 @@ t.test('a key named like markup shows as text and runs nothing', async (t) => {
   await page.getByRole('link', { name }).waitFor();
   t.equal(await page.locator('img[src="x"]').count(), 0, 'no image element was made of it');
   t.same(alerts, [], 'no script ran');
-  // biome-ignore lint/suspicious/noExplicitAny: runs in the page, where `document` exists; the test's own types have no DOM
   const inline = await page.evaluate(() => [...(globalThis as any).document.scripts].filter((script: { src: string }) => !script.src).length);
   t.equal(inline, 0, 'the page has no inline script');
   sameOriginOnly(t, watched);
@@ -198,7 +196,6 @@ t.test('a page on another origin posting to /client/keys with the cookie gets 40
   // A form the other page submits (text/plain, so its body reads as JSON): the answer is a page the test can read.
   const navigated = evil.waitForResponse(`${base}/client/keys`);
   await evil.evaluate((target) => {
-    // biome-ignore lint/suspicious/noExplicitAny: runs in the page, where `document` exists; the test's own types have no DOM
     const document = (globalThis as any).document;
     const form = document.createElement('form');
     Object.assign(form, { method: 'POST', action: target, enctype: 'text/plain' });
