@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { loadConfig, ConfigError } from './config/load.ts';
 import { isWorkerProcess, reportListening, runWorkerPrimary, unsharedStorage, workerCount } from './core/kernel/worker-processes.ts';
 
@@ -19,13 +20,19 @@ async function main(): Promise<void> {
   }
   // Imported here, not at the top: a cluster's primary serves nothing and needs none of it.
   const [{ buildApp }, { manifest }] = await Promise.all([import('./composition/build-app.ts'), import('./plugins/index.ts')]);
+  const consoleDir = await consoleBuiltIfMissing(config.plugins);
   const app = await buildApp(config, { manifest });
   const { bootstrap } = app.svc;
   if (bootstrap?.ownerToken && config.bootstrap.printOwnerToken && !config.bootstrap.ownerToken) {
     // Shown once, on the start that created the organisation; it is stored only as a hash.
     process.stdout.write(
       `\nFirst start: created organisation "${config.bootstrap.organizationName}" and owner ${config.bootstrap.ownerEmail}.\n` +
-        `Owner session token (shown once, keep it safe):\n\n  ${bootstrap.ownerToken}\n\n`,
+        `Owner session token (shown once, keep it safe):\n\n  ${bootstrap.ownerToken}\n\n` +
+        (consoleDir === null
+          ? ''
+          : // The token rides in the fragment, which browsers send to no server. Setting the password ends the session above.
+            `Or open the console and choose the owner's password (works once, for ${config.auth.passwordTokenTtlHours} hours; ` +
+            `it ends the session token above):\n\n  ${consoleOrigin(config.server)}/console/set-password#token=${bootstrap.setPasswordToken}\n\n`),
     );
   }
   await app.listen({ host: config.server.host, port: config.server.port });
@@ -57,6 +64,26 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => shutdown('SIGINT'));
   // A worker whose primary is gone (killed) is no longer managed by anyone: it drains and leaves.
   if (isWorkerProcess()) process.on('disconnect', () => shutdown('primary gone'));
+}
+
+/** `npm start` builds the console when its build is missing (esbuild, well under a second); null when it is off. */
+async function consoleBuiltIfMissing(plugins: Record<string, unknown>): Promise<string | null> {
+  const { consoleSettings } = await import('./plugins/console/index.ts');
+  const settings = consoleSettings(plugins);
+  if (settings === null) return null;
+  const { readConsoleManifest } = await import('./plugins/console/console-assets.ts');
+  const dir = resolve(settings.dir);
+  if ((await readConsoleManifest(dir)) === null) {
+    const { bundleConsole } = await import('./tools/console-bundle.ts');
+    await bundleConsole(dir);
+  }
+  return dir;
+}
+
+function consoleOrigin(server: { publicUrl?: string | undefined; host: string; port: number }): string {
+  if (server.publicUrl) return server.publicUrl.replace(/\/+$/, '');
+  const host = server.host === '0.0.0.0' || server.host === '::' ? '127.0.0.1' : server.host.includes(':') ? `[${server.host}]` : server.host;
+  return `http://${host}:${server.port}`;
 }
 
 main().catch((error: unknown) => {

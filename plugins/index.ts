@@ -2,6 +2,7 @@ import type { AnyPlugin } from '../core/kernel/plugin.ts';
 import { accountPlugin } from './account/index.ts';
 import { auditPlugin } from './audit/index.ts';
 import { batchesPlugin } from './batches/index.ts';
+import { consolePlugin } from './console/index.ts';
 import { filesPlugin } from './files/index.ts';
 import { guardrailsPlugin } from './guardrails/index.ts';
 import { inferencePlugin } from './inference/index.ts';
@@ -35,4 +36,5 @@ export const manifest: readonly AnyPlugin[] = [
   webhooksPlugin,
   toolGatewayPlugin,
   batchesPlugin,
+  consolePlugin,
 ];

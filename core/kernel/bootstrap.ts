@@ -1,5 +1,6 @@
 import type { AppConfig } from '../../config/schema.ts';
-import { createOrganizationIn, issueSession } from '../identity/identity-admin.ts';
+import { generateToken, hashToken } from '../identity/api-tokens.ts';
+import { createOrganizationIn, issueSession, PASSWORD_TOKEN_PREFIX } from '../identity/identity-admin.ts';
 import type { Database } from '../ports/database.ts';
 import type { IdentityStoresFactory } from '../ports/identity.ts';
 
@@ -9,6 +10,11 @@ export interface BootstrapResult {
   personId: string;
   /** The owner's session token; it exists only in memory on the start that created it. */
   ownerToken: string;
+  /**
+   * A one-time set-password token for the owner (as `people reset-password` issues), in memory only:
+   * the first start prints it in the console's link, so a fresh start leads to a signed-in console.
+   */
+  setPasswordToken: string;
 }
 
 // Arbitrary constant: serialises first-start bootstrap across replicas sharing one database.
@@ -30,6 +36,9 @@ export async function bootstrapFirstOrganization(db: Database, storesFor: Identi
       ownerName: bootstrap.ownerName,
     });
     const { token } = await issueSession(stores, { personId: owner.id, ttlDays: config.auth.sessionTtlDays, now, token: bootstrap.ownerToken });
-    return { organizationId: organization.id, projectId: project.id, personId: owner.id, ownerToken: token };
+    const setPasswordToken = generateToken(PASSWORD_TOKEN_PREFIX);
+    const expiresAt = new Date(now.getTime() + config.auth.passwordTokenTtlHours * 3_600_000);
+    await stores.passwordTokens.create({ personId: owner.id, tokenHash: hashToken(setPasswordToken), createdAt: now, expiresAt });
+    return { organizationId: organization.id, projectId: project.id, personId: owner.id, ownerToken: token, setPasswordToken };
   });
 }

@@ -1,0 +1,128 @@
+import { signal } from '@preact/signals';
+import type { ComponentChildren, FunctionComponent } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { useLocation } from 'preact-iso';
+import { api } from './api/client.ts';
+import { unwrap } from './api/errors.ts';
+import { session, signOut } from './api/session.ts';
+import { KeyDetailPage, KeysPage } from './pages/keys.tsx';
+import { OverviewPage } from './pages/overview.tsx';
+import { UsagePage } from './pages/usage.tsx';
+
+export interface PageEntry {
+  readonly title: string;
+  readonly href: string;
+  /** Client routes the page answers. */
+  readonly routes: readonly string[];
+  /** `METHOD /path` of the operations it reads: the page is left out when the document lacks any. */
+  readonly needs: readonly string[];
+  readonly component: FunctionComponent;
+}
+
+export const PAGES: readonly PageEntry[] = [
+  { title: 'Overview', href: '/console/', routes: ['/console/', '/console/overview'], needs: ['GET /overview'], component: OverviewPage },
+  { title: 'Keys', href: '/console/keys', routes: ['/console/keys'], needs: ['GET /keys', 'POST /keys'], component: KeysPage },
+  { title: 'Key', href: '', routes: ['/console/keys/:id'], needs: ['GET /keys/{id}'], component: KeyDetailPage },
+  { title: 'Usage', href: '/console/usage', routes: ['/console/usage'], needs: ['GET /usage/series'], component: UsagePage },
+];
+
+/** `METHOD /path` of every operation of this deployment's OpenAPI document, read at start. */
+export const served = signal<ReadonlySet<string>>(new Set());
+
+interface Organization {
+  id: string;
+  name: string;
+  role: string;
+}
+
+const organizations = signal<readonly Organization[] | null>(null);
+
+function OrganizationSwitcher() {
+  const current = session.value!;
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    if (organizations.value !== null) return;
+    api.GET('/organizations', { params: { query: { limit: 200 } } }).then(
+      (result) => {
+        organizations.value = unwrap(result).data;
+      },
+      () => undefined,
+    );
+  }, []);
+  const list = organizations.value ?? [{ id: current.organizationId, name: current.organizationName, role: current.role }];
+  const choose = async (organizationId: string) => {
+    try {
+      unwrap(await api.POST('/organizations/default', { body: { organizationId } }));
+      // The session now acts in the other organisation: start afresh, with its role and scopes.
+      location.assign('/console/');
+    } catch (failure) {
+      setError(failure instanceof Error ? failure.message : String(failure));
+    }
+  };
+  return (
+    <div class="org-switcher">
+      <label for="organization">Organisation</label>
+      <select id="organization" value={current.organizationId} disabled={list.length < 2} onChange={(event) => void choose(event.currentTarget.value)}>
+        {list.map((organization) => (
+          <option key={organization.id} value={organization.id}>
+            {organization.name} ({organization.role})
+          </option>
+        ))}
+      </select>
+      {error ? (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      ) : null}
+    </div>
+  );
+}
+
+export function Layout({ children }: { children: ComponentChildren }) {
+  const { path, route } = useLocation();
+  const current = session.value!;
+  const pages = PAGES.filter((page) => page.href !== '' && page.needs.every((operation) => served.value.has(operation)));
+  const leave = async (everywhere: boolean) => {
+    await signOut(everywhere);
+    route('/console/sign-in', true);
+  };
+  return (
+    <div class="shell">
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
+      <header class="top">
+        <span class="brand">Console</span>
+        <nav aria-label="Pages">
+          <ul>
+            {pages.map((page) => {
+              const here = page.href === '/console/' ? path === '/console/' || path === '/console/overview' : path.startsWith(page.href);
+              return (
+                <li key={page.href}>
+                  <a href={page.href} aria-current={here ? 'page' : undefined}>
+                    {page.title}
+                  </a>
+                </li>
+              );
+            })}
+          </ul>
+        </nav>
+        <OrganizationSwitcher />
+        <div class="who">
+          <span class="muted">
+            {current.email} · {current.role}
+          </span>
+          <button type="button" onClick={() => void leave(false)}>
+            Sign out
+          </button>
+          <button type="button" onClick={() => void leave(true)}>
+            Sign out everywhere
+          </button>
+        </div>
+      </header>
+      <main id="main" tabIndex={-1}>
+        {children}
+      </main>
+    </div>
+  );
+}

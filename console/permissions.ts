@@ -1,0 +1,30 @@
+import type { Session } from './api/session.ts';
+
+/**
+ * What the signed-in person may do, decided in this one module so every page disables the same
+ * controls for the same reason. It mirrors the API's rules (scopes by role, owner-only acts) only to
+ * explain them early: the API refuses a forced call anyway, and its answer is what the page shows.
+ */
+export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'usage.read' | 'requests.read';
+
+export type Verdict = { readonly allowed: true; readonly reason: null } | { readonly allowed: false; readonly reason: string };
+
+const ALLOWED: Verdict = { allowed: true, reason: null };
+
+const SCOPE_OF: Record<Exclude<Act, 'keys.limits'>, string> = {
+  'keys.read': 'keys:read',
+  'keys.write': 'keys:write',
+  'usage.read': 'usage:read',
+  'requests.read': 'requests:read',
+};
+
+export function may(caller: Session, act: Act): Verdict {
+  if (act === 'keys.limits') {
+    // The spec: a key's spend cap, expiry and rate limits are an owner's to set.
+    if (caller.role !== 'owner') return { allowed: false, reason: 'Only an owner sets spend caps, expiry and rate limits' };
+    return may(caller, 'keys.write');
+  }
+  const scope = SCOPE_OF[act];
+  if (!caller.scopes.has(scope)) return { allowed: false, reason: `Your role (${caller.role}) does not hold ${scope}` };
+  return ALLOWED;
+}
