@@ -30,9 +30,8 @@ async function main(): Promise<void> {
         `Owner session token (shown once, keep it safe):\n\n  ${bootstrap.ownerToken}\n\n` +
         (consoleDir === null
           ? ''
-          : // The token rides in the fragment, which browsers send to no server. Setting the password ends the session above.
-            `Or open the console and choose the owner's password (works once, for ${config.auth.passwordTokenTtlHours} hours; ` +
-            `it ends the session token above):\n\n  ${consoleOrigin(config.server)}/console/set-password#token=${bootstrap.setPasswordToken}\n\n`),
+          : // The token rides in the fragment, which browsers send to no server.
+            `Or open the console and choose the owner's password (works once, for ${config.auth.passwordTokenTtlHours} hours):\n\n  ${consoleOrigin(config.server)}/console/set-password#token=${bootstrap.setPasswordToken}\n\n`),
     );
   }
   await app.listen({ host: config.server.host, port: config.server.port });

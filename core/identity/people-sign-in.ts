@@ -99,7 +99,11 @@ export class PeopleSignIn {
     return this.openSession(person);
   }
 
-  /** Spends a set-password token and sets the password; every earlier session of the person ends. */
+  /**
+   * Spends a set-password token and sets the password. Replacing a password ends every earlier
+   * session of the person (the old one may be what leaked); a first password ends none, since no
+   * session can have come from a password yet (the first start's owner token keeps working).
+   */
   async setPassword(input: { token: string; password: string; ip: string }): Promise<Person> {
     const { db, storesFor, hasher } = this.deps;
     await this.throttleSetPassword(input.token, input.ip);
@@ -116,8 +120,9 @@ export class PeopleSignIn {
       if (!person) throw invalidToken();
       // Rule failures roll the transaction back: the token stays usable for a better password.
       checkPasswordRules(input.password, person.email);
+      const replacing = (await stores.people.passwordHashOf(person.id)) !== null;
       await stores.people.setPasswordHash(person.id, passwordHash);
-      return { person, revoked: await stores.sessions.revokeAllForPerson(person.id) };
+      return { person, revoked: replacing ? await stores.sessions.revokeAllForPerson(person.id) : [] };
     });
     await this.forget(found.revoked);
     return found.person;

@@ -193,6 +193,16 @@ t.test('a sign-in another site submits is refused', async (t) => {
   t.notOk(response.headers['set-cookie']);
 });
 
+t.test("a first password ends none of the person's sessions: the first start's owner token keeps working", async (t) => {
+  const test = await buildTestApp(t, { deriveKey: fastDeriveKey });
+  const token = test.app.svc.bootstrap?.setPasswordToken;
+  if (!token) throw new Error('the first start made no set-password token');
+  const set = await test.call('POST', '/client/auth/set-password', { token: null, body: { token, password: PASSWORD } });
+  t.equal(set.statusCode, 200, set.body);
+  t.equal((await test.call('GET', '/client/whoami')).statusCode, 200, 'the owner token still works');
+  t.equal((await signIn(test, test.config.bootstrap.ownerEmail)).statusCode, 200);
+});
+
 t.test('setting a password with a new token ends the earlier sessions', async (t) => {
   const test = await shared();
   const { cookie } = await signedInPerson(test, 'reset@example.com');
