@@ -2,8 +2,12 @@ import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { KeyCreationChecksPoint } from '../../core/identity/key-creation-checks.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
+import { createToken } from '../../core/kernel/container.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
+import { approvalOperations } from './approval-operations.ts';
+import { ApprovalStore } from './approval-store.ts';
+import { Approvals } from './approvals.ts';
 import { GrantStore } from './grant-store.ts';
 import { grantOperations } from './grant-operations.ts';
 import { groupOperations } from './group-operations.ts';
@@ -22,6 +26,11 @@ import { UpstreamStore } from './upstream-store.ts';
 import './tool-gateway-errors.ts';
 import './tool-gateway-events.ts';
 
+export const ToolGatewayTokens = {
+  /** The approval gate (approval-gate.ts) the call path asks; one per process, subscribed to decisions made anywhere. */
+  Approvals: createToken<Approvals>('ToolGatewayApprovals'),
+};
+
 /** Upstreams queued per sweep at most: a backlog is worked through over the next sweeps. */
 const SWEEP_BATCH = 500;
 
@@ -34,6 +43,7 @@ function stores(ctx: PluginContext<ToolGatewayConfig>) {
     switches: new SwitchStore(database),
     groups: new GroupStore(database),
     grants: new GrantStore(database),
+    approvals: new ApprovalStore(database),
   };
 }
 
@@ -62,9 +72,21 @@ export const toolGatewayPlugin = definePlugin({
   configSchema: toolGatewayConfigSchema,
   migrations: toolGatewayMigrations,
   register(ctx) {
-    const { upstreams, tools, switches, groups, grants } = stores(ctx);
+    const { database, upstreams, tools, switches, groups, grants, approvals } = stores(ctx);
     const vault = ctx.container.resolve(Tokens.Secrets);
-    // Grants and app choices before groups, groups and their members before tools.
+    ctx.container.bindValue(
+      ToolGatewayTokens.Approvals,
+      new Approvals({
+        database,
+        store: approvals,
+        pubsub: ctx.container.resolve(Tokens.Coordination).pubsub,
+        events: ctx.container.resolve(Tokens.Events),
+        clock: ctx.container.resolve(Tokens.Clock),
+        config: ctx.config,
+      }),
+    );
+    // Approvals, grants and app choices before groups, groups and their members before tools.
+    ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp approvals', erase: (tx, organizationId) => approvals.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp grants', erase: (tx, organizationId) => grants.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp groups', erase: (tx, organizationId) => groups.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp project switches', erase: (tx, organizationId) => switches.eraseOrganization(tx, organizationId) });
@@ -99,6 +121,7 @@ export const toolGatewayPlugin = definePlugin({
       ...toolOperations({ tools, upstreams, switches, identity, clock }),
       ...groupOperations({ groups, tools, upstreams, identity, events, clock }),
       ...grantOperations({ groups, grants, tools, upstreams, switches, identity, events, clock }),
+      ...approvalOperations({ store: stores(ctx).approvals, approvals: container.resolve(ToolGatewayTokens.Approvals), identity, events, clock, config }),
     ];
   },
   queues: (ctx) => {
@@ -112,6 +135,8 @@ export const toolGatewayPlugin = definePlugin({
       }),
     ];
   },
+  start: ({ container }) => container.resolve(ToolGatewayTokens.Approvals).start(),
+  stop: ({ container }) => container.resolve(ToolGatewayTokens.Approvals).stop(),
   periodic: (ctx) => {
     const { upstreams } = stores(ctx);
     const jobs = ctx.container.resolve(Tokens.Jobs);
@@ -130,6 +155,14 @@ export const toolGatewayPlugin = definePlugin({
             queue,
             due.map((upstreamId) => ({ payload: { upstreamId }, idempotencyKey: `${upstreamId}:${slot}` })),
           );
+        },
+      }),
+      // Expiry is an observable deny: each lapsed approval is an event and wakes its waiting call.
+      definePeriodic({
+        name: 'tool-gateway.approval-expiry',
+        everyMs: ctx.config.approvalSweepMs,
+        async run() {
+          await ctx.container.resolve(ToolGatewayTokens.Approvals).expireDue();
         },
       }),
     ];
