@@ -190,17 +190,26 @@ export class Approvals implements ApprovalGate {
     wait.signal.addEventListener('abort', wake);
     const started = performance.now();
     let progressAt = config.approvalProgressMs;
+    let row = approval;
+    let readAt = Number.NEGATIVE_INFINITY;
     try {
       for (;;) {
-        const row = await store.get(call.organizationId, approval.id);
-        // The tool was removed (its approvals went with it): the call cannot run.
-        if (!row) return { decision: 'expired', approvalId: approval.id, reason: TOOL_REMOVED };
-        if (row.status === 'denied' || row.status === 'expired') return { decision: row.status, approvalId: row.id, reason: row.reason };
-        if (row.status === 'approved') return this.release(row, call, binding);
-        if (row.expiresAt <= clock()) {
-          // Undecided in time: lapse it here rather than wait for the sweep, then read what it became.
-          await this.lapseCall(binding, clock());
-          continue;
+        // Read on a wake-up (a decision, a lapse or the agent gone) and every approvalRecheckMs; a progress tick alone reads nothing.
+        if (performance.now() - readAt >= config.approvalRecheckMs || waiter.woken) {
+          waiter.woken = false;
+          readAt = performance.now();
+          const read = await store.get(call.organizationId, approval.id);
+          // The tool was removed (its approvals went with it): the call cannot run.
+          if (!read) return { decision: 'expired', approvalId: approval.id, reason: TOOL_REMOVED };
+          row = read;
+          if (row.status === 'denied' || row.status === 'expired') return { decision: row.status, approvalId: row.id, reason: row.reason };
+          if (row.status === 'approved') return this.release(row, call, binding);
+          if (row.expiresAt <= clock()) {
+            // Undecided in time: lapse it here rather than wait for the sweep, then read what it became.
+            await this.lapseCall(binding, clock());
+            readAt = Number.NEGATIVE_INFINITY;
+            continue;
+          }
         }
         const elapsed = performance.now() - started;
         if (elapsed >= wait.waitMs || wait.signal.aborted) return { decision: 'pending', approvalId: row.id, expiresAt: row.expiresAt };
@@ -208,8 +217,9 @@ export class Approvals implements ApprovalGate {
           await wait.onWaiting(row.id, Math.round(elapsed));
           progressAt = elapsed + config.approvalProgressMs;
         }
-        const until = Math.min(wait.waitMs, wait.onWaiting ? progressAt : Number.POSITIVE_INFINITY) - elapsed;
-        await this.sleep(waiter, Math.max(0, Math.min(config.approvalRecheckMs, until)));
+        const untilRead = readAt + config.approvalRecheckMs - performance.now();
+        const until = Math.min(wait.waitMs - elapsed, wait.onWaiting ? progressAt - elapsed : Number.POSITIVE_INFINITY, untilRead);
+        await this.sleep(waiter, Math.max(0, until));
       }
     } finally {
       wait.signal.removeEventListener('abort', wake);
@@ -240,17 +250,14 @@ export class Approvals implements ApprovalGate {
     throw new Error(`approval of ${call.gatewayName}: lost ${MAX_RACES} races for its approval in a row`);
   }
 
+  /** Sleeps `ms`, or less when woken; the wake-up stays marked on the waiter for the loop to read. */
   private sleep(waiter: Waiter, ms: number): Promise<void> {
-    if (waiter.woken) {
-      waiter.woken = false;
-      return Promise.resolve();
-    }
+    if (waiter.woken) return Promise.resolve();
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       function done() {
         clearTimeout(timer);
         waiter.resolve = null;
-        waiter.woken = false;
         resolve();
       }
       waiter.resolve = done;

@@ -5,7 +5,6 @@ import { ToolGatewayTokens } from '../../../plugins/tool-gateway/index.ts';
 import { createKey, type TapLike, type TestApp } from '../../helpers/app.ts';
 import { startFakeMcpServer, tool } from './fake-mcp-server.ts';
 
-// biome-ignore lint/suspicious/noExplicitAny: test views are read loosely
 export type Json = Record<string, any>;
 
 export async function call(app: TestApp, method: string, url: string, body?: unknown, token?: string) {

@@ -131,10 +131,7 @@ t.test('a denial answers the waiting call denied with the reason; the call asked
   t.match(denied.json, { status: 'denied', reason: 'Not this one' });
   t.same(await outcome, { decision: 'denied', approvalId, reason: 'Not this one' });
   const events = await eventsOf(app, approvalId);
-  t.match(
-    events.find((each) => each.type === 'mcp.approval.denied')?.data,
-    { approvalId, decidedBy: String, reason: 'Not this one' },
-  );
+  t.match(events.find((each) => each.type === 'mcp.approval.denied')?.data, { approvalId, decidedBy: String, reason: 'Not this one' });
   const again = await gate.decide(toolCall, waiting(0));
   t.equal(again.decision, 'pending');
   t.not(again.approvalId, approvalId);
@@ -147,10 +144,7 @@ t.test('the sweep lapses an undecided approval at its expiry: the waiting call a
   t.ok((await gate.expireDue()) >= 1);
   t.same(await outcome, { decision: 'expired', approvalId, reason: null });
   t.match((await call('GET', `/mcp/approvals?keyId=${p.key.id}&status=expired`)).json.data, [{ id: approvalId, status: 'expired', decidedBy: null }]);
-  t.match(
-    (await eventsOf(app, approvalId)).find((each) => each.type === 'mcp.approval.expired')?.data,
-    { approvalId, wasApproved: false, reason: null },
-  );
+  t.match((await eventsOf(app, approvalId)).find((each) => each.type === 'mcp.approval.expired')?.data, { approvalId, wasApproved: false, reason: null });
   const late = await call('POST', `/mcp/approvals/${approvalId}/approve`, {});
   t.equal(late.status, 409);
   t.equal(late.json.error.code, 'approval_not_pending');
@@ -164,16 +158,13 @@ t.test('an approval never used lapses at its expiry, and the call asked again ne
   t.equal(approved.json.expiresAt, new Date(clock().getTime() + TTL).toISOString(), 'the retry has a whole TTL from the decision');
   clock.advance(TTL);
   t.ok((await gate.expireDue()) >= 1);
-  t.match(
-    (await eventsOf(app, first.approvalId)).find((each) => each.type === 'mcp.approval.expired')?.data,
-    { wasApproved: true },
-  );
+  t.match((await eventsOf(app, first.approvalId)).find((each) => each.type === 'mcp.approval.expired')?.data, { wasApproved: true });
   const retried = await gate.decide(toolCall, waiting(0));
   t.equal(retried.decision, 'pending');
   t.not(retried.approvalId, first.approvalId);
 });
 
-t.test("a changed approval policy invalidates an approval given before; the old one is listed expired saying why", async (t) => {
+t.test('a changed approval policy invalidates an approval given before; the old one is listed expired saying why', async (t) => {
   const p = await toolProject(t, app);
   const toolCall = callOf(app, p);
   const first = await gate.decide(toolCall, waiting(0));
