@@ -103,7 +103,7 @@ export function approvalOperations(deps: ApprovalOperationDeps): AnyOperation[] 
     description: 'Pending and unexpired approvals, each with its tool, upstream and key named. Not paged: hasMore says more wait than limit.',
     scope: 'mcp:read',
     readOnly: true,
-    query: z.strictObject({
+    query: z.object({
       limit: z.coerce.number().int().min(1).max(MCP_PAGE_MAX).default(WAITING_DEFAULT).describe(`At most this many (default ${WAITING_DEFAULT}, max ${MCP_PAGE_MAX})`),
       projectId: resourceId.optional().describe('Only calls of this project'),
     }),
