@@ -3,6 +3,7 @@ import t, { type Test } from 'tap';
 import { createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
+import { ToolGatewayTokens } from '../../../plugins/tool-gateway/index.ts';
 import { ToolStore } from '../../../plugins/tool-gateway/tool-store.ts';
 import { startFakeCustomerEndpoint } from '../../fakes/fake-customer-endpoint.ts';
 import { addPerson, createKey } from '../../helpers/app.ts';
@@ -161,6 +162,14 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   const mcpGrant = await test.call('POST', '/client/mcp/grants', { token, body: { groupId, keyId } });
   t.equal(mcpGrant.statusCode, 201, mcpGrant.body);
   t.equal((await test.call('PUT', `/client/mcp/apps/${randomUUID()}/ai-tools`, { token, body: { groupIds: [groupId] } })).statusCode, 200);
+  // A call of the tool by the key waiting for a person's approval, asked of the gate as the call path asks.
+  const approval = await test.app.svc.container
+    .resolve(ToolGatewayTokens.Approvals)
+    .decide(
+      { organizationId: who.organizationId, projectId, keyId, toolId, upstreamId, gatewayName: `${tag}__search`, argumentsHash: 'a'.repeat(64), requestId: `req_${tag}` },
+      { waitMs: 0, signal: new AbortController().signal },
+    );
+  t.equal(approval.decision, 'pending');
   t.equal((await test.call('PUT', `/client/mcp/projects/${projectId}/switch`, { token, body: { mode: 'off' } })).statusCode, 200);
   await test.runJobs();
   return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId };
@@ -236,6 +245,7 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     'mcp upstreams': 1,
     'mcp tools': 1,
     'mcp project switches': 1,
+    'mcp approvals': 1,
     // The grant and the app's choice; the group and its one member.
     'mcp grants': 2,
     'mcp groups': 2,
