@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
+import { createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { ApprovalStore, POLICY_CHANGED } from '../../../plugins/tool-gateway/approval-store.ts';
 import { addPerson, allPlugins, buildTestApp, createKey } from '../../helpers/app.ts';
@@ -64,7 +65,7 @@ t.test('a call needing approval creates one pending approval and answers pending
 t.test('a waiting call reports progress naming its approval until the wait ends', async (t) => {
   const p = await toolProject(t, app);
   const reports: Array<[string, number]> = [];
-  const outcome = await gate.decide(callOf(app, p), waiting(450, { onWaiting: (id, elapsed) => void reports.push([id, elapsed]) }));
+  const outcome = await gate.decide(callOf(app, p), waiting(1_500, { onWaiting: (id, elapsed) => void reports.push([id, elapsed]) }));
   t.equal(outcome.decision, 'pending');
   t.ok(reports.length >= 1, `progress reported (${reports.length} times)`);
   t.ok(
@@ -256,6 +257,7 @@ t.test('the list filters by status, tool and project', async (t) => {
   const q = await toolProject(t, app);
   const denied = await gate.decide(callOf(app, p, { id: 1 }), waiting(0));
   await call('POST', `/mcp/approvals/${denied.approvalId}/deny`, {});
+  clock.advance(1_000);
   const pending = await gate.decide(callOf(app, p, { id: 2 }), waiting(0));
   const other = await gate.decide(callOf(app, q), waiting(0));
   const ids = async (query: string) => ((await call('GET', `/mcp/approvals?${query}`)).json.data as Json[]).map((each) => each.id);
@@ -293,6 +295,23 @@ t.test('deciding an unknown approval is 404, a decided one 409, and the body is 
   const twice = await call('POST', `/mcp/approvals/${pending.approvalId}/approve`, {});
   t.equal(twice.status, 409);
   t.equal(twice.json.error.code, 'approval_not_pending');
+});
+
+t.test("another organisation's owner meets 404 for its approvals and sees none of them", async (t) => {
+  const p = await toolProject(t, app);
+  const pending = await gate.decide(callOf(app, p), waiting(0));
+  const container = app.app.svc.container;
+  const other = await createOrganizationWithOwner(container.resolve(Tokens.Database), container.resolve(Tokens.IdentityFactory), {
+    name: 'Elsewhere',
+    ownerEmail: `elsewhere-${randomUUID()}@example.com`,
+    ownerName: 'Elsewhere owner',
+  });
+  const { token } = await issueSession(container.resolve(Tokens.Identity), { personId: other.owner.id, ttlDays: 1, now: clock() });
+  const refused = await call('POST', `/mcp/approvals/${pending.approvalId}/approve`, {}, token);
+  t.equal(refused.status, 404);
+  t.equal(refused.json.error.code, 'mcp_approval_not_found');
+  t.same((await call('GET', '/mcp/approvals', undefined, token)).json.data, []);
+  t.match((await store.get(app.organizationId, pending.approvalId)) ?? {}, { status: 'pending' }, 'it is still waiting');
 });
 
 t.test("another project's key does not see its approvals", async (t) => {
