@@ -522,6 +522,27 @@ export interface paths {
      */
     post: operations["webhooks.deliveries.resend"];
   };
+  "/usage/tools": {
+    /**
+     * Agents' tool calls at /mcp/gateway: totals per tool, upstream, key and day
+     * @description The window [from, to) (default the last 30 days). Errors are calls that ended in anything but ok or a pending approval. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read.
+     */
+    get: operations["usage.tools"];
+  };
+  "/usage/tools/calls": {
+    /**
+     * Tool calls at /mcp/gateway, newest first, with keyset pagination
+     * @description Each call's key, group, upstream, tool, status, duration, bytes and approval; the arguments only as their SHA-256. Pass nextCursor back as cursor, with the same filters, for the next page; nextCursor is null on the last page. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read.
+     */
+    get: operations["usage.tools.calls"];
+  };
+  "/mcp/overview": {
+    /**
+     * Each visible project's tool gateway: upstreams by health, tools, groups, grants, pending approvals and calls
+     * @description Calls today count from midnight UTC; errors are calls that ended in anything but ok or a pending approval. Scope mcp:read.
+     */
+    get: operations["mcp.overview"];
+  };
   "/mcp/upstreams": {
     /**
      * List the MCP servers registered as upstreams, newest first, with their health (never a header value)
@@ -639,7 +660,7 @@ export interface paths {
     get: operations["mcp.grants.list"];
     /**
      * Give a tool group to a key of the same project: the key sees its switched-on tools at /mcp/gateway
-     * @description The key must be one the caller may manage (as for PATCH /keys/{id}: an API key reaches only its own project's keys) and of the group's project (400 grant_other_project); an API key cannot grant to itself (403 grant_to_itself). 409 grant_exists when the key holds the group already. In a project whose mode is off the grant gives nothing until it is governed again; in a full one every key sees every switched-on tool anyway.
+     * @description The key must be one the caller may manage (as for PATCH /keys/{id}: an API key reaches only its own project's keys) and of the group's project (400 grant_other_project); an API key cannot grant to itself (403 grant_to_itself). 409 grant_exists when the key holds the group already, 409 key_revoked when the key is revoked (a grant would give it nothing). In a project whose mode is off the grant gives nothing until it is governed again; in a full one every key sees every switched-on tool anyway.
      */
     post: operations["mcp.grants.create"];
   };
@@ -668,6 +689,34 @@ export interface paths {
      * @description Replaces the choice whole and answers what is stored. Every group must be of one project the caller may write; one that is not is 400 invalid_parameter (param groupIds.<index>). Apps do not exist yet: the id is any UUID, and nothing checks an app has it until apps land.
      */
     put: operations["mcp.apps.ai-tools.set"];
+  };
+  "/mcp/approvals": {
+    /**
+     * List the approvals of tool calls, newest first, whatever their status
+     * @description List the approvals of tool calls, newest first, whatever their status. Needs the mcp:read scope.
+     */
+    get: operations["mcp.approvals.list"];
+  };
+  "/mcp/approvals/waiting": {
+    /**
+     * The tool calls waiting for a decision, oldest first: the queue a person works through
+     * @description Pending and unexpired approvals, each with its tool, upstream and key named. Not paged: hasMore says more wait than limit.
+     */
+    get: operations["mcp.approvals.waiting"];
+  };
+  "/mcp/approvals/{id}/approve": {
+    /**
+     * Approve a waiting tool call: it runs once (now if it still waits, else when the agent retries it)
+     * @description A person's decision: an owner's or admin's own session only (403 role_required to API keys, connectors and members), so an agent's key can never approve its own calls. 409 approval_not_pending when it is decided or expired already. The call must run within 600 s of the approval (expiresAt), or the approval lapses.
+     */
+    post: operations["mcp.approvals.approve"];
+  };
+  "/mcp/approvals/{id}/deny": {
+    /**
+     * Deny a waiting tool call: the agent is answered an error with the reason
+     * @description A person's decision: an owner's or admin's own session only (403 role_required to API keys, connectors and members), so an agent's key can never approve its own calls. 409 approval_not_pending when it is decided or expired already.
+     */
+    post: operations["mcp.approvals.deny"];
   };
   "/events/types": {
     /**
@@ -1402,6 +1451,58 @@ export interface components {
       groupIds: string[];
       updatedAt: string | null;
     };
+    /** @description A person's decision, to come or made, on one exact tool call (key, tool, arguments, policy version) */
+    McpApproval: {
+      /** @constant */
+      object: "mcp_approval";
+      /** Format: uuid */
+      id: string;
+      /**
+       * @description pending: waiting for a person; approved: the call runs once; denied; expired: nobody decided in time, or approved but never used in time
+       * @enum {string}
+       */
+      status: "pending" | "approved" | "denied" | "expired";
+      /** Format: uuid */
+      projectId: string;
+      /**
+       * Format: uuid
+       * @description The key whose call needs the approval
+       */
+      keyId: string;
+      tool: {
+        /** Format: uuid */
+        id: string;
+        /** @description The name the agent called it by */
+        gatewayName: string;
+      };
+      /** Format: uuid */
+      upstreamId: string;
+      /** @description SHA-256 (hex) of the arguments' canonical JSON: the arguments themselves are never stored */
+      argumentsHash: string;
+      /** Format: date-time */
+      requestedAt: string;
+      /**
+       * Format: date-time
+       * @description Pending: when it lapses undecided. Approved: by when the call must run
+       */
+      expiresAt: string;
+      /** @description When a person decided, or when it lapsed */
+      decidedAt: string | null;
+      /** @description The person (owner or admin) who decided */
+      decidedBy: string | null;
+      reason: string | null;
+      /** @description When the call it released ran */
+      usedAt: string | null;
+    };
+    /** @description A page of McpApproval items, newest first */
+    McpApprovalList: {
+      /** @constant */
+      object: "list";
+      /** @description Newest first */
+      data: components["schemas"]["McpApproval"][];
+      /** @description Pass as cursor for the next page; null on the last page */
+      nextCursor: string | null;
+    };
     /** @description A tool group given to a key */
     McpGrant: {
       /** @constant */
@@ -1549,6 +1650,44 @@ export interface components {
       /** @description Ordered by name */
       data: components["schemas"]["McpKeyTool"][];
     };
+    /** @description One project's tool gateway at a glance */
+    McpOverview: {
+      /** @constant */
+      object: "mcp_overview";
+      /** Format: uuid */
+      projectId: string;
+      projectName: string;
+      /** @enum {string} */
+      mode: "off" | "governed" | "full";
+      /** @description By health status */
+      upstreams: {
+        total: number;
+        ok: number;
+        error: number;
+        unknown: number;
+      };
+      tools: {
+        total: number;
+        enabled: number;
+      };
+      groups: number;
+      /** @description Grants in force (unexpired) */
+      grants: number;
+      pendingApprovals: number;
+      calls: {
+        /** @description Since midnight UTC */
+        today: number;
+        todayErrors: number;
+        last24h: number;
+        last24hErrors: number;
+      };
+    };
+    /** @description The tool gateway of each project the caller sees */
+    McpOverviewList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["McpOverview"][];
+    };
     McpProjectSwitch: {
       /** @constant */
       object: "mcp_project_switch";
@@ -1635,6 +1774,48 @@ export interface components {
       enabled: string[];
       /** @description Tools that were on already (left as they were) */
       alreadyEnabled: string[];
+    };
+    /** @description One tool call at /mcp/gateway */
+    McpToolCall: {
+      /** @constant */
+      object: "mcp_tool_call";
+      /** Format: uuid */
+      id: string;
+      /** Format: uuid */
+      projectId: string;
+      /** Format: uuid */
+      keyId: string;
+      /** @description The first group granting the tool; null in a full-access project */
+      groupId: string | null;
+      upstreamId: string | null;
+      upstreamSlug: string;
+      /** @description Null once the tool is deleted; toolName and gatewayName stay */
+      toolId: string | null;
+      /** @description Its name at the server */
+      toolName: string;
+      gatewayName: string;
+      /** @enum {string} */
+      status: "ok" | "tool_error" | "upstream_error" | "rate_limited" | "approval_pending" | "denied" | "expired" | "cancelled";
+      /** @description For an upstream failure: refused_address, connect, timeout, too_large, protocol, http_status, mcp_error */
+      errorKind: string | null;
+      durationMs: number;
+      requestBytes: number;
+      responseBytes: number;
+      approvalId: string | null;
+      /** @description SHA-256 (hex) of the arguments as canonical JSON; the arguments are never stored */
+      argumentsSha256: string;
+      requestId: string;
+      /** Format: date-time */
+      createdAt: string;
+    };
+    /** @description A page of McpToolCall items, newest first */
+    McpToolCallList: {
+      /** @constant */
+      object: "list";
+      /** @description Newest first */
+      data: components["schemas"]["McpToolCall"][];
+      /** @description Pass as cursor for the next page; null on the last page */
+      nextCursor: string | null;
     };
     /** @description A page of McpTool items, newest first */
     McpToolList: {
@@ -1754,6 +1935,47 @@ export interface components {
         kind: string;
         message: string;
       };
+    };
+    /** @description A tool call waiting for a decision */
+    McpWaitingApproval: {
+      /** @constant */
+      object: "mcp_approval_waiting";
+      /** Format: uuid */
+      id: string;
+      /** Format: uuid */
+      projectId: string;
+      tool: {
+        /** Format: uuid */
+        id: string;
+        /** @description The tool's name at the server */
+        name: string;
+        gatewayName: string;
+      };
+      upstream: {
+        /** Format: uuid */
+        id: string;
+        name: string;
+      };
+      key: {
+        /** Format: uuid */
+        id: string;
+        /** @description null when the key was deleted meanwhile */
+        name: string | null;
+      };
+      argumentsHash: string;
+      /** Format: date-time */
+      requestedAt: string;
+      /** Format: date-time */
+      expiresAt: string;
+    };
+    /** @description The tool calls waiting for a decision, oldest first */
+    McpWaitingApprovalQueue: {
+      /** @constant */
+      object: "list";
+      /** @description Oldest first: the order to decide them in */
+      data: components["schemas"]["McpWaitingApproval"][];
+      /** @description More are waiting than limit: decide these first */
+      hasMore: boolean;
     };
     /** @description The person is no longer a member of the project */
     MemberRemoval: {
@@ -2368,6 +2590,90 @@ export interface components {
       cacheWrite: number;
       output: number;
       reasoning: number;
+    };
+    /** @description Calls, errors, durations and bytes of a set of tool calls */
+    ToolCallTotals: {
+      calls: number;
+      /** @description Calls that ended in anything but ok or a pending approval */
+      errors: number;
+      /** @description Median duration in ms, approval wait included; null with no calls */
+      durationP50Ms: number | null;
+      durationAvgMs: number | null;
+      /** @description Bytes of the arguments as JSON */
+      requestBytes: number;
+      /** @description Bytes of the results as JSON */
+      responseBytes: number;
+    };
+    /** @description Agents' tool calls at /mcp/gateway in a window: totals, per tool, upstream, key and day */
+    ToolUsage: {
+      /** @constant */
+      object: "tool_usage";
+      /** Format: date-time */
+      from: string;
+      /** Format: date-time */
+      to: string;
+      totals: components["schemas"]["ToolCallTotals"];
+      byTool: ({
+          /** @description Null for a tool deleted since */
+          toolId: string | null;
+          /** @description Its name at /mcp/gateway when last called */
+          gatewayName: string;
+          upstreamSlug: string;
+          calls: number;
+          /** @description Calls that ended in anything but ok or a pending approval */
+          errors: number;
+          /** @description Median duration in ms, approval wait included; null with no calls */
+          durationP50Ms: number | null;
+          durationAvgMs: number | null;
+          /** @description Bytes of the arguments as JSON */
+          requestBytes: number;
+          /** @description Bytes of the results as JSON */
+          responseBytes: number;
+        })[];
+      byUpstream: ({
+          /** @description Null for an upstream deleted since */
+          upstreamId: string | null;
+          upstreamSlug: string;
+          calls: number;
+          /** @description Calls that ended in anything but ok or a pending approval */
+          errors: number;
+          /** @description Median duration in ms, approval wait included; null with no calls */
+          durationP50Ms: number | null;
+          durationAvgMs: number | null;
+          /** @description Bytes of the arguments as JSON */
+          requestBytes: number;
+          /** @description Bytes of the results as JSON */
+          responseBytes: number;
+        })[];
+      byKey: ({
+          /** Format: uuid */
+          keyId: string;
+          calls: number;
+          /** @description Calls that ended in anything but ok or a pending approval */
+          errors: number;
+          /** @description Median duration in ms, approval wait included; null with no calls */
+          durationP50Ms: number | null;
+          durationAvgMs: number | null;
+          /** @description Bytes of the arguments as JSON */
+          requestBytes: number;
+          /** @description Bytes of the results as JSON */
+          responseBytes: number;
+        })[];
+      /** @description UTC days with calls, oldest first */
+      byDay: ({
+          /** Format: date */
+          day: string;
+          calls: number;
+          /** @description Calls that ended in anything but ok or a pending approval */
+          errors: number;
+          /** @description Median duration in ms, approval wait included; null with no calls */
+          durationP50Ms: number | null;
+          durationAvgMs: number | null;
+          /** @description Bytes of the arguments as JSON */
+          requestBytes: number;
+          /** @description Bytes of the results as JSON */
+          responseBytes: number;
+        })[];
     };
     /** @description What calls used besides tokens, and its cost */
     UnitCounts: {
@@ -6709,6 +7015,156 @@ export interface operations {
     };
   };
   /**
+   * Agents' tool calls at /mcp/gateway: totals per tool, upstream, key and day
+   * @description The window [from, to) (default the last 30 days). Errors are calls that ended in anything but ok or a pending approval. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read.
+   */
+  "usage.tools": {
+    parameters: {
+      query?: {
+        /** @description Start of the window, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp (default: 30 days before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp (default: now) */
+        to?: string;
+        /** @description Only calls of this project */
+        projectId?: string;
+        /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
+        keyId?: string;
+      };
+    };
+    responses: {
+      /** @description Agents' tool calls at /mcp/gateway in a window: totals, per tool, upstream, key and day */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ToolUsage"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Tool calls at /mcp/gateway, newest first, with keyset pagination
+   * @description Each call's key, group, upstream, tool, status, duration, bytes and approval; the arguments only as their SHA-256. Pass nextCursor back as cursor, with the same filters, for the next page; nextCursor is null on the last page. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read.
+   */
+  "usage.tools.calls": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only calls of this project */
+        projectId?: string;
+        /** @description Only calls made with this key */
+        keyId?: string;
+        /** @description Only calls of this tool */
+        toolId?: string;
+        /** @description Only calls of tools of this upstream */
+        upstreamId?: string;
+        /** @description Only calls that ended so */
+        status?: "ok" | "tool_error" | "upstream_error" | "rate_limited" | "approval_pending" | "denied" | "expired" | "cancelled";
+      };
+    };
+    responses: {
+      /** @description A page of McpToolCall items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpToolCallList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Each visible project's tool gateway: upstreams by health, tools, groups, grants, pending approvals and calls
+   * @description Calls today count from midnight UTC; errors are calls that ended in anything but ok or a pending approval. Scope mcp:read.
+   */
+  "mcp.overview": {
+    parameters: {
+      query?: {
+        /** @description Only this project */
+        projectId?: string;
+      };
+    };
+    responses: {
+      /** @description The tool gateway of each project the caller sees */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpOverviewList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * List the MCP servers registered as upstreams, newest first, with their health (never a header value)
    * @description List the MCP servers registered as upstreams, newest first, with their health (never a header value). Needs the mcp:read scope.
    */
@@ -7791,7 +8247,7 @@ export interface operations {
   };
   /**
    * Give a tool group to a key of the same project: the key sees its switched-on tools at /mcp/gateway
-   * @description The key must be one the caller may manage (as for PATCH /keys/{id}: an API key reaches only its own project's keys) and of the group's project (400 grant_other_project); an API key cannot grant to itself (403 grant_to_itself). 409 grant_exists when the key holds the group already. In a project whose mode is off the grant gives nothing until it is governed again; in a full one every key sees every switched-on tool anyway.
+   * @description The key must be one the caller may manage (as for PATCH /keys/{id}: an API key reaches only its own project's keys) and of the group's project (400 grant_other_project); an API key cannot grant to itself (403 grant_to_itself). 409 grant_exists when the key holds the group already, 409 key_revoked when the key is revoked (a grant would give it nothing). In a project whose mode is off the grant gives nothing until it is governed again; in a full one every key sees every switched-on tool anyway.
    */
   "mcp.grants.create": {
     requestBody: {
@@ -7845,7 +8301,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Conflicts with the state of the resource: grant_exists */
+      /** @description Conflicts with the state of the resource: grant_exists, key_revoked */
       409: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -8059,6 +8515,246 @@ export interface operations {
       };
       /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope */
       403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * List the approvals of tool calls, newest first, whatever their status
+   * @description List the approvals of tool calls, newest first, whatever their status. Needs the mcp:read scope.
+   */
+  "mcp.approvals.list": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only approvals in this status */
+        status?: "pending" | "approved" | "denied" | "expired";
+        /** @description Only approvals of this project */
+        projectId?: string;
+        /** @description Only approvals of this key's calls */
+        keyId?: string;
+        /** @description Only approvals of calls of this tool */
+        toolId?: string;
+      };
+    };
+    responses: {
+      /** @description A page of McpApproval items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpApprovalList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The tool calls waiting for a decision, oldest first: the queue a person works through
+   * @description Pending and unexpired approvals, each with its tool, upstream and key named. Not paged: hasMore says more wait than limit.
+   */
+  "mcp.approvals.waiting": {
+    parameters: {
+      query?: {
+        /** @description At most this many (default 50, max 200) */
+        limit?: number;
+        /** @description Only calls of this project */
+        projectId?: string;
+      };
+    };
+    responses: {
+      /** @description The tool calls waiting for a decision, oldest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpWaitingApprovalQueue"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Approve a waiting tool call: it runs once (now if it still waits, else when the agent retries it)
+   * @description A person's decision: an owner's or admin's own session only (403 role_required to API keys, connectors and members), so an agent's key can never approve its own calls. 409 approval_not_pending when it is decided or expired already. The call must run within 600 s of the approval (expiresAt), or the approval lapses.
+   */
+  "mcp.approvals.approve": {
+    parameters: {
+      path: {
+        /** @description Approval id */
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Told to the agent with a denial, recorded with either decision */
+          reason?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description A person's decision, to come or made, on one exact tool call (key, tool, arguments, policy version) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpApproval"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, project_role_insufficient, role_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: mcp_approval_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: approval_not_pending */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Deny a waiting tool call: the agent is answered an error with the reason
+   * @description A person's decision: an owner's or admin's own session only (403 role_required to API keys, connectors and members), so an agent's key can never approve its own calls. 409 approval_not_pending when it is decided or expired already.
+   */
+  "mcp.approvals.deny": {
+    parameters: {
+      path: {
+        /** @description Approval id */
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Told to the agent with a denial, recorded with either decision */
+          reason?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description A person's decision, to come or made, on one exact tool call (key, tool, arguments, policy version) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpApproval"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, project_role_insufficient, role_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: mcp_approval_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: approval_not_pending */
+      409: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -4,9 +4,12 @@ import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { KeyCreationChecksPoint } from '../../core/identity/key-creation-checks.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
+import { createToken } from '../../core/kernel/container.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
-import type { ApprovalGate } from './approval-gate.ts';
+import { approvalOperations } from './approval-operations.ts';
+import { ApprovalStore } from './approval-store.ts';
+import { Approvals } from './approvals.ts';
 import { callOperations } from './call-operations.ts';
 import { CallStore } from './call-store.ts';
 import { gatewayEndpoint } from './gateway-endpoint.ts';
@@ -28,6 +31,11 @@ import { UpstreamStore } from './upstream-store.ts';
 import './tool-gateway-errors.ts';
 import './tool-gateway-events.ts';
 
+export const ToolGatewayTokens = {
+  /** The approval gate (approval-gate.ts) the call path asks; one per process, subscribed to decisions made anywhere. */
+  Approvals: createToken<Approvals>('ToolGatewayApprovals'),
+};
+
 /** Upstreams queued per sweep at most: a backlog is worked through over the next sweeps. */
 const SWEEP_BATCH = 500;
 
@@ -41,17 +49,7 @@ function stores(ctx: PluginContext<ToolGatewayConfig>) {
     groups: new GroupStore(database),
     grants: new GrantStore(database),
     calls: new CallStore(database),
-  };
-}
-
-/**
- * The approval gate until approvals land: a call that needs approval is denied, saying why, and
- * nothing is pending. Replaced by the approvals' gate (plugins/tool-gateway/approvals*.ts).
- */
-function approvalGate(): ApprovalGate {
-  return {
-    decide: async () => ({ decision: 'denied', approvalId: '', reason: 'approvals are not available' }),
-    countPending: async () => 0,
+    approvals: new ApprovalStore(database),
   };
 }
 
@@ -80,10 +78,22 @@ export const toolGatewayPlugin = definePlugin({
   configSchema: toolGatewayConfigSchema,
   migrations: toolGatewayMigrations,
   register(ctx) {
-    const { upstreams, tools, switches, groups, grants, calls } = stores(ctx);
+    const { database, upstreams, tools, switches, groups, grants, approvals, calls } = stores(ctx);
     const vault = ctx.container.resolve(Tokens.Secrets);
-    // Call rows first; grants and app choices before groups, groups and their members before tools.
+    ctx.container.bindValue(
+      ToolGatewayTokens.Approvals,
+      new Approvals({
+        database,
+        store: approvals,
+        pubsub: ctx.container.resolve(Tokens.Coordination).pubsub,
+        events: ctx.container.resolve(Tokens.Events),
+        clock: ctx.container.resolve(Tokens.Clock),
+        config: ctx.config,
+      }),
+    );
+    // Call rows and approvals, grants and app choices before groups, groups and their members before tools.
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp tool calls', erase: (tx, organizationId) => calls.eraseOrganization(tx, organizationId) });
+    ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp approvals', erase: (tx, organizationId) => approvals.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp grants', erase: (tx, organizationId) => grants.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp groups', erase: (tx, organizationId) => groups.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp project switches', erase: (tx, organizationId) => switches.eraseOrganization(tx, organizationId) });
@@ -110,16 +120,17 @@ export const toolGatewayPlugin = definePlugin({
   operations: (ctx) => {
     const { container, config, appConfig } = ctx;
     const deps = refreshDeps(ctx);
-    const { switches, groups, grants, calls } = stores(ctx);
+    const { switches, groups, grants, calls, approvals: approvalStore } = stores(ctx);
     const identity = container.resolve(Tokens.Identity);
     const { tools, upstreams, events, clock } = deps;
-    const approvals = approvalGate();
+    const approvals = container.resolve(ToolGatewayTokens.Approvals);
     return [
       ...callOperations({ calls, upstreams, tools, switches, groups, grants, approvals, identity, clock }),
       ...upstreamOperations({ ...deps, identity, allowHttp: appConfig.outbound.allowPrivateNetwork, config }),
       ...toolOperations({ tools, upstreams, switches, identity, clock }),
       ...groupOperations({ groups, tools, upstreams, identity, events, clock }),
       ...grantOperations({ groups, grants, tools, upstreams, switches, identity, events, clock }),
+      ...approvalOperations({ store: approvalStore, approvals, identity, events, clock, config }),
     ];
   },
   routes(app, ctx) {
@@ -134,7 +145,7 @@ export const toolGatewayPlugin = definePlugin({
       vault: container.resolve(Tokens.Secrets),
       http: container.resolve(Tokens.OutboundHttp),
       admission: ctx.extensions.get(InferenceAdmissionPoint),
-      approvals: approvalGate(),
+      approvals: container.resolve(ToolGatewayTokens.Approvals),
       metrics: container.resolve(Tokens.Metrics),
       clock: container.resolve(Tokens.Clock),
       config,
@@ -153,6 +164,8 @@ export const toolGatewayPlugin = definePlugin({
       }),
     ];
   },
+  start: ({ container }) => container.resolve(ToolGatewayTokens.Approvals).start(),
+  stop: ({ container }) => container.resolve(ToolGatewayTokens.Approvals).stop(),
   periodic: (ctx) => {
     const { upstreams } = stores(ctx);
     const jobs = ctx.container.resolve(Tokens.Jobs);
@@ -171,6 +184,14 @@ export const toolGatewayPlugin = definePlugin({
             queue,
             due.map((upstreamId) => ({ payload: { upstreamId }, idempotencyKey: `${upstreamId}:${slot}` })),
           );
+        },
+      }),
+      // Expiry is an observable deny: each lapsed approval is an event and wakes its waiting call.
+      definePeriodic({
+        name: 'tool-gateway.approval-expiry',
+        everyMs: ctx.config.approvalSweepMs,
+        async run() {
+          await ctx.container.resolve(ToolGatewayTokens.Approvals).expireDue();
         },
       }),
     ];

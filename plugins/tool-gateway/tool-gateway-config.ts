@@ -28,8 +28,16 @@ export const toolGatewayConfigSchema = z.strictObject({
     .int()
     .min(1_024)
     .default(4 * 1024 * 1024),
-  /** How long a tool call needing approval waits for a decision before answering that it is pending. */
-  approvalWaitMs: z.number().int().min(0).max(600_000).default(30_000),
+  /** How long a pending approval waits for a person; an approved one, for its call to be retried. */
+  approvalTtlMs: z.number().int().min(10_000).max(604_800_000).default(600_000),
+  /** How long a call needing approval waits for the decision before it answers "pending" (under MCP clients' usual request timeouts). */
+  approvalWaitMs: z.number().int().min(0).max(600_000).default(25_000),
+  /** How often a waiting call sends the agent a progress notification. */
+  approvalProgressMs: z.number().int().min(100).max(60_000).default(5_000),
+  /** How often a waiting call reads its approval again, should the wake-up from another replica be lost. */
+  approvalRecheckMs: z.number().int().min(50).max(600_000).default(2_000),
+  /** How often one replica lapses approvals past their expiry (each an mcp.approval.expired event). */
+  approvalSweepMs: z.number().int().min(1_000).max(3_600_000).default(15_000),
 });
 
 export type ToolGatewayConfig = z.output<typeof toolGatewayConfigSchema>;

@@ -6,6 +6,8 @@ export const TOOL_GATEWAY_ERRORS = defineErrorCodes('tool-gateway', {
   mcp_tool_not_found: { status: 404, type: 'not_found_error', message: 'No such tool of an MCP upstream' },
   mcp_group_not_found: { status: 404, type: 'not_found_error', message: 'No such tool group' },
   mcp_grant_not_found: { status: 404, type: 'not_found_error', message: 'No such grant of a tool group' },
+  mcp_approval_not_found: { status: 404, type: 'not_found_error', message: 'No such approval of a tool call' },
+  approval_not_pending: { status: 409, type: 'conflict_error', message: 'This approval is decided or expired already; a new call asks for a new one' },
   grant_exists: { status: 409, type: 'conflict_error', message: 'This key holds this group already; change that grant instead' },
   grant_to_itself: { status: 403, type: 'permission_error', message: 'An API key cannot grant tools to itself; another key or a person must' },
   grant_other_project: {

@@ -29,6 +29,31 @@ const grantFields = {
 };
 const grantExample = { grantId: 'c2f4a6b8-1d3e-4f5a-8b7c-9d0e1f2a3b4c', groupId: EXAMPLE_GROUP, keyId: '5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9', projectId: EXAMPLE_PROJECT, expiresAt: null };
 
+const approvalFields = {
+  approvalId: z.string(),
+  projectId: z.string(),
+  keyId: z.string().describe('The key whose call waits for the decision'),
+  toolId: z.string(),
+  upstreamId: z.string(),
+  gatewayName: z.string().describe('The name the agent called the tool by'),
+  argumentsHash: z.string().describe("SHA-256 (hex) of the arguments' canonical JSON: the arguments are never stored or sent"),
+  requestId: z.string().describe('The MCP request of the call that asked first'),
+};
+const approvalExample = {
+  approvalId: 'a4b6c8d0-2e4f-4a6b-8c0d-1e3f5a7b9c2d',
+  projectId: EXAMPLE_PROJECT,
+  keyId: '5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9',
+  toolId: 'd1e2f3a4-b5c6-4d7e-8f9a-0b1c2d3e4f5a',
+  upstreamId: EXAMPLE_UPSTREAM,
+  gatewayName: 'issue-tracker__close_issue',
+  argumentsHash: '9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08',
+  requestId: 'req_8c1f2a',
+};
+const decision = {
+  decidedBy: z.string().describe('The person (owner or admin) who decided'),
+  reason: z.string().nullable(),
+};
+
 /** The tool gateway's event types: upstreams registered, changed and removed, tools the servers changed, and servers gone unhealthy. */
 export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
   'mcp.upstream.created': {
@@ -97,6 +122,34 @@ export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
     description: "A key's grant of a tool group was withdrawn",
     public: true,
     example: grantExample,
+  },
+  'mcp.approval.requested': {
+    schema: z.object({ ...approvalFields, expiresAt: z.string().describe('When it lapses undecided') }),
+    description: "A tool call needs a person's approval: it waits for a decision, or is retried once one is made",
+    public: true,
+    example: { ...approvalExample, expiresAt: '2026-11-20T08:10:00.000Z' },
+  },
+  'mcp.approval.approved': {
+    schema: z.object({ ...approvalFields, ...decision, expiresAt: z.string().describe('The call must run by then (retried if it stopped waiting)') }),
+    description: 'A person approved a tool call: it runs once',
+    public: true,
+    example: { ...approvalExample, decidedBy: '6f7a8b9c-0d1e-4f2a-b3c4-d5e6f7a8b9c0', reason: 'Duplicate issue', expiresAt: '2026-11-20T08:14:00.000Z' },
+  },
+  'mcp.approval.denied': {
+    schema: z.object({ ...approvalFields, ...decision }),
+    description: 'A person denied a tool call: it answers the agent an error with the reason',
+    public: true,
+    example: { ...approvalExample, decidedBy: '6f7a8b9c-0d1e-4f2a-b3c4-d5e6f7a8b9c0', reason: 'Not this one' },
+  },
+  'mcp.approval.expired': {
+    schema: z.object({
+      ...approvalFields,
+      wasApproved: z.boolean().describe('true: it was approved but the call never ran in time; false: nobody decided in time'),
+      reason: z.string().nullable().describe("Set when it lapsed early because the tool's approval policy, input schema or annotations changed"),
+    }),
+    description: 'A tool call approval lapsed: undecided (the call is denied) or approved but never used; a later call asks again',
+    public: true,
+    example: { ...approvalExample, wasApproved: false, reason: null },
   },
 });
 

@@ -175,4 +175,45 @@ CREATE INDEX mcp_tool_calls_upstream ON mcp_tool_calls (upstream_id) WHERE upstr
 CREATE INDEX mcp_tool_calls_group ON mcp_tool_calls (group_id) WHERE group_id IS NOT NULL;
 `,
   },
+  {
+    owner: 'tool-gateway',
+    version: 4,
+    name: "approvals of tool calls by people, bound to the exact call and the tool's policy version",
+    sql: `
+-- Bumped whenever what an approval is given for changes: the tool's approval policy, or a refresh
+-- changing its input schema or annotations. An approval binds the version it was asked under.
+ALTER TABLE mcp_tools ADD COLUMN policy_version integer NOT NULL DEFAULT 1;
+
+-- A person's decision on one exact call: (key, tool, SHA-256 of the arguments, policy version).
+-- The arguments themselves are never stored. used_at: the call it released ran (it releases one).
+CREATE TABLE mcp_approvals (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  key_id uuid NOT NULL REFERENCES api_keys(id) ON DELETE CASCADE,
+  tool_id uuid NOT NULL REFERENCES mcp_tools(id) ON DELETE CASCADE,
+  upstream_id uuid NOT NULL REFERENCES mcp_upstreams(id) ON DELETE CASCADE,
+  gateway_name text NOT NULL,
+  arguments_hash text NOT NULL,
+  policy_version integer NOT NULL,
+  request_id text NOT NULL,
+  status text NOT NULL CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
+  requested_at timestamptz NOT NULL,
+  -- Pending: until a decision is due. Approved: until the call must have been retried.
+  expires_at timestamptz NOT NULL,
+  decided_at timestamptz,
+  -- The person who decided (no foreign key: the record outlives their membership).
+  decided_by uuid,
+  reason text,
+  used_at timestamptz
+);
+-- One live approval (pending, or approved and not yet used) per exact call: identical calls share it.
+CREATE UNIQUE INDEX mcp_approvals_live ON mcp_approvals (key_id, tool_id, arguments_hash, policy_version)
+  WHERE status = 'pending' OR (status = 'approved' AND used_at IS NULL);
+CREATE INDEX mcp_approvals_org_time ON mcp_approvals (organization_id, requested_at DESC, id DESC);
+CREATE INDEX mcp_approvals_expiring ON mcp_approvals (expires_at) WHERE status IN ('pending', 'approved') AND used_at IS NULL;
+CREATE INDEX mcp_approvals_tool ON mcp_approvals (tool_id);
+CREATE INDEX mcp_approvals_key ON mcp_approvals (key_id);
+`,
+  },
 ];

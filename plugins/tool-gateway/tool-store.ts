@@ -136,10 +136,15 @@ export class ToolStore {
     );
   }
 
-  /** The server changed what it says of the tool; the customer's settings stay. */
+  /**
+   * The server changed what it says of the tool; the customer's settings stay. A changed input schema
+   * or annotations (what the arguments mean, whether it is destructive) bumps the policy version, so
+   * approvals given before no longer release calls.
+   */
   async redefine(tx: Queryable, id: string, definition: ToolDefinition, now: Date): Promise<void> {
     await tx.query(
       `UPDATE mcp_tools SET title = $2, description = $3, input_schema = $4::jsonb, output_schema = $5::jsonb, annotations = $6::jsonb,
+         policy_version = policy_version + CASE WHEN input_schema IS DISTINCT FROM $4::jsonb OR annotations IS DISTINCT FROM $6::jsonb THEN 1 ELSE 0 END,
          discovered_at = $7, changed_at = $7, updated_at = $7 WHERE id = $1`,
       [id, definition.title, definition.description, JSON.stringify(definition.inputSchema), jsonParam(definition.outputSchema), jsonParam(definition.annotations), now],
     );
@@ -153,9 +158,11 @@ export class ToolStore {
     if (ids.length > 0) await tx.query('DELETE FROM mcp_tools WHERE id = ANY($1::uuid[])', [ids]);
   }
 
+  /** A changed approval policy bumps the policy version: approvals given under the old one release nothing. */
   async updateSettings(tx: Queryable, organizationId: string, id: string, settings: ToolSettings, now: Date): Promise<McpTool | null> {
     const { rows } = await tx.query(
-      `UPDATE mcp_tools SET enabled = $3, alias = $4, description_override = $5, approval = $6, updated_at = $7
+      `UPDATE mcp_tools SET enabled = $3, alias = $4, description_override = $5, approval = $6, updated_at = $7,
+         policy_version = policy_version + CASE WHEN approval <> $6 THEN 1 ELSE 0 END
        WHERE organization_id = $1 AND id = $2 RETURNING ${COLUMNS}`,
       [organizationId, id, settings.enabled, settings.alias, settings.descriptionOverride, settings.approval, now],
     );

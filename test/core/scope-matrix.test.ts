@@ -13,6 +13,7 @@ import { fastDeriveKey } from '../helpers/people.ts';
 import { listeningBase, mcpClient, toolError } from '../helpers/mcp-client.ts';
 import { formBody } from '../helpers/multipart.ts';
 import { BatchStore } from '../../plugins/batches/batch-store.ts';
+import { ToolGatewayTokens } from '../../plugins/tool-gateway/index.ts';
 import { ToolStore } from '../../plugins/tool-gateway/tool-store.ts';
 import type { V1Route } from '../../core/http/v1-surface.ts';
 
@@ -168,6 +169,12 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/mcp/keys/{id}/tools', access: 'mcp:read' },
   { method: 'PUT', path: '/mcp/apps/{id}/ai-tools', access: 'mcp:write' },
   { method: 'GET', path: '/mcp/overview', access: 'mcp:read' },
+  // Approvals (plugins/tool-gateway/README.md): anyone with mcp:read sees them; deciding is a person's act, an owner's or admin's own
+  // session only, so an agent's key (even with mcp:write) never approves its own call.
+  { method: 'GET', path: '/mcp/approvals', access: 'mcp:read' },
+  { method: 'GET', path: '/mcp/approvals/waiting', access: 'mcp:read' },
+  { method: 'POST', path: '/mcp/approvals/{id}/approve', access: 'admin' },
+  { method: 'POST', path: '/mcp/approvals/{id}/deny', access: 'admin' },
   // People (spec: by path only; README "People and roles": people see their team, owners and admins
   // manage it, in their own sessions; keys and connectors neither)
   { method: 'GET', path: '/employees', access: 'session' },
@@ -405,6 +412,7 @@ const ACCESS_REFUSALS = [
   'mcp_tool_not_found',
   'mcp_group_not_found',
   'mcp_grant_not_found',
+  'mcp_approval_not_found',
   'file_not_found',
   'batch_not_found',
   'cross_project',
@@ -451,6 +459,25 @@ const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
     const response = await test.call('POST', '/client/mcp/grants', { body: { groupId: await groupOfA(), keyId } });
     if (response.statusCode !== 201) throw new Error(`grant fixture: ${response.statusCode} ${response.body}`);
     return (response.json() as { id: string }).id;
+  },
+  // A pending approval of a call by a fresh key of project A of such a tool, asked of the gate as the call path asks.
+  'mcp approval': async () => {
+    const toolId = await RECORD_FIXTURES['mcp tool']!();
+    const keyId = (await createKey(test, { name: 'agent', projectId: projectA })).id;
+    const outcome = await test.app.svc.container.resolve(ToolGatewayTokens.Approvals).decide(
+      {
+        organizationId: test.organizationId,
+        projectId: projectA,
+        keyId,
+        toolId,
+        upstreamId: await sharedUpstreamOfA(),
+        gatewayName: 'fixture__tool',
+        argumentsHash: '0'.repeat(64),
+        requestId: 'req_fixture',
+      },
+      { waitMs: 0, signal: new AbortController().signal },
+    );
+    return outcome.approvalId;
   },
   // A /v1 file (plugins/files), uploaded by a key of project A.
   file: async () => {

@@ -4,6 +4,7 @@ import { createOrganizationWithOwner, issueSession } from '../../../core/identit
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
 import { CallStore } from '../../../plugins/tool-gateway/call-store.ts';
+import { ToolGatewayTokens } from '../../../plugins/tool-gateway/index.ts';
 import { ToolStore } from '../../../plugins/tool-gateway/tool-store.ts';
 import { startFakeCustomerEndpoint } from '../../fakes/fake-customer-endpoint.ts';
 import { addPerson, createKey } from '../../helpers/app.ts';
@@ -184,6 +185,14 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
     createdAt: now,
   });
   t.equal((await test.call('PUT', `/client/mcp/apps/${randomUUID()}/ai-tools`, { token, body: { groupIds: [groupId] } })).statusCode, 200);
+  // A call of the tool by the key waiting for a person's approval, asked of the gate as the call path asks.
+  const approval = await test.app.svc.container
+    .resolve(ToolGatewayTokens.Approvals)
+    .decide(
+      { organizationId: who.organizationId, projectId, keyId, toolId, upstreamId, gatewayName: `${tag}__search`, argumentsHash: 'a'.repeat(64), requestId: `req_${tag}` },
+      { waitMs: 0, signal: new AbortController().signal },
+    );
+  t.equal(approval.decision, 'pending');
   t.equal((await test.call('PUT', `/client/mcp/projects/${projectId}/switch`, { token, body: { mode: 'off' } })).statusCode, 200);
   await test.runJobs();
   return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId };
@@ -259,6 +268,7 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     'mcp upstreams': 1,
     'mcp tools': 1,
     'mcp project switches': 1,
+    'mcp approvals': 1,
     // The grant and the app's choice; the group and its one member.
     'mcp grants': 2,
     'mcp groups': 2,
