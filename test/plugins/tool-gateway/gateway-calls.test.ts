@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { type CallToolResult, ErrorCode, McpError, type Progress } from '@modelcontextprotocol/sdk/types.js';
 import t from 'tap';
-import { buildTestApp, createKey, realServersConfig, type TapLike } from '../../helpers/app.ts';
+import { allPlugins, buildTestApp, createKey, realServersConfig, type TapLike } from '../../helpers/app.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { listeningBase, mcpClient } from '../../helpers/mcp-client.ts';
 import { type FakeMcpServer, startFakeMcpServer, tool } from './fake-mcp-server.ts';
@@ -15,6 +15,8 @@ t.setTimeout(180_000);
 const servers = realServersConfig();
 if (servers) t.teardown(() => servers.dropSchema());
 const app = await buildTestApp(t, {
+  // A call needing approval waits a moment only: the approval flows themselves are approvals*.test.ts's.
+  plugins: { ...allPlugins(), 'tool-gateway': { approvalWaitMs: 300, approvalProgressMs: 100 } },
   config: { outbound: { allowPrivateNetwork: true }, metrics: { enabled: true }, ...(servers ? { storage: servers.storage, secrets: servers.secrets } : {}) },
 });
 const base = await listeningBase(app);
@@ -234,16 +236,22 @@ t.test("each call is charged to the key's rate limit: the third of a 2-per-minut
   t.equal((await rows(p.projectId))[0]!.status, 'rate_limited');
 });
 
-t.test('a tool that needs approval in a governed project is not run while approvals are unavailable', async (t) => {
+t.test('a call needing approval that nobody decides in time is not run: isError naming the approval, with progress meanwhile', async (t) => {
   const p = await project(t);
   const destructive = await upstream(t, p.projectId, { names: ['echo'] });
   await call('PATCH', `/mcp/tools/${destructive.tools.echo}`, { approval: 'always' });
   await grant(p.projectId, p.key.id, [destructive.tools.echo!]);
-  const result = await (await agent(t, p.key.key)).callTool({ name: `${destructive.slug}__echo`, arguments: {} });
+  const progress: Progress[] = [];
+  const result = await (await agent(t, p.key.key)).callTool({ name: `${destructive.slug}__echo`, arguments: {} }, undefined, {
+    onprogress: (update) => void progress.push(update),
+  });
   t.equal(result.isError, true);
-  t.match(text(result), /was denied: approvals are not available/);
+  const approvalId = /Approval ([0-9a-f-]{36}) is pending until /.exec(text(result))?.[1];
+  t.ok(approvalId, text(result));
+  t.ok(progress.length > 0, 'the agent heard that its call waits');
   t.same(destructive.mcp.calls, []);
-  t.match(await rows(p.projectId), [{ status: 'denied', approvalId: null }]);
+  t.match(await rows(p.projectId), [{ status: 'approval_pending', approvalId }]);
+  t.match((await call('GET', `/mcp/approvals/waiting?projectId=${p.projectId}`)).json.data, [{ id: approvalId }]);
 });
 
 t.test('every call is a row with the SHA-256 of its canonical arguments, never the arguments', async (t) => {
