@@ -15,6 +15,11 @@ import { toolGatewayMigrations } from './tool-gateway-migrations.ts';
 import { toolOperations } from './tool-operations.ts';
 import { type RefreshDeps, refreshUpstream } from './tool-refresh.ts';
 import { ToolStore } from './tool-store.ts';
+import { OAuthAppStore } from './oauth-app-store.ts';
+import { oauthAppOperations } from './oauth-app-operations.ts';
+import { APP_KIND, FLOW_KIND, UpstreamOAuth } from './upstream-oauth.ts';
+import { mountOAuthCallback, upstreamOAuthOperations } from './upstream-oauth-operations.ts';
+import { UpstreamOAuthStore } from './upstream-oauth-store.ts';
 import { upstreamOperations } from './upstream-operations.ts';
 import { forgetHeaderValuesOf } from './upstream-secrets.ts';
 import { UpstreamStore } from './upstream-store.ts';
@@ -34,7 +39,25 @@ function stores(ctx: PluginContext<ToolGatewayConfig>) {
     switches: new SwitchStore(database),
     groups: new GroupStore(database),
     grants: new GrantStore(database),
+    apps: new OAuthAppStore(database),
+    connections: new UpstreamOAuthStore(database),
   };
+}
+
+function upstreamOAuth(ctx: PluginContext<ToolGatewayConfig>): UpstreamOAuth {
+  const { container, config, appConfig } = ctx;
+  const { database, apps, connections } = stores(ctx);
+  return new UpstreamOAuth({
+    database,
+    apps,
+    connections,
+    vault: container.resolve(Tokens.Secrets),
+    http: container.resolve(Tokens.OutboundHttp),
+    events: container.resolve(Tokens.Events),
+    clock: container.resolve(Tokens.Clock),
+    config,
+    publicUrl: appConfig.server.publicUrl,
+  });
 }
 
 function refreshDeps(ctx: PluginContext<ToolGatewayConfig>): RefreshDeps {
@@ -45,6 +68,7 @@ function refreshDeps(ctx: PluginContext<ToolGatewayConfig>): RefreshDeps {
     upstreams,
     tools,
     vault: container.resolve(Tokens.Secrets),
+    oauth: upstreamOAuth(ctx),
     http: container.resolve(Tokens.OutboundHttp),
     events: container.resolve(Tokens.Events),
     clock: container.resolve(Tokens.Clock),
@@ -62,18 +86,35 @@ export const toolGatewayPlugin = definePlugin({
   configSchema: toolGatewayConfigSchema,
   migrations: toolGatewayMigrations,
   register(ctx) {
-    const { upstreams, tools, switches, groups, grants } = stores(ctx);
+    const { upstreams, tools, switches, groups, grants, apps, connections } = stores(ctx);
     const vault = ctx.container.resolve(Tokens.Secrets);
     // Grants and app choices before groups, groups and their members before tools.
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp grants', erase: (tx, organizationId) => grants.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp groups', erase: (tx, organizationId) => groups.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp project switches', erase: (tx, organizationId) => switches.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp tools', erase: (tx, organizationId) => tools.eraseOrganization(tx, organizationId) });
+    // Sign-ins (with their PKCE verifiers) and OAuth connections before their upstreams; apps after them (an app in use is kept by its upstreams).
+    ctx.extensions.contribute(OrganizationErasersPoint, {
+      name: 'mcp oauth sign-ins',
+      async erase(tx, organizationId) {
+        const ids = await connections.eraseOrganization(tx, organizationId);
+        await vault.within(tx).deleteOwners(FLOW_KIND, ids);
+        return ids.length;
+      },
+    });
     ctx.extensions.contribute(OrganizationErasersPoint, {
       name: 'mcp upstreams',
       async erase(tx, organizationId) {
         const ids = await upstreams.eraseOrganization(tx, organizationId);
         await forgetHeaderValuesOf(vault.within(tx), ids);
+        return ids.length;
+      },
+    });
+    ctx.extensions.contribute(OrganizationErasersPoint, {
+      name: 'mcp oauth apps',
+      async erase(tx, organizationId) {
+        const ids = await apps.eraseOrganization(tx, organizationId);
+        await vault.within(tx).deleteOwners(APP_KIND, ids);
         return ids.length;
       },
     });
@@ -91,15 +132,22 @@ export const toolGatewayPlugin = definePlugin({
   operations: (ctx) => {
     const { container, config, appConfig } = ctx;
     const deps = refreshDeps(ctx);
-    const { switches, groups, grants } = stores(ctx);
+    const { switches, groups, grants, apps, connections } = stores(ctx);
     const identity = container.resolve(Tokens.Identity);
-    const { tools, upstreams, events, clock } = deps;
+    const { tools, upstreams, events, clock, oauth, vault, http, database } = deps;
+    const allowHttp = appConfig.outbound.allowPrivateNetwork;
     return [
-      ...upstreamOperations({ ...deps, identity, allowHttp: appConfig.outbound.allowPrivateNetwork, config }),
+      ...upstreamOperations({ ...deps, apps, identity, allowHttp, config }),
+      ...oauthAppOperations({ database, apps, identity, vault, http, events, clock, allowHttp }),
+      ...upstreamOAuthOperations({ upstreams, connections, oauth, clock, afterConnect: async (upstream) => void (await refreshUpstream(deps, upstream, null)) }),
       ...toolOperations({ tools, upstreams, switches, identity, clock }),
       ...groupOperations({ groups, tools, upstreams, identity, events, clock }),
       ...grantOperations({ groups, grants, tools, upstreams, switches, identity, events, clock }),
     ];
+  },
+  routes(scope, ctx) {
+    const deps = refreshDeps(ctx);
+    mountOAuthCallback(scope, { oauth: deps.oauth, upstreams: deps.upstreams, afterConnect: async (upstream) => void (await refreshUpstream(deps, upstream, null)) });
   },
   queues: (ctx) => {
     const deps = refreshDeps(ctx);
@@ -113,7 +161,8 @@ export const toolGatewayPlugin = definePlugin({
     ];
   },
   periodic: (ctx) => {
-    const { upstreams } = stores(ctx);
+    const { upstreams, connections, database } = stores(ctx);
+    const vault = ctx.container.resolve(Tokens.Secrets);
     const jobs = ctx.container.resolve(Tokens.Jobs);
     const clock = ctx.container.resolve(Tokens.Clock);
     const queue = refreshQueue(ctx.config);
@@ -130,6 +179,11 @@ export const toolGatewayPlugin = definePlugin({
             queue,
             due.map((upstreamId) => ({ payload: { upstreamId }, idempotencyKey: `${upstreamId}:${slot}` })),
           );
+          // Sign-ins a day past their expiry go, with their PKCE verifiers (their status was for polling, soon after).
+          await database.transaction(async (tx) => {
+            const gone = await connections.pruneFlows(tx, new Date(now.getTime() - 86_400_000));
+            await vault.within(tx).deleteOwners(FLOW_KIND, gone);
+          });
         },
       }),
     ];

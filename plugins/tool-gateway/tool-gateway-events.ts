@@ -29,6 +29,14 @@ const grantFields = {
 };
 const grantExample = { grantId: 'c2f4a6b8-1d3e-4f5a-8b7c-9d0e1f2a3b4c', groupId: EXAMPLE_GROUP, keyId: '5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9', projectId: EXAMPLE_PROJECT, expiresAt: null };
 
+const oauthAppFields = {
+  oauthAppId: z.string(),
+  projectId: z.string(),
+  name: z.string(),
+  authorizationServerOrigin: z.string().describe("The authorization server URL's scheme, host and port"),
+};
+const oauthAppExample = { oauthAppId: 'e1d2c3b4-a5f6-4e7d-8c9b-0a1b2c3d4e5f', projectId: EXAMPLE_PROJECT, name: 'GitHub', authorizationServerOrigin: 'https://github.com' };
+
 /** The tool gateway's event types: upstreams registered, changed and removed, tools the servers changed, and servers gone unhealthy. */
 export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
   'mcp.upstream.created': {
@@ -54,6 +62,24 @@ export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
     description: 'An MCP upstream that was healthy (or never checked) failed its discovery; its tools are kept as they were',
     public: true,
     example: { ...upstreamExample, errorKind: 'connect', error: 'POST https://mcp.example.com: no answer, the connection failed (ECONNREFUSED)', checkedAt: '2026-11-20T08:00:00.000Z' },
+  },
+  'mcp.upstream.needs_sign_in': {
+    schema: z.object({ ...upstreamFields, reason: z.string().describe('Why, in our words (never a token)') }),
+    description: "An OAuth upstream's authorization server refused its refresh token: the gateway cannot call it until a person signs in again",
+    public: true,
+    example: { ...upstreamExample, reason: 'https://auth.example.com refused the refresh (invalid_grant)' },
+  },
+  'mcp.oauth_app.created': {
+    schema: z.object(oauthAppFields),
+    description: "A customer's own OAuth client (client id and secret at an authorization server) was stored for upstreams to sign in with",
+    public: true,
+    example: oauthAppExample,
+  },
+  'mcp.oauth_app.deleted': {
+    schema: z.object(oauthAppFields),
+    description: 'An OAuth app was deleted with its client secret',
+    public: true,
+    example: oauthAppExample,
   },
   'mcp.tools.changed': {
     schema: z.object({

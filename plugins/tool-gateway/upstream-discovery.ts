@@ -27,9 +27,17 @@ export interface DiscoveryLimits {
 /**
  * Why a discovery failed: the outbound client's kinds (refused_address, connect, timeout,
  * too_large, protocol, aborted), `http_status` (the server answered an HTTP error, 401 for a
- * wrong secret), `mcp_error` (it answered the protocol with an error), `too_many_tools`.
+ * wrong secret), `mcp_error` (it answered the protocol with an error), `too_many_tools`, and the
+ * OAuth kinds below.
  */
-export type DiscoveryFailureKind = OutboundHttpError['kind'] | 'http_status' | 'mcp_error' | 'too_many_tools';
+export type DiscoveryFailureKind = OutboundHttpError['kind'] | 'http_status' | 'mcp_error' | 'too_many_tools' | OAuthFailureKind;
+
+/**
+ * An OAuth upstream the gateway could not call at all: nobody signed in yet (`not_connected`), its
+ * server refused the refresh and a person must sign in again (`needs_sign_in`), or its server did
+ * not answer the refresh (`oauth`).
+ */
+export type OAuthFailureKind = 'not_connected' | 'needs_sign_in' | 'oauth';
 
 export type Discovery =
   | {
