@@ -116,7 +116,7 @@ export async function startFakeAuthorizationServer(
       const query = url.searchParams;
       const client = clients.get(query.get('client_id') ?? '');
       const redirectUri = query.get('redirect_uri') ?? '';
-      if (!client || !client.redirectUris.includes(redirectUri)) return json(res, 400, { error: 'invalid_request', error_description: 'unknown client or redirect URI' });
+      if (!client?.redirectUris.includes(redirectUri)) return json(res, 400, { error: 'invalid_request', error_description: 'unknown client or redirect URI' });
       const back = new URL(redirectUri);
       back.searchParams.set('state', query.get('state') ?? '');
       if (query.get('response_type') !== 'code' || query.get('code_challenge_method') !== 'S256' || !query.get('code_challenge')) {
