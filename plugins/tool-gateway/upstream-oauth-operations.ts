@@ -139,7 +139,8 @@ export function upstreamOAuthOperations(deps: UpstreamOAuthOperationDeps): AnyOp
       if (!flow || flow.organizationId !== credential.organizationId || flow.startedBy !== starterOf(credential)) {
         throw new ApiError('oauth_sign_in_not_found', undefined, { param: 'state' });
       }
-      const expired = flow.status === 'pending' && flow.expiresAt.getTime() <= clock().getTime();
+      // An exchange that never finished (its replica died) also ends as expired.
+      const expired = (flow.status === 'pending' || flow.status === 'exchanging') && flow.expiresAt.getTime() <= clock().getTime();
       const shown: 'pending' | 'connected' | 'failed' | 'expired' = expired ? 'expired' : flow.status === 'exchanging' ? 'pending' : flow.status;
       return {
         object: 'mcp_oauth_sign_in_status' as const,

@@ -164,6 +164,14 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'DELETE', path: '/mcp/grants/{id}', access: 'mcp:write' },
   { method: 'GET', path: '/mcp/keys/{id}/tools', access: 'mcp:read' },
   { method: 'PUT', path: '/mcp/apps/{id}/ai-tools', access: 'mcp:write' },
+  { method: 'GET', path: '/mcp/oauth-apps', access: 'mcp:read' },
+  { method: 'POST', path: '/mcp/oauth-apps', access: 'mcp:write' },
+  { method: 'PATCH', path: '/mcp/oauth-apps/{id}', access: 'mcp:write' },
+  { method: 'DELETE', path: '/mcp/oauth-apps/{id}', access: 'mcp:write' },
+  { method: 'POST', path: '/mcp/upstreams/{id}/oauth/start', access: 'mcp:write' },
+  { method: 'GET', path: '/mcp/upstreams/{id}/oauth', access: 'mcp:read' },
+  { method: 'DELETE', path: '/mcp/upstreams/{id}/oauth', access: 'mcp:write' },
+  { method: 'GET', path: '/mcp/oauth/status', access: 'mcp:read' },
   // People (spec: by path only; README "People and roles": people see their team, owners and admins
   // manage it, in their own sessions; keys and connectors neither)
   { method: 'GET', path: '/employees', access: 'session' },
@@ -401,6 +409,7 @@ const ACCESS_REFUSALS = [
   'mcp_tool_not_found',
   'mcp_group_not_found',
   'mcp_grant_not_found',
+  'oauth_app_not_found',
   'file_not_found',
   'batch_not_found',
   'cross_project',
@@ -446,6 +455,14 @@ const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
     const keyId = (await createKey(test, { name: 'granted', projectId: projectA })).id;
     const response = await test.call('POST', '/client/mcp/grants', { body: { groupId: await groupOfA(), keyId } });
     if (response.statusCode !== 201) throw new Error(`grant fixture: ${response.statusCode} ${response.body}`);
+    return (response.json() as { id: string }).id;
+  },
+  // An OAuth app of project A whose authorization server never resolves (nothing is asked at create).
+  'mcp oauth app': async () => {
+    const response = await test.call('POST', '/client/mcp/oauth-apps', {
+      body: { name: 'fixture', clientId: 'fixture-client', authorizationServerUrl: 'https://auth.example.invalid', projectId: projectA },
+    });
+    if (response.statusCode !== 201) throw new Error(`oauth app fixture: ${response.statusCode} ${response.body}`);
     return (response.json() as { id: string }).id;
   },
   // A /v1 file (plugins/files), uploaded by a key of project A.

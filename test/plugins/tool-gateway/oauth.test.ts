@@ -253,3 +253,26 @@ t.test('start refuses an upstream that does not use OAuth', async (t) => {
   t.equal(started.statusCode, 409);
   t.equal(started.json().error.code, 'upstream_not_oauth');
 });
+
+t.test("an OAuth app's authorization server on a private address is refused where customer URLs must be public", async (t) => {
+  const guarded = await buildTestApp(t);
+  const refused = await guarded.call('POST', '/client/mcp/oauth-apps', { body: { name: 'Local', clientId: 'c', authorizationServerUrl: 'https://127.0.0.1:8443' } });
+  t.equal(refused.statusCode, 400);
+  t.match(refused.json().error, { code: 'oauth_url_refused', param: 'authorizationServerUrl' });
+  const plain = await guarded.call('POST', '/client/mcp/oauth-apps', { body: { name: 'Plain', clientId: 'c', authorizationServerUrl: 'http://auth.example.com' } });
+  t.match(plain.json().error, { code: 'oauth_url_invalid', param: 'authorizationServerUrl' });
+});
+
+t.test("an OAuth app's secret is replaced or removed by PATCH and never shown", async (t) => {
+  const created = (
+    await app.call('POST', '/client/mcp/oauth-apps', { body: { name: 'Rotated', clientId: 'c', clientSecret: 'first-secret', authorizationServerUrl: 'https://auth.example.invalid' } })
+  ).json();
+  const rotated = await app.call('PATCH', `/client/mcp/oauth-apps/${created.id}`, { body: { clientSecret: 'second-secret', scopes: ['a', 'b'] } });
+  t.equal(rotated.statusCode, 200, rotated.body);
+  t.match(rotated.json(), { hasClientSecret: true, scopes: ['a', 'b'] });
+  t.notOk(rotated.body.includes('second-secret'));
+  const removed = (await app.call('PATCH', `/client/mcp/oauth-apps/${created.id}`, { body: { clientSecret: null, scopes: null } })).json();
+  t.match(removed, { hasClientSecret: false, scopes: null });
+  const vault = app.app.svc.container.resolve(Tokens.Secrets);
+  t.equal(await vault.get({ kind: 'mcp_oauth_app', id: created.id }, 'client_secret'), null, 'the secret left the vault');
+});
