@@ -586,6 +586,56 @@ export interface paths {
      */
     post: operations["mcp.upstreams.refresh"];
   };
+  "/mcp/oauth-apps": {
+    /**
+     * List the OAuth apps (your own clients at authorization servers), newest first, never a secret
+     * @description List the OAuth apps (your own clients at authorization servers), newest first, never a secret. Needs the mcp:read scope.
+     */
+    get: operations["mcp.oauth_apps.list"];
+    /**
+     * Store your own OAuth client (client id and secret at an authorization server) for upstreams to sign in with
+     * @description For an authorization server that does not register clients dynamically. Register the gateway there with the redirect URI POST /mcp/upstreams/{id}/oauth/start answers (<public URL>/client/mcp/oauth/callback). The authorization server URL is checked as upstream URLs are.
+     */
+    post: operations["mcp.oauth_apps.create"];
+  };
+  "/mcp/oauth-apps/{id}": {
+    /**
+     * Delete an OAuth app with its secret; refused while an upstream signs in with it
+     * @description Change those upstreams' authentication first (409 oauth_app_in_use names them): deleting would leave them unable to refresh.
+     */
+    delete: operations["mcp.oauth_apps.delete"];
+    /**
+     * Change an OAuth app's name, client id, secret, authorization server or scopes
+     * @description Upstreams signed in with it keep their tokens; their next refresh uses the new client. An app's project is fixed.
+     */
+    patch: operations["mcp.oauth_apps.update"];
+  };
+  "/mcp/upstreams/{id}/oauth/start": {
+    /**
+     * Start signing in to an OAuth upstream: answers the URL to open in the browser (authorization code with PKCE)
+     * @description Finds the authorization server (the server's RFC 9728 metadata, then RFC 8414 or OpenID metadata) or uses the upstream's OAuth app, registers a client (RFC 7591) when there is no app and none was registered yet, and answers the authorization URL. The browser comes back to the gateway's callback, which stores the tokens; GET /mcp/oauth/status?state= says when it finished. The sign-in expires after a few minutes and is single use.
+     */
+    post: operations["mcp.upstreams.oauth.start"];
+  };
+  "/mcp/upstreams/{id}/oauth": {
+    /**
+     * An OAuth upstream's connection: connected, not connected or needing a new sign-in, with its scopes and token expiry (never a token)
+     * @description An OAuth upstream's connection: connected, not connected or needing a new sign-in, with its scopes and token expiry (never a token). Needs the mcp:read scope.
+     */
+    get: operations["mcp.upstreams.oauth.get"];
+    /**
+     * Forget an OAuth upstream's tokens (revoked at its server when it offers revocation)
+     * @description The upstream stays, not connected, until someone signs in again; a client registered for it is kept for that sign-in.
+     */
+    delete: operations["mcp.upstreams.oauth.delete"];
+  };
+  "/mcp/oauth/status": {
+    /**
+     * Whether a sign-in you started finished: pending, connected, failed (with why) or expired
+     * @description Only whoever started the sign-in (the same person or key) sees it; anyone else meets 404 oauth_sign_in_not_found.
+     */
+    get: operations["mcp.oauth.status"];
+  };
   "/mcp/tools": {
     /**
      * List the tools the upstreams list, newest first, with each one's switch, alias and approval policy
@@ -1650,6 +1700,80 @@ export interface components {
       /** @description Ordered by name */
       data: components["schemas"]["McpKeyTool"][];
     };
+    /** @description A customer's own OAuth client at an authorization server, without its secret */
+    McpOAuthApp: {
+      /** @constant */
+      object: "mcp_oauth_app";
+      /** Format: uuid */
+      id: string;
+      /** Format: uuid */
+      projectId: string;
+      name: string;
+      clientId: string;
+      /** @description The secret itself is never shown */
+      hasClientSecret: boolean;
+      authorizationServerUrl: string;
+      scopes: string[] | null;
+      /** Format: date-time */
+      createdAt: string;
+      /** Format: date-time */
+      updatedAt: string;
+    };
+    /** @description A page of McpOAuthApp items, newest first */
+    McpOAuthAppList: {
+      /** @constant */
+      object: "list";
+      /** @description Newest first */
+      data: components["schemas"]["McpOAuthApp"][];
+      /** @description Pass as cursor for the next page; null on the last page */
+      nextCursor: string | null;
+    };
+    /** @description An OAuth app deleted with its secret */
+    McpOAuthAppRemoval: {
+      /** @constant */
+      object: "ack";
+      /** @constant */
+      ok: true;
+      /** Format: uuid */
+      id: string;
+    };
+    /** @description A started OAuth sign-in to an upstream (authorization code with PKCE) */
+    McpOAuthSignIn: {
+      /** @constant */
+      object: "mcp_oauth_sign_in";
+      /** Format: uuid */
+      upstreamId: string;
+      /** @description Where the person's browser goes to sign in at the upstream's authorization server */
+      authorizationUrl: string;
+      /** @description Identifies this sign-in: GET /mcp/oauth/status?state= tells whether it finished */
+      state: string;
+      /** @description Where the authorization server sends the browser back (the gateway's callback) */
+      redirectUri: string;
+      /**
+       * Format: date-time
+       * @description The sign-in must finish before this
+       */
+      expiresAt: string;
+    };
+    /** @description Whether a started sign-in finished */
+    McpOAuthSignInStatus: {
+      /** @constant */
+      object: "mcp_oauth_sign_in_status";
+      /** Format: uuid */
+      upstreamId: string;
+      /**
+       * @description pending until the browser comes back (and while the code is exchanged)
+       * @enum {string}
+       */
+      status: "pending" | "connected" | "failed" | "expired";
+      /** @description Why it failed: the authorization server's error (access_denied…) or ours */
+      error: {
+        code: string;
+        message: string;
+      } | null;
+      /** Format: date-time */
+      expiresAt: string;
+    };
     /** @description One project's tool gateway at a glance */
     McpOverview: {
       /** @constant */
@@ -1839,7 +1963,7 @@ export interface components {
       url: string;
       /** @enum {string} */
       transport: "streamable-http" | "sse";
-      /** @description The header value is never shown */
+      /** @description The header value and OAuth tokens are never shown; GET /mcp/upstreams/{id}/oauth has the OAuth connection */
       auth: {
         /** @constant */
         type: "none";
@@ -1847,7 +1971,12 @@ export interface components {
         /** @constant */
         type: "header";
         name: string;
-      };
+      } | ({
+        /** @constant */
+        type: "oauth";
+        oauthAppId: string | null;
+        scopes: string[] | null;
+      });
       timeoutMs: number;
       /** @enum {string} */
       newTools: "enabled" | "disabled";
@@ -1866,7 +1995,7 @@ export interface components {
       checkedAt: string | null;
       /** @description How long the last discovery took (initialize and every tools/list page) */
       latencyMs: number | null;
-      /** @description Why the last discovery failed: refused_address, connect, timeout, too_large, protocol, http_status, mcp_error, too_many_tools */
+      /** @description Why the last discovery failed: refused_address, connect, timeout, too_large, protocol, http_status, mcp_error, too_many_tools; for OAuth upstreams not_connected (nobody signed in yet), needs_sign_in (its server refused the refresh: sign in again), oauth (its server did not refresh) */
       errorKind: string | null;
       /** @description What failed, naming the server's origin, never its path, the header or an answer's body */
       error: string | null;
@@ -1887,6 +2016,44 @@ export interface components {
       data: components["schemas"]["McpUpstream"][];
       /** @description Pass as cursor for the next page; null on the last page */
       nextCursor: string | null;
+    };
+    /** @description An OAuth upstream's connection, never a token */
+    McpUpstreamOAuth: {
+      /** @constant */
+      object: "mcp_upstream_oauth";
+      /** Format: uuid */
+      upstreamId: string;
+      /**
+       * @description not_connected: nobody signed in (or the tokens were forgotten); needs_sign_in: its server refused the refresh token
+       * @enum {string}
+       */
+      status: "not_connected" | "connected" | "needs_sign_in";
+      /** @description Why it needs a sign-in again */
+      reason: string | null;
+      /** @description The authorization server */
+      issuer: string | null;
+      /** @description The customer's OAuth app, or a client registered for this upstream (RFC 7591) */
+      client: ("oauth_app" | "registered") | null;
+      oauthAppId: string | null;
+      clientId: string | null;
+      /** @description Scopes the server granted */
+      scopes: string[] | null;
+      /** @description Refreshed ahead of this; null when the server gave no expiry */
+      accessTokenExpiresAt: string | null;
+      /** @description When a person last signed in */
+      connectedAt: string | null;
+      lastRefreshedAt: string | null;
+    };
+    /** @description An OAuth upstream's tokens forgotten */
+    McpUpstreamOAuthForgotten: {
+      /** @constant */
+      object: "mcp_upstream_oauth";
+      /** Format: uuid */
+      upstreamId: string;
+      /** @constant */
+      status: "not_connected";
+      /** @description Whether the authorization server accepted the revocation (RFC 7009); the tokens are forgotten either way */
+      revoked: boolean;
     };
     /** @description A refresh: the tools now listed, compared with those cached */
     McpUpstreamRefresh: {
@@ -7242,6 +7409,16 @@ export interface operations {
             name: string;
             /** @description Its value (e.g. "Bearer …"): kept in the secret vault, sent only to this server, never returned */
             value: string;
+          }, {
+            /** @constant */
+            type: "oauth";
+            /**
+             * Format: uuid
+             * @description Sign in with this OAuth app (the customer's own client, of the upstream's project); default: register a client dynamically
+             */
+            oauthAppId?: string;
+            /** @description Scopes asked for; default the app's, else those the server's metadata lists */
+            scopes?: string[];
           }]>;
           /** @description Each request to the server (connecting, each answer); default 30000 */
           timeoutMs?: number;
@@ -7265,7 +7442,7 @@ export interface operations {
           "application/json": components["schemas"]["McpUpstream"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, project_required, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, project_required, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7283,7 +7460,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: project_not_found */
+      /** @description No such resource, or none the caller may see: oauth_app_not_found, project_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7339,6 +7516,16 @@ export interface operations {
             name: string;
             /** @description Its value (e.g. "Bearer …"): kept in the secret vault, sent only to this server, never returned */
             value: string;
+          }, {
+            /** @constant */
+            type: "oauth";
+            /**
+             * Format: uuid
+             * @description Sign in with this OAuth app (the customer's own client, of the upstream's project); default: register a client dynamically
+             */
+            oauthAppId?: string;
+            /** @description Scopes asked for; default the app's, else those the server's metadata lists */
+            scopes?: string[];
           }]>;
           /** @description Each request to the server (connecting, each answer); default 30000 */
           timeoutMs?: number;
@@ -7362,7 +7549,7 @@ export interface operations {
           "application/json": components["schemas"]["McpUpstreamTest"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, project_required, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, project_required, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7380,7 +7567,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: project_not_found */
+      /** @description No such resource, or none the caller may see: oauth_app_not_found, project_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7523,6 +7710,16 @@ export interface operations {
             name: string;
             /** @description Its value (e.g. "Bearer …"): kept in the secret vault, sent only to this server, never returned */
             value: string;
+          }, {
+            /** @constant */
+            type: "oauth";
+            /**
+             * Format: uuid
+             * @description Sign in with this OAuth app (the customer's own client, of the upstream's project); default: register a client dynamically
+             */
+            oauthAppId?: string;
+            /** @description Scopes asked for; default the app's, else those the server's metadata lists */
+            scopes?: string[];
           }]>;
           /** @description Each request to the server (connecting, each answer); default 30000 */
           timeoutMs?: number;
@@ -7541,7 +7738,7 @@ export interface operations {
           "application/json": components["schemas"]["McpUpstream"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7559,7 +7756,7 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: upstream_not_found */
+      /** @description No such resource, or none the caller may see: oauth_app_not_found, upstream_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7622,6 +7819,441 @@ export interface operations {
         };
       };
       /** @description No such resource, or none the caller may see: upstream_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * List the OAuth apps (your own clients at authorization servers), newest first, never a secret
+   * @description List the OAuth apps (your own clients at authorization servers), newest first, never a secret. Needs the mcp:read scope.
+   */
+  "mcp.oauth_apps.list": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only apps of this project */
+        projectId?: string;
+      };
+    };
+    responses: {
+      /** @description A page of McpOAuthApp items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpOAuthAppList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Store your own OAuth client (client id and secret at an authorization server) for upstreams to sign in with
+   * @description For an authorization server that does not register clients dynamically. Register the gateway there with the redirect URI POST /mcp/upstreams/{id}/oauth/start answers (<public URL>/client/mcp/oauth/callback). The authorization server URL is checked as upstream URLs are.
+   */
+  "mcp.oauth_apps.create": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description For people: which client at which server */
+          name: string;
+          /** @description The client id the authorization server gave you */
+          clientId: string;
+          /** @description Absent for a public client (PKCE alone) */
+          clientSecret?: string;
+          /** @description The authorization server (its issuer), whose RFC 8414 or OpenID metadata names its endpoints: an absolute https URL on a public address */
+          authorizationServerUrl: string;
+          /** @description Scopes asked for by upstreams using the app unless their own auth names some */
+          scopes?: string[];
+          /**
+           * Format: uuid
+           * @description The app's project: only its upstreams use it; default: a key's own project, else the default project
+           */
+          projectId?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description A customer's own OAuth client at an authorization server, without its secret */
+      201: {
+        content: {
+          "application/json": components["schemas"]["McpOAuthApp"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_url_invalid, oauth_url_refused, project_required, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete an OAuth app with its secret; refused while an upstream signs in with it
+   * @description Change those upstreams' authentication first (409 oauth_app_in_use names them): deleting would leave them unable to refresh.
+   */
+  "mcp.oauth_apps.delete": {
+    parameters: {
+      path: {
+        /** @description OAuth app id */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An OAuth app deleted with its secret */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpOAuthAppRemoval"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: oauth_app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: oauth_app_in_use */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Change an OAuth app's name, client id, secret, authorization server or scopes
+   * @description Upstreams signed in with it keep their tokens; their next refresh uses the new client. An app's project is fixed.
+   */
+  "mcp.oauth_apps.update": {
+    parameters: {
+      path: {
+        /** @description OAuth app id */
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description For people: which client at which server */
+          name?: string;
+          /** @description The client id the authorization server gave you */
+          clientId?: string;
+          /** @description A new secret; null removes it (a public client) */
+          clientSecret?: string | null;
+          /** @description The authorization server (its issuer), whose RFC 8414 or OpenID metadata names its endpoints: an absolute https URL on a public address */
+          authorizationServerUrl?: string;
+          /** @description null clears */
+          scopes?: string[] | null;
+        };
+      };
+    };
+    responses: {
+      /** @description A customer's own OAuth client at an authorization server, without its secret */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpOAuthApp"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_url_invalid, oauth_url_refused, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: oauth_app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Start signing in to an OAuth upstream: answers the URL to open in the browser (authorization code with PKCE)
+   * @description Finds the authorization server (the server's RFC 9728 metadata, then RFC 8414 or OpenID metadata) or uses the upstream's OAuth app, registers a client (RFC 7591) when there is no app and none was registered yet, and answers the authorization URL. The browser comes back to the gateway's callback, which stores the tokens; GET /mcp/oauth/status?state= says when it finished. The sign-in expires after a few minutes and is single use.
+   */
+  "mcp.upstreams.oauth.start": {
+    parameters: {
+      path: {
+        /** @description MCP upstream id */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description A started OAuth sign-in to an upstream (authorization code with PKCE) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpOAuthSignIn"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, oauth_discovery_failed, oauth_registration_failed, oauth_registration_unsupported, oauth_url_refused, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: oauth_app_not_found, upstream_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: oauth_public_url_missing, upstream_not_oauth */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An OAuth upstream's connection: connected, not connected or needing a new sign-in, with its scopes and token expiry (never a token)
+   * @description An OAuth upstream's connection: connected, not connected or needing a new sign-in, with its scopes and token expiry (never a token). Needs the mcp:read scope.
+   */
+  "mcp.upstreams.oauth.get": {
+    parameters: {
+      path: {
+        /** @description MCP upstream id */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An OAuth upstream's connection, never a token */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpUpstreamOAuth"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: upstream_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: upstream_not_oauth */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Forget an OAuth upstream's tokens (revoked at its server when it offers revocation)
+   * @description The upstream stays, not connected, until someone signs in again; a client registered for it is kept for that sign-in.
+   */
+  "mcp.upstreams.oauth.delete": {
+    parameters: {
+      path: {
+        /** @description MCP upstream id */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An OAuth upstream's tokens forgotten */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpUpstreamOAuthForgotten"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: upstream_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: upstream_not_oauth */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Whether a sign-in you started finished: pending, connected, failed (with why) or expired
+   * @description Only whoever started the sign-in (the same person or key) sees it; anyone else meets 404 oauth_sign_in_not_found.
+   */
+  "mcp.oauth.status": {
+    parameters: {
+      query: {
+        /** @description The state POST /mcp/upstreams/{id}/oauth/start answered */
+        state: string;
+      };
+    };
+    responses: {
+      /** @description Whether a started sign-in finished */
+      200: {
+        content: {
+          "application/json": components["schemas"]["McpOAuthSignInStatus"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: oauth_sign_in_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];

@@ -27,12 +27,14 @@ import { type KeyTool, type KeyToolsDeps, toolsOfKey } from './key-tools.ts';
 import type { ProjectMode } from './switch-store.ts';
 import type { ToolGatewayConfig } from './tool-gateway-config.ts';
 import { isDestructive } from './tool-operations.ts';
-import { UpstreamFailure, type UpstreamFailureKind, withUpstream } from './upstream-connection.ts';
+import { credentialHeaders, UpstreamFailure, type UpstreamFailureKind, withUpstream } from './upstream-connection.ts';
+import type { UpstreamOAuth } from './upstream-oauth.ts';
 import { upstreamHeaders } from './upstream-secrets.ts';
 
 export interface GatewayDeps extends KeyToolsDeps {
   calls: CallStore;
   vault: SecretVault;
+  oauth: UpstreamOAuth;
   http: OutboundHttpClient;
   admission: InferenceAdmission;
   approvals: ApprovalGate;
@@ -219,7 +221,7 @@ async function run(deps: GatewayDeps, call: ToolCall, argumentsSha256: string): 
   const upstream = await deps.upstreams.get(call.credential.organizationId, tool.upstreamId);
   if (!upstream) return { status: 'upstream_error', errorKind: 'connect', approvalId, result: failed(`The tool server "${slug}" is no longer registered.`) };
   try {
-    const headers = await upstreamHeaders(deps.vault, upstream);
+    const headers = await credentialHeaders(() => upstreamHeaders(deps, upstream));
     const target = { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs };
     const result = await withUpstream(deps.http, target, deps.config.maxCallAnswerBytes, 'the tools/call', ({ client }) =>
       client.callTool({ name: tool.name, arguments: call.arguments }, CallToolResultSchema, {
@@ -269,6 +271,9 @@ const FAILURES: Record<UpstreamFailureKind, string> = {
   http_status: 'it answered with an HTTP error',
   mcp_error: 'it answered the call with a protocol error',
   too_many_tools: 'it lists more tools than the gateway accepts',
+  not_connected: 'nobody has signed in to it yet (its owner signs in from the gateway)',
+  needs_sign_in: 'its sign-in was refused or has lapsed; a person must sign in to it again',
+  oauth: 'its sign-in could not be renewed just now',
 };
 
 const failed = (text: string): CallToolResult => ({ content: [{ type: 'text', text }], isError: true });

@@ -24,6 +24,11 @@ import { toolGatewayMigrations } from './tool-gateway-migrations.ts';
 import { toolOperations } from './tool-operations.ts';
 import { type RefreshDeps, refreshUpstream } from './tool-refresh.ts';
 import { ToolStore } from './tool-store.ts';
+import { OAuthAppStore } from './oauth-app-store.ts';
+import { oauthAppOperations } from './oauth-app-operations.ts';
+import { APP_KIND, FLOW_KIND, UpstreamOAuth } from './upstream-oauth.ts';
+import { mountOAuthCallback, upstreamOAuthOperations } from './upstream-oauth-operations.ts';
+import { UpstreamOAuthStore } from './upstream-oauth-store.ts';
 import { upstreamOperations } from './upstream-operations.ts';
 import { forgetHeaderValuesOf } from './upstream-secrets.ts';
 import { UpstreamStore } from './upstream-store.ts';
@@ -50,7 +55,25 @@ function stores(ctx: PluginContext<ToolGatewayConfig>) {
     grants: new GrantStore(database),
     calls: new CallStore(database),
     approvals: new ApprovalStore(database),
+    apps: new OAuthAppStore(database),
+    connections: new UpstreamOAuthStore(database),
   };
+}
+
+function upstreamOAuth(ctx: PluginContext<ToolGatewayConfig>): UpstreamOAuth {
+  const { container, config, appConfig } = ctx;
+  const { database, apps, connections } = stores(ctx);
+  return new UpstreamOAuth({
+    database,
+    apps,
+    connections,
+    vault: container.resolve(Tokens.Secrets),
+    http: container.resolve(Tokens.OutboundHttp),
+    events: container.resolve(Tokens.Events),
+    clock: container.resolve(Tokens.Clock),
+    config,
+    publicUrl: appConfig.server.publicUrl,
+  });
 }
 
 function refreshDeps(ctx: PluginContext<ToolGatewayConfig>): RefreshDeps {
@@ -61,6 +84,7 @@ function refreshDeps(ctx: PluginContext<ToolGatewayConfig>): RefreshDeps {
     upstreams,
     tools,
     vault: container.resolve(Tokens.Secrets),
+    oauth: upstreamOAuth(ctx),
     http: container.resolve(Tokens.OutboundHttp),
     events: container.resolve(Tokens.Events),
     clock: container.resolve(Tokens.Clock),
@@ -78,7 +102,7 @@ export const toolGatewayPlugin = definePlugin({
   configSchema: toolGatewayConfigSchema,
   migrations: toolGatewayMigrations,
   register(ctx) {
-    const { database, upstreams, tools, switches, groups, grants, approvals, calls } = stores(ctx);
+    const { database, upstreams, tools, switches, groups, grants, approvals, calls, apps, connections } = stores(ctx);
     const vault = ctx.container.resolve(Tokens.Secrets);
     ctx.container.bindValue(
       ToolGatewayTokens.Approvals,
@@ -98,11 +122,28 @@ export const toolGatewayPlugin = definePlugin({
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp groups', erase: (tx, organizationId) => groups.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp project switches', erase: (tx, organizationId) => switches.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp tools', erase: (tx, organizationId) => tools.eraseOrganization(tx, organizationId) });
+    // Sign-ins (with their PKCE verifiers) and OAuth connections before their upstreams; apps after them (an app in use is kept by its upstreams).
+    ctx.extensions.contribute(OrganizationErasersPoint, {
+      name: 'mcp oauth sign-ins',
+      async erase(tx, organizationId) {
+        const ids = await connections.eraseOrganization(tx, organizationId);
+        await vault.within(tx).deleteOwners(FLOW_KIND, ids);
+        return ids.length;
+      },
+    });
     ctx.extensions.contribute(OrganizationErasersPoint, {
       name: 'mcp upstreams',
       async erase(tx, organizationId) {
         const ids = await upstreams.eraseOrganization(tx, organizationId);
         await forgetHeaderValuesOf(vault.within(tx), ids);
+        return ids.length;
+      },
+    });
+    ctx.extensions.contribute(OrganizationErasersPoint, {
+      name: 'mcp oauth apps',
+      async erase(tx, organizationId) {
+        const ids = await apps.eraseOrganization(tx, organizationId);
+        await vault.within(tx).deleteOwners(APP_KIND, ids);
         return ids.length;
       },
     });
@@ -120,13 +161,16 @@ export const toolGatewayPlugin = definePlugin({
   operations: (ctx) => {
     const { container, config, appConfig } = ctx;
     const deps = refreshDeps(ctx);
-    const { switches, groups, grants, calls, approvals: approvalStore } = stores(ctx);
+    const { switches, groups, grants, calls, approvals: approvalStore, apps, connections } = stores(ctx);
     const identity = container.resolve(Tokens.Identity);
-    const { tools, upstreams, events, clock } = deps;
+    const { tools, upstreams, events, clock, oauth, vault, http, database } = deps;
     const approvals = container.resolve(ToolGatewayTokens.Approvals);
+    const allowHttp = appConfig.outbound.allowPrivateNetwork;
     return [
       ...callOperations({ calls, upstreams, tools, switches, groups, grants, approvals, identity, clock }),
-      ...upstreamOperations({ ...deps, identity, allowHttp: appConfig.outbound.allowPrivateNetwork, config }),
+      ...upstreamOperations({ ...deps, apps, identity, allowHttp, config }),
+      ...oauthAppOperations({ database, apps, identity, vault, http, events, clock, allowHttp }),
+      ...upstreamOAuthOperations({ upstreams, connections, oauth, clock, afterConnect: async (upstream) => void (await refreshUpstream(deps, upstream, null)) }),
       ...toolOperations({ tools, upstreams, switches, identity, clock }),
       ...groupOperations({ groups, tools, upstreams, identity, events, clock }),
       ...grantOperations({ groups, grants, tools, upstreams, switches, identity, events, clock }),
@@ -135,19 +179,22 @@ export const toolGatewayPlugin = definePlugin({
   },
   routes(app, ctx) {
     const { container, config } = ctx;
+    const deps = refreshDeps(ctx);
     const { upstreams, tools, switches, grants, calls } = stores(ctx);
+    mountOAuthCallback(app, { oauth: deps.oauth, upstreams, afterConnect: async (upstream) => void (await refreshUpstream(deps, upstream, null)) });
     const serve = gatewayEndpoint({
       upstreams,
       tools,
       switches,
       grants,
       calls,
-      vault: container.resolve(Tokens.Secrets),
-      http: container.resolve(Tokens.OutboundHttp),
+      vault: deps.vault,
+      oauth: deps.oauth,
+      http: deps.http,
       admission: ctx.extensions.get(InferenceAdmissionPoint),
       approvals: container.resolve(ToolGatewayTokens.Approvals),
       metrics: container.resolve(Tokens.Metrics),
-      clock: container.resolve(Tokens.Clock),
+      clock: deps.clock,
       config,
     });
     // API keys only; the key's grants (or its project's full mode) are the authorization, not a scope.
@@ -167,7 +214,8 @@ export const toolGatewayPlugin = definePlugin({
   start: ({ container }) => container.resolve(ToolGatewayTokens.Approvals).start(),
   stop: ({ container }) => container.resolve(ToolGatewayTokens.Approvals).stop(),
   periodic: (ctx) => {
-    const { upstreams } = stores(ctx);
+    const { upstreams, connections, database } = stores(ctx);
+    const vault = ctx.container.resolve(Tokens.Secrets);
     const jobs = ctx.container.resolve(Tokens.Jobs);
     const clock = ctx.container.resolve(Tokens.Clock);
     const queue = refreshQueue(ctx.config);
@@ -184,6 +232,11 @@ export const toolGatewayPlugin = definePlugin({
             queue,
             due.map((upstreamId) => ({ payload: { upstreamId }, idempotencyKey: `${upstreamId}:${slot}` })),
           );
+          // Sign-ins a day past their expiry go, with their PKCE verifiers (their status was for polling, soon after).
+          await database.transaction(async (tx) => {
+            const gone = await connections.pruneFlows(tx, new Date(now.getTime() - 86_400_000));
+            await vault.within(tx).deleteOwners(FLOW_KIND, gone);
+          });
         },
       }),
       // Expiry is an observable deny: each lapsed approval is an event and wakes its waiting call.

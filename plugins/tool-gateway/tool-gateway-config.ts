@@ -16,6 +16,10 @@ export const toolGatewayConfigSchema = z.strictObject({
   maxToolsPerUpstream: z.number().int().min(1).max(10_000).default(1_000),
   /** The most `tools/list` pages followed in one discovery. */
   maxListPages: z.number().int().min(1).max(1_000).default(50),
+  /** An OAuth upstream's access token is refreshed when it expires within this. */
+  oauthRefreshMarginMs: z.number().int().min(0).max(3_600_000).default(60_000),
+  /** How long a started OAuth sign-in waits for its callback. */
+  oauthSignInTtlMs: z.number().int().min(60_000).max(3_600_000).default(600_000),
   /** The most bytes one answer of an upstream may carry during discovery. */
   maxAnswerBytes: z
     .number()

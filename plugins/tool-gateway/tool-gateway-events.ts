@@ -53,6 +53,13 @@ const decision = {
   decidedBy: z.string().describe('The person (owner or admin) who decided'),
   reason: z.string().nullable(),
 };
+const oauthAppFields = {
+  oauthAppId: z.string(),
+  projectId: z.string(),
+  name: z.string(),
+  authorizationServerOrigin: z.string().describe("The authorization server URL's scheme, host and port"),
+};
+const oauthAppExample = { oauthAppId: 'e1d2c3b4-a5f6-4e7d-8c9b-0a1b2c3d4e5f', projectId: EXAMPLE_PROJECT, name: 'GitHub', authorizationServerOrigin: 'https://github.com' };
 
 /** The tool gateway's event types: upstreams registered, changed and removed, tools the servers changed, and servers gone unhealthy. */
 export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
@@ -79,6 +86,24 @@ export const TOOL_GATEWAY_EVENTS = defineEventTypes('tool-gateway', {
     description: 'An MCP upstream that was healthy (or never checked) failed its discovery; its tools are kept as they were',
     public: true,
     example: { ...upstreamExample, errorKind: 'connect', error: 'POST https://mcp.example.com: no answer, the connection failed (ECONNREFUSED)', checkedAt: '2026-11-20T08:00:00.000Z' },
+  },
+  'mcp.upstream.needs_sign_in': {
+    schema: z.object({ ...upstreamFields, reason: z.string().describe('Why, in our words (never a token)') }),
+    description: "An OAuth upstream's authorization server refused its refresh token: the gateway cannot call it until a person signs in again",
+    public: true,
+    example: { ...upstreamExample, reason: 'https://auth.example.com refused the refresh (invalid_grant)' },
+  },
+  'mcp.oauth_app.created': {
+    schema: z.object(oauthAppFields),
+    description: "A customer's own OAuth client (client id and secret at an authorization server) was stored for upstreams to sign in with",
+    public: true,
+    example: oauthAppExample,
+  },
+  'mcp.oauth_app.deleted': {
+    schema: z.object(oauthAppFields),
+    description: 'An OAuth app was deleted with its client secret',
+    public: true,
+    example: oauthAppExample,
   },
   'mcp.tools.changed': {
     schema: z.object({

@@ -216,4 +216,80 @@ CREATE INDEX mcp_approvals_tool ON mcp_approvals (tool_id);
 CREATE INDEX mcp_approvals_key ON mcp_approvals (key_id);
 `,
   },
+  {
+    owner: 'tool-gateway',
+    version: 5,
+    name: "OAuth upstreams: customers' OAuth apps, each upstream's OAuth connection and pending sign-ins",
+    sql: `
+-- A customer's own OAuth client at an authorization server (e.g. GitHub's), for upstreams whose
+-- server does not register clients dynamically. Its client secret is in the secret vault (owner kind
+-- 'mcp_oauth_app').
+CREATE TABLE mcp_oauth_apps (
+  id uuid PRIMARY KEY,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  project_id uuid NOT NULL REFERENCES projects(id) ON DELETE CASCADE,
+  name text NOT NULL,
+  client_id text NOT NULL,
+  has_client_secret boolean NOT NULL,
+  authorization_server_url text NOT NULL,
+  scopes jsonb,
+  created_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX mcp_oauth_apps_org_time ON mcp_oauth_apps (organization_id, created_at DESC, id DESC);
+
+ALTER TABLE mcp_upstreams DROP CONSTRAINT mcp_upstreams_auth_type_check;
+ALTER TABLE mcp_upstreams ADD CONSTRAINT mcp_upstreams_auth_type_check CHECK (auth_type IN ('none', 'header', 'oauth'));
+-- An app in use cannot be deleted (409 oauth_app_in_use): RESTRICT says so to the database too.
+ALTER TABLE mcp_upstreams ADD COLUMN auth_oauth_app_id uuid REFERENCES mcp_oauth_apps(id) ON DELETE RESTRICT;
+ALTER TABLE mcp_upstreams ADD COLUMN auth_oauth_scopes jsonb;
+CREATE INDEX mcp_upstreams_oauth_app ON mcp_upstreams (auth_oauth_app_id) WHERE auth_oauth_app_id IS NOT NULL;
+
+-- An OAuth upstream's connection: which authorization server and client, and where its tokens
+-- stand. The tokens (and a dynamically registered client's secret) are in the secret vault under
+-- the upstream (owner kind 'mcp_upstream'). token_version and refreshing_until make refreshing a
+-- compare-and-swap across replicas: one claims the refresh, the others wait for the next version.
+CREATE TABLE mcp_upstream_oauth (
+  upstream_id uuid PRIMARY KEY REFERENCES mcp_upstreams(id) ON DELETE CASCADE,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  status text NOT NULL CHECK (status IN ('not_connected', 'connected', 'needs_sign_in')),
+  status_reason text,
+  issuer text NOT NULL,
+  as_metadata jsonb NOT NULL,
+  resource text,
+  -- The client used: an oauth app's, or one registered for this upstream (RFC 7591).
+  oauth_app_id uuid REFERENCES mcp_oauth_apps(id) ON DELETE CASCADE,
+  registered_client_id text,
+  registered_redirect_uri text,
+  scopes text,
+  token_version integer NOT NULL DEFAULT 0,
+  expires_at timestamptz,
+  refreshing_until timestamptz,
+  connected_at timestamptz,
+  last_refreshed_at timestamptz,
+  updated_at timestamptz NOT NULL
+);
+CREATE INDEX mcp_upstream_oauth_org ON mcp_upstream_oauth (organization_id);
+
+-- A sign-in started and not yet finished: found by its state's hash, single use, short-lived. Its
+-- PKCE verifier is in the secret vault (owner kind 'mcp_oauth_flow').
+CREATE TABLE mcp_oauth_flows (
+  id uuid PRIMARY KEY,
+  state_hash text NOT NULL UNIQUE,
+  organization_id uuid NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+  upstream_id uuid NOT NULL REFERENCES mcp_upstreams(id) ON DELETE CASCADE,
+  started_by text NOT NULL,
+  redirect_uri text NOT NULL,
+  status text NOT NULL CHECK (status IN ('pending', 'exchanging', 'connected', 'failed')),
+  error_code text,
+  error_message text,
+  expires_at timestamptz NOT NULL,
+  created_at timestamptz NOT NULL,
+  finished_at timestamptz
+);
+CREATE INDEX mcp_oauth_flows_upstream ON mcp_oauth_flows (upstream_id);
+CREATE INDEX mcp_oauth_flows_org ON mcp_oauth_flows (organization_id);
+CREATE INDEX mcp_oauth_flows_expiry ON mcp_oauth_flows (expires_at);
+`,
+  },
 ];

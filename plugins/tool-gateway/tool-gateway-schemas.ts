@@ -23,6 +23,12 @@ const headerName = z
   .min(1)
   .max(100)
   .regex(/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/, 'an HTTP header name');
+const oauthScope = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[\x21\x23-\x5B\x5D-\x7E]+$/, 'an OAuth scope (RFC 6749 scope-token: printable, no space, quote or backslash)');
+const oauthScopes = z.array(oauthScope).max(50);
 const auth = z
   .discriminatedUnion('type', [
     z.strictObject({ type: z.literal('none') }),
@@ -30,6 +36,11 @@ const auth = z
       type: z.literal('header'),
       name: headerName.describe('The header sent on every request to the server, e.g. Authorization or X-Api-Key'),
       value: z.string().min(1).max(4096).describe('Its value (e.g. "Bearer …"): kept in the secret vault, sent only to this server, never returned'),
+    }),
+    z.strictObject({
+      type: z.literal('oauth'),
+      oauthAppId: z.uuid().optional().describe("Sign in with this OAuth app (the customer's own client, of the upstream's project); default: register a client dynamically"),
+      scopes: oauthScopes.optional().describe("Scopes asked for; default the app's, else those the server's metadata lists"),
     }),
   ])
   .describe("How the gateway authenticates to the server (never with the agent's credential)");
@@ -64,7 +75,13 @@ const healthView = z
     status: z.enum(['unknown', 'ok', 'error']).describe('unknown until the first discovery; then whether the last one succeeded'),
     checkedAt: instantView.nullable(),
     latencyMs: z.number().int().nullable().describe('How long the last discovery took (initialize and every tools/list page)'),
-    errorKind: z.string().nullable().describe('Why the last discovery failed: refused_address, connect, timeout, too_large, protocol, http_status, mcp_error, too_many_tools'),
+    errorKind: z
+      .string()
+      .nullable()
+      .describe(
+        'Why the last discovery failed: refused_address, connect, timeout, too_large, protocol, http_status, mcp_error, too_many_tools; for OAuth upstreams ' +
+          'not_connected (nobody signed in yet), needs_sign_in (its server refused the refresh: sign in again), oauth (its server did not refresh)',
+      ),
     error: z.string().nullable().describe("What failed, naming the server's origin, never its path, the header or an answer's body"),
     lastSuccessAt: instantView.nullable(),
     toolCount: z.number().int().describe('Tools cached from the last discovery that succeeded (kept when one fails)'),
@@ -82,7 +99,13 @@ export const upstreamView = z
     slug: z.string(),
     url: z.string(),
     transport: z.enum(['streamable-http', 'sse']),
-    auth: z.union([z.object({ type: z.literal('none') }), z.object({ type: z.literal('header'), name: z.string() })]).describe('The header value is never shown'),
+    auth: z
+      .union([
+        z.object({ type: z.literal('none') }),
+        z.object({ type: z.literal('header'), name: z.string() }),
+        z.object({ type: z.literal('oauth'), oauthAppId: z.uuid().nullable(), scopes: z.array(z.string()).nullable() }),
+      ])
+      .describe('The header value and OAuth tokens are never shown; GET /mcp/upstreams/{id}/oauth has the OAuth connection'),
     timeoutMs: z.number().int(),
     newTools: z.enum(['enabled', 'disabled']),
     health: healthView,
@@ -335,3 +358,101 @@ export const appToolsView = z
     updatedAt: instantView.nullable(),
   })
   .meta({ id: 'McpAppAiTools', description: "The tool groups chosen for an app's gateway key (stored ahead of apps)" });
+
+const oauthAppName = z.string().trim().min(1).max(100).describe('For people: which client at which server');
+const clientId = z.string().min(1).max(500).describe('The client id the authorization server gave you');
+const clientSecret = z.string().min(1).max(4096).describe('Its secret: kept in the secret vault, sent only to that server, never returned');
+const authorizationServerUrl = z
+  .string()
+  .min(1)
+  .max(2048)
+  .describe('The authorization server (its issuer), whose RFC 8414 or OpenID metadata names its endpoints: an absolute https URL on a public address');
+
+export const createOAuthAppRequest = z.strictObject({
+  name: oauthAppName,
+  clientId,
+  clientSecret: clientSecret.optional().describe('Absent for a public client (PKCE alone)'),
+  authorizationServerUrl,
+  scopes: oauthScopes.optional().describe('Scopes asked for by upstreams using the app unless their own auth names some'),
+  projectId: z.uuid().optional().describe("The app's project: only its upstreams use it; default: a key's own project, else the default project"),
+});
+
+export const updateOAuthAppRequest = z
+  .strictObject({
+    name: oauthAppName.optional(),
+    clientId: clientId.optional(),
+    clientSecret: clientSecret.nullable().optional().describe('A new secret; null removes it (a public client)'),
+    authorizationServerUrl: authorizationServerUrl.optional(),
+    scopes: oauthScopes.nullable().optional().describe('null clears'),
+  })
+  .refine((body) => Object.keys(body).length > 0, 'send at least one field to change');
+
+export const oauthAppView = z
+  .object({
+    object: z.literal('mcp_oauth_app'),
+    id: z.uuid(),
+    projectId: z.uuid(),
+    name: z.string(),
+    clientId: z.string(),
+    hasClientSecret: z.boolean().describe('The secret itself is never shown'),
+    authorizationServerUrl: z.string(),
+    scopes: z.array(z.string()).nullable(),
+    createdAt: instantView,
+    updatedAt: instantView,
+  })
+  .meta({ id: 'McpOAuthApp', description: "A customer's own OAuth client at an authorization server, without its secret" });
+
+export const oauthAppListView = listOf(oauthAppView);
+
+export const oauthAppRemovalView = z
+  .object({ object: z.literal('ack'), ok: z.literal(true), id: z.uuid() })
+  .meta({ id: 'McpOAuthAppRemoval', description: 'An OAuth app deleted with its secret' });
+
+export const oauthStartView = z
+  .object({
+    object: z.literal('mcp_oauth_sign_in'),
+    upstreamId: z.uuid(),
+    authorizationUrl: z.string().describe("Where the person's browser goes to sign in at the upstream's authorization server"),
+    state: z.string().describe('Identifies this sign-in: GET /mcp/oauth/status?state= tells whether it finished'),
+    redirectUri: z.string().describe("Where the authorization server sends the browser back (the gateway's callback)"),
+    expiresAt: instantView.describe('The sign-in must finish before this'),
+  })
+  .meta({ id: 'McpOAuthSignIn', description: 'A started OAuth sign-in to an upstream (authorization code with PKCE)' });
+
+export const oauthConnectionView = z
+  .object({
+    object: z.literal('mcp_upstream_oauth'),
+    upstreamId: z.uuid(),
+    status: z
+      .enum(['not_connected', 'connected', 'needs_sign_in'])
+      .describe('not_connected: nobody signed in (or the tokens were forgotten); needs_sign_in: its server refused the refresh token'),
+    reason: z.string().nullable().describe('Why it needs a sign-in again'),
+    issuer: z.string().nullable().describe('The authorization server'),
+    client: z.enum(['oauth_app', 'registered']).nullable().describe("The customer's OAuth app, or a client registered for this upstream (RFC 7591)"),
+    oauthAppId: z.uuid().nullable(),
+    clientId: z.string().nullable(),
+    scopes: z.array(z.string()).nullable().describe('Scopes the server granted'),
+    accessTokenExpiresAt: instantView.nullable().describe('Refreshed ahead of this; null when the server gave no expiry'),
+    connectedAt: instantView.nullable().describe('When a person last signed in'),
+    lastRefreshedAt: instantView.nullable(),
+  })
+  .meta({ id: 'McpUpstreamOAuth', description: "An OAuth upstream's connection, never a token" });
+
+export const oauthDisconnectView = z
+  .object({
+    object: z.literal('mcp_upstream_oauth'),
+    upstreamId: z.uuid(),
+    status: z.literal('not_connected'),
+    revoked: z.boolean().describe('Whether the authorization server accepted the revocation (RFC 7009); the tokens are forgotten either way'),
+  })
+  .meta({ id: 'McpUpstreamOAuthForgotten', description: "An OAuth upstream's tokens forgotten" });
+
+export const oauthSignInStatusView = z
+  .object({
+    object: z.literal('mcp_oauth_sign_in_status'),
+    upstreamId: z.uuid(),
+    status: z.enum(['pending', 'connected', 'failed', 'expired']).describe('pending until the browser comes back (and while the code is exchanged)'),
+    error: z.object({ code: z.string(), message: z.string() }).nullable().describe("Why it failed: the authorization server's error (access_denied…) or ours"),
+    expiresAt: instantView,
+  })
+  .meta({ id: 'McpOAuthSignInStatus', description: 'Whether a started sign-in finished' });

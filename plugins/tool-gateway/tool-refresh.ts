@@ -7,7 +7,9 @@ import type { EventActor } from '../../core/ports/events.ts';
 import type { SecretVault } from '../../core/services/secret-vault.ts';
 import type { ToolGatewayConfig } from './tool-gateway-config.ts';
 import type { ToolDefinition, ToolStore } from './tool-store.ts';
+import { credentialHeaders, UpstreamFailure } from './upstream-connection.ts';
 import { type Discovery, discoverTools } from './upstream-discovery.ts';
+import type { UpstreamOAuth } from './upstream-oauth.ts';
 import { upstreamHeaders } from './upstream-secrets.ts';
 import type { Upstream, UpstreamStore } from './upstream-store.ts';
 
@@ -16,6 +18,7 @@ export interface RefreshDeps {
   upstreams: UpstreamStore;
   tools: ToolStore;
   vault: SecretVault;
+  oauth: UpstreamOAuth;
   http: OutboundHttpClient;
   events: DomainEvents;
   clock: () => Date;
@@ -53,8 +56,7 @@ export function discover(deps: Pick<RefreshDeps, 'http' | 'config'>, target: Par
  * it is recorded in the upstream's health, and a healthy upstream turning unhealthy is an event.
  */
 export async function refreshUpstream(deps: RefreshDeps, upstream: Upstream, actor: EventActor | null): Promise<RefreshOutcome> {
-  const headers = await upstreamHeaders(deps.vault, upstream);
-  const discovery = await discover(deps, { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs });
+  const discovery = await discoverWithCredential(deps, upstream);
   const checkedAt = deps.clock();
   const event = { upstreamId: upstream.id, projectId: upstream.projectId, slug: upstream.slug };
   return deps.database.transaction(async (tx) => {
@@ -107,6 +109,18 @@ export async function refreshUpstream(deps: RefreshDeps, upstream: Upstream, act
     }
     return { discovery, diff };
   });
+}
+
+/** Discovery with the upstream's credential; an OAuth state that keeps the gateway from calling at all is a failed discovery (health shows it). */
+async function discoverWithCredential(deps: RefreshDeps, upstream: Upstream): Promise<Discovery> {
+  let headers: Record<string, string>;
+  try {
+    headers = await credentialHeaders(() => upstreamHeaders(deps, upstream));
+  } catch (error) {
+    if (!(error instanceof UpstreamFailure)) throw error;
+    return { ok: false, errorKind: error.kind, error: error.message, durationMs: 0 };
+  }
+  return discover(deps, { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs });
 }
 
 function sameDefinition(cached: ToolDefinition, listed: ToolDefinition): boolean {

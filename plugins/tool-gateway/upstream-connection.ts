@@ -3,6 +3,7 @@ import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/s
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ApiError } from '../../core/kernel/errors.ts';
 import { type FetchLike, outboundFetch } from '../../core/net/outbound-fetch.ts';
 import { type OutboundHttpClient, OutboundHttpError } from '../../core/net/outbound-http-client.ts';
 import type { UpstreamTransport } from './upstream-store.ts';
@@ -19,9 +20,38 @@ export interface UpstreamTarget {
 /**
  * Why talking to an upstream failed: the outbound client's kinds (refused_address, connect, timeout,
  * too_large, protocol, aborted), `http_status` (the server answered an HTTP error, 401 for a wrong
- * secret), `mcp_error` (it answered the protocol with an error), `too_many_tools` (discovery only).
+ * secret), `mcp_error` (it answered the protocol with an error), `too_many_tools` (discovery only),
+ * and the OAuth states that keep the gateway from calling at all (`OAuthFailureKind`).
  */
-export type UpstreamFailureKind = OutboundHttpError['kind'] | 'http_status' | 'mcp_error' | 'too_many_tools';
+export type UpstreamFailureKind = OutboundHttpError['kind'] | 'http_status' | 'mcp_error' | 'too_many_tools' | OAuthFailureKind;
+
+/**
+ * An OAuth upstream the gateway could not call at all: nobody signed in yet (`not_connected`), its
+ * server refused the refresh and a person must sign in again (`needs_sign_in`), or its server did
+ * not answer the refresh (`oauth`).
+ */
+export type OAuthFailureKind = 'not_connected' | 'needs_sign_in' | 'oauth';
+
+/** The codes `upstreamHeaders` throws for those states, by the failure each is. */
+const CREDENTIAL_FAILURES: Partial<Record<string, OAuthFailureKind>> = {
+  upstream_oauth_not_connected: 'not_connected',
+  upstream_needs_sign_in: 'needs_sign_in',
+  upstream_oauth_unavailable: 'oauth',
+};
+
+/**
+ * The upstream's credential as headers (`upstreamHeaders`, passed in), with its OAuth states as
+ * UpstreamFailures: discovery records them in health, a tool call tells the agent.
+ */
+export async function credentialHeaders(headersOf: () => Promise<Record<string, string>>): Promise<Record<string, string>> {
+  try {
+    return await headersOf();
+  } catch (error) {
+    const kind = error instanceof ApiError ? CREDENTIAL_FAILURES[error.catalogued] : undefined;
+    if (kind === undefined) throw error;
+    throw new UpstreamFailure(kind, error instanceof ApiError ? error.message : String(error));
+  }
+}
 
 /** A failure in our own words: SDK messages may quote an answer's body or the URL's path, these never do. */
 export class UpstreamFailure extends Error {

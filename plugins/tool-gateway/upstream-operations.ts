@@ -16,7 +16,9 @@ import type { ToolGatewayConfig } from './tool-gateway-config.ts';
 import { createUpstreamRequest, refreshView, SLUG_MAX, updateUpstreamRequest, upstreamListView, upstreamRemovalView, upstreamTestView, upstreamView } from './tool-gateway-schemas.ts';
 import { discover, originOf, type RefreshDeps, refreshUpstream } from './tool-refresh.ts';
 import type { ToolStore } from './tool-store.ts';
-import { forgetHeaderValue, storeHeaderValue } from './upstream-secrets.ts';
+import type { OAuthAppStore } from './oauth-app-store.ts';
+import type { UpstreamOAuth } from './upstream-oauth.ts';
+import { forgetHeaderValue, forgetHeaderValuesOf, storeHeaderValue } from './upstream-secrets.ts';
 import type { Upstream, UpstreamAuth, UpstreamSettings, UpstreamStore } from './upstream-store.ts';
 // Catalogues the codes and event types this module answers with and emits.
 import './tool-gateway-errors.ts';
@@ -28,6 +30,8 @@ export interface UpstreamOperationDeps {
   tools: ToolStore;
   identity: IdentityStores;
   vault: SecretVault;
+  oauth: UpstreamOAuth;
+  apps: OAuthAppStore;
   http: OutboundHttpClient;
   events: DomainEvents;
   clock: () => Date;
@@ -63,6 +67,36 @@ const RESERVED_HEADERS = new Set([
   'last-event-id',
 ]);
 
+/**
+ * A URL a customer gives (an upstream's, an authorization server's), checked by the kernel's guard
+ * now: https (http only where private networks are allowed), no user name or password, not a
+ * private address. A name that does not resolve yet is accepted: calls to it fail `connect` until it does.
+ */
+export async function checkedCustomerUrl(
+  http: OutboundHttpClient,
+  allowHttp: boolean,
+  raw: string,
+  codes: { invalid: 'upstream_url_invalid' | 'oauth_url_invalid'; refused: 'upstream_url_refused' | 'oauth_url_refused'; param: string; what: string },
+): Promise<string> {
+  const invalid = (message: string) => new ApiError(codes.invalid, message, { param: codes.param });
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw invalid(`${codes.what} is not a valid absolute URL`);
+  }
+  if (parsed.username || parsed.password) throw invalid(`${codes.what} may not carry a user name or password; use the header authentication instead`);
+  if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && allowHttp)) throw invalid(`${codes.what} must use https, not ${parsed.protocol.replace(/:$/, '')}`);
+  try {
+    await http.check(parsed);
+  } catch (error) {
+    if (!(error instanceof OutboundHttpError)) throw error;
+    if (error.kind === 'refused_address' && error.reason === 'private_address') throw new ApiError(codes.refused, error.message, { param: codes.param });
+    if (error.kind === 'refused_address') throw invalid(error.message);
+  }
+  return parsed.href;
+}
+
 /** MCP upstreams as a resource kind: reached through their project. */
 export function upstreamRecordKind(upstreams: UpstreamStore): RecordKind<Upstream> {
   return {
@@ -85,7 +119,7 @@ export function toUpstreamView(upstream: Upstream) {
     slug: upstream.slug,
     url: upstream.url,
     transport: upstream.transport,
-    auth: upstream.auth.type === 'header' ? { type: 'header' as const, name: upstream.auth.name } : { type: 'none' as const },
+    auth: viewOfAuth(upstream.auth),
     timeoutMs: upstream.timeoutMs,
     newTools: upstream.newTools,
     health: {
@@ -104,6 +138,12 @@ export function toUpstreamView(upstream: Upstream) {
   };
 }
 
+function viewOfAuth(auth: UpstreamAuth) {
+  if (auth.type === 'header') return { type: 'header' as const, name: auth.name };
+  if (auth.type === 'oauth') return { type: 'oauth' as const, oauthAppId: auth.oauthAppId, scopes: auth.scopes };
+  return { type: 'none' as const };
+}
+
 /** `Issue Tracker (prod)` → `issue-tracker-prod`. */
 export function slugOf(name: string): string {
   const base = name
@@ -118,7 +158,7 @@ export function slugOf(name: string): string {
 
 const idParams = z.strictObject({ id: resourceId.describe('MCP upstream id') });
 
-type AuthInput = { type: 'none' } | { type: 'header'; name: string; value: string };
+type AuthInput = { type: 'none' } | { type: 'header'; name: string; value: string } | { type: 'oauth'; oauthAppId?: string | undefined; scopes?: string[] | undefined };
 
 export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] {
   const { upstreams, identity, vault, http, events, clock, config } = deps;
@@ -129,29 +169,20 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
   const projectOfBody = { kind: 'project', access: 'write', in: 'body', field: 'projectId', whenAbsent: 'default-project' } as const;
 
   /** The URL as it will be called, checked by the kernel's guard now (and again on every connection). */
-  async function checkedUrl(raw: string): Promise<string> {
-    const invalid = (message: string) => new ApiError('upstream_url_invalid', message, { param: 'url' });
-    let parsed: URL;
-    try {
-      parsed = new URL(raw);
-    } catch {
-      throw invalid('The upstream URL is not a valid absolute URL');
-    }
-    if (parsed.username || parsed.password) throw invalid('The upstream URL may not carry a user name or password; use the header authentication instead');
-    if (parsed.protocol !== 'https:' && !(parsed.protocol === 'http:' && deps.allowHttp)) throw invalid(`The upstream URL must use https, not ${parsed.protocol.replace(/:$/, '')}`);
-    try {
-      await http.check(parsed);
-    } catch (error) {
-      if (!(error instanceof OutboundHttpError)) throw error;
-      if (error.kind === 'refused_address' && error.reason === 'private_address') throw new ApiError('upstream_url_refused', error.message, { param: 'url' });
-      if (error.kind === 'refused_address') throw invalid(error.message);
-      // A name that does not resolve yet is accepted: its discovery fails `connect` until it does.
-    }
-    return parsed.href;
-  }
+  const checkedUrl = (raw: string) =>
+    checkedCustomerUrl(http, deps.allowHttp, raw, { invalid: 'upstream_url_invalid', refused: 'upstream_url_refused', param: 'url', what: 'The upstream URL' });
 
-  function checkedAuth(input: AuthInput | undefined): { auth: UpstreamAuth; value: string | null } {
+  async function checkedAuth(input: AuthInput | undefined, organizationId: string, projectId: string): Promise<{ auth: UpstreamAuth; value: string | null }> {
     if (!input || input.type === 'none') return { auth: { type: 'none' }, value: null };
+    if (input.type === 'oauth') {
+      if (input.oauthAppId !== undefined) {
+        // An app of another organisation is as unknown as one that does not exist.
+        const app = await deps.apps.get(organizationId, input.oauthAppId);
+        if (!app) throw new ApiError('oauth_app_not_found', `No OAuth app ${input.oauthAppId}`, { param: 'auth.oauthAppId' });
+        if (app.projectId !== projectId) throw new ApiError('oauth_app_other_project', undefined, { param: 'auth.oauthAppId' });
+      }
+      return { auth: { type: 'oauth', oauthAppId: input.oauthAppId ?? null, scopes: input.scopes ?? null }, value: null };
+    }
     if (RESERVED_HEADERS.has(input.name.toLowerCase())) {
       throw new ApiError('upstream_header_invalid', `The gateway sets ${input.name} itself; send the credential in another header (Authorization, X-Api-Key…)`, {
         param: 'auth.name',
@@ -192,13 +223,13 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
     readOnly: false,
     body: createUpstreamRequest,
     resource: projectOfBody,
-    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid', 'upstream_slug_taken', 'upstream_limit_reached'],
+    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid', 'upstream_slug_taken', 'upstream_limit_reached', 'oauth_app_not_found', 'oauth_app_other_project'],
     output: upstreamView,
     status: 201,
     async handler({ body }, { credential, transaction, authorization }) {
       const projectId = authorizedProject(authorization).id;
       const url = await checkedUrl(body.url);
-      const { auth, value } = checkedAuth(body.auth);
+      const { auth, value } = await checkedAuth(body.auth, credential.organizationId, projectId);
       const id = randomUUID();
       const created = await transaction(async (tx) => {
         if ((await upstreams.countLocked(tx, credential.organizationId)) >= config.maxUpstreamsPerOrganization) {
@@ -248,11 +279,16 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
     readOnly: false,
     body: createUpstreamRequest,
     resource: projectOfBody,
-    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid'],
+    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid', 'oauth_app_not_found', 'oauth_app_other_project'],
     output: upstreamTestView,
-    async handler({ body }) {
+    async handler({ body }, { credential, authorization }) {
       const url = await checkedUrl(body.url);
-      const { auth, value } = checkedAuth(body.auth);
+      const { auth, value } = await checkedAuth(body.auth, credential.organizationId, authorizedProject(authorization).id);
+      if (auth.type === 'oauth') {
+        // Its tokens come from a sign-in, which needs the upstream saved: nothing to call the server with yet.
+        const error = { kind: 'not_connected', message: 'An OAuth server is tried once it is registered and a person signed in (POST /mcp/upstreams/{id}/oauth/start)' };
+        return { object: 'mcp_upstream_test' as const, ok: false, serverInfo: null, protocolVersion: null, tools: [], durationMs: 0, error };
+      }
       const headers = auth.type === 'header' && value !== null ? { [auth.name]: value } : {};
       const discovery = await discover(refreshDeps, { url, transport: body.transport ?? 'streamable-http', headers, timeoutMs: body.timeoutMs ?? DEFAULT_TIMEOUT_MS });
       if (!discovery.ok) {
@@ -304,12 +340,12 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
     params: idParams,
     body: updateUpstreamRequest,
     resource: writeUpstream,
-    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid', 'upstream_slug_taken', 'upstream_not_found'],
+    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid', 'upstream_slug_taken', 'upstream_not_found', 'oauth_app_not_found', 'oauth_app_other_project'],
     output: upstreamView,
     async handler({ params, body }, { credential, transaction, authorization }) {
       const current = authorizedRecord(authorization, upstreamKind).record;
       const url = body.url === undefined ? current.url : await checkedUrl(body.url);
-      const authChange = body.auth === undefined ? null : checkedAuth(body.auth);
+      const authChange = body.auth === undefined ? null : await checkedAuth(body.auth, credential.organizationId, current.projectId);
       const settings: UpstreamSettings = {
         name: body.name ?? current.name,
         slug: body.slug ?? current.slug,
@@ -330,6 +366,8 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
           const scoped = vault.within(tx);
           if (authChange.value !== null) await storeHeaderValue(scoped, current.id, authChange.value);
           else await forgetHeaderValue(scoped, current.id);
+          // Tokens and a registered client belong to the authentication replaced: a new sign-in starts afresh.
+          await deps.oauth.forget(tx, current.id);
         }
         await events.emit(tx, {
           type: 'mcp.upstream.updated',
@@ -363,8 +401,9 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
     async handler(_input, { credential, transaction, authorization }) {
       const upstream = authorizedRecord(authorization, upstreamKind).record;
       await transaction(async (tx) => {
+        await deps.oauth.forget(tx, upstream.id);
         await upstreams.delete(tx, credential.organizationId, upstream.id);
-        await forgetHeaderValue(vault.within(tx), upstream.id);
+        await forgetHeaderValuesOf(vault.within(tx), [upstream.id]);
         await events.emit(tx, { type: 'mcp.upstream.deleted', organizationId: credential.organizationId, subject: upstream.id, actor: actorOf(credential), data: eventData(upstream) });
       });
       return { object: 'ack' as const, ok: true as const, id: upstream.id };

@@ -8,8 +8,11 @@ export type UpstreamTransport = 'streamable-http' | 'sse';
 export type NewToolsPolicy = 'enabled' | 'disabled';
 export type HealthStatus = 'unknown' | 'ok' | 'error';
 
-/** How the gateway authenticates to the server; a header's value is in the secret vault. */
-export type UpstreamAuth = { type: 'none' } | { type: 'header'; name: string };
+/**
+ * How the gateway authenticates to the server; a header's value, OAuth tokens and a registered
+ * client's secret are in the secret vault. OAuth with an `oauthAppId` uses the customer's own client.
+ */
+export type UpstreamAuth = { type: 'none' } | { type: 'header'; name: string } | { type: 'oauth'; oauthAppId: string | null; scopes: string[] | null };
 
 /** The outcome of the last discovery. */
 export interface UpstreamHealth {
@@ -63,7 +66,7 @@ export type HealthReport =
   | { ok: true; checkedAt: Date; latencyMs: number; serverName: string | null; serverVersion: string | null; protocolVersion: string | null }
   | { ok: false; checkedAt: Date; latencyMs: number; errorKind: string; error: string };
 
-const COLUMNS = `u.id, u.organization_id, u.project_id, u.name, u.slug, u.url, u.transport, u.auth_type, u.auth_header_name, u.timeout_ms,
+const COLUMNS = `u.id, u.organization_id, u.project_id, u.name, u.slug, u.url, u.transport, u.auth_type, u.auth_header_name, u.auth_oauth_app_id, u.auth_oauth_scopes, u.timeout_ms,
   u.new_tools, u.health, u.checked_at, u.latency_ms, u.error_kind, u.error_message, u.server_name, u.server_version, u.protocol_version,
   u.discovered_at, u.created_at, u.updated_at,
   (SELECT count(*) FROM mcp_tools t WHERE t.upstream_id = u.id) AS tool_count`;
@@ -72,8 +75,22 @@ const ORDER: KeysetOrder = { at: 'u.created_at', id: 'u.id', idType: 'uuid' };
 
 const intOrNull = (row: Row, column: string): number | null => (row[column] === null || row[column] === undefined ? null : Number(row[column]));
 
-function toUpstream(row: Row): Upstream {
+function authOf(row: Row): UpstreamAuth {
   const headerName = strOrNull(row, 'auth_header_name');
+  const type = str(row, 'auth_type');
+  if (type === 'header' && headerName !== null) return { type: 'header', name: headerName };
+  if (type === 'oauth') return { type: 'oauth', oauthAppId: strOrNull(row, 'auth_oauth_app_id'), scopes: (row.auth_oauth_scopes as string[] | null) ?? null };
+  return { type: 'none' };
+}
+
+/** The auth columns as written: header name, OAuth app, OAuth scopes. */
+function authColumns(auth: UpstreamAuth): [string | null, string | null, string | null] {
+  if (auth.type === 'header') return [auth.name, null, null];
+  if (auth.type === 'oauth') return [null, auth.oauthAppId, auth.scopes === null ? null : JSON.stringify(auth.scopes)];
+  return [null, null, null];
+}
+
+function toUpstream(row: Row): Upstream {
   return {
     id: str(row, 'id'),
     organizationId: str(row, 'organization_id'),
@@ -82,7 +99,7 @@ function toUpstream(row: Row): Upstream {
     slug: str(row, 'slug'),
     url: str(row, 'url'),
     transport: str(row, 'transport') as UpstreamTransport,
-    auth: str(row, 'auth_type') === 'header' && headerName !== null ? { type: 'header', name: headerName } : { type: 'none' },
+    auth: authOf(row),
     timeoutMs: Number(row.timeout_ms),
     newTools: str(row, 'new_tools') as NewToolsPolicy,
     health: {
@@ -146,8 +163,9 @@ export class UpstreamStore {
 
   async create(tx: Queryable, upstream: NewUpstream, now: Date): Promise<Upstream> {
     await tx.query(
-      `INSERT INTO mcp_upstreams (id, organization_id, project_id, name, slug, url, transport, auth_type, auth_header_name, timeout_ms, new_tools, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+      `INSERT INTO mcp_upstreams (id, organization_id, project_id, name, slug, url, transport, auth_type, auth_header_name, timeout_ms, new_tools, created_at, updated_at,
+         auth_oauth_app_id, auth_oauth_scopes)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14)`,
       [
         upstream.id,
         upstream.organizationId,
@@ -157,10 +175,12 @@ export class UpstreamStore {
         upstream.url,
         upstream.transport,
         upstream.auth.type,
-        upstream.auth.type === 'header' ? upstream.auth.name : null,
+        authColumns(upstream.auth)[0],
         upstream.timeoutMs,
         upstream.newTools,
         now,
+        authColumns(upstream.auth)[1],
+        authColumns(upstream.auth)[2],
       ],
     );
     return (await this.get(upstream.organizationId, upstream.id, tx)) as Upstream;
@@ -168,7 +188,8 @@ export class UpstreamStore {
 
   async update(tx: Queryable, organizationId: string, id: string, settings: UpstreamSettings, now: Date): Promise<Upstream | null> {
     const { rowCount } = await tx.query(
-      `UPDATE mcp_upstreams SET name = $3, slug = $4, url = $5, transport = $6, auth_type = $7, auth_header_name = $8, timeout_ms = $9, new_tools = $10, updated_at = $11
+      `UPDATE mcp_upstreams SET name = $3, slug = $4, url = $5, transport = $6, auth_type = $7, auth_header_name = $8, timeout_ms = $9, new_tools = $10, updated_at = $11,
+         auth_oauth_app_id = $12, auth_oauth_scopes = $13
        WHERE organization_id = $1 AND id = $2`,
       [
         organizationId,
@@ -178,10 +199,12 @@ export class UpstreamStore {
         settings.url,
         settings.transport,
         settings.auth.type,
-        settings.auth.type === 'header' ? settings.auth.name : null,
+        authColumns(settings.auth)[0],
         settings.timeoutMs,
         settings.newTools,
         now,
+        authColumns(settings.auth)[1],
+        authColumns(settings.auth)[2],
       ],
     );
     return rowCount > 0 ? this.get(organizationId, id, tx) : null;

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import t from 'tap';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
@@ -161,6 +161,16 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
   const webhookId = (webhook.json() as { id: string }).id;
   const upstream = await test.call('POST', '/client/mcp/upstreams', { body: { name: 'read by MCP', url: 'https://mcp.example.invalid/mcp' } });
   const upstreamId = (upstream.json() as { id: string }).id;
+  // An OAuth upstream nobody signed in to (never called), and a sign-in of it the owner started, stored as start stores one.
+  const oauthUpstream = await test.call('POST', '/client/mcp/upstreams', { body: { name: 'OAuth read by MCP', url: 'https://mcp.example.invalid/mcp', auth: { type: 'oauth' } } });
+  const oauthUpstreamId = (oauthUpstream.json() as { id: string }).id;
+  const personId = ((await test.call('GET', '/client/whoami')).json() as { credential: { personId: string } }).credential.personId;
+  const signInState = randomUUID();
+  await test.app.svc.container.resolve(Tokens.Database).query(
+    `INSERT INTO mcp_oauth_flows (id, state_hash, organization_id, upstream_id, started_by, redirect_uri, status, expires_at, created_at)
+       VALUES ($1, $2, $3, $4, $5, 'https://gateway.example.com/client/mcp/oauth/callback', 'pending', now() + interval '10 minutes', now())`,
+    [randomUUID(), createHash('sha256').update(signInState).digest('hex'), test.organizationId, oauthUpstreamId, `person:${personId}`],
+  );
   const ids: Record<string, Record<string, string>> = {
     'keys.get': { id: keyId },
     'requests.get': { id: requestId },
@@ -171,6 +181,7 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'webhooks.deliveries.list': { id: webhookId },
     'mcp.upstreams.get': { id: upstreamId },
     'mcp.keys.tools': { id: keyId },
+    'mcp.upstreams.oauth.get': { id: oauthUpstreamId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
@@ -178,7 +189,13 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
   for (const operation of reads) {
     const path = Object.fromEntries(Object.keys(operation.params?.shape ?? {}).map((name) => [name, ids[operation.name]?.[name] ?? test.defaultProjectId]));
     const query = Object.fromEntries(new URLSearchParams(sampleQuery(operation).slice(1)));
-    const args = { ...path, ...query, ...(operation.name === 'notes.echo' ? { word: 'hello' } : {}), ...sampleBody(operation) };
+    const args = {
+      ...path,
+      ...query,
+      ...(operation.name === 'notes.echo' ? { word: 'hello' } : {}),
+      ...(operation.name === 'mcp.oauth.status' ? { state: signInState } : {}),
+      ...sampleBody(operation),
+    };
     const result = await client.callTool({ name: operation.name.replaceAll('.', '_'), arguments: args });
     t.notOk(result.isError, `${operation.name} ${fillPath(operation, path)}: ${JSON.stringify(result.content).slice(0, 300)}`);
     t.type(result.structuredContent, 'object', `${operation.name} answers structured content`);

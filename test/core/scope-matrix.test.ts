@@ -175,6 +175,14 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/mcp/approvals/waiting', access: 'mcp:read' },
   { method: 'POST', path: '/mcp/approvals/{id}/approve', access: 'admin' },
   { method: 'POST', path: '/mcp/approvals/{id}/deny', access: 'admin' },
+  { method: 'GET', path: '/mcp/oauth-apps', access: 'mcp:read' },
+  { method: 'POST', path: '/mcp/oauth-apps', access: 'mcp:write' },
+  { method: 'PATCH', path: '/mcp/oauth-apps/{id}', access: 'mcp:write' },
+  { method: 'DELETE', path: '/mcp/oauth-apps/{id}', access: 'mcp:write' },
+  { method: 'POST', path: '/mcp/upstreams/{id}/oauth/start', access: 'mcp:write' },
+  { method: 'GET', path: '/mcp/upstreams/{id}/oauth', access: 'mcp:read' },
+  { method: 'DELETE', path: '/mcp/upstreams/{id}/oauth', access: 'mcp:write' },
+  { method: 'GET', path: '/mcp/oauth/status', access: 'mcp:read' },
   // People (spec: by path only; README "People and roles": people see their team, owners and admins
   // manage it, in their own sessions; keys and connectors neither)
   { method: 'GET', path: '/employees', access: 'session' },
@@ -413,6 +421,7 @@ const ACCESS_REFUSALS = [
   'mcp_group_not_found',
   'mcp_grant_not_found',
   'mcp_approval_not_found',
+  'oauth_app_not_found',
   'file_not_found',
   'batch_not_found',
   'cross_project',
@@ -478,6 +487,14 @@ const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
       { waitMs: 0, signal: new AbortController().signal },
     );
     return outcome.approvalId;
+  },
+  // An OAuth app of project A whose authorization server never resolves (nothing is asked at create).
+  'mcp oauth app': async () => {
+    const response = await test.call('POST', '/client/mcp/oauth-apps', {
+      body: { name: 'fixture', clientId: 'fixture-client', authorizationServerUrl: 'https://auth.example.invalid', projectId: projectA },
+    });
+    if (response.statusCode !== 201) throw new Error(`oauth app fixture: ${response.statusCode} ${response.body}`);
+    return (response.json() as { id: string }).id;
   },
   // A /v1 file (plugins/files), uploaded by a key of project A.
   file: async () => {

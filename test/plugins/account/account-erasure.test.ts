@@ -6,6 +6,7 @@ import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
 import { CallStore } from '../../../plugins/tool-gateway/call-store.ts';
 import { ToolGatewayTokens } from '../../../plugins/tool-gateway/index.ts';
 import { ToolStore } from '../../../plugins/tool-gateway/tool-store.ts';
+import { UpstreamOAuthStore } from '../../../plugins/tool-gateway/upstream-oauth-store.ts';
 import { startFakeCustomerEndpoint } from '../../fakes/fake-customer-endpoint.ts';
 import { addPerson, createKey } from '../../helpers/app.ts';
 import { testClock } from '../../helpers/jobs.ts';
@@ -194,8 +195,54 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
     );
   t.equal(approval.decision, 'pending');
   t.equal((await test.call('PUT', `/client/mcp/projects/${projectId}/switch`, { token, body: { mode: 'off' } })).statusCode, 200);
+  // An OAuth app, an upstream signing in with it, connected, and a sign-in pending (stored as start and callback store them).
+  const oauthApp = await test.call('POST', '/client/mcp/oauth-apps', {
+    token,
+    body: { name: `${tag} app`, clientId: `${tag}-client`, clientSecret: `${tag}-secret`, authorizationServerUrl: 'https://auth.example.invalid', projectId },
+  });
+  t.equal(oauthApp.statusCode, 201, oauthApp.body);
+  const oauthAppId = oauthApp.json().id as string;
+  const oauthUpstream = await test.call('POST', '/client/mcp/upstreams', {
+    token,
+    body: { name: `${tag} oauth tools`, url: 'https://mcp.example.invalid/mcp', auth: { type: 'oauth', oauthAppId }, projectId },
+  });
+  t.equal(oauthUpstream.statusCode, 201, oauthUpstream.body);
+  const oauthUpstreamId = oauthUpstream.json().id as string;
+  const connections = new UpstreamOAuthStore(db);
+  const vault = test.app.svc.container.resolve(Tokens.Secrets);
+  const metadata = {
+    issuer: 'https://auth.example.invalid',
+    authorization_endpoint: 'https://auth.example.invalid/a',
+    token_endpoint: 'https://auth.example.invalid/t',
+    response_types_supported: ['code'],
+  };
+  const signInId = randomUUID();
+  await db.transaction(async (tx) => {
+    await connections.choose(
+      tx,
+      oauthUpstreamId,
+      who.organizationId,
+      { issuer: metadata.issuer, metadata, resource: null, oauthAppId, registeredClientId: null, registeredRedirectUri: null },
+      now,
+    );
+    await connections.connect(tx, oauthUpstreamId, { expiresAt: later, scopes: null }, now);
+    // Expiring after the deletion runs, so no prune takes it first.
+    await connections.createFlow(tx, {
+      id: signInId,
+      stateHash: hash(),
+      organizationId: who.organizationId,
+      upstreamId: oauthUpstreamId,
+      startedBy: 'person:x',
+      redirectUri: 'https://gw/cb',
+      expiresAt: later,
+      createdAt: now,
+    });
+  });
+  await vault.put({ kind: 'mcp_upstream', id: oauthUpstreamId }, 'oauth_access_token', `${tag}-access`);
+  await vault.put({ kind: 'mcp_upstream', id: oauthUpstreamId }, 'oauth_refresh_token', `${tag}-refresh`);
+  await vault.put({ kind: 'mcp_oauth_flow', id: signInId }, 'code_verifier', `${tag}-verifier`);
   await test.runJobs();
-  return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId };
+  return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId, oauthAppId, oauthUpstreamId, signInId };
 }
 
 /** Rows of the tables that hang off the organisation's rows without naming it. */
@@ -212,6 +259,9 @@ async function dependentRows(test: AccountApp, made: Awaited<ReturnType<typeof u
     'connector tokens': await count('SELECT count(*) AS n FROM oauth_tokens WHERE grant_id = $1', [made.grantId]),
     'connector codes': await count('SELECT count(*) AS n FROM oauth_codes WHERE grant_id = $1', [made.grantId]),
     'upstream header values': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_upstream' AND owner_id = $1", [made.upstreamId]),
+    'upstream oauth tokens': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_upstream' AND owner_id = $1", [made.oauthUpstreamId]),
+    'oauth app secrets': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_oauth_app' AND owner_id = $1", [made.oauthAppId]),
+    'sign-in verifiers': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_oauth_flow' AND owner_id = $1", [made.signInId]),
   };
 }
 
@@ -265,7 +315,10 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     'support requests': 1,
     'webhook endpoints': 1,
     'connector grants': 1,
-    'mcp upstreams': 1,
+    // The header one and the OAuth one, with its app and pending sign-in.
+    'mcp upstreams': 2,
+    'mcp oauth apps': 1,
+    'mcp oauth sign-ins': 1,
     'mcp tools': 1,
     'mcp project switches': 1,
     'mcp approvals': 1,

@@ -33,6 +33,17 @@ export interface FakeMcpServer {
   close(): Promise<void>;
 }
 
+/**
+ * A server behind OAuth: /mcp demands a bearer `accepts` takes, answering 401 with
+ * `WWW-Authenticate: Bearer resource_metadata=…` otherwise, and publishes its RFC 9728 metadata
+ * naming the authorization server.
+ */
+export interface BearerProtection {
+  authorizationServer: string;
+  accepts(token: string): boolean;
+  scopes?: string[];
+}
+
 interface CallState {
   tools: Tool[];
   pageSize: number;
@@ -82,7 +93,7 @@ function mcpServer(state: CallState, kill: () => void): Server {
   return server;
 }
 
-export async function startFakeMcpServer(tools: Tool[] = []): Promise<FakeMcpServer> {
+export async function startFakeMcpServer(tools: Tool[] = [], protection?: BearerProtection): Promise<FakeMcpServer> {
   const calls: CallState = { tools, pageSize: 2, calls: [], aborted: [], waiters: new Set(), onSlowWaiting: new Set() };
   const state: FakeMcpServer = {
     url: '',
@@ -113,6 +124,19 @@ export async function startFakeMcpServer(tools: Tool[] = []): Promise<FakeMcpSer
   const server = http.createServer(async (req, res) => {
     state.headers.push(req.headers);
     const path = new URL(req.url ?? '/', 'http://x').pathname;
+    if (protection && path.startsWith('/.well-known/oauth-protected-resource')) {
+      const metadata = { resource: `${state.url}/mcp`, authorization_servers: [protection.authorizationServer], scopes_supported: protection.scopes };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(metadata));
+      return;
+    }
+    if (protection && path === '/mcp') {
+      const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+      if (bearer === undefined || !protection.accepts(bearer)) {
+        const metadataUrl = `${state.url}/.well-known/oauth-protected-resource/mcp`;
+        res.writeHead(401, { 'www-authenticate': `Bearer error="invalid_token", resource_metadata="${metadataUrl}"` }).end();
+        return;
+      }
+    }
     if (path === '/mcp') {
       const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined });
       const mcp = mcpServer(calls, () => req.socket.destroy());
