@@ -1,0 +1,89 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { z } from 'zod';
+
+/**
+ * The demo upstream: a small MCP server that runs inside the service, so a fresh `npm start` can show
+ * the whole tool gateway (discovery, switches, bundles, grants, approvals, usage) without a server of
+ * the customer's. The gateway reaches it as it reaches any upstream, through the MCP SDK's client, but
+ * over an in-process transport instead of HTTP. Its tools cover what the gateway treats differently:
+ * read-only tools, a write, a destructive tool (approval by default), progress, a tool error and
+ * structured output. Notes live in this process's memory: a demo, not a store.
+ */
+export function demoToolsServer(clock: () => Date = () => new Date()): McpServer {
+  const server = new McpServer({ name: 'svc-demo-tools', version: '1.0.0' }, { capabilities: { tools: {} } });
+  const notes = new Map<string, { id: string; title: string; body: string; createdAt: string }>();
+  const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
+
+  server.registerTool('echo', { description: 'Answers the text it is given.', inputSchema: { text: z.string().max(10_000) }, annotations: { readOnlyHint: true } }, async ({ text: given }) =>
+    text(given),
+  );
+
+  server.registerTool(
+    'add',
+    {
+      description: 'Adds two numbers.',
+      inputSchema: { a: z.number(), b: z.number() },
+      outputSchema: { sum: z.number() },
+      annotations: { readOnlyHint: true },
+    },
+    async ({ a, b }) => ({ ...text(String(a + b)), structuredContent: { sum: a + b } }),
+  );
+
+  server.registerTool('current_time', { description: "The service's current time, in UTC.", inputSchema: {}, annotations: { readOnlyHint: true } }, async () => text(clock().toISOString()));
+
+  server.registerTool(
+    'count_slowly',
+    {
+      description: 'Counts from 1 to `to`, sending a progress notification at each step.',
+      inputSchema: { to: z.number().int().min(1).max(20), delayMs: z.number().int().min(0).max(2_000).default(200) },
+      annotations: { readOnlyHint: true },
+    },
+    async ({ to, delayMs }, extra) => {
+      const progressToken = extra._meta?.progressToken;
+      for (let step = 1; step <= to; step++) {
+        await sleep(delayMs, undefined, { signal: extra.signal });
+        if (progressToken !== undefined) {
+          await extra.sendNotification({ method: 'notifications/progress', params: { progressToken, progress: step, total: to } });
+        }
+      }
+      return text(`counted to ${to}`);
+    },
+  );
+
+  server.registerTool(
+    'notes_create',
+    {
+      description: 'Keeps a note (in memory, for the demo).',
+      inputSchema: { title: z.string().min(1).max(200), body: z.string().max(10_000).default('') },
+      annotations: { readOnlyHint: false, destructiveHint: false },
+    },
+    async ({ title, body }) => {
+      const note = { id: randomUUID(), title, body, createdAt: clock().toISOString() };
+      notes.set(note.id, note);
+      return { ...text(`note ${note.id} kept`), structuredContent: note };
+    },
+  );
+
+  server.registerTool('notes_list', { description: 'Lists the notes kept.', inputSchema: {}, annotations: { readOnlyHint: true } }, async () => ({
+    ...text(JSON.stringify([...notes.values()])),
+    structuredContent: { notes: [...notes.values()] },
+  }));
+
+  server.registerTool(
+    'notes_delete',
+    {
+      description: 'Deletes a note for good.',
+      inputSchema: { id: z.string() },
+      annotations: { readOnlyHint: false, destructiveHint: true },
+    },
+    async ({ id }) => {
+      // A tool's own failure is a result with isError, which the gateway passes on as it is.
+      if (!notes.delete(id)) return { ...text(`no note ${id}`), isError: true };
+      return text(`note ${id} deleted`);
+    },
+  );
+
+  return server;
+}
