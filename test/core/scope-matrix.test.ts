@@ -34,7 +34,8 @@ const AUTH_URL = 'http://auth.localhost:8080';
 const test = await buildTestApp(t, {
   config: { auth: { setPasswordAttemptsPerIp: 100 } },
   // Every webhook operation gets a fresh endpoint of project A from each credential: more than an organisation's default allowance.
-  plugins: { ...allPlugins(), oauth: { authUrl: AUTH_URL }, webhooks: { maxEndpointsPerOrganization: 10_000 }, 'tool-gateway': { maxUpstreamsPerOrganization: 10_000 } },
+  // Connector tokens are made before the tests that use them and must outlive a slow run: the longest TTL allowed.
+  plugins: { ...allPlugins(), oauth: { authUrl: AUTH_URL, accessTokenTtlSeconds: 3600 }, webhooks: { maxEndpointsPerOrganization: 10_000 }, 'tool-gateway': { maxUpstreamsPerOrganization: 10_000 } },
   deriveKey: fastDeriveKey,
 });
 const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
