@@ -33,9 +33,14 @@ const AUTH_URL = 'http://auth.localhost:8080';
 // scope some operation needs, more than the default set-password limit per address allows.
 const test = await buildTestApp(t, {
   config: { auth: { setPasswordAttemptsPerIp: 100 } },
-  // Every webhook operation gets a fresh endpoint of project A from each credential: more than an organisation's default allowance.
-  // Connector tokens are made before the tests that use them and must outlive a slow run: the longest TTL allowed.
-  plugins: { ...allPlugins(), oauth: { authUrl: AUTH_URL, accessTokenTtlSeconds: 3600 }, webhooks: { maxEndpointsPerOrganization: 10_000 }, 'tool-gateway': { maxUpstreamsPerOrganization: 10_000 } },
+  plugins: {
+    ...allPlugins(),
+    // Connectors' access tokens are minted as the file loads and used at its end: a loaded machine's run outlasts the default 10 minutes.
+    oauth: { authUrl: AUTH_URL, accessTokenTtlSeconds: 3600 },
+    // Every webhook operation gets a fresh endpoint of project A from each credential: more than an organisation's default allowance.
+    webhooks: { maxEndpointsPerOrganization: 10_000 },
+    'tool-gateway': { maxUpstreamsPerOrganization: 10_000 },
+  },
   deriveKey: fastDeriveKey,
 });
 const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
