@@ -7,6 +7,8 @@ import { unwrap } from './api/errors.ts';
 import { session, signOut } from './api/session.ts';
 import { KeyDetailPage, KeysPage } from './pages/keys.tsx';
 import { OverviewPage } from './pages/overview.tsx';
+import { RequestDetailPage, RequestsPage } from './pages/requests.tsx';
+import { ToolGatewayPage } from './pages/tool-gateway.tsx';
 import { UsagePage } from './pages/usage.tsx';
 
 export interface PageEntry {
@@ -24,6 +26,15 @@ export const PAGES: readonly PageEntry[] = [
   { title: 'Keys', href: '/console/keys', routes: ['/console/keys'], needs: ['GET /keys', 'POST /keys'], component: KeysPage },
   { title: 'Key', href: '', routes: ['/console/keys/:id'], needs: ['GET /keys/{id}'], component: KeyDetailPage },
   { title: 'Usage', href: '/console/usage', routes: ['/console/usage'], needs: ['GET /usage/series'], component: UsagePage },
+  { title: 'Request logs', href: '/console/requests', routes: ['/console/requests'], needs: ['GET /requests'], component: RequestsPage },
+  { title: 'Request', href: '', routes: ['/console/requests/:id'], needs: ['GET /requests/{id}'], component: RequestDetailPage },
+  {
+    title: 'Tool gateway',
+    href: '/console/tools',
+    routes: ['/console/tools'],
+    needs: ['GET /mcp/upstreams', 'GET /mcp/tools', 'GET /mcp/approvals/waiting'],
+    component: ToolGatewayPage,
+  },
 ];
 
 /** `METHOD /path` of every operation of this deployment's OpenAPI document, read at start. */

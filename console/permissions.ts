@@ -5,17 +5,19 @@ import type { Session } from './api/session.ts';
  * controls for the same reason. It mirrors the API's rules (scopes by role, owner-only acts) only to
  * explain them early: the API refuses a forced call anyway, and its answer is what the page shows.
  */
-export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'usage.read' | 'requests.read';
+export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'usage.read' | 'requests.read' | 'mcp.read' | 'mcp.write' | 'mcp.decide';
 
 export type Verdict = { readonly allowed: true; readonly reason: null } | { readonly allowed: false; readonly reason: string };
 
 const ALLOWED: Verdict = { allowed: true, reason: null };
 
-const SCOPE_OF: Record<Exclude<Act, 'keys.limits'>, string> = {
+const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'mcp.decide'>, string> = {
   'keys.read': 'keys:read',
   'keys.write': 'keys:write',
   'usage.read': 'usage:read',
   'requests.read': 'requests:read',
+  'mcp.read': 'mcp:read',
+  'mcp.write': 'mcp:write',
 };
 
 export function may(caller: Session, act: Act): Verdict {
@@ -23,6 +25,12 @@ export function may(caller: Session, act: Act): Verdict {
     // The spec: a key's spend cap, expiry and rate limits are an owner's to set.
     if (caller.role !== 'owner') return { allowed: false, reason: 'Only an owner sets spend caps, expiry and rate limits' };
     return may(caller, 'keys.write');
+  }
+  if (act === 'mcp.decide') {
+    // The spec: approving or denying a tool call is an owner's or admin's own decision, never a member's.
+    // It asks for no scope: the role alone decides.
+    if (caller.role === 'member') return { allowed: false, reason: 'Only an owner or admin approves or denies tool calls' };
+    return ALLOWED;
   }
   const scope = SCOPE_OF[act];
   if (!caller.scopes.has(scope)) return { allowed: false, reason: `Your role (${caller.role}) does not hold ${scope}` };
