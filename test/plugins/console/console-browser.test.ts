@@ -1,12 +1,11 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import AxeBuilder from '@axe-core/playwright';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { buildTestApp } from '../../helpers/app.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
 import { listeningBase } from '../../helpers/mcp-client.ts';
-import { fastDeriveKey, invite, PASSWORD } from '../../helpers/people.ts';
+import { fastDeriveKey, PASSWORD } from '../../helpers/people.ts';
+import { consoleBrowser, personWithPassword, sameOriginOnly, seriousViolations, signInThroughThePage } from './browser-fixture.ts';
 import { builtConsole, pluginsWithConsole } from './console-fixture.ts';
 
 /**
@@ -26,56 +25,7 @@ const test = await buildTestApp(t, {
 });
 const base = await listeningBase(test);
 
-let browser: Browser | null = null;
-t.teardown(() => browser?.close());
-
-interface Watched {
-  context: BrowserContext;
-  page: Page;
-  /** Requests the page tried to send anywhere but the service: each one fails the test. */
-  elsewhere: string[];
-  /** alert/prompt dialogs (script that ran); confirmations are accepted. */
-  alerts: string[];
-}
-
-/** A fresh browser context whose every request must go to the service's own origin. */
-async function watchedContext(t: Test): Promise<Watched> {
-  browser ??= await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
-  const context = await browser.newContext();
-  t.teardown(() => context.close());
-  const elsewhere: string[] = [];
-  await context.route('**', (route) => {
-    const url = route.request().url();
-    if (new URL(url).origin === base || url.startsWith('data:')) return route.continue();
-    elsewhere.push(url);
-    return route.abort();
-  });
-  const page = await context.newPage();
-  const alerts: string[] = [];
-  page.on('dialog', (dialog) => {
-    if (dialog.type() === 'confirm') return void dialog.accept();
-    alerts.push(`${dialog.type()}: ${dialog.message()}`);
-    return void dialog.dismiss();
-  });
-  return { context, page, elsewhere, alerts };
-}
-
-async function personWithPassword(email: string, role: 'owner' | 'admin' | 'member'): Promise<void> {
-  const token = await invite(test, email, role);
-  const set = await test.call('POST', '/client/auth/set-password', { token: null, body: { token, password: PASSWORD } });
-  if (set.statusCode !== 200) throw new Error(`set-password failed: ${set.body}`);
-}
-
-async function signInThroughThePage(page: Page, email: string): Promise<void> {
-  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
-  await page.getByLabel('Email').fill(email);
-  await page.getByLabel('Password').fill(PASSWORD);
-  await page.getByRole('button', { name: 'Sign in' }).click();
-}
+const { watchedContext } = consoleBrowser(t, base);
 
 async function chat(key: string): Promise<number> {
   const response = await fetch(`${base}/v1/chat/completions`, {
@@ -87,21 +37,11 @@ async function chat(key: string): Promise<number> {
   return response.status;
 }
 
-async function seriousViolations(page: Page): Promise<string[]> {
-  const results = await new AxeBuilder({ page }).analyze();
-  return results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${v.id}: ${v.nodes.map((n) => n.target.join(' ')).join(', ')}`);
-}
-
-await personWithPassword('console-owner@example.com', 'owner');
-await personWithPassword('console-member@example.com', 'member');
+await personWithPassword(test, 'console-owner@example.com', 'owner');
+await personWithPassword(test, 'console-member@example.com', 'member');
 // A developer of the default project: a member's keys live in the projects they work on.
 const joined = await test.call('POST', `/client/projects/${test.defaultProjectId}/members`, { body: { email: 'console-member@example.com', role: 'developer' } });
 if (joined.statusCode !== 201) throw new Error(`project membership failed: ${joined.body}`);
-
-/** Run at each test's end: the route guard saw nothing leave for another origin. */
-function sameOriginOnly(t: Test, watched: Watched): void {
-  t.same(watched.elsewhere, [], 'every request went to the service’s own origin');
-}
 
 t.test('sign in, create a key, call with it, revoke it in the console, and the same call gets 401', async (t) => {
   const watched = await watchedContext(t);

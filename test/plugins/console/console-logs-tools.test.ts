@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Page } from 'playwright-core';
 import t, { type Test } from 'tap';
-import { allPlugins, buildTestApp, createKey } from '../../helpers/app.ts';
+import { buildTestApp, createKey } from '../../helpers/app.ts';
 import { closedPort } from '../../helpers/closed-port.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
 import { listeningBase, mcpClient } from '../../helpers/mcp-client.ts';
 import { fastDeriveKey } from '../../helpers/people.ts';
 import { startFakeMcpServer, tool } from '../tool-gateway/fake-mcp-server.ts';
 import { consoleBrowser, personWithPassword, sameOriginOnly, seriousViolations, signInThroughThePage } from './browser-fixture.ts';
-import { builtConsole } from './console-fixture.ts';
+import { builtConsole, pluginsWithConsole } from './console-fixture.ts';
 
 /**
  * The console's request logs and tool gateway pages in a real browser against the real service on
@@ -23,8 +23,7 @@ const test = await buildTestApp(t, {
   // The fake MCP server listens on loopback; an agent's call waits long enough for the page to see it.
   config: { outbound: { allowPrivateNetwork: true } },
   plugins: {
-    ...allPlugins(),
-    console: { dir },
+    ...pluginsWithConsole(dir),
     'tool-gateway': { approvalWaitMs: 20_000 },
     inference: {
       providers: {
