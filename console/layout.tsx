@@ -53,12 +53,12 @@ function OrganizationSwitcher() {
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
     if (organizations.value !== null) return;
-    api.GET('/organizations', { params: { query: { limit: 200 } } }).then(
-      (result) => {
+    api
+      .GET('/organizations', { params: { query: { limit: 200 } } })
+      .then((result) => {
         organizations.value = unwrap(result).data;
-      },
-      () => undefined,
-    );
+      })
+      .catch(() => undefined);
   }, []);
   const list = organizations.value ?? [{ id: current.organizationId, name: current.organizationName, role: current.role }];
   const choose = async (organizationId: string) => {

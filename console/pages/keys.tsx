@@ -32,10 +32,10 @@ const SCOPES: readonly Scope[] = [
 function useProjects(): ReadonlyMap<string, string> {
   const [names, setNames] = useState<ReadonlyMap<string, string>>(new Map());
   useEffect(() => {
-    api.GET('/projects', { params: { query: { limit: 200 } } }).then(
-      (result) => setNames(new Map(unwrap(result).data.map((project) => [project.id, project.name]))),
-      () => undefined,
-    );
+    api
+      .GET('/projects', { params: { query: { limit: 200 } } })
+      .then((result) => setNames(new Map(unwrap(result).data.map((project) => [project.id, project.name]))))
+      .catch(() => undefined);
   }, []);
   return names;
 }
@@ -205,10 +205,10 @@ export function KeysPage() {
   const [created, setCreated] = useState<{ name: string; key: string } | null>(null);
   const projects = useProjects();
   const load = () =>
-    api.GET('/keys', { params: { query: { limit: 200 } } }).then(
-      (result) => setKeys(unwrap(result).data),
-      (error: unknown) => setFailure(error instanceof Error ? error.message : String(error)),
-    );
+    api
+      .GET('/keys', { params: { query: { limit: 200 } } })
+      .then((result) => setKeys(unwrap(result).data))
+      .catch((error: unknown) => setFailure(error instanceof Error ? error.message : String(error)));
   useEffect(() => void load(), []);
   return (
     <section>
@@ -274,10 +274,10 @@ export function KeyDetailPage() {
   const [errors, setErrors] = useState<FormErrors>(NO_ERRORS);
   const [notice, setNotice] = useState<string | null>(null);
   const load = () =>
-    api.GET('/keys/{id}', { params: { path: { id } } }).then(
-      (result) => setKey(unwrap(result)),
-      (error: unknown) => setFailure(error instanceof Error ? error.message : String(error)),
-    );
+    api
+      .GET('/keys/{id}', { params: { path: { id } } })
+      .then((result) => setKey(unwrap(result)))
+      .catch((error: unknown) => setFailure(error instanceof Error ? error.message : String(error)));
   useEffect(() => void load(), [id]);
   const write = may(session.value!, 'keys.write');
 

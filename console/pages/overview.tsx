@@ -21,10 +21,10 @@ export function OverviewPage() {
   const [overview, setOverview] = useState<Overview | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
   useEffect(() => {
-    api.GET('/overview').then(
-      (result) => setOverview(unwrap(result)),
-      (error: unknown) => setFailure(error instanceof Error ? error.message : String(error)),
-    );
+    api
+      .GET('/overview')
+      .then((result) => setOverview(unwrap(result)))
+      .catch((error: unknown) => setFailure(error instanceof Error ? error.message : String(error)));
   }, []);
   return (
     <section>

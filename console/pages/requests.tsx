@@ -59,10 +59,10 @@ export function RequestsPage() {
   const [errors, setErrors] = useState<FormErrors>(NO_ERRORS);
   const [busy, setBusy] = useState(false);
   useEffect(() => {
-    api.GET('/keys', { params: { query: { limit: 200 } } }).then(
-      (result) => setKeys(unwrap(result).data),
-      () => undefined,
-    );
+    api
+      .GET('/keys', { params: { query: { limit: 200 } } })
+      .then((result) => setKeys(unwrap(result).data))
+      .catch(() => undefined);
   }, []);
   const load = async (query: Filters, after: string | null) => {
     setBusy(true);

@@ -41,22 +41,22 @@ export function UsagePage() {
   const [series, setSeries] = useState<Series | null>(null);
   const [failure, setFailure] = useState<string | null>(null);
   useEffect(() => {
-    api.GET('/keys', { params: { query: { limit: 200 } } }).then(
-      (result) => setKeys(unwrap(result).data),
-      () => undefined,
-    );
+    api
+      .GET('/keys', { params: { query: { limit: 200 } } })
+      .then((result) => setKeys(unwrap(result).data))
+      .catch(() => undefined);
   }, []);
   useEffect(() => {
     const to = new Date();
     const from = new Date(to.getTime() - (granularity === 'hour' ? 2 : 30) * 86_400_000);
     setSeries(null);
-    api.GET('/usage/series', { params: { query: { granularity, from: from.toISOString(), to: to.toISOString(), ...(keyId ? { keyId } : {}) } } }).then(
-      (result) => {
+    api
+      .GET('/usage/series', { params: { query: { granularity, from: from.toISOString(), to: to.toISOString(), ...(keyId ? { keyId } : {}) } } })
+      .then((result) => {
         setFailure(null);
         setSeries(unwrap(result));
-      },
-      (error: unknown) => setFailure(error instanceof Error ? error.message : String(error)),
-    );
+      })
+      .catch((error: unknown) => setFailure(error instanceof Error ? error.message : String(error)));
   }, [granularity, keyId]);
   return (
     <section>
