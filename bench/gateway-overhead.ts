@@ -33,7 +33,11 @@
  *      (the gateway's commit point: the first event after the announcements) and CPU per stream
  *   8. a batch of BATCH_LINES chat lines: lines per second through the batch worker (upload, create,
  *      poll until completed) next to the same calls sent live at the batch's concurrency
- * BENCH_ONLY=chat skips 6 to 8, for a side by side with a commit that has no such routes.
+ *   9. an MCP tools/call (bench/tool-calls.ts): a loopback SDK-built upstream with one `echo` tool,
+ *      called with the SDK's client straight and through /mcp/gateway, sequentially and
+ *      TOOL_CONCURRENCY at a time: calls/s, p50/p99 and the ratio
+ * BENCH_ONLY=chat skips 6 to 9, for a side by side with a commit that has no such routes;
+ * BENCH_ONLY=tools runs section 9 alone (printed, results.json left as it was).
  *
  * Prints the figures with their goals and writes bench/results.json (bench/runs.ts runs this
  * several times, alternating two commits or two configurations, and prints medians and ranges).
@@ -51,6 +55,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { bundleForNode } from './bundle.ts';
 import { BATCH_CONCURRENCY, measureBatchThroughput } from './batch-throughput.ts';
+import { grantEcho, measureToolCalls, startEchoUpstream, TOOL_CONCURRENCY, TOOL_CONCURRENT_CALLS, TOOL_SEQUENTIAL_CALLS, type ToolCallFigures } from './tool-calls.ts';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -86,12 +91,15 @@ const REQUEST_TIMEOUT_MS = 10_000;
 /** Embeddings latency: fewer requests than chat's, enough for a p99. */
 const EMBEDDINGS_LATENCY_WARMUP = 100;
 const EMBEDDINGS_LATENCY_REQUESTS = 1_000;
-/** `BENCH_ONLY=chat`: chat's sections alone (a commit without /v1/embeddings and /v1/responses). */
+/**
+ * `BENCH_ONLY=chat`: chat's sections alone (a commit without /v1/embeddings and /v1/responses);
+ * `BENCH_ONLY=tools`: the tool calls' section alone.
+ */
 const ONLY = process.env.BENCH_ONLY || 'all';
-if (ONLY !== 'all' && ONLY !== 'chat') throw new Error(`BENCH_ONLY=${ONLY}: must be chat (or unset for every section)`);
+if (ONLY !== 'all' && ONLY !== 'chat' && ONLY !== 'tools') throw new Error(`BENCH_ONLY=${ONLY}: must be chat or tools (or unset for every section)`);
 const BREADTH = ONLY === 'all';
-/** The progress lines' count: chat's four measuring phases, and the three after them. */
-const PHASES = BREADTH ? 7 : 4;
+/** The progress lines' count: chat's four measuring phases, and the four after them. */
+const PHASES = BREADTH ? 8 : 4;
 /** Lines of section 7's batch. */
 const BATCH_LINES = 500;
 /** The whole run, start-up included, is cut off after this (the sections after chat's take up to 3 more minutes). */
@@ -1017,7 +1025,7 @@ async function main(): Promise<void> {
       headers: { 'content-type': 'application/json', authorization: `Bearer ${ownerToken}` },
       body: JSON.stringify({ name: 'bench', scopes: ['inference'] }),
     });
-    const createdBody = (await created.json()) as { key?: string };
+    const createdBody = (await created.json()) as { key?: string; id?: string };
     if (created.status !== 201 || !createdBody.key?.startsWith('svc_live_')) throw new Error(`key creation failed: ${created.status} ${JSON.stringify(createdBody)}`);
     const key = createdBody.key;
 
@@ -1026,6 +1034,24 @@ async function main(): Promise<void> {
     const gateway = makeTarget('gateway', gatewayReady.url, key);
     const targets = [direct, proxy, gateway];
     log(`bare proxy    ${proxyReady.url} (pid ${proxyChild.process.pid}): the floor, pipes bytes to the fake upstream`);
+    /** Section 9: its own upstream, the grant to the bench key, the calls. */
+    const toolSection = async (): Promise<ToolCallFigures> => {
+      const echo = await startEchoUpstream();
+      try {
+        const gatewayName = await grantEcho(gatewayReady.url, ownerToken, createdBody.id ?? '', echo.url);
+        return await measureToolCalls(gatewayReady.url, key, echo.url, gatewayName);
+      } finally {
+        await echo.close();
+      }
+    };
+    if (ONLY === 'tools') {
+      log();
+      log(`[1/1] tool calls: ${TOOL_SEQUENTIAL_CALLS} sequential per target, alternating, then ${TOOL_CONCURRENT_CALLS} at ${TOOL_CONCURRENCY} at a time per target…`);
+      printToolCalls(await toolSection());
+      log('  BENCH_ONLY=tools: bench/results.json left as it was');
+      await Promise.allSettled(targets.map((target) => target.client.close()));
+      return;
+    }
     try {
       // Smoke: every path answers both kinds of request before anything is measured.
       for (const target of targets) {
@@ -1092,6 +1118,10 @@ async function main(): Promise<void> {
       const breadth = BREADTH ? await measureBreadth(targets, pids) : null;
       if (BREADTH) log(`[7/${PHASES}] batch: ${BATCH_LINES} lines through the worker, then the same calls live at ${BATCH_CONCURRENCY} at a time…`);
       const batch = BREADTH ? await profiled('batch', null, () => measureBatchThroughput(gatewayReady.url, key, MODEL, BATCH_LINES)) : null;
+      if (BREADTH) {
+        log(`[8/${PHASES}] tool calls: ${TOOL_SEQUENTIAL_CALLS} sequential per target, alternating, then ${TOOL_CONCURRENT_CALLS} at ${TOOL_CONCURRENCY} at a time per target…`);
+      }
+      const toolCalls = BREADTH ? await profiled('tool calls', null, toolSection) : null;
 
       const added = {
         p50: latencyGateway.p50 - latencyDirect.p50,
@@ -1162,6 +1192,7 @@ async function main(): Promise<void> {
         log(`       ratio batch/live          ${f(batch.batchLinesPerSecond / batch.liveCallsPerSecond, 3)}`);
         log();
       }
+      if (toolCalls) printToolCalls(toolCalls);
       const allPass = Object.values(pass).every(Boolean);
       if (gatewayChild.clientGoneLogs > 0) {
         log(`  note: the gateway logged ${gatewayChild.clientGoneLogs} 'client disconnected' errors, from autocannon closing sockets mid-request at the end of each load phase`);
@@ -1272,6 +1303,7 @@ async function main(): Promise<void> {
         pacedStreams: pacedResults(paced),
         ...(breadth ? breadthResults(breadth) : {}),
         ...(batch ? { batch: { ...batch, batchLinesPerSecond: Math.round(batch.batchLinesPerSecond), liveCallsPerSecond: Math.round(batch.liveCallsPerSecond) } } : {}),
+        ...(toolCalls ? { toolCalls: toolCallResults(toolCalls) } : {}),
         ...(PROFILE ? { profiles: phaseProfiles } : {}),
         gatewayClientGoneLogLines: gatewayChild.clientGoneLogs,
         allGoalsMet: allPass,
@@ -1294,6 +1326,42 @@ async function main(): Promise<void> {
     log(`Gateway CPU profile, ${phase}: ${file.slice(REPO_ROOT.length)}`);
     printProfileSummary(summarizeProfile(file, PROFILE_TOP), log, gatewayCalls);
   }
+}
+
+/** Section 9: each way of calling, direct next to the gateway, and the gateway's share of direct's calls/s. */
+function printToolCalls(figures: ToolCallFigures): void {
+  const row = (label: string, x: { callsPerSecond: number; p50: number; p99: number }) =>
+    log(`       ${label.padEnd(8)} ${f(x.callsPerSecond, 0).padStart(6)} calls/s   p50 ${f(x.p50, 2)} ms   p99 ${f(x.p99, 2)} ms`);
+  log('  9. MCP tools/call, SDK client, stateless Streamable HTTP upstream with one echo tool');
+  for (const [label, part] of [
+    [`${figures.sequential.calls} sequential`, figures.sequential],
+    [`${figures.concurrent.calls} at ${figures.concurrent.concurrency} at a time`, figures.concurrent],
+  ] as const) {
+    log(`     ${label}`);
+    row('direct', part.direct);
+    row('gateway', part.gateway);
+    log(`       ratio gateway/direct calls/s ${f(part.gateway.callsPerSecond / part.direct.callsPerSecond, 3)}; added p50 ${f(part.gateway.p50 - part.direct.p50, 2)} ms`);
+  }
+  log();
+}
+
+function toolCallResults(figures: ToolCallFigures) {
+  const round = (x: { callsPerSecond: number; p50: number; p99: number; mean: number }) => ({
+    callsPerSecond: Math.round(x.callsPerSecond),
+    p50Ms: Number(x.p50.toFixed(3)),
+    p99Ms: Number(x.p99.toFixed(3)),
+    meanMs: Number(x.mean.toFixed(3)),
+  });
+  const part = (p: ToolCallFigures['sequential'] | ToolCallFigures['concurrent']) => ({
+    direct: round(p.direct),
+    gateway: round(p.gateway),
+    ratio: Number((p.gateway.callsPerSecond / p.direct.callsPerSecond).toFixed(3)),
+  });
+  return {
+    note: 'MCP SDK client both ways; direct = the loopback upstream itself, gateway = /mcp/gateway with the bench key (grant, rate limit, outbound MCP session, usage row)',
+    sequential: { calls: figures.sequential.calls, ...part(figures.sequential) },
+    concurrent: { calls: figures.concurrent.calls, concurrency: figures.concurrent.concurrency, ...part(figures.concurrent) },
+  };
 }
 
 function roundCpu(c: CpuShares) {

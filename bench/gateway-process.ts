@@ -145,6 +145,9 @@ async function main(): Promise<void> {
       coordination: process.env.BENCH_REDIS_URL ? { driver: 'redis', url: process.env.BENCH_REDIS_URL, keyPrefix: `${required('BENCH_REDIS_PREFIX')}:` } : { driver: 'memory' },
     },
     bootstrap: { ownerToken, printOwnerToken: false },
+    // Section 9's MCP upstream listens on loopback, which customer URLs may reach only with this (off
+    // by default, and in npm start). The inference provider's own allowPrivateNetwork covers /v1 already.
+    outbound: { allowPrivateNetwork: true },
     plugins: benchPlugins(upstreamOrigin, model, process.env.BENCH_PACED_MODEL || undefined, process.env.BENCH_EMBEDDING_MODEL || undefined),
   };
   // No environment: PORT, DATABASE_URL and friends must not change what is measured.

@@ -1960,9 +1960,10 @@ export interface components {
       projectId: string;
       name: string;
       slug: string;
+      /** @description The MCP endpoint; demo: for the demo transport */
       url: string;
       /** @enum {string} */
-      transport: "streamable-http" | "sse";
+      transport: "streamable-http" | "sse" | "demo";
       /** @description The header value and OAuth tokens are never shown; GET /mcp/upstreams/{id}/oauth has the OAuth connection */
       auth: {
         /** @constant */
@@ -7391,13 +7392,13 @@ export interface operations {
           name: string;
           /** @description Default: derived from the name (made unique with -2, -3…) */
           slug?: string;
-          /** @description The server's MCP endpoint: an absolute https URL on a public address; redirects are not followed */
-          url: string;
+          /** @description Required, except for the demo transport (which has none) */
+          url?: string;
           /**
            * @description Default streamable-http
            * @enum {string}
            */
-          transport?: "streamable-http" | "sse";
+          transport?: "streamable-http" | "sse" | "demo";
           /** @description Default {type: "none"} */
           auth?: OneOf<[{
             /** @constant */
@@ -7442,7 +7443,7 @@ export interface operations {
           "application/json": components["schemas"]["McpUpstream"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, project_required, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, project_required, unknown_field, upstream_header_invalid, upstream_transport_invalid, upstream_url_invalid, upstream_url_refused */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7498,13 +7499,13 @@ export interface operations {
           name: string;
           /** @description Default: derived from the name (made unique with -2, -3…) */
           slug?: string;
-          /** @description The server's MCP endpoint: an absolute https URL on a public address; redirects are not followed */
-          url: string;
+          /** @description Required, except for the demo transport (which has none) */
+          url?: string;
           /**
            * @description Default streamable-http
            * @enum {string}
            */
-          transport?: "streamable-http" | "sse";
+          transport?: "streamable-http" | "sse" | "demo";
           /** @description Default {type: "none"} */
           auth?: OneOf<[{
             /** @constant */
@@ -7549,7 +7550,7 @@ export interface operations {
           "application/json": components["schemas"]["McpUpstreamTest"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, project_required, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, project_required, unknown_field, upstream_header_invalid, upstream_transport_invalid, upstream_url_invalid, upstream_url_refused */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -7692,13 +7693,13 @@ export interface operations {
           name?: string;
           /** @description Renames every tool of it at /mcp/gateway (<slug>__<tool>) */
           slug?: string;
-          /** @description The server's MCP endpoint: an absolute https URL on a public address; redirects are not followed */
+          /** @description The server's MCP endpoint: an absolute https URL on a public address; redirects are not followed. None for the demo transport */
           url?: string;
           /**
-           * @description streamable-http (the current MCP transport, one endpoint) or sse (the legacy HTTP+SSE transport: the URL of its event stream)
+           * @description streamable-http (the current MCP transport, one endpoint), sse (the legacy HTTP+SSE transport: the URL of its event stream) or demo (the service's own demo tools, in process: no URL, no authentication; only where plugins.tool-gateway.demoUpstream is on)
            * @enum {string}
            */
-          transport?: "streamable-http" | "sse";
+          transport?: "streamable-http" | "sse" | "demo";
           /** @description Replaces the authentication whole; a header value must be sent again */
           auth?: OneOf<[{
             /** @constant */
@@ -7738,7 +7739,7 @@ export interface operations {
           "application/json": components["schemas"]["McpUpstream"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, unknown_field, upstream_header_invalid, upstream_url_invalid, upstream_url_refused */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, oauth_app_other_project, unknown_field, upstream_header_invalid, upstream_transport_invalid, upstream_url_invalid, upstream_url_refused */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];

@@ -1,7 +1,28 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { z } from 'zod';
+
+export type DemoNotes = Map<string, { id: string; title: string; body: string; createdAt: string }>;
+
+/** The url a demo upstream is stored and shown with: it has none, and this is no address anything dials. */
+export const DEMO_URL = 'demo:';
+
+/** The notes of this process's demo tools: every connection (every call) sees the same ones. */
+const processNotes: DemoNotes = new Map();
+
+/**
+ * A client transport connected to a fresh demo server in this process (an SDK server serves one
+ * transport at a time, so each connection gets its own; they share the process's notes). Closing
+ * the client's side closes the server's.
+ */
+export async function connectDemoTools(clock: () => Date = () => new Date()): Promise<Transport> {
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await demoToolsServer(clock, processNotes).connect(serverSide);
+  return clientSide;
+}
 
 /**
  * The demo upstream: a small MCP server that runs inside the service, so a fresh `npm start` can show
@@ -11,9 +32,8 @@ import { z } from 'zod';
  * read-only tools, a write, a destructive tool (approval by default), progress, a tool error and
  * structured output. Notes live in this process's memory: a demo, not a store.
  */
-export function demoToolsServer(clock: () => Date = () => new Date()): McpServer {
+export function demoToolsServer(clock: () => Date = () => new Date(), notes: DemoNotes = new Map()): McpServer {
   const server = new McpServer({ name: 'svc-demo-tools', version: '1.0.0' }, { capabilities: { tools: {} } });
-  const notes = new Map<string, { id: string; title: string; body: string; createdAt: string }>();
   const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 
   server.registerTool('echo', { description: 'Answers the text it is given.', inputSchema: { text: z.string().max(10_000) }, annotations: { readOnlyHint: true } }, async ({ text: given }) =>

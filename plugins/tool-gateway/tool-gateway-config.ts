@@ -5,6 +5,11 @@ import { z } from 'zod';
  * client decides (`outbound.allowPrivateNetwork`), for tool servers as for every customer URL.
  */
 export const toolGatewayConfigSchema = z.strictObject({
+  /**
+   * Whether upstreams may use the `demo` transport: the service's own demo tools, served in this
+   * process, so a fresh install shows the gateway without a tool server of its own. Off unless set.
+   */
+  demoUpstream: z.boolean().default(false),
   /** How often each upstream's tools are listed again, besides at create and on `POST /upstreams/{id}/refresh`. */
   refreshIntervalMs: z.number().int().min(10_000).max(86_400_000).default(300_000),
   /** How often one replica looks for upstreams due a refresh and queues one job for each. */

@@ -25,6 +25,11 @@ export const TOOL_GATEWAY_ERRORS = defineErrorCodes('tool-gateway', {
     type: 'invalid_request_error',
     message: 'The upstream URL points at a private, loopback or link-local address; tool servers must be on public internet addresses',
   },
+  upstream_transport_invalid: {
+    status: 400,
+    type: 'invalid_request_error',
+    message: 'The demo transport is only for the demo tools where this service enables them (demoUpstream), with no URL and no authentication',
+  },
   upstream_header_invalid: {
     status: 400,
     type: 'invalid_request_error',

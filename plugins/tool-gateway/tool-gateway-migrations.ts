@@ -292,4 +292,14 @@ CREATE INDEX mcp_oauth_flows_org ON mcp_oauth_flows (organization_id);
 CREATE INDEX mcp_oauth_flows_expiry ON mcp_oauth_flows (expires_at);
 `,
   },
+  {
+    owner: 'tool-gateway',
+    version: 6,
+    name: "the demo transport: the service's own demo tools, reached in process",
+    sql: `
+-- A demo upstream has no URL: its url column holds the marker 'demo:'.
+ALTER TABLE mcp_upstreams DROP CONSTRAINT mcp_upstreams_transport_check;
+ALTER TABLE mcp_upstreams ADD CONSTRAINT mcp_upstreams_transport_check CHECK (transport IN ('streamable-http', 'sse', 'demo'));
+`,
+  },
 ];

@@ -13,10 +13,13 @@ const slug = z
   .regex(/^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$/, 'lower-case letters, digits and dashes, starting and ending with a letter or digit')
   .describe(`The prefix of its tools' names at /mcp/gateway (<slug>__<tool>), unique in the organisation; [a-z0-9-], at most ${SLUG_MAX}`);
 
-const url = z.string().min(1).max(2048).describe("The server's MCP endpoint: an absolute https URL on a public address; redirects are not followed");
+const url = z.string().min(1).max(2048).describe("The server's MCP endpoint: an absolute https URL on a public address; redirects are not followed. None for the demo transport");
 const transport = z
-  .enum(['streamable-http', 'sse'])
-  .describe('streamable-http (the current MCP transport, one endpoint) or sse (the legacy HTTP+SSE transport: the URL of its event stream)');
+  .enum(['streamable-http', 'sse', 'demo'])
+  .describe(
+    'streamable-http (the current MCP transport, one endpoint), sse (the legacy HTTP+SSE transport: the URL of its event stream) or demo ' +
+      "(the service's own demo tools, in process: no URL, no authentication; only where plugins.tool-gateway.demoUpstream is on)",
+  );
 /** Header names follow RFC 9110's token; which ones the gateway refuses is decided in the operation. */
 const headerName = z
   .string()
@@ -50,7 +53,7 @@ const newTools = z.enum(['enabled', 'disabled']).describe('Whether tools the ser
 export const createUpstreamRequest = z.strictObject({
   name: z.string().trim().min(1).max(100).describe('For people: what the server is'),
   slug: slug.optional().describe('Default: derived from the name (made unique with -2, -3…)'),
-  url,
+  url: url.optional().describe('Required, except for the demo transport (which has none)'),
   transport: transport.optional().describe('Default streamable-http'),
   auth: auth.optional().describe('Default {type: "none"}'),
   timeoutMs: timeoutMs.optional(),
@@ -97,8 +100,8 @@ export const upstreamView = z
     projectId: z.uuid(),
     name: z.string(),
     slug: z.string(),
-    url: z.string(),
-    transport: z.enum(['streamable-http', 'sse']),
+    url: z.string().describe('The MCP endpoint; demo: for the demo transport'),
+    transport: z.enum(['streamable-http', 'sse', 'demo']),
     auth: z
       .union([
         z.object({ type: z.literal('none') }),

@@ -38,7 +38,11 @@ export interface RefreshOutcome {
   diff: ToolDiff | null;
 }
 
-export const originOf = (url: string) => new URL(url).origin;
+/** What a message or event may name of a server: its origin (the demo's `demo:` marker has none, and is said as it is). */
+export const originOf = (url: string) => {
+  const { origin } = new URL(url);
+  return origin === 'null' ? url : origin;
+};
 
 const limitsOf = (config: ToolGatewayConfig) => ({ maxTools: config.maxToolsPerUpstream, maxPages: config.maxListPages, maxAnswerBytes: config.maxAnswerBytes });
 

@@ -6,6 +6,7 @@ import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { type FetchLike, outboundFetch } from '../../core/net/outbound-fetch.ts';
 import { type OutboundHttpClient, OutboundHttpError } from '../../core/net/outbound-http-client.ts';
+import { connectDemoTools } from './demo-tools.ts';
 import type { UpstreamTransport } from './upstream-store.ts';
 
 /** What the gateway needs to reach a server: where, how, with which header (its value read from the vault just now). */
@@ -81,7 +82,8 @@ export interface UpstreamSession {
  * tool calls both come through here.
  */
 export async function withUpstream<T>(http: OutboundHttpClient, target: UpstreamTarget, maxAnswerBytes: number, what: string, use: (session: UpstreamSession) => Promise<T>): Promise<T> {
-  const origin = new URL(target.url).origin;
+  // `demo:` has no origin of its own (URL answers "null"): messages name the demo tools instead.
+  const origin = target.transport === 'demo' ? 'the demo tools' : new URL(target.url).origin;
   // The fetch remembers the last refusal it met: the SDK wraps transport errors in its own, without their kind.
   let lastRefusal: OutboundHttpError | null = null;
   const guarded = outboundFetch(http, { headersTimeoutMs: target.timeoutMs, idleTimeoutMs: target.timeoutMs, maxResponseBytes: maxAnswerBytes });
@@ -93,9 +95,9 @@ export async function withUpstream<T>(http: OutboundHttpClient, target: Upstream
       throw error;
     }
   };
-  const transport = transportFor(target, fetch);
   const client = new Client({ name: 'svc-tool-gateway', version: '1.0.0' }, { capabilities: {} });
   try {
+    const transport = await transportFor(target, fetch);
     await client.connect(transport, { timeout: target.timeoutMs, maxTotalTimeout: target.timeoutMs });
     return await use({ client, transport, origin });
   } catch (error) {
@@ -105,7 +107,9 @@ export async function withUpstream<T>(http: OutboundHttpClient, target: Upstream
   }
 }
 
-function transportFor(target: UpstreamTarget, fetch: FetchLike): Transport {
+async function transportFor(target: UpstreamTarget, fetch: FetchLike): Promise<Transport> {
+  // The demo tools are served in this process: no URL, no network, no header; the rest of the path is the same.
+  if (target.transport === 'demo') return connectDemoTools();
   const url = new URL(target.url);
   const requestInit: RequestInit = { headers: target.headers, redirect: 'manual' };
   if (target.transport === 'sse') {

@@ -13,13 +13,14 @@ import type { SecretVault } from '../../core/services/secret-vault.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import { listResponse, pageQuery } from '../../core/vocabulary/pagination.ts';
 import type { ToolGatewayConfig } from './tool-gateway-config.ts';
+import { DEMO_URL } from './demo-tools.ts';
 import { createUpstreamRequest, refreshView, SLUG_MAX, updateUpstreamRequest, upstreamListView, upstreamRemovalView, upstreamTestView, upstreamView } from './tool-gateway-schemas.ts';
 import { discover, originOf, type RefreshDeps, refreshUpstream } from './tool-refresh.ts';
 import type { ToolStore } from './tool-store.ts';
 import type { OAuthAppStore } from './oauth-app-store.ts';
 import type { UpstreamOAuth } from './upstream-oauth.ts';
 import { forgetHeaderValue, forgetHeaderValuesOf, storeHeaderValue } from './upstream-secrets.ts';
-import type { Upstream, UpstreamAuth, UpstreamSettings, UpstreamStore } from './upstream-store.ts';
+import type { Upstream, UpstreamAuth, UpstreamSettings, UpstreamStore, UpstreamTransport } from './upstream-store.ts';
 // Catalogues the codes and event types this module answers with and emits.
 import './tool-gateway-errors.ts';
 import './tool-gateway-events.ts';
@@ -172,6 +173,29 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
   const checkedUrl = (raw: string) =>
     checkedCustomerUrl(http, deps.allowHttp, raw, { invalid: 'upstream_url_invalid', refused: 'upstream_url_refused', param: 'url', what: 'The upstream URL' });
 
+  /**
+   * Where an upstream is reached, from its transport and URL: the demo transport (only where
+   * `demoUpstream` is on) has no URL and is stored with the DEMO_URL marker; the others need one.
+   */
+  async function checkedEndpoint(transport: UpstreamTransport, raw: string | undefined): Promise<string> {
+    if (transport !== 'demo') {
+      if (raw === undefined) throw new ApiError('upstream_url_invalid', `A ${transport} upstream needs its url`, { param: 'url' });
+      return checkedUrl(raw);
+    }
+    if (!config.demoUpstream) {
+      throw new ApiError('upstream_transport_invalid', 'The demo transport is off on this service (plugins.tool-gateway.demoUpstream)', { param: 'transport' });
+    }
+    if (raw !== undefined) throw new ApiError('upstream_transport_invalid', 'The demo transport has no URL: leave url out', { param: 'url' });
+    return DEMO_URL;
+  }
+
+  /** The demo tools take no credential: one would be sent nowhere. */
+  function demoWithoutAuth(transport: UpstreamTransport, auth: UpstreamAuth): void {
+    if (transport === 'demo' && auth.type !== 'none') {
+      throw new ApiError('upstream_transport_invalid', 'The demo transport takes no authentication: send auth {"type": "none"}', { param: 'auth' });
+    }
+  }
+
   async function checkedAuth(input: AuthInput | undefined, organizationId: string, projectId: string): Promise<{ auth: UpstreamAuth; value: string | null }> {
     if (!input || input.type === 'none') return { auth: { type: 'none' }, value: null };
     if (input.type === 'oauth') {
@@ -223,13 +247,24 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
     readOnly: false,
     body: createUpstreamRequest,
     resource: projectOfBody,
-    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid', 'upstream_slug_taken', 'upstream_limit_reached', 'oauth_app_not_found', 'oauth_app_other_project'],
+    errors: [
+      'upstream_url_invalid',
+      'upstream_url_refused',
+      'upstream_transport_invalid',
+      'upstream_header_invalid',
+      'upstream_slug_taken',
+      'upstream_limit_reached',
+      'oauth_app_not_found',
+      'oauth_app_other_project',
+    ],
     output: upstreamView,
     status: 201,
     async handler({ body }, { credential, transaction, authorization }) {
       const projectId = authorizedProject(authorization).id;
-      const url = await checkedUrl(body.url);
+      const transport = body.transport ?? 'streamable-http';
+      const url = await checkedEndpoint(transport, body.url);
       const { auth, value } = await checkedAuth(body.auth, credential.organizationId, projectId);
+      demoWithoutAuth(transport, auth);
       const id = randomUUID();
       const created = await transaction(async (tx) => {
         if ((await upstreams.countLocked(tx, credential.organizationId)) >= config.maxUpstreamsPerOrganization) {
@@ -243,7 +278,7 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
           name: body.name,
           slug,
           url,
-          transport: body.transport ?? 'streamable-http',
+          transport,
           auth,
           timeoutMs: body.timeoutMs ?? DEFAULT_TIMEOUT_MS,
           newTools: body.newTools ?? 'disabled',
@@ -279,18 +314,20 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
     readOnly: false,
     body: createUpstreamRequest,
     resource: projectOfBody,
-    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid', 'oauth_app_not_found', 'oauth_app_other_project'],
+    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_transport_invalid', 'upstream_header_invalid', 'oauth_app_not_found', 'oauth_app_other_project'],
     output: upstreamTestView,
     async handler({ body }, { credential, authorization }) {
-      const url = await checkedUrl(body.url);
+      const transport = body.transport ?? 'streamable-http';
+      const url = await checkedEndpoint(transport, body.url);
       const { auth, value } = await checkedAuth(body.auth, credential.organizationId, authorizedProject(authorization).id);
+      demoWithoutAuth(transport, auth);
       if (auth.type === 'oauth') {
         // Its tokens come from a sign-in, which needs the upstream saved: nothing to call the server with yet.
         const error = { kind: 'not_connected', message: 'An OAuth server is tried once it is registered and a person signed in (POST /mcp/upstreams/{id}/oauth/start)' };
         return { object: 'mcp_upstream_test' as const, ok: false, serverInfo: null, protocolVersion: null, tools: [], durationMs: 0, error };
       }
       const headers = auth.type === 'header' && value !== null ? { [auth.name]: value } : {};
-      const discovery = await discover(refreshDeps, { url, transport: body.transport ?? 'streamable-http', headers, timeoutMs: body.timeoutMs ?? DEFAULT_TIMEOUT_MS });
+      const discovery = await discover(refreshDeps, { url, transport, headers, timeoutMs: body.timeoutMs ?? DEFAULT_TIMEOUT_MS });
       if (!discovery.ok) {
         return {
           object: 'mcp_upstream_test' as const,
@@ -340,17 +377,30 @@ export function upstreamOperations(deps: UpstreamOperationDeps): AnyOperation[] 
     params: idParams,
     body: updateUpstreamRequest,
     resource: writeUpstream,
-    errors: ['upstream_url_invalid', 'upstream_url_refused', 'upstream_header_invalid', 'upstream_slug_taken', 'upstream_not_found', 'oauth_app_not_found', 'oauth_app_other_project'],
+    errors: [
+      'upstream_url_invalid',
+      'upstream_url_refused',
+      'upstream_transport_invalid',
+      'upstream_header_invalid',
+      'upstream_slug_taken',
+      'upstream_not_found',
+      'oauth_app_not_found',
+      'oauth_app_other_project',
+    ],
     output: upstreamView,
     async handler({ params, body }, { credential, transaction, authorization }) {
       const current = authorizedRecord(authorization, upstreamKind).record;
-      const url = body.url === undefined ? current.url : await checkedUrl(body.url);
+      const transport = body.transport ?? current.transport;
+      // A URL kept from before is checked again only when the transport changes (to or from demo, it must).
+      const url =
+        body.url === undefined && transport === current.transport ? current.url : await checkedEndpoint(transport, body.url ?? (current.transport === 'demo' ? undefined : current.url));
       const authChange = body.auth === undefined ? null : await checkedAuth(body.auth, credential.organizationId, current.projectId);
+      demoWithoutAuth(transport, authChange?.auth ?? current.auth);
       const settings: UpstreamSettings = {
         name: body.name ?? current.name,
         slug: body.slug ?? current.slug,
         url,
-        transport: body.transport ?? current.transport,
+        transport,
         auth: authChange?.auth ?? current.auth,
         timeoutMs: body.timeoutMs ?? current.timeoutMs,
         newTools: body.newTools ?? current.newTools,

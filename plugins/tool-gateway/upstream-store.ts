@@ -4,7 +4,8 @@ import { date, dateOrNull, type Row, str, strOrNull } from '../../adapters/sql/r
 import type { Queryable } from '../../core/ports/database.ts';
 import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 
-export type UpstreamTransport = 'streamable-http' | 'sse';
+/** `demo`: the service's own demo tools, reached in process (demo-tools.ts); its url is the DEMO_URL marker. */
+export type UpstreamTransport = 'streamable-http' | 'sse' | 'demo';
 export type NewToolsPolicy = 'enabled' | 'disabled';
 export type HealthStatus = 'unknown' | 'ok' | 'error';
 
