@@ -10,17 +10,28 @@ export type DemoNotes = Map<string, { id: string; title: string; body: string; c
 /** The url a demo upstream is stored and shown with: it has none, and this is no address anything dials. */
 export const DEMO_URL = 'demo:';
 
-/** The notes of this process's demo tools: every connection (every call) sees the same ones. */
-const processNotes: DemoNotes = new Map();
+/** The most notes one demo upstream keeps: it is a demo in this process's memory, not a store. */
+const MAX_NOTES = 100;
+
+/**
+ * The notes of this process's demo tools, per registered demo upstream: every connection (every call)
+ * to one upstream sees the same ones, and an upstream (of one organisation's project) sees only its own.
+ */
+const notesByUpstream = new Map<string, DemoNotes>();
 
 /**
  * A client transport connected to a fresh demo server in this process (an SDK server serves one
- * transport at a time, so each connection gets its own; they share the process's notes). Closing
- * the client's side closes the server's.
+ * transport at a time, so each connection gets its own; they share the upstream's notes). Closing
+ * the client's side closes the server's. An upstream being tested before it is saved gets no notes kept.
  */
-export async function connectDemoTools(clock: () => Date = () => new Date()): Promise<Transport> {
+export async function connectDemoTools(upstreamId: string | null, clock: () => Date = () => new Date()): Promise<Transport> {
+  let notes: DemoNotes = new Map();
+  if (upstreamId !== null) {
+    notes = notesByUpstream.get(upstreamId) ?? notes;
+    notesByUpstream.set(upstreamId, notes);
+  }
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await demoToolsServer(clock, processNotes).connect(serverSide);
+  await demoToolsServer(clock, notes).connect(serverSide);
   return clientSide;
 }
 
@@ -80,6 +91,7 @@ export function demoToolsServer(clock: () => Date = () => new Date(), notes: Dem
       annotations: { readOnlyHint: false, destructiveHint: false },
     },
     async ({ title, body }) => {
+      if (notes.size >= MAX_NOTES) return { ...text(`the demo keeps at most ${MAX_NOTES} notes: delete one first`), isError: true };
       const note = { id: randomUUID(), title, body, createdAt: clock().toISOString() };
       notes.set(note.id, note);
       return { ...text(`note ${note.id} kept`), structuredContent: note };

@@ -222,7 +222,7 @@ async function run(deps: GatewayDeps, call: ToolCall, argumentsSha256: string): 
   if (!upstream) return { status: 'upstream_error', errorKind: 'connect', approvalId, result: failed(`The tool server "${slug}" is no longer registered.`) };
   try {
     const headers = await credentialHeaders(() => upstreamHeaders(deps, upstream));
-    const target = { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs };
+    const target = { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs, upstreamId: upstream.id };
     const result = await withUpstream(deps.http, target, deps.config.maxCallAnswerBytes, 'the tools/call', ({ client }) =>
       client.callTool({ name: tool.name, arguments: call.arguments }, CallToolResultSchema, {
         signal: call.signal,

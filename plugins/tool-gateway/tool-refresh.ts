@@ -124,7 +124,7 @@ async function discoverWithCredential(deps: RefreshDeps, upstream: Upstream): Pr
     if (!(error instanceof UpstreamFailure)) throw error;
     return { ok: false, errorKind: error.kind, error: error.message, durationMs: 0 };
   }
-  return discover(deps, { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs });
+  return discover(deps, { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs, upstreamId: upstream.id });
 }
 
 function sameDefinition(cached: ToolDefinition, listed: ToolDefinition): boolean {

@@ -16,6 +16,8 @@ export interface UpstreamTarget {
   /** Sent on every request to the server; never the agent's credential. Built by upstreamHeaders only. */
   headers: Record<string, string>;
   timeoutMs: number;
+  /** The registered upstream's id (absent while testing one before it is saved): whose demo notes a demo upstream sees. */
+  upstreamId?: string;
 }
 
 /**
@@ -109,7 +111,7 @@ export async function withUpstream<T>(http: OutboundHttpClient, target: Upstream
 
 async function transportFor(target: UpstreamTarget, fetch: FetchLike): Promise<Transport> {
   // The demo tools are served in this process: no URL, no network, no header; the rest of the path is the same.
-  if (target.transport === 'demo') return connectDemoTools();
+  if (target.transport === 'demo') return connectDemoTools(target.upstreamId ?? null);
   const url = new URL(target.url);
   const requestInit: RequestInit = { headers: target.headers, redirect: 'manual' };
   if (target.transport === 'sse') {

@@ -62,6 +62,16 @@ t.test('an agent calls the demo add tool through /mcp/gateway and gets its struc
   t.equal(text(result), '42');
 });
 
+t.test('a demo upstream keeps its own notes across calls; another demo upstream never sees them', async (t) => {
+  const a = await demoProject(t);
+  const b = await demoProject(t);
+  t.notOk((await a.agent.callTool({ name: `${a.slug}__notes_create`, arguments: { title: 'only for A' } })).isError);
+  const ofA = await a.agent.callTool({ name: `${a.slug}__notes_list`, arguments: {} });
+  t.match(ofA.structuredContent, { notes: [{ title: 'only for A' }] }, 'a later call (a new connection) sees the note');
+  const ofB = await b.agent.callTool({ name: `${b.slug}__notes_list`, arguments: {} });
+  t.same(ofB.structuredContent, { notes: [] });
+});
+
 t.test("the demo count_slowly tool's progress reaches the agent", async (t) => {
   const { slug, agent } = await demoProject(t);
   const seen: Progress[] = [];
