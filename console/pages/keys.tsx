@@ -7,27 +7,15 @@ import { session } from '../api/session.ts';
 import { usd } from '../format.ts';
 import { may } from '../permissions.ts';
 import { describedBy, Field, FormError, Loading, Time } from '../ui.tsx';
+import { SCOPES as ALL_SCOPES } from '../../core/identity/scopes.ts';
 
 type Key = components['schemas']['Key'];
 type KeyDetail = components['schemas']['KeyDetail'];
 type Scope = Key['scopes'][number];
 type CreateBody = operations['keys.create']['requestBody']['content']['application/json'];
 
-const SCOPES: readonly Scope[] = [
-  'inference',
-  'keys:read',
-  'keys:write',
-  'usage:read',
-  'requests:read',
-  'apps:read',
-  'apps:deploy',
-  'data:read',
-  'projects:write',
-  'webhooks:read',
-  'webhooks:write',
-  'mcp:read',
-  'mcp:write',
-];
+// The spec's list, from the one the service itself checks against; typed by the API's own schema.
+const SCOPES: readonly Scope[] = ALL_SCOPES;
 
 function useProjects(): ReadonlyMap<string, string> {
   const [names, setNames] = useState<ReadonlyMap<string, string>>(new Map());
