@@ -18,6 +18,7 @@ t.test('GET / lists only the surfaces this deployment serves', async (t) => {
     regionalManagement: '/platform/v1',
     mcp: '/mcp',
     connectorMcp: 'https://auth.example.com/mcp',
+    console: '/console/',
   });
   const managementOnly = await buildTestApp(t, { plugins: { account: {}, keys: {} } });
   t.same((await managementOnly.call('GET', '/', { token: null })).json().surfaces, { management: '/client', regionalManagement: '/platform/v1', mcp: '/mcp' });
@@ -32,5 +33,7 @@ t.test('the surfaces GET / lists answer there', async (t) => {
   const connector = new URL(surfaces.connectorMcp!);
   const signIn = await test.app.inject({ method: 'POST', url: connector.pathname, headers: { host: connector.host }, payload: {} });
   t.equal(signIn.statusCode, 401, '{auth_url}/mcp asks connectors to sign in');
+  // The page, or (no console built in this checkout) a 503 naming the build command: never a 404.
+  t.not((await test.call('GET', surfaces.console!, { token: null })).statusCode, 404, '/console/ is served');
   t.match(signIn.headers['www-authenticate'], /resource_metadata="https:\/\/auth\.example\.com\/\.well-known\/oauth-protected-resource\/mcp"/);
 });
