@@ -19,7 +19,6 @@ import type { GatewayMetrics } from '../../core/gateway/metrics.ts';
 import { answerWithServer, type McpEndpoint } from '../../core/http/mcp-endpoint.ts';
 import type { KeyCredential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
-import type { OutboundHttpClient } from '../../core/net/outbound-http-client.ts';
 import type { SecretVault } from '../../core/services/secret-vault.ts';
 import type { ApprovalGate, ApprovalOutcome } from './approval-gate.ts';
 import type { CallStatus, CallStore } from './call-store.ts';
@@ -27,20 +26,22 @@ import { type KeyTool, type KeyToolsDeps, toolsOfKey } from './key-tools.ts';
 import type { ProjectMode } from './switch-store.ts';
 import type { ToolGatewayConfig } from './tool-gateway-config.ts';
 import { isDestructive } from './tool-operations.ts';
-import { credentialHeaders, UpstreamFailure, type UpstreamFailureKind, withUpstream } from './upstream-connection.ts';
+import { credentialHeaders, UpstreamFailure, type UpstreamFailureKind } from './upstream-connection.ts';
 import type { UpstreamOAuth } from './upstream-oauth.ts';
 import { upstreamHeaders } from './upstream-secrets.ts';
+import type { UpstreamSessions } from './upstream-sessions.ts';
 
 export interface GatewayDeps extends KeyToolsDeps {
   calls: CallStore;
   vault: SecretVault;
   oauth: UpstreamOAuth;
-  http: OutboundHttpClient;
+  /** Open MCP sessions to the upstreams, shared by calls. */
+  sessions: UpstreamSessions;
   admission: InferenceAdmission;
   approvals: ApprovalGate;
   metrics: GatewayMetrics;
   clock: () => Date;
-  config: Pick<ToolGatewayConfig, 'maxCallAnswerBytes' | 'approvalWaitMs'>;
+  config: Pick<ToolGatewayConfig, 'approvalWaitMs'>;
 }
 
 const SERVER_INFO = { name: 'svc-tool-gateway', version: '1.0.0' };
@@ -223,14 +224,18 @@ async function run(deps: GatewayDeps, call: ToolCall, argumentsSha256: string): 
   try {
     const headers = await credentialHeaders(() => upstreamHeaders(deps, upstream));
     const target = { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs, upstreamId: upstream.id };
-    const result = await withUpstream(deps.http, target, deps.config.maxCallAnswerBytes, 'the tools/call', ({ client }) =>
-      client.callTool({ name: tool.name, arguments: call.arguments }, CallToolResultSchema, {
-        signal: call.signal,
-        // The upstream's timeout is how long it may stay silent: its progress shows it is working.
-        timeout: upstream.timeoutMs,
-        resetTimeoutOnProgress: true,
-        ...(call.progress ? { onprogress: (update: Progress) => void call.progress!(update).catch(() => undefined) } : {}),
-      }),
+    const result = await deps.sessions.use(
+      target,
+      'the tools/call',
+      ({ client }) =>
+        client.callTool({ name: tool.name, arguments: call.arguments }, CallToolResultSchema, {
+          signal: call.signal,
+          // The upstream's timeout is how long it may stay silent: its progress shows it is working.
+          timeout: upstream.timeoutMs,
+          resetTimeoutOnProgress: true,
+          ...(call.progress ? { onprogress: (update: Progress) => void call.progress!(update).catch(() => undefined) } : {}),
+        }),
+      call.signal,
     );
     return { status: result.isError === true ? 'tool_error' : 'ok', approvalId, result: result as CallToolResult };
   } catch (error) {

@@ -10,6 +10,7 @@ import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
 import { approvalOperations } from './approval-operations.ts';
 import { ApprovalStore } from './approval-store.ts';
 import { Approvals } from './approvals.ts';
+import { UpstreamSessions } from './upstream-sessions.ts';
 import { callOperations } from './call-operations.ts';
 import { CallStore } from './call-store.ts';
 import { gatewayEndpoint } from './gateway-endpoint.ts';
@@ -39,6 +40,8 @@ import './tool-gateway-events.ts';
 export const ToolGatewayTokens = {
   /** The approval gate (approval-gate.ts) the call path asks; one per process, subscribed to decisions made anywhere. */
   Approvals: createToken<Approvals>('ToolGatewayApprovals'),
+  /** Tool calls' open MCP sessions to upstreams (upstream-sessions.ts); closed at stop. */
+  Sessions: createToken<UpstreamSessions>('ToolGatewayUpstreamSessions'),
 };
 
 /** Upstreams queued per sweep at most: a backlog is worked through over the next sweeps. */
@@ -115,6 +118,11 @@ export const toolGatewayPlugin = definePlugin({
         config: ctx.config,
       }),
     );
+    const { maxCallAnswerBytes, sessionIdleMs, maxUpstreamSessions } = ctx.config;
+    ctx.container.bindValue(
+      ToolGatewayTokens.Sessions,
+      new UpstreamSessions(ctx.container.resolve(Tokens.OutboundHttp), { maxAnswerBytes: maxCallAnswerBytes, idleMs: sessionIdleMs, maxSessions: maxUpstreamSessions }),
+    );
     // Call rows and approvals, grants and app choices before groups, groups and their members before tools.
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp tool calls', erase: (tx, organizationId) => calls.eraseOrganization(tx, organizationId) });
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'mcp approvals', erase: (tx, organizationId) => approvals.eraseOrganization(tx, organizationId) });
@@ -190,7 +198,7 @@ export const toolGatewayPlugin = definePlugin({
       calls,
       vault: deps.vault,
       oauth: deps.oauth,
-      http: deps.http,
+      sessions: container.resolve(ToolGatewayTokens.Sessions),
       admission: ctx.extensions.get(InferenceAdmissionPoint),
       approvals: container.resolve(ToolGatewayTokens.Approvals),
       metrics: container.resolve(Tokens.Metrics),
@@ -212,7 +220,10 @@ export const toolGatewayPlugin = definePlugin({
     ];
   },
   start: ({ container }) => container.resolve(ToolGatewayTokens.Approvals).start(),
-  stop: ({ container }) => container.resolve(ToolGatewayTokens.Approvals).stop(),
+  async stop({ container }) {
+    await container.resolve(ToolGatewayTokens.Approvals).stop();
+    await container.resolve(ToolGatewayTokens.Sessions).close();
+  },
   periodic: (ctx) => {
     const { upstreams, connections, database } = stores(ctx);
     const vault = ctx.container.resolve(Tokens.Secrets);

@@ -37,6 +37,10 @@ export const toolGatewayConfigSchema = z.strictObject({
     .int()
     .min(1_024)
     .default(4 * 1024 * 1024),
+  /** A tool call's MCP session to an upstream is kept open this long after its last call, for the next. */
+  sessionIdleMs: z.number().int().min(1_000).max(3_600_000).default(60_000),
+  /** MCP sessions to upstreams one process keeps open at most (the least recently used idle one closes first). */
+  maxUpstreamSessions: z.number().int().min(1).max(100_000).default(512),
   /** How long a pending approval waits for a person; an approved one, for its call to be retried. */
   approvalTtlMs: z.number().int().min(10_000).max(604_800_000).default(600_000),
   /** How long a call needing approval waits for the decision before it answers "pending" (under MCP clients' usual request timeouts). */

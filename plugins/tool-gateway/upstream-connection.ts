@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -74,22 +75,30 @@ export interface UpstreamSession {
   origin: string;
 }
 
+/** A connected session and how to read a failure met on it in our own words. */
+export interface OpenUpstream {
+  session: UpstreamSession;
+  /** The failure as an UpstreamFailure (`what` names the step when nothing more precise can be said). */
+  classify(error: unknown, what: string): UpstreamFailure;
+  close(): Promise<void>;
+}
+
 /**
- * Connects to a customer's MCP server as an MCP client (initialize), runs `use`, and closes (which
- * also aborts any request still open to the server). Every request goes through the guarded
- * outbound client's fetch, so the URL is checked again as it is dialled, with the upstream's
+ * Connects to a customer's MCP server as an MCP client (initialize). Every request goes through the
+ * guarded outbound client's fetch, so the URL is checked again as it is dialled, with the upstream's
  * `timeoutMs` as headers and idle deadline and answers capped at `maxAnswerBytes`; redirects are
- * never followed. Any failure is rethrown as an UpstreamFailure (`what` names the step for a
- * failure with nothing more precise to say). The one way to reach an upstream: discovery and
- * tool calls both come through here.
+ * never followed. A failure to connect is thrown as an UpstreamFailure. The one way to reach an
+ * upstream: discovery (withUpstream) and tool calls (upstream-sessions.ts) both come through here.
  */
-export async function withUpstream<T>(http: OutboundHttpClient, target: UpstreamTarget, maxAnswerBytes: number, what: string, use: (session: UpstreamSession) => Promise<T>): Promise<T> {
+export async function openUpstream(http: OutboundHttpClient, target: UpstreamTarget, maxAnswerBytes: number): Promise<OpenUpstream> {
   // `demo:` has no origin of its own (URL answers "null"): messages name the demo tools instead.
   const origin = target.transport === 'demo' ? 'the demo tools' : new URL(target.url).origin;
   // The fetch remembers the last refusal it met: the SDK wraps transport errors in its own, without their kind.
   let lastRefusal: OutboundHttpError | null = null;
   const guarded = outboundFetch(http, { headersTimeoutMs: target.timeoutMs, idleTimeoutMs: target.timeoutMs, maxResponseBytes: maxAnswerBytes });
   const fetch: FetchLike = async (input, init) => {
+    // One session's requests all carry its transport's signal: calls running at once each listen on it.
+    if (init?.signal) setMaxListeners(0, init.signal);
     try {
       return await guarded(input, init);
     } catch (error) {
@@ -98,14 +107,26 @@ export async function withUpstream<T>(http: OutboundHttpClient, target: Upstream
     }
   };
   const client = new Client({ name: 'svc-tool-gateway', version: '1.0.0' }, { capabilities: {} });
+  const close = () => client.close().catch(() => undefined);
   try {
     const transport = await transportFor(target, fetch);
     await client.connect(transport, { timeout: target.timeoutMs, maxTotalTimeout: target.timeoutMs });
-    return await use({ client, transport, origin });
+    return { session: { client, transport, origin }, classify: (error, what) => classify(error, lastRefusal, origin, what), close };
   } catch (error) {
-    throw classify(error, lastRefusal, origin, what);
+    await close();
+    throw classify(error, lastRefusal, origin, 'the MCP handshake');
+  }
+}
+
+/** Connects (openUpstream), runs `use` and closes, which also aborts any request still open to the server. */
+export async function withUpstream<T>(http: OutboundHttpClient, target: UpstreamTarget, maxAnswerBytes: number, what: string, use: (session: UpstreamSession) => Promise<T>): Promise<T> {
+  const open = await openUpstream(http, target, maxAnswerBytes);
+  try {
+    return await use(open.session);
+  } catch (error) {
+    throw open.classify(error, what);
   } finally {
-    await client.close().catch(() => undefined);
+    await open.close();
   }
 }
 

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import http, { type IncomingHttpHeaders } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
@@ -7,7 +8,8 @@ import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, typ
 
 /**
  * A customer's MCP server on 127.0.0.1, built with the SDK: Streamable HTTP at /mcp (stateless) and
- * the legacy HTTP+SSE transport at /sse. Its tools can change between requests, and tools/list
+ * the legacy HTTP+SSE transport at /sse, and stateful Streamable HTTP at /stateful (sessions the
+ * server can forget). Its tools can change between requests, and tools/list
  * answers them `pageSize` at a time with nextCursor. Every request's headers are recorded.
  *
  * tools/call, whatever tools it lists: `fail` answers an isError result of its own; `slow` sends three
@@ -26,6 +28,10 @@ export interface FakeMcpServer {
   calls: { name: string; arguments: Record<string, unknown> }[];
   /** Names of the calls whose request was aborted while they ran. */
   aborted: string[];
+  /** MCP sessions clients started (each `notifications/initialized` received). */
+  sessionsStarted: number;
+  /** Drops every /stateful session: a request naming one is answered 404, as after a restart. */
+  forgetSessions(): void;
   /** Resolves the `slow` calls waiting. */
   release(): void;
   /** Resolves when a `slow` call has sent its progress and waits. */
@@ -51,10 +57,12 @@ interface CallState {
   aborted: string[];
   waiters: Set<() => void>;
   onSlowWaiting: Set<() => void>;
+  sessionsStarted: number;
 }
 
 function mcpServer(state: CallState, kill: () => void): Server {
   const server = new Server({ name: 'fake-tracker', version: '1.2.3' }, { capabilities: { tools: {} } });
+  server.oninitialized = () => void state.sessionsStarted++;
   server.setRequestHandler(ListToolsRequestSchema, async (request) => {
     const start = Number(request.params?.cursor ?? 0);
     const page = state.tools.slice(start, start + state.pageSize);
@@ -94,7 +102,7 @@ function mcpServer(state: CallState, kill: () => void): Server {
 }
 
 export async function startFakeMcpServer(tools: Tool[] = [], protection?: BearerProtection): Promise<FakeMcpServer> {
-  const calls: CallState = { tools, pageSize: 2, calls: [], aborted: [], waiters: new Set(), onSlowWaiting: new Set() };
+  const calls: CallState = { tools, pageSize: 2, calls: [], aborted: [], waiters: new Set(), onSlowWaiting: new Set(), sessionsStarted: 0 };
   const state: FakeMcpServer = {
     url: '',
     port: 0,
@@ -111,6 +119,10 @@ export async function startFakeMcpServer(tools: Tool[] = [], protection?: Bearer
       calls.pageSize = value;
     },
     headers: [],
+    get sessionsStarted() {
+      return calls.sessionsStarted;
+    },
+    forgetSessions: () => statefulSessions.clear(),
     calls: calls.calls,
     aborted: calls.aborted,
     release() {
@@ -121,6 +133,7 @@ export async function startFakeMcpServer(tools: Tool[] = [], protection?: Bearer
     close: async () => undefined,
   };
   const sseSessions = new Map<string, SSEServerTransport>();
+  const statefulSessions = new Map<string, StreamableHTTPServerTransport>();
   const server = http.createServer(async (req, res) => {
     state.headers.push(req.headers);
     const path = new URL(req.url ?? '/', 'http://x').pathname;
@@ -145,6 +158,25 @@ export async function startFakeMcpServer(tools: Tool[] = [], protection?: Bearer
         void mcp.close();
       });
       await mcp.connect(transport);
+      await transport.handleRequest(req, res);
+      return;
+    }
+    if (path === '/stateful') {
+      const sessionId = req.headers['mcp-session-id'];
+      if (typeof sessionId === 'string') {
+        const known = statefulSessions.get(sessionId);
+        if (!known) {
+          res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
+          return;
+        }
+        await known.handleRequest(req, res);
+        return;
+      }
+      const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => void statefulSessions.set(id, transport),
+      });
+      await mcpServer(calls, () => req.socket.destroy()).connect(transport);
       await transport.handleRequest(req, res);
       return;
     }

@@ -39,11 +39,11 @@ interface Upstream {
   tools: Record<string, string>;
 }
 
-async function upstream(t: TapLike, projectId: string, options: { names?: string[]; transport?: 'sse' } = {}): Promise<Upstream> {
+async function upstream(t: TapLike, projectId: string, options: { names?: string[]; transport?: 'sse'; path?: string } = {}): Promise<Upstream> {
   const slug = `u${randomUUID().slice(0, 8)}`;
   const mcp = await startFakeMcpServer((options.names ?? NAMES).map(readOnly));
   t.teardown(() => mcp.close());
-  const url = options.transport === 'sse' ? `${mcp.url}/sse` : `${mcp.url}/mcp`;
+  const url = `${mcp.url}${options.path ?? (options.transport === 'sse' ? '/sse' : '/mcp')}`;
   const created = await call('POST', '/mcp/upstreams', { name: 'Tracker', slug, url, newTools: 'enabled', projectId, ...(options.transport ? { transport: 'sse' } : {}) });
   if (created.status !== 201 || created.json.health.status !== 'ok') throw new Error(created.raw);
   const listed = (await call('GET', `/mcp/tools?upstreamId=${created.json.id}&limit=200`)).json.data as Json[];
@@ -140,6 +140,63 @@ t.test('an upstream on the legacy SSE transport is called too', async (t) => {
   await grant(p.projectId, p.key.id, [sse.tools.echo!]);
   const result = await (await agent(t, p.key.key)).callTool({ name: `${sse.slug}__echo`, arguments: { over: 'sse' } });
   t.same(result.structuredContent, { echoed: { over: 'sse' } });
+});
+
+t.test('calls to one upstream share one MCP session: one handshake for several calls, concurrent ones included', async (t) => {
+  const p = await project(t);
+  const stateful = await upstream(t, p.projectId, { path: '/stateful', names: ['echo'] });
+  await grant(p.projectId, p.key.id, [stateful.tools.echo!]);
+  const client = await agent(t, p.key.key);
+  const started = stateful.mcp.sessionsStarted;
+  for (const n of [1, 2, 3]) t.same((await client.callTool({ name: `${stateful.slug}__echo`, arguments: { n } })).structuredContent, { echoed: { n } });
+  const together = await Promise.all([4, 5, 6].map((n) => client.callTool({ name: `${stateful.slug}__echo`, arguments: { n } })));
+  t.same(
+    together.map((result) => result.structuredContent),
+    [4, 5, 6].map((n) => ({ echoed: { n } })),
+  );
+  t.equal(stateful.mcp.sessionsStarted - started, 1, 'six calls, one initialize');
+});
+
+t.test('a session the upstream forgot (404) is replaced and the call runs exactly once', async (t) => {
+  const p = await project(t);
+  const stateful = await upstream(t, p.projectId, { path: '/stateful', names: ['echo'] });
+  await grant(p.projectId, p.key.id, [stateful.tools.echo!]);
+  const client = await agent(t, p.key.key);
+  await client.callTool({ name: `${stateful.slug}__echo`, arguments: { first: true } });
+  const started = stateful.mcp.sessionsStarted;
+  stateful.mcp.forgetSessions();
+  const result = await client.callTool({ name: `${stateful.slug}__echo`, arguments: { after: 'restart' } });
+  t.same(result.structuredContent, { echoed: { after: 'restart' } });
+  t.equal(stateful.mcp.sessionsStarted - started, 1, 'a new session');
+  t.same(
+    stateful.mcp.calls.map((each) => each.arguments),
+    [{ first: true }, { after: 'restart' }],
+    'the server ran each call once',
+  );
+  t.match(await rows(p.projectId), [{ status: 'ok' }, { status: 'ok' }]);
+});
+
+t.test("a changed upstream secret opens a new session carrying the new header; the agent's call is unaffected", async (t) => {
+  const p = await project(t);
+  const mcp = await startFakeMcpServer([readOnly('echo')]);
+  t.teardown(() => mcp.close());
+  const slug = `s${randomUUID().slice(0, 8)}`;
+  const auth = (value: string) => ({ type: 'header', name: 'x-tracker-key', value });
+  const created = await call('POST', '/mcp/upstreams', { name: 'Rotated', slug, url: `${mcp.url}/stateful`, newTools: 'enabled', projectId: p.projectId, auth: auth('old-secret') });
+  t.equal(created.json.health?.status, 'ok', created.raw);
+  const toolId = (await call('GET', `/mcp/tools?upstreamId=${created.json.id}`)).json.data[0].id;
+  await grant(p.projectId, p.key.id, [toolId]);
+  const client = await agent(t, p.key.key);
+  await client.callTool({ name: `${slug}__echo`, arguments: {} });
+  t.equal((await call('PATCH', `/mcp/upstreams/${created.json.id}`, { auth: auth('new-secret') })).status, 200);
+  const before = mcp.headers.length;
+  const started = mcp.sessionsStarted;
+  t.same((await client.callTool({ name: `${slug}__echo`, arguments: { rotated: true } })).structuredContent, { echoed: { rotated: true } });
+  t.equal(mcp.sessionsStarted - started, 1, 'a session of its own for the new secret');
+  t.ok(
+    mcp.headers.slice(before).every((headers) => headers['x-tracker-key'] === 'new-secret'),
+    'only the new secret was sent',
+  );
 });
 
 t.test("the upstream gets its own header, never the agent's key", async (t) => {
