@@ -107,7 +107,10 @@ export class UpstreamSessions {
 
   private release(entry: Entry, failed: boolean): void {
     entry.inUse--;
-    if (failed || entry.retired) return this.retire(entry);
+    if (failed || entry.retired) {
+      this.retire(entry);
+      return;
+    }
     if (entry.inUse === 0) {
       entry.idleTimer = setTimeout(() => this.retire(entry), this.limits.idleMs);
       entry.idleTimer.unref();
