@@ -46,8 +46,8 @@ interface Whoami {
   scopes: string[];
 }
 
-async function describe(csrfToken: string): Promise<Session> {
-  const response = await fetch('/client/whoami', { credentials: 'same-origin' });
+async function describe(csrfToken: string, asked: Promise<Response> = fetch('/client/whoami', { credentials: 'same-origin' })): Promise<Session> {
+  const response = await asked;
   const whoami = (await readJson(response)) as Whoami;
   if (!response.ok) throw failureOf(response.status, whoami);
   const { credential } = whoami;
@@ -65,11 +65,16 @@ async function describe(csrfToken: string): Promise<Session> {
 
 /** After a reload: the cookie's session, if there is one. */
 export async function resumeSession(): Promise<Session | null> {
+  // Both at once: the first page waits for the person as well as the token (one round trip, not two).
+  const whoami = fetch('/client/whoami', { credentials: 'same-origin' });
   const response = await fetch('/client/auth/session', { credentials: 'same-origin' });
-  if (response.status === 401) return null;
+  if (response.status === 401) {
+    await whoami.catch(() => undefined);
+    return null;
+  }
   const body = (await readJson(response)) as { csrfToken?: string };
   if (!response.ok || typeof body?.csrfToken !== 'string') throw failureOf(response.status, body);
-  return (session.value = await describe(body.csrfToken));
+  return (session.value = await describe(body.csrfToken, whoami));
 }
 
 export async function signIn(email: string, password: string): Promise<Session> {

@@ -26,6 +26,7 @@ import { installPublicBodyLimit } from '../http/public-body-limit.ts';
 import { MANAGEMENT_PREFIXES, mountOperations } from '../http/mount-operations.ts';
 import { publicOriginOf } from '../http/request-origin.ts';
 import { buildOpenApiDocument } from './openapi.ts';
+import { type Precompressed, precompressed, sendPrecompressed } from '../http/precompressed.ts';
 import { type AnyOperation, OperationRegistry } from '../operations/operations.ts';
 import { GatewayMetrics } from '../gateway/metrics.ts';
 import { ApiError } from './errors.ts';
@@ -382,10 +383,15 @@ function mountCoreRoutes(app: FastifyInstance, registry: OperationRegistry, conf
 
   for (const prefix of MANAGEMENT_PREFIXES) {
     // Each surface describes its own paths, so a client generated from either calls that surface.
-    let document: unknown = null;
-    app.get(`${prefix}/openapi.json`, { config: { auth: false, surface: 'client' } }, async () => {
-      document ??= buildOpenApiDocument(registry.list(), { prefix, publicUrl: config.server.publicUrl, ownerOf: (name) => registry.ownerOf(name) });
-      return document;
+    // Built, serialised and compressed once: it is large (hundreds of KB) and the console asks for it at every start.
+    let document: Precompressed | null = null;
+    app.get(`${prefix}/openapi.json`, { config: { auth: false, surface: 'client' } }, async (request, reply) => {
+      document ??= precompressed(
+        JSON.stringify(buildOpenApiDocument(registry.list(), { prefix, publicUrl: config.server.publicUrl, ownerOf: (name) => registry.ownerOf(name) })),
+        'application/json; charset=utf-8',
+      );
+      // Revalidated each time (a redeploy changes it), answered 304 while unchanged.
+      return sendPrecompressed(request, reply.header('cache-control', 'no-cache'), document);
     });
   }
 

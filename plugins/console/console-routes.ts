@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { escapeHtml } from '../../core/http/pages.ts';
+import { type Precompressed, precompressed, sendPrecompressed } from '../../core/http/precompressed.ts';
 import { ASSET_NAME, ASSETS_FOLDER, type ConsoleManifest, readConsoleManifest } from './console-assets.ts';
 
 /**
@@ -60,6 +61,8 @@ export function consolePage(manifest: ConsoleManifest): string {
 export function mountConsoleRoutes(app: FastifyInstance, dir: string): void {
   let manifest: ConsoleManifest | null = null;
   const current = async () => (manifest ??= await readConsoleManifest(dir));
+  // The build's two files, read and gzipped once each (they never change while the build is served).
+  const assets = new Map<string, Precompressed>();
   const open = { config: { auth: false as const, surface: 'root' as const } };
 
   const page = async (_request: unknown, reply: FastifyReply) => {
@@ -79,9 +82,13 @@ export function mountConsoleRoutes(app: FastifyInstance, dir: string): void {
       securityHeaders(reply).header('cache-control', 'no-store');
       return reply.code(404).type('text/plain; charset=utf-8').send('Not found\n');
     }
-    const body = await readFile(join(dir, ASSETS_FOLDER, file));
-    securityHeaders(reply).header('cache-control', IMMUTABLE);
-    return reply.type(file.endsWith('.js') ? 'text/javascript; charset=utf-8' : 'text/css; charset=utf-8').send(body);
+    let asset = assets.get(file);
+    if (!asset) {
+      const type = file.endsWith('.js') ? 'text/javascript; charset=utf-8' : 'text/css; charset=utf-8';
+      asset = precompressed(await readFile(join(dir, ASSETS_FOLDER, file)), type);
+      assets.set(file, asset);
+    }
+    return sendPrecompressed(request, securityHeaders(reply).header('cache-control', IMMUTABLE), asset);
   });
   // The router ignores trailing slashes: `/console` answers `/console/` as well.
   app.get('/console', open, page);

@@ -1,3 +1,4 @@
+import { gunzipSync } from 'node:zlib';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import t from 'tap';
 import { z } from 'zod';
@@ -329,4 +330,14 @@ t.test('an answer must be named, and a name belongs to one schema', async (t) =>
     z.globalRegistry.remove(second);
     z.globalRegistry.remove(first);
   }
+});
+
+t.test('the document is answered gzipped where accepted, revalidated by ETag, and the same document either way', async (t) => {
+  const plain = await test.app.inject({ method: 'GET', url: '/client/openapi.json' });
+  const zipped = await test.app.inject({ method: 'GET', url: '/client/openapi.json', headers: { 'accept-encoding': 'gzip' } });
+  t.equal(zipped.headers['content-encoding'], 'gzip');
+  t.equal(plain.headers['cache-control'], 'no-cache');
+  t.same(JSON.parse(gunzipSync(zipped.rawPayload).toString()), plain.json());
+  const current = await test.app.inject({ method: 'GET', url: '/client/openapi.json', headers: { 'if-none-match': plain.headers.etag as string } });
+  t.equal(current.statusCode, 304);
 });

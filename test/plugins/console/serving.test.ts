@@ -1,3 +1,4 @@
+import { gunzipSync } from 'node:zlib';
 import t, { type Test } from 'tap';
 import { CONSOLE_CSP } from '../../../plugins/console/console-routes.ts';
 import { allPlugins, buildTestApp } from '../../helpers/app.ts';
@@ -62,6 +63,22 @@ t.test('the hashed assets are cached for a year and immutable, with their types'
   t.equal(stylesheet.statusCode, 200);
   t.match(stylesheet.headers['content-type'], /^text\/css/);
   t.equal(stylesheet.headers['cache-control'], 'public, max-age=31536000, immutable');
+});
+
+t.test('an asset is sent gzipped to a client that accepts it, with the same bytes, and 304 for a current copy', async (t) => {
+  const url = `/console/assets/${manifest.script}`;
+  const plain = await test.app.inject({ method: 'GET', url });
+  const zipped = await test.app.inject({ method: 'GET', url, headers: { 'accept-encoding': 'br, gzip;q=0.8' } });
+  t.equal(zipped.headers['content-encoding'], 'gzip');
+  t.equal(zipped.headers.vary, 'accept-encoding');
+  t.ok(zipped.rawPayload.length < plain.rawPayload.length / 2, 'smaller');
+  t.same(gunzipSync(zipped.rawPayload), plain.rawPayload, 'the same script');
+  t.equal(plain.headers['content-encoding'], undefined, 'identity when gzip is not accepted');
+  const refused = await test.app.inject({ method: 'GET', url, headers: { 'accept-encoding': 'gzip;q=0' } });
+  t.equal(refused.headers['content-encoding'], undefined, 'identity when gzip is refused');
+  const current = await test.app.inject({ method: 'GET', url, headers: { 'if-none-match': plain.headers.etag as string } });
+  t.equal(current.statusCode, 304);
+  t.equal(current.body, '');
 });
 
 t.test('an asset that is not this build’s answers 404, not cached, and nothing outside the build is reachable', async (t) => {
