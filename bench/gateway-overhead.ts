@@ -36,8 +36,11 @@
  *   9. an MCP tools/call (bench/tool-calls.ts): a loopback SDK-built upstream with one `echo` tool,
  *      called with the SDK's client straight and through /mcp/gateway, sequentially and
  *      TOOL_CONCURRENCY at a time: calls/s, p50/p99 and the ratio
- * BENCH_ONLY=chat skips 6 to 9, for a side by side with a commit that has no such routes;
- * BENCH_ONLY=tools runs section 9 alone (printed, results.json left as it was).
+ *  10. the web console (bench/console-load.ts): its bundle's gzipped size, and its first load in
+ *      Debian's chromium (navigation start to the overview's figures shown, fresh context each time)
+ * BENCH_ONLY=chat skips 6 to 10, for a side by side with a commit that has no such routes;
+ * BENCH_ONLY=tools runs section 9 alone, BENCH_ONLY=console section 10 alone (printed, results.json
+ * left as it was).
  *
  * Prints the figures with their goals and writes bench/results.json (bench/runs.ts runs this
  * several times, alternating two commits or two configurations, and prints medians and ranges).
@@ -56,6 +59,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { bundleForNode } from './bundle.ts';
 import { BATCH_CONCURRENCY, measureBatchThroughput } from './batch-throughput.ts';
 import { grantEcho, measureToolCalls, startEchoUpstream, TOOL_CONCURRENCY, TOOL_CONCURRENT_CALLS, TOOL_SEQUENTIAL_CALLS, type ToolCallFigures } from './tool-calls.ts';
+import { median } from './run-statistics.ts';
+import { type ConsoleLoad, buildConsoleBundle, CHROMIUM, consoleSignIn, CONSOLE_GOALS, CONSOLE_LOADS, measureConsoleLoad } from './console-load.ts';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -93,13 +98,13 @@ const EMBEDDINGS_LATENCY_WARMUP = 100;
 const EMBEDDINGS_LATENCY_REQUESTS = 1_000;
 /**
  * `BENCH_ONLY=chat`: chat's sections alone (a commit without /v1/embeddings and /v1/responses);
- * `BENCH_ONLY=tools`: the tool calls' section alone.
+ * `BENCH_ONLY=tools`: the tool calls' section alone; `BENCH_ONLY=console`: the console's alone.
  */
 const ONLY = process.env.BENCH_ONLY || 'all';
-if (ONLY !== 'all' && ONLY !== 'chat' && ONLY !== 'tools') throw new Error(`BENCH_ONLY=${ONLY}: must be chat or tools (or unset for every section)`);
+if (!['all', 'chat', 'tools', 'console'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: must be chat, tools or console (or unset for every section)`);
 const BREADTH = ONLY === 'all';
 /** The progress lines' count: chat's four measuring phases, and the four after them. */
-const PHASES = BREADTH ? 8 : 4;
+const PHASES = BREADTH ? 9 : 4;
 /** Lines of section 7's batch. */
 const BATCH_LINES = 500;
 /** The whole run, start-up included, is cut off after this (the sections after chat's take up to 3 more minutes). */
@@ -986,6 +991,9 @@ async function main(): Promise<void> {
     if (DATABASE_URL) Object.assign(gatewayEnv, { BENCH_DATABASE_URL: DATABASE_URL, BENCH_DATABASE_SCHEMA: DATABASE_SCHEMA });
     if (REDIS_URL) Object.assign(gatewayEnv, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `bench:${DATABASE_SCHEMA}` });
     if (WORKERS > 1) gatewayEnv.BENCH_WORKERS = String(WORKERS);
+    // The console as `npm run build` bundles it, served by the gateway child (section 10).
+    const consoleBundle = BREADTH || ONLY === 'console' ? await buildConsoleBundle(join(dataDir, 'console')) : null;
+    if (consoleBundle) gatewayEnv.BENCH_CONSOLE_DIR = consoleBundle.dir;
 
     const proxyChild = startChild('bare proxy', await buildChild('bare-proxy-process'), { BENCH_UPSTREAM_URL: upstreamReady.url }, GATEWAY_NODE_ARGS);
     const proxyReady = await proxyChild.next('ready', 30_000);
@@ -995,6 +1003,11 @@ async function main(): Promise<void> {
     // process: a one-time cost, reported apart, so the measured gateway starts like any restart.
     const gatewayEntry = await buildChild('gateway-process');
     const prepare = startChild('gateway first start', gatewayEntry, { ...gatewayEnv, BENCH_PREPARE: '1' });
+    // Older commits' children (bench --vs) say nothing of it: section 10 then runs without a sign-in.
+    const setPasswordToken = await prepare.next('prepared', 90_000).then(
+      (message) => (message.type === 'prepared' ? message.setPasswordToken : null),
+      () => null,
+    );
     const prepared = await prepare.next('stats', 90_000);
     const firstStartPeakKiB = prepared.type === 'stats' ? prepared.maxRssKiB : 0;
     await new Promise<void>((resolve) => (prepare.process.exitCode !== null ? resolve() : prepare.process.once('exit', () => resolve())));
@@ -1044,6 +1057,19 @@ async function main(): Promise<void> {
         await echo.close();
       }
     };
+    const consoleSection = async (): Promise<ConsoleFigures | null> => {
+      if (!consoleBundle) return null;
+      const cookie = setPasswordToken ? await consoleSignIn(gatewayReady.url, setPasswordToken) : null;
+      return { gzippedBytes: consoleBundle.gzippedBytes, load: cookie ? await measureConsoleLoad(gatewayReady.url, cookie) : null };
+    };
+    if (ONLY === 'console') {
+      log();
+      log(`[1/1] console: bundle size, then ${CONSOLE_LOADS} first loads in chromium…`);
+      printConsole((await consoleSection())!);
+      log('  BENCH_ONLY=console: bench/results.json left as it was');
+      await Promise.allSettled(targets.map((target) => target.client.close()));
+      return;
+    }
     if (ONLY === 'tools') {
       log();
       log(`[1/1] tool calls: ${TOOL_SEQUENTIAL_CALLS} sequential per target, alternating, then ${TOOL_CONCURRENT_CALLS} at ${TOOL_CONCURRENCY} at a time per target…`);
@@ -1122,6 +1148,8 @@ async function main(): Promise<void> {
         log(`[8/${PHASES}] tool calls: ${TOOL_SEQUENTIAL_CALLS} sequential per target, alternating, then ${TOOL_CONCURRENT_CALLS} at ${TOOL_CONCURRENCY} at a time per target…`);
       }
       const toolCalls = BREADTH ? await profiled('tool calls', null, toolSection) : null;
+      if (BREADTH) log(`[9/${PHASES}] console: bundle size, then ${CONSOLE_LOADS} first loads in chromium…`);
+      const consoleFigures = BREADTH ? await consoleSection() : null;
 
       const added = {
         p50: latencyGateway.p50 - latencyDirect.p50,
@@ -1193,6 +1221,7 @@ async function main(): Promise<void> {
         log();
       }
       if (toolCalls) printToolCalls(toolCalls);
+      if (consoleFigures) printConsole(consoleFigures);
       const allPass = Object.values(pass).every(Boolean);
       if (gatewayChild.clientGoneLogs > 0) {
         log(`  note: the gateway logged ${gatewayChild.clientGoneLogs} 'client disconnected' errors, from autocannon closing sockets mid-request at the end of each load phase`);
@@ -1304,6 +1333,7 @@ async function main(): Promise<void> {
         ...(breadth ? breadthResults(breadth) : {}),
         ...(batch ? { batch: { ...batch, batchLinesPerSecond: Math.round(batch.batchLinesPerSecond), liveCallsPerSecond: Math.round(batch.liveCallsPerSecond) } } : {}),
         ...(toolCalls ? { toolCalls: toolCallResults(toolCalls) } : {}),
+        ...(consoleFigures ? { console: consoleResults(consoleFigures) } : {}),
         ...(PROFILE ? { profiles: phaseProfiles } : {}),
         gatewayClientGoneLogLines: gatewayChild.clientGoneLogs,
         allGoalsMet: allPass,
@@ -1329,6 +1359,38 @@ async function main(): Promise<void> {
 }
 
 /** Section 9: each way of calling, direct next to the gateway, and the gateway's share of direct's calls/s. */
+interface ConsoleFigures {
+  gzippedBytes: number;
+  /** Null where the machine has no chromium. */
+  load: ConsoleLoad | null;
+}
+
+function printConsole(figures: ConsoleFigures): void {
+  const kib = figures.gzippedBytes / 1024;
+  log('  10. Web console');
+  log(`       bundle      ${f(kib, 1)} KiB gzipped, script and stylesheet together   (goal <= ${CONSOLE_GOALS.gzippedKiB})`);
+  if (!figures.load) {
+    log(`       first load  not measured: no ${CHROMIUM} on this machine`);
+  } else {
+    const loads = figures.load.firstLoadMs;
+    log(
+      `       first load  median ${f(median(loads), 0)} ms (${f(Math.min(...loads), 0)}–${f(Math.max(...loads), 0)}) over ${loads.length}, navigation start to the overview's figures   (goal <= ${CONSOLE_GOALS.firstLoadMs})`,
+    );
+  }
+  log();
+}
+
+const ms = (x: number) => Number(x.toFixed(1));
+
+function consoleResults(figures: ConsoleFigures) {
+  const loads = figures.load?.firstLoadMs ?? null;
+  return {
+    gzippedBytes: figures.gzippedBytes,
+    firstLoadMs: loads ? { median: ms(median(loads)), min: ms(Math.min(...loads)), max: ms(Math.max(...loads)), each: loads.map(ms) } : null,
+    goals: { gzippedKiB: CONSOLE_GOALS.gzippedKiB, firstLoadMs: CONSOLE_GOALS.firstLoadMs },
+  };
+}
+
 function printToolCalls(figures: ToolCallFigures): void {
   const row = (label: string, x: { callsPerSecond: number; p50: number; p99: number }) =>
     log(`       ${label.padEnd(8)} ${f(x.callsPerSecond, 0).padStart(6)} calls/s   p50 ${f(x.p50, 2)} ms   p99 ${f(x.p99, 2)} ms`);

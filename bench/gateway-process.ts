@@ -17,6 +17,7 @@
  *   BENCH_PREPARE=1     first start only: create the database (initdb, migrations, bootstrap),
  *                       report this process's peak memory and exit, so the measured run starts
  *                       like every later start of a deployment (existing data directory)
+ *   BENCH_CONSOLE_DIR   optional: the console build to serve at /console/ (section 10)
  *   BENCH_WORKERS=n     optional: `server.workers` = n, this process the cluster primary and n workers
  *                       on one port (bench/gateway-primary.ts); needs PostgreSQL and Redis, as the
  *                       service does
@@ -108,6 +109,10 @@ function benchPlugins(upstreamOrigin: string, model: string, pacedModel: string 
     };
   }
 
+  // The web console, served from the bundle the parent built (section 10); older commits ignore it.
+  const consoleDir = process.env.BENCH_CONSOLE_DIR;
+  if (consoleDir && 'console' in defaults) overrides.console = { ...record(defaults.console), dir: consoleDir };
+
   return { ...defaults, ...overrides };
 }
 
@@ -164,6 +169,7 @@ async function main(): Promise<void> {
   const app = await buildApp(config, { manifest });
   if (process.env.BENCH_PREPARE === '1') {
     await app.ready();
+    await tellParent({ type: 'prepared', setPasswordToken: app.svc.bootstrap?.setPasswordToken ?? null });
     await app.close();
     await tellParent(processStats());
     process.exit(0);

@@ -9,6 +9,8 @@ export type ChildMessage =
   /** `pids`: every process of a multi-process gateway (BENCH_WORKERS), its primary first. */
   | { type: 'ready'; url: string; plugins?: string[]; pids?: number[] }
   | { type: 'stats'; maxRssKiB: number; rssBytes: number; heapUsedBytes: number; externalBytes: number; afterGc: boolean }
+  /** The first start (BENCH_PREPARE): the owner's one-time set-password token, for the console's sign-in (section 10). */
+  | { type: 'prepared'; setPasswordToken: string | null }
   | { type: 'profile-started' }
   | { type: 'profile-written'; file: string }
   | { type: 'error'; message: string };
