@@ -128,7 +128,9 @@ async function scriptFileProblem(program: string, args: string[], runner: FileRu
   if (await tree.isDirectory(path)) {
     const loadable = runner === NODE && ((await tree.isFile(childOf(path, 'index.js'))) || (await tree.isFile(childOf(path, 'package.json'))));
     if (loadable) return null;
-    return `ends in ${script}, which is a folder, not a file: name the file in it to run, like "${program} ${script.replace(/\/$/, '')}/${runner === PYTHON ? 'main.py' : 'index.js'}"`;
+    const folder = script.replace(/\/+$/, '');
+    const example = childOf(folder === '.' ? '' : folder, runner === PYTHON ? 'main.py' : 'index.js');
+    return `ends in ${script}, which is a folder, not a file: name the file in it to run, like "${program} ${example}"`;
   }
   if (!(await tree.isFile(path))) return `runs ${script}, which is not in the app's root directory${cwd ? ` (in ${cwd})` : ''}: fix the file name, or commit the file`;
   return null;
@@ -151,8 +153,9 @@ async function packageScriptProblem(manager: string, args: string[], cwd: string
   if (cwd !== '') return null;
   if (context.scripts !== null && context.scripts[script] !== undefined) return null;
   if (manager === 'bun' && (await context.tree.isFile(script))) return null; // `bun run file.ts` runs a file
-  if (script === 'start' && (manager === 'npm' || manager === 'pnpm') && (await context.tree.isFile('server.js'))) return null;
   if (context.scripts === null) return `runs the package script "${script}", but the app has no readable package.json: add one, or run the file directly`;
+  // npm and pnpm give a package with server.js the start script `node server.js` when it has none.
+  if (script === 'start' && (manager === 'npm' || manager === 'pnpm') && (await context.tree.isFile('server.js'))) return null;
   const known = Object.keys(context.scripts);
   return `runs the package script "${script}", which package.json does not define${known.length > 0 ? ` (it defines ${known.join(', ')})` : ''}: add it, or name one it has`;
 }
