@@ -32,7 +32,7 @@ export const PAGES: readonly PageEntry[] = [
     title: 'Tool gateway',
     href: '/console/tools',
     routes: ['/console/tools'],
-    needs: ['GET /mcp/upstreams', 'GET /mcp/tools', 'GET /mcp/approvals/waiting'],
+    needs: ['GET /mcp/upstreams', 'GET /mcp/tools', 'GET /mcp/approvals/waiting', 'GET /mcp/groups', 'GET /mcp/grants'],
     component: ToolGatewayPage,
   },
 ];
