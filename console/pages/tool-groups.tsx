@@ -204,16 +204,25 @@ export function GroupsAndGrants({ tools }: { tools: readonly Tool[] }) {
   useEffect(() => {
     reload().catch((error: unknown) => setFailure(error instanceof Error ? error.message : String(error)));
   }, []);
-  /** A change, then the lists as the API has them now; the notice follows the reloaded lists. */
-  const act = async (what: string, run: () => Promise<unknown>) => {
+  /** After a change: the lists as the API has them now, and the notice, which follows them. */
+  const changed = async (what: string) => {
     try {
-      await run();
       await reload();
       setFailure(null);
       setNotice(what);
     } catch (error) {
       setFailure(error instanceof Error ? error.message : String(error));
     }
+  };
+  /** A change made here (a deletion, a withdrawal): its refusal shows above the lists. */
+  const act = async (what: string, run: () => Promise<unknown>) => {
+    try {
+      await run();
+    } catch (error) {
+      setFailure(error instanceof Error ? error.message : String(error));
+      return;
+    }
+    await changed(what);
   };
   if (listed === null) return failure ? <p role="alert">{failure}</p> : <Loading what="tool groups" />;
   const editedGroup = listed.groups.find((group) => group.id === editing);
@@ -280,12 +289,12 @@ export function GroupsAndGrants({ tools }: { tools: readonly Tool[] }) {
           group={editedGroup}
           tools={tools}
           onDone={async (saved) => {
-            if (saved) await act(`Tools of ${editedGroup.name} saved`, async () => undefined);
+            if (saved) await changed(`Tools of ${editedGroup.name} saved`);
             setEditing(null);
           }}
         />
       ) : null}
-      <CreateGroupForm projects={listed.projects} onCreated={() => act('Group created', async () => undefined)} />
+      <CreateGroupForm projects={listed.projects} onCreated={() => changed('Group created')} />
 
       <h2>Grants</h2>
       {listed.grants.length === 0 ? (
@@ -334,7 +343,7 @@ export function GroupsAndGrants({ tools }: { tools: readonly Tool[] }) {
           </table>
         </div>
       )}
-      <GrantForm listed={listed} onGranted={() => act('Group granted', async () => undefined)} />
+      <GrantForm listed={listed} onGranted={() => changed('Group granted')} />
     </>
   );
 }
