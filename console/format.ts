@@ -4,6 +4,16 @@ export function usd(value: number): string {
   return `$${value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: digits })}`;
 }
 
+/** An amount to the micro-dollar, as a ledger reads: usage tables, where cents would hide small calls. */
+export function usdExact(value: number): string {
+  return `$${value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
+}
+
+/** USD as whole micro-dollars, the unit the API counts in: sums of these are exact, sums of floats are not. */
+export function microsOf(value: number): number {
+  return Math.round(value * 1_000_000);
+}
+
 export function count(value: number): string {
   return value.toLocaleString('en-US');
 }

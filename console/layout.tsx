@@ -32,7 +32,7 @@ export const PAGES: readonly PageEntry[] = [
     title: 'Tool gateway',
     href: '/console/tools',
     routes: ['/console/tools'],
-    needs: ['GET /mcp/upstreams', 'GET /mcp/tools', 'GET /mcp/approvals/waiting'],
+    needs: ['GET /mcp/upstreams', 'GET /mcp/tools', 'GET /mcp/approvals/waiting', 'GET /mcp/groups', 'GET /mcp/grants'],
     component: ToolGatewayPage,
   },
 ];
@@ -93,6 +93,10 @@ export function Layout({ children }: { children: ComponentChildren }) {
   const { path, route } = useLocation();
   const current = session.value!;
   const pages = PAGES.filter((page) => page.href !== '' && page.needs.every((operation) => served.value.has(operation)));
+  // On a narrow screen the pages, the organisation and sign-out fold behind one button; choosing a
+  // page (the one shown included) or any other navigation folds them again.
+  const [menuOpen, setMenuOpen] = useState(false);
+  useEffect(() => setMenuOpen(false), [path]);
   const leave = async (everywhere: boolean) => {
     await signOut(everywhere);
     route('/console/sign-in', true);
@@ -104,31 +108,36 @@ export function Layout({ children }: { children: ComponentChildren }) {
       </a>
       <header class="top">
         <span class="brand">Console</span>
-        <nav aria-label="Pages">
-          <ul>
-            {pages.map((page) => {
-              const here = page.href === '/console/' ? path === '/console/' || path === '/console/overview' : path.startsWith(page.href);
-              return (
-                <li key={page.href}>
-                  <a href={page.href} aria-current={here ? 'page' : undefined}>
-                    {page.title}
-                  </a>
-                </li>
-              );
-            })}
-          </ul>
-        </nav>
-        <OrganizationSwitcher />
-        <div class="who">
-          <span class="muted">
-            {current.email} · {current.role}
-          </span>
-          <button type="button" onClick={() => void leave(false)}>
-            Sign out
-          </button>
-          <button type="button" onClick={() => void leave(true)}>
-            Sign out everywhere
-          </button>
+        <button type="button" class="menu-button" aria-expanded={menuOpen} aria-controls="site-menu" onClick={() => setMenuOpen(!menuOpen)}>
+          Menu
+        </button>
+        <div id="site-menu" class={menuOpen ? 'menu open' : 'menu'}>
+          <nav aria-label="Pages">
+            <ul>
+              {pages.map((page) => {
+                const here = page.href === '/console/' ? path === '/console/' || path === '/console/overview' : path.startsWith(page.href);
+                return (
+                  <li key={page.href}>
+                    <a href={page.href} aria-current={here ? 'page' : undefined} onClick={() => setMenuOpen(false)}>
+                      {page.title}
+                    </a>
+                  </li>
+                );
+              })}
+            </ul>
+          </nav>
+          <OrganizationSwitcher />
+          <div class="who">
+            <span class="muted">
+              {current.email} · {current.role}
+            </span>
+            <button type="button" onClick={() => void leave(false)}>
+              Sign out
+            </button>
+            <button type="button" onClick={() => void leave(true)}>
+              Sign out everywhere
+            </button>
+          </div>
         </div>
       </header>
       <main id="main" tabIndex={-1}>

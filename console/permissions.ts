@@ -5,13 +5,13 @@ import type { Session } from './api/session.ts';
  * controls for the same reason. It mirrors the API's rules (scopes by role, owner-only acts) only to
  * explain them early: the API refuses a forced call anyway, and its answer is what the page shows.
  */
-export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'usage.read' | 'requests.read' | 'mcp.read' | 'mcp.write' | 'mcp.decide';
+export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'keys.move' | 'usage.read' | 'requests.read' | 'mcp.read' | 'mcp.write' | 'mcp.decide';
 
 export type Verdict = { readonly allowed: true; readonly reason: null } | { readonly allowed: false; readonly reason: string };
 
 const ALLOWED: Verdict = { allowed: true, reason: null };
 
-const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'mcp.decide'>, string> = {
+const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide'>, string> = {
   'keys.read': 'keys:read',
   'keys.write': 'keys:write',
   'usage.read': 'usage:read',
@@ -24,6 +24,12 @@ export function may(caller: Session, act: Act): Verdict {
   if (act === 'keys.limits') {
     // The spec: a key's spend cap, expiry and rate limits are an owner's to set.
     if (caller.role !== 'owner') return { allowed: false, reason: 'Only an owner sets spend caps, expiry and rate limits' };
+    return may(caller, 'keys.write');
+  }
+  if (act === 'keys.move') {
+    // The spec: moving a key to another project is a person's act (an API key never may), so in the
+    // console it needs only what any change of a key needs. A member moves keys only between projects
+    // where they are a developer or admin; the page cannot know those roles, so the API's 403 says it.
     return may(caller, 'keys.write');
   }
   if (act === 'mcp.decide') {

@@ -254,6 +254,73 @@ export function KeysPage() {
 
 type Patch = operations['keys.update']['requestBody']['content']['application/json'];
 
+/** Where the key stands against its cap, as `GET /keys/{id}` reports it (spend in the cap's own period). */
+function BudgetState({ budget }: { budget: KeyDetail['budget'] }) {
+  if (budget.state === 'uncapped') return <p data-testid="budget-state">No spend cap: the key spends until the organisation's balance or a project cap stops it.</p>;
+  return (
+    <dl class="figures" data-testid="budget-state">
+      <div class="figure">
+        <dt>State</dt>
+        <dd>
+          <span class={`status status-${budget.state}`}>{budget.state}</span>
+        </dd>
+      </div>
+      <div class="figure">
+        <dt>Cap per {budget.period}</dt>
+        <dd>
+          {usd(budget.capUsd ?? 0)} <span class="muted">({budget.mode === 'blocking' ? 'blocks calls' : 'alerts only'})</span>
+        </dd>
+      </div>
+      <div class="figure">
+        <dt>Spent this {budget.period === 'total' ? 'lifetime' : budget.period}</dt>
+        <dd>{usd(budget.spentUsd ?? 0)}</dd>
+      </div>
+      <div class="figure">
+        <dt>Remaining</dt>
+        <dd>{usd(budget.remainingUsd ?? 0)}</dd>
+      </div>
+    </dl>
+  );
+}
+
+/**
+ * Moving a key to another project: a person's act (the API refuses it to an API key), and never for
+ * an app's key, which moves only with its app.
+ */
+function MoveKeyForm(props: { keyRecord: KeyDetail; projects: ReadonlyMap<string, string>; blocked: string | null; error: string | undefined; onMove: (projectId: string) => void }) {
+  const { keyRecord: key, projects } = props;
+  const move = may(session.value!, 'keys.move');
+  const others = [...projects].filter(([projectId]) => projectId !== key.projectId);
+  const reason = !move.allowed
+    ? move.reason
+    : (props.blocked ?? (key.appId ? 'This key belongs to an app and moves only with it: move the app instead' : others.length === 0 ? 'There is no other project you can see' : null));
+  return (
+    <form
+      class="card"
+      aria-labelledby="move-title"
+      onSubmit={(event) => {
+        event.preventDefault();
+        props.onMove(String(new FormData(event.currentTarget).get('projectId')));
+      }}
+    >
+      <h3 id="move-title">Move to another project</h3>
+      {reason ? <p class="hint">{reason}</p> : null}
+      <fieldset disabled={reason !== null}>
+        <Field id="move-project" label="Project" error={props.error} hint="Its spend history stays with it; tool groups granted in its current project stop counting for it.">
+          <select id="move-project" name="projectId" aria-describedby={describedBy('move-project', 'hint', props.error)}>
+            {others.map(([projectId, name]) => (
+              <option key={projectId} value={projectId}>
+                {name}
+              </option>
+            ))}
+          </select>
+        </Field>
+        <button type="submit">Move key</button>
+      </fieldset>
+    </form>
+  );
+}
+
 export function KeyDetailPage() {
   const { params } = useRoute();
   const id = params.id ?? '';
@@ -267,6 +334,7 @@ export function KeyDetailPage() {
       .then((result) => setKey(unwrap(result)))
       .catch((error: unknown) => setFailure(error instanceof Error ? error.message : String(error)));
   useEffect(() => void load(), [id]);
+  const projects = useProjects();
   const write = may(session.value!, 'keys.write');
 
   const act = async (what: string, run: () => Promise<unknown>, fields: readonly string[] = []) => {
@@ -298,8 +366,9 @@ export function KeyDetailPage() {
       </p>
       <h1>{key.name}</h1>
       <p>
-        <span class={`status status-${key.status}`}>{key.status}</span> <span class="mono muted">{key.hint}</span> · scopes {key.scopes.join(', ')} · created <Time iso={key.createdAt} /> ·
-        last used <Time iso={key.lastUsedAt} />
+        <span class={`status status-${key.status}`}>{key.status}</span> <span class="mono muted">{key.hint}</span> · project{' '}
+        <span data-testid="key-project">{projects.get(key.projectId) ?? key.projectId}</span> · scopes {key.scopes.join(', ')} · created <Time iso={key.createdAt} /> · last used{' '}
+        <Time iso={key.lastUsedAt} />
       </p>
       {notice ? <p role="status">{notice}</p> : null}
       <FormError message={errors.form} />
@@ -321,15 +390,9 @@ export function KeyDetailPage() {
           <dt>All time</dt>
           <dd>{usd(key.spend.totalUsd)}</dd>
         </div>
-        <div class="figure">
-          <dt>Budget</dt>
-          <dd>
-            {key.budget.state === 'uncapped'
-              ? 'no cap'
-              : `${key.budget.state}: ${usd(key.budget.spentUsd ?? 0)} of ${usd(key.budget.capUsd ?? 0)} per ${key.budget.period} (${key.budget.mode})`}
-          </dd>
-        </div>
       </dl>
+      <h2>Budget</h2>
+      <BudgetState budget={key.budget} />
 
       <h2>Change</h2>
       {reason ? <p class="hint">{reason}</p> : null}
@@ -366,6 +429,13 @@ export function KeyDetailPage() {
           </button>
         </fieldset>
       </form>
+      <MoveKeyForm
+        keyRecord={key}
+        projects={projects}
+        blocked={reason}
+        error={errors.fields.projectId}
+        onMove={(projectId) => void patch(`Key moved to ${projects.get(projectId) ?? projectId}`, { projectId }, ['projectId'])}
+      />
       <div class="card actions">
         <button type="button" disabled={reason !== null} onClick={() => void patch(key.disabled ? 'Key enabled' : 'Key disabled', { disabled: !key.disabled }, ['disabled'])}>
           {key.disabled ? 'Enable' : 'Disable'}

@@ -7,6 +7,7 @@ import { count } from '../format.ts';
 import { may } from '../permissions.ts';
 import { FormError, Loading, Time } from '../ui.tsx';
 import { useVisiblePolling } from '../visible-polling.ts';
+import { GroupsAndGrants } from './tool-groups.tsx';
 
 type Upstream = components['schemas']['McpUpstream'];
 type Tool = components['schemas']['McpTool'];
@@ -234,7 +235,7 @@ function WaitingApprovals() {
   );
 }
 
-/** The tool gateway: upstreams and their health, tools and their switches, and the approvals waiting. */
+/** The tool gateway: approvals waiting, upstreams and their health, tools and their switches, groups and grants. */
 export function ToolGatewayPage() {
   const [upstreams, setUpstreams] = useState<readonly Upstream[] | null>(null);
   const [tools, setTools] = useState<readonly Tool[] | null>(null);
@@ -258,6 +259,7 @@ export function ToolGatewayPage() {
       {upstreams === null ? failure ? null : <Loading what="upstreams" /> : <Upstreams upstreams={upstreams} />}
       <h2>Tools</h2>
       {tools === null ? failure ? null : <Loading what="tools" /> : <Tools tools={tools} onChanged={replace} />}
+      {tools === null ? null : <GroupsAndGrants tools={tools} />}
     </section>
   );
 }

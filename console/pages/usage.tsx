@@ -3,7 +3,7 @@ import uPlot from 'uplot';
 import { api } from '../api/client.ts';
 import { unwrap } from '../api/errors.ts';
 import type { components } from '../api/schema.d.ts';
-import { count, usd } from '../format.ts';
+import { count, microsOf, usdExact } from '../format.ts';
 import { Loading, Time } from '../ui.tsx';
 
 type Series = components['schemas']['UsageSeries'];
@@ -31,7 +31,37 @@ function Chart({ title, buckets, measure }: { title: string; buckets: Series['bu
 }
 
 const cost = (bucket: Series['buckets'][number]) => bucket.costUsd;
+
+/** The table's total row: summed in micro-dollars, so it equals the ledger's charges exactly. */
+function totalsOf(buckets: Series['buckets']) {
+  return buckets.reduce(
+    (sum, bucket) => ({
+      requests: sum.requests + bucket.requests,
+      errors: sum.errors + bucket.errors,
+      input: sum.input + bucket.tokens.input,
+      output: sum.output + bucket.tokens.output,
+      costMicros: sum.costMicros + microsOf(bucket.costUsd),
+    }),
+    { requests: 0, errors: 0, input: 0, output: 0, costMicros: 0 },
+  );
+}
 const requests = (bucket: Series['buckets'][number]) => bucket.requests;
+
+function UsageTotals({ buckets }: { buckets: Series['buckets'] }) {
+  const totals = totalsOf(buckets);
+  return (
+    <tfoot>
+      <tr data-testid="usage-totals">
+        <th scope="row">Total</th>
+        <td>{count(totals.requests)}</td>
+        <td>{count(totals.errors)}</td>
+        <td>{count(totals.input)}</td>
+        <td>{count(totals.output)}</td>
+        <td>{usdExact(totals.costMicros / 1_000_000)}</td>
+      </tr>
+    </tfoot>
+  );
+}
 
 /** Usage over time from `/client/usage/series`, each chart with the table of its data. */
 export function UsagePage() {
@@ -94,7 +124,7 @@ export function UsagePage() {
           <Chart title="Requests" buckets={series.buckets} measure={requests} />
           <div class="table-wrap">
             <table data-testid="usage-table">
-              <caption>Usage per {series.granularity} (UTC buckets, newest first)</caption>
+              <caption>Usage per {series.granularity} (UTC buckets, newest first; cost to the micro-dollar)</caption>
               <thead>
                 <tr>
                   <th scope="col">Start</th>
@@ -117,10 +147,11 @@ export function UsagePage() {
                       <td>{count(bucket.errors)}</td>
                       <td>{count(bucket.tokens.input)}</td>
                       <td>{count(bucket.tokens.output)}</td>
-                      <td>{usd(bucket.costUsd)}</td>
+                      <td>{usdExact(bucket.costUsd)}</td>
                     </tr>
                   ))}
               </tbody>
+              <UsageTotals buckets={series.buckets} />
             </table>
           </div>
         </>
