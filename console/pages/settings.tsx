@@ -1,5 +1,5 @@
 import type { FunctionComponent } from 'preact';
-import { useEffect, useState } from 'preact/hooks';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { useRoute } from 'preact-iso';
 import { api } from '../api/client.ts';
 import { type FormErrors, failureOf, formErrorsOf, NO_ERRORS, unwrap } from '../api/errors.ts';
@@ -75,6 +75,11 @@ function RuleForm({ rule, onSaved, onCancel }: { rule?: Rule; onSaved: (rule: Ru
   const [errors, setErrors] = useState<FormErrors>(NO_ERRORS);
   const [busy, setBusy] = useState(false);
   const prefix = rule ? `edit-${rule.id}` : 'new-rule';
+  // Edit opens this form below the table: the keyboard goes with it.
+  const holder = useRef<HTMLFormElement>(null);
+  useEffect(() => {
+    if (rule) holder.current?.querySelector<HTMLInputElement>('input[name="name"]')?.focus();
+  }, [rule?.id]);
   const submit = async (event: SubmitEvent) => {
     event.preventDefault();
     const element = event.currentTarget as HTMLFormElement;
@@ -104,7 +109,7 @@ function RuleForm({ rule, onSaved, onCancel }: { rule?: Rule; onSaved: (rule: Ru
   };
   const title = rule ? `Edit rule ${rule.name}` : 'Add a rule';
   return (
-    <form class="card" onSubmit={(event) => void submit(event)} noValidate aria-label={title}>
+    <form class="card" ref={holder} onSubmit={(event) => void submit(event)} noValidate aria-label={title}>
       <h3>{title}</h3>
       {verdict.allowed ? null : (
         <p class="hint" id={`${prefix}-reason`}>
@@ -213,6 +218,11 @@ function GuardrailsSection() {
     <section aria-labelledby="guardrails-title">
       <h2 id="guardrails-title">Data guardrails</h2>
       <p class="hint">Enabled rules run on the input of every /v1 call before it goes upstream, in this order.</p>
+      {write.allowed ? null : (
+        <p class="hint" id="rules-reason">
+          {write.reason}
+        </p>
+      )}
       {failure ? <p role="alert">{failure}</p> : null}
       {notice ? <p role="status">{notice}</p> : null}
       {guardrails === null ? (
@@ -244,10 +254,23 @@ function GuardrailsSection() {
                   <td>{rule.action}</td>
                   <td>{rule.enabled ? 'enabled' : 'disabled'}</td>
                   <td class="actions">
-                    <button type="button" disabled={!write.allowed} title={write.reason ?? undefined} aria-label={`Edit ${rule.name}`} onClick={() => setEditing(rule.id)}>
+                    <button
+                      type="button"
+                      disabled={!write.allowed}
+                      aria-describedby={write.allowed ? undefined : 'rules-reason'}
+                      aria-label={`Edit ${rule.name}`}
+                      onClick={() => setEditing(rule.id)}
+                    >
                       Edit
                     </button>
-                    <button type="button" class="danger" disabled={!write.allowed} title={write.reason ?? undefined} aria-label={`Delete ${rule.name}`} onClick={() => void remove(rule)}>
+                    <button
+                      type="button"
+                      class="danger"
+                      disabled={!write.allowed}
+                      aria-describedby={write.allowed ? undefined : 'rules-reason'}
+                      aria-label={`Delete ${rule.name}`}
+                      onClick={() => void remove(rule)}
+                    >
                       Delete
                     </button>
                   </td>

@@ -116,11 +116,11 @@ t.test('an owner’s top-up shows in the balance, the statement and the summary 
   sameOriginOnly(t, watched);
 });
 
-t.test('a top-up the API refuses shows its message at the amount field', async (t) => {
+t.test('a top-up the API refuses, sent from the keyboard, shows its message at the amount field', async (t) => {
   const watched = await signedIn(t, 'credits-owner@example.com', '/console/credits');
   const { page } = watched;
   await page.getByLabel('Amount (USD)').fill('0.0000001');
-  await page.getByRole('button', { name: 'Record payment' }).click();
+  await page.getByLabel('Amount (USD)').press('Enter');
   const refused = await call('POST', '/credits/topup', { amountUsd: 0.0000001 });
   t.equal(refused.json.error.param, 'amountUsd', 'the API refuses it, naming amountUsd');
   const error = page.locator('#topup-amount-error');
@@ -163,7 +163,7 @@ t.test('an owner sets the account cap on the page; a member sees it disabled wit
   sameOriginOnly(t, member);
 });
 
-t.test('a guardrail rule added on the settings page blocks a matching /v1 call, and trying a text shows it', async (t) => {
+t.test('a guardrail rule added on the settings page blocks a matching /v1 call, and edited to redact lets it through redacted', async (t) => {
   const key = await createKey(test, { name: 'guarded' });
   const watched = await signedIn(t, 'credits-owner@example.com', '/console/settings/guardrails');
   const { page } = watched;
@@ -198,9 +198,22 @@ t.test('a guardrail rule added on the settings page blocks a matching /v1 call, 
   t.match(await result.textContent(), /blocked by codename/, 'trying a text shows the rule that blocks it');
   t.same(await seriousViolations(page), [], 'axe: guardrails');
 
+  await page.getByRole('button', { name: 'Edit codename' }).click();
+  const edit = page.getByRole('form', { name: 'Edit rule codename' });
+  await edit.waitFor();
+  t.ok(await edit.getByLabel('Name').evaluate((input) => input === (globalThis as any).document.activeElement), 'the keyboard goes to the edit form');
+  await edit.getByLabel('On a match').selectOption('redact');
+  await edit.getByRole('button', { name: 'Save rule' }).click();
+  await page.getByRole('status').getByText('Rule saved: codename').waitFor();
+  t.equal((await call('GET', '/guardrails')).json.rules[0].action, 'redact', 'the API has the rule redacting');
+  await page.getByRole('button', { name: 'Try the enabled rules' }).click();
+  await page.locator('[data-testid="try-result"][data-action="redact"]').waitFor();
+  t.equal(await page.getByTestId('try-text-out').textContent(), '[REDACTED:codename] launch', 'trying a text shows it as it would go upstream');
+  t.equal((await chat(key.key, 'Plans for Project BlueBird')).status, 200, 'a redacting rule lets the call through');
+
   await page.getByRole('button', { name: 'Delete codename' }).click();
   await page.getByRole('status').getByText('Rule deleted: codename').waitFor();
-  t.equal((await chat(key.key, 'Plans for Project BlueBird')).status, 200, 'deleted on the page, the rule blocks no more');
+  t.same((await call('GET', '/guardrails')).json.rules, [], 'deleted on the page, the API has no rule left');
   sameOriginOnly(t, watched);
 });
 
