@@ -4,9 +4,22 @@ export function usd(value: number): string {
   return `$${value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: digits })}`;
 }
 
-/** An amount to the micro-dollar, as a ledger reads: usage tables, where cents would hide small calls. */
+/**
+ * An amount the API gives to the micro-dollar (ledger lines, balances, prices: at most six decimals),
+ * shown with every decimal it has, never rounded to the cent.
+ */
 export function usdExact(value: number): string {
-  return `$${value.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
+  const sign = value < 0 ? '−' : '';
+  return `${sign}$${Math.abs(value).toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 })}`;
+}
+
+/** Integer micro-dollars as the API sends them exactly (`balanceMicros`: text), shown without a float in between. */
+export function usdFromMicros(micros: string): string {
+  const negative = micros.startsWith('-');
+  const digits = (negative ? micros.slice(1) : micros).padStart(7, '0');
+  const whole = BigInt(digits.slice(0, -6)).toLocaleString('en-US');
+  const fraction = digits.slice(-6).replace(/0+$/, '').padEnd(2, '0');
+  return `${negative ? '−' : ''}$${whole}.${fraction}`;
 }
 
 /** USD as whole micro-dollars, the unit the API counts in: sums of these are exact, sums of floats are not. */

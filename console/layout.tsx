@@ -5,9 +5,11 @@ import { useLocation } from 'preact-iso';
 import { api } from './api/client.ts';
 import { unwrap } from './api/errors.ts';
 import { session, signOut } from './api/session.ts';
+import { CreditsPage } from './pages/credits.tsx';
 import { KeyDetailPage, KeysPage } from './pages/keys.tsx';
 import { OverviewPage } from './pages/overview.tsx';
 import { RequestDetailPage, RequestsPage } from './pages/requests.tsx';
+import { SettingsPage } from './pages/settings.tsx';
 import { ToolGatewayPage } from './pages/tool-gateway.tsx';
 import { UsagePage } from './pages/usage.tsx';
 
@@ -35,6 +37,15 @@ export const PAGES: readonly PageEntry[] = [
     needs: ['GET /mcp/upstreams', 'GET /mcp/tools', 'GET /mcp/approvals/waiting', 'GET /mcp/groups', 'GET /mcp/grants'],
     component: ToolGatewayPage,
   },
+  {
+    title: 'Credits',
+    href: '/console/credits',
+    routes: ['/console/credits'],
+    needs: ['GET /credits', 'GET /credits/statement', 'GET /credits/summary', 'GET /budget'],
+    component: CreditsPage,
+  },
+  // Each section of the settings asks for its own operations (settings.tsx); the page needs the model list.
+  { title: 'Settings', href: '/console/settings', routes: ['/console/settings', '/console/settings/:section'], needs: ['GET /models'], component: SettingsPage },
 ];
 
 /** `METHOD /path` of every operation of this deployment's OpenAPI document, read at start. */

@@ -5,17 +5,32 @@ import type { Session } from './api/session.ts';
  * controls for the same reason. It mirrors the API's rules (scopes by role, owner-only acts) only to
  * explain them early: the API refuses a forced call anyway, and its answer is what the page shows.
  */
-export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'keys.move' | 'usage.read' | 'requests.read' | 'mcp.read' | 'mcp.write' | 'mcp.decide';
+export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'keys.move' | 'usage.read' | 'requests.read' | 'projects.write' | 'mcp.read' | 'mcp.write' | 'mcp.decide' | OwnerAct;
+
+/** Acts the API reserves to an owner's own session (`ownerOnly`, or an owner check in the handler). */
+type OwnerAct = 'credits.pay' | 'budget.cap' | 'projects.cap' | 'guardrails.write';
+
+const OWNER_ONLY: Record<OwnerAct, { readonly reason: string; readonly alsoNeeds?: Act }> = {
+  // credits.topup and credits.redeem: the credit is the organisation's money (ownerOnly).
+  'credits.pay': { reason: 'Only an owner tops up credit or redeems a code' },
+  // budget.update: the account-wide spend cap (ownerOnly).
+  'budget.cap': { reason: 'Only an owner sets the account’s spend cap' },
+  // projects.update answers owner_required to a spendCap from anyone else, and needs projects:write.
+  'projects.cap': { reason: 'Only an owner sets a project’s spend cap', alsoNeeds: 'projects.write' },
+  // guardrails.create, .update, .delete (ownerOnly); reading and trying the rules needs usage:read.
+  'guardrails.write': { reason: 'Only an owner changes guardrail rules' },
+};
 
 export type Verdict = { readonly allowed: true; readonly reason: null } | { readonly allowed: false; readonly reason: string };
 
 const ALLOWED: Verdict = { allowed: true, reason: null };
 
-const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide'>, string> = {
+const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' | OwnerAct>, string> = {
   'keys.read': 'keys:read',
   'keys.write': 'keys:write',
   'usage.read': 'usage:read',
   'requests.read': 'requests:read',
+  'projects.write': 'projects:write',
   'mcp.read': 'mcp:read',
   'mcp.write': 'mcp:write',
 };
@@ -38,7 +53,12 @@ export function may(caller: Session, act: Act): Verdict {
     if (caller.role === 'member') return { allowed: false, reason: 'Only an owner or admin approves or denies tool calls' };
     return ALLOWED;
   }
-  const scope = SCOPE_OF[act];
+  if (act in OWNER_ONLY) {
+    const rule = OWNER_ONLY[act as OwnerAct];
+    if (caller.role !== 'owner') return { allowed: false, reason: rule.reason };
+    return rule.alsoNeeds ? may(caller, rule.alsoNeeds) : ALLOWED;
+  }
+  const scope = SCOPE_OF[act as keyof typeof SCOPE_OF];
   if (!caller.scopes.has(scope)) return { allowed: false, reason: `Your role (${caller.role}) does not hold ${scope}` };
   return ALLOWED;
 }
