@@ -141,6 +141,8 @@ export interface UsageFilter {
   /** Exclusive. */
   to?: Date;
   keyId?: string;
+  /** Only calls of this project (within what visibility allows: a project outside it matches nothing). */
+  projectId?: string;
 }
 
 export type Band = 'errors' | 'slow';
@@ -188,6 +190,12 @@ export interface SeriesBucket extends CallSums {
   start: Date;
 }
 
+/** One model's share of one bucket (only pairs with calls). */
+export interface ModelSeriesBucket extends CallSums {
+  start: Date;
+  model: string | null;
+}
+
 export interface WindowStats {
   requests: number;
   errors: number;
@@ -217,6 +225,8 @@ export interface RequestLogReader {
   byModel(filter: UsageFilter): Promise<ModelTotals[]>;
   /** UTC hour or day buckets over [from, to), newest first, empty ones included. */
   series(filter: UsageFilter & { from: Date; to: Date }, granularity: Granularity): Promise<SeriesBucket[]>;
+  /** The same window's calls split by model: one entry per bucket and model that had calls, in no set order. */
+  seriesByModel(filter: UsageFilter & { from: Date; to: Date }, granularity: Granularity): Promise<ModelSeriesBucket[]>;
   /** One page of rows, newest first (created_at, then id, both descending). */
   page(filter: RequestFilter, page: PageRequest): Promise<Page<RequestLog>>;
   /** The latest rows, at most `limit`, newest first. */

@@ -10,6 +10,7 @@ import type {
   RequestLogErrorCode,
   RequestLogReader,
   SeriesBucket,
+  ModelSeriesBucket,
   UsageFilter,
   UsageTotals,
   Visibility,
@@ -39,6 +40,7 @@ function usageConditions(filter: UsageFilter): Conditions {
   if (filter.to) c.add(`created_at < ${c.param(filter.to)}::timestamptz`);
   if (filter.visibility.projectIds !== null) c.add(`project_id = ANY(${c.param([...filter.visibility.projectIds])}::uuid[])`);
   if (filter.keyId) c.add(`key_id = ${c.param(filter.keyId)}::uuid`);
+  if (filter.projectId) c.add(`project_id = ${c.param(filter.projectId)}::uuid`);
   return c;
 }
 
@@ -86,6 +88,16 @@ const TOTAL_COLUMNS = `count(*)::bigint AS requests,
   (percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p50_latency_ms,
   (percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms))::float8 AS p95_latency_ms`;
 
+/** A bucket's sums (series and series by model), read back by callSumsOf. */
+const SERIES_SUMS = `count(*)::bigint AS requests,
+  count(*) FILTER (WHERE status_code >= 400)::bigint AS errors,
+  sum(input_tokens)::bigint AS input_tokens,
+  sum(cached_input_tokens)::bigint AS cached_input_tokens,
+  sum(cache_write_tokens)::bigint AS cache_write_tokens,
+  sum(output_tokens)::bigint AS output_tokens,
+  sum(reasoning_tokens)::bigint AS reasoning_tokens,
+  sum(cost_micros)::bigint AS cost_micros, ${UNIT_SUMS}`;
+
 const WINDOW_COLUMNS = `count(*)::bigint AS requests,
   count(*) FILTER (WHERE status_code >= 400)::bigint AS errors,
   COALESCE(sum(cost_micros), 0)::bigint AS cost_micros,
@@ -96,6 +108,20 @@ const WINDOW_COLUMNS = `count(*)::bigint AS requests,
 const num = (row: Row, column: string): number => Number(row[column] ?? 0);
 const numOrNull = (row: Row, column: string): number | null => (row[column] === null || row[column] === undefined ? null : Number(row[column]));
 const strOrNull = (row: Row, column: string): string | null => (row[column] as string | null | undefined) ?? null;
+
+function callSumsOf(row: Row): CallSums {
+  return {
+    requests: num(row, 'requests'),
+    errors: num(row, 'errors'),
+    inputTokens: num(row, 'input_tokens'),
+    cachedInputTokens: num(row, 'cached_input_tokens'),
+    cacheWriteTokens: num(row, 'cache_write_tokens'),
+    outputTokens: num(row, 'output_tokens'),
+    reasoningTokens: num(row, 'reasoning_tokens'),
+    costMicros: bigintOf(row, 'cost_micros'),
+    ...unitSums(row),
+  };
+}
 
 function toRequestLog(row: Row): RequestLog {
   return {
@@ -208,14 +234,7 @@ export class SqlRequestLogReader implements RequestLogReader {
            ${step}::interval) AS local_start
        ), sums AS (
          SELECT date_trunc(${unit}::text, created_at AT TIME ZONE 'UTC') AS local_start,
-                count(*)::bigint AS requests,
-                count(*) FILTER (WHERE status_code >= 400)::bigint AS errors,
-                sum(input_tokens)::bigint AS input_tokens,
-                sum(cached_input_tokens)::bigint AS cached_input_tokens,
-                sum(cache_write_tokens)::bigint AS cache_write_tokens,
-                sum(output_tokens)::bigint AS output_tokens,
-                sum(reasoning_tokens)::bigint AS reasoning_tokens,
-                sum(cost_micros)::bigint AS cost_micros, ${UNIT_SUMS}
+                ${SERIES_SUMS}
          FROM request_logs WHERE ${c.sql}
          GROUP BY 1
        )
@@ -231,18 +250,20 @@ export class SqlRequestLogReader implements RequestLogReader {
        ORDER BY b.local_start DESC`,
       c.params,
     );
-    return rows.map((row) => ({
-      start: row['start'] as Date,
-      requests: num(row, 'requests'),
-      errors: num(row, 'errors'),
-      inputTokens: num(row, 'input_tokens'),
-      cachedInputTokens: num(row, 'cached_input_tokens'),
-      cacheWriteTokens: num(row, 'cache_write_tokens'),
-      outputTokens: num(row, 'output_tokens'),
-      reasoningTokens: num(row, 'reasoning_tokens'),
-      costMicros: bigintOf(row, 'cost_micros'),
-      ...unitSums(row),
-    }));
+    return rows.map((row) => ({ start: row['start'] as Date, ...callSumsOf(row) }));
+  }
+
+  async seriesByModel(filter: UsageFilter & { from: Date; to: Date }, granularity: Granularity): Promise<ModelSeriesBucket[]> {
+    const c = usageConditions(filter);
+    const unit = c.param(granularity);
+    const { rows } = await this.db.query(
+      `SELECT date_trunc(${unit}::text, created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS start, model,
+              ${SERIES_SUMS}
+       FROM request_logs WHERE ${c.sql}
+       GROUP BY 1, 2`,
+      c.params,
+    );
+    return rows.map((row) => ({ start: row['start'] as Date, model: strOrNull(row, 'model'), ...callSumsOf(row) }));
   }
 
   /** One page of rows, newest first (created_at, then id, both descending). */

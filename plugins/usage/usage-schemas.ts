@@ -16,6 +16,7 @@ export const WINDOW_MINUTES_MAX = 1_440;
 const from = dateOrTimestampSchema.optional().describe('Start of the window, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
 const to = dateOrTimestampSchema.optional().describe('End of the window, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
 const keyId = z.uuid().optional().describe('Only calls made with this key; a key outside what the caller sees gives no rows');
+const projectId = z.uuid().optional().describe('Only calls of this project; a project outside what the caller sees gives no rows');
 
 export const usageQuery = z.object({
   from: from.describe('Start of the window, inclusive (default: 30 days before `to`)'),
@@ -28,25 +29,30 @@ export const usageQuery = z.object({
     .default(USAGE_RECENT_DEFAULT)
     .describe(`How many recent requests to include (default ${USAGE_RECENT_DEFAULT}, max ${USAGE_RECENT_MAX})`),
   keyId,
+  projectId,
 });
 
 export const seriesQuery = z.object({
   from: from.describe('Start of the window, inclusive (default: 30 days before `to`)'),
   to: to.describe('End of the window, exclusive (default: now)'),
   keyId,
+  projectId,
   granularity: z.enum(['hour', 'day']).optional().describe('Bucket size, UTC; default hour for a window of two days or less, else day'),
+  by: z.enum(['model']).optional().describe('model: each bucket also lists its calls per model (`models`), the models with calls only'),
 });
 
 export const comparisonQuery = z.object({
   from: from.describe('Start of this window, inclusive (default: 30 days before `to`)'),
   to: to.describe('End of this window, exclusive (default: now)'),
   keyId,
+  projectId,
 });
 
 export const requestsQuery = pageQuery({ defaultLimit: REQUESTS_PAGE_DEFAULT, maxLimit: REQUESTS_PAGE_MAX, id: requestId }).extend({
   from,
   to,
   keyId,
+  projectId,
   model: z.string().min(1).max(200).optional().describe('Exact model name'),
   q: z.string().min(1).max(200).optional().describe('A request id, or text contained in the model or endpoint (case-insensitive)'),
   band: z.enum(['errors', 'slow']).optional().describe('errors: status 400 or above; slow: streamed first token over 5 s, or unstreamed over 30 s'),
@@ -152,14 +158,27 @@ export const usageReportView = z
     from: instantView,
     to: instantView,
     keyId: z.string().nullable(),
+    projectId: z.string().nullable(),
     totals: totalsView,
     models: z.array(modelTotalsView).describe('Per model, costliest first'),
     recent: z.array(requestRowView).describe('The latest requests of the window, newest first'),
   })
   .meta({ id: 'UsageReport', description: 'Usage over a window: totals, per model, and the latest requests' });
 
+const modelBucketView = z
+  .object({ model: z.string().nullable(), requests: count, errors: count, tokens: tokenTotalsView, units: unitTotalsView, costUsd: z.number() })
+  .meta({ id: 'UsageModelBucket', description: "One model's calls within a bucket" });
+
 const seriesBucketView = z
-  .object({ start: instantView, requests: count, errors: count, tokens: tokenTotalsView, units: unitTotalsView, costUsd: z.number() })
+  .object({
+    start: instantView,
+    requests: count,
+    errors: count,
+    tokens: tokenTotalsView,
+    units: unitTotalsView,
+    costUsd: z.number(),
+    models: z.array(modelBucketView).optional().describe('With by=model: the calls per model, costliest first; they add up to the bucket'),
+  })
   .meta({ id: 'UsageBucket', description: 'The usage of one hour or day, UTC' });
 
 export const seriesView = z
@@ -168,6 +187,7 @@ export const seriesView = z
     from: instantView,
     to: instantView,
     keyId: z.string().nullable(),
+    projectId: z.string().nullable(),
     granularity: z.enum(['hour', 'day']),
     buckets: z.array(seriesBucketView).describe('UTC buckets, newest first, empty ones included'),
   })
@@ -186,6 +206,7 @@ export const comparisonView = z
   .object({
     object: z.literal('usage_comparison'),
     keyId: z.string().nullable(),
+    projectId: z.string().nullable(),
     current: periodTotalsView,
     previous: periodTotalsView,
     deltas: z.object({

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import { microsToUsd } from '../../core/vocabulary/money.ts';
 import type { comparisonView, requestRowView, requestUnitsView, totalsView, windowView } from './usage-schemas.ts';
-import type { RequestLog, SeriesBucket, UsageTotals, WindowStats } from '../../core/ports/metering.ts';
+import type { CallSums, ModelSeriesBucket, RequestLog, SeriesBucket, UsageTotals, WindowStats } from '../../core/ports/metering.ts';
 
 /** Store records to wire shapes: USD numbers from integer micros, ISO timestamps. */
 
@@ -74,15 +74,17 @@ export function toTotalsView(totals: UsageTotals): z.infer<typeof totalsView> {
   };
 }
 
+/** A bucket's figures, whole or one model's share. */
+function callView(sums: CallSums) {
+  return { requests: sums.requests, errors: sums.errors, tokens: tokensOf(sums), units: unitsOf(sums), costUsd: microsToUsd(sums.costMicros) };
+}
+
+export function toModelBucketView(bucket: ModelSeriesBucket) {
+  return { model: bucket.model, ...callView(bucket) };
+}
+
 export function toSeriesBucketView(bucket: SeriesBucket) {
-  return {
-    start: bucket.start.toISOString(),
-    requests: bucket.requests,
-    errors: bucket.errors,
-    tokens: tokensOf(bucket),
-    units: unitsOf(bucket),
-    costUsd: microsToUsd(bucket.costMicros),
-  };
+  return { start: bucket.start.toISOString(), ...callView(bucket) };
 }
 
 export function toWindowStatsView(stats: WindowStats): Omit<z.infer<typeof windowView>['buckets'][number], 'start'> {

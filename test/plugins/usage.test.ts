@@ -426,6 +426,71 @@ t.test('series: keyId narrows the buckets to one key', async (t) => {
   );
 });
 
+t.test('series: projectId narrows the buckets to one project; a project the caller cannot see gives none', async (t) => {
+  const s = await scenario();
+  const other = await scenario();
+  await insert(s, { at: '2026-03-20T01:00:00Z', costMicros: 10 });
+  await insert(other, { at: '2026-03-20T01:30:00Z', costMicros: 20 });
+  await insert(other, { at: '2026-03-20T02:30:00Z', costMicros: 30 });
+  const owner = (query: string) => test.call('GET', `/client/usage/series?from=2026-03-20&to=2026-03-21&${query}`).then((r) => r.json() as Json);
+  const narrowed = await owner(`projectId=${other.projectId}`);
+  t.equal(narrowed.projectId, other.projectId);
+  t.same([narrowed.buckets.reduce((sum: number, b: Json) => sum + b.requests, 0), narrowed.buckets.reduce((sum: number, b: Json) => sum + b.costUsd, 0)], [2, 0.00005]);
+  const elsewhere = await ok(s.token, `/usage/series?from=2026-03-20&to=2026-03-21&projectId=${other.projectId}`);
+  t.equal(
+    elsewhere.buckets.reduce((sum: number, b: Json) => sum + b.requests, 0),
+    0,
+    'a project key filtering by another project sees nothing of it',
+  );
+});
+
+t.test("series: by=model lists each bucket's calls per model, costliest first, adding up to the bucket", async (t) => {
+  const s = await scenario();
+  await insert(s, { at: '2026-03-22T01:00:00Z', model: 'small', input: 10, costMicros: 100 });
+  await insert(s, { at: '2026-03-22T01:10:00Z', model: 'large', input: 20, costMicros: 900 });
+  await insert(s, { at: '2026-03-22T01:20:00Z', model: 'small', input: 5, costMicros: 50, status: 500 });
+  await insert(s, { at: '2026-03-22T03:00:00Z', model: 'large', input: 1, costMicros: 1 });
+  const body = await ok(s.token, '/usage/series?from=2026-03-22T00:00:00Z&to=2026-03-22T04:00:00Z&by=model');
+  const at = (hour: string) => body.buckets.find((b: Json) => b.start === `2026-03-22T${hour}:00:00.000Z`);
+  t.match(at('01').models, [
+    { model: 'large', requests: 1, errors: 0, costUsd: 0.0009, tokens: { input: 20 } },
+    { model: 'small', requests: 2, errors: 1, costUsd: 0.00015, tokens: { input: 15 } },
+  ]);
+  t.equal(at('01').models.length, 2);
+  t.same(at('02').models, [], 'an empty bucket lists no model');
+  t.same(
+    at('03').models.map((m: Json) => m.model),
+    ['large'],
+  );
+  for (const bucket of body.buckets as Json[]) {
+    t.equal(
+      bucket.models.reduce((sum: number, m: Json) => sum + m.requests, 0),
+      bucket.requests,
+      `${bucket.start} adds up`,
+    );
+  }
+  const plain = await ok(s.token, '/usage/series?from=2026-03-22T00:00:00Z&to=2026-03-22T04:00:00Z');
+  t.notOk('models' in plain.buckets[0], 'without by, buckets carry no models');
+});
+
+t.test('usage, comparison and requests: projectId narrows each', async (t) => {
+  const s = await scenario();
+  const other = await scenario();
+  await insert(s, { at: '2026-03-24T01:00:00Z' });
+  await insert(other, { at: '2026-03-24T02:00:00Z' });
+  const window = 'from=2026-03-24&to=2026-03-25';
+  const owner = (path: string) => test.call('GET', `/client${path}`).then((r) => r.json() as Json);
+  const report = await owner(`/usage?${window}&projectId=${s.projectId}`);
+  t.same([report.projectId, report.totals.requests], [s.projectId, 1]);
+  const compared = await owner(`/usage/comparison?${window}&projectId=${other.projectId}`);
+  t.same([compared.projectId, compared.current.totals.requests], [other.projectId, 1]);
+  const rows = await owner(`/requests?${window}&projectId=${other.projectId}`);
+  t.same(
+    (rows.data as Json[]).map((row) => row.projectId),
+    [other.projectId],
+  );
+});
+
 t.test('series: a bad granularity, or more buckets than served, answers 400 naming the param', async (t) => {
   const s = await scenario();
   await expect400(t, s.token, '/usage/series?granularity=week', 'granularity');
