@@ -7,9 +7,11 @@ import { unwrap } from './api/errors.ts';
 import { session, signOut } from './api/session.ts';
 import { KeyDetailPage, KeysPage } from './pages/keys.tsx';
 import { OverviewPage } from './pages/overview.tsx';
+import { PeoplePage } from './pages/people.tsx';
 import { RequestDetailPage, RequestsPage } from './pages/requests.tsx';
 import { ToolGatewayPage } from './pages/tool-gateway.tsx';
 import { UsagePage } from './pages/usage.tsx';
+import { WebhookDetailPage, WebhooksPage } from './pages/webhooks.tsx';
 
 export interface PageEntry {
   readonly title: string;
@@ -34,6 +36,15 @@ export const PAGES: readonly PageEntry[] = [
     routes: ['/console/tools'],
     needs: ['GET /mcp/upstreams', 'GET /mcp/tools', 'GET /mcp/approvals/waiting'],
     component: ToolGatewayPage,
+  },
+  { title: 'People', href: '/console/people', routes: ['/console/people'], needs: ['GET /employees'], component: PeoplePage },
+  { title: 'Webhooks', href: '/console/webhooks', routes: ['/console/webhooks'], needs: ['GET /webhooks', 'GET /events/types'], component: WebhooksPage },
+  {
+    title: 'Webhook',
+    href: '',
+    routes: ['/console/webhooks/:id'],
+    needs: ['GET /webhooks/{id}', 'GET /webhooks/{id}/deliveries', 'GET /events/types'],
+    component: WebhookDetailPage,
   },
 ];
 

@@ -1,4 +1,5 @@
 import type { ComponentChildren } from 'preact';
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { localTime } from './format.ts';
 
 /** A time in the viewer's zone, the UTC instant on hover. */
@@ -52,5 +53,37 @@ export function Loading({ what }: { what: string }) {
     <p class="muted" role="status">
       Loading {what}…
     </p>
+  );
+}
+
+/**
+ * A secret the API returns once (a key's plaintext, a webhook's signing secret): held by this
+ * dialog's props alone (never in storage), and gone from the page when the dialog closes.
+ */
+export function ShownOnceDialog(props: { title: string; label: string; secret: string; onClose: () => void }) {
+  const [copied, setCopied] = useState(false);
+  const closeButton = useRef<HTMLButtonElement>(null);
+  useEffect(() => closeButton.current?.focus(), []);
+  const copy = async () => {
+    await navigator.clipboard.writeText(props.secret);
+    setCopied(true);
+  };
+  return (
+    <div class="backdrop">
+      <div class="dialog" role="dialog" aria-modal="true" aria-labelledby="shown-once-title" onKeyDown={(event) => event.key === 'Escape' && props.onClose()}>
+        <h2 id="shown-once-title">{props.title}</h2>
+        <p>Copy it now: it is shown this once and cannot be shown again.</p>
+        <label for="shown-once">{props.label}</label>
+        <input id="shown-once" class="mono" readOnly value={props.secret} onFocus={(event) => event.currentTarget.select()} />
+        <div class="actions">
+          <button type="button" onClick={() => void copy()}>
+            {copied ? 'Copied' : 'Copy'}
+          </button>
+          <button type="button" ref={closeButton} onClick={props.onClose}>
+            Done
+          </button>
+        </div>
+      </div>
+    </div>
   );
 }
