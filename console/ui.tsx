@@ -40,6 +40,19 @@ export function describedBy(id: string, hint: string | null | undefined, error: 
   return ids.length ? ids.join(' ') : undefined;
 }
 
+/**
+ * A table that scrolls sideways on a narrow screen: a named region that takes focus, so the
+ * keyboard can scroll it even when every control in it is disabled.
+ */
+export function TableRegion({ label, children }: { label: string; children: ComponentChildren }) {
+  return (
+    // biome-ignore lint/a11y/noNoninteractiveTabindex: a region that scrolls must take focus to be scrolled by keyboard (axe scrollable-region-focusable).
+    <section class="table-wrap" aria-label={label} tabIndex={0}>
+      {children}
+    </section>
+  );
+}
+
 export function FormError({ message }: { message: string | null }) {
   return message ? (
     <p class="error form-error" role="alert">

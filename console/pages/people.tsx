@@ -5,7 +5,7 @@ import type { components } from '../api/schema.d.ts';
 import { session } from '../api/session.ts';
 import { type CursorList, useCursorList } from '../cursor-list.ts';
 import { may, type Verdict } from '../permissions.ts';
-import { describedBy, Field, FormError, Loading, Time } from '../ui.tsx';
+import { describedBy, Field, FormError, Loading, TableRegion, Time } from '../ui.tsx';
 
 type Employee = components['schemas']['Employee'];
 type Invitation = components['schemas']['Invitation'];
@@ -132,7 +132,7 @@ function Members({ list, onNotice }: { list: CursorList<Employee>; onNotice: (te
           {write.reason}
         </p>
       )}
-      <div class="table-wrap">
+      <TableRegion label="The organisation’s people, newest member first">
         <table>
           <caption class="visually-hidden">The organisation’s people, newest member first</caption>
           <thead>
@@ -164,7 +164,7 @@ function Members({ list, onNotice }: { list: CursorList<Employee>; onNotice: (te
             ))}
           </tbody>
         </table>
-      </div>
+      </TableRegion>
       <MoreButton list={list} what="people" />
     </>
   );
@@ -257,7 +257,9 @@ function InvitationRow({ invitation, onChanged }: { invitation: Invitation; onCh
             type="button"
             disabled={reason !== null || !resendable || busy}
             aria-describedby={reasonId}
-            onClick={() => void run(`The invitation to ${invitation.email} was sent again`, async () => unwrap(await api.POST('/employees/invites/{id}/resend', { params: { path: { id } } })))}
+            onClick={() =>
+              void run(`The invitation to ${invitation.email} was sent again`, async () => unwrap(await api.POST('/employees/invites/{id}/resend', { params: { path: { id } } })))
+            }
           >
             Resend<span class="visually-hidden"> the invitation to {invitation.email}</span>
           </button>
@@ -308,7 +310,7 @@ function Invitations({ onNotice }: { onNotice: (text: string) => void }) {
       ) : list.items.length === 0 ? (
         <p>No invitations yet.</p>
       ) : (
-        <div class="table-wrap">
+        <TableRegion label="Invitations, newest first">
           <table>
             <caption class="visually-hidden">Invitations, newest first</caption>
             <thead>
@@ -337,7 +339,7 @@ function Invitations({ onNotice }: { onNotice: (text: string) => void }) {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableRegion>
       )}
       <MoreButton list={list} what="invitations" />
     </>

@@ -8,7 +8,7 @@ import { useCursorList } from '../cursor-list.ts';
 import { count } from '../format.ts';
 import { may } from '../permissions.ts';
 import { useProjects } from '../projects.ts';
-import { describedBy, Field, FormError, Loading, ShownOnceDialog, Time } from '../ui.tsx';
+import { describedBy, Field, FormError, Loading, ShownOnceDialog, TableRegion, Time } from '../ui.tsx';
 import { useVisiblePolling } from '../visible-polling.ts';
 
 type Endpoint = components['schemas']['WebhookEndpoint'];
@@ -49,8 +49,8 @@ function EventTypesField({ errors, chosen, idPrefix }: { errors: FormErrors; cho
     <fieldset aria-describedby={errors.fields.eventTypes ? errorId : undefined}>
       <legend>Event types</legend>
       <label class="check">
-        <input type="checkbox" name="eventTypes" value={EVERY_TYPE} checked={every} onChange={(event) => setEvery(event.currentTarget.checked)} /> Every event type, those added
-        later included
+        <input type="checkbox" name="eventTypes" value={EVERY_TYPE} checked={every} onChange={(event) => setEvery(event.currentTarget.checked)} /> Every event type, those added later
+        included
       </label>
       {failure ? <p role="alert">{failure}</p> : null}
       {types === null ? (
@@ -172,7 +172,7 @@ export function WebhooksPage() {
       ) : list.items.length === 0 ? (
         <p>No webhook endpoints yet.</p>
       ) : (
-        <div class="table-wrap">
+        <TableRegion label="Webhook endpoints, newest first">
           <table>
             <caption class="visually-hidden">Webhook endpoints, newest first</caption>
             <thead>
@@ -205,7 +205,7 @@ export function WebhooksPage() {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableRegion>
       )}
       {list.hasMore ? (
         <button type="button" onClick={() => void list.more()}>
@@ -235,13 +235,7 @@ function DeliveryRow({ delivery, endpoint, onResent }: { delivery: Delivery; end
   const write = may(session.value!, 'webhooks.write');
   const [failure, setFailure] = useState<string | null>(null);
   // The API's rules for a resend, told before it is asked: the endpoint on, the delivery finished.
-  const reason = !write.allowed
-    ? write.reason
-    : !endpoint.enabled
-      ? 'The endpoint is off: switch it on to resend'
-      : delivery.status === 'pending'
-        ? 'Still being attempted'
-        : null;
+  const reason = !write.allowed ? write.reason : !endpoint.enabled ? 'The endpoint is off: switch it on to resend' : delivery.status === 'pending' ? 'Still being attempted' : null;
   const reasonId = `delivery-${delivery.id}-reason`;
   const resend = async () => {
     try {
@@ -326,7 +320,7 @@ function Deliveries({ endpoint, refresh }: { endpoint: Endpoint; refresh: number
       {list.items.length === 0 ? (
         <p>No deliveries yet.</p>
       ) : (
-        <div class="table-wrap">
+        <TableRegion label="Deliveries to this endpoint, newest first">
           <table data-testid="deliveries">
             <caption class="visually-hidden">Deliveries to this endpoint, newest first</caption>
             <thead>
@@ -347,7 +341,7 @@ function Deliveries({ endpoint, refresh }: { endpoint: Endpoint; refresh: number
               ))}
             </tbody>
           </table>
-        </div>
+        </TableRegion>
       )}
       {list.hasMore ? (
         <button type="button" onClick={() => void list.more()}>
@@ -467,7 +461,12 @@ export function WebhookDetailPage() {
         <button type="button" disabled={off !== null || busy} onClick={() => void patch({ enabled: !endpoint.enabled }, endpoint.enabled ? 'Endpoint switched off' : 'Endpoint switched on')}>
           {endpoint.enabled ? 'Switch off' : 'Switch on'}
         </button>
-        <button type="button" class="danger" disabled={off !== null || busy} onClick={() => confirm('Delete this endpoint with its deliveries? Nothing more is sent to it.') && void remove()}>
+        <button
+          type="button"
+          class="danger"
+          disabled={off !== null || busy}
+          onClick={() => confirm('Delete this endpoint with its deliveries? Nothing more is sent to it.') && void remove()}
+        >
           Delete endpoint
         </button>
       </div>
@@ -482,7 +481,16 @@ export function WebhookDetailPage() {
         <h3 id="rotate-title">Signing secret</h3>
         <fieldset disabled={off !== null || busy}>
           <Field id="overlap" label="Keep the previous secret signing for (seconds, at most 86400)" error={errors.fields.overlapSeconds}>
-            <input id="overlap" name="overlapSeconds" type="number" min="0" max="86400" step="1" defaultValue="0" aria-describedby={describedBy('overlap', null, errors.fields.overlapSeconds)} />
+            <input
+              id="overlap"
+              name="overlapSeconds"
+              type="number"
+              min="0"
+              max="86400"
+              step="1"
+              defaultValue="0"
+              aria-describedby={describedBy('overlap', null, errors.fields.overlapSeconds)}
+            />
           </Field>
           <button type="submit">Rotate secret</button>
         </fieldset>
