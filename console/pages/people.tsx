@@ -76,10 +76,12 @@ function MemberRow({ member, onChanged, onRemoved }: { member: Employee; onChang
           <label class="visually-hidden" for={select}>
             Role of {member.email}
           </label>
-          <select id={select} name="role" key={member.role} defaultValue={member.role} disabled={reason !== null || busy} aria-describedby={describe}>
+          {/* Keyed by the role, so a change the API answered starts it afresh. The option's `selected` sets the
+              first choice: Preact gives a select's defaultValue to the element as an attribute, which selects nothing. */}
+          <select id={select} name="role" key={member.role} disabled={reason !== null || busy} aria-describedby={describe}>
             {ROLES.map((role) => (
               // Only an owner makes someone an owner: the option says so by being off.
-              <option key={role} value={role} disabled={role === 'owner' && member.role !== 'owner' && !owners.allowed}>
+              <option key={role} value={role} selected={role === member.role} disabled={role === 'owner' && member.role !== 'owner' && !owners.allowed}>
                 {role}
               </option>
             ))}
@@ -202,7 +204,7 @@ function InviteForm({ onInvited }: { onInvited: (invitation: Invitation) => void
           <input id="invite-email" name="email" type="email" required maxLength={254} autoComplete="off" aria-describedby={describedBy('invite-email', null, errors.fields.email)} />
         </Field>
         <Field id="invite-role" label="Role" hint={roleHint} error={errors.fields.role}>
-          <select id="invite-role" name="role" defaultValue="member" aria-describedby={describedBy('invite-role', roleHint, errors.fields.role)}>
+          <select id="invite-role" name="role" aria-describedby={describedBy('invite-role', roleHint, errors.fields.role)}>
             {ROLES.map((role) => (
               <option key={role} value={role} disabled={role === 'owner' && !owners.allowed}>
                 {role}

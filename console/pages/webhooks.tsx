@@ -137,7 +137,7 @@ function CreateEndpointForm({ onCreated }: { onCreated: (secret: string) => void
         <FormError message={errors.form} />
         <UrlAndDescription errors={errors} idPrefix="new-webhook" />
         <Field id="new-webhook-project" label="Events of" hint={projectHint} error={errors.fields.projectId}>
-          <select id="new-webhook-project" name="projectId" defaultValue="" aria-describedby={describedBy('new-webhook-project', projectHint, errors.fields.projectId)}>
+          <select id="new-webhook-project" name="projectId" aria-describedby={describedBy('new-webhook-project', projectHint, errors.fields.projectId)}>
             <option value="">the whole organisation</option>
             {[...projects].map(([id, name]) => (
               <option key={id} value={id}>

@@ -149,6 +149,7 @@ t.test('a member sees people and webhook writes disabled with the reason, and th
   const member = await signedIn(t, '/console/people', MEMBER);
   const { page, context } = member;
   await page.getByRole('heading', { name: 'People', level: 1 }).waitFor();
+  t.equal(await page.getByLabel(`Role of ${OWNER}`, { exact: true }).inputValue(), 'owner', 'each person’s role is the one chosen');
   t.ok(await page.getByLabel(`Role of ${OWNER}`, { exact: true }).isDisabled(), 'role change disabled');
   t.ok(await page.getByRole('button', { name: `Remove ${OWNER}` }).isDisabled(), 'removal disabled');
   t.ok(await page.getByLabel('Email').isDisabled(), 'inviting disabled');
