@@ -48,17 +48,23 @@ function LimitFields({ errors, current }: { errors: FormErrors; current?: Key })
         />
       </Field>
       <Field id="cap-period" label="Cap period">
-        <select id="cap-period" name="capPeriod" defaultValue={cap?.period ?? 'month'}>
-          <option value="day">day</option>
-          <option value="week">week</option>
-          <option value="month">month</option>
-          <option value="total">total</option>
+        {/* The option's `selected` sets the first choice: Preact gives a select's defaultValue to it as an attribute, which selects nothing. */}
+        <select id="cap-period" name="capPeriod">
+          {(['day', 'week', 'month', 'total'] as const).map((period) => (
+            <option key={period} value={period} selected={period === (cap?.period ?? 'month')}>
+              {period}
+            </option>
+          ))}
         </select>
       </Field>
       <Field id="cap-mode" label="At the cap">
-        <select id="cap-mode" name="capMode" defaultValue={cap?.mode ?? 'blocking'}>
-          <option value="blocking">block calls</option>
-          <option value="alert">alert only</option>
+        <select id="cap-mode" name="capMode">
+          <option value="blocking" selected={(cap?.mode ?? 'blocking') === 'blocking'}>
+            block calls
+          </option>
+          <option value="alert" selected={cap?.mode === 'alert'}>
+            alert only
+          </option>
         </select>
       </Field>
       <Field id="expires" label="Expires (your time zone)" error={errors.fields.expiresAt}>
