@@ -63,8 +63,11 @@ function MemberRow({ member, onChanged, onRemoved }: { member: Employee; onChang
   const describe = [write.allowed ? null : 'people-reason', rowReason ?? null, describedBy(select, null, errors.fields.role) ?? null].filter((id) => id !== null).join(' ') || undefined;
   return (
     <tr>
-      <td>{member.name}</td>
-      <td>{member.email}</td>
+      <td class="wrap">
+        {member.name}
+        <br />
+        <span class="muted">{member.email}</span>
+      </td>
       <td>
         <form
           class="inline"
@@ -89,6 +92,15 @@ function MemberRow({ member, onChanged, onRemoved }: { member: Employee; onChang
           <button type="submit" disabled={reason !== null || busy} aria-label={`Save the role of ${member.email}`} aria-describedby={describe}>
             Save role
           </button>
+          <button
+            type="button"
+            class="danger"
+            disabled={reason !== null || busy}
+            aria-describedby={describe}
+            onClick={() => confirm(`Remove ${member.email} from the organisation? Their access to it ends at once.`) && void remove()}
+          >
+            Remove<span class="visually-hidden"> {member.email}</span>
+          </button>
         </form>
         {rowReason ? (
           <p class="hint" id={rowReason}>
@@ -104,20 +116,10 @@ function MemberRow({ member, onChanged, onRemoved }: { member: Employee; onChang
       </td>
       <td>
         <span class="status">{member.status}</span>
-      </td>
-      <td>
-        <Time iso={member.joinedAt} />
-      </td>
-      <td>
-        <button
-          type="button"
-          class="danger"
-          disabled={reason !== null || busy}
-          aria-describedby={describe}
-          onClick={() => confirm(`Remove ${member.email} from the organisation? Their access to it ends at once.`) && void remove()}
-        >
-          Remove<span class="visually-hidden"> {member.email}</span>
-        </button>
+        <br />
+        <span class="muted">
+          joined <Time iso={member.joinedAt} />
+        </span>
       </td>
     </tr>
   );
@@ -139,14 +141,9 @@ function Members({ list, onNotice }: { list: CursorList<Employee>; onNotice: (te
           <caption class="visually-hidden">The organisation’s people, newest member first</caption>
           <thead>
             <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Email</th>
+              <th scope="col">Person</th>
               <th scope="col">Role</th>
               <th scope="col">Status</th>
-              <th scope="col">Joined</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
             </tr>
           </thead>
           <tbody>
@@ -241,18 +238,20 @@ function InvitationRow({ invitation, onChanged }: { invitation: Invitation; onCh
   const reasonId = reason ? `invitation-${id}-reason` : undefined;
   return (
     <tr>
-      <td>{invitation.email}</td>
-      <td>{invitation.role}</td>
+      <td class="wrap">
+        {invitation.email}
+        <br />
+        <span class="muted">
+          as {invitation.role}, invited by {invitation.invitedBy?.email ?? 'the operator'}
+        </span>
+      </td>
       <td>
         <span class={`status status-${invitation.status}`}>{invitation.status}</span>
+        <br />
+        <span class="muted">
+          sent <Time iso={invitation.sentAt} />, expires <Time iso={invitation.expiresAt} />
+        </span>
       </td>
-      <td>
-        <Time iso={invitation.sentAt} />
-      </td>
-      <td>
-        <Time iso={invitation.expiresAt} />
-      </td>
-      <td>{invitation.invitedBy?.email ?? 'the operator'}</td>
       <td>
         <div class="actions">
           <button
@@ -317,12 +316,8 @@ function Invitations({ onNotice }: { onNotice: (text: string) => void }) {
             <caption class="visually-hidden">Invitations, newest first</caption>
             <thead>
               <tr>
-                <th scope="col">Email</th>
-                <th scope="col">Role</th>
+                <th scope="col">Invitation</th>
                 <th scope="col">Status</th>
-                <th scope="col">Sent</th>
-                <th scope="col">Expires</th>
-                <th scope="col">Invited by</th>
                 <th scope="col">
                   <span class="visually-hidden">Actions</span>
                 </th>

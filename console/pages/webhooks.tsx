@@ -250,6 +250,10 @@ function DeliveryRow({ delivery, endpoint, onResent }: { delivery: Delivery; end
       <td>
         <span class="mono">{delivery.eventType}</span>
         {delivery.test ? <span class="muted"> (test)</span> : null}
+        <br />
+        <span class="muted">
+          made <Time iso={delivery.createdAt} />
+        </span>
       </td>
       <td>
         <span class={`status status-${delivery.status}`}>{delivery.status}</span>
@@ -278,9 +282,6 @@ function DeliveryRow({ delivery, endpoint, onResent }: { delivery: Delivery; end
             </ol>
           </details>
         ) : null}
-      </td>
-      <td>
-        <Time iso={delivery.createdAt} />
       </td>
       <td>
         <button type="button" disabled={reason !== null} aria-describedby={reason ? reasonId : undefined} onClick={() => void resend()}>
@@ -329,7 +330,6 @@ function Deliveries({ endpoint, refresh }: { endpoint: Endpoint; refresh: number
                 <th scope="col">Status</th>
                 <th scope="col">Attempts</th>
                 <th scope="col">Last answer</th>
-                <th scope="col">Made</th>
                 <th scope="col">
                   <span class="visually-hidden">Actions</span>
                 </th>
