@@ -8,10 +8,12 @@ import { session, signOut } from './api/session.ts';
 import { CreditsPage } from './pages/credits.tsx';
 import { KeyDetailPage, KeysPage } from './pages/keys.tsx';
 import { OverviewPage } from './pages/overview.tsx';
+import { PeoplePage } from './pages/people.tsx';
 import { RequestDetailPage, RequestsPage } from './pages/requests.tsx';
 import { SettingsPage } from './pages/settings.tsx';
 import { ToolGatewayPage } from './pages/tool-gateway.tsx';
 import { UsagePage } from './pages/usage.tsx';
+import { WebhookDetailPage, WebhooksPage } from './pages/webhooks.tsx';
 
 export interface PageEntry {
   readonly title: string;
@@ -46,6 +48,15 @@ export const PAGES: readonly PageEntry[] = [
   },
   // Each section of the settings asks for its own operations (settings.tsx); the page needs the model list.
   { title: 'Settings', href: '/console/settings', routes: ['/console/settings', '/console/settings/:section'], needs: ['GET /models'], component: SettingsPage },
+  { title: 'People', href: '/console/people', routes: ['/console/people'], needs: ['GET /employees'], component: PeoplePage },
+  { title: 'Webhooks', href: '/console/webhooks', routes: ['/console/webhooks'], needs: ['GET /webhooks', 'GET /events/types'], component: WebhooksPage },
+  {
+    title: 'Webhook',
+    href: '',
+    routes: ['/console/webhooks/:id'],
+    needs: ['GET /webhooks/{id}', 'GET /webhooks/{id}/deliveries', 'GET /events/types'],
+    component: WebhookDetailPage,
+  },
 ];
 
 /** `METHOD /path` of every operation of this deployment's OpenAPI document, read at start. */

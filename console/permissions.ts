@@ -5,10 +5,24 @@ import type { Session } from './api/session.ts';
  * controls for the same reason. It mirrors the API's rules (scopes by role, owner-only acts) only to
  * explain them early: the API refuses a forced call anyway, and its answer is what the page shows.
  */
-export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'keys.move' | 'usage.read' | 'requests.read' | 'projects.write' | 'mcp.read' | 'mcp.write' | 'mcp.decide' | OwnerAct;
+export type Act =
+  | 'keys.read'
+  | 'keys.write'
+  | 'keys.limits'
+  | 'keys.move'
+  | 'usage.read'
+  | 'requests.read'
+  | 'projects.write'
+  | 'mcp.read'
+  | 'mcp.write'
+  | 'mcp.decide'
+  | 'people.write'
+  | 'webhooks.read'
+  | 'webhooks.write'
+  | OwnerAct;
 
 /** Acts the API reserves to an owner's own session (`ownerOnly`, or an owner check in the handler). */
-type OwnerAct = 'credits.pay' | 'budget.cap' | 'projects.cap' | 'guardrails.write';
+type OwnerAct = 'credits.pay' | 'budget.cap' | 'projects.cap' | 'guardrails.write' | 'people.owners';
 
 const OWNER_ONLY: Record<OwnerAct, { readonly reason: string; readonly alsoNeeds?: Act }> = {
   // credits.topup and credits.redeem: the credit is the organisation's money (ownerOnly).
@@ -19,13 +33,15 @@ const OWNER_ONLY: Record<OwnerAct, { readonly reason: string; readonly alsoNeeds
   'projects.cap': { reason: 'Only an owner sets a project’s spend cap', alsoNeeds: 'projects.write' },
   // guardrails.create, .update, .delete (ownerOnly); reading and trying the rules needs usage:read.
   'guardrails.write': { reason: 'Only an owner changes guardrail rules' },
+  // plugins/people: the owner role is an owner's to give and to take, invitations to it included (403 owner_required).
+  'people.owners': { reason: 'Only an owner gives, changes or takes away the owner role' },
 };
 
 export type Verdict = { readonly allowed: true; readonly reason: null } | { readonly allowed: false; readonly reason: string };
 
 const ALLOWED: Verdict = { allowed: true, reason: null };
 
-const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' | OwnerAct>, string> = {
+const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' | 'people.write' | OwnerAct>, string> = {
   'keys.read': 'keys:read',
   'keys.write': 'keys:write',
   'usage.read': 'usage:read',
@@ -33,6 +49,8 @@ const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' |
   'projects.write': 'projects:write',
   'mcp.read': 'mcp:read',
   'mcp.write': 'mcp:write',
+  'webhooks.read': 'webhooks:read',
+  'webhooks.write': 'webhooks:write',
 };
 
 export function may(caller: Session, act: Act): Verdict {
@@ -51,6 +69,12 @@ export function may(caller: Session, act: Act): Verdict {
     // The spec: approving or denying a tool call is an owner's or admin's own decision, never a member's.
     // It asks for no scope: the role alone decides.
     if (caller.role === 'member') return { allowed: false, reason: 'Only an owner or admin approves or denies tool calls' };
+    return ALLOWED;
+  }
+  if (act === 'people.write') {
+    // plugins/people: inviting, changing roles, removing and the invitations list are owners' and
+    // admins' acts (403 role_required); no scope covers people. Any member reads the people list.
+    if (caller.role === 'member') return { allowed: false, reason: 'Only an owner or admin manages people and invitations' };
     return ALLOWED;
   }
   if (act in OWNER_ONLY) {

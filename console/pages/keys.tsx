@@ -1,4 +1,4 @@
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { useRoute } from 'preact-iso';
 import { api } from '../api/client.ts';
 import { type FormErrors, formErrorsOf, NO_ERRORS, unwrap } from '../api/errors.ts';
@@ -6,7 +6,8 @@ import type { components, operations } from '../api/schema.d.ts';
 import { session } from '../api/session.ts';
 import { usd } from '../format.ts';
 import { may } from '../permissions.ts';
-import { describedBy, Field, FormError, Loading, Time } from '../ui.tsx';
+import { useProjects } from '../projects.ts';
+import { describedBy, Field, FormError, Loading, ShownOnceDialog, Time } from '../ui.tsx';
 import { SCOPES as ALL_SCOPES } from '../../core/identity/scopes.ts';
 
 type Key = components['schemas']['Key'];
@@ -16,17 +17,6 @@ type CreateBody = operations['keys.create']['requestBody']['content']['applicati
 
 // The spec's list, from the one the service itself checks against; typed by the API's own schema.
 const SCOPES: readonly Scope[] = ALL_SCOPES;
-
-function useProjects(): ReadonlyMap<string, string> {
-  const [names, setNames] = useState<ReadonlyMap<string, string>>(new Map());
-  useEffect(() => {
-    api
-      .GET('/projects', { params: { query: { limit: 200 } } })
-      .then((result) => setNames(new Map(unwrap(result).data.map((project) => [project.id, project.name]))))
-      .catch(() => undefined);
-  }, []);
-  return names;
-}
 
 /** Empty inputs are absent fields; numbers as numbers, so the API's own validation speaks. */
 function optionalNumber(value: FormDataEntryValue | null): number | undefined {
@@ -58,17 +48,23 @@ function LimitFields({ errors, current }: { errors: FormErrors; current?: Key })
         />
       </Field>
       <Field id="cap-period" label="Cap period">
-        <select id="cap-period" name="capPeriod" defaultValue={cap?.period ?? 'month'}>
-          <option value="day">day</option>
-          <option value="week">week</option>
-          <option value="month">month</option>
-          <option value="total">total</option>
+        {/* The option's `selected` sets the first choice: Preact gives a select's defaultValue to it as an attribute, which selects nothing. */}
+        <select id="cap-period" name="capPeriod">
+          {(['day', 'week', 'month', 'total'] as const).map((period) => (
+            <option key={period} value={period} selected={period === (cap?.period ?? 'month')}>
+              {period}
+            </option>
+          ))}
         </select>
       </Field>
       <Field id="cap-mode" label="At the cap">
-        <select id="cap-mode" name="capMode" defaultValue={cap?.mode ?? 'blocking'}>
-          <option value="blocking">block calls</option>
-          <option value="alert">alert only</option>
+        <select id="cap-mode" name="capMode">
+          <option value="blocking" selected={(cap?.mode ?? 'blocking') === 'blocking'}>
+            block calls
+          </option>
+          <option value="alert" selected={cap?.mode === 'alert'}>
+            alert only
+          </option>
         </select>
       </Field>
       <Field id="expires" label="Expires (your time zone)" error={errors.fields.expiresAt}>
@@ -101,38 +97,6 @@ function limitsOf(form: FormData): Pick<CreateBody, 'spendCap' | 'expiresAt' | '
   };
   if (Object.values(rateLimits).some((value) => value !== undefined)) out.rateLimits = rateLimits;
   return out;
-}
-
-/**
- * The new key's plaintext, once: held by this dialog's state alone (never in storage), and gone
- * from the page when the dialog closes.
- */
-function PlaintextDialog({ created, onClose }: { created: { name: string; key: string }; onClose: () => void }) {
-  const [copied, setCopied] = useState(false);
-  const closeButton = useRef<HTMLButtonElement>(null);
-  useEffect(() => closeButton.current?.focus(), []);
-  const copy = async () => {
-    await navigator.clipboard.writeText(created.key);
-    setCopied(true);
-  };
-  return (
-    <div class="backdrop">
-      <div class="dialog" role="dialog" aria-modal="true" aria-labelledby="plaintext-title" onKeyDown={(event) => event.key === 'Escape' && onClose()}>
-        <h2 id="plaintext-title">Key “{created.name}” created</h2>
-        <p>Copy it now: it is shown this once and cannot be shown again.</p>
-        <label for="plaintext">API key</label>
-        <input id="plaintext" class="mono" readOnly value={created.key} onFocus={(event) => event.currentTarget.select()} />
-        <div class="actions">
-          <button type="button" onClick={() => void copy()}>
-            {copied ? 'Copied' : 'Copy'}
-          </button>
-          <button type="button" ref={closeButton} onClick={onClose}>
-            Done
-          </button>
-        </div>
-      </div>
-    </div>
-  );
 }
 
 function CreateKeyForm({ onCreated }: { onCreated: (created: { name: string; key: string }) => void }) {
@@ -247,7 +211,7 @@ export function KeysPage() {
           void load();
         }}
       />
-      {created ? <PlaintextDialog created={created} onClose={() => setCreated(null)} /> : null}
+      {created ? <ShownOnceDialog title={`Key “${created.name}” created`} label="API key" secret={created.key} onClose={() => setCreated(null)} /> : null}
     </section>
   );
 }

@@ -122,9 +122,10 @@ export function RequestsPage() {
           </select>
         </Field>
         <Field id="log-limit" label="Rows per page" error={errors.fields.limit}>
-          <select id="log-limit" name="limit" defaultValue={String(PAGE_SIZES[1])}>
+          <select id="log-limit" name="limit">
             {PAGE_SIZES.map((size) => (
-              <option key={size} value={String(size)}>
+              // `selected`, not the select's defaultValue, which Preact sets as an attribute that selects nothing.
+              <option key={size} value={String(size)} selected={size === PAGE_SIZES[1]}>
                 {size}
               </option>
             ))}
