@@ -365,7 +365,7 @@ export interface paths {
   "/usage/series": {
     /**
      * Requests, tokens, units and cost per hour or per day
-     * @description UTC buckets over [from, to) (default: the last 30 days), newest first, empty buckets included. Granularity defaults to hour for a window of two days or less, else day; at most 2000 buckets. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read, like the usage report it charts.
+     * @description UTC buckets over [from, to) (default: the last 30 days), newest first, empty buckets included. Granularity defaults to hour for a window of two days or less, else day; at most 2000 buckets. keyId and projectId narrow it; by=model adds each bucket's calls per model. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read, like the usage report it charts.
      */
     get: operations["usage.series"];
   };
@@ -379,7 +379,7 @@ export interface paths {
   "/requests": {
     /**
      * Gateway request log, newest first, with keyset pagination
-     * @description Filters combine: from/to ([from, to), no bound when absent), keyId, model (exact), q (request id, or text in the model or endpoint, case-insensitive), band (errors: status >= 400; slow: streamed first token over 5 s, or unstreamed over 30 s). Pass nextCursor back as cursor, with the same filters, for the next page; nextCursor is null on the last page. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read.
+     * @description Filters combine: from/to ([from, to), no bound when absent), keyId, projectId, model (exact), q (request id, or text in the model or endpoint, case-insensitive), band (errors: status >= 400; slow: streamed first token over 5 s, or unstreamed over 30 s). Pass nextCursor back as cursor, with the same filters, for the next page; nextCursor is null on the last page. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read.
      */
     get: operations["requests.list"];
   };
@@ -2873,12 +2873,15 @@ export interface components {
       tokens: components["schemas"]["TokenCounts"];
       units: components["schemas"]["UnitCounts"];
       costUsd: number;
+      /** @description With by=model: the calls per model, costliest first; they add up to the bucket */
+      models?: components["schemas"]["UsageModelBucket"][];
     };
     /** @description A window against the one of the same length before it */
     UsageComparison: {
       /** @constant */
       object: "usage_comparison";
       keyId: string | null;
+      projectId: string | null;
       current: components["schemas"]["UsagePeriod"];
       previous: components["schemas"]["UsagePeriod"];
       deltas: {
@@ -2904,6 +2907,15 @@ export interface components {
       /** @description Change relative to the previous window, in percent; null when the previous is 0 or null */
       percent: number | null;
     };
+    /** @description One model's calls within a bucket */
+    UsageModelBucket: {
+      model: string | null;
+      requests: number;
+      errors: number;
+      tokens: components["schemas"]["TokenCounts"];
+      units: components["schemas"]["UnitCounts"];
+      costUsd: number;
+    };
     /** @description The totals of one window */
     UsagePeriod: {
       /** Format: date-time */
@@ -2921,6 +2933,7 @@ export interface components {
       /** Format: date-time */
       to: string;
       keyId: string | null;
+      projectId: string | null;
       totals: components["schemas"]["UsageTotals"];
       /** @description Per model, costliest first */
       models: components["schemas"]["ModelUsage"][];
@@ -2936,6 +2949,7 @@ export interface components {
       /** Format: date-time */
       to: string;
       keyId: string | null;
+      projectId: string | null;
       /** @enum {string} */
       granularity: "hour" | "day";
       /** @description UTC buckets, newest first, empty ones included */
@@ -5870,6 +5884,8 @@ export interface operations {
         limit?: number;
         /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
         keyId?: string;
+        /** @description Only calls of this project; a project outside what the caller sees gives no rows */
+        projectId?: string;
       };
     };
     responses: {
@@ -5901,7 +5917,7 @@ export interface operations {
   };
   /**
    * Requests, tokens, units and cost per hour or per day
-   * @description UTC buckets over [from, to) (default: the last 30 days), newest first, empty buckets included. Granularity defaults to hour for a window of two days or less, else day; at most 2000 buckets. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read, like the usage report it charts.
+   * @description UTC buckets over [from, to) (default: the last 30 days), newest first, empty buckets included. Granularity defaults to hour for a window of two days or less, else day; at most 2000 buckets. keyId and projectId narrow it; by=model adds each bucket's calls per model. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read, like the usage report it charts.
    */
   "usage.series": {
     parameters: {
@@ -5912,8 +5928,12 @@ export interface operations {
         to?: string;
         /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
         keyId?: string;
+        /** @description Only calls of this project; a project outside what the caller sees gives no rows */
+        projectId?: string;
         /** @description Bucket size, UTC; default hour for a window of two days or less, else day */
         granularity?: "hour" | "day";
+        /** @description model: each bucket also lists its calls per model (`models`), the models with calls only */
+        by?: "model";
       };
     };
     responses: {
@@ -5956,6 +5976,8 @@ export interface operations {
         to?: string;
         /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
         keyId?: string;
+        /** @description Only calls of this project; a project outside what the caller sees gives no rows */
+        projectId?: string;
       };
     };
     responses: {
@@ -5987,7 +6009,7 @@ export interface operations {
   };
   /**
    * Gateway request log, newest first, with keyset pagination
-   * @description Filters combine: from/to ([from, to), no bound when absent), keyId, model (exact), q (request id, or text in the model or endpoint, case-insensitive), band (errors: status >= 400; slow: streamed first token over 5 s, or unstreamed over 30 s). Pass nextCursor back as cursor, with the same filters, for the next page; nextCursor is null on the last page. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read.
+   * @description Filters combine: from/to ([from, to), no bound when absent), keyId, projectId, model (exact), q (request id, or text in the model or endpoint, case-insensitive), band (errors: status >= 400; slow: streamed first token over 5 s, or unstreamed over 30 s). Pass nextCursor back as cursor, with the same filters, for the next page; nextCursor is null on the last page. An API key sees its own project only; a person sees the projects they can read (owners and admins: all). Scope usage:read.
    */
   "requests.list": {
     parameters: {
@@ -6002,6 +6024,8 @@ export interface operations {
         to?: string;
         /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
         keyId?: string;
+        /** @description Only calls of this project; a project outside what the caller sees gives no rows */
+        projectId?: string;
         /** @description Exact model name */
         model?: string;
         /** @description A request id, or text contained in the model or endpoint (case-insensitive) */
