@@ -29,7 +29,7 @@ export const PAGES: readonly PageEntry[] = [
   { title: 'Overview', href: '/console/', routes: ['/console/', '/console/overview'], needs: ['GET /overview'], component: OverviewPage },
   { title: 'Keys', href: '/console/keys', routes: ['/console/keys'], needs: ['GET /keys', 'POST /keys'], component: KeysPage },
   { title: 'Key', href: '', routes: ['/console/keys/:id'], needs: ['GET /keys/{id}'], component: KeyDetailPage },
-  { title: 'Usage', href: '/console/usage', routes: ['/console/usage'], needs: ['GET /usage/series'], component: UsagePage },
+  { title: 'Usage', href: '/console/usage', routes: ['/console/usage'], needs: ['GET /usage/series', 'GET /usage', 'GET /usage/comparison'], component: UsagePage },
   { title: 'Request logs', href: '/console/requests', routes: ['/console/requests'], needs: ['GET /requests'], component: RequestsPage },
   { title: 'Request', href: '', routes: ['/console/requests/:id'], needs: ['GET /requests/{id}'], component: RequestDetailPage },
   {

@@ -305,6 +305,46 @@ t.test('the usage table equals GET /client/usage/series, and its total equals th
   sameOriginOnly(t, watched);
 });
 
+t.test('choosing a project narrows the usage page as the API narrows it: the table by model and the comparison', async (t) => {
+  const projectId = await project(`usage project ${randomUUID().slice(0, 6)}`);
+  const key = await createKey(test, { name: 'usage project key', projectId });
+  for (let i = 0; i < 3; i++) await chat(key.key, 'mock-large', 4 + i);
+  await chat(key.key, 'mock-small', 2);
+  await writer.flush();
+
+  const watched = await signedIn(t, 'keys-owner@example.com', '/console/usage');
+  const { page } = watched;
+  await page.getByTestId('usage-models').waitFor();
+  const asked = page.waitForResponse((response) => new URL(response.url()).pathname === '/client/usage');
+  await page.getByLabel('Project').selectOption(projectId);
+  const query = new URL((await asked).url()).searchParams;
+  t.equal(query.get('projectId'), projectId, 'the page asks for the project');
+  await page.locator('[data-testid="usage-models"] tbody tr[data-model="mock-small"]').waitFor();
+  const number = (text: string | null) => Number((text ?? '').replace(/[$,+%]/g, ''));
+  const shown = await page
+    .getByTestId('usage-models')
+    .locator('tbody tr')
+    .evaluateAll((rows) => rows.map((row) => [row.getAttribute('data-model'), ...[...row.querySelectorAll('td')].map((cell) => cell.textContent)]));
+  const report = (await call('GET', `/usage?${query}`)).json;
+  t.same(
+    shown.map(([model, requests, errors, input, output, cost]) => [model, number(requests), number(errors), number(input), number(output), Math.round(number(cost) * 1e6)]),
+    (report.models as Json[]).map((m) => [m.model, m.requests, m.errors, m.tokens.input, m.tokens.output, microsOf(m.costUsd)]),
+    "the project's models, as /client/usage reports them",
+  );
+  t.same(
+    shown.map(([model, requests]) => [model, number(requests)]),
+    [
+      ['mock-large', 3],
+      ['mock-small', 1],
+    ],
+    'only the calls of that project',
+  );
+  const comparison = (await call('GET', `/usage/comparison?from=${query.get('from')}&to=${query.get('to')}&projectId=${projectId}`)).json;
+  const thisWindow = await page.getByTestId('usage-comparison').locator('tbody tr').first().locator('td').first().textContent();
+  t.equal(number(thisWindow), comparison.current.totals.requests, "the comparison's requests this window");
+  sameOriginOnly(t, watched);
+});
+
 /** Waits until no "Loading …" status is left on the page. */
 async function settled(page: Page): Promise<void> {
   await page.locator('h1').first().waitFor();
