@@ -67,11 +67,7 @@ export class PasswordHasher {
   async verify(password: string, stored: string): Promise<boolean> {
     const parsed = parseStored(stored);
     if (!parsed) return false;
-    console.error('DEBUG verify');
-    const derived = await this.slots.run(() => {
-      console.error('DEBUG task');
-      return this.derive(password, parsed.salt, parsed.cost);
-    });
+    const derived = await this.slots.run(() => this.derive(password, parsed.salt, parsed.cost));
     return derived.length === parsed.expected.length && timingSafeEqual(derived, parsed.expected);
   }
 
