@@ -18,12 +18,16 @@ export async function stateDir(t: TapLike): Promise<string> {
   return dir;
 }
 
-export async function runtimeFor(t: TapLike, options: Partial<LocalRuntimeOptions> = {}): Promise<LocalRuntime> {
+export function portRange(): { first: number; last: number } {
   const first = nextRange;
   nextRange += 20;
+  return { first, last: first + 19 };
+}
+
+export async function runtimeFor(t: TapLike, options: Partial<LocalRuntimeOptions> = {}): Promise<LocalRuntime> {
   const runtime = await LocalRuntime.create({
     stateDir: options.stateDir ?? (await stateDir(t)),
-    ports: { first, last: first + 19 },
+    ports: portRange(),
     healthTimeoutMs: 10_000,
     stopGraceMs: 2_000,
     ...options,
