@@ -65,6 +65,12 @@ for (const bwrapPath of ['/usr/bin/bwrap', null]) {
     t.same(second.report.restored, ['svc-boot']);
     t.same(second.report.failures, []);
     const [after] = second.report.instances;
+    // Without bwrap the restored app would outlive this test's host as well: end its group here.
+    t.teardown(() => {
+      try {
+        process.kill(-after!.pid!, 'SIGKILL');
+      } catch {}
+    });
     t.equal(after!.deploymentId, 'dep-7');
     t.not(after!.pid, before!.pid);
     t.match((await get(after!.target)).body, /^v7 /, 'the same artifact serves again');

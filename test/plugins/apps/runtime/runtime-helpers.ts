@@ -10,7 +10,7 @@ import type { TapLike } from '../../../helpers/app.ts';
 export const FIXTURES = fileURLToPath(new URL('../../../fixtures/apps-runtime/', import.meta.url));
 
 /** Each test's own port range, so tests in parallel files never hand out the same PORT. */
-let nextRange = 21_000 + (process.pid % 40) * 100;
+let nextRange = 21_000 + (process.pid % 30) * 300;
 
 export async function stateDir(t: TapLike): Promise<string> {
   const dir = await mkdtemp(path.join(tmpdir(), 'apps-runtime-'));
