@@ -1,0 +1,22 @@
+/**
+ * The runtime port and its `local` implementation, for the apps plugin's deploys and its proxy
+ * (README.md beside this file).
+ */
+export { type LocalRuntimeOptions, DEFAULT_LIMITS, LocalRuntime } from './local-runtime.ts';
+export {
+  type DeployRequest,
+  HealthFailure,
+  type Instance,
+  type LogLine,
+  type LogOptions,
+  type RouteChange,
+  type RunResult,
+  RuntimeError,
+  type RuntimeEvent,
+  type RuntimeLimits,
+  type RuntimePort,
+  type SandboxKind,
+  type ServiceState,
+  type ServiceStatus,
+} from './runtime-port.ts';
+export { FileRuntimeState, type RuntimeState, type ServiceRecord } from './runtime-state.ts';

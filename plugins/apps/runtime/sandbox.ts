@@ -1,0 +1,81 @@
+import { constants } from 'node:fs';
+import { access } from 'node:fs/promises';
+import type { RuntimeLimits, SandboxKind } from './runtime-port.ts';
+
+/**
+ * The command line an app runs under: `prlimit` caps (inherited by everything the app starts) around
+ * `bwrap` (README.md: each flag and why), around `/bin/sh -c START`. Pure: the runtime spawns it.
+ */
+export interface SandboxTools {
+  /** bwrap's path, or null to run without a sandbox. */
+  bwrap: string | null;
+  prlimit: string;
+}
+
+/** System folders bound read-only: the interpreters and their libraries, certificates, resolver files. */
+export const SYSTEM_BINDS = ['/usr', '/bin', '/sbin', '/lib', '/lib64', '/etc', '/opt'] as const;
+
+/** Inside the sandbox the app is always here, whatever folder the build left it in. */
+export const APP_DIR = '/app';
+export const APP_HOME = '/home/app';
+
+export interface SandboxCommand {
+  file: string;
+  args: string[];
+  /** The working folder to spawn in (the artifact without a sandbox; irrelevant inside one). */
+  cwd: string;
+  /** HOME and TMPDIR as the app sees them. */
+  home: string;
+}
+
+export interface SandboxSpec {
+  tools: SandboxTools;
+  artifactDir: string;
+  command: string;
+  limits: Required<RuntimeLimits>;
+  /** Without a sandbox, the writable folder given as HOME and TMPDIR (made by the caller). */
+  unsandboxedHome: string;
+}
+
+export function sandboxKind(tools: SandboxTools): SandboxKind {
+  return tools.bwrap ? 'bwrap' : 'none';
+}
+
+export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
+  const { tools, limits } = spec;
+  const caps = [
+    `--as=${limits.memoryBytes}`,
+    `--nproc=${limits.processes}`,
+    `--nofile=${limits.openFiles}`,
+    `--cpu=${limits.cpuSeconds}`,
+    // No core files: a crashing app would write them into its (read-only) folder or fill the disk.
+    '--core=0',
+  ];
+  const shell = ['/bin/sh', '-c', spec.command];
+  if (!tools.bwrap) {
+    return { file: tools.prlimit, args: [...caps, '--', ...shell], cwd: spec.artifactDir, home: spec.unsandboxedHome };
+  }
+  const binds = SYSTEM_BINDS.flatMap((folder) => ['--ro-bind-try', folder, folder]);
+  const bwrap = [
+    tools.bwrap,
+    ...binds,
+    ...['--ro-bind', spec.artifactDir, APP_DIR],
+    ...['--proc', '/proc', '--dev', '/dev'],
+    ...['--tmpfs', '/tmp', '--tmpfs', APP_HOME, '--chdir', APP_DIR],
+    ...['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', 'app'],
+    ...['--die-with-parent', '--new-session'],
+    '--',
+  ];
+  return { file: tools.prlimit, args: [...caps, '--', ...bwrap, ...shell], cwd: '/', home: APP_HOME };
+}
+
+/** The executable at `candidate`, or null: a missing bwrap means no sandbox, not a failed deploy. */
+export async function executableOrNull(candidate: string | null): Promise<string | null> {
+  if (!candidate) return null;
+  try {
+    await access(candidate, constants.X_OK);
+    return candidate;
+  } catch {
+    return null;
+  }
+}
