@@ -335,7 +335,7 @@ async function shoot(browser: Browser, base: string, pages: readonly ConsolePage
 }
 
 /** The README's gallery: two screenshots a row, each under its page's name. */
-export function gallery(shots: readonly Shot[]): string {
+function gallery(shots: readonly Shot[]): string {
   const rows: string[] = [];
   for (let i = 0; i < shots.length; i += 2) {
     const pair = shots.slice(i, i + 2);
@@ -363,10 +363,11 @@ async function main(): Promise<number> {
   const consoleDir = mkdtempSync(join(tmpdir(), 'svc-screenshots-console-'));
   let service: Service | null = null;
   let browser: Browser | null = null;
+  let seeded: Seeded | null = null;
   try {
     const [pages] = await Promise.all([consolePages(), bundleConsole(consoleDir)]);
     service = await startService(consoleDir);
-    const seeded = await seed(service);
+    seeded = await seed(service);
     await mkdir(OUT_DIR, { recursive: true });
     browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--hide-scrollbars'] });
     process.stdout.write(`screenshots of ${pages.length} pages into ${OUT_DIR}:\n`);
@@ -377,13 +378,14 @@ async function main(): Promise<number> {
     const [waiting] = (await client(service, 'GET', '/mcp/approvals/waiting')).data as Json[];
     if (waiting) await client(service, 'POST', `/mcp/approvals/${waiting.id}/deny`, { reason: 'Screenshots taken' });
     await seeded.waitingCall;
-    await seeded.agent.close();
     if (missing.length > 0) {
       process.stderr.write(`no seeded id for these detail pages, so no screenshot: ${missing.join('; ')} (add one in tools/console-screenshots.ts)\n`);
       return 1;
     }
     return 0;
   } finally {
+    // Closing the agent's connection first also ends a call still waiting (a run that stopped early).
+    await seeded?.agent.close();
     await browser?.close();
     await service?.close();
     rmSync(consoleDir, { recursive: true, force: true });
