@@ -19,7 +19,7 @@ const PALETTE = ['#2563eb', '#d97706', '#059669', '#db2777', '#7c3aed', '#0891b2
 const reducedMotion = () => matchMedia('(prefers-reduced-motion: reduce)').matches;
 
 /** One uPlot chart of one measure over the buckets, oldest first as a time axis reads. */
-function Chart({ title, buckets, measure }: { title: string; buckets: Series['buckets']; measure: (bucket: Series['buckets'][number]) => number }) {
+function Chart({ title, buckets, measure, money = false }: { title: string; buckets: Series['buckets']; measure: (bucket: Bucket) => number; money?: boolean }) {
   const holder = useRef<HTMLDivElement>(null);
   useEffect(() => {
     const element = holder.current;
@@ -28,16 +28,30 @@ function Chart({ title, buckets, measure }: { title: string; buckets: Series['bu
     const data: uPlot.AlignedData = [ordered.map((bucket) => Date.parse(bucket.start) / 1000), ordered.map(measure)];
     const width = Math.max(280, element.clientWidth);
     const plot = new uPlot(
-      { width, height: 220, series: [{}, { label: title, stroke: 'currentColor', width: 2 }], legend: { show: false }, cursor: { drag: { x: !reducedMotion() } } },
+      {
+        width,
+        height: 220,
+        series: [{}, { label: title, stroke: 'currentColor', width: 2 }],
+        axes: money ? [{}, { values: dollarTicks, size: 70 }] : [{}, {}],
+        legend: { show: false },
+        cursor: { drag: { x: !reducedMotion() } },
+      },
       data,
       element,
     );
     return () => plot.destroy();
-  }, [buckets, measure, title]);
+  }, [buckets, measure, title, money]);
   return <div class="chart" ref={holder} role="img" aria-label={`${title} per bucket; the table below lists the same data`} />;
 }
 
 const cost = (bucket: Series['buckets'][number]) => bucket.costUsd;
+
+/** Dollar ticks with the digits their spacing needs: uPlot's own would show $0.001 twice for sub-cent steps. */
+const dollarTicks = (_plot: uPlot, ticks: number[]) => {
+  const step = ticks.length > 1 ? Math.abs(ticks[1]! - ticks[0]!) : 1;
+  const digits = Math.min(6, Math.max(2, Math.ceil(-Math.log10(step || 1)) + 1));
+  return ticks.map((tick) => `$${tick.toFixed(digits)}`);
+};
 
 /** Cost per bucket, one line per model (by=model), oldest first; the legend names each model. */
 function ModelChart({ buckets, models }: { buckets: Series['buckets']; models: readonly string[] }) {
@@ -53,6 +67,7 @@ function ModelChart({ buckets, models }: { buckets: Series['buckets']; models: r
         width: Math.max(280, element.clientWidth),
         height: 240,
         series: [{}, ...models.map((model, index) => ({ label: model, stroke: PALETTE[index % PALETTE.length]!, width: 2 }))],
+        axes: [{}, { values: dollarTicks, size: 70 }],
         cursor: { drag: { x: !reducedMotion() } },
       },
       data,
@@ -245,7 +260,7 @@ export function UsagePage() {
         <>
           {comparison ? <ComparisonTable comparison={comparison} /> : null}
           <h2>Cost (USD)</h2>
-          <Chart title="Cost (USD)" buckets={series.buckets} measure={cost} />
+          <Chart title="Cost (USD)" buckets={series.buckets} measure={cost} money />
           <h2>Cost by model (USD)</h2>
           <ModelChart buckets={series.buckets} models={models} />
           {report ? <ModelTable report={report} /> : null}
