@@ -57,14 +57,14 @@ export class CloneRefusedError extends Error {
 const BRANCH_NAME = /^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$/;
 
 export async function cloneRepository(request: CloneRequest): Promise<CloneResult> {
+  if (carriesCredentials(request.url)) {
+    throw new CloneRefusedError('credentials_in_url', 'A clone URL may not carry a user name or password; give the token apart from it');
+  }
   let url: URL;
   try {
     url = await assertPublicUrl(request.url, request.policy ?? {});
   } catch (error) {
     throw new CloneRefusedError('url_refused', `Refusing to clone from ${originOf(request.url)}: ${(error as Error).message}`);
-  }
-  if (url.username !== '' || url.password !== '') {
-    throw new CloneRefusedError('credentials_in_url', 'A clone URL may not carry a user name or password; give the token apart from it');
   }
   if (request.branch !== undefined && !BRANCH_NAME.test(request.branch)) throw new CloneRefusedError('bad_branch', 'Not a branch name');
   const secrets = [request.token, request.authorization].filter((value): value is string => typeof value === 'string' && value !== '');
@@ -106,6 +106,15 @@ export async function cloneRepository(request: CloneRequest): Promise<CloneResul
       throw new GitCommandError(error.reason, redact(message), error.detail);
     }
     throw error;
+  }
+}
+
+function carriesCredentials(raw: string): boolean {
+  try {
+    const url = new URL(raw);
+    return url.username !== '' || url.password !== '';
+  } catch {
+    return false;
   }
 }
 

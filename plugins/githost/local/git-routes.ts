@@ -60,8 +60,12 @@ async function serve(deps: GitRouteDeps, request: FastifyRequest, reply: Fastify
 
   const abort = new AbortController();
   // The client closing the connection before the answer is complete: git is killed with its group.
-  reply.raw.on('close', () => {
-    if (!reply.raw.writableFinished) abort.abort();
+  let answered = false;
+  reply.raw.once('finish', () => {
+    answered = true;
+  });
+  reply.raw.once('close', () => {
+    if (!answered) abort.abort();
   });
   const run = () =>
     runHttpBackend({
@@ -102,7 +106,7 @@ async function serve(deps: GitRouteDeps, request: FastifyRequest, reply: Fastify
  * the client reports as a failed push or fetch.
  */
 function send(request: FastifyRequest, reply: FastifyReply, response: CgiResponse): FastifyReply {
-  response.exited.catch(() => request.raw.socket?.destroy());
+  response.exited.catch(() => request.raw.socket?.destroy?.());
   reply.code(response.status);
   for (const [name, value] of Object.entries(response.headers)) reply.header(name, value);
   return reply.send(response.body);
