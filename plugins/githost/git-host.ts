@@ -1,4 +1,5 @@
 import { createToken } from '../../core/kernel/container.ts';
+import type { CloneRequest, CloneResult } from './clone.ts';
 
 /**
  * The git host port: what the apps plugin asks of wherever an organisation's code lives. The
@@ -82,7 +83,14 @@ export class GitRefNotFoundError extends Error {
   }
 }
 
+/**
+ * Clones from an http(s) URL (clone.ts) with the plugin's `clone` limits and the service's
+ * `outbound.allowPrivateNetwork` already applied.
+ */
+export type CloneFromUrl = (request: Omit<CloneRequest, 'maxBytes' | 'timeoutMs' | 'policy'>) => Promise<CloneResult>;
+
 /** The container tokens of the git host, for the plugins that depend on `githost`. */
 export const GitHostTokens = {
   Host: createToken<GitHost>('githost.Host'),
+  Clone: createToken<CloneFromUrl>('githost.Clone'),
 };

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { cloneRepository } from '../../../plugins/githost/clone.ts';
+import { GitHostTokens } from '../../../plugins/githost/git-host.ts';
 import { createRepo, git, gitServer, tinyApp } from './git-fixtures.ts';
 
 function emptyDir(t: Test): string {
@@ -91,4 +92,10 @@ t.test('a clone larger than its cap is killed and leaves nothing', async (t) => 
   }).catch((caught: Error) => caught);
   t.match(error, { name: 'GitCommandError', reason: 'too_large' });
   t.same(readdirSync(into), []);
+});
+
+t.test("the plugin's clone applies outbound.allowPrivateNetwork: off by default, so a loopback URL is refused", async (t) => {
+  const server = await gitServer(t);
+  const clone = server.test.app.svc.container.resolve(GitHostTokens.Clone);
+  await t.rejects(clone({ url: `${server.orgUrl}/hello.git`, into: emptyDir(t) }), { name: 'CloneRefusedError', reason: 'url_refused' });
 });
