@@ -13,6 +13,9 @@ import { generatePromotionCode, type PromotionCode, SqlPromotionCodes } from './
 import { runSupportCommand, SUPPORT_USAGE, SupportCliUsageError } from './plugins/support/support-cli.ts';
 import { manifest } from './plugins/index.ts';
 import { PeopleTokens } from './plugins/people/index.ts';
+import { gitBaseUrl, githostConfigSchema, gitRoot } from './plugins/githost/index.ts';
+import { LocalGitHost } from './plugins/githost/local/local-git-host.ts';
+import { isRepoName, LocalRepositories } from './plugins/githost/local/local-repos.ts';
 
 const USAGE = `Operator CLI (uses the same config as the service: SVC_CONFIG, DATABASE_URL, SVC_DATA_DIR).
 With the embedded database, stop the service first: PGlite allows one process at a time.
@@ -35,6 +38,9 @@ With the embedded database, stop the service first: PGlite allows one process at
                                                          before DATE (YYYY-MM-DD is midnight UTC), N in total
   npm run cli -- credits codes list                      every code: label, amount, expiry, redemptions, status
   npm run cli -- credits codes revoke --id CODE_ID       withdraw a code: later redemptions are refused
+  npm run cli -- git create NAME [--org ORG_ID]          an empty repository on the local git server; prints the URL
+                                                         to push to (an API key with apps:deploy as the password);
+                                                         --org may be left out while there is one organisation
 ${SUPPORT_USAGE}`;
 
 async function main(argv: string[]): Promise<number> {
@@ -88,7 +94,8 @@ async function main(argv: string[]): Promise<number> {
   };
   try {
     const stores = storage.stores.identity(db);
-    const command = positionals.join(' ');
+    // `git create NAME` takes its name as a positional; every other command is its words alone.
+    const command = positionals[0] === 'git' ? positionals.slice(0, 2).join(' ') : positionals.join(' ');
     switch (command) {
       case 'orgs list': {
         const { rows } = await db.query<{ id: string; name: string; status: string }>('SELECT id, name, status FROM organizations ORDER BY created_at');
@@ -239,6 +246,28 @@ async function main(argv: string[]): Promise<number> {
         const revoked = await (await promotionCodes(storage, config.plugins)).revoke(id, new Date());
         if (!revoked) throw new UsageError(`no promotion code ${id}`);
         process.stdout.write(`withdrawn: ${revoked.id}  ${describeCode(revoked)}\n`);
+        return 0;
+      }
+      case 'git create': {
+        if (!Object.hasOwn(config.plugins, 'githost') || config.plugins['githost'] === false) {
+          throw new UsageError("repositories are the githost plugin's: enable plugins.githost in the config");
+        }
+        const name = positionals[2];
+        if (!name || positionals.length > 3) throw new UsageError('git create takes one repository name');
+        if (!isRepoName(name)) throw new UsageError('a repository name is lowercase letters, digits and dashes, 1 to 63 characters, starting with a letter or digit');
+        let organizationId = values.org;
+        if (organizationId === undefined) {
+          const { rows } = await db.query<{ id: string }>("SELECT id FROM organizations WHERE status = 'active' ORDER BY created_at LIMIT 2");
+          if (rows.length !== 1) throw new UsageError('there is more than one organisation: name one with --org (npm run cli -- orgs list)');
+          organizationId = (rows[0] as { id: string }).id;
+        } else if (!/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(organizationId) || !(await stores.organizations.get(organizationId))) {
+          throw new UsageError(`no organisation ${organizationId}`);
+        }
+        const settings = githostConfigSchema.parse(config.plugins['githost'] ?? {});
+        const repos = new LocalRepositories(gitRoot(settings, config));
+        if (!(await repos.create(organizationId, name))) throw new UsageError(`organisation ${organizationId} has a repository named ${name} already`);
+        const url = new LocalGitHost(repos, gitBaseUrl(config.server)).cloneUrl(organizationId, name);
+        process.stdout.write(`${url}\n`);
         return 0;
       }
       case 'support list':

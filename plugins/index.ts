@@ -4,6 +4,7 @@ import { auditPlugin } from './audit/index.ts';
 import { batchesPlugin } from './batches/index.ts';
 import { consolePlugin } from './console/index.ts';
 import { filesPlugin } from './files/index.ts';
+import { githostPlugin } from './githost/index.ts';
 import { guardrailsPlugin } from './guardrails/index.ts';
 import { inferencePlugin } from './inference/index.ts';
 import { keysPlugin } from './keys/index.ts';
@@ -35,6 +36,7 @@ export const manifest: readonly AnyPlugin[] = [
   supportPlugin,
   webhooksPlugin,
   toolGatewayPlugin,
+  githostPlugin,
   batchesPlugin,
   consolePlugin,
 ];

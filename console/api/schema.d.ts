@@ -768,6 +768,32 @@ export interface paths {
      */
     post: operations["mcp.approvals.deny"];
   };
+  "/githost/status": {
+    /**
+     * The git host apps are deployed from, and whether it is connected
+     * @description With the local git server (the default), repositories live on this service and are pushed to over HTTPS at baseUrl.
+     */
+    get: operations["githost.status"];
+  };
+  "/githost/repos": {
+    /**
+     * The organisation’s git repositories
+     * @description Every repository apps can be deployed from, by name (not paged: an organisation has few).
+     */
+    get: operations["githost.repos"];
+    /**
+     * Create an empty repository on the local git server
+     * @description Only with the local git server. Push to its cloneUrl with an API key holding apps:deploy as the HTTP password (any user name); fetching needs apps:read. 409 when the organisation has a repository of that name.
+     */
+    post: operations["githost.repos.create"];
+  };
+  "/githost/branches": {
+    /**
+     * The branches of one of the organisation’s git repositories
+     * @description The branches of one of the organisation’s git repositories. Any credential of the account may call it.
+     */
+    get: operations["githost.branches"];
+  };
   "/events/types": {
     /**
      * Every public event type with its description, the JSON Schema of its data and an example
@@ -1177,6 +1203,56 @@ export interface components {
       object: "list";
       /** @description Every public type, by name */
       data: components["schemas"]["EventType"][];
+    };
+    /** @description A branch of a git repository */
+    GitBranch: {
+      /** @constant */
+      object: "git_branch";
+      /** @description Branch name, without refs/heads/ */
+      name: string;
+      /** @description The commit it points at (40 hex) */
+      commit: string;
+    };
+    /** @description Every branch of a repository, by name */
+    GitBranchList: {
+      /** @constant */
+      object: "list";
+      /** @description By name */
+      data: components["schemas"]["GitBranch"][];
+    };
+    /** @description The git host apps are deployed from */
+    GitHostStatus: {
+      /** @constant */
+      object: "githost_status";
+      /**
+       * @description Where the organisation’s repositories live
+       * @enum {string}
+       */
+      provider: "local" | "github";
+      /** @description Whether apps can be deployed from it now (the local git server always is) */
+      connected: boolean;
+      /** @description Local: clone URLs are <baseUrl>/<organisation id>/<name>.git */
+      baseUrl: string | null;
+    };
+    /** @description A git repository of the organisation */
+    GitRepository: {
+      /** @constant */
+      object: "git_repository";
+      /** @description The repository’s name */
+      name: string;
+      /** @description What git clone and git remote add take; authenticate with an API key as the password */
+      cloneUrl: string;
+      /** @description The branch HEAD names; null until the first push */
+      defaultBranch: string | null;
+      /** @description True until the first push */
+      empty: boolean;
+    };
+    /** @description Every git repository of the organisation, by name */
+    GitRepositoryList: {
+      /** @constant */
+      object: "list";
+      /** @description By name */
+      data: components["schemas"]["GitRepository"][];
     };
     /** @description One of the account's data guardrail rules, checked on the input of every /v1 call */
     GuardrailRule: {
@@ -9424,6 +9500,154 @@ export interface operations {
       };
       /** @description The request body is not of a type this takes: unsupported_media_type */
       415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The git host apps are deployed from, and whether it is connected
+   * @description With the local git server (the default), repositories live on this service and are pushed to over HTTPS at baseUrl.
+   */
+  "githost.status": {
+    responses: {
+      /** @description The git host apps are deployed from */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostStatus"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The organisation’s git repositories
+   * @description Every repository apps can be deployed from, by name (not paged: an organisation has few).
+   */
+  "githost.repos": {
+    responses: {
+      /** @description Every git repository of the organisation, by name */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitRepositoryList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Create an empty repository on the local git server
+   * @description Only with the local git server. Push to its cloneUrl with an API key holding apps:deploy as the HTTP password (any user name); fetching needs apps:read. 409 when the organisation has a repository of that name.
+   */
+  "githost.repos.create": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Lowercase letters, digits and dashes, 1 to 63 characters */
+          name: string;
+        };
+      };
+    };
+    responses: {
+      /** @description A git repository of the organisation */
+      201: {
+        content: {
+          "application/json": components["schemas"]["GitRepository"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: git_repository_exists */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The branches of one of the organisation’s git repositories
+   * @description The branches of one of the organisation’s git repositories. Any credential of the account may call it.
+   */
+  "githost.branches": {
+    parameters: {
+      query: {
+        /** @description The repository’s name */
+        repo: string;
+      };
+    };
+    responses: {
+      /** @description Every branch of a repository, by name */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitBranchList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -67,6 +67,9 @@ const OPEN_READS = [
   'account_overview',
   'account_progress_list',
   'account_whoami',
+  'githost_branches',
+  'githost_repos',
+  'githost_status',
   'models_list',
   'notes_echo',
   'operations_get',
@@ -171,6 +174,8 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
        VALUES ($1, $2, $3, $4, $5, 'https://gateway.example.com/client/mcp/oauth/callback', 'pending', now() + interval '10 minutes', now())`,
     [randomUUID(), createHash('sha256').update(signInState).digest('hex'), test.organizationId, oauthUpstreamId, `person:${personId}`],
   );
+  const repo = await test.call('POST', '/client/githost/repos', { body: { name: 'read-by-mcp' } });
+  t.equal(repo.statusCode, 201);
   const ids: Record<string, Record<string, string>> = {
     'keys.get': { id: keyId },
     'requests.get': { id: requestId },
@@ -194,6 +199,7 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
       ...query,
       ...(operation.name === 'notes.echo' ? { word: 'hello' } : {}),
       ...(operation.name === 'mcp.oauth.status' ? { state: signInState } : {}),
+      ...(operation.name === 'githost.branches' ? { repo: 'read-by-mcp' } : {}),
       ...sampleBody(operation),
     };
     const result = await client.callTool({ name: operation.name.replaceAll('.', '_'), arguments: args });

@@ -150,6 +150,11 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/webhooks/{id}/deliveries', access: 'webhooks:read' },
   { method: 'POST', path: '/webhooks/{id}/deliveries/{deliveryId}/resend', access: 'webhooks:write' },
   { method: 'POST', path: '/webhooks/{id}/secret/rotate', access: 'webhooks:write' },
+  // Git host (spec: listed by path only, scope "not shown"; plugins/githost/README.md: reads any valid credential, creating a repository apps:deploy)
+  { method: 'GET', path: '/githost/status', access: 'any' },
+  { method: 'GET', path: '/githost/repos', access: 'any' },
+  { method: 'GET', path: '/githost/branches', access: 'any' },
+  { method: 'POST', path: '/githost/repos', access: 'apps:deploy' },
   // Tool gateway (spec: mcp:read / mcp:write; plugins/tool-gateway/README.md: reads take read, anything that connects or changes takes write)
   { method: 'GET', path: '/mcp/upstreams', access: 'mcp:read' },
   { method: 'POST', path: '/mcp/upstreams', access: 'mcp:write' },

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
+import { GitHostTokens } from '../../../plugins/githost/git-host.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
 import { CallStore } from '../../../plugins/tool-gateway/call-store.ts';
@@ -106,6 +107,8 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   for (const response of await Promise.all(calls)) t.ok(response.statusCode < 300, `${tag}: ${response.statusCode} ${response.body}`);
   const details = await test.call('POST', '/client/onboarding/details', { token, body: { companyName: tag, useCase: 'agents' } });
   t.equal(details.statusCode, 200);
+  const repo = await test.call('POST', '/client/githost/repos', { token, body: { name: `${tag}-app` } });
+  t.equal(repo.statusCode, 201, repo.body);
   const support = await postForm(test, '/client/support/requests', { subject: `${tag} invoice`, message: 'Wrong company name', attachments: [{ bytes: png, filename: 'a.png' }] }, token);
   t.equal(support.statusCode, 201, support.body);
   const body = { model: 'mock-small', messages: [{ role: 'user', content: `${tag} batch line` }] };
@@ -256,6 +259,7 @@ async function dependentRows(test: AccountApp, made: Awaited<ReturnType<typeof u
     'support messages': await count('SELECT count(*) AS n FROM support_messages WHERE request_id = $1', [made.supportRequestId]),
     'attachment files': (await blobs.list(`support/${organizationId}/`)).length,
     'file contents': (await blobs.list(`files/${organizationId}/`)).length,
+    'git repositories': (await test.app.svc.container.resolve(GitHostTokens.Host).listRepos(organizationId)).length,
     'connector tokens': await count('SELECT count(*) AS n FROM oauth_tokens WHERE grant_id = $1', [made.grantId]),
     'connector codes': await count('SELECT count(*) AS n FROM oauth_codes WHERE grant_id = $1', [made.grantId]),
     'upstream header values': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_upstream' AND owner_id = $1", [made.upstreamId]),
@@ -328,6 +332,7 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     // The batch's input and, once the jobs before the deletion ran it, its output file.
     files: 2,
     batches: 1,
+    'git repositories': 1,
   });
   t.ok(done.result.erased['webhook deliveries'] >= 1, 'the deliveries were counted');
   t.equal((await db.query('SELECT 1 FROM long_running_operations WHERE id = $1', [cancelled.id])).rows.length, 0, 'the cancelled deletion went');
