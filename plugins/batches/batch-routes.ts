@@ -42,8 +42,6 @@ export const batchListQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
 
-
-
 /**
  * The /v1/batches routes (OpenAI's shapes). A batch is a declared resource of the kernel's one
  * authorization function (the batch kind, resolved to its project): another project's key gets 404.

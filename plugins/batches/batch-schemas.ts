@@ -21,10 +21,7 @@ export const managedBatchView = z
         failed: z.number().int().describe('Lines answered otherwise'),
       })
       .describe('Lines still to run are total − completed − failed; lines that never ran (a cancel, the expiry) are in neither count'),
-    heldUsd: z
-      .number()
-      .nullable()
-      .describe('The worst case held against the balance and spend caps at submission (batch prices); null when nothing was held'),
+    heldUsd: z.number().nullable().describe('The worst case held against the balance and spend caps at submission (batch prices); null when nothing was held'),
     inputFileId: z.uuid(),
     outputFileId: z.uuid().nullable().describe('Once ended: the lines answered 2xx (GET /batches/{id}/output); null before, or when none was'),
     errorFileId: z.uuid().nullable().describe('Once ended: the lines answered otherwise or never run; null before, or when there were none'),

@@ -54,7 +54,7 @@ CREATE INDEX oauth_grants_person ON oauth_grants (person_id);
   {
     owner: 'oauth',
     version: 2,
-    name: "connections listed by organisation (GET /client/oauth/connections)",
+    name: 'connections listed by organisation (GET /client/oauth/connections)',
     sql: `
 CREATE INDEX oauth_grants_org_time ON oauth_grants (organization_id, created_at DESC, id DESC);
 `,
