@@ -5,7 +5,20 @@ import type { Session } from './api/session.ts';
  * controls for the same reason. It mirrors the API's rules (scopes by role, owner-only acts) only to
  * explain them early: the API refuses a forced call anyway, and its answer is what the page shows.
  */
-export type Act = 'keys.read' | 'keys.write' | 'keys.limits' | 'keys.move' | 'usage.read' | 'requests.read' | 'projects.write' | 'mcp.read' | 'mcp.write' | 'mcp.decide' | OwnerAct;
+export type Act =
+  | 'keys.read'
+  | 'keys.write'
+  | 'keys.limits'
+  | 'keys.move'
+  | 'usage.read'
+  | 'requests.read'
+  | 'projects.write'
+  | 'mcp.read'
+  | 'mcp.write'
+  | 'mcp.decide'
+  | 'batches.cancel'
+  | 'connections.revokeOthers'
+  | OwnerAct;
 
 /** Acts the API reserves to an owner's own session (`ownerOnly`, or an owner check in the handler). */
 type OwnerAct = 'credits.pay' | 'budget.cap' | 'projects.cap' | 'guardrails.write';
@@ -25,7 +38,7 @@ export type Verdict = { readonly allowed: true; readonly reason: null } | { read
 
 const ALLOWED: Verdict = { allowed: true, reason: null };
 
-const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' | OwnerAct>, string> = {
+const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' | 'connections.revokeOthers' | OwnerAct>, string> = {
   'keys.read': 'keys:read',
   'keys.write': 'keys:write',
   'usage.read': 'usage:read',
@@ -33,6 +46,8 @@ const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' |
   'projects.write': 'projects:write',
   'mcp.read': 'mcp:read',
   'mcp.write': 'mcp:write',
+  // batches.cancel is /v1's cancel, so it takes what starting a batch takes.
+  'batches.cancel': 'inference',
 };
 
 export function may(caller: Session, act: Act): Verdict {
@@ -51,6 +66,11 @@ export function may(caller: Session, act: Act): Verdict {
     // The spec: approving or denying a tool call is an owner's or admin's own decision, never a member's.
     // It asks for no scope: the role alone decides.
     if (caller.role === 'member') return { allowed: false, reason: 'Only an owner or admin approves or denies tool calls' };
+    return ALLOWED;
+  }
+  if (act === 'connections.revokeOthers') {
+    // oauth.connections.revoke: a member revokes the connectors they signed in themselves, never another person's.
+    if (caller.role === 'member') return { allowed: false, reason: 'Only an owner or admin revokes another person’s connector' };
     return ALLOWED;
   }
   if (act in OWNER_ONLY) {
