@@ -19,6 +19,8 @@ export type Act =
   | 'people.write'
   | 'webhooks.read'
   | 'webhooks.write'
+  | 'batches.cancel'
+  | 'connections.revokeOthers'
   | OwnerAct;
 
 /** Acts the API reserves to an owner's own session (`ownerOnly`, or an owner check in the handler). */
@@ -41,7 +43,7 @@ export type Verdict = { readonly allowed: true; readonly reason: null } | { read
 
 const ALLOWED: Verdict = { allowed: true, reason: null };
 
-const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' | 'people.write' | OwnerAct>, string> = {
+const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' | 'people.write' | 'connections.revokeOthers' | OwnerAct>, string> = {
   'keys.read': 'keys:read',
   'keys.write': 'keys:write',
   'usage.read': 'usage:read',
@@ -51,6 +53,8 @@ const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' |
   'mcp.write': 'mcp:write',
   'webhooks.read': 'webhooks:read',
   'webhooks.write': 'webhooks:write',
+  // batches.cancel is /v1's cancel, so it takes what starting a batch takes.
+  'batches.cancel': 'inference',
 };
 
 export function may(caller: Session, act: Act): Verdict {
@@ -75,6 +79,11 @@ export function may(caller: Session, act: Act): Verdict {
     // plugins/people: inviting, changing roles, removing and the invitations list are owners' and
     // admins' acts (403 role_required); no scope covers people. Any member reads the people list.
     if (caller.role === 'member') return { allowed: false, reason: 'Only an owner or admin manages people and invitations' };
+    return ALLOWED;
+  }
+  if (act === 'connections.revokeOthers') {
+    // oauth.connections.revoke: a member revokes the connectors they signed in themselves, never another person's.
+    if (caller.role === 'member') return { allowed: false, reason: 'Only an owner or admin revokes another person’s connector' };
     return ALLOWED;
   }
   if (act in OWNER_ONLY) {

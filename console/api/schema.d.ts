@@ -411,6 +411,20 @@ export interface paths {
      */
     get: operations["audit.list"];
   };
+  "/oauth/connections": {
+    /**
+     * Connectors signed in over OAuth and still connected, newest first
+     * @description One row per approval on the consent page that still has a usable token (not revoked, its refresh token not expired). A person’s own session only (API keys and connectors get 403 role_required: a connector never manages connectors, and the list names people). Owners and admins see and revoke everyone’s connections in the organisation; members only their own (another’s answers 404).
+     */
+    get: operations["oauth.connections.list"];
+  };
+  "/oauth/connections/{id}": {
+    /**
+     * Revoke a connector: every token of its grant ends at once, on every replica
+     * @description The connector's next call to {auth_url}/mcp is 401, and its refresh token is refused: it must sign in again. Revoking a revoked connection again answers the same. A person’s own session only (API keys and connectors get 403 role_required: a connector never manages connectors, and the list names people). Owners and admins see and revoke everyone’s connections in the organisation; members only their own (another’s answers 404).
+     */
+    delete: operations["oauth.connections.revoke"];
+  };
   "/support/requests": {
     /**
      * List support requests, newest first
@@ -794,6 +808,34 @@ export interface paths {
      */
     get: operations["githost.branches"];
   };
+  "/batches": {
+    /**
+     * The organisation's batches, newest first, with their progress
+     * @description Every batch the caller sees: an API key its own project’s (whatever other scopes it holds, as on /v1), a connector its project’s, a member the projects they have a role on, owners and admins every project’s. Filters: projectId, keyId, status. Scope usage:read.
+     */
+    get: operations["batches.list"];
+  };
+  "/batches/{id}": {
+    /**
+     * One batch with its progress
+     * @description A batch the caller does not reach answers 404 batch_not_found, as one that does not exist. Scope usage:read.
+     */
+    get: operations["batches.get"];
+  };
+  "/batches/{id}/output": {
+    /**
+     * An ended batch's output file; with Accept: application/octet-stream, its JSONL
+     * @description As JSON, the output file’s record. With `Accept: application/octet-stream` the file itself as a download (`application/jsonl`, the same bytes as GET /v1/batches/{id}/content; empty when no line was answered 2xx). 404 batch_not_finished until the batch has ended (completed, cancelled, expired or failed). Model outputs are as sensitive as request bodies, so reading them takes what reading the request log’s bodies takes: the scope requests:read, and for a person the role that reads bodies: an owner or admin, or an admin or developer of the batch’s project (a viewer gets 403 project_role_insufficient).
+     */
+    get: operations["batches.output"];
+  };
+  "/batches/{id}/cancel": {
+    /**
+     * Cancel a running batch: no new line starts; lines already running finish and are billed
+     * @description The same cancel as POST /v1/batches/{id}/cancel: from in_progress (409 batch_not_cancellable once it has ended; a batch already cancelling answers as it is). What the lines did not spend is given back when it ends. Scope inference: stopping a batch is the act that starts one.
+     */
+    post: operations["batches.cancel"];
+  };
   "/events/types": {
     /**
      * Every public event type with its description, the JSON Schema of its data and an example
@@ -953,6 +995,20 @@ export interface components {
       /** @description Pass as cursor for the next page; null on the last page */
       nextCursor: string | null;
     };
+    /** @description An ended batch's output file (OpenAI's batch output format, one JSON line per request answered 2xx) */
+    BatchOutput: {
+      /** @constant */
+      object: "batch_output";
+      /** Format: uuid */
+      batchId: string;
+      /** @description The output file; null when no line was answered 2xx (the download is then empty) */
+      fileId: string | null;
+      filename: string;
+      /** @description Size of the JSONL download */
+      bytes: number;
+      /** @constant */
+      contentType: "application/jsonl";
+    };
     /** @description Spend against every cap the caller can see, and the credit balance */
     Budget: {
       /** @constant */
@@ -1034,6 +1090,67 @@ export interface components {
         clientId: string;
       }]>;
       scopes: ("inference" | "keys:read" | "keys:write" | "usage:read" | "requests:read" | "apps:read" | "apps:deploy" | "data:read" | "projects:write" | "webhooks:read" | "webhooks:write" | "mcp:read" | "mcp:write")[];
+    };
+    /** @description A connector (Claude, ChatGPT, an MCP client) signed in over OAuth and still connected */
+    ConnectorConnection: {
+      /** @constant */
+      object: "connector_connection";
+      /**
+       * Format: uuid
+       * @description The grant: one approval on the consent page, the family its tokens rotate within
+       */
+      id: string;
+      client: {
+        /** @description client_id the connector registered itself with */
+        id: string;
+        /** @description client_name it registered, as the consent page showed it (its own word, not verified) */
+        name: string | null;
+        /** @description Where it sends people back to (the hosts of its redirect URIs; a native app’s scheme) */
+        redirectHosts: string[];
+      };
+      /** @description Who signed in and approved it */
+      person: {
+        /** Format: uuid */
+        id: string;
+        email: string;
+        name: string;
+      };
+      /**
+       * Format: uuid
+       * @description The one project it acts in
+       */
+      projectId: string;
+      scopes: string[];
+      /**
+       * Format: date-time
+       * @description When it was approved
+       */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description When its current refresh token expires: unless it refreshes before, it must sign in again
+       */
+      expiresAt: string;
+    };
+    /** @description A page of ConnectorConnection items, newest first */
+    ConnectorConnectionList: {
+      /** @constant */
+      object: "list";
+      /** @description Newest first */
+      data: components["schemas"]["ConnectorConnection"][];
+      /** @description Pass as cursor for the next page; null on the last page */
+      nextCursor: string | null;
+    };
+    /** @description Every token of the connection ended; its next call is 401 */
+    ConnectorConnectionRevoked: {
+      /** @constant */
+      object: "ack";
+      /** @constant */
+      ok: true;
+      /** Format: uuid */
+      id: string;
+      /** @constant */
+      status: "revoked";
     };
     /** @description A new API key with its plaintext, which is shown this once */
     CreatedKey: {
@@ -1526,6 +1643,73 @@ export interface components {
       object: "list";
       /** @description Newest first */
       data: components["schemas"]["LongRunningOperation"][];
+      /** @description Pass as cursor for the next page; null on the last page */
+      nextCursor: string | null;
+    };
+    /** @description A batch of /v1 calls with its progress, seen through the management API */
+    ManagedBatch: {
+      /** @constant */
+      object: "batch";
+      /** Format: uuid */
+      id: string;
+      /**
+       * @description OpenAI's statuses; validating is never shown (checking is done when the batch is created)
+       * @enum {string}
+       */
+      status: "validating" | "in_progress" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
+      /** Format: uuid */
+      projectId: string;
+      /**
+       * Format: uuid
+       * @description The API key it was created with and runs as
+       */
+      keyId: string;
+      endpoint: string;
+      /** @description The models its lines call, in first-use order (empty for a batch made before the list was kept) */
+      models: string[];
+      /** @description Lines still to run are total − completed − failed; lines that never ran (a cancel, the expiry) are in neither count */
+      requestCounts: {
+        /** @description Lines of the input file */
+        total: number;
+        /** @description Lines answered 2xx */
+        completed: number;
+        /** @description Lines answered otherwise */
+        failed: number;
+      };
+      /** @description The worst case held against the balance and spend caps at submission (batch prices); null when nothing was held */
+      heldUsd: number | null;
+      /** Format: uuid */
+      inputFileId: string;
+      /** @description Once ended: the lines answered 2xx (GET /batches/{id}/output); null before, or when none was */
+      outputFileId: string | null;
+      /** @description Once ended: the lines answered otherwise or never run; null before, or when there were none */
+      errorFileId: string | null;
+      /** @description Why the batch itself failed (its key revoked, …); null otherwise */
+      errors: (({
+          code: string;
+          message: string;
+          param: string | null;
+          line: number | null;
+        })[]) | null;
+      metadata: {
+        [key: string]: string;
+      } | null;
+      /** Format: date-time */
+      createdAt: string;
+      /**
+       * Format: date-time
+       * @description End of its completion window: unfinished lines are not run after it
+       */
+      expiresAt: string;
+      /** @description When it reached completed, failed, cancelled or expired; null while running */
+      finishedAt: string | null;
+    };
+    /** @description A page of ManagedBatch items, newest first */
+    ManagedBatchList: {
+      /** @constant */
+      object: "list";
+      /** @description Newest first */
+      data: components["schemas"]["ManagedBatch"][];
       /** @description Pass as cursor for the next page; null on the last page */
       nextCursor: string | null;
     };
@@ -6296,6 +6480,90 @@ export interface operations {
     };
   };
   /**
+   * Connectors signed in over OAuth and still connected, newest first
+   * @description One row per approval on the consent page that still has a usable token (not revoked, its refresh token not expired). A person’s own session only (API keys and connectors get 403 role_required: a connector never manages connectors, and the list names people). Owners and admins see and revoke everyone’s connections in the organisation; members only their own (another’s answers 404).
+   */
+  "oauth.connections.list": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+      };
+    };
+    responses: {
+      /** @description A page of ConnectorConnection items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ConnectorConnectionList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: role_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Revoke a connector: every token of its grant ends at once, on every replica
+   * @description The connector's next call to {auth_url}/mcp is 401, and its refresh token is refused: it must sign in again. Revoking a revoked connection again answers the same. A person’s own session only (API keys and connectors get 403 role_required: a connector never manages connectors, and the list names people). Owners and admins see and revoke everyone’s connections in the organisation; members only their own (another’s answers 404).
+   */
+  "oauth.connections.revoke": {
+    parameters: {
+      path: {
+        /** @description Connection id (its grant) */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Every token of the connection ended; its next call is 401 */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ConnectorConnectionRevoked"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, role_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: connector_connection_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * List support requests, newest first
    * @description A person sees the requests they opened; owners and admins see every request of the organisation. Whoever sees a request may add messages and mark it solved. API keys are refused (403 person_required): a request has a person to answer. Filter by status.
    */
@@ -9648,6 +9916,197 @@ export interface operations {
       };
       /** @description No such resource, or none the caller may see: git_repository_not_found */
       404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The organisation's batches, newest first, with their progress
+   * @description Every batch the caller sees: an API key its own project’s (whatever other scopes it holds, as on /v1), a connector its project’s, a member the projects they have a role on, owners and admins every project’s. Filters: projectId, keyId, status. Scope usage:read.
+   */
+  "batches.list": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only batches of this project */
+        projectId?: string;
+        /** @description Only batches created with this API key */
+        keyId?: string;
+        /** @description Only batches in this status */
+        status?: "validating" | "in_progress" | "finalizing" | "completed" | "failed" | "cancelling" | "cancelled" | "expired";
+      };
+    };
+    responses: {
+      /** @description A page of ManagedBatch items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ManagedBatchList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * One batch with its progress
+   * @description A batch the caller does not reach answers 404 batch_not_found, as one that does not exist. Scope usage:read.
+   */
+  "batches.get": {
+    parameters: {
+      path: {
+        /** @description Batch id */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description A batch of /v1 calls with its progress, seen through the management API */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ManagedBatch"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: batch_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An ended batch's output file; with Accept: application/octet-stream, its JSONL
+   * @description As JSON, the output file’s record. With `Accept: application/octet-stream` the file itself as a download (`application/jsonl`, the same bytes as GET /v1/batches/{id}/content; empty when no line was answered 2xx). 404 batch_not_finished until the batch has ended (completed, cancelled, expired or failed). Model outputs are as sensitive as request bodies, so reading them takes what reading the request log’s bodies takes: the scope requests:read, and for a person the role that reads bodies: an owner or admin, or an admin or developer of the batch’s project (a viewer gets 403 project_role_insufficient).
+   */
+  "batches.output": {
+    parameters: {
+      path: {
+        /** @description Batch id */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An ended batch's output file (OpenAI's batch output format, one JSON line per request answered 2xx); with Accept: application/octet-stream, the file itself, as a download */
+      200: {
+        content: {
+          "application/json": components["schemas"]["BatchOutput"];
+          "application/octet-stream": string;
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: batch_not_finished, batch_not_found, file_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Cancel a running batch: no new line starts; lines already running finish and are billed
+   * @description The same cancel as POST /v1/batches/{id}/cancel: from in_progress (409 batch_not_cancellable once it has ended; a batch already cancelling answers as it is). What the lines did not spend is given back when it ends. Scope inference: stopping a batch is the act that starts one.
+   */
+  "batches.cancel": {
+    parameters: {
+      path: {
+        /** @description Batch id */
+        id: string;
+      };
+    };
+    responses: {
+      /** @description A batch of /v1 calls with its progress, seen through the management API */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ManagedBatch"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: batch_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: batch_not_cancellable */
+      409: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -9,6 +9,8 @@ import { count, usdExact } from '../format.ts';
 import { served } from '../layout.tsx';
 import { may } from '../permissions.ts';
 import { describedBy, Field, FormError, Loading } from '../ui.tsx';
+import { BatchesSection } from './batches-section.tsx';
+import { ConnectionsList } from './connections-list.tsx';
 
 type Rule = components['schemas']['GuardrailRule'];
 type Guardrails = components['schemas']['Guardrails'];
@@ -467,6 +469,7 @@ function ConnectorsSection() {
       ) : (
         <p>Signing in from a connector is not offered by this deployment (the oauth plugin is off).</p>
       )}
+      {signingIn && served.value.has('GET /oauth/connections') ? <ConnectionsList /> : null}
     </section>
   );
 }
@@ -482,6 +485,7 @@ interface SettingsSection {
 const SECTIONS: readonly SettingsSection[] = [
   { slug: 'guardrails', title: 'Data guardrails', needs: ['GET /guardrails'], component: GuardrailsSection },
   { slug: 'models', title: 'Models and prices', needs: ['GET /models'], component: ModelsSection },
+  { slug: 'batches', title: 'Batches', needs: ['GET /batches'], component: BatchesSection },
   { slug: 'connectors', title: 'MCP connectors', needs: [], component: ConnectorsSection },
 ];
 

@@ -57,4 +57,19 @@ CREATE TABLE batch_lines (
 );
 `,
   },
+  {
+    owner: 'batches',
+    version: 2,
+    name: "batches' models, held amount and organisation-wide listing",
+    sql: `
+-- What the management list shows of a batch without reading its lines (deleted once it ends): the
+-- models its lines call, and the worst case held against the balance and caps at submission (null:
+-- nothing held, no metering). Batches made before this migration show none.
+ALTER TABLE batches ADD COLUMN models text[] NOT NULL DEFAULT '{}';
+ALTER TABLE batches ADD COLUMN held_micros bigint;
+-- GET /client/batches pages an organisation's batches newest first, filtered by project, key or status.
+CREATE INDEX batches_org_time ON batches (organization_id, created_at DESC, id DESC);
+CREATE INDEX batches_key_time ON batches (key_id, created_at DESC, id DESC);
+`,
+  },
 ];

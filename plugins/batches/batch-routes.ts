@@ -9,8 +9,8 @@ import { parseInput } from '../../core/operations/operations.ts';
 import { resourceId } from '../../core/vocabulary/ids.ts';
 import type { StoredFile } from '../../core/ports/files.ts';
 import { COMPLETION_WINDOWS, type CompletionWindow } from './batch-config.ts';
-import type { Batch } from './batch-store.ts';
-import { stopBatch, type StopDeps } from './batch-stops.ts';
+import { type Batch, hasEnded } from './batch-store.ts';
+import { cancelBatch, type StopDeps } from './batch-stops.ts';
 import { type SubmissionDeps, submitBatch } from './batch-submission.ts';
 import { batchObject } from './batch-view.ts';
 import { BATCH_ENDPOINTS } from '../files/batch-lines.ts';
@@ -41,8 +41,6 @@ export const batchListQuery = z.strictObject({
   after: resourceId.optional().describe('The id of the last batch of the previous page'),
   limit: z.coerce.number().int().min(1).max(100).default(20),
 });
-
-const ENDED = new Set(['completed', 'cancelled', 'expired', 'failed']);
 
 /**
  * The /v1/batches routes (OpenAI's shapes). A batch is a declared resource of the kernel's one
@@ -83,17 +81,12 @@ export function registerBatchRoutes(app: FastifyInstance, deps: BatchRouteDeps):
 
   app.post('/v1/batches/:id/cancel', byId('write'), async (request) => {
     parseInput(noBody, request.body ?? {}, 'body');
-    const batch = batchOf(request);
-    if (batch.status === 'cancelling') return batchObject(batch);
-    if (batch.status !== 'in_progress') throw new ApiError('batch_not_cancellable', `Batch ${batch.id} is ${batch.status}; only a batch in progress can be cancelled`);
-    const stopped = await stopBatch(deps, batch, 'cancelled', { actor: actorOf(keyOf(request)) });
-    // Null: it stopped on its own meanwhile (its last line, its expiry); answer what it is now.
-    return batchObject(stopped ?? (await deps.store.get(batch.id)) ?? batch);
+    return batchObject(await cancelBatch(deps, batchOf(request), actorOf(keyOf(request))));
   });
 
   app.get('/v1/batches/:id/content', byId('read'), async (request, reply) => {
     const batch = batchOf(request);
-    if (!ENDED.has(batch.status)) throw new ApiError('batch_not_finished', `Batch ${batch.id} is ${batch.status}; its output exists once it has ended`);
+    if (!hasEnded(batch)) throw new ApiError('batch_not_finished', `Batch ${batch.id} is ${batch.status}; its output exists once it has ended`);
     const file = batch.outputFileId === null ? null : await files.get(batch.organizationId, batch.outputFileId);
     reply.header('content-type', 'application/jsonl');
     // Every line failed or none ran: an empty output file (the error file says why).

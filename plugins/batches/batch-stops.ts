@@ -1,4 +1,5 @@
 import type { DomainEvents } from '../../core/events/domain-events.ts';
+import { ApiError } from '../../core/kernel/errors.ts';
 import type { JobQueue } from '../../core/jobs/job-queue.ts';
 import type { EventActor } from '../../core/ports/events.ts';
 import type { Database, Transaction } from '../../core/ports/database.ts';
@@ -51,4 +52,18 @@ export async function stopInTransaction(deps: StopDeps, tx: Transaction, batchId
   }
   await deps.jobs.enqueue(deps.queues.finalize, { batchId: stopped.id }, { tx, idempotencyKey: `finalize:${stopped.id}` });
   return stopped;
+}
+
+/**
+ * A caller's cancel (POST /v1/batches/{id}/cancel and the management API's): from in_progress only;
+ * a batch already cancelling answers as it is. Lines already running finish and are billed.
+ */
+export async function cancelBatch(deps: StopDeps, batch: Batch, actor: EventActor): Promise<Batch> {
+  if (batch.status === 'cancelling') return batch;
+  if (batch.status !== 'in_progress') {
+    throw new ApiError('batch_not_cancellable', `Batch ${batch.id} is ${batch.status}; only a batch in progress can be cancelled`);
+  }
+  const stopped = await stopBatch(deps, batch, 'cancelled', { actor });
+  // Null: it stopped on its own meanwhile (its last line, its expiry); answer what it is now.
+  return stopped ?? (await deps.store.get(batch.id)) ?? batch;
 }

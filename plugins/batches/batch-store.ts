@@ -1,9 +1,17 @@
 import type { Queryable } from '../../core/ports/database.ts';
-import { date, dateOrNull, str, strOrNull, type Row } from '../../adapters/sql/rows.ts';
+import { Conditions } from '../../adapters/sql/conditions.ts';
+import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
+import { bigintOrNull, date, dateOrNull, str, strOrNull, type Row } from '../../adapters/sql/rows.ts';
+import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 
 export type BatchStatus = 'validating' | 'in_progress' | 'finalizing' | 'completed' | 'failed' | 'cancelling' | 'cancelled' | 'expired';
 /** The statuses a batch ends in; `outcome` names the one it is heading for once it stops starting lines. */
 export type BatchOutcome = 'completed' | 'failed' | 'cancelled' | 'expired';
+
+const ENDED: ReadonlySet<BatchStatus> = new Set(['completed', 'cancelled', 'expired', 'failed']);
+
+/** Whether a batch has reached its final status: its output and error files exist then. */
+export const hasEnded = (batch: { status: BatchStatus }): boolean => ENDED.has(batch.status);
 
 /** A batch-level error (OpenAI's `errors.data[]`). */
 export interface BatchError {
@@ -25,6 +33,10 @@ export interface Batch {
   status: BatchStatus;
   outcome: BatchOutcome | null;
   holdId: string | null;
+  /** The worst case held at submission (null: nothing held, or a batch older than the column). */
+  heldMicros: bigint | null;
+  /** The models its lines call, in first-use order (empty for a batch older than the column). */
+  models: string[];
   total: number;
   completed: number;
   failed: number;
@@ -45,7 +57,20 @@ export interface Batch {
 export type NewBatch = Pick<
   Batch,
   'id' | 'organizationId' | 'projectId' | 'keyId' | 'endpoint' | 'inputFileId' | 'completionWindow' | 'metadata' | 'holdId' | 'total' | 'createdAt' | 'expiresAt'
->;
+> &
+  Partial<Pick<Batch, 'heldMicros' | 'models'>>;
+
+/** What the organisation-wide list filters on (GET /client/batches). */
+export interface BatchFilter {
+  organizationId: string;
+  /** The projects the caller sees; null: every project of the organisation. */
+  visibleProjectIds: readonly string[] | null;
+  projectId?: string | undefined;
+  keyId?: string | undefined;
+  status?: BatchStatus | undefined;
+}
+
+const BATCH_ORDER: KeysetOrder = { at: 'created_at', id: 'id', idType: 'uuid' };
 
 export interface NewLine {
   line: number;
@@ -75,7 +100,7 @@ export interface LineResult {
 
 const TIMESTAMPS = ['in_progress_at', 'finalizing_at', 'completed_at', 'failed_at', 'expired_at', 'cancelling_at', 'cancelled_at'] as const;
 const COLUMNS = `id, organization_id, project_id, key_id, endpoint, input_file_id, completion_window, metadata, status, outcome,
-  hold_id, total, completed, failed, output_file_id, error_file_id, errors, created_at, expires_at, ${TIMESTAMPS.join(', ')}`;
+  hold_id, held_micros, models, total, completed, failed, output_file_id, error_file_id, errors, created_at, expires_at, ${TIMESTAMPS.join(', ')}`;
 /** Lines written per INSERT: 5 parameters each, well under PostgreSQL's 65,535. */
 const LINES_PER_INSERT = 2_000;
 
@@ -92,6 +117,8 @@ function toBatch(row: Row): Batch {
     status: str(row, 'status') as BatchStatus,
     outcome: strOrNull(row, 'outcome') as BatchOutcome | null,
     holdId: strOrNull(row, 'hold_id'),
+    heldMicros: bigintOrNull(row, 'held_micros'),
+    models: (row.models as string[] | null) ?? [],
     total: Number(row.total),
     completed: Number(row.completed),
     failed: Number(row.failed),
@@ -130,8 +157,8 @@ export class BatchStore {
   async insert(tx: Queryable, batch: NewBatch, lines: readonly NewLine[]): Promise<void> {
     await tx.query(
       `INSERT INTO batches (id, organization_id, project_id, key_id, endpoint, input_file_id, completion_window, metadata, status,
-         hold_id, total, created_at, in_progress_at, expires_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'in_progress', $9, $10, $11, $11, $12)`,
+         hold_id, total, created_at, in_progress_at, expires_at, held_micros, models)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'in_progress', $9, $10, $11, $11, $12, $13, $14::text[])`,
       [
         batch.id,
         batch.organizationId,
@@ -145,6 +172,8 @@ export class BatchStore {
         batch.total,
         batch.createdAt,
         batch.expiresAt,
+        batch.heldMicros ?? null,
+        batch.models ?? [],
       ],
     );
     for (let start = 0; start < lines.length; start += LINES_PER_INSERT) {
@@ -186,6 +215,17 @@ export class BatchStore {
     const batches = result.rows.map(toBatch);
     const hasMore = batches.length > page.limit;
     return { batches: hasMore ? batches.slice(0, page.limit) : batches, hasMore };
+  }
+
+  /** One page of the organisation's batches, newest first, within what the caller sees (its filter is part of the query). */
+  async page(filter: BatchFilter, page: PageRequest): Promise<Page<Batch>> {
+    const where = new Conditions();
+    where.add(`organization_id = ${where.param(filter.organizationId)}::uuid`);
+    if (filter.visibleProjectIds !== null) where.add(`project_id = ANY(${where.param(filter.visibleProjectIds)}::uuid[])`);
+    if (filter.projectId !== undefined) where.add(`project_id = ${where.param(filter.projectId)}::uuid`);
+    if (filter.keyId !== undefined) where.add(`key_id = ${where.param(filter.keyId)}::uuid`);
+    if (filter.status !== undefined) where.add(`status = ${where.param(filter.status)}`);
+    return selectPage(this.db, { columns: COLUMNS, from: 'batches', where, order: BATCH_ORDER, page, toItem: toBatch });
   }
 
   async line(batchId: string, line: number): Promise<BatchLine | null> {

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DomainEvents } from '../../core/events/domain-events.ts';
 import type { GatewayCalls } from '../../core/gateway/gateway-calls.ts';
-import type { HeldCall, SpendHolds } from '../../core/gateway/spend-holds.ts';
+import type { HeldCall, SpendHold, SpendHolds } from '../../core/gateway/spend-holds.ts';
 import type { KeyCredential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import type { JobQueue } from '../../core/jobs/job-queue.ts';
@@ -63,8 +63,9 @@ export async function submitBatch(deps: SubmissionDeps, credential: KeyCredentia
     createdAt: now,
     expiresAt: new Date(now.getTime() + COMPLETION_WINDOWS[request.completionWindow]),
   };
-  const store = async (tx: Transaction, holdId: string | null) => {
-    await deps.store.insert(tx, { ...batch, holdId }, lines);
+  const models = [...new Set(calls.map((call) => call.model))];
+  const store = async (tx: Transaction, hold: SpendHold | null) => {
+    await deps.store.insert(tx, { ...batch, models, holdId: hold?.id ?? null, heldMicros: hold?.micros ?? null }, lines);
     const items = lines.map((line) => ({ payload: { batchId: id, line: line.line }, idempotencyKey: `${id}:${line.line}` }));
     await deps.jobs.enqueueMany(deps.queues.line, items, { tx });
     const stored = (await deps.store.get(id, tx))!;
@@ -72,7 +73,7 @@ export async function submitBatch(deps: SubmissionDeps, credential: KeyCredentia
     return stored;
   };
   if (!deps.holds) return deps.database.transaction((tx) => store(tx, null));
-  return deps.holds.place({ credential, calls, reference: `batch:${id}` }, (tx, hold) => store(tx, hold.id));
+  return deps.holds.place({ credential, calls, reference: `batch:${id}` }, (tx, hold) => store(tx, hold));
 }
 
 /** Reads the input file line by line: each must name the batch's endpoint and be a call the gateway accepts. */

@@ -11,6 +11,7 @@ import { resourceId } from '../../core/vocabulary/ids.ts';
 import { type BatchesConfig, batchesConfigSchema } from './batch-config.ts';
 import { finalizeBatch } from './batch-finalizer.ts';
 import { batchMigrations } from './batch-migrations.ts';
+import { batchOperations } from './batch-operations.ts';
 import { batchQueues } from './batch-queues.ts';
 import { registerBatchRoutes } from './batch-routes.ts';
 import { stopBatch } from './batch-stops.ts';
@@ -75,6 +76,10 @@ export const batchesPlugin = definePlugin({
   register(ctx) {
     const store = new BatchStore(ctx.container.resolve(Tokens.Database));
     ctx.extensions.contribute(OrganizationErasersPoint, { name: 'batches', erase: (tx, organizationId) => store.eraseForOrganization(tx, organizationId) });
+  },
+  operations: (ctx) => {
+    const deps = depsOf(ctx);
+    return batchOperations({ ...deps, identity: ctx.container.resolve(Tokens.Identity), batchKind: batchKindOf(deps.store) });
   },
   queues: (ctx) => {
     const deps = depsOf(ctx);

@@ -6,6 +6,7 @@ import { definePlugin } from '../../core/kernel/plugin.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { SurfacesPoint } from '../../core/kernel/surfaces.ts';
+import { connectionOperations } from './connection-operations.ts';
 import { mountConsentRoutes } from './consent-routes.ts';
 import { installFormBodyParser } from '../../core/http/form-body.ts';
 import { oauthMigrations } from './oauth-migrations.ts';
@@ -51,6 +52,12 @@ export const oauthPlugin = definePlugin({
     extensions.contribute(OrganizationErasersPoint, { name: 'connector grants', erase: (tx, organizationId) => store.eraseOrganization(tx, organizationId) });
     extensions.contribute(SurfacesPoint, { name: 'connectorMcp', url: `${config.authUrl}/mcp` });
   },
+  operations: ({ container }) =>
+    connectionOperations({
+      store: new OAuthStore(container.resolve(Tokens.Database)),
+      authenticator: container.resolve(Tokens.Authenticator),
+      clock: container.resolve(Tokens.Clock),
+    }),
   periodic: ({ container }) => {
     const store = new OAuthStore(container.resolve(Tokens.Database));
     const clock = container.resolve(Tokens.Clock);

@@ -51,4 +51,12 @@ CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);
 CREATE INDEX oauth_grants_person ON oauth_grants (person_id);
 `,
   },
+  {
+    owner: 'oauth',
+    version: 2,
+    name: 'connections listed by organisation (GET /client/oauth/connections)',
+    sql: `
+CREATE INDEX oauth_grants_org_time ON oauth_grants (organization_id, created_at DESC, id DESC);
+`,
+  },
 ];

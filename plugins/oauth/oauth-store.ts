@@ -1,4 +1,7 @@
+import { Conditions } from '../../adapters/sql/conditions.ts';
+import { type KeysetOrder, selectPage } from '../../adapters/sql/keyset.ts';
 import { date, dateOrNull, type Row, str, strOrNull } from '../../adapters/sql/rows.ts';
+import type { Page, PageRequest } from '../../core/vocabulary/pagination.ts';
 import type { ConnectorTokenLookup, ConnectorTokenRecord } from '../../core/identity/connector-tokens.ts';
 import type { Database, Queryable } from '../../core/ports/database.ts';
 
@@ -32,6 +35,39 @@ export interface StoredToken {
   hash: string;
   expiresAt: Date;
 }
+
+/** A grant as its organisation's people see it (GET /client/oauth/connections). */
+export interface Connection {
+  id: string;
+  clientId: string;
+  clientName: string | null;
+  redirectUris: string[];
+  personId: string;
+  personEmail: string;
+  personName: string;
+  projectId: string;
+  scopes: string[];
+  createdAt: Date;
+  /** When its last refresh token expires: the connector must sign in again after it. */
+  expiresAt: Date;
+}
+
+/** Which connections a list shows: the organisation's, or one person's within it. */
+export interface ConnectionFilter {
+  organizationId: string;
+  /** Only this person's grants (a member sees their own); null: everyone's. */
+  personId: string | null;
+  now: Date;
+}
+
+const CONNECTION_ORDER: KeysetOrder = { at: 'g.created_at', id: 'g.id', idType: 'uuid' };
+const CONNECTION_COLUMNS = `g.id, g.client_id, c.client_name, c.redirect_uris, g.person_id, p.email, p.name, g.project_id, g.scopes, g.created_at, live.expires_at`;
+/**
+ * A grant is connected while it is not revoked and a token of it can still be used: its latest
+ * unused refresh token (or its access token) has not expired.
+ */
+const CONNECTION_FROM = `oauth_grants g JOIN oauth_clients c ON c.id = g.client_id JOIN people p ON p.id = g.person_id
+  JOIN LATERAL (SELECT max(t.expires_at) AS expires_at FROM oauth_tokens t WHERE t.grant_id = g.id AND t.used_at IS NULL) live ON true`;
 
 /** A single-use secret spent: what it was for, or why it cannot be spent. */
 export type Spent<T> = { status: 'spent'; value: T } | { status: 'reused'; grantId: string } | { status: 'unknown' };
@@ -120,6 +156,22 @@ export class OAuthStore implements ConnectorTokenLookup {
     return rows[0] ? grantOf(rows[0]) : null;
   }
 
+  /** One page of connected grants, newest first; the person filter is part of the query. */
+  async connections(filter: ConnectionFilter, page: PageRequest): Promise<Page<Connection>> {
+    const where = new Conditions();
+    where.add(`g.organization_id = ${where.param(filter.organizationId)}::uuid`);
+    where.add('g.revoked_at IS NULL');
+    where.add(`live.expires_at > ${where.param(filter.now)}::timestamptz`);
+    if (filter.personId !== null) where.add(`g.person_id = ${where.param(filter.personId)}::uuid`);
+    return selectPage(this.db, { columns: CONNECTION_COLUMNS, from: CONNECTION_FROM, where, order: CONNECTION_ORDER, page, toItem: connectionOf });
+  }
+
+  /** The organisation's grant with this id, revoked or not, or null. */
+  async grantOf(organizationId: string, grantId: string): Promise<OAuthGrant | null> {
+    const { rows } = await this.db.query(`SELECT ${GRANT_COLUMNS} FROM oauth_grants g WHERE g.id = $1 AND g.organization_id = $2`, [grantId, organizationId]);
+    return rows[0] ? grantOf(rows[0]) : null;
+  }
+
   async revokeGrant(grantId: string, now: Date): Promise<void> {
     await this.db.query('UPDATE oauth_grants SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL', [grantId, now]);
   }
@@ -173,6 +225,22 @@ export class OAuthStore implements ConnectorTokenLookup {
     const row = rows[0];
     return row ? { status: 'reused', grantId: str(row, 'grant_id') } : { status: 'unknown' };
   }
+}
+
+function connectionOf(row: Row): Connection {
+  return {
+    id: str(row, 'id'),
+    clientId: str(row, 'client_id'),
+    clientName: strOrNull(row, 'client_name'),
+    redirectUris: row['redirect_uris'] as string[],
+    personId: str(row, 'person_id'),
+    personEmail: str(row, 'email'),
+    personName: str(row, 'name'),
+    projectId: str(row, 'project_id'),
+    scopes: row['scopes'] as string[],
+    createdAt: date(row, 'created_at'),
+    expiresAt: date(row, 'expires_at'),
+  };
 }
 
 function grantOf(row: Row): OAuthGrant {

@@ -1,3 +1,4 @@
+import { BatchStore } from '../../plugins/batches/batch-store.ts';
 import { createHash, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import t from 'tap';
@@ -176,6 +177,28 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
   );
   const repo = await test.call('POST', '/client/githost/repos', { body: { name: 'read-by-mcp' } });
   t.equal(repo.statusCode, 201);
+  // An ended /v1 batch, stored as the plugin stores one (this app serves no model that takes batches).
+  const batchId = randomUUID();
+  const batchAt = new Date();
+  await new BatchStore(test.app.svc.container.resolve(Tokens.Database)).insert(
+    test.app.svc.container.resolve(Tokens.Database),
+    {
+      id: batchId,
+      organizationId: test.organizationId,
+      projectId: test.defaultProjectId,
+      keyId: randomUUID(),
+      endpoint: '/v1/chat/completions',
+      inputFileId: randomUUID(),
+      completionWindow: '24h',
+      metadata: null,
+      holdId: null,
+      total: 0,
+      createdAt: batchAt,
+      expiresAt: new Date(batchAt.getTime() + 86_400_000),
+    },
+    [],
+  );
+  await test.app.svc.container.resolve(Tokens.Database).query(`UPDATE batches SET status = 'completed', completed_at = now() WHERE id = $1`, [batchId]);
   const ids: Record<string, Record<string, string>> = {
     'keys.get': { id: keyId },
     'requests.get': { id: requestId },
@@ -187,6 +210,8 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'mcp.upstreams.get': { id: upstreamId },
     'mcp.keys.tools': { id: keyId },
     'mcp.upstreams.oauth.get': { id: oauthUpstreamId },
+    'batches.get': { id: batchId },
+    'batches.output': { id: batchId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);

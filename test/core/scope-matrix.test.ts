@@ -203,6 +203,15 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/employees/invites', access: 'admin' },
   { method: 'DELETE', path: '/employees/invites/{id}', access: 'admin' },
   { method: 'POST', path: '/employees/invites/{id}/resend', access: 'admin' },
+  // Batches seen from the management API (beyond the spec; plugins/batches/README.md "Management operations"): reading them is
+  // usage, their output is model answers (the request log's bodies: requests:read), and cancelling is /v1's cancel (inference).
+  { method: 'GET', path: '/batches', access: 'usage:read' },
+  { method: 'GET', path: '/batches/{id}', access: 'usage:read' },
+  { method: 'GET', path: '/batches/{id}/output', access: 'requests:read' },
+  { method: 'POST', path: '/batches/{id}/cancel', access: 'inference' },
+  // Connectors signed in over OAuth (beyond the spec; plugins/oauth/README.md "Connections"): a person's own session; members their own.
+  { method: 'GET', path: '/oauth/connections', access: 'session' },
+  { method: 'DELETE', path: '/oauth/connections/{id}', access: 'session' },
 ];
 
 const specPath = (operation: AnyOperation) => operation.path.replace(/:(\w+)/g, '{$1}');
