@@ -242,9 +242,10 @@ class ProxiedRequest implements Dispatcher.DispatchHandler {
     this.hasBody = length !== undefined ? length !== '0' : req.headers['transfer-encoding'] !== undefined;
     res.once('close', () => {
       if (this.finished) return;
-      // The client went away before its answer was complete: stop the target's work too.
-      this.controller?.abort(new Error('client closed the connection'));
+      // The client went away before its answer was complete: stop the target's work too (finished
+      // first, so the abort's error is not taken for the target's).
       this.finish(this.res.headersSent ? this.status : CLIENT_CLOSED);
+      this.controller?.abort(new Error('client closed the connection'));
     });
   }
 
