@@ -1,4 +1,7 @@
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -84,6 +87,8 @@ interface Service {
   clock: SeedClock;
   ownerToken: string;
   setPasswordToken: string;
+  /** Run before the service closes (the seeded webhook's receiver). */
+  onClose: Array<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -96,6 +101,8 @@ function screenshotConfig(dataDir: string, consoleDir: string) {
       server: { ...raw.server, logLevel: 'silent' },
       storage: { dataDir, database: { driver: 'pglite', dataDir: 'memory://' }, coordination: { driver: 'memory' } },
       bootstrap: { organizationName: 'Northwind Labs', ownerEmail: OWNER.email, ownerName: OWNER.name, printOwnerToken: false },
+      // The seeded webhook delivers to a receiver this tool runs on loopback.
+      outbound: { ...raw.outbound, allowPrivateNetwork: true },
       plugins: {
         ...raw.plugins,
         console: { dir: consoleDir },
@@ -118,13 +125,16 @@ async function startService(consoleDir: string): Promise<Service> {
   if (!address || typeof address !== 'object') throw new Error('the service is not listening');
   const bootstrap = app.svc.bootstrap;
   if (!bootstrap) throw new Error('the service did not create its first organisation');
+  const onClose: Service['onClose'] = [];
   return {
     app,
     base: `http://127.0.0.1:${address.port}`,
     clock,
     ownerToken: bootstrap.ownerToken,
     setPasswordToken: bootstrap.setPasswordToken,
+    onClose,
     async close() {
+      for (const closing of onClose) await closing();
       await app.close();
       rmSync(dataDir, { recursive: true, force: true });
     },
@@ -179,6 +189,7 @@ const CALLS_PER_HOUR = [2, 1, 1, 1, 2, 3, 5, 7, 8, 9, 8, 6, 7, 8, 9, 7, 5, 4, 3,
 interface Seeded {
   keyId: string;
   requestId: string;
+  webhookId: string;
   /** Settles when the agent's call that waits for approval is answered. */
   waitingCall: Promise<unknown>;
   agent: Client;
@@ -227,6 +238,7 @@ async function seed(service: Service): Promise<Seeded> {
   await chat(service, production.key, 'mock-large', 'Reply to jane.doe@example.com that her invoice was resent.');
   clock.offsetMs = 0;
 
+  const webhookId = await webhookWithDeliveries(service);
   const agentClient = await toolGateway(service, agent);
   const waitingCall = agentClient.callTool({ name: 'demo__notes_delete', arguments: { id: 'draft-reply-10482' } }, undefined, { timeout: 900_000 }).catch((error: unknown) => error);
   // Both are written in batches behind the calls: write them now rather than wait for their timers.
@@ -236,7 +248,26 @@ async function seed(service: Service): Promise<Seeded> {
   const newest = (await client(service, 'GET', '/requests?limit=5')).data as Json[];
   const request = newest.find((row) => row.status === 200);
   if (!request) throw new Error('the request log is empty after seeding');
-  return { keyId: production.id, requestId: request.id, waitingCall, agent: agentClient };
+  return { keyId: production.id, requestId: request.id, webhookId, waitingCall, agent: agentClient };
+}
+
+/** A webhook endpoint on a loopback receiver that answers 200, with a test event delivered to it. */
+async function webhookWithDeliveries(service: Service): Promise<string> {
+  const receiver = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => response.writeHead(200, { 'content-type': 'application/json' }).end('{"received":true}'));
+  });
+  receiver.listen(0, '127.0.0.1');
+  await once(receiver, 'listening');
+  service.onClose.push(() => new Promise<void>((resolve) => receiver.close(() => resolve())));
+  const { port } = receiver.address() as AddressInfo;
+  const hook = await client(service, 'POST', '/webhooks', {
+    url: `http://127.0.0.1:${port}/hooks/svc`,
+    description: 'Billing alerts to the ops channel',
+    eventTypes: ['budget.threshold_reached', 'budget.cap_reached', 'credit.low', 'key.created'],
+  });
+  await client(service, 'POST', `/webhooks/${hook.id}/test`);
+  return hook.id as string;
 }
 
 /** The demo upstream, its tools on and bundled for the agent key, and a few of the agent's calls. */
@@ -371,7 +402,11 @@ async function main(): Promise<number> {
     await mkdir(OUT_DIR, { recursive: true });
     browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--hide-scrollbars'] });
     process.stdout.write(`screenshots of ${pages.length} pages into ${OUT_DIR}:\n`);
-    const { shots, missing } = await shoot(browser, service.base, pages, { '/console/keys/:id': seeded.keyId, '/console/requests/:id': seeded.requestId });
+    const { shots, missing } = await shoot(browser, service.base, pages, {
+      '/console/keys/:id': seeded.keyId,
+      '/console/requests/:id': seeded.requestId,
+      '/console/webhooks/:id': seeded.webhookId,
+    });
     await removeStale(shots);
     await writeGallery(shots);
     // The agent's call ends denied, so the service closes with nothing in flight.
