@@ -6144,7 +6144,7 @@ export interface operations {
         limit?: number;
         /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
         keyId?: string;
-        /** @description Only calls of this project; a project outside what the caller sees gives no rows */
+        /** @description Only calls of this project; a project outside what the caller reaches answers 404 */
         projectId?: string;
       };
     };
@@ -6173,6 +6173,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
     };
   };
   /**
@@ -6188,7 +6194,7 @@ export interface operations {
         to?: string;
         /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
         keyId?: string;
-        /** @description Only calls of this project; a project outside what the caller sees gives no rows */
+        /** @description Only calls of this project; a project outside what the caller reaches answers 404 */
         projectId?: string;
         /** @description Bucket size, UTC; default hour for a window of two days or less, else day */
         granularity?: "hour" | "day";
@@ -6221,6 +6227,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
     };
   };
   /**
@@ -6236,7 +6248,7 @@ export interface operations {
         to?: string;
         /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
         keyId?: string;
-        /** @description Only calls of this project; a project outside what the caller sees gives no rows */
+        /** @description Only calls of this project; a project outside what the caller reaches answers 404 */
         projectId?: string;
       };
     };
@@ -6265,6 +6277,12 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
     };
   };
   /**
@@ -6284,7 +6302,7 @@ export interface operations {
         to?: string;
         /** @description Only calls made with this key; a key outside what the caller sees gives no rows */
         keyId?: string;
-        /** @description Only calls of this project; a project outside what the caller sees gives no rows */
+        /** @description Only calls of this project; a project outside what the caller reaches answers 404 */
         projectId?: string;
         /** @description Exact model name */
         model?: string;
@@ -6315,6 +6333,12 @@ export interface operations {
       };
       /** @description The credential lacks the scope or role this needs: missing_scope */
       403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -19,6 +19,7 @@ export function requestOperations({ store, identity, clock }: UsageDeps): AnyOpe
     scope: 'usage:read',
     readOnly: true,
     query: requestsQuery,
+    resource: { kind: 'project', access: 'read', in: 'query', field: 'projectId' },
     output: requestListView,
     async handler({ query }, { credential }) {
       const page = await store.page(

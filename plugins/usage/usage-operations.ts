@@ -23,6 +23,7 @@ export function usageOperations({ store, identity, clock }: UsageDeps): AnyOpera
     scope: 'usage:read',
     readOnly: true,
     query: usageQuery,
+    resource: { kind: 'project', access: 'read', in: 'query', field: 'projectId' },
     output: usageReportView,
     async handler({ query }, { credential }) {
       const range = resolveRange(query, clock());
@@ -50,6 +51,7 @@ export function usageOperations({ store, identity, clock }: UsageDeps): AnyOpera
     scope: 'usage:read',
     readOnly: true,
     query: seriesQuery,
+    resource: { kind: 'project', access: 'read', in: 'query', field: 'projectId' },
     output: seriesView,
     async handler({ query }, { credential }) {
       const range = resolveRange(query, clock());
@@ -81,6 +83,7 @@ export function usageOperations({ store, identity, clock }: UsageDeps): AnyOpera
     scope: 'usage:read',
     readOnly: true,
     query: comparisonQuery,
+    resource: { kind: 'project', access: 'read', in: 'query', field: 'projectId' },
     output: comparisonView,
     async handler({ query }, { credential }) {
       const current = resolveRange(query, clock());

@@ -16,7 +16,7 @@ export const WINDOW_MINUTES_MAX = 1_440;
 const from = dateOrTimestampSchema.optional().describe('Start of the window, inclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
 const to = dateOrTimestampSchema.optional().describe('End of the window, exclusive: YYYY-MM-DD (midnight UTC) or an ISO timestamp');
 const keyId = z.uuid().optional().describe('Only calls made with this key; a key outside what the caller sees gives no rows');
-const projectId = z.uuid().optional().describe('Only calls of this project; a project outside what the caller sees gives no rows');
+const projectId = z.uuid().optional().describe('Only calls of this project; a project outside what the caller reaches answers 404');
 
 export const usageQuery = z.object({
   from: from.describe('Start of the window, inclusive (default: 30 days before `to`)'),
