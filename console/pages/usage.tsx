@@ -113,31 +113,46 @@ function ComparisonTable({ comparison }: { comparison: Comparison }) {
   );
 }
 
+/** The measures both usage tables show, after their first column. */
+function MeasureHeadings({ first }: { first: string }) {
+  return (
+    <thead>
+      <tr>
+        <th scope="col">{first}</th>
+        <th scope="col">Requests</th>
+        <th scope="col">Errors</th>
+        <th scope="col">Input tokens</th>
+        <th scope="col">Output tokens</th>
+        <th scope="col">Cost</th>
+      </tr>
+    </thead>
+  );
+}
+
+function MeasureCells({ sums }: { sums: { requests: number; errors: number; tokens: { input: number; output: number }; costUsd: number } }) {
+  return (
+    <>
+      <td>{count(sums.requests)}</td>
+      <td>{count(sums.errors)}</td>
+      <td>{count(sums.tokens.input)}</td>
+      <td>{count(sums.tokens.output)}</td>
+      <td>{usdExact(sums.costUsd)}</td>
+    </>
+  );
+}
+
 /** Totals per model over the window (`/usage`), costliest first as the API orders them. */
 function ModelTable({ report }: { report: Report }) {
   return (
     <div class="table-wrap">
       <table data-testid="usage-models">
         <caption>By model over the window (cost to the micro-dollar)</caption>
-        <thead>
-          <tr>
-            <th scope="col">Model</th>
-            <th scope="col">Requests</th>
-            <th scope="col">Errors</th>
-            <th scope="col">Input tokens</th>
-            <th scope="col">Output tokens</th>
-            <th scope="col">Cost</th>
-          </tr>
-        </thead>
+        <MeasureHeadings first="Model" />
         <tbody>
           {report.models.map((model) => (
             <tr key={model.model ?? '(none)'} data-model={model.model ?? ''}>
               <th scope="row">{model.model ?? '(none)'}</th>
-              <td>{count(model.requests)}</td>
-              <td>{count(model.errors)}</td>
-              <td>{count(model.tokens.input)}</td>
-              <td>{count(model.tokens.output)}</td>
-              <td>{usdExact(model.costUsd)}</td>
+              <MeasureCells sums={model} />
             </tr>
           ))}
         </tbody>
@@ -269,16 +284,7 @@ export function UsagePage() {
           <div class="table-wrap">
             <table data-testid="usage-table">
               <caption>Usage per {series.granularity} (UTC buckets, newest first; cost to the micro-dollar)</caption>
-              <thead>
-                <tr>
-                  <th scope="col">Start</th>
-                  <th scope="col">Requests</th>
-                  <th scope="col">Errors</th>
-                  <th scope="col">Input tokens</th>
-                  <th scope="col">Output tokens</th>
-                  <th scope="col">Cost</th>
-                </tr>
-              </thead>
+              <MeasureHeadings first="Start" />
               <tbody>
                 {series.buckets
                   .filter((bucket) => bucket.requests > 0)
@@ -287,11 +293,7 @@ export function UsagePage() {
                       <td>
                         <Time iso={bucket.start} />
                       </td>
-                      <td>{count(bucket.requests)}</td>
-                      <td>{count(bucket.errors)}</td>
-                      <td>{count(bucket.tokens.input)}</td>
-                      <td>{count(bucket.tokens.output)}</td>
-                      <td>{usdExact(bucket.costUsd)}</td>
+                      <MeasureCells sums={bucket} />
                     </tr>
                   ))}
               </tbody>
