@@ -32,7 +32,8 @@ const AUTH_URL = 'http://auth.localhost:8080';
 // Each connector below is a person who set a password from the one address tests come from: one per
 // scope some operation needs, more than the default set-password limit per address allows.
 const test = await buildTestApp(t, {
-  config: { auth: { setPasswordAttemptsPerIp: 100 } },
+  // Test calls to customers' URLs (example.invalid) fail at connect: waiting 5 s for each says nothing more about access.
+  config: { auth: { setPasswordAttemptsPerIp: 100 }, outbound: { connectTimeoutMs: 250 } },
   plugins: {
     ...allPlugins(),
     // Connectors' access tokens are minted as the file loads and used at its end: a loaded machine's run outlasts the default 10 minutes.
