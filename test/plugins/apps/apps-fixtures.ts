@@ -3,6 +3,9 @@ import { tmpdir } from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { Test } from 'tap';
+import { randomUUID } from 'node:crypto';
+import { Tokens } from '../../../core/kernel/di-tokens.ts';
+import { AppsStore } from '../../../plugins/apps/apps-store.ts';
 import { buildTestApp, createKey, type TestApp } from '../../helpers/app.ts';
 import { git } from '../githost/git-fixtures.ts';
 
@@ -72,4 +75,36 @@ export async function settledDeployment(
     if (Date.now() > until) throw new Error(`deployment not settled: ${JSON.stringify(progress)}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/**
+ * An app of the default project with its web service and one deployment, stored as the deploy route
+ * stores them (no build runs): for tests that need the records, not a running app.
+ */
+export async function storedApp(test: TestApp, name: string): Promise<{ appId: string; serviceId: string; deploymentId: string }> {
+  const database = test.app.svc.container.resolve(Tokens.Database);
+  const store = new AppsStore(database);
+  const ids = { appId: randomUUID(), serviceId: randomUUID(), deploymentId: randomUUID() };
+  await database.transaction(async (tx) => {
+    const now = new Date();
+    const app = {
+      id: ids.appId,
+      organizationId: test.organizationId,
+      projectId: test.defaultProjectId,
+      name,
+      slug: name,
+      sourceKind: 'githost' as const,
+      sourceRepo: name,
+      sourceUrl: null,
+      branch: 'main',
+      rootDir: null,
+      startCommand: null,
+      deployOnPush: false,
+      cell: 'local',
+    };
+    await store.createApp(tx, app, ids.serviceId, now);
+    const deployment = { id: ids.deploymentId, serviceId: ids.serviceId, organizationId: test.organizationId, commitSha: null, reason: 'create' as const };
+    await store.createDeployment(tx, { ...deployment, rollbackOf: null, decision: null, idempotencyKey: null }, now);
+  });
+  return ids;
 }
