@@ -5,6 +5,11 @@ export const APPS_ERRORS = defineErrorCodes('apps', {
   app_not_found: { status: 404, type: 'not_found_error', message: 'No such app' },
   service_not_found: { status: 404, type: 'not_found_error', message: 'No such service' },
   deployment_not_found: { status: 404, type: 'not_found_error', message: 'No such deployment' },
+  rollback_target_not_found: {
+    status: 404,
+    type: 'not_found_error',
+    message: 'The service’s last 20 deployments hold no kept build by that id',
+  },
   app_name_taken: { status: 409, type: 'conflict_error', message: 'An app of that name exists already' },
   githost_not_connected: { status: 400, type: 'invalid_request_error', message: 'The git host is not connected for this organisation' },
   databases_unavailable: { status: 400, type: 'invalid_request_error', message: 'This service provides no databases to apps yet' },

@@ -596,12 +596,12 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
     body: z.strictObject({ deploymentId: z.uuid().describe('A deployment from GET /services/{id}/deployments') }),
     resource: writeService,
     output: deploymentView,
-    errors: ['deployment_not_found'],
+    errors: ['rollback_target_not_found'],
     async handler({ body }, { authorization, transaction }) {
       const { service } = authorizedRecord(authorization, serviceKind).record;
       const target = (await store.history(service.id, DEPLOY_HISTORY)).find((deployment) => deployment.id === body.deploymentId);
       if (!target?.artifactDir || !target.startCommand) {
-        throw new ApiError('deployment_not_found', 'No deployment with a kept build by that id in the service’s last 20', { param: 'deploymentId' });
+        throw new ApiError('rollback_target_not_found', 'No deployment with a kept build by that id in the service’s last 20', { param: 'deploymentId' });
       }
       const deployment = await transaction(async (tx) => {
         const created = await store.createDeployment(

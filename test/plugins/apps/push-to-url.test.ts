@@ -103,7 +103,7 @@ t.test('git push to a URL that answers', async (t) => {
 
     const unknown = await test.call('POST', `/client/services/${serviceId}/rollback`, { body: { deploymentId: '00000000-0000-4000-8000-000000000000' } });
     t.equal(unknown.statusCode, 404);
-    t.match(unknown.json().error, { code: 'deployment_not_found', param: 'deploymentId' });
+    t.match(unknown.json().error, { code: 'rollback_target_not_found', param: 'deploymentId' });
   });
 
   await t.test('stop answers 503 at the address until start brings the live build back', async (t) => {
