@@ -1,6 +1,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { randomUUID } from 'node:crypto';
 import t from 'tap';
+import { Tokens } from '../../../core/kernel/di-tokens.ts';
+import { AppsStore } from '../../../plugins/apps/apps-store.ts';
+import { pushDeploySubscriber } from '../../../plugins/apps/push-deploys.ts';
 import { createKey } from '../../helpers/app.ts';
 import { appsServer, git, serverSource, tinyApp } from './apps-fixtures.ts';
 
@@ -98,6 +102,32 @@ t.test('deploy rules', async (t) => {
     t.match((await asOther('POST', `/client/services/${created.service.id}/stop`)).json().error, { code: 'service_not_found' });
     t.match((await asOther('GET', `/client/deployments/${created.deployment.id}/logs`)).json().error, { code: 'deployment_not_found' });
     t.same((await asOther('GET', '/client/apps')).json().data, [], 'the list shows none of them');
+  });
+
+  await t.test('a commit queued twice is one deployment', async (t) => {
+    const created = (await test.call('GET', '/client/apps')).json().data.find((app: { name: string }) => app.name === 'mine');
+    const serviceId = created.services[0].id;
+    const [first] = (await test.call('GET', `/client/services/${serviceId}/deployments`)).json().data;
+    const database = test.app.svc.container.resolve(Tokens.Database);
+    const subscriber = pushDeploySubscriber({ store: new AppsStore(database), jobs: test.app.svc.container.resolve(Tokens.Jobs), clock: () => new Date() });
+    const event = {
+      id: randomUUID(),
+      type: 'githost.pushed' as const,
+      organizationId: test.organizationId,
+      subject: 'mine',
+      actor: null,
+      occurredAt: new Date(),
+      data: { provider: 'local' as const, repo: 'mine', branch: 'main', before: null, after: first.commit },
+    };
+    const job = { complete: (fn: (tx: never) => Promise<unknown>) => database.transaction(fn as never) };
+    // The push of the commit the app was created with, delivered twice.
+    await subscriber.handle(event as never, job as never);
+    await subscriber.handle(event as never, job as never);
+    const history = (await test.call('GET', `/client/services/${serviceId}/deployments`)).json().data;
+    t.same(
+      history.map((deployment: { id: string }) => deployment.id),
+      [first.id],
+    );
   });
 
   await t.test('regions: the database query is required, 0 or 1', async (t) => {
