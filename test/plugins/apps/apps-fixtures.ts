@@ -81,7 +81,11 @@ export async function settledDeployment(
  * An app of the default project with its web service and one deployment, stored as the deploy route
  * stores them (no build runs): for tests that need the records, not a running app.
  */
-export async function storedApp(test: TestApp, name: string): Promise<{ appId: string; serviceId: string; deploymentId: string }> {
+export async function storedApp(
+  test: TestApp,
+  name: string,
+  owner: { organizationId: string; projectId: string } = { organizationId: test.organizationId, projectId: test.defaultProjectId },
+): Promise<{ appId: string; serviceId: string; deploymentId: string }> {
   const database = test.app.svc.container.resolve(Tokens.Database);
   const store = new AppsStore(database);
   const ids = { appId: randomUUID(), serviceId: randomUUID(), deploymentId: randomUUID() };
@@ -89,8 +93,8 @@ export async function storedApp(test: TestApp, name: string): Promise<{ appId: s
     const now = new Date();
     const app = {
       id: ids.appId,
-      organizationId: test.organizationId,
-      projectId: test.defaultProjectId,
+      organizationId: owner.organizationId,
+      projectId: owner.projectId,
       name,
       slug: name,
       sourceKind: 'githost' as const,
@@ -103,7 +107,7 @@ export async function storedApp(test: TestApp, name: string): Promise<{ appId: s
       cell: 'local',
     };
     await store.createApp(tx, app, ids.serviceId, now);
-    const deployment = { id: ids.deploymentId, serviceId: ids.serviceId, organizationId: test.organizationId, commitSha: null, reason: 'create' as const };
+    const deployment = { id: ids.deploymentId, serviceId: ids.serviceId, organizationId: owner.organizationId, commitSha: null, reason: 'create' as const };
     await store.createDeployment(tx, { ...deployment, rollbackOf: null, decision: null, idempotencyKey: null }, now);
   });
   return ids;
