@@ -1,5 +1,6 @@
 import type { AnyPlugin } from '../core/kernel/plugin.ts';
 import { accountPlugin } from './account/index.ts';
+import { appsPlugin } from './apps/index.ts';
 import { auditPlugin } from './audit/index.ts';
 import { batchesPlugin } from './batches/index.ts';
 import { consolePlugin } from './console/index.ts';
@@ -37,6 +38,7 @@ export const manifest: readonly AnyPlugin[] = [
   webhooksPlugin,
   toolGatewayPlugin,
   githostPlugin,
+  appsPlugin,
   batchesPlugin,
   consolePlugin,
 ];

@@ -808,6 +808,102 @@ export interface paths {
      */
     get: operations["githost.branches"];
   };
+  "/apps": {
+    /**
+     * List apps with their live URL and status
+     * @description List apps with their live URL and status. Needs the apps:read scope.
+     */
+    get: operations["apps.list"];
+  };
+  "/apps/githost": {
+    /**
+     * Deploy an app from a repository of the git host
+     * @description The repository is read and its build decided before anything is created: a repository that cannot build is a 400 naming what to change. 202 with the app, its web service and the queued deployment; poll /apps/{id}/progress.
+     */
+    post: operations["apps.create_from_githost"];
+  };
+  "/apps/regions": {
+    /**
+     * Where apps can be deployed (the cell field of a deploy)
+     * @description Where apps can be deployed (the cell field of a deploy). Any credential of the account may call it.
+     */
+    get: operations["apps.regions"];
+  };
+  "/apps/{id}": {
+    /**
+     * An app, its services, addresses and state
+     * @description An app, its services, addresses and state. Any credential of the account may call it.
+     */
+    get: operations["apps.get"];
+    /**
+     * Delete an app: its running instances, its address, its deployments and build artifacts
+     * @description The repository it deployed from stays on the git host.
+     */
+    delete: operations["apps.delete"];
+  };
+  "/apps/{id}/progress": {
+    /**
+     * The progress of the app’s latest deployment (polled after a 202)
+     * @description The progress of the app’s latest deployment (polled after a 202). Any credential of the account may call it.
+     */
+    get: operations["apps.progress"];
+  };
+  "/services/{id}/deployments": {
+    /**
+     * The service’s last 20 deployments, newest first, with their timings
+     * @description The service’s last 20 deployments, newest first, with their timings. Any credential of the account may call it.
+     */
+    get: operations["services.deployments"];
+  };
+  "/deployments/{id}/logs": {
+    /**
+     * A deployment’s build log (checkout, install, build, start)
+     * @description A deployment’s build log (checkout, install, build, start). Any credential of the account may call it.
+     */
+    get: operations["deployments.logs"];
+  };
+  "/services/{id}/logs": {
+    /**
+     * What the running app printed (the last 1000 lines)
+     * @description What the running app printed (the last 1000 lines). Any credential of the account may call it.
+     */
+    get: operations["services.logs"];
+  };
+  "/services/{id}/build": {
+    /**
+     * How the service is built and started, and why; envKeys and missingEnv
+     * @description From the latest deployment that recorded a decision; every field null until one did.
+     */
+    get: operations["services.build"];
+  };
+  "/githost/build-check": {
+    /**
+     * Whether a branch of a repository of the git host can build, and how
+     * @description Answers the build decision, or the 400 a deploy would get, without creating anything.
+     */
+    get: operations["githost.build_check"];
+  };
+  "/services/{id}/stop": {
+    /**
+     * Stop serving: the app’s instances end, its address answers 503 until start
+     * @description Stop serving: the app’s instances end, its address answers 503 until start. Needs the apps:deploy scope.
+     */
+    post: operations["services.stop"];
+  };
+  "/services/{id}/start": {
+    /**
+     * Start a stopped service again from its live build (no rebuild)
+     * @description Answers once the app passed its health check.
+     */
+    post: operations["services.start"];
+  };
+  "/services/{id}/rollback": {
+    /**
+     * Deploy an earlier deployment’s build again, without rebuilding
+     * @description Names a deployment from the service’s last 20 whose build is kept; answers the queued deployment.
+     */
+    post: operations["services.rollback"];
+  };
   "/batches": {
     /**
      * The organisation's batches, newest first, with their progress
@@ -890,6 +986,97 @@ export interface components {
         /** Format: date-time */
         runsAt: string;
       } | null;
+    };
+    /** @description A hosted app, its live URL and services */
+    App: {
+      /** @constant */
+      object: "app";
+      /** @description The APP id: what /client/apps/{id} takes */
+      id: string;
+      projectId: string;
+      name: string;
+      /** @description The host label: <slug>.<baseDomain> */
+      slug: string;
+      /** @description The live URL */
+      url: string;
+      /** @description deploying, live or failed */
+      status: string;
+      source: {
+        /** @enum {string} */
+        kind: "githost" | "url";
+        repo: string | null;
+        branch: string;
+        rootDir: string | null;
+      };
+      startCommand: string | null;
+      deployOnPush: boolean;
+      cell: string;
+      services: components["schemas"]["AppService"][];
+      createdAt: string;
+    };
+    /** @description The app is gone */
+    AppDeleted: {
+      /** @constant */
+      object: "ok";
+      id: string;
+      /** @constant */
+      deleted: true;
+    };
+    /** @description The app, its web service and the queued deployment (poll /apps/{id}/progress) */
+    AppDeployAccepted: {
+      /** @constant */
+      object: "app_deploy";
+      app: components["schemas"]["App"];
+      service: components["schemas"]["AppService"];
+      deployment: components["schemas"]["Deployment"];
+    };
+    /** @description Apps, newest first */
+    AppList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["App"][];
+    };
+    /** @description The progress of an app’s latest deployment */
+    AppProgress: {
+      /** @constant */
+      object: "app_progress";
+      appId: string;
+      /** @description The app’s status */
+      status: string;
+      /** @description True once the latest deployment is live or failed */
+      done: boolean;
+      /** @description The latest deployment */
+      deployment: components["schemas"]["Deployment"] | null;
+    };
+    /** @description Where apps can run (the cell field of a deploy) */
+    AppRegionList: {
+      /** @constant */
+      object: "list";
+      data: {
+          /** @constant */
+          object: "region";
+          id: string;
+          name: string;
+          /** @description Whether apps asking for what the query asked can be deployed there */
+          available: boolean;
+          /** @description Whether it provides databases */
+          databases: boolean;
+        }[];
+    };
+    /** @description A service of an app: its address and state */
+    AppService: {
+      /** @constant */
+      object: "service";
+      /** @description The SERVICE id: what /client/services/{id}/… take */
+      id: string;
+      appId: string;
+      /** @constant */
+      kind: "web";
+      /** @description Where the app answers */
+      url: string;
+      /** @enum {string} */
+      state: "deploying" | "starting" | "running" | "crashed" | "stopped" | "failed";
+      liveDeploymentId: string | null;
     };
     /** @description One image drawn from a prompt, and the call it was billed as */
     AssistantImage: {
@@ -1045,6 +1232,29 @@ export interface components {
       /** @description Spend in the current period of the cap */
       spentUsd: number | null;
       remainingUsd: number | null;
+    };
+    /** @description How the app is built and started, and why */
+    BuildDecisionView: {
+      /** @constant */
+      object: "build_decision";
+      serviceId: string | null;
+      commit: string | null;
+      /** @description Framework, commands, root dir and why each was chosen */
+      decision: {
+        [key: string]: unknown;
+      } | null;
+      envKeys: string[] | null;
+      missingEnv: string[] | null;
+    };
+    /** @description What a deployment’s checkout, build and start printed */
+    BuildLog: {
+      /** @constant */
+      object: "build_log";
+      deploymentId: string;
+      /** @description False while the deployment is still building: the log is stored when it ends */
+      complete: boolean;
+      /** @description `<ISO time> <stream> <text>` */
+      lines: string[];
     };
     /** @description The account, project, credential and scopes a call is made with */
     CallerIdentity: {
@@ -1260,6 +1470,42 @@ export interface components {
       ok: true;
       /** Format: uuid */
       defaultOrganizationId: string;
+    };
+    /** @description One deploy of a service: a commit built and started */
+    Deployment: {
+      /** @constant */
+      object: "deployment";
+      id: string;
+      serviceId: string;
+      /** @description The commit built (40 hex) */
+      commit: string | null;
+      /** @enum {string} */
+      reason: "create" | "push" | "redeploy" | "rollback";
+      /** @description For a rollback: the deployment whose build it runs again */
+      rollbackOf: string | null;
+      /** @enum {string} */
+      status: "queued" | "cloning" | "building" | "starting" | "live" | "failed" | "cancelled" | "retired";
+      failureReason: string | null;
+      /** @description Per-phase time; null for a deploy nothing measured yet */
+      timings: ({
+        /** @description ms reading the commit out of the repository; null when not run */
+        clone: number | null;
+        /** @description ms deciding, installing and building; null when not run (a rollback) */
+        build: number | null;
+        /** @description ms from starting the app to its health check passing; null when not run */
+        deploy: number | null;
+      }) | null;
+      /** @description Size of the built artifact */
+      imageSizeBytes: number | null;
+      createdAt: string;
+      startedAt: string | null;
+      finishedAt: string | null;
+    };
+    /** @description The last 20 deployments, newest first */
+    DeploymentList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["Deployment"][];
     };
     /** @description A person of the organisation and their organisation role */
     Employee: {
@@ -2885,6 +3131,25 @@ export interface components {
       p95LatencyMs: number | null;
       /** @description Median time to first token of streamed calls */
       p50TtftMs: number | null;
+    };
+    /** @description The service after stop or start */
+    ServiceAction: {
+      /** @constant */
+      object: "service";
+      id: string;
+      state: string;
+    };
+    /** @description What the running app printed, oldest first (the last 1000 lines) */
+    ServiceLogLines: {
+      /** @constant */
+      object: "list";
+      data: ({
+          at: string;
+          deploymentId: string;
+          /** @enum {string} */
+          stream: "stdout" | "stderr" | "runtime";
+          line: string;
+        })[];
     };
     /** @description A spend cap: USD per period; blocking answers 402 at the cap, alert only records a warning */
     SpendCap: {
@@ -9940,6 +10205,644 @@ export interface operations {
       };
       /** @description No such resource, or none the caller may see: git_repository_not_found */
       404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * List apps with their live URL and status
+   * @description List apps with their live URL and status. Needs the apps:read scope.
+   */
+  "apps.list": {
+    responses: {
+      /** @description Apps, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Deploy an app from a repository of the git host
+   * @description The repository is read and its build decided before anything is created: a repository that cannot build is a 400 naming what to change. 202 with the app, its web service and the queued deployment; poll /apps/{id}/progress.
+   */
+  "apps.create_from_githost": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description A repository of the organisation’s git host */
+          repo: string;
+          /** @description The app’s name (default: the repository’s); its address is <name>.<baseDomain> when free */
+          name?: string;
+          /** @description The branch deployed, and followed on push (default: the repository’s default branch) */
+          branch?: string;
+          /** @description The app’s folder in the repository, relative to its top */
+          rootDir?: string;
+          /** @description One line, at most 300 characters */
+          startCommand?: string;
+          /** @description Variables the app runs with (values are stored encrypted); PORT is set by the service */
+          env?: {
+            [key: string]: string;
+          };
+          /** @description A provided database (not offered by this service yet: true is refused) */
+          databaseEnabled?: boolean;
+          /** @description Deploy every push to the branch (default true) */
+          deployOnPush?: boolean;
+          /** @description The region, from GET /apps/regions (default: local) */
+          cell?: string;
+          /**
+           * Format: uuid
+           * @description The project the app belongs to (default: the key’s, else the default project)
+           */
+          projectId?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The app, its web service and the queued deployment (poll /apps/{id}/progress) */
+      202: {
+        content: {
+          "application/json": components["schemas"]["AppDeployAccepted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: databases_unavailable, duplicate_authorization_header, git_branch_not_found, git_repository_empty, githost_not_connected, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found, project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: app_name_taken */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Where apps can be deployed (the cell field of a deploy)
+   * @description Where apps can be deployed (the cell field of a deploy). Any credential of the account may call it.
+   */
+  "apps.regions": {
+    parameters: {
+      query: {
+        /** @description 1: only regions that can provide a database count as available */
+        database: "0" | "1";
+      };
+    };
+    responses: {
+      /** @description Where apps can run (the cell field of a deploy) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppRegionList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An app, its services, addresses and state
+   * @description An app, its services, addresses and state. Any credential of the account may call it.
+   */
+  "apps.get": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description A hosted app, its live URL and services */
+      200: {
+        content: {
+          "application/json": components["schemas"]["App"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete an app: its running instances, its address, its deployments and build artifacts
+   * @description The repository it deployed from stays on the git host.
+   */
+  "apps.delete": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The app is gone */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppDeleted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The progress of the app’s latest deployment (polled after a 202)
+   * @description The progress of the app’s latest deployment (polled after a 202). Any credential of the account may call it.
+   */
+  "apps.progress": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The progress of an app’s latest deployment */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppProgress"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The service’s last 20 deployments, newest first, with their timings
+   * @description The service’s last 20 deployments, newest first, with their timings. Any credential of the account may call it.
+   */
+  "services.deployments": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The last 20 deployments, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeploymentList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * A deployment’s build log (checkout, install, build, start)
+   * @description A deployment’s build log (checkout, install, build, start). Any credential of the account may call it.
+   */
+  "deployments.logs": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description What a deployment’s checkout, build and start printed */
+      200: {
+        content: {
+          "application/json": components["schemas"]["BuildLog"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: deployment_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * What the running app printed (the last 1000 lines)
+   * @description What the running app printed (the last 1000 lines). Any credential of the account may call it.
+   */
+  "services.logs": {
+    parameters: {
+      query?: {
+        /** @description Only lines at or after this instant */
+        since?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description What the running app printed, oldest first (the last 1000 lines) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceLogLines"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * How the service is built and started, and why; envKeys and missingEnv
+   * @description From the latest deployment that recorded a decision; every field null until one did.
+   */
+  "services.build": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description How the app is built and started, and why */
+      200: {
+        content: {
+          "application/json": components["schemas"]["BuildDecisionView"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Whether a branch of a repository of the git host can build, and how
+   * @description Answers the build decision, or the 400 a deploy would get, without creating anything.
+   */
+  "githost.build_check": {
+    parameters: {
+      query: {
+        repo: string;
+        branch?: string;
+        /** @description The app’s folder in the repository, relative to its top */
+        rootDir?: string;
+        /** @description One line, at most 300 characters */
+        startCommand?: string;
+      };
+    };
+    responses: {
+      /** @description How the app is built and started, and why */
+      200: {
+        content: {
+          "application/json": components["schemas"]["BuildDecisionView"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_repository_empty, invalid_parameter, invalid_request, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, root_dir_not_found, runtime_unavailable, unexpected_body, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Stop serving: the app’s instances end, its address answers 503 until start
+   * @description Stop serving: the app’s instances end, its address answers 503 until start. Needs the apps:deploy scope.
+   */
+  "services.stop": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The service after stop or start */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceAction"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Start a stopped service again from its live build (no rebuild)
+   * @description Answers once the app passed its health check.
+   */
+  "services.start": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The service after stop or start */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceAction"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: nothing_to_start */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Deploy an earlier deployment’s build again, without rebuilding
+   * @description Names a deployment from the service’s last 20 whose build is kept; answers the queued deployment.
+   */
+  "services.rollback": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: uuid
+           * @description A deployment from GET /services/{id}/deployments
+           */
+          deploymentId: string;
+        };
+      };
+    };
+    responses: {
+      /** @description One deploy of a service: a commit built and started */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Deployment"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: rollback_target_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

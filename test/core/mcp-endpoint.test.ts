@@ -11,6 +11,7 @@ import { MeteringTokens } from '../../plugins/metering/index.ts';
 import { fillPath, sampleBody, sampleQuery } from '../fixtures/operation-inputs.ts';
 import { allPlugins, buildTestApp, createKey } from '../helpers/app.ts';
 import { listeningBase, mcpClient, toolError } from '../helpers/mcp-client.ts';
+import { git, storedApp, tinyApp } from '../plugins/apps/apps-fixtures.ts';
 import { formBody } from '../helpers/multipart.ts';
 
 t.setTimeout(300_000);
@@ -64,6 +65,14 @@ const names = (tools: Tool[]) => tools.map((tool) => tool.name);
 /** The read tools any API key of the account sees (scope null; not a person's own, which keys never see). */
 const OPEN_READS = [
   'account_onboarding_get',
+  'apps_get',
+  'apps_progress',
+  'apps_regions',
+  'deployments_logs',
+  'githost_build_check',
+  'services_build',
+  'services_deployments',
+  'services_logs',
   'account_orgMap',
   'account_overview',
   'account_progress_list',
@@ -177,6 +186,11 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
   );
   const repo = await test.call('POST', '/client/githost/repos', { body: { name: 'read-by-mcp' } });
   t.equal(repo.statusCode, 201);
+  // The build check reads a pushed branch; the app reads need an app's records.
+  const pusher = await createKey(test, { name: 'mcp pusher', scopes: ['apps:deploy', 'apps:read'] });
+  const work = await tinyApp(t);
+  await git(t, work.dir, ['push', '--quiet', `${base}/git/${test.organizationId}/read-by-mcp.git`, 'main'], pusher.key);
+  const app = await storedApp(test, 'read-by-mcp');
   // An ended /v1 batch, stored as the plugin stores one (this app serves no model that takes batches).
   const batchId = randomUUID();
   const batchAt = new Date();
@@ -212,6 +226,12 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'mcp.upstreams.oauth.get': { id: oauthUpstreamId },
     'batches.get': { id: batchId },
     'batches.output': { id: batchId },
+    'apps.get': { id: app.appId },
+    'apps.progress': { id: app.appId },
+    'services.deployments': { id: app.serviceId },
+    'services.logs': { id: app.serviceId },
+    'services.build': { id: app.serviceId },
+    'deployments.logs': { id: app.deploymentId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
@@ -224,7 +244,7 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
       ...query,
       ...(operation.name === 'notes.echo' ? { word: 'hello' } : {}),
       ...(operation.name === 'mcp.oauth.status' ? { state: signInState } : {}),
-      ...(operation.name === 'githost.branches' ? { repo: 'read-by-mcp' } : {}),
+      ...(operation.name === 'githost.branches' || operation.name === 'githost.build_check' ? { repo: 'read-by-mcp' } : {}),
       ...sampleBody(operation),
     };
     const result = await client.callTool({ name: operation.name.replaceAll('.', '_'), arguments: args });

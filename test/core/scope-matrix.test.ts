@@ -12,6 +12,7 @@ import { connectorMcpClient, connectorToken, onAuthHost } from '../helpers/oauth
 import { fastDeriveKey } from '../helpers/people.ts';
 import { listeningBase, mcpClient, toolError } from '../helpers/mcp-client.ts';
 import { formBody } from '../helpers/multipart.ts';
+import { storedApp } from '../plugins/apps/apps-fixtures.ts';
 import { BatchStore } from '../../plugins/batches/batch-store.ts';
 import { ToolGatewayTokens } from '../../plugins/tool-gateway/index.ts';
 import { ToolStore } from '../../plugins/tool-gateway/tool-store.ts';
@@ -156,6 +157,22 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/githost/repos', access: 'any' },
   { method: 'GET', path: '/githost/branches', access: 'any' },
   { method: 'POST', path: '/githost/repos', access: 'apps:deploy' },
+  // Apps and services (spec "Apps and services": a dash is no scope stated, read by any valid credential of the organisation)
+  { method: 'GET', path: '/apps', access: 'apps:read' },
+  { method: 'POST', path: '/apps/githost', access: 'apps:deploy' },
+  { method: 'GET', path: '/apps/regions', access: 'any' },
+  { method: 'GET', path: '/apps/{id}', access: 'any' },
+  { method: 'DELETE', path: '/apps/{id}', access: 'apps:deploy' },
+  { method: 'GET', path: '/apps/{id}/progress', access: 'any' },
+  { method: 'GET', path: '/services/{id}/deployments', access: 'any' },
+  { method: 'GET', path: '/deployments/{id}/logs', access: 'any' },
+  { method: 'GET', path: '/services/{id}/logs', access: 'any' },
+  { method: 'GET', path: '/services/{id}/build', access: 'any' },
+  { method: 'POST', path: '/services/{id}/stop', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/start', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/rollback', access: 'apps:deploy' },
+  // (spec: "asks beforehand whether a repo can build", scope a dash)
+  { method: 'GET', path: '/githost/build-check', access: 'any' },
   // Tool gateway (spec: mcp:read / mcp:write; plugins/tool-gateway/README.md: reads take read, anything that connects or changes takes write)
   { method: 'GET', path: '/mcp/upstreams', access: 'mcp:read' },
   { method: 'POST', path: '/mcp/upstreams', access: 'mcp:write' },
@@ -445,6 +462,9 @@ const ACCESS_REFUSALS = [
   'oauth_app_not_found',
   'file_not_found',
   'batch_not_found',
+  'app_not_found',
+  'service_not_found',
+  'deployment_not_found',
   'cross_project',
   'key_cannot_move_key',
   'project_role_insufficient',
@@ -452,6 +472,10 @@ const ACCESS_REFUSALS = [
 
 /** A record of each kind plugins declare (core/identity/authorization.ts RecordKind), made in project A by its owner (an .invalid name never resolves, so nothing is sent anywhere). */
 const RECORD_FIXTURES: Readonly<Record<string, () => Promise<string>>> = {
+  // An app of project A with its web service and a queued deployment, stored as the deploy route stores them (nothing built).
+  app: async () => (await storedApp(test, `app-${randomUUID().slice(0, 8)}`)).appId,
+  service: async () => (await storedApp(test, `app-${randomUUID().slice(0, 8)}`)).serviceId,
+  deployment: async () => (await storedApp(test, `app-${randomUUID().slice(0, 8)}`)).deploymentId,
   'webhook endpoint': async () => {
     const response = await test.call('POST', '/client/webhooks', { body: { url: 'https://hooks.example.invalid/in', eventTypes: ['key.created'], projectId: projectA } });
     if (response.statusCode !== 201) throw new Error(`webhook fixture: ${response.statusCode} ${response.body}`);

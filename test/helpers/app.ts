@@ -48,7 +48,11 @@ export interface TestApp {
 }
 
 /** Settings tests need that differ from a plugin's defaults: enough credit to make calls. */
-const TEST_PLUGIN_SETTINGS: Record<string, unknown> = { metering: { initialCreditUsd: 100 } };
+const TEST_PLUGIN_SETTINGS: Record<string, unknown> = {
+  metering: { initialCreditUsd: 100 },
+  // The apps proxy on a port of the system's choosing: several test apps run at once.
+  apps: { proxy: { port: 0 } },
+};
 
 export function allPlugins(manifest: readonly AnyPlugin[] = defaultManifest): Record<string, unknown> {
   return Object.fromEntries(manifest.map((plugin) => [plugin.name, TEST_PLUGIN_SETTINGS[plugin.name] ?? {}]));

@@ -35,6 +35,11 @@ export interface SandboxSpec {
   limits: Required<RuntimeLimits>;
   /** Without a sandbox, the writable folder given as HOME and TMPDIR (made by the caller). */
   unsandboxedHome: string;
+  /**
+   * Bind the folder writable: a build writes its output (node_modules, dist) into it. An app never
+   * gets this: it runs from the build's output as it was built.
+   */
+  writableApp?: boolean;
 }
 
 export function sandboxKind(tools: SandboxTools): SandboxKind {
@@ -51,7 +56,10 @@ export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
     // No core files: a crashing app would write them into its (read-only) folder or fill the disk.
     '--core=0',
   ];
-  const shell = ['/bin/sh', '-c', spec.command];
+  // NODE_OPTIONS is dropped on the way in, whoever set it: a host's own node flags (a test runner's
+  // loaders, injected into every child's environment) must never reach an app or its build. An app
+  // gives node flags in its start command.
+  const shell = ['/usr/bin/env', '-u', 'NODE_OPTIONS', '/bin/sh', '-c', spec.command];
   if (!tools.bwrap) {
     return { file: tools.prlimit, args: [...caps, '--', ...shell], cwd: spec.artifactDir, home: spec.unsandboxedHome };
   }
@@ -59,7 +67,7 @@ export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
   const bwrap = [
     tools.bwrap,
     ...binds,
-    ...['--ro-bind', spec.artifactDir, APP_DIR],
+    ...[spec.writableApp ? '--bind' : '--ro-bind', spec.artifactDir, APP_DIR],
     ...['--proc', '/proc', '--dev', '/dev'],
     ...['--tmpfs', '/tmp', '--tmpfs', APP_HOME, '--chdir', APP_DIR],
     ...['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', 'app'],

@@ -2,6 +2,9 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
 import { GitHostTokens } from '../../../plugins/githost/git-host.ts';
+import { AppEnv } from '../../../plugins/apps/app-env.ts';
+import { insertAppRequests } from '../../../plugins/apps/proxy/index.ts';
+import { storedApp } from '../apps/apps-fixtures.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
 import { CallStore } from '../../../plugins/tool-gateway/call-store.ts';
@@ -244,8 +247,14 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   await vault.put({ kind: 'mcp_upstream', id: oauthUpstreamId }, 'oauth_access_token', `${tag}-access`);
   await vault.put({ kind: 'mcp_upstream', id: oauthUpstreamId }, 'oauth_refresh_token', `${tag}-refresh`);
   await vault.put({ kind: 'mcp_oauth_flow', id: signInId }, 'code_verifier', `${tag}-verifier`);
+  // An app with its service, a deployment, a sealed variable and a request its address served (no build runs: the app runs no worker).
+  const app = await storedApp(test, `${tag}-app`, { organizationId: who.organizationId, projectId });
+  await db.transaction((tx) => new AppEnv(vault).write(tx, app.serviceId, { SECRET: `${tag}-secret` }));
+  await insertAppRequests(db, [
+    { id: `req_${randomUUID()}`, at: now, organizationId: who.organizationId, ...app, method: 'GET', path: '/', status: 200, durationMs: 1, bytesIn: 0, bytesOut: 2 },
+  ]);
   await test.runJobs();
-  return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId, oauthAppId, oauthUpstreamId, signInId };
+  return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId, oauthAppId, oauthUpstreamId, signInId, serviceId: app.serviceId };
 }
 
 /** Rows of the tables that hang off the organisation's rows without naming it. */
@@ -266,6 +275,7 @@ async function dependentRows(test: AccountApp, made: Awaited<ReturnType<typeof u
     'upstream oauth tokens': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_upstream' AND owner_id = $1", [made.oauthUpstreamId]),
     'oauth app secrets': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_oauth_app' AND owner_id = $1", [made.oauthAppId]),
     'sign-in verifiers': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'mcp_oauth_flow' AND owner_id = $1", [made.signInId]),
+    'app env values': await count("SELECT count(*) AS n FROM secrets WHERE owner_kind = 'apps.service' AND owner_id = $1", [made.serviceId]),
   };
 }
 
@@ -333,6 +343,8 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     files: 2,
     batches: 1,
     'git repositories': 1,
+    apps: 1,
+    'app request logs': 1,
   });
   t.ok(done.result.erased['webhook deliveries'] >= 1, 'the deliveries were counted');
   t.equal((await db.query('SELECT 1 FROM long_running_operations WHERE id = $1', [cancelled.id])).rows.length, 0, 'the cancelled deletion went');

@@ -1,0 +1,232 @@
+import { execFile } from 'node:child_process';
+import { cp, mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { z } from 'zod';
+import type { JobQueue } from '../../core/jobs/job-queue.ts';
+import { defineQueue, type Job, type QueueDefinition } from '../../core/jobs/queue-definitions.ts';
+import type { BlobStore } from '../../core/ports/blobs.ts';
+import type { Transaction } from '../../core/ports/database.ts';
+import type { GitHost } from '../githost/git-host.ts';
+import type { AppsConfig } from './apps-config.ts';
+import type { AppsHost } from './apps-host.ts';
+import type { AppsStore, DeploymentRecord, Timings } from './apps-store.ts';
+import { decideBuild, SourceTree } from './build-decision/index.ts';
+import { BuildStepFailed, runBuildStep, scratchOf } from './build-runner.ts';
+import type { AppEnv } from './app-env.ts';
+import { HealthFailure, RuntimeError } from './runtime/index.ts';
+import { checkoutOrRefuse } from './source-checkout.ts';
+
+const execFileAsync = promisify(execFile);
+
+/** One job per deployment: build it (unless it reuses an artifact) and start it. */
+export const buildQueue = defineQueue({
+  name: 'apps.build',
+  payload: z.strictObject({ deploymentId: z.uuid() }),
+  // A run cut short (the worker died) runs again from the checkout; a deploy that failed is recorded failed, not retried.
+  maxAttempts: 3,
+  leaseMs: 120_000,
+  backoff: { baseMs: 5_000, maxMs: 60_000 },
+});
+
+/** Enqueues a deployment's job in the transaction that created it; the deployment id is the key. */
+export function enqueueDeployment(jobs: JobQueue, tx: Transaction, deploymentId: string): Promise<unknown> {
+  return jobs.enqueue(buildQueue, { deploymentId }, { tx, idempotencyKey: deploymentId });
+}
+
+export interface PipelineDeps {
+  store: AppsStore;
+  host: AppsHost;
+  git: GitHost;
+  blobs: BlobStore;
+  env: AppEnv;
+  config: AppsConfig;
+  clock: () => Date;
+}
+
+const UNFINISHED = new Set(['queued', 'cloning', 'building', 'starting']);
+const BUILD_LOG_MAX_LINES = 20_000;
+
+class DeployFailed extends Error {}
+
+/**
+ * The deploy pipeline: checkout of the commit (git host port) → build decision → install and build
+ * in the sandbox → the artifact (the built folder, without .git) → runtime.deploy, healthy → the
+ * route switched (the runtime's onChange, followed by AppsHost) → `live`, the previous live one
+ * `retired`. Each phase's time is recorded; a failure marks the deployment `failed` with the reason
+ * and leaves the running version serving. The build log is kept as a blob.
+ */
+export function buildHandler(deps: PipelineDeps): QueueDefinition {
+  return buildQueue.handle((job) => runDeployment(deps, job));
+}
+
+async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string }>): Promise<void> {
+  const { store } = deps;
+  const deployment = await store.deploymentById(job.payload.deploymentId);
+  if (!deployment || !UNFINISHED.has(deployment.status)) return;
+  const service = await store.serviceById(deployment.serviceId);
+  const app = service ? await store.appById(service.appId) : null;
+  if (!service || !app) return;
+
+  const lines: string[] = [];
+  const log = (stream: string, line: string) => {
+    if (lines.length < BUILD_LOG_MAX_LINES) lines.push(`${deps.clock().toISOString()} ${stream} ${line}`);
+  };
+  const timings: Timings = { clone: null, build: null, deploy: null };
+  const workDir = path.join(deps.host.buildDir, 'builds', deployment.id);
+  const timed = async <T>(phase: keyof Timings, fn: () => Promise<T>): Promise<T> => {
+    const started = performance.now();
+    try {
+      return await fn();
+    } finally {
+      timings[phase] = Math.round(performance.now() - started);
+      await store.update(deployment.id, { timings: { ...timings } });
+    }
+  };
+  await store.update(deployment.id, { startedAt: deps.clock(), failureReason: null });
+  // The log is stored before the deployment is marked finished, so whoever sees it finished can read it.
+  const saveLog = async () => {
+    const blob = await deps.blobs.put(Readable.from([`${lines.join('\n')}\n`]), { prefix: 'apps-build-logs/', contentType: 'text/plain; charset=utf-8' });
+    const previous = (await store.deploymentById(deployment.id))?.logBlob;
+    await store.update(deployment.id, { logBlob: blob.key });
+    if (previous) await deps.blobs.delete(previous).catch(() => undefined);
+  };
+
+  try {
+    let artifactDir = deployment.artifactDir;
+    let startCommand = deployment.startCommand;
+    if (artifactDir === null) {
+      ({ artifactDir, startCommand } = await build(deps, { deployment, app, workDir, log, timed, signal: job.signal }));
+    } else {
+      log('build', `reusing the build of deployment ${deployment.rollbackOf ?? deployment.id}: nothing is built`);
+    }
+    if (!startCommand) throw new DeployFailed('the build decided no start command');
+
+    await store.update(deployment.id, { status: 'starting' });
+    log('build', `starting: ${startCommand}`);
+    const env = await deps.env.read(service.id);
+    await timed('deploy', async () => {
+      try {
+        await deps.host.runtime().deploy({ serviceId: service.id, deploymentId: deployment.id, artifactDir: artifactDir!, startCommand: startCommand!, env });
+      } catch (error) {
+        if (error instanceof HealthFailure) {
+          for (const line of error.lastLines) log('app', line);
+          throw new DeployFailed(`health check failed: ${error.probe}`);
+        }
+        if (error instanceof RuntimeError) throw new DeployFailed(`the runtime refused: ${error.message} (${error.code})`);
+        throw error;
+      }
+    });
+    await deps.host.settled();
+    log('build', 'live');
+    await saveLog();
+    await store.update(deployment.id, { status: 'live', finishedAt: deps.clock() });
+    await store.retireOthers(service.id, deployment.id);
+    await store.setDesired(service.id, 'running');
+    await store.setAppStatus(app.id, 'live', deps.clock());
+    await pruneArtifacts(deps, service.id);
+  } catch (error) {
+    if (!(error instanceof DeployFailed) && !(error instanceof BuildStepFailed)) {
+      // An interruption (lease lost, shutdown) runs again; anything else is this deployment's failure.
+      if (job.signal.aborted) throw error;
+    }
+    const reason = error instanceof Error ? error.message : String(error);
+    log('build', `failed: ${reason}`);
+    await saveLog();
+    await store.update(deployment.id, { status: 'failed', failureReason: reason, finishedAt: deps.clock() });
+    const live = (await store.history(service.id)).some((entry) => entry.status === 'live');
+    if (!live) await store.setAppStatus(app.id, 'failed', deps.clock());
+  } finally {
+    await rm(workDir, { recursive: true, force: true });
+  }
+}
+
+interface BuildContext {
+  deployment: DeploymentRecord;
+  app: { organizationId: string; sourceRepo: string | null; branch: string; rootDir: string | null; startCommand: string | null };
+  workDir: string;
+  log: (stream: string, line: string) => void;
+  timed: <T>(phase: keyof Timings, fn: () => Promise<T>) => Promise<T>;
+  signal: AbortSignal;
+}
+
+async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artifactDir: string; startCommand: string | null }> {
+  const { store, config } = deps;
+  const { deployment, app, workDir, log, timed } = context;
+  const source = path.join(workDir, 'src');
+  await rm(workDir, { recursive: true, force: true });
+  await mkdir(workDir, { recursive: true });
+
+  await store.update(deployment.id, { status: 'cloning' });
+  const ref = deployment.commitSha ?? app.branch;
+  const { commit } = await timed('clone', async () => {
+    log('build', `checking out ${app.sourceRepo}@${ref}`);
+    try {
+      return await checkoutOrRefuse(deps.git, app.organizationId, { repo: app.sourceRepo ?? '', ref, into: source });
+    } catch (error) {
+      throw new DeployFailed(`checkout failed: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  });
+  if (deployment.commitSha === null) await store.update(deployment.id, { commitSha: commit });
+
+  await store.update(deployment.id, { status: 'building' });
+  return timed('build', async () => {
+    const result = await decideBuild(await SourceTree.open(source), {
+      ...(app.rootDir !== null ? { rootDir: app.rootDir } : {}),
+      overrides: app.startCommand !== null ? { startCommand: app.startCommand } : {},
+    });
+    if (!result.ok) throw new DeployFailed(`the build decision refused: ${result.error.message} (${result.error.code})`);
+    const { decision } = result;
+    await store.update(deployment.id, { decision: decision as unknown as Record<string, unknown> });
+    log(
+      'build',
+      `${decision.provider} app in ${decision.rootDir.value}: install ${decision.install.value ?? '-'}, build ${decision.build.value ?? '-'}, start ${decision.start.value ?? '-'}`,
+    );
+    if (decision.start.value === null) throw new DeployFailed('static sites are not served yet: give the app a start command that serves its files');
+    const appDir = path.join(source, decision.rootDir.value === '.' ? '' : (decision.rootDir.value ?? ''));
+    const started = Date.now();
+    const tools = deps.host.runtime().tools;
+    for (const [name, command] of [
+      ['install', decision.install.value],
+      ['build', decision.build.value],
+    ] as const) {
+      if (!command) continue;
+      const left = config.build.timeoutMs - (Date.now() - started);
+      await runBuildStep(
+        tools,
+        { name, command, appDir, scratchDir: scratchOf(workDir), env: {}, timeoutMs: Math.max(1, left), memoryBytes: config.build.memoryBytes, signal: context.signal },
+        log,
+      );
+    }
+    // The artifact is the built folder as it is, without the checkout's .git.
+    const artifactDir = path.join(deps.host.buildDir, 'artifacts', deployment.id);
+    await rm(artifactDir, { recursive: true, force: true });
+    await mkdir(path.dirname(artifactDir), { recursive: true, mode: 0o755 });
+    await cp(appDir, artifactDir, { recursive: true, verbatimSymlinks: true, filter: (from) => from !== path.join(appDir, '.git') });
+    // Apps run as uids of their own when the service is root: the artifact is readable by all, writable by none of them.
+    await execFileAsync('chmod', ['-R', 'a+rX,go-w', artifactDir]);
+    const size = await sizeOf(artifactDir);
+    await store.update(deployment.id, { artifactDir, startCommand: decision.start.value, imageSizeBytes: size });
+    log('build', `artifact: ${size} bytes`);
+    return { artifactDir, startCommand: decision.start.value };
+  });
+}
+
+async function sizeOf(dir: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) total += await sizeOf(full);
+    else if (entry.isFile()) total += (await stat(full)).size;
+  }
+  return total;
+}
+
+/** Artifacts no rollback can name any more (past the history of 20) are removed from disk. */
+async function pruneArtifacts(deps: PipelineDeps, serviceId: string): Promise<void> {
+  for (const { id, artifactDir } of await deps.store.artifactsPastHistory(serviceId)) {
+    await rm(artifactDir, { recursive: true, force: true });
+    await deps.store.update(id, { artifactDir: null });
+  }
+}
