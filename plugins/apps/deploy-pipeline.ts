@@ -1,6 +1,4 @@
-import { execFile } from 'node:child_process';
 import { cp, mkdir, readdir, rm, stat } from 'node:fs/promises';
-import { promisify } from 'node:util';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { z } from 'zod';
@@ -17,8 +15,6 @@ import { BuildStepFailed, runBuildStep, scratchOf } from './build-runner.ts';
 import type { AppEnv } from './app-env.ts';
 import { HealthFailure, RuntimeError } from './runtime/index.ts';
 import { checkoutOrRefuse } from './source-checkout.ts';
-
-const execFileAsync = promisify(execFile);
 
 /** One job per deployment: build it (unless it reuses an artifact) and start it. */
 export const buildQueue = defineQueue({
@@ -204,8 +200,7 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
     await rm(artifactDir, { recursive: true, force: true });
     await mkdir(path.dirname(artifactDir), { recursive: true, mode: 0o755 });
     await cp(appDir, artifactDir, { recursive: true, verbatimSymlinks: true, filter: (from) => from !== path.join(appDir, '.git') });
-    // Apps run as uids of their own when the service is root: the artifact is readable by all, writable by none of them.
-    await execFileAsync('chmod', ['-R', 'a+rX,go-w', artifactDir]);
+    // Readable by the app's own uid: the runtime sees to it at each start (runtime/local-runtime.ts).
     const size = await sizeOf(artifactDir);
     await store.update(deployment.id, { artifactDir, startCommand: decision.start.value, imageSizeBytes: size });
     log('build', `artifact: ${size} bytes`);

@@ -1,8 +1,9 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
 import { chown, mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { healthGate, portIsFree } from './health.ts';
 import { LogStore } from './log-store.ts';
 import { killOrphanGroup, signalTree, startTicksOf } from './processes.ts';
@@ -28,6 +29,7 @@ import {
 import { FileRuntimeState, type RuntimeState, type ServiceRecord } from './runtime-state.ts';
 import { executableOrNull, type SandboxTools, sandboxCommand, sandboxKind } from './sandbox.ts';
 
+const execFileAsync = promisify(execFile);
 /** The `local` runtime: apps as sandboxed process groups on this machine (README.md). */
 export interface LocalRuntimeOptions {
   /** Logs, the file-backed state and unsandboxed apps' homes live here. */
@@ -368,7 +370,12 @@ export class LocalRuntime implements RuntimePort {
       if (uid !== null) await chown(unsandboxedHome, uid, uid);
     }
     const limits = { ...this.limits, ...request.limits };
-    const command = sandboxCommand({ tools: this.tools, artifactDir: request.artifactDir, command: request.startCommand, limits, unsandboxedHome });
+    // The app's own uid reads its folder: made readable by all here, at every start, since the service
+    // makes its data directory's contents private at each boot (core/kernel/private-files.ts). The
+    // directory itself stays closed to other users; the sandbox binds the folder in.
+    if (uid !== null) await execFileAsync('chmod', ['-R', 'a+rX,go-w', request.artifactDir]);
+    const sandboxed = this.tools.bwrap !== null;
+    const command = sandboxCommand({ tools: this.tools, artifactDir: request.artifactDir, command: request.startCommand, limits, unsandboxedHome, uid: sandboxed ? uid : null });
     const env: Record<string, string> = { PATH: '/usr/local/bin:/usr/bin:/bin', ...request.env, HOME: command.home, TMPDIR: '/tmp' };
     if (!this.tools.bwrap) env['TMPDIR'] = command.home;
     if (port === null) delete env['PORT'];
@@ -379,7 +386,8 @@ export class LocalRuntime implements RuntimePort {
       // Its own process group: the runtime signals the app and everything it started as one.
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      ...(uid === null ? {} : { uid, gid: uid }),
+      // In a sandbox the uid is dropped inside it (sandbox.ts); without one, the process starts as it.
+      ...(uid === null || sandboxed ? {} : { uid, gid: uid }),
     });
     await once(child, 'spawn');
     return child;

@@ -40,7 +40,16 @@ export interface SandboxSpec {
    * gets this: it runs from the build's output as it was built.
    */
   writableApp?: boolean;
+  /**
+   * The uid (and gid) the command runs as, or null for the host's own. In a sandbox, bwrap sets it
+   * up as the host (so it can bind folders inside the service's private data directory, which no
+   * other uid may enter) and `setpriv` drops to this uid just before the command.
+   */
+  uid?: number | null;
 }
+
+/** util-linux's setpriv: drops to the app's uid inside the sandbox, once bwrap has bound its folders. */
+export const SETPRIV = '/usr/bin/setpriv';
 
 export function sandboxKind(tools: SandboxTools): SandboxKind {
   return tools.bwrap ? 'bwrap' : 'none';
@@ -69,12 +78,14 @@ export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
     ...binds,
     ...[spec.writableApp ? '--bind' : '--ro-bind', spec.artifactDir, APP_DIR],
     ...['--proc', '/proc', '--dev', '/dev'],
-    ...['--tmpfs', '/tmp', '--tmpfs', APP_HOME, '--chdir', APP_DIR],
+    // Writable by the app's uid as well as the host's: both are fresh, private to this sandbox.
+    ...['--perms', '1777', '--tmpfs', '/tmp', '--perms', '1777', '--tmpfs', APP_HOME, '--chdir', APP_DIR],
     ...['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', 'app'],
     ...['--die-with-parent', '--new-session'],
     '--',
   ];
-  return { file: tools.prlimit, args: [...caps, '--', ...bwrap, ...shell], cwd: '/', home: APP_HOME };
+  const dropPrivileges = spec.uid == null ? [] : [SETPRIV, `--reuid=${spec.uid}`, `--regid=${spec.uid}`, '--clear-groups', '--'];
+  return { file: tools.prlimit, args: [...caps, '--', ...bwrap, ...dropPrivileges, ...shell], cwd: '/', home: APP_HOME };
 }
 
 /** The executable at `candidate`, or null: a missing bwrap means no sandbox, not a failed deploy. */

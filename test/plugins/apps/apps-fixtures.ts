@@ -20,9 +20,10 @@ export interface AppsServer {
 
 /** The service with the git host and apps, listening on loopback (git pushes over HTTP), the proxy on a free port. */
 export async function appsServer(t: Test): Promise<AppsServer> {
-  // Run as root, apps run as uids of their own: the folder their artifacts sit in must be traversable by them.
+  // Private, as the service's data directory is (its default home): apps running as uids of their own
+  // still reach their folders, which the sandbox binds in before dropping to the app's uid.
   const buildDir = mkdtempSync(join(tmpdir(), 'svc-apps-'));
-  chmodSync(buildDir, 0o755);
+  chmodSync(buildDir, 0o700);
   t.teardown(() => rmSync(buildDir, { recursive: true, force: true }));
   const test = await buildTestApp(t, {
     plugins: {
