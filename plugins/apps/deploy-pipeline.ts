@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { cp, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -15,6 +17,8 @@ import { BuildStepFailed, runBuildStep, scratchOf } from './build-runner.ts';
 import type { AppEnv } from './app-env.ts';
 import { HealthFailure, RuntimeError } from './runtime/index.ts';
 import { checkoutOrRefuse } from './source-checkout.ts';
+
+const execFileAsync = promisify(execFile);
 
 /** One job per deployment: build it (unless it reuses an artifact) and start it. */
 export const buildQueue = defineQueue({
@@ -200,7 +204,8 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
     await rm(artifactDir, { recursive: true, force: true });
     await mkdir(path.dirname(artifactDir), { recursive: true, mode: 0o755 });
     await cp(appDir, artifactDir, { recursive: true, verbatimSymlinks: true, filter: (from) => from !== path.join(appDir, '.git') });
-    // Readable by the app's own uid: the runtime sees to it at each start (runtime/local-runtime.ts).
+    // Private, as everything in the data directory is; the runtime hands it to the app's uid at each start.
+    await execFileAsync('chmod', ['-R', 'go-rwx', artifactDir]);
     const size = await sizeOf(artifactDir);
     await store.update(deployment.id, { artifactDir, startCommand: decision.start.value, imageSizeBytes: size });
     log('build', `artifact: ${size} bytes`);

@@ -1,6 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
-import { chown, mkdir } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -134,7 +134,7 @@ export class LocalRuntime implements RuntimePort {
       if (options.requireSandbox) {
         throw new RuntimeError('sandbox_required', `apps.requireSandbox is set but ${wanted} is not executable: no app can run`);
       }
-      options.warn?.(`${wanted} is not executable: apps run without a sandbox (sandbox: none)`);
+      options.warn?.(`${wanted} is not executable: apps run without a sandbox (sandbox: none), as the service's own user, under its caps only`);
     }
     const state = options.state ?? new FileRuntimeState(options.stateDir);
     const tools = { bwrap, prlimit: options.prlimitPath ?? '/usr/bin/prlimit' };
@@ -365,17 +365,16 @@ export class LocalRuntime implements RuntimePort {
 
   private async spawnSandboxed(request: DeployRequest, port: number | null, uid: number | null, homeName: string): Promise<ChildProcess> {
     const unsandboxedHome = path.join(this.options.stateDir, 'homes', homeName);
-    if (!this.tools.bwrap) {
-      await mkdir(unsandboxedHome, { recursive: true });
-      if (uid !== null) await chown(unsandboxedHome, uid, uid);
-    }
+    if (!this.tools.bwrap) await mkdir(unsandboxedHome, { recursive: true, mode: 0o700 });
     const limits = { ...this.limits, ...request.limits };
-    // The app's own uid reads its folder: made readable by all here, at every start, since the service
-    // makes its data directory's contents private at each boot (core/kernel/private-files.ts). The
-    // directory itself stays closed to other users; the sandbox binds the folder in.
-    if (uid !== null) await execFileAsync('chmod', ['-R', 'a+rX,go-w', request.artifactDir]);
-    const sandboxed = this.tools.bwrap !== null;
-    const command = sandboxCommand({ tools: this.tools, artifactDir: request.artifactDir, command: request.startCommand, limits, unsandboxedHome, uid: sandboxed ? uid : null });
+    // Without a sandbox nothing binds the folder in: an app of another uid could not reach it inside
+    // the private data directory, so it runs as the host (the warning at start says so).
+    const appUid = this.tools.bwrap ? uid : null;
+    // The app's own uid reads its folder: it is handed to that uid at every start (an instance's uid
+    // follows its port), keeping the owner-only modes the service gives its data directory's contents
+    // (core/kernel/private-files.ts). The sandbox binds it read-only.
+    if (appUid !== null) await execFileAsync('chown', ['-R', `${appUid}:${appUid}`, request.artifactDir]);
+    const command = sandboxCommand({ tools: this.tools, artifactDir: request.artifactDir, command: request.startCommand, limits, unsandboxedHome, uid: appUid });
     const env: Record<string, string> = { PATH: '/usr/local/bin:/usr/bin:/bin', ...request.env, HOME: command.home, TMPDIR: '/tmp' };
     if (!this.tools.bwrap) env['TMPDIR'] = command.home;
     if (port === null) delete env['PORT'];
@@ -386,8 +385,7 @@ export class LocalRuntime implements RuntimePort {
       // Its own process group: the runtime signals the app and everything it started as one.
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      // In a sandbox the uid is dropped inside it (sandbox.ts); without one, the process starts as it.
-      ...(uid === null || sandboxed ? {} : { uid, gid: uid }),
+      // Started as the host; the command line drops to the app's uid (sandbox.ts).
     });
     await once(child, 'spawn');
     return child;

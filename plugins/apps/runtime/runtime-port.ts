@@ -20,7 +20,7 @@ export interface RuntimeLimits {
 export interface DeployRequest {
   serviceId: string;
   deploymentId: string;
-  /** The built app, as the build left it: never written by the runtime, bound read-only. */
+  /** The built app, as the build left it: bound read-only; on a root host, handed to the instance's uid (chown) before it starts. */
   artifactDir: string;
   /** A shell command run in artifactDir (`node server.js`, `./app`). */
   startCommand: string;

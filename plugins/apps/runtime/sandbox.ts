@@ -41,9 +41,9 @@ export interface SandboxSpec {
    */
   writableApp?: boolean;
   /**
-   * The uid (and gid) the command runs as, or null for the host's own. In a sandbox, bwrap sets it
-   * up as the host (so it can bind folders inside the service's private data directory, which no
-   * other uid may enter) and `setpriv` drops to this uid just before the command.
+   * The uid (and gid) the command runs as, or null for the host's own. The command line starts as the
+   * host (bwrap binds folders inside the service's private data directory, which no other uid may
+   * enter) and `setpriv` drops to this uid just before the command.
    */
   uid?: number | null;
 }
@@ -69,8 +69,10 @@ export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
   // loaders, injected into every child's environment) must never reach an app or its build. An app
   // gives node flags in its start command.
   const shell = ['/usr/bin/env', '-u', 'NODE_OPTIONS', '/bin/sh', '-c', spec.command];
+  const dropPrivileges = spec.uid == null ? [] : [SETPRIV, `--reuid=${spec.uid}`, `--regid=${spec.uid}`, '--clear-groups', '--'];
   if (!tools.bwrap) {
-    return { file: tools.prlimit, args: [...caps, '--', ...shell], cwd: spec.artifactDir, home: spec.unsandboxedHome };
+    // Started as the host in the artifact folder (which it may enter), then the app's uid.
+    return { file: tools.prlimit, args: [...caps, '--', ...dropPrivileges, ...shell], cwd: spec.artifactDir, home: spec.unsandboxedHome };
   }
   const binds = SYSTEM_BINDS.flatMap((folder) => ['--ro-bind-try', folder, folder]);
   const bwrap = [
@@ -84,7 +86,6 @@ export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
     ...['--die-with-parent', '--new-session'],
     '--',
   ];
-  const dropPrivileges = spec.uid == null ? [] : [SETPRIV, `--reuid=${spec.uid}`, `--regid=${spec.uid}`, '--clear-groups', '--'];
   return { file: tools.prlimit, args: [...caps, '--', ...bwrap, ...dropPrivileges, ...shell], cwd: '/', home: APP_HOME };
 }
 

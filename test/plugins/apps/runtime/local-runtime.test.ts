@@ -217,7 +217,7 @@ t.test('without bwrap: one warning, sandbox none per instance, and requireSandbo
   const instance = await runtime.deploy(app('svc-n', 'dep-1', 'server.cjs', { VERSION: 'v1' }));
   await runtime.deploy(app('svc-n', 'dep-2', 'server.cjs', { VERSION: 'v2' }));
   t.equal(instance.sandbox, 'none');
-  t.same(warnings, ['/nonexistent/bwrap is not executable: apps run without a sandbox (sandbox: none)']);
+  t.same(warnings, ["/nonexistent/bwrap is not executable: apps run without a sandbox (sandbox: none), as the service's own user, under its caps only"]);
   const refusal = await runtimeFor(t, { stateDir: await stateDir(t), bwrapPath: '/nonexistent/bwrap', requireSandbox: true }).catch((error: unknown) => error);
   t.ok(refusal instanceof RuntimeError);
   t.equal((refusal as RuntimeError).code, 'sandbox_required');

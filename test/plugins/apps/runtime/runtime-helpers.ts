@@ -1,3 +1,4 @@
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -42,7 +43,22 @@ export async function runtimeFor(t: TapLike, options: Partial<LocalRuntimeOption
  * so the command drops it, as an app's own start command never needs to.
  */
 export function app(serviceId: string, deploymentId: string, script: string, env: Record<string, string> = {}): DeployRequest {
-  return { serviceId, deploymentId, artifactDir: FIXTURES, startCommand: `exec env -u NODE_OPTIONS node ${script}`, env };
+  return { serviceId, deploymentId, artifactDir: artifactOf(deploymentId), startCommand: `exec env -u NODE_OPTIONS node ${script}`, env };
+}
+
+/** Where this process's artifacts are: the runtime hands an artifact to its app's uid, so never the repository's own fixtures. */
+let artifacts: string | null = null;
+
+/** The fixture apps copied as one deployment's artifact (the same folder for the same deployment). */
+export function artifactOf(deploymentId: string): string {
+  if (artifacts === null) {
+    const root = mkdtempSync(path.join(tmpdir(), 'svc-runtime-artifacts-'));
+    process.once('exit', () => rmSync(root, { recursive: true, force: true }));
+    artifacts = root;
+  }
+  const dir = path.join(artifacts, deploymentId);
+  if (!existsSync(dir)) cpSync(FIXTURES, dir, { recursive: true });
+  return dir;
 }
 
 /** GET http://TARGET/PATH: the body, or the error's code. */
