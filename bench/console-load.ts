@@ -9,11 +9,10 @@
  * machine without /usr/bin/chromium.
  */
 import { existsSync } from 'node:fs';
-import { chromium } from 'playwright-core';
+import { CHROMIUM, launchChromium } from '../tools/chromium.ts';
 import { SESSION_COOKIE } from '../core/http/session-cookie.ts';
 import { bundleConsole } from '../tools/console-bundle.ts';
 
-export const CHROMIUM = '/usr/bin/chromium';
 export const CONSOLE_LOADS = 5;
 export const CONSOLE_GOALS = { gzippedKiB: 80, firstLoadMs: 300 };
 
@@ -44,11 +43,7 @@ const MARK_FIGURES_SHOWN = `
 
 export async function measureConsoleLoad(base: string, sessionCookie: string, loads = CONSOLE_LOADS): Promise<ConsoleLoad | null> {
   if (!existsSync(CHROMIUM)) return null;
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   try {
     const firstLoadMs: number[] = [];
     // One warm-up load: the gateway's first answers of these routes compile code the later ones reuse.

@@ -10,7 +10,8 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { build } from 'esbuild';
 import type { FastifyInstance } from 'fastify';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import type { Browser, Page } from 'playwright-core';
+import { launchChromium } from './chromium.ts';
 import { parse as parseYaml } from 'yaml';
 import { buildApp } from '../composition/build-app.ts';
 import { parseConfig } from '../config/load.ts';
@@ -109,6 +110,8 @@ function screenshotConfig(dataDir: string, consoleDir: string) {
         console: { dir: consoleDir },
         // The agent's destructive call waits for a person for as long as the screenshots take.
         'tool-gateway': { ...raw.plugins['tool-gateway'], approvalWaitMs: 600_000 },
+        // The apps proxy on a free port, so the screenshots run beside a service on 8081.
+        apps: { ...raw.plugins.apps, proxy: { ...raw.plugins.apps?.proxy, port: 0 } },
       },
     },
     // No environment: the screenshots do not depend on the machine's SVC_* or DATABASE_URL.
@@ -401,7 +404,7 @@ async function main(): Promise<number> {
     service = await startService(consoleDir);
     seeded = await seed(service);
     await mkdir(OUT_DIR, { recursive: true });
-    browser = await chromium.launch({ executablePath: '/usr/bin/chromium', headless: true, args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--hide-scrollbars'] });
+    browser = await launchChromium(['--hide-scrollbars']);
     process.stdout.write(`screenshots of ${pages.length} pages into ${OUT_DIR}:\n`);
     const { shots, missing } = await shoot(browser, service.base, pages, {
       '/console/keys/:id': seeded.keyId,

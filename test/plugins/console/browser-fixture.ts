@@ -1,5 +1,6 @@
 import AxeBuilder from '@axe-core/playwright';
-import { type Browser, type BrowserContext, chromium, type Page } from 'playwright-core';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { launchChromium } from '../../../tools/chromium.ts';
 import type { Test } from 'tap';
 import type { TapLike, TestApp } from '../../helpers/app.ts';
 import { invite, PASSWORD } from '../../helpers/people.ts';
@@ -28,11 +29,7 @@ export function consoleBrowser(t: TapLike, base: string): ConsoleBrowser {
   t.teardown(() => browser?.close());
   return {
     async watchedContext(t) {
-      browser ??= await chromium.launch({
-        executablePath: '/usr/bin/chromium',
-        headless: true,
-        args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-      });
+      browser ??= await launchChromium();
       const context = await browser.newContext();
       t.teardown(() => context.close());
       const elsewhere: string[] = [];

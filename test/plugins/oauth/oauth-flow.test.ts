@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { chromium } from 'playwright-core';
+import { launchChromium } from '../../../tools/chromium.ts';
 import t from 'tap';
 import { buildOAuthApp, loopbackFetch } from '../../helpers/oauth.ts';
 import { invite, PASSWORD } from '../../helpers/people.ts';
@@ -87,11 +87,7 @@ t.test('a connector signs in over OAuth with the MCP SDK, a person approving in 
   t.match(provider.information, { client_id: /^svc_client_/ });
 
   // 2. The person signs in and approves in the browser; the browser goes back to the connector.
-  const browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  const browser = await launchChromium();
   t.teardown(() => browser.close());
   const page = await browser.newPage();
   await page.route(`${REDIRECT_URL}**`, (route) => route.fulfill({ status: 200, contentType: 'text/plain', body: 'connected' }));

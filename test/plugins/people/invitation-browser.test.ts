@@ -1,4 +1,5 @@
-import { type Browser, type BrowserContext, chromium } from 'playwright-core';
+import type { Browser, BrowserContext } from 'playwright-core';
+import { launchChromium } from '../../../tools/chromium.ts';
 import t from 'tap';
 import { createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
@@ -22,11 +23,7 @@ const identity = container.resolve(Tokens.Identity);
 let browser: Browser | null = null;
 t.teardown(() => browser?.close());
 async function freshContext(): Promise<BrowserContext> {
-  browser ??= await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser ??= await launchChromium();
   const context = await browser.newContext();
   t.teardown(() => context.close());
   return context;
