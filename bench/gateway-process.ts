@@ -113,6 +113,9 @@ function benchPlugins(upstreamOrigin: string, model: string, pacedModel: string 
   const consoleDir = process.env.BENCH_CONSOLE_DIR;
   if (consoleDir && 'console' in defaults) overrides.console = { ...record(defaults.console), dir: consoleDir };
 
+  // The apps proxy (default.yaml: 8081) on a free port: the bench measures /v1, beside whatever runs here.
+  if ('apps' in defaults) overrides.apps = { ...record(defaults.apps), proxy: { ...record(record(defaults.apps).proxy), port: 0 } };
+
   return { ...defaults, ...overrides };
 }
 

@@ -23,7 +23,11 @@ export async function managementOpenApi(): Promise<Record<string, unknown>> {
     server: { logLevel: 'silent' },
     storage: { dataDir, database: { driver: 'pglite', dataDir: 'memory://' }, coordination: { driver: 'memory' } },
     bootstrap: { printOwnerToken: false },
-    plugins: Object.fromEntries(manifest.map((plugin) => [plugin.name, {}])),
+    plugins: {
+      ...Object.fromEntries(manifest.map((plugin) => [plugin.name, {}])),
+      // Its own listener on a free port: a build beside a running service must not want the service's 8081.
+      apps: { proxy: { port: 0 } },
+    },
   });
   const app = await buildApp(config, { manifest });
   try {
