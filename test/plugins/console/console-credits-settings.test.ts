@@ -93,7 +93,11 @@ t.test('an owner’s top-up shows in the balance, the statement and the summary 
   await page.waitForFunction((micros) => (globalThis as any).document.querySelector('[data-testid="balance"]')?.dataset.micros === micros, credits.json.balanceMicros);
   t.equal(microsOf(await balance.textContent()), BigInt(credits.json.balanceMicros), `the balance as the API has it (${credits.json.balanceMicros} micro-USD)`);
 
+  // The lens's own answer, not the row the previous lens already showed: the table is redrawn from it.
+  const answered = page.waitForResponse((response) => response.url().includes('/client/credits/statement') && response.url().includes('lens=payments'));
   await page.getByLabel('Show').selectOption('payments');
+  const shown = (await (await answered).json()).data.length as number;
+  await page.waitForFunction((rows) => (globalThis as any).document.querySelectorAll('[data-testid="statement-table"] tbody tr').length === rows, shown);
   const row = page.getByTestId('statement-table').locator('tr', { hasText: reference });
   await row.waitFor();
   const statement = await call('GET', '/credits/statement?lens=payments');
