@@ -5,6 +5,8 @@ import { useLocation } from 'preact-iso';
 import { api } from './api/client.ts';
 import { unwrap } from './api/errors.ts';
 import { session, signOut } from './api/session.ts';
+import { AppDetailPage } from './pages/app-detail.tsx';
+import { AppsPage } from './pages/apps.tsx';
 import { CreditsPage } from './pages/credits.tsx';
 import { KeyDetailPage, KeysPage } from './pages/keys.tsx';
 import { OverviewPage } from './pages/overview.tsx';
@@ -38,6 +40,14 @@ export const PAGES: readonly PageEntry[] = [
     routes: ['/console/tools'],
     needs: ['GET /mcp/upstreams', 'GET /mcp/tools', 'GET /mcp/approvals/waiting', 'GET /mcp/groups', 'GET /mcp/grants'],
     component: ToolGatewayPage,
+  },
+  { title: 'Apps', href: '/console/apps', routes: ['/console/apps'], needs: ['GET /apps', 'GET /githost/repos', 'GET /githost/build-check'], component: AppsPage },
+  {
+    title: 'App',
+    href: '',
+    routes: ['/console/apps/:id'],
+    needs: ['GET /apps/{id}', 'GET /services/{id}/deployments', 'GET /deployments/{id}/logs', 'GET /services/{id}/logs', 'GET /services/{id}/build'],
+    component: AppDetailPage,
   },
   {
     title: 'Credits',

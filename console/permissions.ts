@@ -21,6 +21,8 @@ export type Act =
   | 'webhooks.write'
   | 'batches.cancel'
   | 'connections.revokeOthers'
+  | 'apps.read'
+  | 'apps.deploy'
   | OwnerAct;
 
 /** Acts the API reserves to an owner's own session (`ownerOnly`, or an owner check in the handler). */
@@ -55,6 +57,8 @@ const SCOPE_OF: Record<Exclude<Act, 'keys.limits' | 'keys.move' | 'mcp.decide' |
   'webhooks.write': 'webhooks:write',
   // batches.cancel is /v1's cancel, so it takes what starting a batch takes.
   'batches.cancel': 'inference',
+  'apps.read': 'apps:read',
+  'apps.deploy': 'apps:deploy',
 };
 
 export function may(caller: Session, act: Act): Verdict {

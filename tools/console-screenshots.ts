@@ -1,11 +1,13 @@
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdir, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { build } from 'esbuild';
@@ -192,6 +194,7 @@ const CALLS_PER_HOUR = [2, 1, 1, 1, 2, 3, 5, 7, 8, 9, 8, 6, 7, 8, 9, 7, 5, 4, 3,
 
 interface Seeded {
   keyId: string;
+  appId: string;
   requestId: string;
   webhookId: string;
   /** Settles when the agent's call that waits for approval is answered. */
@@ -243,6 +246,7 @@ async function seed(service: Service): Promise<Seeded> {
   clock.offsetMs = 0;
 
   const webhookId = await webhookWithDeliveries(service);
+  const appId = await deployedApp(service);
   const agentClient = await toolGateway(service, agent);
   const waitingCall = agentClient.callTool({ name: 'demo__notes_delete', arguments: { id: 'draft-reply-10482' } }, undefined, { timeout: 900_000 }).catch((error: unknown) => error);
   // Both are written in batches behind the calls: write them now rather than wait for their timers.
@@ -252,7 +256,53 @@ async function seed(service: Service): Promise<Seeded> {
   const newest = (await client(service, 'GET', '/requests?limit=5')).data as Json[];
   const request = newest.find((row) => row.status === 200);
   if (!request) throw new Error('the request log is empty after seeding');
-  return { keyId: production.id, requestId: request.id, webhookId, waitingCall, agent: agentClient };
+  return { keyId: production.id, appId, requestId: request.id, webhookId, waitingCall, agent: agentClient };
+}
+
+const run = promisify(execFile);
+
+/** A small node app with an example env file, as the apps page's deploy shows it. */
+const STOREFRONT: Record<string, string> = {
+  'package.json': '{"name":"storefront","scripts":{"start":"node server.js"}}\n',
+  '.env.example': 'STRIPE_KEY=\n',
+  'server.js': [
+    "const http = require('node:http');",
+    "const server = http.createServer((req, res) => res.end('storefront'));",
+    "server.listen(Number(process.env.PORT), '127.0.0.1', () => console.log('storefront listening'));",
+    "process.on('SIGTERM', () => server.close());",
+    '',
+  ].join('\n'),
+};
+
+/** An app deployed as a person does it: a repository of the git host, a push with the system's git, a deploy. */
+async function deployedApp(service: Service): Promise<string> {
+  await client(service, 'POST', '/githost/repos', { name: 'storefront' });
+  const deploys = await client(service, 'POST', '/keys', { name: 'deploys', scopes: ['apps:deploy', 'apps:read'] });
+  const work = mkdtempSync(join(tmpdir(), 'svc-screenshots-app-'));
+  try {
+    for (const [name, content] of Object.entries(STOREFRONT)) writeFileSync(join(work, name), content);
+    const credentials = ['-c', `credential.helper=!f() { echo username=deploy; echo password=${deploys.key}; }; f`];
+    const identity = ['-c', 'user.name=Maria', '-c', 'user.email=maria@example.com'];
+    const env = { PATH: process.env.PATH, HOME: work, GIT_CONFIG_NOSYSTEM: '1', GIT_TERMINAL_PROMPT: '0' };
+    for (const args of [
+      ['init', '--quiet', '--initial-branch=main'],
+      ['add', '.'],
+      ['commit', '--quiet', '-m', 'Storefront'],
+    ]) {
+      await run('git', [...identity, ...args], { cwd: work, env });
+    }
+    const pushUrl = `${service.base}/git/${((await client(service, 'GET', '/whoami')).account as Json).id}/storefront.git`;
+    await run('git', [...credentials, 'push', '--quiet', pushUrl, 'main'], { cwd: work, env });
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+  const accepted = await client(service, 'POST', '/apps/githost', { repo: 'storefront' }, [202]);
+  const appId = String((accepted.app as Json).id);
+  for (const until = Date.now() + 120_000; Date.now() < until; await new Promise((done) => setTimeout(done, 250))) {
+    const progress = await client(service, 'GET', `/apps/${appId}/progress`);
+    if (progress.done) return appId;
+  }
+  throw new Error('the seeded app did not finish deploying in two minutes');
 }
 
 /** A webhook endpoint on a loopback receiver that answers 200, with a test event delivered to it. */
@@ -408,6 +458,7 @@ async function main(): Promise<number> {
     process.stdout.write(`screenshots of ${pages.length} pages into ${OUT_DIR}:\n`);
     const { shots, missing } = await shoot(browser, service.base, pages, {
       '/console/keys/:id': seeded.keyId,
+      '/console/apps/:id': seeded.appId,
       '/console/requests/:id': seeded.requestId,
       '/console/webhooks/:id': seeded.webhookId,
     });
