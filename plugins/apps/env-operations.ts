@@ -25,10 +25,7 @@ const idParams = z.strictObject({ id: z.uuid() });
 
 const changeBody = z
   .strictObject({
-    vars: z
-      .record(envName, z.string().max(MAX_VALUE_CHARS))
-      .optional()
-      .describe('Variables to set (added or replaced); values are stored encrypted'),
+    vars: z.record(envName, z.string().max(MAX_VALUE_CHARS)).optional().describe('Variables to set (added or replaced); values are stored encrypted'),
     remove: z.array(envName).max(MAX_VARS).optional().describe('Names to remove; a name not set is ignored'),
     version: version.optional(),
   })
@@ -273,7 +270,14 @@ export function envOperations(deps: EnvOperationDeps): AnyOperation[] {
     destructive: true,
     idempotent: false,
     params: z.strictObject({ id: z.uuid(), name: envName.describe('The variable') }),
-    query: z.strictObject({ version: z.coerce.number().int().min(0).optional().describe(version.description ?? '') }),
+    query: z.strictObject({
+      version: z.coerce
+        .number()
+        .int()
+        .min(0)
+        .optional()
+        .describe(version.description ?? ''),
+    }),
     resource: writeService,
     errors: ['env_var_not_found', 'reserved_env_name', 'env_conflict', 'runtime_unavailable_here'],
     output: changeView,
@@ -341,9 +345,7 @@ export function envOperations(deps: EnvOperationDeps): AnyOperation[] {
     method: 'POST',
     path: '/apps/:id/group',
     summary: 'Move an app to another project; its own key moves with it',
-    description:
-      'The one way an app’s key changes project: PATCH /keys/{id} of that key answers 409 app_owned_key. ' +
-      'The caller writes both the app’s project and the destination.',
+    description: 'The one way an app’s key changes project: PATCH /keys/{id} of that key answers 409 app_owned_key. ' + 'The caller writes both the app’s project and the destination.',
     scope: 'apps:deploy',
     readOnly: false,
     idempotent: true,

@@ -29,10 +29,7 @@ export class AppKeys {
   ) {}
 
   /** A new key of the app's project; the plaintext is answered here only (the caller seals it). */
-  async create(
-    tx: Transaction,
-    input: { organizationId: string; projectId: string; appId: string; name: string; actor: EventActor | null },
-  ): Promise<{ key: ApiKey; token: string }> {
+  async create(tx: Transaction, input: { organizationId: string; projectId: string; appId: string; name: string; actor: EventActor | null }): Promise<{ key: ApiKey; token: string }> {
     const token = generateToken(KEY_PREFIX);
     const key = await this.deps.identityFor(tx).apiKeys.create({
       organizationId: input.organizationId,

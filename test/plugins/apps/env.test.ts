@@ -146,9 +146,7 @@ t.test('service env', async (t) => {
 
   await t.test('no value is written to any table: only the vault’s sealed row holds them', async (t) => {
     const database = test.app.svc.container.resolve(Tokens.Database);
-    const tables = await database.query<{ table_name: string }>(
-      "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'",
-    );
+    const tables = await database.query<{ table_name: string }>("SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'");
     for (const { table_name } of tables.rows) {
       const { rows } = await database.query(`SELECT count(*)::int AS n FROM ${JSON.stringify(table_name)} t WHERE t::text LIKE '%hola-5e1f9%'`);
       t.equal((rows[0] as { n: number }).n, 0, `${table_name} holds no value`);
