@@ -73,6 +73,15 @@ t.test('service env', async (t) => {
     t.match((await env()).json(), { version: 1, vars: [{ name: 'GREETING' }, { name: 'TOKEN' }] });
   });
 
+  await t.test('a deploy’s env is held to the same names: 400 reserved_env_name with param, nothing created', async (t) => {
+    for (const name of ['PORT', 'SVC_API_KEY']) {
+      const response = await test.call('POST', '/client/apps/githost', { body: { repo: 'anything', env: { OK: '1', [name]: 'x' } } });
+      t.equal(response.statusCode, 400, response.body);
+      t.match(response.json().error, { code: 'reserved_env_name', param: `env.${name}` });
+    }
+    t.equal((await test.call('GET', '/client/apps')).json().data.length, 1, 'only the stored app');
+  });
+
   await t.test('a value an environment cannot carry is 400 with param, nothing written: a lone surrogate, a NUL byte', async (t) => {
     const surrogate = await change({ vars: { FINE: 'yes', BAD: 'x\ud800' } });
     t.equal(surrogate.statusCode, 400, surrogate.body);
