@@ -904,6 +904,39 @@ export interface paths {
      */
     post: operations["services.rollback"];
   };
+  "/services/{id}/env": {
+    /**
+     * The service’s variables: names, values for who may read them, and the managed SVC_* ones
+     * @description Values are shown to a caller holding apps:deploy with a write role on the app’s project (owners, admins, developers; keys with apps:deploy); to everyone else who reads the project they are null with canReveal false. An app’s own key is refused (403). reveal=0 asks for names only.
+     */
+    get: operations["services.env"];
+    /**
+     * Set and remove variables: one restart per request, none when nothing changes
+     * @description The running app restarts once, with no downtime: a new instance with the new variables must pass its health check before it takes the traffic. A stopped service gets them at its next start. Nothing is rebuilt. 409 env_conflict (nothing written) when another change landed since the version sent, or since this request read the variables.
+     */
+    post: operations["services.env_change"];
+  };
+  "/services/{id}/env/{name}": {
+    /**
+     * Remove one variable: the app restarts once; the value cannot be recovered
+     * @description Remove one variable: the app restarts once; the value cannot be recovered. Needs the apps:deploy scope.
+     */
+    delete: operations["services.env_delete"];
+  };
+  "/services/{id}/gateway-key/replace": {
+    /**
+     * Give the app a new SVC_API_KEY: one restart; the old key is revoked once the app runs healthy with the new one
+     * @description A stopped service (or one with nothing live) gets the new key at its next start and the old key is revoked at once. If the restarted app fails its health check, the new key is revoked and the old one kept (replaced false).
+     */
+    post: operations["services.gateway_key_replace"];
+  };
+  "/apps/{id}/group": {
+    /**
+     * Move an app to another project; its own key moves with it
+     * @description The one way an app’s key changes project: PATCH /keys/{id} of that key answers 409 app_owned_key. The caller writes both the app’s project and the destination.
+     */
+    post: operations["apps.group"];
+  };
   "/batches": {
     /**
      * The organisation's batches, newest first, with their progress
@@ -1029,6 +1062,58 @@ export interface components {
       app: components["schemas"]["App"];
       service: components["schemas"]["AppService"];
       deployment: components["schemas"]["Deployment"];
+    };
+    /** @description What an env change wrote, and the one restart it caused */
+    AppEnvChange: {
+      /** @constant */
+      object: "service_env_change";
+      serviceId: string;
+      version: number;
+      /** @description Names whose value changed or that were added */
+      set: string[];
+      removed: string[];
+      /**
+       * @description done: the app restarted with the change (the new instance healthy, then swapped in); none: nothing changed; next_start: the service is stopped and starts with it; next_deploy: nothing is live yet, the deploy takes it; failed: the new instance failed its health check, the running one keeps serving (restartFailure says why)
+       * @enum {string}
+       */
+      restart: "done" | "none" | "next_start" | "next_deploy" | "failed";
+      restartFailure: string | null;
+    };
+    /** @description A service’s variables: names, values when the caller may read them, the managed ones */
+    AppEnvView: {
+      /** @constant */
+      object: "service_env";
+      serviceId: string;
+      /** @description Changes sent with this version are refused 409 once another landed */
+      version: number;
+      /** @description Whether this caller may read the values (apps:deploy and a write role on the project) */
+      canReveal: boolean;
+      vars: ({
+          name: string;
+          /** @description Null with reveal=0 or when canReveal is false */
+          value: string | null;
+        })[];
+      /** @description Set by the service at every start; read-only */
+      managed: ({
+          /** @enum {string} */
+          name: "SVC_API_KEY" | "SVC_BASE_URL" | "SVC_MCP_URL";
+          /** @description SVC_API_KEY is never shown (its hint is); the URLs are */
+          value: string | null;
+          /** @description SVC_API_KEY: the key’s hint */
+          hint: string | null;
+          /** @description SVC_API_KEY: the app’s key id */
+          keyId: string | null;
+        })[];
+    };
+    /** @description An app moved to a project, its own key with it */
+    AppGroup: {
+      /** @constant */
+      object: "app_group";
+      appId: string;
+      /** @description The project the app, and its key, belong to now */
+      projectId: string;
+      /** @description The app’s keys that moved with it */
+      keyIds: string[];
     };
     /** @description Apps, newest first */
     AppList: {
@@ -1566,6 +1651,25 @@ export interface components {
       object: "list";
       /** @description Every public type, by name */
       data: components["schemas"]["EventType"][];
+    };
+    /** @description The app’s own key after a replacement */
+    GatewayKeyReplacement: {
+      /** @constant */
+      object: "gateway_key_replacement";
+      serviceId: string;
+      /** @description The app’s key now */
+      keyId: string;
+      hint: string;
+      /** @description Revoked once the app ran healthy with the new key; null if there was none */
+      previousKeyId: string | null;
+      /** @description False when the restart failed: the new key is revoked and the old one kept */
+      replaced: boolean;
+      /**
+       * @description done: the app restarted with the change (the new instance healthy, then swapped in); none: nothing changed; next_start: the service is stopped and starts with it; next_deploy: nothing is live yet, the deploy takes it; failed: the new instance failed its health check, the running one keeps serving (restartFailure says why)
+       * @enum {string}
+       */
+      restart: "done" | "none" | "next_start" | "next_deploy" | "failed";
+      restartFailure: string | null;
     };
     /** @description A branch of a git repository */
     GitBranch: {
@@ -10261,7 +10365,7 @@ export interface operations {
           rootDir?: string;
           /** @description One line, at most 300 characters */
           startCommand?: string;
-          /** @description Variables the app runs with (values are stored encrypted); PORT is set by the service */
+          /** @description Variables the app runs with (values are stored encrypted); PORT and SVC_* are set by the service */
           env?: {
             [key: string]: string;
           };
@@ -10286,7 +10390,7 @@ export interface operations {
           "application/json": components["schemas"]["AppDeployAccepted"];
         };
       };
-      /** @description Malformed input; the message and param name the field: databases_unavailable, duplicate_authorization_header, git_branch_not_found, git_repository_empty, githost_not_connected, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
+      /** @description Malformed input; the message and param name the field: databases_unavailable, duplicate_authorization_header, git_branch_not_found, git_repository_empty, githost_not_connected, invalid_body, invalid_env_value, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, reserved_env_name, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10830,6 +10934,310 @@ export interface operations {
         };
       };
       /** @description No such resource, or none the caller may see: rollback_target_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The service’s variables: names, values for who may read them, and the managed SVC_* ones
+   * @description Values are shown to a caller holding apps:deploy with a write role on the app’s project (owners, admins, developers; keys with apps:deploy); to everyone else who reads the project they are null with canReveal false. An app’s own key is refused (403). reveal=0 asks for names only.
+   */
+  "services.env": {
+    parameters: {
+      query?: {
+        /** @description 0: names only (values null) */
+        reveal?: "0" | "1";
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description A service’s variables: names, values when the caller may read them, the managed ones */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppEnvView"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: env_listing_forbidden */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set and remove variables: one restart per request, none when nothing changes
+   * @description The running app restarts once, with no downtime: a new instance with the new variables must pass its health check before it takes the traffic. A stopped service gets them at its next start. Nothing is rebuilt. 409 env_conflict (nothing written) when another change landed since the version sent, or since this request read the variables.
+   */
+  "services.env_change": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Variables to set (added or replaced); values are stored encrypted */
+          vars?: {
+            [key: string]: string;
+          };
+          /** @description Names to remove; a name not set is ignored */
+          remove?: string[];
+          /** @description The `version` GET answered: refused 409 env_conflict when another change landed since */
+          version?: number;
+        };
+      };
+    };
+    responses: {
+      /** @description What an env change wrote, and the one restart it caused */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppEnvChange"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_env_value, invalid_json, invalid_parameter, invalid_request, missing_body, reserved_env_name, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: env_conflict */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Remove one variable: the app restarts once; the value cannot be recovered
+   * @description Remove one variable: the app restarts once; the value cannot be recovered. Needs the apps:deploy scope.
+   */
+  "services.env_delete": {
+    parameters: {
+      query?: {
+        /** @description The `version` GET answered: refused 409 env_conflict when another change landed since */
+        version?: number;
+      };
+      path: {
+        id: string;
+        /** @description The variable */
+        name: string;
+      };
+    };
+    responses: {
+      /** @description What an env change wrote, and the one restart it caused */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppEnvChange"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, reserved_env_name, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: env_var_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: env_conflict */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Give the app a new SVC_API_KEY: one restart; the old key is revoked once the app runs healthy with the new one
+   * @description A stopped service (or one with nothing live) gets the new key at its next start and the old key is revoked at once. If the restarted app fails its health check, the new key is revoked and the old one kept (replaced false).
+   */
+  "services.gateway_key_replace": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The app’s own key after a replacement */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GatewayKeyReplacement"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Move an app to another project; its own key moves with it
+   * @description The one way an app’s key changes project: PATCH /keys/{id} of that key answers 409 app_owned_key. The caller writes both the app’s project and the destination.
+   */
+  "apps.group": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: uuid
+           * @description The project the app moves to
+           */
+          projectId: string;
+        };
+      };
+    };
+    responses: {
+      /** @description An app moved to a project, its own key with it */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppGroup"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, project_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];

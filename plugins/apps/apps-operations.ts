@@ -9,7 +9,9 @@ import { defineOperation, type AnyOperation } from '../../core/operations/operat
 import type { BlobStore } from '../../core/ports/blobs.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import type { GitHost } from '../githost/git-host.ts';
-import type { AppEnv } from './app-env.ts';
+import type { AppKeys } from '../keys/app-keys.ts';
+import { actorOf } from '../../core/operations/operation-events.ts';
+import { type AppEnv, invalidEnvValue, reservedEnvName, type RuntimeEnv } from './app-env.ts';
 import type { AppsHost } from './apps-host.ts';
 import { type AppRecord, AppNameTaken, type AppsStore, DEPLOY_HISTORY, type DeploymentRecord, type ServiceRecord } from './apps-store.ts';
 import { appListView, appView, deployAnswerView, deploymentView, type ServiceState, toAppView, toDeploymentView, toServiceView } from './apps-views.ts';
@@ -27,8 +29,7 @@ const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'a variable n
 const envMap = z
   .record(envName, z.string().max(32_768))
   .refine((env) => Object.keys(env).length <= 200, 'at most 200 variables')
-  .refine((env) => !('PORT' in env), 'PORT is set by the service')
-  .describe('Variables the app runs with (values are stored encrypted); PORT is set by the service');
+  .describe('Variables the app runs with (values are stored encrypted); PORT and SVC_* are set by the service');
 const relativeDir = z.string().min(1).max(500).describe('The app’s folder in the repository, relative to its top');
 const startCommand = z.string().min(1).max(MAX_START_COMMAND_CHARS).describe('One line, at most 300 characters');
 const idParams = z.strictObject({ id: z.uuid() });
@@ -116,6 +117,10 @@ export interface AppsOperationDeps {
   host: AppsHost;
   git: GitHost;
   env: AppEnv;
+  /** The stored variables plus the managed SVC_* ones: what an instance starts with. */
+  runtimeEnv: RuntimeEnv;
+  /** The app's own key (SVC_API_KEY), made with the app and revoked with it. */
+  appKeys: AppKeys;
   jobs: JobQueue;
   blobs: BlobStore;
   identity: IdentityStores;
@@ -242,10 +247,18 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
       'runtime_unavailable',
       'no_start_command',
       'unfinished_start_command',
+      'reserved_env_name',
+      'invalid_env_value',
     ],
     async handler({ body }, { credential, transaction, authorization }) {
       const organizationId = credential.organizationId;
       const project = authorizedProject(authorization);
+      for (const [name, value] of Object.entries(body.env ?? {})) {
+        const reserved = reservedEnvName(name);
+        if (reserved) throw new ApiError('reserved_env_name', reserved, { param: `env.${name}` });
+        const invalid = invalidEnvValue(value);
+        if (invalid) throw new ApiError('invalid_env_value', invalid, { param: `env.${name}` });
+      }
       if (body.databaseEnabled === true) {
         throw new ApiError('databases_unavailable', 'This service provides no databases to apps yet: send your own DATABASE_URL in env', { param: 'databaseEnabled' });
       }
@@ -296,6 +309,9 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
             throw error;
           });
         await env.write(tx, serviceId, body.env ?? {});
+        // The app's own key (SVC_API_KEY), in the app's project, made with it.
+        const appKey = await deps.appKeys.create(tx, { organizationId, projectId: project.id, appId, name: `app ${name}`, actor: actorOf(credential) });
+        await env.putGatewayKey(tx, serviceId, { keyId: appKey.key.id, token: appKey.token });
         const { deployment } = await store.createDeployment(
           tx,
           {
@@ -346,7 +362,7 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
     params: idParams,
     resource: writeApp,
     output: okView,
-    async handler(_input, { authorization, transaction }) {
+    async handler(_input, { credential, authorization, transaction }) {
       const { record: app } = authorizedRecord(authorization, appKind);
       const services = await store.services(app.id);
       const artifacts: string[] = [];
@@ -357,14 +373,18 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
         }
       }
       await host.settled();
-      await transaction(async (tx) => {
+      const revoked = await transaction(async (tx) => {
         await env.forget(
           tx,
           services.map((service) => service.id),
         );
         await tx.query('DELETE FROM app_requests WHERE app_id = $1', [app.id]);
         await store.deleteApp(tx, app.id);
+        const keys = await deps.appKeys.ofApp(tx, app.organizationId, app.id);
+        for (const key of keys) await deps.appKeys.revoke(tx, app.organizationId, key.id, actorOf(credential));
+        return keys.map((key) => key.id);
       });
+      await deps.appKeys.forget(revoked);
       await host.removeRoute(app.slug);
       await Promise.all(artifacts.map((dir) => rm(dir, { recursive: true, force: true })));
       return { object: 'ok' as const, id: app.id, deleted: true as const };
@@ -569,13 +589,16 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
     errors: ['runtime_unavailable_here', 'nothing_to_start'],
     async handler(_input, { authorization }) {
       const { service } = authorizedRecord(authorization, serviceKind).record;
-      try {
-        await host.runtime().start(service.id);
-      } catch (error) {
-        if (error instanceof RuntimeError && (error.code === 'nothing_deployed' || error.code === 'unknown_service')) {
-          throw new ApiError('nothing_to_start', 'The service has no live deployment to start: deploy it first');
-        }
-        throw error;
+      const runtime = host.runtime();
+      const live = (await store.history(service.id)).find((deployment) => deployment.status === 'live');
+      if (!live?.artifactDir || !live.startCommand) {
+        throw new ApiError('nothing_to_start', 'The service has no live deployment to start: deploy it first');
+      }
+      // The live build with the variables as stored now: a change made while stopped applies here.
+      const status = await runtime.status(service.id);
+      if (!(status.state === 'running' && status.deploymentId === live.id)) {
+        const request = { serviceId: service.id, deploymentId: live.id, artifactDir: live.artifactDir, startCommand: live.startCommand };
+        await runtime.deploy({ ...request, env: await deps.runtimeEnv.of(service.id) });
       }
       await store.setDesired(service.id, 'running');
       await host.settled();

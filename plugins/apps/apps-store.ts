@@ -190,6 +190,11 @@ export class AppsStore {
     await this.db.query('UPDATE apps SET status = $2, updated_at = $3 WHERE id = $1', [appId, status, now]);
   }
 
+  /** Moves the app to another project of its organisation (its key follows: plugins/keys/app-keys.ts). */
+  async setProject(tx: Queryable, appId: string, projectId: string): Promise<void> {
+    await tx.query('UPDATE apps SET project_id = $2 WHERE id = $1', [appId, projectId]);
+  }
+
   async deleteApp(tx: Queryable, appId: string): Promise<void> {
     await tx.query('DELETE FROM apps WHERE id = $1', [appId]);
   }

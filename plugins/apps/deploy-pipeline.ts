@@ -14,7 +14,7 @@ import type { AppsHost } from './apps-host.ts';
 import type { AppsStore, DeploymentRecord, Timings } from './apps-store.ts';
 import { decideBuild, SourceTree } from './build-decision/index.ts';
 import { BuildStepFailed, runBuildStep, scratchOf } from './build-runner.ts';
-import type { AppEnv } from './app-env.ts';
+import type { RuntimeEnv } from './app-env.ts';
 import { HealthFailure, RuntimeError } from './runtime/index.ts';
 import { checkoutOrRefuse } from './source-checkout.ts';
 
@@ -40,7 +40,8 @@ export interface PipelineDeps {
   host: AppsHost;
   git: GitHost;
   blobs: BlobStore;
-  env: AppEnv;
+  /** The stored variables plus the managed SVC_* ones, read at the deploy. */
+  runtimeEnv: RuntimeEnv;
   config: AppsConfig;
   clock: () => Date;
 }
@@ -105,7 +106,7 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
 
     await store.update(deployment.id, { status: 'starting' });
     log('build', `starting: ${startCommand}`);
-    const env = await deps.env.read(service.id);
+    const env = await deps.runtimeEnv.of(service.id);
     await timed('deploy', async () => {
       try {
         await deps.host.runtime().deploy({ serviceId: service.id, deploymentId: deployment.id, artifactDir: artifactDir!, startCommand: startCommand!, env });

@@ -4,11 +4,13 @@ import { createToken } from '../../core/kernel/container.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { GitHostTokens } from '../githost/git-host.ts';
-import { AppEnv } from './app-env.ts';
+import { AppKeys } from '../keys/app-keys.ts';
+import { AppEnv, RuntimeEnv } from './app-env.ts';
 import { type AppsConfig, appsConfigSchema } from './apps-config.ts';
 import { AppsHost } from './apps-host.ts';
 import { appsMigrations } from './apps-migrations.ts';
 import { appsOperations } from './apps-operations.ts';
+import { envOperations } from './env-operations.ts';
 import { AppsStore } from './apps-store.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
@@ -21,13 +23,26 @@ export const AppsTokens = {
   Store: createToken<AppsStore>('apps.Store'),
 };
 
+/** Where apps reach the gateway (SVC_BASE_URL, SVC_MCP_URL): `server.publicUrl`, else this machine's port. */
+function gatewayUrlOf(ctx: PluginContext<AppsConfig>): string {
+  const { server } = ctx.appConfig;
+  return server.publicUrl ?? `http://127.0.0.1:${server.port}`;
+}
+
 function parts(ctx: PluginContext<AppsConfig>) {
   const { container } = ctx;
+  const env = new AppEnv(container.resolve(Tokens.Secrets));
   return {
     store: container.resolve(AppsTokens.Store),
     host: container.resolve(AppsTokens.Host),
     git: container.resolve(GitHostTokens.Host),
-    env: new AppEnv(container.resolve(Tokens.Secrets)),
+    env,
+    runtimeEnv: new RuntimeEnv(env, gatewayUrlOf(ctx)),
+    appKeys: new AppKeys({
+      identityFor: container.resolve(Tokens.IdentityFactory),
+      events: container.resolve(Tokens.Events),
+      authenticator: container.resolve(Tokens.Authenticator),
+    }),
     jobs: container.resolve(Tokens.Jobs),
     blobs: container.resolve(Tokens.Blobs),
     clock: container.resolve(Tokens.Clock),
@@ -89,23 +104,17 @@ export const appsPlugin = definePlugin({
     });
   },
   operations: (ctx) => {
-    const { store, host, git, env, jobs, blobs, clock } = parts(ctx);
-    return appsOperations({
-      store,
-      host,
-      git,
-      env,
-      jobs,
-      blobs,
-      clock,
-      identity: ctx.container.resolve(Tokens.Identity),
-      database: ctx.container.resolve(Tokens.Database),
-      urlOf: (slug) => urlOf(ctx.config, host, slug),
-    });
+    const { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock } = parts(ctx);
+    const identity = ctx.container.resolve(Tokens.Identity);
+    const database = ctx.container.resolve(Tokens.Database);
+    return [
+      ...appsOperations({ store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, identity, database, urlOf: (slug) => urlOf(ctx.config, host, slug) }),
+      ...envOperations({ store, host, env, runtimeEnv, appKeys, identity, database }),
+    ];
   },
   queues: (ctx) => {
-    const { store, host, git, env, blobs, clock } = parts(ctx);
-    const handler = buildHandler({ store, host, git, env, blobs, clock, config: ctx.config });
+    const { store, host, git, runtimeEnv, blobs, clock } = parts(ctx);
+    const handler = buildHandler({ store, host, git, runtimeEnv, blobs, clock, config: ctx.config });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }];
   },
   subscribers: (ctx) => {

@@ -72,6 +72,7 @@ const OPEN_READS = [
   'githost_build_check',
   'services_build',
   'services_deployments',
+  'services_env',
   'services_logs',
   'account_orgMap',
   'account_overview',
@@ -231,6 +232,7 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'services.deployments': { id: app.serviceId },
     'services.logs': { id: app.serviceId },
     'services.build': { id: app.serviceId },
+    'services.env': { id: app.serviceId },
     'deployments.logs': { id: app.deploymentId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();

@@ -172,6 +172,12 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'POST', path: '/services/{id}/stop', access: 'apps:deploy' },
   { method: 'POST', path: '/services/{id}/start', access: 'apps:deploy' },
   { method: 'POST', path: '/services/{id}/rollback', access: 'apps:deploy' },
+  { method: 'GET', path: '/services/{id}/env', access: 'any' },
+  { method: 'POST', path: '/services/{id}/env', access: 'apps:deploy' },
+  { method: 'DELETE', path: '/services/{id}/env/{name}', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/gateway-key/replace', access: 'apps:deploy' },
+  // README (plugins/apps): the app move; the spec names no scope, apps:deploy like every app write
+  { method: 'POST', path: '/apps/{id}/group', access: 'apps:deploy' },
   // (spec: "asks beforehand whether a repo can build", scope a dash)
   { method: 'GET', path: '/githost/build-check', access: 'any' },
   // Tool gateway (spec: mcp:read / mcp:write; plugins/tool-gateway/README.md: reads take read, anything that connects or changes takes write)
