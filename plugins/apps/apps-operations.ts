@@ -363,6 +363,7 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
           services.map((service) => service.id),
         );
         await tx.query('DELETE FROM app_requests WHERE app_id = $1', [app.id]);
+        await tx.query('DELETE FROM app_usage_samples WHERE app_id = $1', [app.id]);
         await store.deleteApp(tx, app.id);
       });
       await host.removeRoute(app.slug);
