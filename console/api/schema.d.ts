@@ -904,6 +904,41 @@ export interface paths {
      */
     post: operations["services.rollback"];
   };
+  "/apps/requests": {
+    /**
+     * HTTP requests the apps served, across the apps the caller sees
+     * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). appId narrows to one app (another project's app is its 404). Scope apps:read.
+     */
+    get: operations["apps.requests"];
+  };
+  "/services/{id}/requests": {
+    /**
+     * HTTP requests one service served
+     * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). Only this service's requests, the requestId search included.
+     */
+    get: operations["services.requests"];
+  };
+  "/apps/{id}/analytics": {
+    /**
+     * An app’s traffic over a window: requests, errors, durations and bytes per bucket, busiest paths, statuses
+     * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks; at most 500 buckets). Durations are the 50th, 95th and 99th percentiles in ms; errors are statuses 400 and above, server errors 500 and above.
+     */
+    get: operations["apps.analytics"];
+  };
+  "/apps/{id}/usage": {
+    /**
+     * Memory, CPU and traffic of an app, sampled by the runtime, and what running it cost
+     * @description Over [from, to) (default: the last day). Memory and CPU come from samples the runtime takes of each instance every `usage.sampleEveryMs`; the cost is instance-seconds × the hourly price of the memory tier each sample fell in (a stopped app has no instances, so costs nothing). Traffic counts the requests the apps proxy served.
+     */
+    get: operations["apps.usage"];
+  };
+  "/apps/{id}/usage/series": {
+    /**
+     * An app’s memory, CPU, traffic and cost per hour or day
+     * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks). A sample counts in the bucket it was taken in, as in the daily hosting charge.
+     */
+    get: operations["apps.usage_series"];
+  };
   "/batches": {
     /**
      * The organisation's batches, newest first, with their progress
@@ -1014,6 +1049,31 @@ export interface components {
       services: components["schemas"]["AppService"][];
       createdAt: string;
     };
+    /** @description An app’s traffic over a window: totals, per bucket, busiest paths, statuses */
+    AppAnalytics: {
+      /** @constant */
+      object: "app_analytics";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @enum {string} */
+      granularity: "hour" | "day";
+      totals: components["schemas"]["AppTrafficTotals"];
+      /** @description Newest first, empty ones included */
+      buckets: components["schemas"]["AppTrafficBucket"][];
+      /** @description The 10 busiest paths */
+      topPaths: components["schemas"]["AppPathTraffic"][];
+      /** @description Every status answered, ascending */
+      statuses: {
+          status: number;
+          count: number;
+        }[];
+    };
     /** @description The app is gone */
     AppDeleted: {
       /** @constant */
@@ -1030,11 +1090,44 @@ export interface components {
       service: components["schemas"]["AppService"];
       deployment: components["schemas"]["Deployment"];
     };
+    /** @description What running the app cost in the window */
+    AppHostingCost: {
+      /** @description µUSD: instance-seconds × the hourly price of each sample’s memory tier, rounded down once */
+      micros: number;
+      /** @description micros / 1e6 */
+      usd: number;
+      /** @description Running time of the app’s instances in the window */
+      instanceSeconds: number;
+      /** @description The memory tiers the samples fell in */
+      tiers: {
+          upToBytes: number;
+          microsPerHour: number;
+          instanceSeconds: number;
+          micros: number;
+        }[];
+    };
     /** @description Apps, newest first */
     AppList: {
       /** @constant */
       object: "list";
       data: components["schemas"]["App"][];
+    };
+    /** @description One path’s traffic */
+    AppPathTraffic: {
+      path: string;
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
     };
     /** @description The progress of an app’s latest deployment */
     AppProgress: {
@@ -1063,6 +1156,88 @@ export interface components {
           databases: boolean;
         }[];
     };
+    /** @description One request the apps proxy served */
+    AppRequest: {
+      /** @constant */
+      object: "app_request";
+      /** @description The request id the proxy sent the app and the client (x-request-id) */
+      id: string;
+      /**
+       * Format: date-time
+       * @description When the request arrived
+       */
+      at: string;
+      appId: string;
+      serviceId: string;
+      /** @description The deployment that served it; null when nothing was running */
+      deploymentId: string | null;
+      method: string;
+      /** @description Without its query string */
+      path: string;
+      /** @description 499: the client went away before the answer was complete */
+      status: number;
+      /** @description From arrival to the last byte of the answer (a websocket: to its close) */
+      durationMs: number;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Counts of what the list can be filtered by, over the time window only (band, app, method and path do not narrow them) */
+    AppRequestFacets: {
+      /** @description Busiest first */
+      methods: {
+          value: string;
+          count: number;
+        }[];
+      /** @description Status classes with requests */
+      bands: ({
+          /** @enum {string} */
+          value: "1xx" | "2xx" | "3xx" | "4xx" | "5xx";
+          count: number;
+        })[];
+      /** @description The 10 busiest paths */
+      paths: {
+          value: string;
+          count: number;
+        }[];
+      /** @description Busiest first */
+      apps: ({
+          id: string;
+          name: string | null;
+          count: number;
+        })[];
+    };
+    /** @description A page of AppRequest items, newest first */
+    AppRequestList: {
+      /** @constant */
+      object: "list";
+      /** @description Newest first */
+      data: components["schemas"]["AppRequest"][];
+      /** @description Pass as cursor for the next page; null on the last page */
+      nextCursor: string | null;
+      /** @description First page only (null after): totals over every request the filters select */
+      summary: components["schemas"]["AppTrafficTotals"] | null;
+      /** @description First page only (null after) */
+      facets: components["schemas"]["AppRequestFacets"] | null;
+      /** @description First page only (null after): the filtered requests over [since, until), since defaulting to a day before until */
+      series: components["schemas"]["AppRequestSeries"] | null;
+    };
+    /** @description The filtered requests per bucket */
+    AppRequestSeries: {
+      /**
+       * @description hour for a window of two days or less, else day
+       * @enum {string}
+       */
+      granularity: "hour" | "day";
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @description Newest first, empty ones included */
+      buckets: components["schemas"]["AppTrafficBucket"][];
+    };
     /** @description A service of an app: its address and state */
     AppService: {
       /** @constant */
@@ -1077,6 +1252,114 @@ export interface components {
       /** @enum {string} */
       state: "deploying" | "starting" | "running" | "crashed" | "stopped" | "failed";
       liveDeploymentId: string | null;
+    };
+    /** @description Traffic within one UTC hour or day */
+    AppTrafficBucket: {
+      /**
+       * Format: date-time
+       * @description UTC start of the bucket
+       */
+      start: string;
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Requests, errors, durations and bytes */
+    AppTrafficTotals: {
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Memory, CPU and traffic of an app over a window, sampled by the runtime, and what it cost */
+    AppUsage: {
+      /** @constant */
+      object: "app_usage";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @description How often the runtime’s instances are sampled */
+      sampleEveryMs: number;
+      /** @description The newest sample in the window; null without one */
+      latestSampleAt: string | null;
+      /** @description Instances in the newest sample (two during a swap, 0 when stopped) */
+      instances: number;
+      /** @description Resident memory of each instance’s whole process tree; null without samples */
+      memory: {
+        /** @description Resident memory of the instances in the newest sample */
+        latestBytes: number | null;
+        /** @description Per instance, weighted by running time */
+        averageBytes: number | null;
+        /** @description The most one instance held in a sample */
+        peakBytes: number | null;
+      };
+      /** @description CPU use; null without samples */
+      cpu: {
+        /** @description CPU time per second of the newest sample (1 = one core busy) */
+        latestCores: number | null;
+        /** @description Per instance, weighted by running time */
+        averageCores: number | null;
+        peakCores: number | null;
+      };
+      traffic: components["schemas"]["AppTrafficTotals"];
+      cost: components["schemas"]["AppHostingCost"];
+    };
+    /** @description An app’s usage within one UTC hour or day */
+    AppUsageBucket: {
+      /** Format: date-time */
+      start: string;
+      instanceSeconds: number;
+      memoryAverageBytes: number | null;
+      memoryPeakBytes: number | null;
+      cpuAverageCores: number | null;
+      cpuPeakCores: number | null;
+      requests: number;
+      errors: number;
+      bytesIn: number;
+      bytesOut: number;
+      /** @description The bucket’s samples priced on their own (rounded down) */
+      costMicros: number;
+    };
+    /** @description An app’s memory, CPU, traffic and cost per bucket */
+    AppUsageSeries: {
+      /** @constant */
+      object: "app_usage_series";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @enum {string} */
+      granularity: "hour" | "day";
+      /** @description Newest first, empty ones included; a sample counts in the bucket it was taken in */
+      buckets: components["schemas"]["AppUsageBucket"][];
     };
     /** @description One image drawn from a prompt, and the call it was billed as */
     AssistantImage: {
@@ -10843,6 +11126,254 @@ export interface operations {
       };
       /** @description The request body is not of a type this takes: unsupported_media_type */
       415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * HTTP requests the apps served, across the apps the caller sees
+   * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). appId narrows to one app (another project's app is its 404). Scope apps:read.
+   */
+  "apps.requests": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only requests that arrived at or after this instant */
+        since?: string;
+        /** @description Only requests that arrived before this instant (exclusive) */
+        until?: string;
+        /** @description errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class */
+        band?: "all" | "errors" | "2xx" | "3xx" | "4xx" | "5xx";
+        /** @description Only requests of this method (any case) */
+        method?: string;
+        /** @description Only requests to exactly this path (without a query string) */
+        path?: string;
+        /** @description A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters */
+        requestId?: string;
+        /** @description Only requests to this app */
+        appId?: string;
+      };
+    };
+    responses: {
+      /** @description A page of AppRequest items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppRequestList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * HTTP requests one service served
+   * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). Only this service's requests, the requestId search included.
+   */
+  "services.requests": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only requests that arrived at or after this instant */
+        since?: string;
+        /** @description Only requests that arrived before this instant (exclusive) */
+        until?: string;
+        /** @description errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class */
+        band?: "all" | "errors" | "2xx" | "3xx" | "4xx" | "5xx";
+        /** @description Only requests of this method (any case) */
+        method?: string;
+        /** @description Only requests to exactly this path (without a query string) */
+        path?: string;
+        /** @description A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters */
+        requestId?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description A page of AppRequest items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppRequestList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An app’s traffic over a window: requests, errors, durations and bytes per bucket, busiest paths, statuses
+   * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks; at most 500 buckets). Durations are the 50th, 95th and 99th percentiles in ms; errors are statuses 400 and above, server errors 500 and above.
+   */
+  "apps.analytics": {
+    parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+        /** @description Bucket size (default: hour for two days or less, else day) */
+        granularity?: "hour" | "day";
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An app’s traffic over a window: totals, per bucket, busiest paths, statuses */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppAnalytics"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Memory, CPU and traffic of an app, sampled by the runtime, and what running it cost
+   * @description Over [from, to) (default: the last day). Memory and CPU come from samples the runtime takes of each instance every `usage.sampleEveryMs`; the cost is instance-seconds × the hourly price of the memory tier each sample fell in (a stopped app has no instances, so costs nothing). Traffic counts the requests the apps proxy served.
+   */
+  "apps.usage": {
+    parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Memory, CPU and traffic of an app over a window, sampled by the runtime, and what it cost */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppUsage"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An app’s memory, CPU, traffic and cost per hour or day
+   * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks). A sample counts in the bucket it was taken in, as in the daily hosting charge.
+   */
+  "apps.usage_series": {
+    parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+        /** @description Bucket size (default: hour for two days or less, else day) */
+        granularity?: "hour" | "day";
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An app’s memory, CPU, traffic and cost per bucket */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppUsageSeries"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
