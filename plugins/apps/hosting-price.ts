@@ -77,10 +77,7 @@ export function hostingCostMicros(samples: Iterable<CostSample>, prices: Hosting
 }
 
 /** Instance-seconds and µUSD per tier, for the usage views. */
-export function hostingCostByTier(
-  samples: readonly CostSample[],
-  prices: HostingPrices,
-): Array<{ upToBytes: number; microsPerHour: number; instanceSeconds: number; micros: number }> {
+export function hostingCostByTier(samples: readonly CostSample[], prices: HostingPrices): Array<{ upToBytes: number; microsPerHour: number; instanceSeconds: number; micros: number }> {
   return prices.tiers
     .map((tier) => {
       const own = samples.filter((sample) => tierOf(sample.memoryBytes, prices) === tier);

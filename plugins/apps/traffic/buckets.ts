@@ -24,11 +24,7 @@ export interface Bucketing {
  * less, else daily, unless the caller names one. 400 on `fromParam` for an empty or reversed
  * window, or one needing more than MAX_BUCKETS buckets.
  */
-export function resolveBucketing(
-  asked: { from?: Date | undefined; to?: Date | undefined; granularity?: Granularity | undefined },
-  now: Date,
-  fromParam: string,
-): Bucketing {
+export function resolveBucketing(asked: { from?: Date | undefined; to?: Date | undefined; granularity?: Granularity | undefined }, now: Date, fromParam: string): Bucketing {
   const to = asked.to ?? now;
   const from = asked.from ?? new Date(to.getTime() - DEFAULT_WINDOW_MS);
   if (from.getTime() >= to.getTime()) {

@@ -229,7 +229,10 @@ export class AppRequestStore {
   }
 
   /** An app's traffic over [from, to): totals, buckets, the busiest paths and the statuses answered. */
-  async analytics(appId: string, bucketing: Bucketing): Promise<{
+  async analytics(
+    appId: string,
+    bucketing: Bucketing,
+  ): Promise<{
     totals: TrafficTotals;
     buckets: TrafficBucket[];
     paths: Array<{ path: string } & TrafficTotals>;
@@ -258,10 +261,11 @@ export class AppRequestStore {
 
   /** Requests and bytes of an app over [from, to) (its usage's traffic). */
   async traffic(appId: string, from: Date, to: Date): Promise<TrafficTotals> {
-    const { rows } = await this.db.query(
-      `SELECT ${TOTAL_COLUMNS} FROM app_requests WHERE app_id = $1::uuid AND created_at >= $2::timestamptz AND created_at < $3::timestamptz`,
-      [appId, from, to],
-    );
+    const { rows } = await this.db.query(`SELECT ${TOTAL_COLUMNS} FROM app_requests WHERE app_id = $1::uuid AND created_at >= $2::timestamptz AND created_at < $3::timestamptz`, [
+      appId,
+      from,
+      to,
+    ]);
     return toTotals(rows[0]);
   }
 }

@@ -70,11 +70,7 @@ export function trafficOperations(deps: TrafficOperationDeps): AnyOperation[] {
     const byId = filters.requestId !== undefined;
     const window = byId ? {} : { since: filters.since, until: filters.until };
     const bucketing = resolveBucketing({ from: window.since, to: window.until }, clock(), 'since');
-    const [summary, facets, series] = await Promise.all([
-      requests.summary(scope, filters),
-      requests.facets(scope, window),
-      requests.series(scope, filters, bucketing),
-    ]);
+    const [summary, facets, series] = await Promise.all([requests.summary(scope, filters), requests.facets(scope, window), requests.series(scope, filters, bucketing)]);
     return {
       ...answer,
       summary: totalsView(summary),

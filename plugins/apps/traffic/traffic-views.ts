@@ -17,10 +17,7 @@ const serviceFilters = {
   ...page,
   since: timestampSchema.optional().describe('Only requests that arrived at or after this instant'),
   until: timestampSchema.optional().describe('Only requests that arrived before this instant (exclusive)'),
-  band: z
-    .enum(BANDS)
-    .default('all')
-    .describe('errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class'),
+  band: z.enum(BANDS).default('all').describe('errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class'),
   method: z
     .string()
     .regex(/^[A-Za-z]{1,16}$/, 'an HTTP method')
@@ -28,9 +25,7 @@ const serviceFilters = {
     .optional()
     .describe('Only requests of this method (any case)'),
   path: z.string().min(1).max(PATH_MAX).optional().describe('Only requests to exactly this path (without a query string)'),
-  requestId: requestId
-    .optional()
-    .describe('A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters'),
+  requestId: requestId.optional().describe('A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters'),
 };
 
 export const serviceRequestsQuery = z.strictObject(serviceFilters);
@@ -96,9 +91,7 @@ const facetsView = z
 export const appRequestListView = listOf(appRequestView, {
   summary: trafficTotalsView.nullable().describe('First page only (null after): totals over every request the filters select'),
   facets: facetsView.nullable().describe('First page only (null after)'),
-  series: seriesView
-    .nullable()
-    .describe('First page only (null after): the filtered requests over [since, until), since defaulting to a day before until'),
+  series: seriesView.nullable().describe('First page only (null after): the filtered requests over [since, until), since defaulting to a day before until'),
 });
 
 export function totalsView(totals: TrafficTotals) {
@@ -128,9 +121,7 @@ export const analyticsView = z
     granularity: z.enum(['hour', 'day']),
     totals: trafficTotalsView,
     buckets: z.array(trafficBucketView).describe('Newest first, empty ones included'),
-    topPaths: z
-      .array(z.object({ path: z.string(), ...totalsShape }).meta({ id: 'AppPathTraffic', description: 'One path’s traffic' }))
-      .describe('The 10 busiest paths'),
+    topPaths: z.array(z.object({ path: z.string(), ...totalsShape }).meta({ id: 'AppPathTraffic', description: 'One path’s traffic' })).describe('The 10 busiest paths'),
     statuses: z.array(z.object({ status: z.number().int(), count })).describe('Every status answered, ascending'),
   })
   .meta({ id: 'AppAnalytics', description: 'An app’s traffic over a window: totals, per bucket, busiest paths, statuses' });

@@ -19,8 +19,7 @@ export function usageFigures(samples: readonly UsageSample[]): UsageFigures {
   const cores = samples.map(coresOf).filter((value): value is number => value !== null);
   return {
     instanceSeconds: coveredMs / 1000,
-    memoryAverageBytes:
-      coveredMs > 0 ? Math.round(samples.reduce((total, sample) => total + sample.memoryBytes * sample.coversMs, 0) / coveredMs) : null,
+    memoryAverageBytes: coveredMs > 0 ? Math.round(samples.reduce((total, sample) => total + sample.memoryBytes * sample.coversMs, 0) / coveredMs) : null,
     memoryPeakBytes: Math.max(...samples.map((sample) => sample.memoryBytes)),
     cpuAverageCores: coveredMs > 0 ? samples.reduce((total, sample) => total + sample.cpuMs, 0) / coveredMs : null,
     cpuPeakCores: cores.length > 0 ? Math.max(...cores) : null,

@@ -159,7 +159,11 @@ t.test('facets count over the window without being narrowed by the other filters
   );
 
   const windowed = (await test.call('GET', `/client/apps/requests?since=${minutesAgo(30).toISOString()}&appId=${one.appId}`)).json();
-  t.same(windowed.facets.apps.map((app: { count: number }) => app.count), [1, 1], 'the time window narrows the facets, appId does not');
+  t.same(
+    windowed.facets.apps.map((app: { count: number }) => app.count),
+    [1, 1],
+    'the time window narrows the facets, appId does not',
+  );
   const all = (await test.call('GET', '/client/apps/requests')).json();
   t.same(all.summary.requests, 4);
   t.equal(all.summary.errorRate, 0.5);

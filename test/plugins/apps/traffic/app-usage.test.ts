@@ -40,7 +40,13 @@ t.test('usage: memory, CPU and traffic over the window, and the cost of the inst
   const b = { name: 'b', startedAt: at(19) };
   await sampleRounds(test, now, app, [
     { at: at(10), instances: [{ ...a, memoryBytes: 200 * MiB, cpuMs: 60_000 }] },
-    { at: at(20), instances: [{ ...a, memoryBytes: 400 * MiB, cpuMs: 90_000 }, { ...b, memoryBytes: 100 * MiB, cpuMs: 6_000 }] },
+    {
+      at: at(20),
+      instances: [
+        { ...a, memoryBytes: 400 * MiB, cpuMs: 90_000 },
+        { ...b, memoryBytes: 100 * MiB, cpuMs: 6_000 },
+      ],
+    },
     { at: at(30), instances: [{ ...b, memoryBytes: 100 * MiB, cpuMs: 66_000 }] },
   ]);
   await writeRows(test, app, [

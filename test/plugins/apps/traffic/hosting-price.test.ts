@@ -15,7 +15,13 @@ t.test('an instance-hour costs its memory tier’s hourly price', async (t) => {
 t.test('samples are summed exactly and rounded down once, in any order', async (t) => {
   // 1 s of the smallest tier is 2000/3600 µUSD: rounded per sample it would be 0.
   const second = { coversMs: 1_000, memoryBytes: MiB };
-  t.equal(hostingCostMicros(Array.from({ length: 3_600 }, () => second), prices), 2_000);
+  t.equal(
+    hostingCostMicros(
+      Array.from({ length: 3_600 }, () => second),
+      prices,
+    ),
+    2_000,
+  );
   t.equal(hostingCostMicros([second], prices), 0);
   const mixed = [
     { coversMs: 61_234, memoryBytes: 700 * MiB },
@@ -25,7 +31,17 @@ t.test('samples are summed exactly and rounded down once, in any order', async (
   const expected = Math.floor((61_234 * 8_000 + 59_999 * 2_000 + 60_001 * 16_000) / 3_600_000);
   t.equal(hostingCostMicros(mixed, prices), expected);
   t.equal(hostingCostMicros([...mixed].reverse(), prices), expected);
-  t.equal(hostingCostMicros([{ coversMs: -5, memoryBytes: MiB }, { coversMs: 0, memoryBytes: MiB }], prices), 0, 'nothing for no time');
+  t.equal(
+    hostingCostMicros(
+      [
+        { coversMs: -5, memoryBytes: MiB },
+        { coversMs: 0, memoryBytes: MiB },
+      ],
+      prices,
+    ),
+    0,
+    'nothing for no time',
+  );
 });
 
 t.test('a month of many instances stays exact', async (t) => {

@@ -21,11 +21,7 @@ export type RowInput = Partial<AppRequestRow> & { at: Date };
  * Writes rows through the proxy's own batched writer (proxy/request-rows.ts), as the proxy does,
  * and answers them as written.
  */
-export async function writeRows(
-  test: TestApp,
-  owner: { appId: string; serviceId: string; deploymentId: string },
-  inputs: readonly RowInput[],
-): Promise<AppRequestRow[]> {
+export async function writeRows(test: TestApp, owner: { appId: string; serviceId: string; deploymentId: string }, inputs: readonly RowInput[]): Promise<AppRequestRow[]> {
   const database = test.app.svc.container.resolve(Tokens.Database);
   const writer = new AppRequestRows(database, { flushIntervalMs: 60_000, batchSize: 1_000, maxQueue: 10_000 }, (event) => {
     throw new Error(`request rows: ${event.kind}`);
