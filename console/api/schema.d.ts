@@ -904,38 +904,40 @@ export interface paths {
      */
     post: operations["services.rollback"];
   };
-  "/services/{id}/env": {
+  "/apps/requests": {
     /**
-     * The service’s variables: names, values for who may read them, and the managed SVC_* ones
-     * @description Values are shown to a caller holding apps:deploy with a write role on the app’s project (owners, admins, developers; keys with apps:deploy); to everyone else who reads the project they are null with canReveal false. An app’s own key is refused (403). reveal=0 asks for names only.
+     * HTTP requests the apps served, across the apps the caller sees
+     * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). appId narrows to one app (another project's app is its 404). Scope apps:read.
      */
-    get: operations["services.env"];
-    /**
-     * Set and remove variables: one restart per request, none when nothing changes
-     * @description The running app restarts once, with no downtime: a new instance with the new variables must pass its health check before it takes the traffic. A stopped service gets them at its next start. Nothing is rebuilt. 409 env_conflict (nothing written) when another change landed since the version sent, or since this request read the variables.
-     */
-    post: operations["services.env_change"];
+    get: operations["apps.requests"];
   };
-  "/services/{id}/env/{name}": {
+  "/services/{id}/requests": {
     /**
-     * Remove one variable: the app restarts once; the value cannot be recovered
-     * @description Remove one variable: the app restarts once; the value cannot be recovered. Needs the apps:deploy scope.
+     * HTTP requests one service served
+     * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). Only this service's requests, the requestId search included.
      */
-    delete: operations["services.env_delete"];
+    get: operations["services.requests"];
   };
-  "/services/{id}/gateway-key/replace": {
+  "/apps/{id}/analytics": {
     /**
-     * Give the app a new SVC_API_KEY: one restart; the old key is revoked once the app runs healthy with the new one
-     * @description A stopped service (or one with nothing live) gets the new key at its next start and the old key is revoked at once. If the restarted app fails its health check, the new key is revoked and the old one kept (replaced false).
+     * An app’s traffic over a window: requests, errors, durations and bytes per bucket, busiest paths, statuses
+     * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks; at most 500 buckets). Durations are the 50th, 95th and 99th percentiles in ms; errors are statuses 400 and above, server errors 500 and above.
      */
-    post: operations["services.gateway_key_replace"];
+    get: operations["apps.analytics"];
   };
-  "/apps/{id}/group": {
+  "/apps/{id}/usage": {
     /**
-     * Move an app to another project; its own key moves with it
-     * @description The one way an app’s key changes project: PATCH /keys/{id} of that key answers 409 app_owned_key. The caller writes both the app’s project and the destination.
+     * Memory, CPU and traffic of an app, sampled by the runtime, and what running it cost
+     * @description Over [from, to) (default: the last day). Memory and CPU come from samples the runtime takes of each instance every `usage.sampleEveryMs`; the cost is instance-seconds × the hourly price of the memory tier each sample fell in (a stopped app has no instances, so costs nothing). Traffic counts the requests the apps proxy served.
      */
-    post: operations["apps.group"];
+    get: operations["apps.usage"];
+  };
+  "/apps/{id}/usage/series": {
+    /**
+     * An app’s memory, CPU, traffic and cost per hour or day
+     * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks). A sample counts in the bucket it was taken in, as in the daily hosting charge.
+     */
+    get: operations["apps.usage_series"];
   };
   "/batches": {
     /**
@@ -1047,6 +1049,31 @@ export interface components {
       services: components["schemas"]["AppService"][];
       createdAt: string;
     };
+    /** @description An app’s traffic over a window: totals, per bucket, busiest paths, statuses */
+    AppAnalytics: {
+      /** @constant */
+      object: "app_analytics";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @enum {string} */
+      granularity: "hour" | "day";
+      totals: components["schemas"]["AppTrafficTotals"];
+      /** @description Newest first, empty ones included */
+      buckets: components["schemas"]["AppTrafficBucket"][];
+      /** @description The 10 busiest paths */
+      topPaths: components["schemas"]["AppPathTraffic"][];
+      /** @description Every status answered, ascending */
+      statuses: {
+          status: number;
+          count: number;
+        }[];
+    };
     /** @description The app is gone */
     AppDeleted: {
       /** @constant */
@@ -1063,63 +1090,44 @@ export interface components {
       service: components["schemas"]["AppService"];
       deployment: components["schemas"]["Deployment"];
     };
-    /** @description What an env change wrote, and the one restart it caused */
-    AppEnvChange: {
-      /** @constant */
-      object: "service_env_change";
-      serviceId: string;
-      version: number;
-      /** @description Names whose value changed or that were added */
-      set: string[];
-      removed: string[];
-      /**
-       * @description done: the app restarted with the change (the new instance healthy, then swapped in); none: nothing changed; next_start: the service is stopped and starts with it; next_deploy: nothing is live yet, the deploy takes it; failed: the new instance failed its health check, the running one keeps serving (restartFailure says why)
-       * @enum {string}
-       */
-      restart: "done" | "none" | "next_start" | "next_deploy" | "failed";
-      restartFailure: string | null;
-    };
-    /** @description A service’s variables: names, values when the caller may read them, the managed ones */
-    AppEnvView: {
-      /** @constant */
-      object: "service_env";
-      serviceId: string;
-      /** @description Changes sent with this version are refused 409 once another landed */
-      version: number;
-      /** @description Whether this caller may read the values (apps:deploy and a write role on the project) */
-      canReveal: boolean;
-      vars: ({
-          name: string;
-          /** @description Null with reveal=0 or when canReveal is false */
-          value: string | null;
-        })[];
-      /** @description Set by the service at every start; read-only */
-      managed: ({
-          /** @enum {string} */
-          name: "SVC_API_KEY" | "SVC_BASE_URL" | "SVC_MCP_URL";
-          /** @description SVC_API_KEY is never shown (its hint is); the URLs are */
-          value: string | null;
-          /** @description SVC_API_KEY: the key’s hint */
-          hint: string | null;
-          /** @description SVC_API_KEY: the app’s key id */
-          keyId: string | null;
-        })[];
-    };
-    /** @description An app moved to a project, its own key with it */
-    AppGroup: {
-      /** @constant */
-      object: "app_group";
-      appId: string;
-      /** @description The project the app, and its key, belong to now */
-      projectId: string;
-      /** @description The app’s keys that moved with it */
-      keyIds: string[];
+    /** @description What running the app cost in the window */
+    AppHostingCost: {
+      /** @description µUSD: instance-seconds × the hourly price of each sample’s memory tier, rounded down once */
+      micros: number;
+      /** @description micros / 1e6 */
+      usd: number;
+      /** @description Running time of the app’s instances in the window */
+      instanceSeconds: number;
+      /** @description The memory tiers the samples fell in */
+      tiers: {
+          upToBytes: number;
+          microsPerHour: number;
+          instanceSeconds: number;
+          micros: number;
+        }[];
     };
     /** @description Apps, newest first */
     AppList: {
       /** @constant */
       object: "list";
       data: components["schemas"]["App"][];
+    };
+    /** @description One path’s traffic */
+    AppPathTraffic: {
+      path: string;
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
     };
     /** @description The progress of an app’s latest deployment */
     AppProgress: {
@@ -1148,6 +1156,88 @@ export interface components {
           databases: boolean;
         }[];
     };
+    /** @description One request the apps proxy served */
+    AppRequest: {
+      /** @constant */
+      object: "app_request";
+      /** @description The request id the proxy sent the app and the client (x-request-id) */
+      id: string;
+      /**
+       * Format: date-time
+       * @description When the request arrived
+       */
+      at: string;
+      appId: string;
+      serviceId: string;
+      /** @description The deployment that served it; null when nothing was running */
+      deploymentId: string | null;
+      method: string;
+      /** @description Without its query string */
+      path: string;
+      /** @description 499: the client went away before the answer was complete */
+      status: number;
+      /** @description From arrival to the last byte of the answer (a websocket: to its close) */
+      durationMs: number;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Counts of what the list can be filtered by, over the time window only (band, app, method and path do not narrow them) */
+    AppRequestFacets: {
+      /** @description Busiest first */
+      methods: {
+          value: string;
+          count: number;
+        }[];
+      /** @description Status classes with requests */
+      bands: ({
+          /** @enum {string} */
+          value: "1xx" | "2xx" | "3xx" | "4xx" | "5xx";
+          count: number;
+        })[];
+      /** @description The 10 busiest paths */
+      paths: {
+          value: string;
+          count: number;
+        }[];
+      /** @description Busiest first */
+      apps: ({
+          id: string;
+          name: string | null;
+          count: number;
+        })[];
+    };
+    /** @description A page of AppRequest items, newest first */
+    AppRequestList: {
+      /** @constant */
+      object: "list";
+      /** @description Newest first */
+      data: components["schemas"]["AppRequest"][];
+      /** @description Pass as cursor for the next page; null on the last page */
+      nextCursor: string | null;
+      /** @description First page only (null after): totals over every request the filters select */
+      summary: components["schemas"]["AppTrafficTotals"] | null;
+      /** @description First page only (null after) */
+      facets: components["schemas"]["AppRequestFacets"] | null;
+      /** @description First page only (null after): the filtered requests over [since, until), since defaulting to a day before until */
+      series: components["schemas"]["AppRequestSeries"] | null;
+    };
+    /** @description The filtered requests per bucket */
+    AppRequestSeries: {
+      /**
+       * @description hour for a window of two days or less, else day
+       * @enum {string}
+       */
+      granularity: "hour" | "day";
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @description Newest first, empty ones included */
+      buckets: components["schemas"]["AppTrafficBucket"][];
+    };
     /** @description A service of an app: its address and state */
     AppService: {
       /** @constant */
@@ -1162,6 +1252,114 @@ export interface components {
       /** @enum {string} */
       state: "deploying" | "starting" | "running" | "crashed" | "stopped" | "failed";
       liveDeploymentId: string | null;
+    };
+    /** @description Traffic within one UTC hour or day */
+    AppTrafficBucket: {
+      /**
+       * Format: date-time
+       * @description UTC start of the bucket
+       */
+      start: string;
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Requests, errors, durations and bytes */
+    AppTrafficTotals: {
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Memory, CPU and traffic of an app over a window, sampled by the runtime, and what it cost */
+    AppUsage: {
+      /** @constant */
+      object: "app_usage";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @description How often the runtime’s instances are sampled */
+      sampleEveryMs: number;
+      /** @description The newest sample in the window; null without one */
+      latestSampleAt: string | null;
+      /** @description Instances in the newest sample (two during a swap, 0 when stopped) */
+      instances: number;
+      /** @description Resident memory of each instance’s whole process tree; null without samples */
+      memory: {
+        /** @description Resident memory of the instances in the newest sample */
+        latestBytes: number | null;
+        /** @description Per instance, weighted by running time */
+        averageBytes: number | null;
+        /** @description The most one instance held in a sample */
+        peakBytes: number | null;
+      };
+      /** @description CPU use; null without samples */
+      cpu: {
+        /** @description CPU time per second of the newest sample (1 = one core busy) */
+        latestCores: number | null;
+        /** @description Per instance, weighted by running time */
+        averageCores: number | null;
+        peakCores: number | null;
+      };
+      traffic: components["schemas"]["AppTrafficTotals"];
+      cost: components["schemas"]["AppHostingCost"];
+    };
+    /** @description An app’s usage within one UTC hour or day */
+    AppUsageBucket: {
+      /** Format: date-time */
+      start: string;
+      instanceSeconds: number;
+      memoryAverageBytes: number | null;
+      memoryPeakBytes: number | null;
+      cpuAverageCores: number | null;
+      cpuPeakCores: number | null;
+      requests: number;
+      errors: number;
+      bytesIn: number;
+      bytesOut: number;
+      /** @description The bucket’s samples priced on their own (rounded down) */
+      costMicros: number;
+    };
+    /** @description An app’s memory, CPU, traffic and cost per bucket */
+    AppUsageSeries: {
+      /** @constant */
+      object: "app_usage_series";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @enum {string} */
+      granularity: "hour" | "day";
+      /** @description Newest first, empty ones included; a sample counts in the bucket it was taken in */
+      buckets: components["schemas"]["AppUsageBucket"][];
     };
     /** @description One image drawn from a prompt, and the call it was billed as */
     AssistantImage: {
@@ -1651,25 +1849,6 @@ export interface components {
       object: "list";
       /** @description Every public type, by name */
       data: components["schemas"]["EventType"][];
-    };
-    /** @description The app’s own key after a replacement */
-    GatewayKeyReplacement: {
-      /** @constant */
-      object: "gateway_key_replacement";
-      serviceId: string;
-      /** @description The app’s key now */
-      keyId: string;
-      hint: string;
-      /** @description Revoked once the app ran healthy with the new key; null if there was none */
-      previousKeyId: string | null;
-      /** @description False when the restart failed: the new key is revoked and the old one kept */
-      replaced: boolean;
-      /**
-       * @description done: the app restarted with the change (the new instance healthy, then swapped in); none: nothing changed; next_start: the service is stopped and starts with it; next_deploy: nothing is live yet, the deploy takes it; failed: the new instance failed its health check, the running one keeps serving (restartFailure says why)
-       * @enum {string}
-       */
-      restart: "done" | "none" | "next_start" | "next_deploy" | "failed";
-      restartFailure: string | null;
     };
     /** @description A branch of a git repository */
     GitBranch: {
@@ -10365,7 +10544,7 @@ export interface operations {
           rootDir?: string;
           /** @description One line, at most 300 characters */
           startCommand?: string;
-          /** @description Variables the app runs with (values are stored encrypted); PORT and SVC_* are set by the service */
+          /** @description Variables the app runs with (values are stored encrypted); PORT is set by the service */
           env?: {
             [key: string]: string;
           };
@@ -10390,7 +10569,7 @@ export interface operations {
           "application/json": components["schemas"]["AppDeployAccepted"];
         };
       };
-      /** @description Malformed input; the message and param name the field: databases_unavailable, duplicate_authorization_header, git_branch_not_found, git_repository_empty, githost_not_connected, invalid_body, invalid_env_value, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, reserved_env_name, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
+      /** @description Malformed input; the message and param name the field: databases_unavailable, duplicate_authorization_header, git_branch_not_found, git_repository_empty, githost_not_connected, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10954,24 +11133,37 @@ export interface operations {
     };
   };
   /**
-   * The service’s variables: names, values for who may read them, and the managed SVC_* ones
-   * @description Values are shown to a caller holding apps:deploy with a write role on the app’s project (owners, admins, developers; keys with apps:deploy); to everyone else who reads the project they are null with canReveal false. An app’s own key is refused (403). reveal=0 asks for names only.
+   * HTTP requests the apps served, across the apps the caller sees
+   * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). appId narrows to one app (another project's app is its 404). Scope apps:read.
    */
-  "services.env": {
+  "apps.requests": {
     parameters: {
       query?: {
-        /** @description 0: names only (values null) */
-        reveal?: "0" | "1";
-      };
-      path: {
-        id: string;
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only requests that arrived at or after this instant */
+        since?: string;
+        /** @description Only requests that arrived before this instant (exclusive) */
+        until?: string;
+        /** @description errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class */
+        band?: "all" | "errors" | "2xx" | "3xx" | "4xx" | "5xx";
+        /** @description Only requests of this method (any case) */
+        method?: string;
+        /** @description Only requests to exactly this path (without a query string) */
+        path?: string;
+        /** @description A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters */
+        requestId?: string;
+        /** @description Only requests to this app */
+        appId?: string;
       };
     };
     responses: {
-      /** @description A service’s variables: names, values when the caller may read them, the managed ones */
+      /** @description A page of AppRequest items, newest first */
       200: {
         content: {
-          "application/json": components["schemas"]["AppEnvView"];
+          "application/json": components["schemas"]["AppRequestList"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
@@ -10986,13 +11178,13 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description The credential lacks the scope or role this needs: env_listing_forbidden */
+      /** @description The credential lacks the scope or role this needs: missing_scope */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: service_not_found */
+      /** @description No such resource, or none the caller may see: app_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11001,162 +11193,38 @@ export interface operations {
     };
   };
   /**
-   * Set and remove variables: one restart per request, none when nothing changes
-   * @description The running app restarts once, with no downtime: a new instance with the new variables must pass its health check before it takes the traffic. A stopped service gets them at its next start. Nothing is rebuilt. 409 env_conflict (nothing written) when another change landed since the version sent, or since this request read the variables.
+   * HTTP requests one service served
+   * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). Only this service's requests, the requestId search included.
    */
-  "services.env_change": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description Variables to set (added or replaced); values are stored encrypted */
-          vars?: {
-            [key: string]: string;
-          };
-          /** @description Names to remove; a name not set is ignored */
-          remove?: string[];
-          /** @description The `version` GET answered: refused 409 env_conflict when another change landed since */
-          version?: number;
-        };
-      };
-    };
-    responses: {
-      /** @description What an env change wrote, and the one restart it caused */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppEnvChange"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_env_value, invalid_json, invalid_parameter, invalid_request, missing_body, reserved_env_name, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Conflicts with the state of the resource: env_conflict */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Error: runtime_unavailable_here */
-      503: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Remove one variable: the app restarts once; the value cannot be recovered
-   * @description Remove one variable: the app restarts once; the value cannot be recovered. Needs the apps:deploy scope.
-   */
-  "services.env_delete": {
+  "services.requests": {
     parameters: {
       query?: {
-        /** @description The `version` GET answered: refused 409 env_conflict when another change landed since */
-        version?: number;
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only requests that arrived at or after this instant */
+        since?: string;
+        /** @description Only requests that arrived before this instant (exclusive) */
+        until?: string;
+        /** @description errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class */
+        band?: "all" | "errors" | "2xx" | "3xx" | "4xx" | "5xx";
+        /** @description Only requests of this method (any case) */
+        method?: string;
+        /** @description Only requests to exactly this path (without a query string) */
+        path?: string;
+        /** @description A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters */
+        requestId?: string;
       };
-      path: {
-        id: string;
-        /** @description The variable */
-        name: string;
-      };
-    };
-    responses: {
-      /** @description What an env change wrote, and the one restart it caused */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppEnvChange"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, reserved_env_name, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: env_var_not_found, service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Conflicts with the state of the resource: env_conflict */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Error: runtime_unavailable_here */
-      503: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Give the app a new SVC_API_KEY: one restart; the old key is revoked once the app runs healthy with the new one
-   * @description A stopped service (or one with nothing live) gets the new key at its next start and the old key is revoked at once. If the restarted app fails its health check, the new key is revoked and the old one kept (replaced false).
-   */
-  "services.gateway_key_replace": {
-    parameters: {
       path: {
         id: string;
       };
     };
     responses: {
-      /** @description The app’s own key after a replacement */
+      /** @description A page of AppRequest items, newest first */
       200: {
         content: {
-          "application/json": components["schemas"]["GatewayKeyReplacement"];
+          "application/json": components["schemas"]["AppRequestList"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
@@ -11171,20 +11239,8 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
       /** @description No such resource, or none the caller may see: service_not_found */
       404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Error: runtime_unavailable_here */
-      503: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -11192,34 +11248,31 @@ export interface operations {
     };
   };
   /**
-   * Move an app to another project; its own key moves with it
-   * @description The one way an app’s key changes project: PATCH /keys/{id} of that key answers 409 app_owned_key. The caller writes both the app’s project and the destination.
+   * An app’s traffic over a window: requests, errors, durations and bytes per bucket, busiest paths, statuses
+   * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks; at most 500 buckets). Durations are the 50th, 95th and 99th percentiles in ms; errors are statuses 400 and above, server errors 500 and above.
    */
-  "apps.group": {
+  "apps.analytics": {
     parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+        /** @description Bucket size (default: hour for two days or less, else day) */
+        granularity?: "hour" | "day";
+      };
       path: {
         id: string;
       };
     };
-    requestBody: {
-      content: {
-        "application/json": {
-          /**
-           * Format: uuid
-           * @description The project the app moves to
-           */
-          projectId: string;
-        };
-      };
-    };
     responses: {
-      /** @description An app moved to a project, its own key with it */
+      /** @description An app’s traffic over a window: totals, per bucket, busiest paths, statuses */
       200: {
         content: {
-          "application/json": components["schemas"]["AppGroup"];
+          "application/json": components["schemas"]["AppAnalytics"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11231,26 +11284,96 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: app_not_found, project_not_found */
+      /** @description No such resource, or none the caller may see: app_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
+    };
+  };
+  /**
+   * Memory, CPU and traffic of an app, sampled by the runtime, and what running it cost
+   * @description Over [from, to) (default: the last day). Memory and CPU come from samples the runtime takes of each instance every `usage.sampleEveryMs`; the cost is instance-seconds × the hourly price of the memory tier each sample fell in (a stopped app has no instances, so costs nothing). Traffic counts the requests the apps proxy served.
+   */
+  "apps.usage": {
+    parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Memory, CPU and traffic of an app over a window, sampled by the runtime, and what it cost */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppUsage"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An app’s memory, CPU, traffic and cost per hour or day
+   * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks). A sample counts in the bucket it was taken in, as in the daily hosting charge.
+   */
+  "apps.usage_series": {
+    parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+        /** @description Bucket size (default: hour for two days or less, else day) */
+        granularity?: "hour" | "day";
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An app’s memory, CPU, traffic and cost per bucket */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppUsageSeries"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { hostingPricesSchema } from './hosting-price.ts';
 import { appsProxyConfigSchema } from './proxy/index.ts';
 
 const MiB = 1024 * 1024;
@@ -45,6 +46,17 @@ export const appsConfigSchema = z.strictObject({
         .default(4096 * MiB),
       /** Deploys this process builds at once. */
       concurrency: z.number().int().min(1).max(16).default(1),
+    })
+    .prefault({}),
+  /** What running apps use (README.md: usage and its cost). */
+  usage: z
+    .strictObject({
+      /** How often the runtime's instances are sampled (memory, CPU, running time). */
+      sampleEveryMs: z.number().int().min(1_000).default(60_000),
+      /** Samples older than this are removed (the hosting ledger closes each day well within it). */
+      retentionDays: z.number().int().min(2).max(3_650).default(90),
+      /** µUSD per instance-hour by memory tier (hosting-price.ts DEFAULT_PRICE_TIERS). */
+      prices: hostingPricesSchema,
     })
     .prefault({}),
 });

@@ -379,6 +379,7 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
           services.map((service) => service.id),
         );
         await tx.query('DELETE FROM app_requests WHERE app_id = $1', [app.id]);
+        await tx.query('DELETE FROM app_usage_samples WHERE app_id = $1', [app.id]);
         await store.deleteApp(tx, app.id);
         const keys = await deps.appKeys.ofApp(tx, app.organizationId, app.id);
         for (const key of keys) await deps.appKeys.revoke(tx, app.organizationId, key.id, actorOf(credential));

@@ -2,6 +2,7 @@ import { rm } from 'node:fs/promises';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { createToken } from '../../core/kernel/container.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
+import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { GitHostTokens } from '../githost/git-host.ts';
 import { AppKeys } from '../keys/app-keys.ts';
@@ -15,6 +16,9 @@ import { AppsStore } from './apps-store.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
 import { pushDeploySubscriber } from './push-deploys.ts';
+import { AppRequestStore } from './traffic/request-store.ts';
+import { trafficOperations } from './traffic/traffic-operations.ts';
+import { sampleUsage, UsageSampleStore, usageMigrations, usageSamplesEraser } from './traffic/usage-samples.ts';
 import './apps-errors.ts';
 
 /** What other code (tests, the CLI) may reach of the plugin. */
@@ -64,7 +68,7 @@ export const appsPlugin = definePlugin({
   description: 'Apps deployed from git: builds, the app runtime and the apps proxy at <slug>.<baseDomain>',
   dependsOn: ['githost'],
   configSchema: appsConfigSchema,
-  migrations: [...appsProxyMigrations, ...appsMigrations],
+  migrations: [...appsProxyMigrations, ...appsMigrations, ...usageMigrations],
   register(ctx) {
     const { container, config, appConfig, extensions, logger } = ctx;
     const database = container.resolve(Tokens.Database);
@@ -81,6 +85,7 @@ export const appsPlugin = definePlugin({
     container.bindValue(AppsTokens.Host, host);
     const env = new AppEnv(container.resolve(Tokens.Secrets));
     extensions.contribute(OrganizationErasersPoint, appRequestsEraser);
+    extensions.contribute(OrganizationErasersPoint, usageSamplesEraser);
     extensions.contribute(OrganizationErasersPoint, {
       name: 'apps',
       async erase(tx, organizationId) {
@@ -107,9 +112,34 @@ export const appsPlugin = definePlugin({
     const { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock } = parts(ctx);
     const identity = ctx.container.resolve(Tokens.Identity);
     const database = ctx.container.resolve(Tokens.Database);
+    const traffic = trafficOperations({
+      store,
+      requests: new AppRequestStore(database),
+      samples: new UsageSampleStore(database),
+      identity,
+      clock,
+      prices: ctx.config.usage.prices,
+      sampleEveryMs: ctx.config.usage.sampleEveryMs,
+    });
     return [
       ...appsOperations({ store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, identity, database, urlOf: (slug) => urlOf(ctx.config, host, slug) }),
       ...envOperations({ store, host, env, runtimeEnv, appKeys, identity, database }),
+      ...traffic,
+    ];
+  },
+  // The runtime's instances sampled (memory, CPU, running time) where the runtime runs; samples past retention removed.
+  periodic: (ctx) => {
+    const { host, clock } = parts(ctx);
+    const samples = new UsageSampleStore(ctx.container.resolve(Tokens.Database));
+    const retentionMs = ctx.config.usage.retentionDays * 86_400_000;
+    return [
+      definePeriodic({
+        name: 'apps.usage-sample',
+        everyMs: ctx.config.usage.sampleEveryMs,
+        async run() {
+          if (host.running) await sampleUsage({ samples, clock, retentionMs }, host.runtime());
+        },
+      }),
     ];
   },
   queues: (ctx) => {

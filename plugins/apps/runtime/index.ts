@@ -7,6 +7,7 @@ export {
   type DeployRequest,
   HealthFailure,
   type Instance,
+  type InstanceUsage,
   type LogLine,
   type LogOptions,
   type RouteChange,
@@ -19,4 +20,5 @@ export {
   type ServiceState,
   type ServiceStatus,
 } from './runtime-port.ts';
+export { type ProcUnits, type TreeUsage, treeUsage } from './usage.ts';
 export { FileRuntimeState, type RuntimeState, type ServiceRecord } from './runtime-state.ts';

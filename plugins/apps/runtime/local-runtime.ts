@@ -11,6 +11,7 @@ import {
   type DeployRequest,
   HealthFailure,
   type Instance,
+  type InstanceUsage,
   type LogLine,
   type LogOptions,
   type LogStream,
@@ -27,6 +28,7 @@ import {
   type Unsubscribe,
 } from './runtime-port.ts';
 import { FileRuntimeState, type RuntimeState, type ServiceRecord } from './runtime-state.ts';
+import { treeUsage } from './usage.ts';
 import { executableOrNull, type SandboxTools, sandboxCommand, sandboxKind } from './sandbox.ts';
 
 const execFileAsync = promisify(execFile);
@@ -57,6 +59,8 @@ export interface LocalRuntimeOptions {
    */
   uidBase?: number | null;
   logs?: { maxBytes?: number; keep?: number };
+  /** Where usage is read from (default /proc; tests hand a folder shaped like it). */
+  procRoot?: string;
   /** Where warnings go (the host's logger). */
   warn?: (message: string) => void;
 }
@@ -220,6 +224,21 @@ export class LocalRuntime implements RuntimePort {
       deploymentId: entry.record.current?.deploymentId ?? null,
       instances: [...entry.lives].map((live) => this.instanceOf(live)),
     };
+  }
+
+  /** Each instance's process tree as /proc shows it now; instances on their way out are left out. */
+  async usage(): Promise<InstanceUsage[]> {
+    const found: InstanceUsage[] = [];
+    for (const entry of this.entries.values()) {
+      for (const live of entry.lives) {
+        if (live.stopping) continue;
+        const tree = await treeUsage(live.pid, { procRoot: this.options.procRoot });
+        if (!tree) continue;
+        const { serviceId, deploymentId } = live.request;
+        found.push({ serviceId, deploymentId, instance: `${live.pid}@${live.startedAt}`, startedAt: live.startedAt, ...tree });
+      }
+    }
+    return found;
   }
 
   logs(serviceId: string, options: LogOptions = {}): AsyncIterable<LogLine> {

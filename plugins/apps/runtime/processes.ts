@@ -13,28 +13,34 @@ export interface ProcessEntry {
   startTicks: number;
 }
 
-export async function processTable(): Promise<ProcessEntry[]> {
-  const names = await readdir('/proc');
+/** Every process of `procRoot` (/proc; a test hands a folder shaped like it). */
+export async function processTable(procRoot = '/proc'): Promise<ProcessEntry[]> {
+  const names = await readdir(procRoot);
   const entries: ProcessEntry[] = [];
   for (const name of names) {
     if (!/^\d+$/.test(name)) continue;
-    const entry = await readStat(Number(name));
+    const entry = await readStat(Number(name), procRoot);
     if (entry) entries.push(entry);
   }
   return entries;
 }
 
 /** /proc/PID/stat: `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses, so split after the last `)`. */
-async function readStat(pid: number): Promise<ProcessEntry | null> {
+async function readStat(pid: number, procRoot = '/proc'): Promise<ProcessEntry | null> {
+  const fields = await statFields(pid, procRoot);
+  // fields[0] is the state (stat field 3): ppid is field 4, pgrp 5, starttime 22.
+  return fields ? { pid, ppid: Number(fields[1]), pgid: Number(fields[2]), startTicks: Number(fields[19]) } : null;
+}
+
+/** The fields of /proc/PID/stat after `(comm)`, from the state (field 3) on; null for a process gone. */
+export async function statFields(pid: number, procRoot = '/proc'): Promise<string[] | null> {
   let text: string;
   try {
-    text = await readFile(`/proc/${pid}/stat`, 'utf8');
+    text = await readFile(`${procRoot}/${pid}/stat`, 'utf8');
   } catch {
     return null;
   }
-  const fields = text.slice(text.lastIndexOf(')') + 2).split(' ');
-  // fields[0] is the state (stat field 3): ppid is field 4, pgrp 5, starttime 22.
-  return { pid, ppid: Number(fields[1]), pgid: Number(fields[2]), startTicks: Number(fields[19]) };
+  return text.slice(text.lastIndexOf(')') + 2).split(' ');
 }
 
 export async function startTicksOf(pid: number): Promise<number | null> {
@@ -42,8 +48,8 @@ export async function startTicksOf(pid: number): Promise<number | null> {
 }
 
 /** The pids of the group `pgid` and of every descendant of its leader, leader first. */
-export async function treeOf(pgid: number): Promise<number[]> {
-  const table = await processTable();
+export async function treeOf(pgid: number, procRoot = '/proc'): Promise<number[]> {
+  const table = await processTable(procRoot);
   const children = new Map<number, number[]>();
   for (const entry of table) children.set(entry.ppid, [...(children.get(entry.ppid) ?? []), entry.pid]);
   const found = new Set<number>(table.filter((entry) => entry.pgid === pgid).map((entry) => entry.pid));

@@ -101,6 +101,20 @@ export interface RunResult {
 
 export type Unsubscribe = () => void;
 
+/** The `usage/sample` capability: what one running instance uses now. */
+export interface InstanceUsage {
+  serviceId: string;
+  deploymentId: string;
+  /** Names this started process among all others (a restart is another instance): `<pid>@<startedAt>` locally. */
+  instance: string;
+  startedAt: string;
+  /** Resident memory of the instance (its whole process tree). */
+  memoryBytes: number;
+  /** CPU time the instance used since it started, in ms (grows; a new instance starts again from 0). */
+  cpuMs: number;
+  processes: number;
+}
+
 export interface RuntimePort {
   /** Resolves once the new instance is healthy and routed; the previous one is then retired. */
   deploy(request: DeployRequest): Promise<Instance>;
@@ -114,6 +128,8 @@ export interface RuntimePort {
   logs(serviceId: string, options?: LogOptions): AsyncIterable<LogLine>;
   /** A one-off command beside the app: its artifact, env and sandbox, no PORT of its own. */
   run(serviceId: string, command: string, options: RunOptions): Promise<RunResult>;
+  /** What every instance this runtime runs uses now (the usage sampler reads it periodically). */
+  usage(): Promise<InstanceUsage[]>;
   onChange(listener: (change: RouteChange) => void): Unsubscribe;
   onEvent(listener: (event: RuntimeEvent) => void): Unsubscribe;
 }

@@ -4,6 +4,7 @@ import { createOrganizationWithOwner, issueSession } from '../../../core/identit
 import { GitHostTokens } from '../../../plugins/githost/git-host.ts';
 import { AppEnv } from '../../../plugins/apps/app-env.ts';
 import { insertAppRequests } from '../../../plugins/apps/proxy/index.ts';
+import { UsageSampleStore } from '../../../plugins/apps/traffic/usage-samples.ts';
 import { storedApp } from '../apps/apps-fixtures.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
@@ -253,6 +254,9 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   await insertAppRequests(db, [
     { id: `req_${randomUUID()}`, at: now, organizationId: who.organizationId, ...app, method: 'GET', path: '/', status: 200, durationMs: 1, bytesIn: 0, bytesOut: 2 },
   ]);
+  // And a usage sample of its instance, as the sampler writes one.
+  const sample = { instance: `${tag}-instance`, sampledAt: now, organizationId: who.organizationId, ...app, coversMs: 60_000, memoryBytes: 1, cpuMs: 1, cpuTotalMs: 1, processes: 1 };
+  await new UsageSampleStore(db).insert([sample]);
   await test.runJobs();
   return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId, oauthAppId, oauthUpstreamId, signInId, serviceId: app.serviceId };
 }
