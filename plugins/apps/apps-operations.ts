@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { z } from 'zod';
 import { authorizedProject, authorizedRecord, type RecordKind } from '../../core/identity/authorization.ts';
@@ -10,8 +10,9 @@ import type { BlobStore } from '../../core/ports/blobs.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import type { GitHost } from '../githost/git-host.ts';
 import type { AppEnv } from './app-env.ts';
+import { assertNameFree, createAppWithDeployment } from './app-creation.ts';
 import type { AppsHost } from './apps-host.ts';
-import { type AppRecord, AppNameTaken, type AppsStore, DEPLOY_HISTORY, type DeploymentRecord, type ServiceRecord } from './apps-store.ts';
+import { type AppRecord, type AppsStore, DEPLOY_HISTORY, type DeploymentRecord, type ServiceRecord } from './apps-store.ts';
 import { appListView, appView, deployAnswerView, deploymentView, type ServiceState, toAppView, toDeploymentView, toServiceView } from './apps-views.ts';
 import { MAX_START_COMMAND_CHARS, missingEnv } from './build-decision/index.ts';
 import { enqueueDeployment } from './deploy-pipeline.ts';
@@ -191,12 +192,6 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
     return toAppView(app, deps.urlOf(app.slug), services);
   }
 
-  async function freeSlug(name: string): Promise<string> {
-    const taken = (await store.routes()).map((entry) => entry.app.slug);
-    if (!taken.includes(name)) return name;
-    return `${name.slice(0, 40)}-${randomBytes(3).toString('hex')}`;
-  }
-
   const list = defineOperation({
     name: 'apps.list',
     method: 'GET',
@@ -260,62 +255,27 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
           .replace(/^-+|-+$/g, '')
           .slice(0, 40);
       if (!appName.safeParse(name).success) throw new ApiError('invalid_parameter', 'Give the app a name: lowercase letters, digits and dashes', { param: 'name' });
-      if ((await store.apps(organizationId, null)).some((app) => app.name === name)) {
-        throw new ApiError('app_name_taken', `The organisation has an app named ${name} already`, { param: 'name' });
-      }
+      await assertNameFree(store, organizationId, name);
       const branch = body.branch ?? (await git.listRepos(organizationId)).find((repo) => repo.name === body.repo)?.defaultBranch ?? 'main';
       const { commit, decision } = await decideFromGitHost(git, organizationId, { repo: body.repo, branch, rootDir: body.rootDir, startCommand: body.startCommand });
-      const slug = await freeSlug(name);
-      const appId = randomUUID();
-      const serviceId = randomUUID();
-      const answer = await transaction(async (tx) => {
-        const now = clock();
-        const created = await store
-          .createApp(
-            tx,
-            {
-              id: appId,
-              organizationId,
-              projectId: project.id,
-              name,
-              slug,
-              sourceKind: 'githost',
-              sourceRepo: body.repo,
-              sourceUrl: null,
-              branch,
-              rootDir: body.rootDir ?? null,
-              startCommand: body.startCommand ?? null,
-              deployOnPush: body.deployOnPush ?? true,
-              cell: LOCAL_CELL,
-            },
-            serviceId,
-            now,
-          )
-          .catch((error) => {
-            if (error instanceof AppNameTaken) throw new ApiError('app_name_taken', `The organisation has an app named ${name} already`, { param: 'name' });
-            throw error;
-          });
-        await env.write(tx, serviceId, body.env ?? {});
-        const { deployment } = await store.createDeployment(
-          tx,
-          {
-            id: randomUUID(),
-            serviceId,
-            organizationId,
-            commitSha: commit,
-            reason: 'create',
-            rollbackOf: null,
-            decision: decision as unknown as Record<string, unknown>,
-            idempotencyKey: `${serviceId}:${commit}`,
-          },
-          now,
-        );
-        await enqueueDeployment(jobs, tx, deployment.id);
-        return { ...created, deployment };
+      return createAppWithDeployment(deps, transaction, {
+        app: {
+          organizationId,
+          projectId: project.id,
+          name,
+          sourceKind: 'githost',
+          sourceRepo: body.repo,
+          sourceUrl: null,
+          branch,
+          rootDir: body.rootDir ?? null,
+          startCommand: body.startCommand ?? null,
+          deployOnPush: body.deployOnPush ?? true,
+          cell: LOCAL_CELL,
+        },
+        env: body.env ?? {},
+        commit,
+        decision,
       });
-      const url = deps.urlOf(slug);
-      const service = toServiceView(answer.service, url, 'deploying');
-      return { object: 'app_deploy' as const, app: toAppView(answer.app, url, [service]), service, deployment: toDeploymentView(answer.deployment) };
     },
   });
 

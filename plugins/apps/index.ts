@@ -8,8 +8,12 @@ import { AppEnv } from './app-env.ts';
 import { type AppsConfig, appsConfigSchema } from './apps-config.ts';
 import { AppsHost } from './apps-host.ts';
 import { appsMigrations } from './apps-migrations.ts';
+import { analysisOperations } from './analysis-operations.ts';
 import { appsOperations } from './apps-operations.ts';
+import { deployOperations } from './deploy-operations.ts';
+import { previewOperations } from './preview-operations.ts';
 import { AppsStore } from './apps-store.ts';
+import { DeployCancels } from './deploy-cancels.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
 import { pushDeploySubscriber } from './push-deploys.ts';
@@ -19,6 +23,7 @@ import './apps-errors.ts';
 export const AppsTokens = {
   Host: createToken<AppsHost>('apps.Host'),
   Store: createToken<AppsStore>('apps.Store'),
+  Cancels: createToken<DeployCancels>('apps.Cancels'),
 };
 
 function parts(ctx: PluginContext<AppsConfig>) {
@@ -27,6 +32,12 @@ function parts(ctx: PluginContext<AppsConfig>) {
     store: container.resolve(AppsTokens.Store),
     host: container.resolve(AppsTokens.Host),
     git: container.resolve(GitHostTokens.Host),
+    sources: {
+      git: container.resolve(GitHostTokens.Host),
+      clone: container.resolve(GitHostTokens.Clone),
+      remoteBranches: container.resolve(GitHostTokens.RemoteBranches),
+    },
+    cancels: container.resolve(AppsTokens.Cancels),
     env: new AppEnv(container.resolve(Tokens.Secrets)),
     jobs: container.resolve(Tokens.Jobs),
     blobs: container.resolve(Tokens.Blobs),
@@ -64,6 +75,7 @@ export const appsPlugin = definePlugin({
     });
     container.bindValue(AppsTokens.Store, store);
     container.bindValue(AppsTokens.Host, host);
+    container.bindValue(AppsTokens.Cancels, new DeployCancels(container.resolve(Tokens.Coordination).pubsub));
     const env = new AppEnv(container.resolve(Tokens.Secrets));
     extensions.contribute(OrganizationErasersPoint, appRequestsEraser);
     extensions.contribute(OrganizationErasersPoint, {
@@ -89,8 +101,8 @@ export const appsPlugin = definePlugin({
     });
   },
   operations: (ctx) => {
-    const { store, host, git, env, jobs, blobs, clock } = parts(ctx);
-    return appsOperations({
+    const { store, host, git, env, jobs, blobs, clock, sources, cancels } = parts(ctx);
+    const deps = {
       store,
       host,
       git,
@@ -100,12 +112,17 @@ export const appsPlugin = definePlugin({
       clock,
       identity: ctx.container.resolve(Tokens.Identity),
       database: ctx.container.resolve(Tokens.Database),
-      urlOf: (slug) => urlOf(ctx.config, host, slug),
-    });
+      urlOf: (slug: string) => urlOf(ctx.config, host, slug),
+      sources,
+      cancels,
+    };
+    const insight = { sources, memoryBytes: ctx.config.runtime.limits.memoryBytes, microsPerGibHour: ctx.config.insight.microsPerGibHour };
+    const preview = { ...deps, hostOf: (slug: string) => `${slug}.${ctx.config.proxy.baseDomain}`, proxyPort: () => host.proxy?.port ?? null };
+    return [...appsOperations(deps), ...deployOperations(deps), ...analysisOperations(insight), ...previewOperations(preview)];
   },
   queues: (ctx) => {
-    const { store, host, git, env, blobs, clock } = parts(ctx);
-    const handler = buildHandler({ store, host, git, env, blobs, clock, config: ctx.config });
+    const { store, host, sources, cancels, env, blobs, clock } = parts(ctx);
+    const handler = buildHandler({ store, host, sources, cancels, env, blobs, clock, config: ctx.config });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }];
   },
   subscribers: (ctx) => {
@@ -116,7 +133,10 @@ export const appsPlugin = definePlugin({
     const { container, config, appConfig, logger } = ctx;
     const host = container.resolve(AppsTokens.Host);
     // The local runtime runs where the deploy jobs run; an API-only replica reaches none (README: replicas).
-    if (appConfig.server.role !== 'api') await host.start();
+    if (appConfig.server.role !== 'api') {
+      await host.start();
+      await container.resolve(AppsTokens.Cancels).listen();
+    }
     if (servesAppsProxy(appConfig)) {
       host.proxy = await startAppsProxy({
         config: config.proxy,
@@ -132,6 +152,7 @@ export const appsPlugin = definePlugin({
     const host = ctx.container.resolve(AppsTokens.Host);
     await host.proxy?.stop(1_000);
     host.proxy = null;
+    await ctx.container.resolve(AppsTokens.Cancels).close();
     await host.stop();
   },
 });
