@@ -26,12 +26,7 @@ const GiB = 1024 ** 3;
 
 const sourceQuery = {
   repo: z.string().min(1).max(200).optional().describe('A repository of the git host (or give gitUrl)'),
-  gitUrl: z
-    .string()
-    .min(1)
-    .max(2000)
-    .optional()
-    .describe('An http(s) git URL (or give repo): cloned through the guarded clone'),
+  gitUrl: z.string().min(1).max(2000).optional().describe('An http(s) git URL (or give repo): cloned through the guarded clone'),
   branch: z.string().min(1).max(255).optional().describe('Default: the repository’s default branch'),
 };
 const rootDir = z.string().min(1).max(500).optional().describe('The app’s folder, relative to the repository’s top');
@@ -53,10 +48,7 @@ const analysisView = z
     commit: z.string(),
     buildable: z.boolean(),
     decision: z.record(z.string(), z.unknown()).nullable().describe('Each field {value, rule, evidence}; null when it cannot build'),
-    refusal: z
-      .record(z.string(), z.unknown())
-      .nullable()
-      .describe('What a deploy would be refused with: code, message, param and its details (candidates, supported…)'),
+    refusal: z.record(z.string(), z.unknown()).nullable().describe('What a deploy would be refused with: code, message, param and its details (candidates, supported…)'),
     envKeys: z.array(z.string()).nullable(),
     missingEnv: z.array(z.string()).nullable().describe('envKeys nothing sets yet (the service sets PORT)'),
   })
@@ -101,7 +93,11 @@ const reachableView = z
   .meta({ id: 'GitReachability', description: 'Whether a git URL can be cloned from here (a guarded ls-remote, nothing cloned)' });
 
 /** Exactly one of repo and gitUrl; the branch default is the source's. */
-async function sourceFrom(deps: AnalysisOperationDeps, organizationId: string, query: { repo?: string | undefined; gitUrl?: string | undefined; branch?: string | undefined }): Promise<AppSource> {
+async function sourceFrom(
+  deps: AnalysisOperationDeps,
+  organizationId: string,
+  query: { repo?: string | undefined; gitUrl?: string | undefined; branch?: string | undefined },
+): Promise<AppSource> {
   if ((query.repo === undefined) === (query.gitUrl === undefined)) {
     throw new ApiError('invalid_parameter', 'Give repo (a repository of the git host) or gitUrl, one of them', { param: query.repo === undefined ? 'repo' : 'gitUrl' });
   }

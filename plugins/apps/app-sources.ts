@@ -18,10 +18,7 @@ import './deploy-errors.ts';
  *   (SSRF guard, size cap, timeout, no credential in the URL) every time it is deployed;
  * - `template`: a folder of this repository (`templates/apps/<id>`), copied: it deploys offline.
  */
-export type AppSource =
-  | { kind: 'githost'; repo: string; branch: string }
-  | { kind: 'url'; url: string; branch: string }
-  | { kind: 'template'; template: string };
+export type AppSource = { kind: 'githost'; repo: string; branch: string } | { kind: 'url'; url: string; branch: string } | { kind: 'template'; template: string };
 
 export interface SourceDeps {
   git: GitHost;
@@ -121,7 +118,11 @@ async function treeHash(dir: string): Promise<string> {
     for (const entry of entries) {
       const name = path.posix.join(relative, entry.name);
       if (entry.isDirectory()) await walk(name);
-      else if (entry.isFile()) hash.update(`${name}\0`).update(await readFile(path.join(dir, name))).update('\0');
+      else if (entry.isFile())
+        hash
+          .update(`${name}\0`)
+          .update(await readFile(path.join(dir, name)))
+          .update('\0');
     }
   };
   await walk('');

@@ -327,10 +327,7 @@ export class AppsStore {
    * meanwhile), so a pipeline never writes over a cancel.
    */
   async advance(id: string, status: 'cloning' | 'building' | 'starting'): Promise<boolean> {
-    const { rows } = await this.db.query(
-      `UPDATE app_deployments SET status = $2 WHERE id = $1 AND status IN ('queued', 'cloning', 'building', 'starting') RETURNING id`,
-      [id, status],
-    );
+    const { rows } = await this.db.query(`UPDATE app_deployments SET status = $2 WHERE id = $1 AND status IN ('queued', 'cloning', 'building', 'starting') RETURNING id`, [id, status]);
     return rows.length > 0;
   }
 

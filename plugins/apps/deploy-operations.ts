@@ -188,7 +188,13 @@ export function deployOperations(deps: DeployOperationDeps): AnyOperation[] {
     readOnly: false,
     idempotent: false,
     status: 202,
-    params: z.strictObject({ template: z.string().min(1).max(100).describe(`One of ${TEMPLATE_IDS.join(', ')}`) }),
+    params: z.strictObject({
+      template: z
+        .string()
+        .min(1)
+        .max(100)
+        .describe(`One of ${TEMPLATE_IDS.join(', ')}`),
+    }),
     body: templateBody,
     bodyRequired: false,
     resource: { kind: 'project', access: 'write', in: 'body', field: 'projectId', whenAbsent: 'default-project' },

@@ -131,9 +131,7 @@ export function previewOperations(deps: PreviewOperationDeps): AnyOperation[] {
     method: 'GET',
     path: '/apps/:id/referenced-by',
     summary: 'What refers to this app: apps deploying from the same source, and apps whose variables hold its address',
-    description:
-      'Among the apps the caller may see. A variable is named, never its value. Domains, scheduled jobs and app keys are ' +
-      'not kept by this service yet, so none is listed.',
+    description: 'Among the apps the caller may see. A variable is named, never its value. Domains, scheduled jobs and app keys are ' + 'not kept by this service yet, so none is listed.',
     scope: null,
     readOnly: true,
     params: idParams,

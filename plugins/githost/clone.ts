@@ -133,7 +133,7 @@ export async function listRemoteBranches(request: Pick<CloneRequest, 'url' | 'ti
   } catch (error) {
     throw new CloneRefusedError('url_refused', `Refusing to reach ${originOf(request.url)}: ${(error as Error).message}`);
   }
-  const output = await runGit([...REMOTE_SETTINGS, 'ls-remote', '--symref', '--heads', '--', url.href, 'HEAD', 'refs/heads/*'], {
+  const output = await runGit([...REMOTE_SETTINGS, 'ls-remote', '--symref', '--', url.href, 'HEAD', 'refs/heads/*'], {
     timeoutMs: request.timeoutMs,
     what: `git ls-remote of ${url.origin}`,
     redact: (text) => scrub(text, []),

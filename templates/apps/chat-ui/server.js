@@ -2,7 +2,7 @@
 // the service's OpenAI-compatible API (SVC_BASE_URL, /v1 appended when absent) with its own key
 // (SVC_API_KEY), so the key never reaches the browser. Conversations are kept in the browser
 // (localStorage). No dependencies: node's http and fetch. APP_PASSWORD, when set, is asked for.
-'use strict';
+
 const http = require('node:http');
 
 const MAX_BODY = 512 * 1024;

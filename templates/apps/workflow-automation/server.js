@@ -3,7 +3,7 @@
 // in the run's state), log, delay. Workflows come from workflows.json and from POST /api/workflows;
 // the latter and the run history live in memory (a restart keeps only workflows.json).
 // No dependencies: node's http and fetch. APP_PASSWORD, when set, is asked for (HTTP Basic).
-'use strict';
+
 const http = require('node:http');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -28,7 +28,7 @@ function validWorkflow(workflow) {
   if (!workflow || typeof workflow.id !== 'string' || !/^[a-z0-9-]{1,40}$/.test(workflow.id)) return 'id: 1 to 40 of a-z, 0-9, -';
   if (!Array.isArray(workflow.steps) || workflow.steps.length === 0 || workflow.steps.length > 20) return 'steps: 1 to 20';
   for (const step of workflow.steps) {
-    if (!['http', 'set', 'log', 'delay'].includes(step && step.type)) return `unknown step type ${step && step.type}`;
+    if (!['http', 'set', 'log', 'delay'].includes(step?.type)) return `unknown step type ${step?.type}`;
     if (step.type === 'http' && !/^https?:\/\//.test(String(step.url))) return 'http steps need an http(s) url';
   }
   if (workflow.everySeconds !== undefined && !(Number.isInteger(workflow.everySeconds) && workflow.everySeconds >= 10)) return 'everySeconds: an integer, at least 10';
@@ -107,11 +107,13 @@ function allowed(req) {
   return given.slice(given.indexOf(':') + 1) === password;
 }
 
-const escape = (text) => String(text).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
+const escapeHtml = (text) => String(text).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 
 function page() {
-  const rows = [...workflows.values()].map((w) => `<li><b>${escape(w.id)}</b> ${escape(w.description || '')} — POST /hooks/${escape(w.id)}${w.everySeconds ? `, every ${w.everySeconds}s` : ''}</li>`);
-  const recent = runs.slice(0, 20).map((r) => `<li>${escape(r.startedAt)} ${escape(r.workflow)}: ${escape(r.status)}${r.error ? ` (${escape(r.error)})` : ''}</li>`);
+  const rows = [...workflows.values()].map(
+    (w) => `<li><b>${escapeHtml(w.id)}</b> ${escapeHtml(w.description || '')} — POST /hooks/${escapeHtml(w.id)}${w.everySeconds ? `, every ${w.everySeconds}s` : ''}</li>`,
+  );
+  const recent = runs.slice(0, 20).map((r) => `<li>${escapeHtml(r.startedAt)} ${escapeHtml(r.workflow)}: ${escapeHtml(r.status)}${r.error ? ` (${escapeHtml(r.error)})` : ''}</li>`);
   return `<!doctype html><html><head><meta charset="utf-8"><title>Workflow automation</title></head><body>
 <h1>Workflow automation</h1><h2>Workflows</h2><ul>${rows.join('')}</ul><h2>Recent runs</h2><ul>${recent.join('') || '<li>none yet</li>'}</ul></body></html>`;
 }
@@ -148,7 +150,7 @@ const server = http.createServer(async (req, res) => {
 
 for (const workflow of JSON.parse(fs.readFileSync(path.join(__dirname, 'workflows.json'), 'utf8'))) {
   const problem = validWorkflow(workflow);
-  if (problem) throw new Error(`workflows.json: ${workflow && workflow.id}: ${problem}`);
+  if (problem) throw new Error(`workflows.json: ${workflow?.id}: ${problem}`);
   define(workflow);
 }
 server.listen(Number(process.env.PORT), process.env.HOST || '127.0.0.1');

@@ -19,13 +19,14 @@ export interface AppsServer {
 }
 
 /** The service with the git host and apps, listening on loopback (git pushes over HTTP), the proxy on a free port. */
-export async function appsServer(t: Test): Promise<AppsServer> {
+export async function appsServer(t: Test, options: { allowPrivateNetwork?: boolean } = {}): Promise<AppsServer> {
   // Private, as the service's data directory is (its default home): apps running as uids of their own
   // still reach their folders, which the sandbox binds in before dropping to the app's uid.
   const buildDir = mkdtempSync(join(tmpdir(), 'svc-apps-'));
   chmodSync(buildDir, 0o700);
   t.teardown(() => rmSync(buildDir, { recursive: true, force: true }));
   const test = await buildTestApp(t, {
+    ...(options.allowPrivateNetwork ? { config: { outbound: { allowPrivateNetwork: true } } } : {}),
     plugins: {
       keys: {},
       projects: {},
