@@ -814,6 +814,11 @@ export interface paths {
      * @description List apps with their live URL and status. Needs the apps:read scope.
      */
     get: operations["apps.list"];
+    /**
+     * Deploy an app from a git URL
+     * @description The URL is cloned (http(s) to a public address only, size- and time-capped) and the build decided before anything is created: a repository that cannot build is a 400 naming what to change. No databaseEnabled here: send your own DATABASE_URL in env. Every deploy clones the URL again. 202 with the app, its web service and the queued deployment.
+     */
+    post: operations["apps.create"];
   };
   "/apps/githost": {
     /**
@@ -875,6 +880,11 @@ export interface paths {
      * @description From the latest deployment that recorded a decision; every field null until one did.
      */
     get: operations["services.build"];
+    /**
+     * Decide the service’s build again from its tracked branch’s head, with the reasons
+     * @description Reads the branch as a deploy would (a URL is cloned) and answers the decision with envKeys and missingEnv, or the 400 a deploy would get. Nothing is deployed or stored: GET /services/{id}/build keeps answering what the last deploy used.
+     */
+    post: operations["services.build_decide"];
   };
   "/githost/build-check": {
     /**
@@ -904,40 +914,96 @@ export interface paths {
      */
     post: operations["services.rollback"];
   };
-  "/apps/requests": {
+  "/apps/templates/{template}": {
     /**
-     * HTTP requests the apps served, across the apps the caller sees
-     * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). appId narrows to one app (another project's app is its 404). Scope apps:read.
+     * Deploy one of the service’s app templates (workflow-automation, chat-ui)
+     * @description The template’s files are kept in the service (templates/apps/<id>) and deploy offline. `protection.password` makes the app ask for it (HTTP Basic) before it answers. No provided database: this service has none to give yet. 202 like a deploy.
      */
-    get: operations["apps.requests"];
+    post: operations["apps.templates.launch"];
   };
-  "/services/{id}/requests": {
+  "/services/{id}/redeploy": {
     /**
-     * HTTP requests one service served
-     * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). Only this service's requests, the requestId search included.
+     * Build and deploy the service again
+     * @description `from: head` (the default) takes the tracked branch’s head now (a git URL is cloned again); `from: live` rebuilds the commit the live deployment runs (a git-host app only: a URL is cloned at its branch head). Answers the queued deployment.
      */
-    get: operations["services.requests"];
+    post: operations["services.redeploy"];
   };
-  "/apps/{id}/analytics": {
+  "/services/{id}/branches": {
     /**
-     * An app’s traffic over a window: requests, errors, durations and bytes per bucket, busiest paths, statuses
-     * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks; at most 500 buckets). Durations are the 50th, 95th and 99th percentiles in ms; errors are statuses 400 and above, server errors 500 and above.
+     * The branches of the repository the service deploys from, the tracked one marked
+     * @description The branches of the repository the service deploys from, the tracked one marked. Any credential of the account may call it.
      */
-    get: operations["apps.analytics"];
+    get: operations["services.branches"];
   };
-  "/apps/{id}/usage": {
+  "/services/{id}/branch": {
     /**
-     * Memory, CPU and traffic of an app, sampled by the runtime, and what running it cost
-     * @description Over [from, to) (default: the last day). Memory and CPU come from samples the runtime takes of each instance every `usage.sampleEveryMs`; the cost is instance-seconds × the hourly price of the memory tier each sample fell in (a stopped app has no instances, so costs nothing). Traffic counts the requests the apps proxy served.
+     * Track another branch, and deploy its head
+     * @description The branch is read and its build decided first: a branch that is not there, or cannot build, is a 400 and nothing changes. Then the app tracks it (pushes to it deploy, when deploy-on-push is on) and its head is deployed.
      */
-    get: operations["apps.usage"];
+    post: operations["services.branch"];
   };
-  "/apps/{id}/usage/series": {
+  "/services/{id}/deploy-on-push": {
     /**
-     * An app’s memory, CPU, traffic and cost per hour or day
-     * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks). A sample counts in the bucket it was taken in, as in the daily hosting charge.
+     * Turn deploying on every push to the tracked branch on or off
+     * @description Only a git-host app hears of pushes: turning it on for a git URL or a template is a 400.
      */
-    get: operations["apps.usage_series"];
+    post: operations["services.deploy_on_push"];
+  };
+  "/services/{id}/deploy/cancel": {
+    /**
+     * Cancel the service’s queued and building deployments
+     * @description Each is marked cancelled; one running is stopped where it is (a checkout or build is killed with its process group). A deployment already starting (its health check running) is not cancelled. The live version keeps serving. 409 nothing_to_cancel when none is queued or building.
+     */
+    post: operations["services.deploy_cancel"];
+  };
+  "/githost/app-roots": {
+    /**
+     * The folders of a repository that are apps: what rootDir can take
+     * @description The folders of a repository that are apps: what rootDir can take. Any credential of the account may call it.
+     */
+    get: operations["githost.app_roots"];
+  };
+  "/githost/app-analysis": {
+    /**
+     * The build decision for a repository, branch and rootDir, with envKeys, or why it cannot build
+     * @description Where build-check answers a refusal as the 400 a deploy would get, this answers it as `refusal` (200), for pickers.
+     */
+    get: operations["githost.app_analysis"];
+  };
+  "/githost/app-insight": {
+    /**
+     * What the app in a repository is: its name, description, kind, size and dependencies
+     * @description What the app in a repository is: its name, description, kind, size and dependencies. Any credential of the account may call it.
+     */
+    get: operations["githost.app_insight"];
+  };
+  "/githost/app-insight/estimate": {
+    /**
+     * An estimated monthly hosting cost: instances × memory tier × hours × the price
+     * @description Every app instance is billed at the memory tier the runtime gives it (runtime.limits.memoryBytes).
+     */
+    get: operations["githost.app_insight_estimate"];
+  };
+  "/githost/reachable": {
+    /**
+     * Whether a git URL can be cloned from here (a guarded ls-remote)
+     * @description The URL passes the outbound guard (http(s), public addresses) and git lists its branches; nothing is cloned.
+     */
+    get: operations["githost.reachable"];
+  };
+  "/apps/{id}/preview": {
+    /**
+     * The app’s live URL and what its front page answers now (status, title)
+     * @description GET / is made through the apps proxy, as a browser would; at most 64 KiB is read, within 5 s.
+     */
+    get: operations["apps.preview"];
+  };
+  "/apps/{id}/referenced-by": {
+    /**
+     * What refers to this app: apps deploying from the same source, and apps whose variables hold its address
+     * @description Among the apps the caller may see. A variable is named, never its value. Domains, scheduled jobs and app keys are not kept by this service yet, so none is listed.
+     */
+    get: operations["apps.referenced_by"];
   };
   "/batches": {
     /**
@@ -1037,9 +1103,15 @@ export interface components {
       /** @description deploying, live or failed */
       status: string;
       source: {
-        /** @enum {string} */
-        kind: "githost" | "url";
+        /**
+         * @description githost: a repository of the git host; url: a git URL; template: a template of this service
+         * @enum {string}
+         */
+        kind: "githost" | "url" | "template";
+        /** @description githost: the repository; template: the template id */
         repo: string | null;
+        /** @description url: the git URL cloned at each deploy */
+        url: string | null;
         branch: string;
         rootDir: string | null;
       };
@@ -1049,30 +1121,37 @@ export interface components {
       services: components["schemas"]["AppService"][];
       createdAt: string;
     };
-    /** @description An app’s traffic over a window: totals, per bucket, busiest paths, statuses */
-    AppAnalytics: {
+    /** @description The build decision for a repository, branch and rootDir, or why it cannot build (never a 400) */
+    AppAnalysis: {
       /** @constant */
-      object: "app_analytics";
-      appId: string;
-      /** Format: date-time */
-      from: string;
-      /**
-       * Format: date-time
-       * @description Exclusive
-       */
-      to: string;
-      /** @enum {string} */
-      granularity: "hour" | "day";
-      totals: components["schemas"]["AppTrafficTotals"];
-      /** @description Newest first, empty ones included */
-      buckets: components["schemas"]["AppTrafficBucket"][];
-      /** @description The 10 busiest paths */
-      topPaths: components["schemas"]["AppPathTraffic"][];
-      /** @description Every status answered, ascending */
-      statuses: {
-          status: number;
-          count: number;
-        }[];
+      object: "app_analysis";
+      commit: string;
+      buildable: boolean;
+      /** @description Each field {value, rule, evidence}; null when it cannot build */
+      decision: {
+        [key: string]: unknown;
+      } | null;
+      /** @description What a deploy would be refused with: code, message, param and its details (candidates, supported…) */
+      refusal: {
+        [key: string]: unknown;
+      } | null;
+      envKeys: string[] | null;
+      /** @description envKeys nothing sets yet (the service sets PORT) */
+      missingEnv: string[] | null;
+    };
+    /** @description An estimate of a month’s hosting: instances × memory tier × hours × price */
+    AppCostEstimate: {
+      /** @constant */
+      object: "app_cost_estimate";
+      /** @description The memory an instance may use: the tier it is billed at */
+      memoryTierBytes: number;
+      instances: number;
+      hoursPerMonth: number;
+      microsPerGibHour: number;
+      /** @description µUSD for a month of the instances running all the time */
+      monthlyMicros: number;
+      /** @description The same in USD, two decimals */
+      monthlyUsd: string;
     };
     /** @description The app is gone */
     AppDeleted: {
@@ -1090,21 +1169,23 @@ export interface components {
       service: components["schemas"]["AppService"];
       deployment: components["schemas"]["Deployment"];
     };
-    /** @description What running the app cost in the window */
-    AppHostingCost: {
-      /** @description µUSD: instance-seconds × the hourly price of each sample’s memory tier, rounded down once */
-      micros: number;
-      /** @description micros / 1e6 */
-      usd: number;
-      /** @description Running time of the app’s instances in the window */
-      instanceSeconds: number;
-      /** @description The memory tiers the samples fell in */
-      tiers: {
-          upToBytes: number;
-          microsPerHour: number;
-          instanceSeconds: number;
-          micros: number;
-        }[];
+    /** @description What the app in a repository is */
+    AppInsight: {
+      /** @constant */
+      object: "app_insight";
+      commit: string;
+      /** @description The name the app gives itself (package.json, pyproject.toml, go.mod) */
+      name: string | null;
+      /** @description Its own description, else the README’s first paragraph */
+      description: string | null;
+      provider: string | null;
+      framework: string | null;
+      start: string | null;
+      /** @description Declared dependencies (package.json, requirements.txt); null when unknown */
+      dependencies: number | null;
+      /** @description Files in the app’s folder (the tree reader’s cap applies) */
+      files: number;
+      bytes: number;
     };
     /** @description Apps, newest first */
     AppList: {
@@ -1112,22 +1193,27 @@ export interface components {
       object: "list";
       data: components["schemas"]["App"][];
     };
-    /** @description One path’s traffic */
-    AppPathTraffic: {
-      path: string;
-      requests: number;
-      /** @description Status 400 and above */
-      errors: number;
-      /** @description errors / requests, 0 to 1; null without requests */
-      errorRate: number | null;
-      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
-      serverErrors: number;
-      /** @description Median duration; null without requests */
-      p50DurationMs: number | null;
-      p95DurationMs: number | null;
-      p99DurationMs: number | null;
-      bytesIn: number;
-      bytesOut: number;
+    /** @description The app’s live URL and what its front page answers now */
+    AppPreview: {
+      /** @constant */
+      object: "app_preview";
+      appId: string;
+      /** @description The live URL */
+      url: string;
+      /** @description The app’s status: deploying, live or failed */
+      status: string;
+      /** @description Null when the page could not be fetched (error says why) */
+      page: ({
+        /** @description What the app answered GET / with, through the apps proxy */
+        status: number;
+        contentType: string | null;
+        /** @description The HTML page’s <title>, when it is one */
+        title: string | null;
+        /** @description Bytes read (at most 64 KiB) */
+        bytes: number;
+        durationMs: number;
+      }) | null;
+      error: string | null;
     };
     /** @description The progress of an app’s latest deployment */
     AppProgress: {
@@ -1140,6 +1226,24 @@ export interface components {
       done: boolean;
       /** @description The latest deployment */
       deployment: components["schemas"]["Deployment"] | null;
+    };
+    /** @description What refers to this app: other apps sharing its source, or whose variables name its address */
+    AppReferences: {
+      /** @constant */
+      object: "list";
+      appId: string;
+      data: ({
+          /**
+           * @description app_source: deploys from the same source; app_env: a variable holds this app’s address
+           * @enum {string}
+           */
+          kind: "app_source" | "app_env";
+          appId: string;
+          /** @description The referring app’s name */
+          name: string;
+          /** @description The repository, URL or template shared, or the variable’s name (never its value) */
+          detail: string;
+        })[];
     };
     /** @description Where apps can run (the cell field of a deploy) */
     AppRegionList: {
@@ -1156,87 +1260,19 @@ export interface components {
           databases: boolean;
         }[];
     };
-    /** @description One request the apps proxy served */
-    AppRequest: {
-      /** @constant */
-      object: "app_request";
-      /** @description The request id the proxy sent the app and the client (x-request-id) */
-      id: string;
-      /**
-       * Format: date-time
-       * @description When the request arrived
-       */
-      at: string;
-      appId: string;
-      serviceId: string;
-      /** @description The deployment that served it; null when nothing was running */
-      deploymentId: string | null;
-      method: string;
-      /** @description Without its query string */
-      path: string;
-      /** @description 499: the client went away before the answer was complete */
-      status: number;
-      /** @description From arrival to the last byte of the answer (a websocket: to its close) */
-      durationMs: number;
-      bytesIn: number;
-      bytesOut: number;
-    };
-    /** @description Counts of what the list can be filtered by, over the time window only (band, app, method and path do not narrow them) */
-    AppRequestFacets: {
-      /** @description Busiest first */
-      methods: {
-          value: string;
-          count: number;
-        }[];
-      /** @description Status classes with requests */
-      bands: ({
-          /** @enum {string} */
-          value: "1xx" | "2xx" | "3xx" | "4xx" | "5xx";
-          count: number;
-        })[];
-      /** @description The 10 busiest paths */
-      paths: {
-          value: string;
-          count: number;
-        }[];
-      /** @description Busiest first */
-      apps: ({
-          id: string;
-          name: string | null;
-          count: number;
-        })[];
-    };
-    /** @description A page of AppRequest items, newest first */
-    AppRequestList: {
+    /** @description The folders of a repository that are apps, sorted (three levels deep at most) */
+    AppRootList: {
       /** @constant */
       object: "list";
-      /** @description Newest first */
-      data: components["schemas"]["AppRequest"][];
-      /** @description Pass as cursor for the next page; null on the last page */
-      nextCursor: string | null;
-      /** @description First page only (null after): totals over every request the filters select */
-      summary: components["schemas"]["AppTrafficTotals"] | null;
-      /** @description First page only (null after) */
-      facets: components["schemas"]["AppRequestFacets"] | null;
-      /** @description First page only (null after): the filtered requests over [since, until), since defaulting to a day before until */
-      series: components["schemas"]["AppRequestSeries"] | null;
-    };
-    /** @description The filtered requests per bucket */
-    AppRequestSeries: {
-      /**
-       * @description hour for a window of two days or less, else day
-       * @enum {string}
-       */
-      granularity: "hour" | "day";
-      /** Format: date-time */
-      from: string;
-      /**
-       * Format: date-time
-       * @description Exclusive
-       */
-      to: string;
-      /** @description Newest first, empty ones included */
-      buckets: components["schemas"]["AppTrafficBucket"][];
+      commit: string;
+      /** @description Whether the repository’s top is an app itself (rootDir may be left out) */
+      topIsApp: boolean;
+      data: {
+          /** @description A folder rootDir can take */
+          path: string;
+          /** @description Who recognised it */
+          providers: string[];
+        }[];
     };
     /** @description A service of an app: its address and state */
     AppService: {
@@ -1252,114 +1288,6 @@ export interface components {
       /** @enum {string} */
       state: "deploying" | "starting" | "running" | "crashed" | "stopped" | "failed";
       liveDeploymentId: string | null;
-    };
-    /** @description Traffic within one UTC hour or day */
-    AppTrafficBucket: {
-      /**
-       * Format: date-time
-       * @description UTC start of the bucket
-       */
-      start: string;
-      requests: number;
-      /** @description Status 400 and above */
-      errors: number;
-      /** @description errors / requests, 0 to 1; null without requests */
-      errorRate: number | null;
-      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
-      serverErrors: number;
-      /** @description Median duration; null without requests */
-      p50DurationMs: number | null;
-      p95DurationMs: number | null;
-      p99DurationMs: number | null;
-      bytesIn: number;
-      bytesOut: number;
-    };
-    /** @description Requests, errors, durations and bytes */
-    AppTrafficTotals: {
-      requests: number;
-      /** @description Status 400 and above */
-      errors: number;
-      /** @description errors / requests, 0 to 1; null without requests */
-      errorRate: number | null;
-      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
-      serverErrors: number;
-      /** @description Median duration; null without requests */
-      p50DurationMs: number | null;
-      p95DurationMs: number | null;
-      p99DurationMs: number | null;
-      bytesIn: number;
-      bytesOut: number;
-    };
-    /** @description Memory, CPU and traffic of an app over a window, sampled by the runtime, and what it cost */
-    AppUsage: {
-      /** @constant */
-      object: "app_usage";
-      appId: string;
-      /** Format: date-time */
-      from: string;
-      /**
-       * Format: date-time
-       * @description Exclusive
-       */
-      to: string;
-      /** @description How often the runtime’s instances are sampled */
-      sampleEveryMs: number;
-      /** @description The newest sample in the window; null without one */
-      latestSampleAt: string | null;
-      /** @description Instances in the newest sample (two during a swap, 0 when stopped) */
-      instances: number;
-      /** @description Resident memory of each instance’s whole process tree; null without samples */
-      memory: {
-        /** @description Resident memory of the instances in the newest sample */
-        latestBytes: number | null;
-        /** @description Per instance, weighted by running time */
-        averageBytes: number | null;
-        /** @description The most one instance held in a sample */
-        peakBytes: number | null;
-      };
-      /** @description CPU use; null without samples */
-      cpu: {
-        /** @description CPU time per second of the newest sample (1 = one core busy) */
-        latestCores: number | null;
-        /** @description Per instance, weighted by running time */
-        averageCores: number | null;
-        peakCores: number | null;
-      };
-      traffic: components["schemas"]["AppTrafficTotals"];
-      cost: components["schemas"]["AppHostingCost"];
-    };
-    /** @description An app’s usage within one UTC hour or day */
-    AppUsageBucket: {
-      /** Format: date-time */
-      start: string;
-      instanceSeconds: number;
-      memoryAverageBytes: number | null;
-      memoryPeakBytes: number | null;
-      cpuAverageCores: number | null;
-      cpuPeakCores: number | null;
-      requests: number;
-      errors: number;
-      bytesIn: number;
-      bytesOut: number;
-      /** @description The bucket’s samples priced on their own (rounded down) */
-      costMicros: number;
-    };
-    /** @description An app’s memory, CPU, traffic and cost per bucket */
-    AppUsageSeries: {
-      /** @constant */
-      object: "app_usage_series";
-      appId: string;
-      /** Format: date-time */
-      from: string;
-      /**
-       * Format: date-time
-       * @description Exclusive
-       */
-      to: string;
-      /** @enum {string} */
-      granularity: "hour" | "day";
-      /** @description Newest first, empty ones included; a sample counts in the bucket it was taken in */
-      buckets: components["schemas"]["AppUsageBucket"][];
     };
     /** @description One image drawn from a prompt, and the call it was billed as */
     AssistantImage: {
@@ -1790,6 +1718,13 @@ export interface components {
       object: "list";
       data: components["schemas"]["Deployment"][];
     };
+    /** @description The queued and building deployments cancelled; the live version keeps serving */
+    DeploymentsCancelled: {
+      /** @constant */
+      object: "list";
+      /** @description The deployments cancelled */
+      data: components["schemas"]["Deployment"][];
+    };
     /** @description A person of the organisation and their organisation role */
     Employee: {
       /** @constant */
@@ -1850,6 +1785,20 @@ export interface components {
       /** @description Every public type, by name */
       data: components["schemas"]["EventType"][];
     };
+    /** @description The build decided again from the tracked branch’s head (nothing deployed) */
+    FreshBuildDecision: {
+      /** @constant */
+      object: "build_decision";
+      serviceId: string;
+      /** @description The revision decided on: the tracked branch’s head now */
+      commit: string;
+      /** @description Each field {value, rule, evidence}: what was chosen, by which rule, from what */
+      decision: {
+        [key: string]: unknown;
+      };
+      envKeys: string[];
+      missingEnv: string[];
+    };
     /** @description A branch of a git repository */
     GitBranch: {
       /** @constant */
@@ -1879,6 +1828,18 @@ export interface components {
       connected: boolean;
       /** @description Local: clone URLs are <baseUrl>/<organisation id>/<name>.git */
       baseUrl: string | null;
+    };
+    /** @description Whether a git URL can be cloned from here (a guarded ls-remote, nothing cloned) */
+    GitReachability: {
+      /** @constant */
+      object: "git_reachability";
+      reachable: boolean;
+      /** @description Why not, when not */
+      reason: string | null;
+      /** @description git_url_refused (the guard) or git_clone_failed (the remote) */
+      code: string | null;
+      defaultBranch: string | null;
+      branches: number | null;
     };
     /** @description A git repository of the organisation */
     GitRepository: {
@@ -3421,6 +3382,27 @@ export interface components {
       object: "service";
       id: string;
       state: string;
+    };
+    /** @description The branches the service’s repository has, by name */
+    ServiceBranchList: {
+      /** @constant */
+      object: "list";
+      /** @description The branch the service deploys */
+      tracked: string;
+      data: {
+          /** @constant */
+          object: "git_branch";
+          name: string;
+          commit: string;
+          tracked: boolean;
+        }[];
+    };
+    /** @description Whether a push to the tracked branch deploys the service */
+    ServiceDeployOnPush: {
+      /** @constant */
+      object: "service";
+      id: string;
+      deployOnPush: boolean;
     };
     /** @description What the running app printed, oldest first (the last 1000 lines) */
     ServiceLogLines: {
@@ -10527,6 +10509,89 @@ export interface operations {
     };
   };
   /**
+   * Deploy an app from a git URL
+   * @description The URL is cloned (http(s) to a public address only, size- and time-capped) and the build decided before anything is created: a repository that cannot build is a 400 naming what to change. No databaseEnabled here: send your own DATABASE_URL in env. Every deploy clones the URL again. 202 with the app, its web service and the queued deployment.
+   */
+  "apps.create": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description An http(s) git URL, cloned at every deploy (no user name or password in it) */
+          gitUrl: string;
+          /** @description The app’s name (default: the repository’s, from the URL); its address is <name>.<baseDomain> when free */
+          name?: string;
+          /** @description The branch deployed (default: the one the remote’s HEAD names) */
+          branch?: string;
+          /** @description The app’s folder in the repository, relative to its top */
+          rootDir?: string;
+          /** @description One line, at most 300 characters */
+          startCommand?: string;
+          /** @description Variables the app runs with (values are stored encrypted); DATABASE_URL here is the app’s own database */
+          env?: {
+            [key: string]: string;
+          };
+          /** @description The region, from GET /apps/regions (default: local) */
+          cell?: string;
+          /**
+           * Format: uuid
+           * @description The project the app belongs to (default: the key’s, else the default project)
+           */
+          projectId?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The app, its web service and the queued deployment (poll /apps/{id}/progress) */
+      202: {
+        content: {
+          "application/json": components["schemas"]["AppDeployAccepted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_clone_failed, git_url_refused, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: app_name_taken */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Deploy an app from a repository of the git host
    * @description The repository is read and its build decided before anything is created: a repository that cannot build is a 400 naming what to change. 202 with the app, its web service and the queued deployment; poll /apps/{id}/progress.
    */
@@ -10921,6 +10986,49 @@ export interface operations {
     };
   };
   /**
+   * Decide the service’s build again from its tracked branch’s head, with the reasons
+   * @description Reads the branch as a deploy would (a URL is cloned) and answers the decision with envKeys and missingEnv, or the 400 a deploy would get. Nothing is deployed or stored: GET /services/{id}/build keeps answering what the last deploy used.
+   */
+  "services.build_decide": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The build decided again from the tracked branch’s head (nothing deployed) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["FreshBuildDecision"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_url_refused, invalid_parameter, invalid_request, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, root_dir_not_found, runtime_unavailable, unexpected_body, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Whether a branch of a repository of the git host can build, and how
    * @description Answers the build decision, or the 400 a deploy would get, without creating anything.
    */
@@ -11133,40 +11241,44 @@ export interface operations {
     };
   };
   /**
-   * HTTP requests the apps served, across the apps the caller sees
-   * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). appId narrows to one app (another project's app is its 404). Scope apps:read.
+   * Deploy one of the service’s app templates (workflow-automation, chat-ui)
+   * @description The template’s files are kept in the service (templates/apps/<id>) and deploy offline. `protection.password` makes the app ask for it (HTTP Basic) before it answers. No provided database: this service has none to give yet. 202 like a deploy.
    */
-  "apps.requests": {
+  "apps.templates.launch": {
     parameters: {
-      query?: {
-        /** @description nextCursor of the previous page; the same filters must be sent with it */
-        cursor?: string;
-        /** @description Rows per page (default 50, max 200) */
-        limit?: number;
-        /** @description Only requests that arrived at or after this instant */
-        since?: string;
-        /** @description Only requests that arrived before this instant (exclusive) */
-        until?: string;
-        /** @description errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class */
-        band?: "all" | "errors" | "2xx" | "3xx" | "4xx" | "5xx";
-        /** @description Only requests of this method (any case) */
-        method?: string;
-        /** @description Only requests to exactly this path (without a query string) */
-        path?: string;
-        /** @description A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters */
-        requestId?: string;
-        /** @description Only requests to this app */
-        appId?: string;
+      path: {
+        /** @description One of workflow-automation, chat-ui */
+        template: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /** @description The app’s name (default: the template’s id) */
+          name?: string;
+          /** @description The region, from GET /apps/regions (default: local) */
+          region?: string;
+          /**
+           * Format: uuid
+           * @description The project the app belongs to (default: the key’s, else the default project)
+           */
+          projectId?: string;
+          /** @description A password gate, enforced by the template app itself (its APP_PASSWORD variable) */
+          protection?: {
+            /** @description Asked by the app (HTTP Basic, any user name) before it answers */
+            password: string;
+          };
+        };
       };
     };
     responses: {
-      /** @description A page of AppRequest items, newest first */
-      200: {
+      /** @description The app, its web service and the queued deployment (poll /apps/{id}/progress) */
+      202: {
         content: {
-          "application/json": components["schemas"]["AppRequestList"];
+          "application/json": components["schemas"]["AppDeployAccepted"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, template_not_found, unfinished_start_command, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11178,14 +11290,32 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description The credential lacks the scope or role this needs: missing_scope */
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: app_not_found */
+      /** @description No such resource, or none the caller may see: project_not_found */
       404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: app_name_taken */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -11193,41 +11323,34 @@ export interface operations {
     };
   };
   /**
-   * HTTP requests one service served
-   * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). Only this service's requests, the requestId search included.
+   * Build and deploy the service again
+   * @description `from: head` (the default) takes the tracked branch’s head now (a git URL is cloned again); `from: live` rebuilds the commit the live deployment runs (a git-host app only: a URL is cloned at its branch head). Answers the queued deployment.
    */
-  "services.requests": {
+  "services.redeploy": {
     parameters: {
-      query?: {
-        /** @description nextCursor of the previous page; the same filters must be sent with it */
-        cursor?: string;
-        /** @description Rows per page (default 50, max 200) */
-        limit?: number;
-        /** @description Only requests that arrived at or after this instant */
-        since?: string;
-        /** @description Only requests that arrived before this instant (exclusive) */
-        until?: string;
-        /** @description errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class */
-        band?: "all" | "errors" | "2xx" | "3xx" | "4xx" | "5xx";
-        /** @description Only requests of this method (any case) */
-        method?: string;
-        /** @description Only requests to exactly this path (without a query string) */
-        path?: string;
-        /** @description A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters */
-        requestId?: string;
-      };
       path: {
         id: string;
       };
     };
-    responses: {
-      /** @description A page of AppRequest items, newest first */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppRequestList"];
+    requestBody?: {
+      content: {
+        "application/json": {
+          /**
+           * @description head (default): the branch head now; live: the live commit
+           * @enum {string}
+           */
+          from?: "head" | "live";
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+    };
+    responses: {
+      /** @description One deploy of a service: a commit built and started */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Deployment"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11235,6 +11358,12 @@ export interface operations {
       };
       /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
       401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -11245,31 +11374,448 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Conflicts with the state of the resource: nothing_to_start */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
     };
   };
   /**
-   * An app’s traffic over a window: requests, errors, durations and bytes per bucket, busiest paths, statuses
-   * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks; at most 500 buckets). Durations are the 50th, 95th and 99th percentiles in ms; errors are statuses 400 and above, server errors 500 and above.
+   * The branches of the repository the service deploys from, the tracked one marked
+   * @description The branches of the repository the service deploys from, the tracked one marked. Any credential of the account may call it.
    */
-  "apps.analytics": {
+  "services.branches": {
     parameters: {
-      query?: {
-        /** @description Start of the window (default: a day before `to`) */
-        from?: string;
-        /** @description End of the window, exclusive (default: now) */
-        to?: string;
-        /** @description Bucket size (default: hour for two days or less, else day) */
-        granularity?: "hour" | "day";
-      };
       path: {
         id: string;
       };
     };
     responses: {
-      /** @description An app’s traffic over a window: totals, per bucket, busiest paths, statuses */
+      /** @description The branches the service’s repository has, by name */
       200: {
         content: {
-          "application/json": components["schemas"]["AppAnalytics"];
+          "application/json": components["schemas"]["ServiceBranchList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_clone_failed, git_url_refused, invalid_parameter, invalid_request, source_has_no_branches, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Track another branch, and deploy its head
+   * @description The branch is read and its build decided first: a branch that is not there, or cannot build, is a 400 and nothing changes. Then the app tracks it (pushes to it deploy, when deploy-on-push is on) and its head is deployed.
+   */
+  "services.branch": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The branch to deploy and follow */
+          branch: string;
+        };
+      };
+    };
+    responses: {
+      /** @description One deploy of a service: a commit built and started */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Deployment"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_url_refused, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, root_dir_not_found, runtime_unavailable, source_has_no_branches, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Turn deploying on every push to the tracked branch on or off
+   * @description Only a git-host app hears of pushes: turning it on for a git URL or a template is a 400.
+   */
+  "services.deploy_on_push": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Whether a push to the tracked branch deploys it */
+          enabled: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Whether a push to the tracked branch deploys the service */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceDeployOnPush"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Cancel the service’s queued and building deployments
+   * @description Each is marked cancelled; one running is stopped where it is (a checkout or build is killed with its process group). A deployment already starting (its health check running) is not cancelled. The live version keeps serving. 409 nothing_to_cancel when none is queued or building.
+   */
+  "services.deploy_cancel": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The queued and building deployments cancelled; the live version keeps serving */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeploymentsCancelled"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: nothing_to_cancel */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The folders of a repository that are apps: what rootDir can take
+   * @description The folders of a repository that are apps: what rootDir can take. Any credential of the account may call it.
+   */
+  "githost.app_roots": {
+    parameters: {
+      query?: {
+        /** @description A repository of the git host (or give gitUrl) */
+        repo?: string;
+        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
+        gitUrl?: string;
+        /** @description Default: the repository’s default branch */
+        branch?: string;
+      };
+    };
+    responses: {
+      /** @description The folders of a repository that are apps, sorted (three levels deep at most) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppRootList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The build decision for a repository, branch and rootDir, with envKeys, or why it cannot build
+   * @description Where build-check answers a refusal as the 400 a deploy would get, this answers it as `refusal` (200), for pickers.
+   */
+  "githost.app_analysis": {
+    parameters: {
+      query?: {
+        /** @description A repository of the git host (or give gitUrl) */
+        repo?: string;
+        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
+        gitUrl?: string;
+        /** @description Default: the repository’s default branch */
+        branch?: string;
+        /** @description The app’s folder, relative to the repository’s top */
+        rootDir?: string;
+        startCommand?: string;
+      };
+    };
+    responses: {
+      /** @description The build decision for a repository, branch and rootDir, or why it cannot build (never a 400) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppAnalysis"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * What the app in a repository is: its name, description, kind, size and dependencies
+   * @description What the app in a repository is: its name, description, kind, size and dependencies. Any credential of the account may call it.
+   */
+  "githost.app_insight": {
+    parameters: {
+      query?: {
+        /** @description A repository of the git host (or give gitUrl) */
+        repo?: string;
+        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
+        gitUrl?: string;
+        /** @description Default: the repository’s default branch */
+        branch?: string;
+        /** @description The app’s folder, relative to the repository’s top */
+        rootDir?: string;
+      };
+    };
+    responses: {
+      /** @description What the app in a repository is */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppInsight"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An estimated monthly hosting cost: instances × memory tier × hours × the price
+   * @description Every app instance is billed at the memory tier the runtime gives it (runtime.limits.memoryBytes).
+   */
+  "githost.app_insight_estimate": {
+    parameters: {
+      query?: {
+        /** @description Instances running all month (default 1) */
+        instances?: number;
+      };
+    };
+    responses: {
+      /** @description An estimate of a month’s hosting: instances × memory tier × hours × price */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppCostEstimate"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Whether a git URL can be cloned from here (a guarded ls-remote)
+   * @description The URL passes the outbound guard (http(s), public addresses) and git lists its branches; nothing is cloned.
+   */
+  "githost.reachable": {
+    parameters: {
+      query: {
+        /** @description An http(s) git URL */
+        gitUrl: string;
+      };
+    };
+    responses: {
+      /** @description Whether a git URL can be cloned from here (a guarded ls-remote, nothing cloned) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitReachability"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The app’s live URL and what its front page answers now (status, title)
+   * @description GET / is made through the apps proxy, as a browser would; at most 64 KiB is read, within 5 s.
+   */
+  "apps.preview": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The app’s live URL and what its front page answers now */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppPreview"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
@@ -11293,71 +11839,20 @@ export interface operations {
     };
   };
   /**
-   * Memory, CPU and traffic of an app, sampled by the runtime, and what running it cost
-   * @description Over [from, to) (default: the last day). Memory and CPU come from samples the runtime takes of each instance every `usage.sampleEveryMs`; the cost is instance-seconds × the hourly price of the memory tier each sample fell in (a stopped app has no instances, so costs nothing). Traffic counts the requests the apps proxy served.
+   * What refers to this app: apps deploying from the same source, and apps whose variables hold its address
+   * @description Among the apps the caller may see. A variable is named, never its value. Domains, scheduled jobs and app keys are not kept by this service yet, so none is listed.
    */
-  "apps.usage": {
+  "apps.referenced_by": {
     parameters: {
-      query?: {
-        /** @description Start of the window (default: a day before `to`) */
-        from?: string;
-        /** @description End of the window, exclusive (default: now) */
-        to?: string;
-      };
       path: {
         id: string;
       };
     };
     responses: {
-      /** @description Memory, CPU and traffic of an app over a window, sampled by the runtime, and what it cost */
+      /** @description What refers to this app: other apps sharing its source, or whose variables name its address */
       200: {
         content: {
-          "application/json": components["schemas"]["AppUsage"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: app_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * An app’s memory, CPU, traffic and cost per hour or day
-   * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks). A sample counts in the bucket it was taken in, as in the daily hosting charge.
-   */
-  "apps.usage_series": {
-    parameters: {
-      query?: {
-        /** @description Start of the window (default: a day before `to`) */
-        from?: string;
-        /** @description End of the window, exclusive (default: now) */
-        to?: string;
-        /** @description Bucket size (default: hour for two days or less, else day) */
-        granularity?: "hour" | "day";
-      };
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description An app’s memory, CPU, traffic and cost per bucket */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppUsageSeries"];
+          "application/json": components["schemas"]["AppReferences"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */

@@ -1,3 +1,4 @@
+import { ApiError } from '../../core/kernel/errors.ts';
 import type { Queryable } from '../../core/ports/database.ts';
 import type { SecretVault } from '../../core/services/secret-vault.ts';
 
@@ -28,6 +29,19 @@ export function invalidEnvValue(value: string): string | null {
   if (value.includes('\u0000')) return 'a NUL byte cannot be carried by an environment variable';
   if (LONE_SURROGATE.test(value)) return 'the value is not valid Unicode (a lone surrogate): it has no UTF-8 spelling';
   return null;
+}
+
+/** The error codes `assertEnvVars` answers: every operation that takes variables declares them. */
+export const ENV_REFUSALS = ['reserved_env_name', 'invalid_env_value'] as const;
+
+/** 400 for the first variable the service sets itself or an environment cannot carry, at `<field>.<NAME>`. */
+export function assertEnvVars(vars: Readonly<Record<string, string>>, field = 'env'): void {
+  for (const [name, value] of Object.entries(vars)) {
+    const reserved = reservedEnvName(name);
+    if (reserved) throw new ApiError('reserved_env_name', reserved, { param: `${field}.${name}` });
+    const invalid = invalidEnvValue(value);
+    if (invalid) throw new ApiError('invalid_env_value', invalid, { param: `${field}.${name}` });
+  }
 }
 
 /** The app's own gateway key as the runtime hands it over: its id and its plaintext. */

@@ -59,6 +59,8 @@ export const appsConfigSchema = z.strictObject({
       prices: hostingPricesSchema,
     })
     .prefault({}),
+  /** GET /githost/app-insight/estimate: the price a month's estimate is made with, µUSD per GiB of memory tier per hour. */
+  insight: z.strictObject({ microsPerGibHour: z.number().int().min(0).default(5_000) }).prefault({}),
 });
 
 export type AppsConfig = z.output<typeof appsConfigSchema>;

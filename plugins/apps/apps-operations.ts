@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import { z } from 'zod';
 import { authorizedProject, authorizedRecord, type RecordKind } from '../../core/identity/authorization.ts';
@@ -11,9 +11,10 @@ import type { IdentityStores } from '../../core/ports/identity.ts';
 import type { GitHost } from '../githost/git-host.ts';
 import type { AppKeys } from '../keys/app-keys.ts';
 import { actorOf } from '../../core/operations/operation-events.ts';
-import { type AppEnv, invalidEnvValue, reservedEnvName, type RuntimeEnv } from './app-env.ts';
+import { type AppEnv, assertEnvVars, ENV_REFUSALS, type RuntimeEnv } from './app-env.ts';
+import { assertNameFree, createAppWithDeployment } from './app-creation.ts';
 import type { AppsHost } from './apps-host.ts';
-import { type AppRecord, AppNameTaken, type AppsStore, DEPLOY_HISTORY, type DeploymentRecord, type ServiceRecord } from './apps-store.ts';
+import { type AppRecord, type AppsStore, DEPLOY_HISTORY, type DeploymentRecord, type ServiceRecord } from './apps-store.ts';
 import { appListView, appView, deployAnswerView, deploymentView, type ServiceState, toAppView, toDeploymentView, toServiceView } from './apps-views.ts';
 import { MAX_START_COMMAND_CHARS, missingEnv } from './build-decision/index.ts';
 import { enqueueDeployment } from './deploy-pipeline.ts';
@@ -24,9 +25,9 @@ import './apps-errors.ts';
 /** The one region of a single machine: apps run beside the service. */
 export const LOCAL_CELL = 'local';
 
-const appName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/, 'lowercase letters, digits and dashes, 1 to 40 characters, not starting or ending with a dash');
+export const appName = z.string().regex(/^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/, 'lowercase letters, digits and dashes, 1 to 40 characters, not starting or ending with a dash');
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'a variable name: letters, digits and underscores');
-const envMap = z
+export const envMap = z
   .record(envName, z.string().max(32_768))
   .refine((env) => Object.keys(env).length <= 200, 'at most 200 variables')
   .describe('Variables the app runs with (values are stored encrypted); PORT and SVC_* are set by the service');
@@ -196,12 +197,6 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
     return toAppView(app, deps.urlOf(app.slug), services);
   }
 
-  async function freeSlug(name: string): Promise<string> {
-    const taken = (await store.routes()).map((entry) => entry.app.slug);
-    if (!taken.includes(name)) return name;
-    return `${name.slice(0, 40)}-${randomBytes(3).toString('hex')}`;
-  }
-
   const list = defineOperation({
     name: 'apps.list',
     method: 'GET',
@@ -247,18 +242,12 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
       'runtime_unavailable',
       'no_start_command',
       'unfinished_start_command',
-      'reserved_env_name',
-      'invalid_env_value',
+      ...ENV_REFUSALS,
     ],
     async handler({ body }, { credential, transaction, authorization }) {
       const organizationId = credential.organizationId;
       const project = authorizedProject(authorization);
-      for (const [name, value] of Object.entries(body.env ?? {})) {
-        const reserved = reservedEnvName(name);
-        if (reserved) throw new ApiError('reserved_env_name', reserved, { param: `env.${name}` });
-        const invalid = invalidEnvValue(value);
-        if (invalid) throw new ApiError('invalid_env_value', invalid, { param: `env.${name}` });
-      }
+      assertEnvVars(body.env ?? {});
       if (body.databaseEnabled === true) {
         throw new ApiError('databases_unavailable', 'This service provides no databases to apps yet: send your own DATABASE_URL in env', { param: 'databaseEnabled' });
       }
@@ -273,65 +262,28 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
           .replace(/^-+|-+$/g, '')
           .slice(0, 40);
       if (!appName.safeParse(name).success) throw new ApiError('invalid_parameter', 'Give the app a name: lowercase letters, digits and dashes', { param: 'name' });
-      if ((await store.apps(organizationId, null)).some((app) => app.name === name)) {
-        throw new ApiError('app_name_taken', `The organisation has an app named ${name} already`, { param: 'name' });
-      }
+      await assertNameFree(store, organizationId, name);
       const branch = body.branch ?? (await git.listRepos(organizationId)).find((repo) => repo.name === body.repo)?.defaultBranch ?? 'main';
       const { commit, decision } = await decideFromGitHost(git, organizationId, { repo: body.repo, branch, rootDir: body.rootDir, startCommand: body.startCommand });
-      const slug = await freeSlug(name);
-      const appId = randomUUID();
-      const serviceId = randomUUID();
-      const answer = await transaction(async (tx) => {
-        const now = clock();
-        const created = await store
-          .createApp(
-            tx,
-            {
-              id: appId,
-              organizationId,
-              projectId: project.id,
-              name,
-              slug,
-              sourceKind: 'githost',
-              sourceRepo: body.repo,
-              sourceUrl: null,
-              branch,
-              rootDir: body.rootDir ?? null,
-              startCommand: body.startCommand ?? null,
-              deployOnPush: body.deployOnPush ?? true,
-              cell: LOCAL_CELL,
-            },
-            serviceId,
-            now,
-          )
-          .catch((error) => {
-            if (error instanceof AppNameTaken) throw new ApiError('app_name_taken', `The organisation has an app named ${name} already`, { param: 'name' });
-            throw error;
-          });
-        await env.write(tx, serviceId, body.env ?? {});
-        // The app's own key (SVC_API_KEY), in the app's project, made with it.
-        const appKey = await deps.appKeys.create(tx, { organizationId, projectId: project.id, appId, name: `app ${name}`, actor: actorOf(credential) });
-        await env.putGatewayKey(tx, serviceId, { keyId: appKey.key.id, token: appKey.token });
-        const { deployment } = await store.createDeployment(
-          tx,
-          {
-            id: randomUUID(),
-            serviceId,
-            organizationId,
-            commitSha: commit,
-            reason: 'create',
-            rollbackOf: null,
-            decision: decision as unknown as Record<string, unknown>,
-            idempotencyKey: `${serviceId}:${commit}`,
-          },
-          now,
-        );
-        await enqueueDeployment(jobs, tx, deployment.id);
-        return { ...created, deployment };
+      return createAppWithDeployment(deps, transaction, {
+        app: {
+          organizationId,
+          projectId: project.id,
+          name,
+          sourceKind: 'githost',
+          sourceRepo: body.repo,
+          sourceUrl: null,
+          branch,
+          rootDir: body.rootDir ?? null,
+          startCommand: body.startCommand ?? null,
+          deployOnPush: body.deployOnPush ?? true,
+          cell: LOCAL_CELL,
+        },
+        env: body.env ?? {},
+        commit,
+        decision,
+        actor: actorOf(credential),
       });
-      const url = deps.urlOf(slug);
-      const service = toServiceView(answer.service, url, 'deploying');
-      return { object: 'app_deploy' as const, app: toAppView(answer.app, url, [service]), service, deployment: toDeploymentView(answer.deployment) };
     },
   });
 

@@ -11,7 +11,8 @@ export interface AppRecord {
   projectId: string;
   name: string;
   slug: string;
-  sourceKind: 'githost' | 'url';
+  /** `githost`: a repository of the git host; `url`: an http(s) repository elsewhere; `template`: templates/apps/<id>. */
+  sourceKind: 'githost' | 'url' | 'template';
   sourceRepo: string | null;
   sourceUrl: string | null;
   branch: string;
@@ -324,6 +325,45 @@ export class AppsStore {
     const sets = entries.map(([key], index) => `${columns[key]} = $${index + 2}`);
     const values = entries.map(([key, value]) => ((key === 'timings' || key === 'decision') && value !== null ? JSON.stringify(value) : value));
     await this.db.query(`UPDATE app_deployments SET ${sets.join(', ')} WHERE id = $1`, [id, ...values]);
+  }
+
+  /**
+   * Moves an unfinished deployment to its next phase; false when it is no longer unfinished (cancelled
+   * meanwhile), so a pipeline never writes over a cancel.
+   */
+  async advance(id: string, status: 'cloning' | 'building' | 'starting'): Promise<boolean> {
+    const { rows } = await this.db.query(`UPDATE app_deployments SET status = $2 WHERE id = $1 AND status IN ('queued', 'cloning', 'building', 'starting') RETURNING id`, [id, status]);
+    return rows.length > 0;
+  }
+
+  /** Marks the service's queued and building deployments cancelled (never one starting); answers them. */
+  async cancelPending(serviceId: string, now: Date): Promise<DeploymentRecord[]> {
+    const { rows } = await this.db.query(
+      `UPDATE app_deployments SET status = 'cancelled', failure_reason = 'cancelled', finished_at = $2
+       WHERE service_id = $1 AND status IN ('queued', 'cloning', 'building') RETURNING *`,
+      [serviceId, now],
+    );
+    return rows.map(deploymentOf);
+  }
+
+  /** Changes what an app deploys from (branch) and whether pushes deploy it. */
+  async updateSource(tx: Queryable, appId: string, fields: { branch?: string; deployOnPush?: boolean }, now: Date): Promise<AppRecord | null> {
+    const { rows } = await tx.query(
+      `UPDATE apps SET branch = COALESCE($2, branch), deploy_on_push = COALESCE($3, deploy_on_push), updated_at = $4
+       WHERE id = $1 RETURNING *`,
+      [appId, fields.branch ?? null, fields.deployOnPush ?? null, now],
+    );
+    return rows[0] ? appOf(rows[0]) : null;
+  }
+
+  /** Other apps of the organisation deploying from the same source (a push to it deploys them too). */
+  async sameSource(app: AppRecord): Promise<AppRecord[]> {
+    const { rows } = await this.db.query(
+      `SELECT * FROM apps WHERE organization_id = $1 AND id <> $2 AND source_kind = $3
+         AND source_repo IS NOT DISTINCT FROM $4 AND source_url IS NOT DISTINCT FROM $5 ORDER BY created_at`,
+      [app.organizationId, app.id, app.sourceKind, app.sourceRepo, app.sourceUrl],
+    );
+    return rows.map(appOf);
   }
 
   /** The other deployments of the service that were live: retired once a newer one is. */

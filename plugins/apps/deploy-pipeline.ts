@@ -8,7 +8,6 @@ import type { JobQueue } from '../../core/jobs/job-queue.ts';
 import { defineQueue, type Job, type QueueDefinition } from '../../core/jobs/queue-definitions.ts';
 import type { BlobStore } from '../../core/ports/blobs.ts';
 import type { Transaction } from '../../core/ports/database.ts';
-import type { GitHost } from '../githost/git-host.ts';
 import type { AppsConfig } from './apps-config.ts';
 import type { AppsHost } from './apps-host.ts';
 import type { AppsStore, DeploymentRecord, Timings } from './apps-store.ts';
@@ -16,7 +15,8 @@ import { decideBuild, SourceTree } from './build-decision/index.ts';
 import { BuildStepFailed, runBuildStep, scratchOf } from './build-runner.ts';
 import type { RuntimeEnv } from './app-env.ts';
 import { HealthFailure, RuntimeError } from './runtime/index.ts';
-import { checkoutOrRefuse } from './source-checkout.ts';
+import { checkoutSource, type SourceDeps, sourceOf } from './app-sources.ts';
+import type { DeployCancels } from './deploy-cancels.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -38,7 +38,8 @@ export function enqueueDeployment(jobs: JobQueue, tx: Transaction, deploymentId:
 export interface PipelineDeps {
   store: AppsStore;
   host: AppsHost;
-  git: GitHost;
+  sources: SourceDeps;
+  cancels: DeployCancels;
   blobs: BlobStore;
   /** The stored variables plus the managed SVC_* ones, read at the deploy. */
   runtimeEnv: RuntimeEnv;
@@ -50,6 +51,9 @@ const UNFINISHED = new Set(['queued', 'cloning', 'building', 'starting']);
 const BUILD_LOG_MAX_LINES = 20_000;
 
 class DeployFailed extends Error {}
+
+/** The deployment was cancelled (its row says so): it stops where it is, and nothing is started. */
+class DeployCancelled extends Error {}
 
 /**
  * The deploy pipeline: checkout of the commit (git host port) → build decision → install and build
@@ -94,17 +98,22 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
     if (previous) await deps.blobs.delete(previous).catch(() => undefined);
   };
 
+  const cancel = deps.cancels.track(deployment.id);
+  const signal = AbortSignal.any([job.signal, cancel.signal]);
+  const advance = async (status: 'cloning' | 'building' | 'starting') => {
+    if (!(await store.advance(deployment.id, status))) throw new DeployCancelled('cancelled');
+  };
   try {
     let artifactDir = deployment.artifactDir;
     let startCommand = deployment.startCommand;
     if (artifactDir === null) {
-      ({ artifactDir, startCommand } = await build(deps, { deployment, app, workDir, log, timed, signal: job.signal }));
+      ({ artifactDir, startCommand } = await build(deps, { deployment, app, workDir, log, timed, signal, advance }));
     } else {
       log('build', `reusing the build of deployment ${deployment.rollbackOf ?? deployment.id}: nothing is built`);
     }
     if (!startCommand) throw new DeployFailed('the build decided no start command');
 
-    await store.update(deployment.id, { status: 'starting' });
+    await advance('starting');
     log('build', `starting: ${startCommand}`);
     const env = await deps.runtimeEnv.of(service.id);
     await timed('deploy', async () => {
@@ -128,9 +137,20 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
     await store.setAppStatus(app.id, 'live', deps.clock());
     await pruneArtifacts(deps, service.id);
   } catch (error) {
+    if (error instanceof DeployCancelled || cancel.signal.aborted) {
+      // The row is cancelled already (the cancel wrote it); what ran is killed, the live version serves on.
+      log('build', 'cancelled: the deployment was cancelled; the live version keeps serving');
+      await saveLog();
+      return;
+    }
     if (!(error instanceof DeployFailed) && !(error instanceof BuildStepFailed)) {
       // An interruption (lease lost, shutdown) runs again; anything else is this deployment's failure.
       if (job.signal.aborted) throw error;
+    }
+    if ((await store.deploymentById(deployment.id))?.status === 'cancelled') {
+      log('build', 'cancelled: the deployment was cancelled; the live version keeps serving');
+      await saveLog();
+      return;
     }
     const reason = error instanceof Error ? error.message : String(error);
     log('build', `failed: ${reason}`);
@@ -139,17 +159,20 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
     const live = (await store.history(service.id)).some((entry) => entry.status === 'live');
     if (!live) await store.setAppStatus(app.id, 'failed', deps.clock());
   } finally {
+    cancel.done();
     await rm(workDir, { recursive: true, force: true });
   }
 }
 
 interface BuildContext {
   deployment: DeploymentRecord;
-  app: { organizationId: string; sourceRepo: string | null; branch: string; rootDir: string | null; startCommand: string | null };
+  app: { organizationId: string; sourceKind: string; sourceRepo: string | null; sourceUrl: string | null; branch: string; rootDir: string | null; startCommand: string | null };
   workDir: string;
   log: (stream: string, line: string) => void;
   timed: <T>(phase: keyof Timings, fn: () => Promise<T>) => Promise<T>;
   signal: AbortSignal;
+  /** Moves the deployment to a phase; throws when it was cancelled meanwhile. */
+  advance: (status: 'cloning' | 'building') => Promise<void>;
 }
 
 async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artifactDir: string; startCommand: string | null }> {
@@ -159,19 +182,22 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
   await rm(workDir, { recursive: true, force: true });
   await mkdir(workDir, { recursive: true });
 
-  await store.update(deployment.id, { status: 'cloning' });
-  const ref = deployment.commitSha ?? app.branch;
+  await context.advance('cloning');
+  const from = sourceOf(app);
+  // A githost deployment names its commit; a URL is cloned at its branch's head again; a template is copied.
+  const ref = from.kind === 'githost' ? (deployment.commitSha ?? from.branch) : null;
   const { commit } = await timed('clone', async () => {
-    log('build', `checking out ${app.sourceRepo}@${ref}`);
+    log('build', `checking out ${from.kind === 'githost' ? from.repo : from.kind === 'url' ? new URL(from.url).origin : from.template}@${ref ?? app.branch}`);
     try {
-      return await checkoutOrRefuse(deps.git, app.organizationId, { repo: app.sourceRepo ?? '', ref, into: source });
+      return await checkoutSource(deps.sources, app.organizationId, from, source, { ref, signal: context.signal });
     } catch (error) {
+      if (context.signal.aborted) throw error;
       throw new DeployFailed(`checkout failed: ${error instanceof Error ? error.message : String(error)}`);
     }
   });
-  if (deployment.commitSha === null) await store.update(deployment.id, { commitSha: commit });
+  if (deployment.commitSha !== commit) await store.update(deployment.id, { commitSha: commit });
 
-  await store.update(deployment.id, { status: 'building' });
+  await context.advance('building');
   return timed('build', async () => {
     const result = await decideBuild(await SourceTree.open(source), {
       ...(app.rootDir !== null ? { rootDir: app.rootDir } : {}),

@@ -7,7 +7,7 @@ import { actorOf } from '../../core/operations/operation-events.ts';
 import type { Queryable, Transaction } from '../../core/ports/database.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import type { AppKeys } from '../keys/app-keys.ts';
-import { type AppEnv, ENV_NAME, invalidEnvValue, MANAGED_ENV_NAMES, reservedEnvName, type RuntimeEnv } from './app-env.ts';
+import { type AppEnv, assertEnvVars, ENV_NAME, ENV_REFUSALS, MANAGED_ENV_NAMES, reservedEnvName, type RuntimeEnv } from './app-env.ts';
 import type { AppsHost } from './apps-host.ts';
 import type { AppRecord, AppsStore, ServiceRecord } from './apps-store.ts';
 import { appRecordKind, serviceRecordKind } from './apps-operations.ts';
@@ -239,7 +239,7 @@ export function envOperations(deps: EnvOperationDeps): AnyOperation[] {
     params: idParams,
     body: changeBody,
     resource: writeService,
-    errors: ['reserved_env_name', 'invalid_env_value', 'env_conflict', 'runtime_unavailable_here'],
+    errors: [...ENV_REFUSALS, 'env_conflict', 'runtime_unavailable_here'],
     output: changeView,
     async handler({ body }, { authorization, transaction }) {
       const { service } = authorizedRecord(authorization, serviceKind).record;
@@ -250,12 +250,7 @@ export function envOperations(deps: EnvOperationDeps): AnyOperation[] {
         if (reserved) throw new ApiError('reserved_env_name', reserved, { param: `remove.${index}` });
         if (name in vars) throw new ApiError('invalid_parameter', `${name} is both set and removed`, { param: `remove.${index}` });
       }
-      for (const [name, value] of Object.entries(vars)) {
-        const reserved = reservedEnvName(name);
-        if (reserved) throw new ApiError('reserved_env_name', reserved, { param: `vars.${name}` });
-        const invalid = invalidEnvValue(value);
-        if (invalid) throw new ApiError('invalid_env_value', invalid, { param: `vars.${name}` });
-      }
+      assertEnvVars(vars, 'vars');
       return { object: 'service_env_change' as const, serviceId: service.id, ...(await change(transaction, service, vars, remove, body.version)) };
     },
   });

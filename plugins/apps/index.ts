@@ -10,9 +10,13 @@ import { AppEnv, RuntimeEnv } from './app-env.ts';
 import { type AppsConfig, appsConfigSchema } from './apps-config.ts';
 import { AppsHost } from './apps-host.ts';
 import { appsMigrations } from './apps-migrations.ts';
+import { analysisOperations } from './analysis-operations.ts';
 import { appsOperations } from './apps-operations.ts';
+import { deployOperations } from './deploy-operations.ts';
 import { envOperations } from './env-operations.ts';
+import { previewOperations } from './preview-operations.ts';
 import { AppsStore } from './apps-store.ts';
+import { DeployCancels } from './deploy-cancels.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
 import { pushDeploySubscriber } from './push-deploys.ts';
@@ -25,6 +29,7 @@ import './apps-errors.ts';
 export const AppsTokens = {
   Host: createToken<AppsHost>('apps.Host'),
   Store: createToken<AppsStore>('apps.Store'),
+  Cancels: createToken<DeployCancels>('apps.Cancels'),
 };
 
 /** Where apps reach the gateway (SVC_BASE_URL, SVC_MCP_URL): `server.publicUrl`, else this machine's port. */
@@ -47,6 +52,12 @@ function parts(ctx: PluginContext<AppsConfig>) {
       events: container.resolve(Tokens.Events),
       authenticator: container.resolve(Tokens.Authenticator),
     }),
+    sources: {
+      git: container.resolve(GitHostTokens.Host),
+      clone: container.resolve(GitHostTokens.Clone),
+      remoteBranches: container.resolve(GitHostTokens.RemoteBranches),
+    },
+    cancels: container.resolve(AppsTokens.Cancels),
     jobs: container.resolve(Tokens.Jobs),
     blobs: container.resolve(Tokens.Blobs),
     clock: container.resolve(Tokens.Clock),
@@ -83,6 +94,7 @@ export const appsPlugin = definePlugin({
     });
     container.bindValue(AppsTokens.Store, store);
     container.bindValue(AppsTokens.Host, host);
+    container.bindValue(AppsTokens.Cancels, new DeployCancels(container.resolve(Tokens.Coordination).pubsub));
     const env = new AppEnv(container.resolve(Tokens.Secrets));
     extensions.contribute(OrganizationErasersPoint, appRequestsEraser);
     extensions.contribute(OrganizationErasersPoint, usageSamplesEraser);
@@ -109,9 +121,11 @@ export const appsPlugin = definePlugin({
     });
   },
   operations: (ctx) => {
-    const { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock } = parts(ctx);
+    const { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, sources, cancels } = parts(ctx);
     const identity = ctx.container.resolve(Tokens.Identity);
     const database = ctx.container.resolve(Tokens.Database);
+    const urlOfSlug = (slug: string) => urlOf(ctx.config, host, slug);
+    const deps = { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, identity, database, urlOf: urlOfSlug, sources, cancels };
     const traffic = trafficOperations({
       store,
       requests: new AppRequestStore(database),
@@ -121,9 +135,14 @@ export const appsPlugin = definePlugin({
       prices: ctx.config.usage.prices,
       sampleEveryMs: ctx.config.usage.sampleEveryMs,
     });
+    const insight = { sources, memoryBytes: ctx.config.runtime.limits.memoryBytes, microsPerGibHour: ctx.config.insight.microsPerGibHour };
+    const preview = { ...deps, hostOf: (slug: string) => `${slug}.${ctx.config.proxy.baseDomain}`, proxyPort: () => host.proxy?.port ?? null };
     return [
-      ...appsOperations({ store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, identity, database, urlOf: (slug) => urlOf(ctx.config, host, slug) }),
+      ...appsOperations(deps),
+      ...deployOperations(deps),
       ...envOperations({ store, host, env, runtimeEnv, appKeys, identity, database }),
+      ...analysisOperations(insight),
+      ...previewOperations(preview),
       ...traffic,
     ];
   },
@@ -143,8 +162,8 @@ export const appsPlugin = definePlugin({
     ];
   },
   queues: (ctx) => {
-    const { store, host, git, runtimeEnv, blobs, clock } = parts(ctx);
-    const handler = buildHandler({ store, host, git, runtimeEnv, blobs, clock, config: ctx.config });
+    const { store, host, sources, cancels, runtimeEnv, blobs, clock } = parts(ctx);
+    const handler = buildHandler({ store, host, sources, cancels, runtimeEnv, blobs, clock, config: ctx.config });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }];
   },
   subscribers: (ctx) => {
@@ -155,7 +174,10 @@ export const appsPlugin = definePlugin({
     const { container, config, appConfig, logger } = ctx;
     const host = container.resolve(AppsTokens.Host);
     // The local runtime runs where the deploy jobs run; an API-only replica reaches none (README: replicas).
-    if (appConfig.server.role !== 'api') await host.start();
+    if (appConfig.server.role !== 'api') {
+      await host.start();
+      await container.resolve(AppsTokens.Cancels).listen();
+    }
     if (servesAppsProxy(appConfig)) {
       host.proxy = await startAppsProxy({
         config: config.proxy,
@@ -171,6 +193,7 @@ export const appsPlugin = definePlugin({
     const host = ctx.container.resolve(AppsTokens.Host);
     await host.proxy?.stop(1_000);
     host.proxy = null;
+    await ctx.container.resolve(AppsTokens.Cancels).close();
     await host.stop();
   },
 });

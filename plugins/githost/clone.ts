@@ -54,6 +54,13 @@ export class CloneRefusedError extends Error {
   }
 }
 
+/** What every git run against a customer's URL is given: http(s) only, no redirect, no hooks, no credential helper. */
+const REMOTE_SETTINGS = [
+  ...NO_HOOKS,
+  ...['-c', 'protocol.allow=never', '-c', 'protocol.https.allow=always', '-c', 'protocol.http.allow=always'],
+  ...['-c', 'http.followRedirects=false', '-c', 'credential.helper=', '-c', 'core.askPass=/bin/false'],
+];
+
 const BRANCH_NAME = /^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$/;
 
 export async function cloneRepository(request: CloneRequest): Promise<CloneResult> {
@@ -77,11 +84,7 @@ export async function cloneRepository(request: CloneRequest): Promise<CloneResul
     env.GIT_CONFIG_KEY_0 = 'http.extraHeader';
     env.GIT_CONFIG_VALUE_0 = `Authorization: ${header}`;
   }
-  const settings = [
-    ...NO_HOOKS,
-    ...['-c', 'protocol.allow=never', '-c', 'protocol.https.allow=always', '-c', 'protocol.http.allow=always'],
-    ...['-c', 'http.followRedirects=false', '-c', 'credential.helper=', '-c', 'core.askPass=/bin/false'],
-  ];
+  const settings = REMOTE_SETTINGS;
   const branch = request.branch ? ['--branch', request.branch] : [];
   await mkdir(request.into, { recursive: true, mode: 0o700 });
   if ((await readdir(request.into)).length > 0) throw new Error(`clone target ${request.into} is not empty`);
@@ -107,6 +110,45 @@ export async function cloneRepository(request: CloneRequest): Promise<CloneResul
     }
     throw error;
   }
+}
+
+export interface RemoteBranches {
+  /** The branch the remote's HEAD names, or null when it names none. */
+  defaultBranch: string | null;
+  branches: Array<{ name: string; commit: string }>;
+}
+
+/**
+ * The branches of a repository at an http(s) URL (`git ls-remote --symref`), under the same guard,
+ * settings and timeout as a clone: what `GET /githost/reachable` and a URL app's branch list ask.
+ * Nothing is written to disk; the answer is capped at 1 MiB of refs.
+ */
+export async function listRemoteBranches(request: Pick<CloneRequest, 'url' | 'timeoutMs' | 'policy' | 'signal'>): Promise<RemoteBranches> {
+  if (carriesCredentials(request.url)) {
+    throw new CloneRefusedError('credentials_in_url', 'A clone URL may not carry a user name or password; give the token apart from it');
+  }
+  let url: URL;
+  try {
+    url = await assertPublicUrl(request.url, request.policy ?? {});
+  } catch (error) {
+    throw new CloneRefusedError('url_refused', `Refusing to reach ${originOf(request.url)}: ${(error as Error).message}`);
+  }
+  const output = await runGit([...REMOTE_SETTINGS, 'ls-remote', '--symref', '--', url.href, 'HEAD', 'refs/heads/*'], {
+    timeoutMs: request.timeoutMs,
+    what: `git ls-remote of ${url.origin}`,
+    redact: (text) => scrub(text, []),
+    ...(request.signal ? { signal: request.signal } : {}),
+  });
+  let defaultBranch: string | null = null;
+  const branches: RemoteBranches['branches'] = [];
+  for (const line of output.split('\n')) {
+    const symref = /^ref: refs\/heads\/(\S+)\s+HEAD$/.exec(line);
+    if (symref) defaultBranch = symref[1]!;
+    const head = /^([0-9a-f]{40,64})\s+refs\/heads\/(\S+)$/.exec(line);
+    if (head) branches.push({ name: head[2]!, commit: head[1]! });
+  }
+  branches.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  return { defaultBranch, branches };
 }
 
 function carriesCredentials(raw: string): boolean {

@@ -1,5 +1,5 @@
 import { createToken } from '../../core/kernel/container.ts';
-import type { CloneRequest, CloneResult } from './clone.ts';
+import type { CloneRequest, CloneResult, RemoteBranches } from './clone.ts';
 
 /**
  * The git host port: what the apps plugin asks of wherever an organisation's code lives. The
@@ -89,8 +89,12 @@ export class GitRefNotFoundError extends Error {
  */
 export type CloneFromUrl = (request: Omit<CloneRequest, 'maxBytes' | 'timeoutMs' | 'policy'>) => Promise<CloneResult>;
 
+/** The branches at an http(s) URL (clone.ts `listRemoteBranches`) with the plugin's clone timeout and policy applied. */
+export type ListRemoteBranches = (url: string) => Promise<RemoteBranches>;
+
 /** The container tokens of the git host, for the plugins that depend on `githost`. */
 export const GitHostTokens = {
   Host: createToken<GitHost>('githost.Host'),
   Clone: createToken<CloneFromUrl>('githost.Clone'),
+  RemoteBranches: createToken<ListRemoteBranches>('githost.RemoteBranches'),
 };

@@ -6,7 +6,7 @@ import { createToken } from '../../core/kernel/container.ts';
 import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
-import { cloneRepository } from './clone.ts';
+import { cloneRepository, listRemoteBranches } from './clone.ts';
 import { GitHostTokens } from './git-host.ts';
 import { GIT_PACKAGE, gitIsAvailable } from './git-process.ts';
 import { githostErasure } from './githost-erasure.ts';
@@ -81,6 +81,7 @@ export const githostPlugin = definePlugin({
     container.bindValue(GitHostTokens.Host, host);
     const policy = { allowPrivate: appConfig.outbound.allowPrivateNetwork };
     container.bindValue(GitHostTokens.Clone, (request) => cloneRepository({ ...request, ...config.clone, policy }));
+    container.bindValue(GitHostTokens.RemoteBranches, (url) => listRemoteBranches({ url, timeoutMs: config.clone.timeoutMs, policy }));
     container.bindValue(LocalTokens.Repositories, repos);
     extensions.contribute(OrganizationErasersPoint, githostErasure.eraser(repos, container.resolve(Tokens.Jobs)));
   },

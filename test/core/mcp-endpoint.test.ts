@@ -71,7 +71,15 @@ const OPEN_READS = [
   'apps_regions',
   'apps_usage',
   'apps_usage_series',
+  'apps_preview',
+  'apps_referenced_by',
   'deployments_logs',
+  'githost_app_analysis',
+  'githost_app_insight',
+  'githost_app_insight_estimate',
+  'githost_app_roots',
+  'githost_reachable',
+  'services_branches',
   'githost_build_check',
   'services_build',
   'services_deployments',
@@ -242,6 +250,9 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'services.build': { id: app.serviceId },
     'services.env': { id: app.serviceId },
     'deployments.logs': { id: app.deploymentId },
+    'apps.preview': { id: app.appId },
+    'apps.referenced_by': { id: app.appId },
+    'services.branches': { id: app.serviceId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
@@ -254,7 +265,7 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
       ...query,
       ...(operation.name === 'notes.echo' ? { word: 'hello' } : {}),
       ...(operation.name === 'mcp.oauth.status' ? { state: signInState } : {}),
-      ...(operation.name === 'githost.branches' || operation.name === 'githost.build_check' ? { repo: 'read-by-mcp' } : {}),
+      ...(['githost.branches', 'githost.build_check', 'githost.app_roots', 'githost.app_analysis', 'githost.app_insight'].includes(operation.name) ? { repo: 'read-by-mcp' } : {}),
       ...sampleBody(operation),
     };
     const result = await client.callTool({ name: operation.name.replaceAll('.', '_'), arguments: args });

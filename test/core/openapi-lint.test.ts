@@ -37,6 +37,9 @@ const SEVERITY = ['error', 'warning', 'info', 'hint'];
 async function findings(source: string, name: string): Promise<string[]> {
   const out: string[] = [];
   for (const problem of await lintFromString({ source, absoluteRef: name, config: redoclyConfig })) {
+    // The spec names both /apps/templates/{template} and /apps/{id}/<action>: the router takes the literal
+    // `templates` first, so they resolve; that one overlap, which the wire contract fixes, is not a finding.
+    if (problem.ruleId === 'no-ambiguous-paths' && problem.message.includes('`/apps/templates/{template}`')) continue;
     const where = problem.location.map((location) => location.pointer).join(', ');
     out.push(`redocly ${problem.severity} ${problem.ruleId} at ${where}: ${problem.message}`);
   }

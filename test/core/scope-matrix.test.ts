@@ -185,6 +185,22 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'POST', path: '/apps/{id}/group', access: 'apps:deploy' },
   // (spec: "asks beforehand whether a repo can build", scope a dash)
   { method: 'GET', path: '/githost/build-check', access: 'any' },
+  // Deploy breadth (plugins/apps/README.md): deploys and what changes a service apps:deploy, reads any credential
+  { method: 'POST', path: '/apps', access: 'apps:deploy' },
+  { method: 'POST', path: '/apps/templates/{template}', access: 'apps:deploy' },
+  { method: 'GET', path: '/apps/{id}/preview', access: 'any' },
+  { method: 'GET', path: '/apps/{id}/referenced-by', access: 'any' },
+  { method: 'POST', path: '/services/{id}/redeploy', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/branch', access: 'apps:deploy' },
+  { method: 'GET', path: '/services/{id}/branches', access: 'any' },
+  { method: 'POST', path: '/services/{id}/deploy-on-push', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/deploy/cancel', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/build', access: 'apps:deploy' },
+  { method: 'GET', path: '/githost/app-roots', access: 'any' },
+  { method: 'GET', path: '/githost/app-analysis', access: 'any' },
+  { method: 'GET', path: '/githost/app-insight', access: 'any' },
+  { method: 'GET', path: '/githost/app-insight/estimate', access: 'any' },
+  { method: 'GET', path: '/githost/reachable', access: 'any' },
   // Tool gateway (spec: mcp:read / mcp:write; plugins/tool-gateway/README.md: reads take read, anything that connects or changes takes write)
   { method: 'GET', path: '/mcp/upstreams', access: 'mcp:read' },
   { method: 'POST', path: '/mcp/upstreams', access: 'mcp:write' },
