@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { appsProxyConfigSchema } from './proxy/index.ts';
+import { upkeepConfigShape } from './upkeep/upkeep-config.ts';
 
 const MiB = 1024 * 1024;
 
@@ -47,6 +48,7 @@ export const appsConfigSchema = z.strictObject({
       concurrency: z.number().int().min(1).max(16).default(1),
     })
     .prefault({}),
+  ...upkeepConfigShape,
 });
 
 export type AppsConfig = z.output<typeof appsConfigSchema>;

@@ -13,6 +13,7 @@ import { AppsStore } from './apps-store.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
 import { pushDeploySubscriber } from './push-deploys.ts';
+import { upkeepMigrations, upkeepParts } from './upkeep/index.ts';
 import './apps-errors.ts';
 
 /** What other code (tests, the CLI) may reach of the plugin. */
@@ -49,7 +50,7 @@ export const appsPlugin = definePlugin({
   description: 'Apps deployed from git: builds, the app runtime and the apps proxy at <slug>.<baseDomain>',
   dependsOn: ['githost'],
   configSchema: appsConfigSchema,
-  migrations: [...appsProxyMigrations, ...appsMigrations],
+  migrations: [...appsProxyMigrations, ...appsMigrations, ...upkeepMigrations],
   register(ctx) {
     const { container, config, appConfig, extensions, logger } = ctx;
     const database = container.resolve(Tokens.Database);
@@ -66,6 +67,7 @@ export const appsPlugin = definePlugin({
     container.bindValue(AppsTokens.Host, host);
     const env = new AppEnv(container.resolve(Tokens.Secrets));
     extensions.contribute(OrganizationErasersPoint, appRequestsEraser);
+    extensions.contribute(OrganizationErasersPoint, upkeepParts(ctx, { store, host }).eraser());
     extensions.contribute(OrganizationErasersPoint, {
       name: 'apps',
       async erase(tx, organizationId) {
@@ -90,7 +92,8 @@ export const appsPlugin = definePlugin({
   },
   operations: (ctx) => {
     const { store, host, git, env, jobs, blobs, clock } = parts(ctx);
-    return appsOperations({
+    const upkeep = upkeepParts(ctx, { store, host });
+    const operations = appsOperations({
       store,
       host,
       git,
@@ -101,12 +104,18 @@ export const appsPlugin = definePlugin({
       identity: ctx.container.resolve(Tokens.Identity),
       database: ctx.container.resolve(Tokens.Database),
       urlOf: (slug) => urlOf(ctx.config, host, slug),
+      onAppDelete: (tx, app) => upkeep.onAppDelete(tx, app),
     });
+    return [...operations, ...upkeep.operations()];
+  },
+  routes(app, ctx) {
+    upkeepParts(ctx, parts(ctx)).routes(app);
   },
   queues: (ctx) => {
     const { store, host, git, env, blobs, clock } = parts(ctx);
-    const handler = buildHandler({ store, host, git, env, blobs, clock, config: ctx.config });
-    return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }];
+    const upkeep = upkeepParts(ctx, { store, host });
+    const handler = buildHandler({ store, host, git, env, blobs, clock, config: ctx.config, hooks: upkeep.hooks() });
+    return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }, upkeep.erasureQueue()];
   },
   subscribers: (ctx) => {
     const { store, jobs, clock } = parts(ctx);
