@@ -62,7 +62,7 @@ export interface DeployHooks {
    * the deployment with the error's message and the running version keeps serving.
    */
   beforeStart?(context: DeployHookContext, build: { artifactDir: string; env: Readonly<Record<string, string>> }): Promise<void>;
-  /** After a deployment was recorded failed (its log stored); a throw is logged, never retried. */
+  /** When a deployment failed (its log stored), before it is marked failed; it logs its own errors (a throw is ignored). */
   afterFailure?(context: DeployHookContext, reason: string): Promise<void>;
 }
 
@@ -164,10 +164,11 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
     const reason = error instanceof Error ? error.message : String(error);
     log('build', `failed: ${reason}`);
     await saveLog();
+    // Before the deployment is marked failed: whoever sees it failed finds its mail sent.
+    await deps.hooks?.afterFailure?.({ deployment, service, app, log }, reason).catch(() => undefined);
     await store.update(deployment.id, { status: 'failed', failureReason: reason, finishedAt: deps.clock() });
     const live = (await store.history(service.id)).some((entry) => entry.status === 'live');
     if (!live) await store.setAppStatus(app.id, 'failed', deps.clock());
-    await deps.hooks?.afterFailure?.({ deployment, service, app, log }, reason).catch(() => undefined);
   } finally {
     await rm(workDir, { recursive: true, force: true });
   }
