@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { GatewayCalls } from '../../../core/gateway/gateway-calls.ts';
-import { authorizedRecord, scopeRefusal } from '../../../core/identity/authorization.ts';
+import { authorizedRecord } from '../../../core/identity/authorization.ts';
 import { ApiError } from '../../../core/kernel/errors.ts';
 import { defineOperation, type AnyOperation } from '../../../core/operations/operations.ts';
 import type { BlobStore } from '../../../core/ports/blobs.ts';
@@ -106,7 +106,8 @@ export function autofixOperations(deps: AutofixDeps): AnyOperation[] {
       `One chat completion (\`plugins.apps.autofix.model\`, default ${settings.model}, unless \`model\` names another ` +
       'the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the ' +
       'proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a ' +
-      'person, the organisation); takes the inference scope beside apps:deploy. Without `deploymentId`, the latest failed ' +
+      'person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the ' +
+      'service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed ' +
       'deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.',
     scope: 'apps:deploy',
     readOnly: false,
@@ -119,12 +120,10 @@ export function autofixOperations(deps: AutofixDeps): AnyOperation[] {
     bodyRequired: false,
     resource: writeService,
     output: fixView,
-    errors: ['nothing_to_fix', 'autofix_model_failed', 'missing_scope', 'route_not_found', ...PASSED_THROUGH],
+    errors: ['nothing_to_fix', 'autofix_model_failed', 'route_not_found', ...PASSED_THROUGH],
     async handler({ body }, { authorization, credential }) {
       const { service, app } = authorizedRecord(authorization, serviceKind).record;
       if (!deps.gateway) throw new ApiError('route_not_found', 'No models are served here (the inference plugin is off)');
-      const refusal = scopeRefusal(credential, 'inference');
-      if (refusal) throw new ApiError('missing_scope', 'A fix is a model call: the credential needs the inference scope too');
       const history = await store.history(service.id);
       const deployment = body?.deploymentId ? history.find((entry) => entry.id === body.deploymentId) : history.find((entry) => entry.status === 'failed');
       if (!deployment || deployment.status !== 'failed') {
@@ -140,7 +139,11 @@ export function autofixOperations(deps: AutofixDeps): AnyOperation[] {
           { role: 'user', content: fixPrompt(app, deployment, await logTail(deployment)) },
         ],
       };
-      const answer = await callGateway(deps.gateway, credential, '/v1/chat/completions', request, ['model'], 'autofix_model_failed');
+      // The prompt is the service's own, not the caller's: apps:deploy alone may ask for a fix, the
+      // gateway's inference scope check is passed for this call only; the key's model access, spend
+      // caps, rate limits and billing apply as to any /v1 call it makes.
+      const asCaller = { ...credential, scopes: new Set([...credential.scopes, 'inference' as const]) };
+      const answer = await callGateway(deps.gateway, asCaller, '/v1/chat/completions', request, ['model'], 'autofix_model_failed');
       const content = (answer.body['choices'] as Array<{ message?: { content?: unknown } }> | undefined)?.[0]?.message?.content;
       if (typeof content !== 'string' || content.trim() === '') throw new ApiError('autofix_model_failed');
       const fix: AiFix = {

@@ -87,12 +87,25 @@ t.test('a service without a failed deployment is 409 nothing_to_fix, and nothing
   t.same((await test.call('GET', `/client/services/${serviceId}/ai-fixes`)).json().data, []);
 });
 
-t.test('a key without the inference scope is refused before any model call', async (t) => {
+t.test('apps:deploy alone may ask for a fix (the prompt is the service’s own); the call is billed to that key', async (t) => {
   const { serviceId } = await failedApp('fix-no-inference');
   const key = await createKey(test, { scopes: ['apps:deploy'] });
+  const direct = await test.call('POST', '/v1/chat/completions', { token: key.key, body: { model: 'mock-small', messages: [{ role: 'user', content: 'hi' }] } });
+  t.equal(direct.statusCode, 403, 'the key cannot call /v1 itself');
   const response = await test.call('POST', `/client/services/${serviceId}/autofix`, { token: key.key });
-  t.equal(response.statusCode, 403);
-  t.equal(response.json().error.code, 'missing_scope');
+  t.equal(response.statusCode, 200, response.body);
+  await flush();
+  const { rows } = await db.query<{ key_id: string }>('SELECT key_id FROM request_logs WHERE id = $1', [response.json().requestId]);
+  t.same(rows, [{ key_id: key.id }]);
+});
+
+t.test('a key that may not use the model is refused by the gateway, and nothing is stored', async (t) => {
+  const { serviceId } = await failedApp('fix-model-refused');
+  const key = await createKey(test, { scopes: ['apps:deploy'], models: ['some-other-model'] });
+  const response = await test.call('POST', `/client/services/${serviceId}/autofix`, { token: key.key });
+  t.equal(response.statusCode, 404, response.body);
+  t.equal(response.json().error.code, 'model_not_found');
+  t.same((await test.call('GET', `/client/services/${serviceId}/ai-fixes`)).json().data, []);
 });
 
 t.test('a model the caller cannot use is the gateway’s own refusal, naming the field', async (t) => {
