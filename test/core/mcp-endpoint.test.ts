@@ -232,6 +232,10 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'services.logs': { id: app.serviceId },
     'services.build': { id: app.serviceId },
     'deployments.logs': { id: app.deploymentId },
+    'apps.storage.list': { id: app.appId },
+    'services.migrate.get': { id: app.serviceId },
+    'services.ai_fixes.list': { id: app.serviceId },
+    'services.egress_alert': { id: app.serviceId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);
