@@ -45,6 +45,10 @@ const fixView = z
 
 const fixListView = z.object({ object: z.literal('list'), data: z.array(fixView) }).meta({ id: 'AiFixList', description: 'Proposed fixes, newest first' });
 
+const fixesDeletedView = z
+  .object({ object: z.literal('ai_fixes_deleted'), serviceId: z.string(), deleted: z.number().describe('How many were forgotten') })
+  .meta({ id: 'AiFixesDeleted', description: 'The service’s proposed fixes are gone' });
+
 const toView = (fix: AiFix) => ({
   object: 'ai_fix' as const,
   id: fix.id,
@@ -191,9 +195,7 @@ export function autofixOperations(deps: AutofixDeps): AnyOperation[] {
     idempotent: true,
     params: idParams,
     resource: writeService,
-    output: z
-      .object({ object: z.literal('ai_fixes_deleted'), serviceId: z.string(), deleted: z.number().describe('How many were forgotten') })
-      .meta({ id: 'AiFixesDeleted', description: 'The service’s proposed fixes are gone' }),
+    output: fixesDeletedView,
     async handler(_input, { authorization }) {
       const { service } = authorizedRecord(authorization, serviceKind).record;
       return { object: 'ai_fixes_deleted' as const, serviceId: service.id, deleted: await upkeep.deleteFixes(service.id) };

@@ -32,6 +32,10 @@ const egressView = z
   })
   .meta({ id: 'EgressAlert', description: 'What an app sent in the last 24 hours, against the alert threshold' });
 
+const egressListView = z
+  .object({ object: z.literal('list'), data: z.array(egressView) })
+  .meta({ id: 'EgressAlertList', description: 'Egress per service' });
+
 /**
  * Egress alerts: what each app answered through the apps proxy in the last 24 hours (the proxy's
  * request rows, `bytes_out`), against `plugins.apps.egress.alertBytesPerDay`. The local runtime
@@ -89,7 +93,7 @@ export function egressOperations(deps: EgressDeps): AnyOperation[] {
     scope: 'apps:read',
     readOnly: true,
     query: z.strictObject({ all: z.enum(['0', '1']).optional().describe('1: every service, alerting or not') }),
-    output: z.object({ object: z.literal('list'), data: z.array(egressView) }).meta({ id: 'EgressAlertList', description: 'Egress per service' }),
+    output: egressListView,
     async handler({ query }, { credential }) {
       const visible = await visibleProjectIds(deps.identity, credential);
       const apps = await store.apps(credential.organizationId, visible);

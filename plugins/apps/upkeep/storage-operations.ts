@@ -62,6 +62,10 @@ const storageListView = z
   })
   .meta({ id: 'AppStorageList', description: 'An app’s stored files by name, and what they take' });
 
+const deletedView = z
+  .object({ object: z.literal('app_storage_object'), name: z.string(), deleted: z.literal(true) })
+  .meta({ id: 'AppStorageObjectDeleted', description: 'The file and its bytes are gone' });
+
 const idParams = z.strictObject({ id: z.uuid() });
 
 function viewOf(object: StoredObject, origin: string) {
@@ -146,13 +150,12 @@ export function storageOperations(deps: StorageDeps): AnyOperation[] {
     summary: 'Store a file in the app’s storage (multipart), replacing one of the same name',
     description:
       `multipart/form-data with the file under \`file\` (at most ${describeBytes(limits.maxFileBytes)}) and, optionally, ` +
-      '`name` (default: the uploaded file’s name). A file of the same name is replaced; a public one stays public at ' +
+      '`name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at ' +
       `its URL. 409 \`storage_quota_exceeded\` past ${describeBytes(limits.maxAppBytes)} or ${limits.maxObjects} files per app.`,
     scope: 'apps:deploy',
     wide: true,
     readOnly: false,
     idempotent: true,
-    mcp: false,
     params: idParams,
     body: z.strictObject({ name: objectName.optional() }),
     bodyRequired: false,
@@ -209,7 +212,7 @@ export function storageOperations(deps: StorageDeps): AnyOperation[] {
     params: idParams,
     query: z.strictObject({ name: objectName }),
     resource: writeApp,
-    output: z.object({ object: z.literal('app_storage_object'), name: z.string(), deleted: z.literal(true) }).meta({ id: 'AppStorageObjectDeleted' }),
+    output: deletedView,
     errors: ['storage_object_not_found'],
     async handler({ query }, ctx) {
       const app = authorizedRecord(ctx.authorization, appKind).record;
