@@ -904,6 +904,89 @@ export interface paths {
      */
     post: operations["services.rollback"];
   };
+  "/apps/{id}/storage": {
+    /**
+     * The app’s stored files; with `name` and Accept: application/octet-stream, that file
+     * @description Lists the app’s files by name with what they take. With `name`, only that file (404 when absent); a request with `Accept: application/octet-stream` then gets its bytes, always as a download.
+     */
+    get: operations["apps.storage.list"];
+    /**
+     * Store a file in the app’s storage (multipart), replacing one of the same name
+     * @description multipart/form-data with the file under `file` (at most 25 MB) and, optionally, `name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at its URL. 409 `storage_quota_exceeded` past 1024 MB or 10000 files per app.
+     */
+    post: operations["apps.storage.upload"];
+    /**
+     * Delete a file from the app’s storage (its public URL stops answering)
+     * @description Delete a file from the app’s storage (its public URL stops answering). Needs the apps:deploy scope.
+     */
+    delete: operations["apps.storage.delete"];
+  };
+  "/apps/{id}/storage/public": {
+    /**
+     * Make a stored file readable by anyone with its URL, or private again
+     * @description Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ends that URL for good (making it public again gives a new one).
+     */
+    post: operations["apps.storage.public"];
+  };
+  "/services/{id}/migrate": {
+    /**
+     * The service’s release command (migrations run before each deployment starts)
+     * @description The service’s release command (migrations run before each deployment starts). Any credential of the account may call it.
+     */
+    get: operations["services.migrate.get"];
+    /**
+     * Set or clear the release command run before each deployment starts
+     * @description Runs in the app’s sandbox against the new build and its env after the build, before the start; its output is in the deployment’s build log. A failure (exit code other than 0, a timeout) fails the deployment: the running version keeps serving. Takes effect from the next deployment; POST /services/{id}/migrations runs it now.
+     */
+    post: operations["services.migrate.set"];
+  };
+  "/services/{id}/migrations": {
+    /**
+     * Run the release command now, beside the live deployment
+     * @description With the live build and env; answers once it ended, with its output. Nothing restarts.
+     */
+    post: operations["services.migrations.run"];
+  };
+  "/services/{id}/autofix": {
+    /**
+     * Have a model read a failed deployment and propose a fix
+     * @description One chat completion (`plugins.apps.autofix.model`, default mock-small, unless `model` names another the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.
+     */
+    post: operations["services.autofix"];
+  };
+  "/services/{id}/ai-fixes": {
+    /**
+     * Fixes models proposed for the service’s failed deployments, newest first
+     * @description Fixes models proposed for the service’s failed deployments, newest first. Any credential of the account may call it.
+     */
+    get: operations["services.ai_fixes.list"];
+    /**
+     * Forget every fix proposed for the service
+     * @description Forget every fix proposed for the service. Needs the apps:deploy scope.
+     */
+    delete: operations["services.ai_fixes.delete"];
+  };
+  "/services/{id}/email": {
+    /**
+     * Mail someone when a deployment of the service fails
+     * @description Fields omitted keep what is stored, so `{}` reads the settings. A failed deployment (build, release command, health check) is mailed with its reason to `recipients`, or to the organisation’s active owners when the list is empty.
+     */
+    post: operations["services.email"];
+  };
+  "/services/{id}/egress-alert": {
+    /**
+     * What the service sent in the last 24 hours, and whether that is over the alert threshold
+     * @description What the service sent in the last 24 hours, and whether that is over the alert threshold. Any credential of the account may call it.
+     */
+    get: operations["services.egress_alert"];
+  };
+  "/egress-alerts": {
+    /**
+     * The apps over the egress alert threshold in the last 24 hours
+     * @description Only alerting services, most bytes first; `all=1` lists every service the caller may see.
+     */
+    get: operations["apps.egress_alerts"];
+  };
   "/batches": {
     /**
      * The organisation's batches, newest first, with their progress
@@ -986,6 +1069,35 @@ export interface components {
         /** Format: date-time */
         runsAt: string;
       } | null;
+    };
+    /** @description A fix a gateway model proposed for a failed deployment */
+    AiFix: {
+      /** @constant */
+      object: "ai_fix";
+      id: string;
+      serviceId: string;
+      /** @description The failed deployment it reads */
+      deploymentId: string;
+      model: string;
+      /** @description The gateway call, as the request log names it; billed like POST /v1/chat/completions */
+      requestId: string;
+      /** @description The cause and the change to make, in the model’s words */
+      proposal: string;
+      createdAt: string;
+    };
+    /** @description Proposed fixes, newest first */
+    AiFixList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["AiFix"][];
+    };
+    /** @description The service’s proposed fixes are gone */
+    AiFixesDeleted: {
+      /** @constant */
+      object: "ai_fixes_deleted";
+      serviceId: string;
+      /** @description How many were forgotten */
+      deleted: number;
     };
     /** @description A hosted app, its live URL and services */
     App: {
@@ -1077,6 +1189,46 @@ export interface components {
       /** @enum {string} */
       state: "deploying" | "starting" | "running" | "crashed" | "stopped" | "failed";
       liveDeploymentId: string | null;
+    };
+    /** @description An app’s stored files by name, and what they take */
+    AppStorageList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["AppStorageObject"][];
+      usage: {
+        bytes: number;
+        objects: number;
+        /** @description What all the app’s files may take together */
+        maxBytes: number;
+        /** @description The largest one upload may carry */
+        maxFileBytes: number;
+      };
+    };
+    /** @description A file in an app’s storage */
+    AppStorageObject: {
+      /** @constant */
+      object: "app_storage_object";
+      id: string;
+      appId: string;
+      name: string;
+      /** @description Bytes */
+      size: number;
+      /** @description Read from its bytes when it was stored */
+      contentType: string;
+      sha256: string;
+      public: boolean;
+      /** @description Readable by anyone with it, without a key; null while private */
+      publicUrl: string | null;
+      createdAt: string;
+      updatedAt: string;
+    };
+    /** @description The file and its bytes are gone */
+    AppStorageObjectDeleted: {
+      /** @constant */
+      object: "app_storage_object";
+      name: string;
+      /** @constant */
+      deleted: true;
     };
     /** @description One image drawn from a prompt, and the call it was billed as */
     AssistantImage: {
@@ -1506,6 +1658,33 @@ export interface components {
       /** @constant */
       object: "list";
       data: components["schemas"]["Deployment"][];
+    };
+    /** @description What an app sent in the last 24 hours, against the alert threshold */
+    EgressAlert: {
+      /** @constant */
+      object: "egress_alert";
+      serviceId: string;
+      appId: string;
+      appName: string;
+      /** @description Whether bytesOut is over thresholdBytes */
+      alerting: boolean;
+      /** @description Bytes the app answered through the apps proxy in the window */
+      bytesOut: number;
+      /** @description `plugins.apps.egress.alertBytesPerDay` */
+      thresholdBytes: number;
+      windowStart: string;
+      windowEnd: string;
+      /**
+       * @description What is measured: responses through the apps proxy (not the app’s own outbound connections)
+       * @constant
+       */
+      measuredAt: "proxy";
+    };
+    /** @description Egress per service */
+    EgressAlertList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["EgressAlert"][];
     };
     /** @description A person of the organisation and their organisation role */
     Employee: {
@@ -2989,6 +3168,33 @@ export interface components {
        */
       previousSecretExpiresAt: string;
     };
+    /** @description The command run against each new build before it starts (migrations) */
+    ReleaseCommand: {
+      /** @constant */
+      object: "release_command";
+      serviceId: string;
+      /** @description Run before each deployment starts; null: none */
+      command: string | null;
+      /** @description How long it may run before the deployment fails */
+      timeoutSeconds: number;
+      updatedAt: string | null;
+    };
+    /** @description One run of the release command beside the live deployment */
+    ReleaseRun: {
+      /** @constant */
+      object: "release_run";
+      serviceId: string;
+      /** @description The live deployment it ran beside */
+      deploymentId: string;
+      command: string;
+      succeeded: boolean;
+      /** @description Null when a signal ended it */
+      exitCode: number | null;
+      signal: string | null;
+      timedOut: boolean;
+      /** @description stdout and stderr as they came (at most 1 MiB) */
+      output: string;
+    };
     /** @description One gateway call as the request log keeps it, without its bodies */
     RequestLog: {
       /** @constant */
@@ -3150,6 +3356,17 @@ export interface components {
           stream: "stdout" | "stderr" | "runtime";
           line: string;
         })[];
+    };
+    /** @description Who is mailed when a deployment of the service fails */
+    ServiceMailSettings: {
+      /** @constant */
+      object: "service_mail";
+      serviceId: string;
+      /** @description Whether a failed deployment is mailed */
+      onFailure: boolean;
+      /** @description Who is mailed; empty: the organisation’s active owners */
+      recipients: string[];
+      updatedAt: string | null;
     };
     /** @description A spend cap: USD per period; blocking answers 402 at the cap, alert only records a warning */
     SpendCap: {
@@ -10843,6 +11060,718 @@ export interface operations {
       };
       /** @description The request body is not of a type this takes: unsupported_media_type */
       415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The app’s stored files; with `name` and Accept: application/octet-stream, that file
+   * @description Lists the app’s files by name with what they take. With `name`, only that file (404 when absent); a request with `Accept: application/octet-stream` then gets its bytes, always as a download.
+   */
+  "apps.storage.list": {
+    parameters: {
+      query?: {
+        /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+        name?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An app’s stored files by name, and what they take; with Accept: application/octet-stream, the file itself, as a download */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageList"];
+          "application/octet-stream": string;
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Store a file in the app’s storage (multipart), replacing one of the same name
+   * @description multipart/form-data with the file under `file` (at most 25 MB) and, optionally, `name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at its URL. 409 `storage_quota_exceeded` past 1024 MB or 10000 files per app.
+   */
+  "apps.storage.upload": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name?: string;
+        };
+        "multipart/form-data": {
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name?: string;
+          /** @description One file of at most 25 MB (multipart only); its type is read from its bytes */
+          file?: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description A file in an app’s storage */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageObject"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: storage_quota_exceeded */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete a file from the app’s storage (its public URL stops answering)
+   * @description Delete a file from the app’s storage (its public URL stops answering). Needs the apps:deploy scope.
+   */
+  "apps.storage.delete": {
+    parameters: {
+      query: {
+        /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+        name: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The file and its bytes are gone */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageObjectDeleted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Make a stored file readable by anyone with its URL, or private again
+   * @description Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ends that URL for good (making it public again gives a new one).
+   */
+  "apps.storage.public": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name: string;
+          /** @description True: readable at its URL without a key; false: private */
+          public: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description A file in an app’s storage */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageObject"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The service’s release command (migrations run before each deployment starts)
+   * @description The service’s release command (migrations run before each deployment starts). Any credential of the account may call it.
+   */
+  "services.migrate.get": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The command run against each new build before it starts (migrations) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ReleaseCommand"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set or clear the release command run before each deployment starts
+   * @description Runs in the app’s sandbox against the new build and its env after the build, before the start; its output is in the deployment’s build log. A failure (exit code other than 0, a timeout) fails the deployment: the running version keeps serving. Takes effect from the next deployment; POST /services/{id}/migrations runs it now.
+   */
+  "services.migrate.set": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description One line, at most 300 characters, run with sh in the app’s folder (e.g. `npm run migrate`); null clears it */
+          command: string | null;
+        };
+      };
+    };
+    responses: {
+      /** @description The command run against each new build before it starts (migrations) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ReleaseCommand"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Run the release command now, beside the live deployment
+   * @description With the live build and env; answers once it ended, with its output. Nothing restarts.
+   */
+  "services.migrations.run": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description One run of the release command beside the live deployment */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ReleaseRun"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: no_release_command, nothing_to_start */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Have a model read a failed deployment and propose a fix
+   * @description One chat completion (`plugins.apps.autofix.model`, default mock-small, unless `model` names another the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.
+   */
+  "services.autofix": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /**
+           * Format: uuid
+           * @description A failed deployment of the service (default: the latest failed one)
+           */
+          deploymentId?: string;
+          /** @description A chat model of the gateway the caller may use */
+          model?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description A fix a gateway model proposed for a failed deployment */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiFix"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field, unsupported_model, upstream_rejected_request */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not enough credit, or a spend cap reached: budget_exceeded, insufficient_credit */
+      402: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: model_not_found, route_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: nothing_to_fix */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: guardrail_blocked */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Too many requests; retry after the time retry-after names: rate_limit_exceeded */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description An upstream (a model) could not be reached; it is safe to retry: autofix_model_failed, upstream_error */
+      502: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: metering_unavailable */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Fixes models proposed for the service’s failed deployments, newest first
+   * @description Fixes models proposed for the service’s failed deployments, newest first. Any credential of the account may call it.
+   */
+  "services.ai_fixes.list": {
+    parameters: {
+      query?: {
+        /** @description Only the fixes for this deployment */
+        deploymentId?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Proposed fixes, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiFixList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Forget every fix proposed for the service
+   * @description Forget every fix proposed for the service. Needs the apps:deploy scope.
+   */
+  "services.ai_fixes.delete": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The service’s proposed fixes are gone */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiFixesDeleted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Mail someone when a deployment of the service fails
+   * @description Fields omitted keep what is stored, so `{}` reads the settings. A failed deployment (build, release command, health check) is mailed with its reason to `recipients`, or to the organisation’s active owners when the list is empty.
+   */
+  "services.email": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /** @description Mail a failed deployment (default false) */
+          onFailure?: boolean;
+          /** @description At most 10 addresses; empty: the organisation’s active owners */
+          recipients?: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description Who is mailed when a deployment of the service fails */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceMailSettings"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * What the service sent in the last 24 hours, and whether that is over the alert threshold
+   * @description What the service sent in the last 24 hours, and whether that is over the alert threshold. Any credential of the account may call it.
+   */
+  "services.egress_alert": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description What an app sent in the last 24 hours, against the alert threshold */
+      200: {
+        content: {
+          "application/json": components["schemas"]["EgressAlert"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The apps over the egress alert threshold in the last 24 hours
+   * @description Only alerting services, most bytes first; `all=1` lists every service the caller may see.
+   */
+  "apps.egress_alerts": {
+    parameters: {
+      query?: {
+        /** @description 1: every service, alerting or not */
+        all?: "0" | "1";
+      };
+    };
+    responses: {
+      /** @description Egress per service */
+      200: {
+        content: {
+          "application/json": components["schemas"]["EgressAlertList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
