@@ -814,11 +814,6 @@ export interface paths {
      * @description List apps with their live URL and status. Needs the apps:read scope.
      */
     get: operations["apps.list"];
-    /**
-     * Deploy an app from a git URL
-     * @description The URL is cloned (http(s) to a public address only, size- and time-capped) and the build decided before anything is created: a repository that cannot build is a 400 naming what to change. No databaseEnabled here: send your own DATABASE_URL in env. Every deploy clones the URL again. 202 with the app, its web service and the queued deployment.
-     */
-    post: operations["apps.create"];
   };
   "/apps/githost": {
     /**
@@ -880,11 +875,6 @@ export interface paths {
      * @description From the latest deployment that recorded a decision; every field null until one did.
      */
     get: operations["services.build"];
-    /**
-     * Decide the service’s build again from its tracked branch’s head, with the reasons
-     * @description Reads the branch as a deploy would (a URL is cloned) and answers the decision with envKeys and missingEnv, or the 400 a deploy would get. Nothing is deployed or stored: GET /services/{id}/build keeps answering what the last deploy used.
-     */
-    post: operations["services.build_decide"];
   };
   "/githost/build-check": {
     /**
@@ -914,96 +904,88 @@ export interface paths {
      */
     post: operations["services.rollback"];
   };
-  "/apps/templates/{template}": {
+  "/apps/{id}/storage": {
     /**
-     * Deploy one of the service’s app templates (workflow-automation, chat-ui)
-     * @description The template’s files are kept in the service (templates/apps/<id>) and deploy offline. `protection.password` makes the app ask for it (HTTP Basic) before it answers. No provided database: this service has none to give yet. 202 like a deploy.
+     * The app’s stored files; with `name` and Accept: application/octet-stream, that file
+     * @description Lists the app’s files by name with what they take. With `name`, only that file (404 when absent); a request with `Accept: application/octet-stream` then gets its bytes, always as a download.
      */
-    post: operations["apps.templates.launch"];
+    get: operations["apps.storage.list"];
+    /**
+     * Store a file in the app’s storage (multipart), replacing one of the same name
+     * @description multipart/form-data with the file under `file` (at most 25 MB) and, optionally, `name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at its URL. 409 `storage_quota_exceeded` past 1024 MB or 10000 files per app.
+     */
+    post: operations["apps.storage.upload"];
+    /**
+     * Delete a file from the app’s storage (its public URL stops answering)
+     * @description Delete a file from the app’s storage (its public URL stops answering). Needs the apps:deploy scope.
+     */
+    delete: operations["apps.storage.delete"];
   };
-  "/services/{id}/redeploy": {
+  "/apps/{id}/storage/public": {
     /**
-     * Build and deploy the service again
-     * @description `from: head` (the default) takes the tracked branch’s head now (a git URL is cloned again); `from: live` rebuilds the commit the live deployment runs (a git-host app only: a URL is cloned at its branch head). Answers the queued deployment.
+     * Make a stored file readable by anyone with its URL, or private again
+     * @description Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ends that URL for good (making it public again gives a new one).
      */
-    post: operations["services.redeploy"];
+    post: operations["apps.storage.public"];
   };
-  "/services/{id}/branches": {
+  "/services/{id}/migrate": {
     /**
-     * The branches of the repository the service deploys from, the tracked one marked
-     * @description The branches of the repository the service deploys from, the tracked one marked. Any credential of the account may call it.
+     * The service’s release command (migrations run before each deployment starts)
+     * @description The service’s release command (migrations run before each deployment starts). Any credential of the account may call it.
      */
-    get: operations["services.branches"];
+    get: operations["services.migrate.get"];
+    /**
+     * Set or clear the release command run before each deployment starts
+     * @description Runs in the app’s sandbox against the new build and its env after the build, before the start; its output is in the deployment’s build log. A failure (exit code other than 0, a timeout) fails the deployment: the running version keeps serving. Takes effect from the next deployment; POST /services/{id}/migrations runs it now.
+     */
+    post: operations["services.migrate.set"];
   };
-  "/services/{id}/branch": {
+  "/services/{id}/migrations": {
     /**
-     * Track another branch, and deploy its head
-     * @description The branch is read and its build decided first: a branch that is not there, or cannot build, is a 400 and nothing changes. Then the app tracks it (pushes to it deploy, when deploy-on-push is on) and its head is deployed.
+     * Run the release command now, beside the live deployment
+     * @description With the live build and env; answers once it ended, with its output. Nothing restarts.
      */
-    post: operations["services.branch"];
+    post: operations["services.migrations.run"];
   };
-  "/services/{id}/deploy-on-push": {
+  "/services/{id}/autofix": {
     /**
-     * Turn deploying on every push to the tracked branch on or off
-     * @description Only a git-host app hears of pushes: turning it on for a git URL or a template is a 400.
+     * Have a model read a failed deployment and propose a fix
+     * @description One chat completion (`plugins.apps.autofix.model`, default mock-small, unless `model` names another the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.
      */
-    post: operations["services.deploy_on_push"];
+    post: operations["services.autofix"];
   };
-  "/services/{id}/deploy/cancel": {
+  "/services/{id}/ai-fixes": {
     /**
-     * Cancel the service’s queued and building deployments
-     * @description Each is marked cancelled; one running is stopped where it is (a checkout or build is killed with its process group). A deployment already starting (its health check running) is not cancelled. The live version keeps serving. 409 nothing_to_cancel when none is queued or building.
+     * Fixes models proposed for the service’s failed deployments, newest first
+     * @description Fixes models proposed for the service’s failed deployments, newest first. Any credential of the account may call it.
      */
-    post: operations["services.deploy_cancel"];
+    get: operations["services.ai_fixes.list"];
+    /**
+     * Forget every fix proposed for the service
+     * @description Forget every fix proposed for the service. Needs the apps:deploy scope.
+     */
+    delete: operations["services.ai_fixes.delete"];
   };
-  "/githost/app-roots": {
+  "/services/{id}/email": {
     /**
-     * The folders of a repository that are apps: what rootDir can take
-     * @description The folders of a repository that are apps: what rootDir can take. Any credential of the account may call it.
+     * Mail someone when a deployment of the service fails
+     * @description Fields omitted keep what is stored, so `{}` reads the settings. A failed deployment (build, release command, health check) is mailed with its reason to `recipients`, or to the organisation’s active owners when the list is empty.
      */
-    get: operations["githost.app_roots"];
+    post: operations["services.email"];
   };
-  "/githost/app-analysis": {
+  "/services/{id}/egress-alert": {
     /**
-     * The build decision for a repository, branch and rootDir, with envKeys, or why it cannot build
-     * @description Where build-check answers a refusal as the 400 a deploy would get, this answers it as `refusal` (200), for pickers.
+     * What the service sent in the last 24 hours, and whether that is over the alert threshold
+     * @description What the service sent in the last 24 hours, and whether that is over the alert threshold. Any credential of the account may call it.
      */
-    get: operations["githost.app_analysis"];
+    get: operations["services.egress_alert"];
   };
-  "/githost/app-insight": {
+  "/egress-alerts": {
     /**
-     * What the app in a repository is: its name, description, kind, size and dependencies
-     * @description What the app in a repository is: its name, description, kind, size and dependencies. Any credential of the account may call it.
+     * The apps over the egress alert threshold in the last 24 hours
+     * @description Only alerting services, most bytes first; `all=1` lists every service the caller may see.
      */
-    get: operations["githost.app_insight"];
-  };
-  "/githost/app-insight/estimate": {
-    /**
-     * An estimated monthly hosting cost: instances × memory tier × hours × the price
-     * @description Every app instance is billed at the memory tier the runtime gives it (runtime.limits.memoryBytes).
-     */
-    get: operations["githost.app_insight_estimate"];
-  };
-  "/githost/reachable": {
-    /**
-     * Whether a git URL can be cloned from here (a guarded ls-remote)
-     * @description The URL passes the outbound guard (http(s), public addresses) and git lists its branches; nothing is cloned.
-     */
-    get: operations["githost.reachable"];
-  };
-  "/apps/{id}/preview": {
-    /**
-     * The app’s live URL and what its front page answers now (status, title)
-     * @description GET / is made through the apps proxy, as a browser would; at most 64 KiB is read, within 5 s.
-     */
-    get: operations["apps.preview"];
-  };
-  "/apps/{id}/referenced-by": {
-    /**
-     * What refers to this app: apps deploying from the same source, and apps whose variables hold its address
-     * @description Among the apps the caller may see. A variable is named, never its value. Domains, scheduled jobs and app keys are not kept by this service yet, so none is listed.
-     */
-    get: operations["apps.referenced_by"];
+    get: operations["apps.egress_alerts"];
   };
   "/batches": {
     /**
@@ -1088,6 +1070,35 @@ export interface components {
         runsAt: string;
       } | null;
     };
+    /** @description A fix a gateway model proposed for a failed deployment */
+    AiFix: {
+      /** @constant */
+      object: "ai_fix";
+      id: string;
+      serviceId: string;
+      /** @description The failed deployment it reads */
+      deploymentId: string;
+      model: string;
+      /** @description The gateway call, as the request log names it; billed like POST /v1/chat/completions */
+      requestId: string;
+      /** @description The cause and the change to make, in the model’s words */
+      proposal: string;
+      createdAt: string;
+    };
+    /** @description Proposed fixes, newest first */
+    AiFixList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["AiFix"][];
+    };
+    /** @description The service’s proposed fixes are gone */
+    AiFixesDeleted: {
+      /** @constant */
+      object: "ai_fixes_deleted";
+      serviceId: string;
+      /** @description How many were forgotten */
+      deleted: number;
+    };
     /** @description A hosted app, its live URL and services */
     App: {
       /** @constant */
@@ -1103,15 +1114,9 @@ export interface components {
       /** @description deploying, live or failed */
       status: string;
       source: {
-        /**
-         * @description githost: a repository of the git host; url: a git URL; template: a template of this service
-         * @enum {string}
-         */
-        kind: "githost" | "url" | "template";
-        /** @description githost: the repository; template: the template id */
+        /** @enum {string} */
+        kind: "githost" | "url";
         repo: string | null;
-        /** @description url: the git URL cloned at each deploy */
-        url: string | null;
         branch: string;
         rootDir: string | null;
       };
@@ -1120,38 +1125,6 @@ export interface components {
       cell: string;
       services: components["schemas"]["AppService"][];
       createdAt: string;
-    };
-    /** @description The build decision for a repository, branch and rootDir, or why it cannot build (never a 400) */
-    AppAnalysis: {
-      /** @constant */
-      object: "app_analysis";
-      commit: string;
-      buildable: boolean;
-      /** @description Each field {value, rule, evidence}; null when it cannot build */
-      decision: {
-        [key: string]: unknown;
-      } | null;
-      /** @description What a deploy would be refused with: code, message, param and its details (candidates, supported…) */
-      refusal: {
-        [key: string]: unknown;
-      } | null;
-      envKeys: string[] | null;
-      /** @description envKeys nothing sets yet (the service sets PORT) */
-      missingEnv: string[] | null;
-    };
-    /** @description An estimate of a month’s hosting: instances × memory tier × hours × price */
-    AppCostEstimate: {
-      /** @constant */
-      object: "app_cost_estimate";
-      /** @description The memory an instance may use: the tier it is billed at */
-      memoryTierBytes: number;
-      instances: number;
-      hoursPerMonth: number;
-      microsPerGibHour: number;
-      /** @description µUSD for a month of the instances running all the time */
-      monthlyMicros: number;
-      /** @description The same in USD, two decimals */
-      monthlyUsd: string;
     };
     /** @description The app is gone */
     AppDeleted: {
@@ -1169,51 +1142,11 @@ export interface components {
       service: components["schemas"]["AppService"];
       deployment: components["schemas"]["Deployment"];
     };
-    /** @description What the app in a repository is */
-    AppInsight: {
-      /** @constant */
-      object: "app_insight";
-      commit: string;
-      /** @description The name the app gives itself (package.json, pyproject.toml, go.mod) */
-      name: string | null;
-      /** @description Its own description, else the README’s first paragraph */
-      description: string | null;
-      provider: string | null;
-      framework: string | null;
-      start: string | null;
-      /** @description Declared dependencies (package.json, requirements.txt); null when unknown */
-      dependencies: number | null;
-      /** @description Files in the app’s folder (the tree reader’s cap applies) */
-      files: number;
-      bytes: number;
-    };
     /** @description Apps, newest first */
     AppList: {
       /** @constant */
       object: "list";
       data: components["schemas"]["App"][];
-    };
-    /** @description The app’s live URL and what its front page answers now */
-    AppPreview: {
-      /** @constant */
-      object: "app_preview";
-      appId: string;
-      /** @description The live URL */
-      url: string;
-      /** @description The app’s status: deploying, live or failed */
-      status: string;
-      /** @description Null when the page could not be fetched (error says why) */
-      page: ({
-        /** @description What the app answered GET / with, through the apps proxy */
-        status: number;
-        contentType: string | null;
-        /** @description The HTML page’s <title>, when it is one */
-        title: string | null;
-        /** @description Bytes read (at most 64 KiB) */
-        bytes: number;
-        durationMs: number;
-      }) | null;
-      error: string | null;
     };
     /** @description The progress of an app’s latest deployment */
     AppProgress: {
@@ -1226,24 +1159,6 @@ export interface components {
       done: boolean;
       /** @description The latest deployment */
       deployment: components["schemas"]["Deployment"] | null;
-    };
-    /** @description What refers to this app: other apps sharing its source, or whose variables name its address */
-    AppReferences: {
-      /** @constant */
-      object: "list";
-      appId: string;
-      data: ({
-          /**
-           * @description app_source: deploys from the same source; app_env: a variable holds this app’s address
-           * @enum {string}
-           */
-          kind: "app_source" | "app_env";
-          appId: string;
-          /** @description The referring app’s name */
-          name: string;
-          /** @description The repository, URL or template shared, or the variable’s name (never its value) */
-          detail: string;
-        })[];
     };
     /** @description Where apps can run (the cell field of a deploy) */
     AppRegionList: {
@@ -1260,20 +1175,6 @@ export interface components {
           databases: boolean;
         }[];
     };
-    /** @description The folders of a repository that are apps, sorted (three levels deep at most) */
-    AppRootList: {
-      /** @constant */
-      object: "list";
-      commit: string;
-      /** @description Whether the repository’s top is an app itself (rootDir may be left out) */
-      topIsApp: boolean;
-      data: {
-          /** @description A folder rootDir can take */
-          path: string;
-          /** @description Who recognised it */
-          providers: string[];
-        }[];
-    };
     /** @description A service of an app: its address and state */
     AppService: {
       /** @constant */
@@ -1288,6 +1189,46 @@ export interface components {
       /** @enum {string} */
       state: "deploying" | "starting" | "running" | "crashed" | "stopped" | "failed";
       liveDeploymentId: string | null;
+    };
+    /** @description An app’s stored files by name, and what they take */
+    AppStorageList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["AppStorageObject"][];
+      usage: {
+        bytes: number;
+        objects: number;
+        /** @description What all the app’s files may take together */
+        maxBytes: number;
+        /** @description The largest one upload may carry */
+        maxFileBytes: number;
+      };
+    };
+    /** @description A file in an app’s storage */
+    AppStorageObject: {
+      /** @constant */
+      object: "app_storage_object";
+      id: string;
+      appId: string;
+      name: string;
+      /** @description Bytes */
+      size: number;
+      /** @description Read from its bytes when it was stored */
+      contentType: string;
+      sha256: string;
+      public: boolean;
+      /** @description Readable by anyone with it, without a key; null while private */
+      publicUrl: string | null;
+      createdAt: string;
+      updatedAt: string;
+    };
+    /** @description The file and its bytes are gone */
+    AppStorageObjectDeleted: {
+      /** @constant */
+      object: "app_storage_object";
+      name: string;
+      /** @constant */
+      deleted: true;
     };
     /** @description One image drawn from a prompt, and the call it was billed as */
     AssistantImage: {
@@ -1718,12 +1659,32 @@ export interface components {
       object: "list";
       data: components["schemas"]["Deployment"][];
     };
-    /** @description The queued and building deployments cancelled; the live version keeps serving */
-    DeploymentsCancelled: {
+    /** @description What an app sent in the last 24 hours, against the alert threshold */
+    EgressAlert: {
+      /** @constant */
+      object: "egress_alert";
+      serviceId: string;
+      appId: string;
+      appName: string;
+      /** @description Whether bytesOut is over thresholdBytes */
+      alerting: boolean;
+      /** @description Bytes the app answered through the apps proxy in the window */
+      bytesOut: number;
+      /** @description `plugins.apps.egress.alertBytesPerDay` */
+      thresholdBytes: number;
+      windowStart: string;
+      windowEnd: string;
+      /**
+       * @description What is measured: responses through the apps proxy (not the app’s own outbound connections)
+       * @constant
+       */
+      measuredAt: "proxy";
+    };
+    /** @description Egress per service */
+    EgressAlertList: {
       /** @constant */
       object: "list";
-      /** @description The deployments cancelled */
-      data: components["schemas"]["Deployment"][];
+      data: components["schemas"]["EgressAlert"][];
     };
     /** @description A person of the organisation and their organisation role */
     Employee: {
@@ -1785,20 +1746,6 @@ export interface components {
       /** @description Every public type, by name */
       data: components["schemas"]["EventType"][];
     };
-    /** @description The build decided again from the tracked branch’s head (nothing deployed) */
-    FreshBuildDecision: {
-      /** @constant */
-      object: "build_decision";
-      serviceId: string;
-      /** @description The revision decided on: the tracked branch’s head now */
-      commit: string;
-      /** @description Each field {value, rule, evidence}: what was chosen, by which rule, from what */
-      decision: {
-        [key: string]: unknown;
-      };
-      envKeys: string[];
-      missingEnv: string[];
-    };
     /** @description A branch of a git repository */
     GitBranch: {
       /** @constant */
@@ -1828,18 +1775,6 @@ export interface components {
       connected: boolean;
       /** @description Local: clone URLs are <baseUrl>/<organisation id>/<name>.git */
       baseUrl: string | null;
-    };
-    /** @description Whether a git URL can be cloned from here (a guarded ls-remote, nothing cloned) */
-    GitReachability: {
-      /** @constant */
-      object: "git_reachability";
-      reachable: boolean;
-      /** @description Why not, when not */
-      reason: string | null;
-      /** @description git_url_refused (the guard) or git_clone_failed (the remote) */
-      code: string | null;
-      defaultBranch: string | null;
-      branches: number | null;
     };
     /** @description A git repository of the organisation */
     GitRepository: {
@@ -3233,6 +3168,33 @@ export interface components {
        */
       previousSecretExpiresAt: string;
     };
+    /** @description The command run against each new build before it starts (migrations) */
+    ReleaseCommand: {
+      /** @constant */
+      object: "release_command";
+      serviceId: string;
+      /** @description Run before each deployment starts; null: none */
+      command: string | null;
+      /** @description How long it may run before the deployment fails */
+      timeoutSeconds: number;
+      updatedAt: string | null;
+    };
+    /** @description One run of the release command beside the live deployment */
+    ReleaseRun: {
+      /** @constant */
+      object: "release_run";
+      serviceId: string;
+      /** @description The live deployment it ran beside */
+      deploymentId: string;
+      command: string;
+      succeeded: boolean;
+      /** @description Null when a signal ended it */
+      exitCode: number | null;
+      signal: string | null;
+      timedOut: boolean;
+      /** @description stdout and stderr as they came (at most 1 MiB) */
+      output: string;
+    };
     /** @description One gateway call as the request log keeps it, without its bodies */
     RequestLog: {
       /** @constant */
@@ -3383,27 +3345,6 @@ export interface components {
       id: string;
       state: string;
     };
-    /** @description The branches the service’s repository has, by name */
-    ServiceBranchList: {
-      /** @constant */
-      object: "list";
-      /** @description The branch the service deploys */
-      tracked: string;
-      data: {
-          /** @constant */
-          object: "git_branch";
-          name: string;
-          commit: string;
-          tracked: boolean;
-        }[];
-    };
-    /** @description Whether a push to the tracked branch deploys the service */
-    ServiceDeployOnPush: {
-      /** @constant */
-      object: "service";
-      id: string;
-      deployOnPush: boolean;
-    };
     /** @description What the running app printed, oldest first (the last 1000 lines) */
     ServiceLogLines: {
       /** @constant */
@@ -3415,6 +3356,17 @@ export interface components {
           stream: "stdout" | "stderr" | "runtime";
           line: string;
         })[];
+    };
+    /** @description Who is mailed when a deployment of the service fails */
+    ServiceMailSettings: {
+      /** @constant */
+      object: "service_mail";
+      serviceId: string;
+      /** @description Whether a failed deployment is mailed */
+      onFailure: boolean;
+      /** @description Who is mailed; empty: the organisation’s active owners */
+      recipients: string[];
+      updatedAt: string | null;
     };
     /** @description A spend cap: USD per period; blocking answers 402 at the cap, alert only records a warning */
     SpendCap: {
@@ -10509,89 +10461,6 @@ export interface operations {
     };
   };
   /**
-   * Deploy an app from a git URL
-   * @description The URL is cloned (http(s) to a public address only, size- and time-capped) and the build decided before anything is created: a repository that cannot build is a 400 naming what to change. No databaseEnabled here: send your own DATABASE_URL in env. Every deploy clones the URL again. 202 with the app, its web service and the queued deployment.
-   */
-  "apps.create": {
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description An http(s) git URL, cloned at every deploy (no user name or password in it) */
-          gitUrl: string;
-          /** @description The app’s name (default: the repository’s, from the URL); its address is <name>.<baseDomain> when free */
-          name?: string;
-          /** @description The branch deployed (default: the one the remote’s HEAD names) */
-          branch?: string;
-          /** @description The app’s folder in the repository, relative to its top */
-          rootDir?: string;
-          /** @description One line, at most 300 characters */
-          startCommand?: string;
-          /** @description Variables the app runs with (values are stored encrypted); DATABASE_URL here is the app’s own database */
-          env?: {
-            [key: string]: string;
-          };
-          /** @description The region, from GET /apps/regions (default: local) */
-          cell?: string;
-          /**
-           * Format: uuid
-           * @description The project the app belongs to (default: the key’s, else the default project)
-           */
-          projectId?: string;
-        };
-      };
-    };
-    responses: {
-      /** @description The app, its web service and the queued deployment (poll /apps/{id}/progress) */
-      202: {
-        content: {
-          "application/json": components["schemas"]["AppDeployAccepted"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_clone_failed, git_url_refused, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: project_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Conflicts with the state of the resource: app_name_taken */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
    * Deploy an app from a repository of the git host
    * @description The repository is read and its build decided before anything is created: a repository that cannot build is a 400 naming what to change. 202 with the app, its web service and the queued deployment; poll /apps/{id}/progress.
    */
@@ -10986,49 +10855,6 @@ export interface operations {
     };
   };
   /**
-   * Decide the service’s build again from its tracked branch’s head, with the reasons
-   * @description Reads the branch as a deploy would (a URL is cloned) and answers the decision with envKeys and missingEnv, or the 400 a deploy would get. Nothing is deployed or stored: GET /services/{id}/build keeps answering what the last deploy used.
-   */
-  "services.build_decide": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description The build decided again from the tracked branch’s head (nothing deployed) */
-      200: {
-        content: {
-          "application/json": components["schemas"]["FreshBuildDecision"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_url_refused, invalid_parameter, invalid_request, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, root_dir_not_found, runtime_unavailable, unexpected_body, unfinished_start_command, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
    * Whether a branch of a repository of the git host can build, and how
    * @description Answers the build decision, or the 400 a deploy would get, without creating anything.
    */
@@ -11241,44 +11067,28 @@ export interface operations {
     };
   };
   /**
-   * Deploy one of the service’s app templates (workflow-automation, chat-ui)
-   * @description The template’s files are kept in the service (templates/apps/<id>) and deploy offline. `protection.password` makes the app ask for it (HTTP Basic) before it answers. No provided database: this service has none to give yet. 202 like a deploy.
+   * The app’s stored files; with `name` and Accept: application/octet-stream, that file
+   * @description Lists the app’s files by name with what they take. With `name`, only that file (404 when absent); a request with `Accept: application/octet-stream` then gets its bytes, always as a download.
    */
-  "apps.templates.launch": {
+  "apps.storage.list": {
     parameters: {
-      path: {
-        /** @description One of workflow-automation, chat-ui */
-        template: string;
+      query?: {
+        /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+        name?: string;
       };
-    };
-    requestBody?: {
-      content: {
-        "application/json": {
-          /** @description The app’s name (default: the template’s id) */
-          name?: string;
-          /** @description The region, from GET /apps/regions (default: local) */
-          region?: string;
-          /**
-           * Format: uuid
-           * @description The project the app belongs to (default: the key’s, else the default project)
-           */
-          projectId?: string;
-          /** @description A password gate, enforced by the template app itself (its APP_PASSWORD variable) */
-          protection?: {
-            /** @description Asked by the app (HTTP Basic, any user name) before it answers */
-            password: string;
-          };
-        };
+      path: {
+        id: string;
       };
     };
     responses: {
-      /** @description The app, its web service and the queued deployment (poll /apps/{id}/progress) */
-      202: {
+      /** @description An app’s stored files by name, and what they take; with Accept: application/octet-stream, the file itself, as a download */
+      200: {
         content: {
-          "application/json": components["schemas"]["AppDeployAccepted"];
+          "application/json": components["schemas"]["AppStorageList"];
+          "application/octet-stream": string;
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, template_not_found, unfinished_start_command, unknown_field */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11290,32 +11100,8 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: project_not_found */
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
       404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Conflicts with the state of the resource: app_name_taken */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -11323,10 +11109,10 @@ export interface operations {
     };
   };
   /**
-   * Build and deploy the service again
-   * @description `from: head` (the default) takes the tracked branch’s head now (a git URL is cloned again); `from: live` rebuilds the commit the live deployment runs (a git-host app only: a URL is cloned at its branch head). Answers the queued deployment.
+   * Store a file in the app’s storage (multipart), replacing one of the same name
+   * @description multipart/form-data with the file under `file` (at most 25 MB) and, optionally, `name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at its URL. 409 `storage_quota_exceeded` past 1024 MB or 10000 files per app.
    */
-  "services.redeploy": {
+  "apps.storage.upload": {
     parameters: {
       path: {
         id: string;
@@ -11335,19 +11121,22 @@ export interface operations {
     requestBody?: {
       content: {
         "application/json": {
-          /**
-           * @description head (default): the branch head now; live: the live commit
-           * @enum {string}
-           */
-          from?: "head" | "live";
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name?: string;
+        };
+        "multipart/form-data": {
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name?: string;
+          /** @description One file of at most 25 MB (multipart only); its type is read from its bytes */
+          file?: string[];
         };
       };
     };
     responses: {
-      /** @description One deploy of a service: a commit built and started */
+      /** @description A file in an app’s storage */
       200: {
         content: {
-          "application/json": components["schemas"]["Deployment"];
+          "application/json": components["schemas"]["AppStorageObject"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
@@ -11368,13 +11157,13 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: service_not_found */
+      /** @description No such resource, or none the caller may see: app_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Conflicts with the state of the resource: nothing_to_start */
+      /** @description Conflicts with the state of the resource: storage_quota_exceeded */
       409: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11395,68 +11184,27 @@ export interface operations {
     };
   };
   /**
-   * The branches of the repository the service deploys from, the tracked one marked
-   * @description The branches of the repository the service deploys from, the tracked one marked. Any credential of the account may call it.
+   * Delete a file from the app’s storage (its public URL stops answering)
+   * @description Delete a file from the app’s storage (its public URL stops answering). Needs the apps:deploy scope.
    */
-  "services.branches": {
+  "apps.storage.delete": {
     parameters: {
+      query: {
+        /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+        name: string;
+      };
       path: {
         id: string;
       };
     };
     responses: {
-      /** @description The branches the service’s repository has, by name */
+      /** @description The file and its bytes are gone */
       200: {
         content: {
-          "application/json": components["schemas"]["ServiceBranchList"];
+          "application/json": components["schemas"]["AppStorageObjectDeleted"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_clone_failed, git_url_refused, invalid_parameter, invalid_request, source_has_no_branches, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Track another branch, and deploy its head
-   * @description The branch is read and its build decided first: a branch that is not there, or cannot build, is a 400 and nothing changes. Then the app tracks it (pushes to it deploy, when deploy-on-push is on) and its head is deployed.
-   */
-  "services.branch": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description The branch to deploy and follow */
-          branch: string;
-        };
-      };
-    };
-    responses: {
-      /** @description One deploy of a service: a commit built and started */
-      200: {
-        content: {
-          "application/json": components["schemas"]["Deployment"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_url_refused, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, root_dir_not_found, runtime_unavailable, source_has_no_branches, unfinished_start_command, unknown_field */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11474,7 +11222,60 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Make a stored file readable by anyone with its URL, or private again
+   * @description Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ends that URL for good (making it public again gives a new one).
+   */
+  "apps.storage.public": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name: string;
+          /** @description True: readable at its URL without a key; false: private */
+          public: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description A file in an app’s storage */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageObject"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11495,10 +11296,47 @@ export interface operations {
     };
   };
   /**
-   * Turn deploying on every push to the tracked branch on or off
-   * @description Only a git-host app hears of pushes: turning it on for a git URL or a template is a 400.
+   * The service’s release command (migrations run before each deployment starts)
+   * @description The service’s release command (migrations run before each deployment starts). Any credential of the account may call it.
    */
-  "services.deploy_on_push": {
+  "services.migrate.get": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The command run against each new build before it starts (migrations) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ReleaseCommand"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set or clear the release command run before each deployment starts
+   * @description Runs in the app’s sandbox against the new build and its env after the build, before the start; its output is in the deployment’s build log. A failure (exit code other than 0, a timeout) fails the deployment: the running version keeps serving. Takes effect from the next deployment; POST /services/{id}/migrations runs it now.
+   */
+  "services.migrate.set": {
     parameters: {
       path: {
         id: string;
@@ -11507,16 +11345,16 @@ export interface operations {
     requestBody: {
       content: {
         "application/json": {
-          /** @description Whether a push to the tracked branch deploys it */
-          enabled: boolean;
+          /** @description One line, at most 300 characters, run with sh in the app’s folder (e.g. `npm run migrate`); null clears it */
+          command: string | null;
         };
       };
     };
     responses: {
-      /** @description Whether a push to the tracked branch deploys the service */
+      /** @description The command run against each new build before it starts (migrations) */
       200: {
         content: {
-          "application/json": components["schemas"]["ServiceDeployOnPush"];
+          "application/json": components["schemas"]["ReleaseCommand"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
@@ -11558,20 +11396,20 @@ export interface operations {
     };
   };
   /**
-   * Cancel the service’s queued and building deployments
-   * @description Each is marked cancelled; one running is stopped where it is (a checkout or build is killed with its process group). A deployment already starting (its health check running) is not cancelled. The live version keeps serving. 409 nothing_to_cancel when none is queued or building.
+   * Run the release command now, beside the live deployment
+   * @description With the live build and env; answers once it ended, with its output. Nothing restarts.
    */
-  "services.deploy_cancel": {
+  "services.migrations.run": {
     parameters: {
       path: {
         id: string;
       };
     };
     responses: {
-      /** @description The queued and building deployments cancelled; the live version keeps serving */
+      /** @description One run of the release command beside the live deployment */
       200: {
         content: {
-          "application/json": components["schemas"]["DeploymentsCancelled"];
+          "application/json": components["schemas"]["ReleaseRun"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
@@ -11598,37 +11436,51 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Conflicts with the state of the resource: nothing_to_cancel */
+      /** @description Conflicts with the state of the resource: no_release_command, nothing_to_start */
       409: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
       };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
     };
   };
   /**
-   * The folders of a repository that are apps: what rootDir can take
-   * @description The folders of a repository that are apps: what rootDir can take. Any credential of the account may call it.
+   * Have a model read a failed deployment and propose a fix
+   * @description One chat completion (`plugins.apps.autofix.model`, default mock-small, unless `model` names another the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.
    */
-  "githost.app_roots": {
+  "services.autofix": {
     parameters: {
-      query?: {
-        /** @description A repository of the git host (or give gitUrl) */
-        repo?: string;
-        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
-        gitUrl?: string;
-        /** @description Default: the repository’s default branch */
-        branch?: string;
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /**
+           * Format: uuid
+           * @description A failed deployment of the service (default: the latest failed one)
+           */
+          deploymentId?: string;
+          /** @description A chat model of the gateway the caller may use */
+          model?: string;
+        };
       };
     };
     responses: {
-      /** @description The folders of a repository that are apps, sorted (three levels deep at most) */
+      /** @description A fix a gateway model proposed for a failed deployment */
       200: {
         content: {
-          "application/json": components["schemas"]["AppRootList"];
+          "application/json": components["schemas"]["AiFix"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field, unsupported_model, upstream_rejected_request */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11640,8 +11492,62 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      /** @description Not enough credit, or a spend cap reached: budget_exceeded, insufficient_credit */
+      402: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: model_not_found, route_not_found, service_not_found */
       404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: nothing_to_fix */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: guardrail_blocked */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Too many requests; retry after the time retry-after names: rate_limit_exceeded */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description An upstream (a model) could not be reached; it is safe to retry: autofix_model_failed, upstream_error */
+      502: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: metering_unavailable */
+      503: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -11649,110 +11555,24 @@ export interface operations {
     };
   };
   /**
-   * The build decision for a repository, branch and rootDir, with envKeys, or why it cannot build
-   * @description Where build-check answers a refusal as the 400 a deploy would get, this answers it as `refusal` (200), for pickers.
+   * Fixes models proposed for the service’s failed deployments, newest first
+   * @description Fixes models proposed for the service’s failed deployments, newest first. Any credential of the account may call it.
    */
-  "githost.app_analysis": {
+  "services.ai_fixes.list": {
     parameters: {
       query?: {
-        /** @description A repository of the git host (or give gitUrl) */
-        repo?: string;
-        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
-        gitUrl?: string;
-        /** @description Default: the repository’s default branch */
-        branch?: string;
-        /** @description The app’s folder, relative to the repository’s top */
-        rootDir?: string;
-        startCommand?: string;
+        /** @description Only the fixes for this deployment */
+        deploymentId?: string;
+      };
+      path: {
+        id: string;
       };
     };
     responses: {
-      /** @description The build decision for a repository, branch and rootDir, or why it cannot build (never a 400) */
+      /** @description Proposed fixes, newest first */
       200: {
         content: {
-          "application/json": components["schemas"]["AppAnalysis"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: git_repository_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * What the app in a repository is: its name, description, kind, size and dependencies
-   * @description What the app in a repository is: its name, description, kind, size and dependencies. Any credential of the account may call it.
-   */
-  "githost.app_insight": {
-    parameters: {
-      query?: {
-        /** @description A repository of the git host (or give gitUrl) */
-        repo?: string;
-        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
-        gitUrl?: string;
-        /** @description Default: the repository’s default branch */
-        branch?: string;
-        /** @description The app’s folder, relative to the repository’s top */
-        rootDir?: string;
-      };
-    };
-    responses: {
-      /** @description What the app in a repository is */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppInsight"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: git_repository_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * An estimated monthly hosting cost: instances × memory tier × hours × the price
-   * @description Every app instance is billed at the memory tier the runtime gives it (runtime.limits.memoryBytes).
-   */
-  "githost.app_insight_estimate": {
-    parameters: {
-      query?: {
-        /** @description Instances running all month (default 1) */
-        instances?: number;
-      };
-    };
-    responses: {
-      /** @description An estimate of a month’s hosting: instances × memory tier × hours × price */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppCostEstimate"];
+          "application/json": components["schemas"]["AiFixList"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
@@ -11767,34 +11587,8 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-    };
-  };
-  /**
-   * Whether a git URL can be cloned from here (a guarded ls-remote)
-   * @description The URL passes the outbound guard (http(s), public addresses) and git lists its branches; nothing is cloned.
-   */
-  "githost.reachable": {
-    parameters: {
-      query: {
-        /** @description An http(s) git URL */
-        gitUrl: string;
-      };
-    };
-    responses: {
-      /** @description Whether a git URL can be cloned from here (a guarded ls-remote, nothing cloned) */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitReachability"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -11802,20 +11596,20 @@ export interface operations {
     };
   };
   /**
-   * The app’s live URL and what its front page answers now (status, title)
-   * @description GET / is made through the apps proxy, as a browser would; at most 64 KiB is read, within 5 s.
+   * Forget every fix proposed for the service
+   * @description Forget every fix proposed for the service. Needs the apps:deploy scope.
    */
-  "apps.preview": {
+  "services.ai_fixes.delete": {
     parameters: {
       path: {
         id: string;
       };
     };
     responses: {
-      /** @description The app’s live URL and what its front page answers now */
+      /** @description The service’s proposed fixes are gone */
       200: {
         content: {
-          "application/json": components["schemas"]["AppPreview"];
+          "application/json": components["schemas"]["AiFixesDeleted"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
@@ -11830,7 +11624,13 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: app_not_found */
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -11839,20 +11639,85 @@ export interface operations {
     };
   };
   /**
-   * What refers to this app: apps deploying from the same source, and apps whose variables hold its address
-   * @description Among the apps the caller may see. A variable is named, never its value. Domains, scheduled jobs and app keys are not kept by this service yet, so none is listed.
+   * Mail someone when a deployment of the service fails
+   * @description Fields omitted keep what is stored, so `{}` reads the settings. A failed deployment (build, release command, health check) is mailed with its reason to `recipients`, or to the organisation’s active owners when the list is empty.
    */
-  "apps.referenced_by": {
+  "services.email": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /** @description Mail a failed deployment (default false) */
+          onFailure?: boolean;
+          /** @description At most 10 addresses; empty: the organisation’s active owners */
+          recipients?: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description Who is mailed when a deployment of the service fails */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceMailSettings"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * What the service sent in the last 24 hours, and whether that is over the alert threshold
+   * @description What the service sent in the last 24 hours, and whether that is over the alert threshold. Any credential of the account may call it.
+   */
+  "services.egress_alert": {
     parameters: {
       path: {
         id: string;
       };
     };
     responses: {
-      /** @description What refers to this app: other apps sharing its source, or whose variables name its address */
+      /** @description What an app sent in the last 24 hours, against the alert threshold */
       200: {
         content: {
-          "application/json": components["schemas"]["AppReferences"];
+          "application/json": components["schemas"]["EgressAlert"];
         };
       };
       /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
@@ -11867,8 +11732,46 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description No such resource, or none the caller may see: app_not_found */
+      /** @description No such resource, or none the caller may see: service_not_found */
       404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The apps over the egress alert threshold in the last 24 hours
+   * @description Only alerting services, most bytes first; `all=1` lists every service the caller may see.
+   */
+  "apps.egress_alerts": {
+    parameters: {
+      query?: {
+        /** @description 1: every service, alerting or not */
+        all?: "0" | "1";
+      };
+    };
+    responses: {
+      /** @description Egress per service */
+      200: {
+        content: {
+          "application/json": components["schemas"]["EgressAlertList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

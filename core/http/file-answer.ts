@@ -14,9 +14,9 @@ export interface FileAnswer {
  * Sends a file someone uploaded so that it cannot act on this origin: always a download
  * (`content-disposition: attachment`), never sniffed into another type (`nosniff`), and, should a
  * browser render it anyway, sandboxed with nothing allowed to load (`content-security-policy`).
- * Private to the caller: no shared cache keeps it.
+ * Private to the caller (no shared cache keeps it) unless `shared`: a file anyone with its URL may read.
  */
-export function sendFile(reply: FastifyReply, file: FileAnswer): FastifyReply {
+export function sendFile(reply: FastifyReply, file: FileAnswer, options: { shared?: boolean } = {}): FastifyReply {
   return reply
     .code(200)
     .headers({
@@ -25,8 +25,10 @@ export function sendFile(reply: FastifyReply, file: FileAnswer): FastifyReply {
       'content-disposition': contentDisposition(file.filename),
       'x-content-type-options': 'nosniff',
       'content-security-policy': "default-src 'none'; sandbox",
-      'cross-origin-resource-policy': 'same-origin',
-      'cache-control': 'private, no-store',
+      // A file made public (an app's stored file behind an unguessable URL) may be embedded by any
+      // site (the app's own pages are on another origin) and kept briefly by shared caches.
+      'cross-origin-resource-policy': options.shared ? 'cross-origin' : 'same-origin',
+      'cache-control': options.shared ? 'public, max-age=60' : 'private, no-store',
     })
     .send(file.stream);
 }

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { hostingPricesSchema } from './hosting-price.ts';
 import { appsProxyConfigSchema } from './proxy/index.ts';
+import { upkeepConfigShape } from './upkeep/upkeep-config.ts';
 
 const MiB = 1024 * 1024;
 
@@ -61,6 +62,7 @@ export const appsConfigSchema = z.strictObject({
     .prefault({}),
   /** GET /githost/app-insight/estimate: the price a month's estimate is made with, µUSD per GiB of memory tier per hour. */
   insight: z.strictObject({ microsPerGibHour: z.number().int().min(0).default(5_000) }).prefault({}),
+  ...upkeepConfigShape,
 });
 
 export type AppsConfig = z.output<typeof appsConfigSchema>;

@@ -7,6 +7,7 @@ import type { JobQueue } from '../../core/jobs/job-queue.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { defineOperation, type AnyOperation } from '../../core/operations/operations.ts';
 import type { BlobStore } from '../../core/ports/blobs.ts';
+import type { Transaction } from '../../core/ports/database.ts';
 import type { IdentityStores } from '../../core/ports/identity.ts';
 import type { GitHost } from '../githost/git-host.ts';
 import type { AppKeys } from '../keys/app-keys.ts';
@@ -130,6 +131,11 @@ export interface AppsOperationDeps {
   urlOf: (slug: string) => string;
   /** Removes an app's proxy request rows (ids, not foreign keys). */
   database: { query(sql: string, params?: readonly unknown[]): Promise<unknown> };
+  /**
+   * What else goes with a deleted app (upkeep/: its stored files): called in the deletion's
+   * transaction; what it answers runs once that committed, before the deletion answers.
+   */
+  onAppDelete?: (tx: Transaction, app: AppRecord) => Promise<() => Promise<void>>;
 }
 
 export function appRecordKind(store: AppsStore): RecordKind<AppRecord> {
@@ -325,19 +331,21 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
         }
       }
       await host.settled();
-      const revoked = await transaction(async (tx) => {
+      const { revoked, after } = await transaction(async (tx) => {
         await env.forget(
           tx,
           services.map((service) => service.id),
         );
         await tx.query('DELETE FROM app_requests WHERE app_id = $1', [app.id]);
         await tx.query('DELETE FROM app_usage_samples WHERE app_id = $1', [app.id]);
+        const after = await deps.onAppDelete?.(tx, app);
         await store.deleteApp(tx, app.id);
         const keys = await deps.appKeys.ofApp(tx, app.organizationId, app.id);
         for (const key of keys) await deps.appKeys.revoke(tx, app.organizationId, key.id, actorOf(credential));
-        return keys.map((key) => key.id);
+        return { revoked: keys.map((key) => key.id), after };
       });
       await deps.appKeys.forget(revoked);
+      await after?.();
       await host.removeRoute(app.slug);
       await Promise.all(artifacts.map((dir) => rm(dir, { recursive: true, force: true })));
       return { object: 'ok' as const, id: app.id, deleted: true as const };

@@ -45,6 +45,27 @@ export interface PipelineDeps {
   runtimeEnv: RuntimeEnv;
   config: AppsConfig;
   clock: () => Date;
+  /** What runs around a deploy beside the pipeline (upkeep/: the release command, failure mail). */
+  hooks?: DeployHooks;
+}
+
+/** A deployment as the hooks see it. */
+export interface DeployHookContext {
+  deployment: DeploymentRecord;
+  service: { id: string; organizationId: string; appId: string };
+  app: { id: string; name: string; slug: string };
+  /** Appends a line to the deployment's build log. */
+  log: (stream: string, line: string) => void;
+}
+
+export interface DeployHooks {
+  /**
+   * Runs after the build, before the new version starts, with its artifact and env; a throw fails
+   * the deployment with the error's message and the running version keeps serving.
+   */
+  beforeStart?(context: DeployHookContext, build: { artifactDir: string; env: Readonly<Record<string, string>> }): Promise<void>;
+  /** When a deployment failed (its log stored), before it is marked failed; it logs its own errors (a throw is ignored). */
+  afterFailure?(context: DeployHookContext, reason: string): Promise<void>;
 }
 
 const UNFINISHED = new Set(['queued', 'cloning', 'building', 'starting']);
@@ -116,7 +137,16 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
     await advance('starting');
     log('build', `starting: ${startCommand}`);
     const env = await deps.runtimeEnv.of(service.id);
+    const hookContext: DeployHookContext = { deployment, service, app, log };
     await timed('deploy', async () => {
+      if (deps.hooks?.beforeStart) {
+        try {
+          await deps.hooks.beforeStart(hookContext, { artifactDir: artifactDir!, env });
+        } catch (error) {
+          if (job.signal.aborted) throw error;
+          throw new DeployFailed(error instanceof Error ? error.message : String(error));
+        }
+      }
       try {
         await deps.host.runtime().deploy({ serviceId: service.id, deploymentId: deployment.id, artifactDir: artifactDir!, startCommand: startCommand!, env });
       } catch (error) {
@@ -155,6 +185,8 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
     const reason = error instanceof Error ? error.message : String(error);
     log('build', `failed: ${reason}`);
     await saveLog();
+    // Before the deployment is marked failed: whoever sees it failed finds its mail sent.
+    await deps.hooks?.afterFailure?.({ deployment, service, app, log }, reason).catch(() => undefined);
     await store.update(deployment.id, { status: 'failed', failureReason: reason, finishedAt: deps.clock() });
     const live = (await store.history(service.id)).some((entry) => entry.status === 'live');
     if (!live) await store.setAppStatus(app.id, 'failed', deps.clock());

@@ -15,7 +15,8 @@ import { appsOperations } from './apps-operations.ts';
 import { deployOperations } from './deploy-operations.ts';
 import { envOperations } from './env-operations.ts';
 import { previewOperations } from './preview-operations.ts';
-import { AppsStore } from './apps-store.ts';
+import { type AppRecord, AppsStore } from './apps-store.ts';
+import type { Transaction } from '../../core/ports/database.ts';
 import { DeployCancels } from './deploy-cancels.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
@@ -23,6 +24,7 @@ import { pushDeploySubscriber } from './push-deploys.ts';
 import { AppRequestStore } from './traffic/request-store.ts';
 import { trafficOperations } from './traffic/traffic-operations.ts';
 import { sampleUsage, UsageSampleStore, usageMigrations, usageSamplesEraser } from './traffic/usage-samples.ts';
+import { upkeepMigrations, upkeepParts } from './upkeep/index.ts';
 import './apps-errors.ts';
 
 /** What other code (tests, the CLI) may reach of the plugin. */
@@ -79,7 +81,7 @@ export const appsPlugin = definePlugin({
   description: 'Apps deployed from git: builds, the app runtime and the apps proxy at <slug>.<baseDomain>',
   dependsOn: ['githost'],
   configSchema: appsConfigSchema,
-  migrations: [...appsProxyMigrations, ...appsMigrations, ...usageMigrations],
+  migrations: [...appsProxyMigrations, ...appsMigrations, ...usageMigrations, ...upkeepMigrations],
   register(ctx) {
     const { container, config, appConfig, extensions, logger } = ctx;
     const database = container.resolve(Tokens.Database);
@@ -98,6 +100,7 @@ export const appsPlugin = definePlugin({
     const env = new AppEnv(container.resolve(Tokens.Secrets));
     extensions.contribute(OrganizationErasersPoint, appRequestsEraser);
     extensions.contribute(OrganizationErasersPoint, usageSamplesEraser);
+    extensions.contribute(OrganizationErasersPoint, upkeepParts(ctx, { store, host }).eraser());
     extensions.contribute(OrganizationErasersPoint, {
       name: 'apps',
       async erase(tx, organizationId) {
@@ -125,7 +128,10 @@ export const appsPlugin = definePlugin({
     const identity = ctx.container.resolve(Tokens.Identity);
     const database = ctx.container.resolve(Tokens.Database);
     const urlOfSlug = (slug: string) => urlOf(ctx.config, host, slug);
-    const deps = { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, identity, database, urlOf: urlOfSlug, sources, cancels };
+    const upkeep = upkeepParts(ctx, { store, host });
+    const deps = { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, identity, database, urlOf: urlOfSlug, sources, cancels,
+      onAppDelete: (tx: Transaction, app: AppRecord) => upkeep.onAppDelete(tx, app),
+    };
     const traffic = trafficOperations({
       store,
       requests: new AppRequestStore(database),
@@ -144,6 +150,7 @@ export const appsPlugin = definePlugin({
       ...analysisOperations(insight),
       ...previewOperations(preview),
       ...traffic,
+      ...upkeep.operations(),
     ];
   },
   // The runtime's instances sampled (memory, CPU, running time) where the runtime runs; samples past retention removed.
@@ -161,10 +168,14 @@ export const appsPlugin = definePlugin({
       }),
     ];
   },
+  routes(app, ctx) {
+    upkeepParts(ctx, parts(ctx)).routes(app);
+  },
   queues: (ctx) => {
     const { store, host, sources, cancels, runtimeEnv, blobs, clock } = parts(ctx);
-    const handler = buildHandler({ store, host, sources, cancels, runtimeEnv, blobs, clock, config: ctx.config });
-    return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }];
+    const upkeep = upkeepParts(ctx, { store, host });
+    const handler = buildHandler({ store, host, sources, cancels, runtimeEnv, blobs, clock, config: ctx.config, hooks: upkeep.hooks() });
+    return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }, upkeep.erasureQueue()];
   },
   subscribers: (ctx) => {
     const { store, jobs, clock } = parts(ctx);

@@ -26,26 +26,31 @@ export const PASSED_THROUGH = [
   'metering_unavailable',
 ] as const satisfies readonly ErrorCode[];
 
-/** One gateway call for the caller, billed and logged like a /v1 call; a refusal is thrown as the caller's error. */
+/**
+ * One gateway call for the caller, billed and logged like a /v1 call; a refusal is thrown as the
+ * caller's error. `failure` is the code for any other answer (another plugin's own: the apps
+ * plugin's autofix calls the gateway through here too).
+ */
 export async function callGateway(
   gateway: GatewayCalls,
   credential: Credential,
   endpoint: string,
   body: Record<string, unknown>,
   fields: readonly string[],
+  failure: ErrorCode = 'assistant_model_failed',
 ): Promise<{ requestId: string; body: Record<string, unknown> }> {
   const requestId = newRequestId();
   const answer = await gateway.run(credential, { endpoint, body, requestId });
-  if (answer.status !== 200) throw refusalOf(answer, fields);
-  if (typeof answer.body !== 'object' || answer.body === null) throw new ApiError('assistant_model_failed');
+  if (answer.status !== 200) throw refusalOf(answer, fields, failure);
+  if (typeof answer.body !== 'object' || answer.body === null) throw new ApiError(failure);
   return { requestId, body: answer.body as Record<string, unknown> };
 }
 
-/** The gateway's error answer as the assistant's: its code when passed through (its param only if it names one of our fields). */
-function refusalOf(answer: GatewayCallAnswer, fields: readonly string[]): ApiError {
+/** The gateway's error answer as the caller's: its code when passed through (its param only if it names one of our fields). */
+function refusalOf(answer: GatewayCallAnswer, fields: readonly string[], failure: ErrorCode): ApiError {
   const error = (answer.body as { error?: { code?: unknown; message?: unknown; param?: unknown } } | null)?.error;
   const code = typeof error?.code === 'string' ? error.code : '';
-  if (!(PASSED_THROUGH as readonly string[]).includes(code)) return new ApiError('assistant_model_failed');
+  if (!(PASSED_THROUGH as readonly string[]).includes(code)) return new ApiError(failure);
   const param = typeof error?.param === 'string' && fields.includes(error.param) ? error.param : null;
   const retryAfter = answer.headers['retry-after'];
   return new ApiError(code as (typeof PASSED_THROUGH)[number], typeof error?.message === 'string' ? error.message : undefined, {

@@ -73,6 +73,7 @@ const OPEN_READS = [
   'apps_usage_series',
   'apps_preview',
   'apps_referenced_by',
+  'apps_storage_list',
   'deployments_logs',
   'githost_app_analysis',
   'githost_app_insight',
@@ -81,11 +82,14 @@ const OPEN_READS = [
   'githost_reachable',
   'services_branches',
   'githost_build_check',
+  'services_ai_fixes_list',
   'services_build',
   'services_deployments',
   'services_env',
   'services_logs',
   'services_requests',
+  'services_egress_alert',
+  'services_migrate_get',
   'account_orgMap',
   'account_overview',
   'account_progress_list',
@@ -253,6 +257,10 @@ t.test("every read tool succeeds for an owner's session", async (t) => {
     'apps.preview': { id: app.appId },
     'apps.referenced_by': { id: app.appId },
     'services.branches': { id: app.serviceId },
+    'apps.storage.list': { id: app.appId },
+    'services.migrate.get': { id: app.serviceId },
+    'services.ai_fixes.list': { id: app.serviceId },
+    'services.egress_alert': { id: app.serviceId },
   };
   const operations = test.app.svc.container.resolve(Tokens.Operations).list();
   const reads = operations.filter((operation) => operation.readOnly && operation.mcp !== false);

@@ -183,6 +183,21 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'POST', path: '/services/{id}/gateway-key/replace', access: 'apps:deploy' },
   // README (plugins/apps): the app move; the spec names no scope, apps:deploy like every app write
   { method: 'POST', path: '/apps/{id}/group', access: 'apps:deploy' },
+  // App upkeep (spec: by path only; plugins/apps/README.md "Storage, release commands, fixes, mail, egress":
+  // reads any credential of the organisation as the apps reads, writes apps:deploy, the all-app list apps:read)
+  { method: 'GET', path: '/apps/{id}/storage', access: 'any' },
+  { method: 'POST', path: '/apps/{id}/storage', access: 'apps:deploy' },
+  { method: 'DELETE', path: '/apps/{id}/storage', access: 'apps:deploy' },
+  { method: 'POST', path: '/apps/{id}/storage/public', access: 'apps:deploy' },
+  { method: 'GET', path: '/services/{id}/migrate', access: 'any' },
+  { method: 'POST', path: '/services/{id}/migrate', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/migrations', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/autofix', access: 'apps:deploy' },
+  { method: 'GET', path: '/services/{id}/ai-fixes', access: 'any' },
+  { method: 'DELETE', path: '/services/{id}/ai-fixes', access: 'apps:deploy' },
+  { method: 'POST', path: '/services/{id}/email', access: 'apps:deploy' },
+  { method: 'GET', path: '/services/{id}/egress-alert', access: 'any' },
+  { method: 'GET', path: '/egress-alerts', access: 'apps:read' },
   // (spec: "asks beforehand whether a repo can build", scope a dash)
   { method: 'GET', path: '/githost/build-check', access: 'any' },
   // Deploy breadth (plugins/apps/README.md): deploys and what changes a service apps:deploy, reads any credential

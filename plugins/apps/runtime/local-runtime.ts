@@ -246,7 +246,7 @@ export class LocalRuntime implements RuntimePort {
   }
 
   async run(serviceId: string, command: string, options: RunOptions): Promise<RunResult> {
-    const current = this.entries.get(serviceId)?.record.current;
+    const current = options.build ? { serviceId, startCommand: command, ...options.build } : this.entries.get(serviceId)?.record.current;
     if (!current) throw new RuntimeError('nothing_deployed', `service ${serviceId} has no deployment to run a command beside`);
     const uid = this.uidBase === null ? null : this.uidBase + (this.ports.last - this.ports.first + 1);
     const child = await this.spawnSandboxed({ ...current, startCommand: command }, null, uid, `run-${Date.now()}`);

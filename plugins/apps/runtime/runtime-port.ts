@@ -88,6 +88,11 @@ export interface LogOptions {
 
 export interface RunOptions {
   timeoutMs: number;
+  /**
+   * The build to run beside instead of the service's current one: a release command runs against a
+   * deployment's artifact and env before that deployment starts (a service never deployed has none).
+   */
+  build?: Pick<DeployRequest, 'deploymentId' | 'artifactDir' | 'env' | 'limits'>;
 }
 
 export interface RunResult {
@@ -126,7 +131,7 @@ export interface RuntimePort {
   retire(deploymentId: string): Promise<void>;
   status(serviceId: string): Promise<ServiceStatus>;
   logs(serviceId: string, options?: LogOptions): AsyncIterable<LogLine>;
-  /** A one-off command beside the app: its artifact, env and sandbox, no PORT of its own. */
+  /** A one-off command beside the app: its artifact, env and sandbox (or `options.build`'s), no PORT of its own. */
   run(serviceId: string, command: string, options: RunOptions): Promise<RunResult>;
   /** What every instance this runtime runs uses now (the usage sampler reads it periodically). */
   usage(): Promise<InstanceUsage[]>;

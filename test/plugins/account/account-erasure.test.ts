@@ -1,3 +1,4 @@
+import { Readable } from 'node:stream';
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import t, { type Test } from 'tap';
 import { createOrganizationWithOwner, issueSession } from '../../../core/identity/identity-admin.ts';
@@ -5,6 +6,8 @@ import { GitHostTokens } from '../../../plugins/githost/git-host.ts';
 import { AppEnv } from '../../../plugins/apps/app-env.ts';
 import { insertAppRequests } from '../../../plugins/apps/proxy/index.ts';
 import { UsageSampleStore } from '../../../plugins/apps/traffic/usage-samples.ts';
+import { appStoragePrefix } from '../../../plugins/apps/upkeep/storage-operations.ts';
+import { UpkeepStore } from '../../../plugins/apps/upkeep/upkeep-store.ts';
 import { storedApp } from '../apps/apps-fixtures.ts';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { OAuthStore } from '../../../plugins/oauth/oauth-store.ts';
@@ -257,6 +260,19 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   // And a usage sample of its instance, as the sampler writes one.
   const sample = { instance: `${tag}-instance`, sampledAt: now, organizationId: who.organizationId, ...app, coversMs: 60_000, memoryBytes: 1, cpuMs: 1, cpuTotalMs: 1, processes: 1 };
   await new UsageSampleStore(db).insert([sample]);
+  // Its storage (a file and its blob), its settings (release command, failure mail) and a proposed fix.
+  const upkeep = new UpkeepStore(db);
+  const stored = await test.app.svc.container.resolve(Tokens.Blobs).put(Readable.from([`${tag}-file`]), { prefix: appStoragePrefix(who.organizationId) });
+  await db.transaction((tx) =>
+    upkeep.putObject(
+      tx,
+      { id: randomUUID(), appId: app.appId, organizationId: who.organizationId, name: 'f.txt', blobKey: stored.key, size: stored.size, contentType: stored.contentType, sha256: stored.sha256 },
+      now,
+    ),
+  );
+  await upkeep.updateSettings(app.serviceId, who.organizationId, { releaseCommand: 'true', mailOnFailure: true }, now);
+  const fix = { id: randomUUID(), serviceId: app.serviceId, organizationId: who.organizationId, deploymentId: app.deploymentId };
+  await upkeep.addFix({ ...fix, model: 'mock-small', requestId: 'req_x', proposal: 'p', createdAt: now }, 20);
   await test.runJobs();
   return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId, oauthAppId, oauthUpstreamId, signInId, serviceId: app.serviceId };
 }
@@ -272,6 +288,7 @@ async function dependentRows(test: AccountApp, made: Awaited<ReturnType<typeof u
     'support messages': await count('SELECT count(*) AS n FROM support_messages WHERE request_id = $1', [made.supportRequestId]),
     'attachment files': (await blobs.list(`support/${organizationId}/`)).length,
     'file contents': (await blobs.list(`files/${organizationId}/`)).length,
+    'app storage files': (await blobs.list(appStoragePrefix(organizationId))).length,
     'git repositories': (await test.app.svc.container.resolve(GitHostTokens.Host).listRepos(organizationId)).length,
     'connector tokens': await count('SELECT count(*) AS n FROM oauth_tokens WHERE grant_id = $1', [made.grantId]),
     'connector codes': await count('SELECT count(*) AS n FROM oauth_codes WHERE grant_id = $1', [made.grantId]),
