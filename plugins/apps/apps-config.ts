@@ -1,4 +1,6 @@
 import { z } from 'zod';
+import { usdAmount } from '../../core/vocabulary/money.ts';
+import { hostingPricesSchema } from './hosting-prices.ts';
 import { appsProxyConfigSchema } from './proxy/index.ts';
 
 const MiB = 1024 * 1024;
@@ -45,6 +47,26 @@ export const appsConfigSchema = z.strictObject({
         .default(4096 * MiB),
       /** Deploys this process builds at once. */
       concurrency: z.number().int().min(1).max(16).default(1),
+    })
+    .prefault({}),
+  /** Hosting money (README.md: hosting money): instance time by memory tier, a daily base fee, zero balance. */
+  hosting: z
+    .strictObject({
+      prices: hostingPricesSchema,
+      /** Per organisation and UTC day with at least one instance run; 0 for none. */
+      baseFeeUsdPerDay: usdAmount.default(0.01),
+      /** A UTC day is charged this long after it ends: every live instance's last sighting is past its end by then. */
+      closeDelayMinutes: z.number().int().min(1).max(24 * 60).default(15),
+      /** How often the runtime's process records that its instances still run (what a crash is charged up to). */
+      heartbeatSeconds: z.number().int().min(1).max(600).default(60),
+      /** How often days are closed and balances checked. */
+      checkEveryMinutes: z.number().int().min(1).max(60).default(5),
+      /** From the warning mail (balance at zero or less) to the org's services being stopped. */
+      graceHours: z.number().min(0).max(24 * 30).default(72),
+    })
+    .refine((hosting) => hosting.closeDelayMinutes * 60 > hosting.heartbeatSeconds, {
+      message: 'must be longer than heartbeatSeconds: a day is closed once every live instance was seen past its end',
+      path: ['closeDelayMinutes'],
     })
     .prefault({}),
 });

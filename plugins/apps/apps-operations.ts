@@ -543,13 +543,7 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
     errors: ['runtime_unavailable_here'],
     async handler(_input, { authorization }) {
       const { service } = authorizedRecord(authorization, serviceKind).record;
-      await store.setDesired(service.id, 'stopped');
-      try {
-        await host.runtime().stop(service.id);
-      } catch (error) {
-        if (!(error instanceof RuntimeError && error.code === 'unknown_service')) throw error;
-      }
-      await host.settled();
+      await host.stopService(service.id);
       return { object: 'service' as const, id: service.id, state: 'stopped' };
     },
   });

@@ -4,6 +4,9 @@ import { createToken } from '../../core/kernel/container.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { GitHostTokens } from '../githost/git-host.ts';
+import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
+import { CreditChargesPoint } from '../../core/ports/metering.ts';
+import { usdToMicros } from '../../core/vocabulary/money.ts';
 import { AppEnv } from './app-env.ts';
 import { type AppsConfig, appsConfigSchema } from './apps-config.ts';
 import { AppsHost } from './apps-host.ts';
@@ -11,6 +14,11 @@ import { appsMigrations } from './apps-migrations.ts';
 import { appsOperations } from './apps-operations.ts';
 import { AppsStore } from './apps-store.ts';
 import { buildHandler } from './deploy-pipeline.ts';
+import { HostingBilling } from './hosting-billing.ts';
+import { hostingMailSubscriber } from './hosting-events.ts';
+import { HostingMeter } from './hosting-meter.ts';
+import { hostingMigrations } from './hosting-migrations.ts';
+import { HostingPrices } from './hosting-prices.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
 import { pushDeploySubscriber } from './push-deploys.ts';
 import './apps-errors.ts';
@@ -19,7 +27,29 @@ import './apps-errors.ts';
 export const AppsTokens = {
   Host: createToken<AppsHost>('apps.Host'),
   Store: createToken<AppsStore>('apps.Store'),
+  Meter: createToken<HostingMeter>('apps.HostingMeter'),
 };
+
+/** Hosting money (README.md): null without the metering plugin (nothing is charged, no balance to act on). */
+function hostingBilling(ctx: PluginContext<AppsConfig>): HostingBilling | null {
+  const charges = ctx.extensions.get(CreditChargesPoint);
+  if (!charges) return null;
+  const { container, config } = ctx;
+  const host = container.resolve(AppsTokens.Host);
+  return new HostingBilling({
+    db: container.resolve(Tokens.Database),
+    charges,
+    events: container.resolve(Tokens.Events),
+    prices: new HostingPrices(config.hosting.prices),
+    clock: container.resolve(Tokens.Clock),
+    stopService: (serviceId) => host.stopService(serviceId),
+    settings: {
+      baseFeeMicrosPerDay: usdToMicros(config.hosting.baseFeeUsdPerDay),
+      closeDelayMs: config.hosting.closeDelayMinutes * 60_000,
+      graceMs: Math.round(config.hosting.graceHours * 3_600_000),
+    },
+  });
+}
 
 function parts(ctx: PluginContext<AppsConfig>) {
   const { container } = ctx;
@@ -49,12 +79,20 @@ export const appsPlugin = definePlugin({
   description: 'Apps deployed from git: builds, the app runtime and the apps proxy at <slug>.<baseDomain>',
   dependsOn: ['githost'],
   configSchema: appsConfigSchema,
-  migrations: [...appsProxyMigrations, ...appsMigrations],
+  migrations: [...appsProxyMigrations, ...appsMigrations, ...hostingMigrations],
   register(ctx) {
     const { container, config, appConfig, extensions, logger } = ctx;
     const database = container.resolve(Tokens.Database);
     const store = new AppsStore(database);
+    const meter = new HostingMeter({
+      db: database,
+      clock: container.resolve(Tokens.Clock),
+      heartbeatMs: config.hosting.heartbeatSeconds * 1_000,
+      error: (details, message) => logger.error(details, message),
+    });
+    container.bindValue(AppsTokens.Meter, meter);
     const host = new AppsHost({
+      meter,
       store,
       pubsub: container.resolve(Tokens.Coordination).pubsub,
       config,
@@ -66,6 +104,16 @@ export const appsPlugin = definePlugin({
     container.bindValue(AppsTokens.Host, host);
     const env = new AppEnv(container.resolve(Tokens.Secrets));
     extensions.contribute(OrganizationErasersPoint, appRequestsEraser);
+    extensions.contribute(OrganizationErasersPoint, {
+      name: 'app hosting records',
+      async erase(tx, organizationId) {
+        let count = 0;
+        for (const table of ['app_instance_runs', 'app_hosting_days', 'app_balance_notices']) {
+          count += (await tx.query(`DELETE FROM ${table} WHERE organization_id = $1`, [organizationId])).rowCount;
+        }
+        return count;
+      },
+    });
     extensions.contribute(OrganizationErasersPoint, {
       name: 'apps',
       async erase(tx, organizationId) {
@@ -110,7 +158,15 @@ export const appsPlugin = definePlugin({
   },
   subscribers: (ctx) => {
     const { store, jobs, clock } = parts(ctx);
-    return [pushDeploySubscriber({ store, jobs, clock })];
+    const mail = { identity: ctx.container.resolve(Tokens.Identity), mailer: ctx.container.resolve(Tokens.Mailer), logger: ctx.logger };
+    return [pushDeploySubscriber({ store, jobs, clock }), hostingMailSubscriber(mail)];
+  },
+  periodic: (ctx) => {
+    const billing = hostingBilling(ctx);
+    ctx.container.resolve(AppsTokens.Host).billing = billing;
+    if (!billing) return [];
+    // Days are charged and balances checked by one replica; stopping needs the runtime, which runs where jobs do.
+    return [definePeriodic({ name: 'apps.hosting', everyMs: ctx.config.hosting.checkEveryMinutes * 60_000, run: () => billing.tick() })];
   },
   async start(ctx) {
     const { container, config, appConfig, logger } = ctx;
