@@ -261,11 +261,7 @@ export const RequestLogReaderPoint = defineExtensionPoint<RequestLogReader>('Req
  * live credit counter is moved by what was recorded once the transaction committed.
  */
 export interface CreditCharges {
-  charge(
-    organizationId: string,
-    lines: readonly NewLedgerLine[],
-    alsoInTransaction?: (tx: Transaction) => Promise<void>,
-  ): Promise<Array<LedgerLine | null>>;
+  charge(organizationId: string, lines: readonly NewLedgerLine[], alsoInTransaction?: (tx: Transaction) => Promise<void>): Promise<Array<LedgerLine | null>>;
   /** The balance now; null before the organisation's first ledger line. */
   balance(organizationId: string): Promise<bigint | null>;
 }

@@ -56,13 +56,22 @@ export const appsConfigSchema = z.strictObject({
       /** Per organisation and UTC day with at least one instance run; 0 for none. */
       baseFeeUsdPerDay: usdAmount.default(0.01),
       /** A UTC day is charged this long after it ends: every live instance's last sighting is past its end by then. */
-      closeDelayMinutes: z.number().int().min(1).max(24 * 60).default(15),
+      closeDelayMinutes: z
+        .number()
+        .int()
+        .min(1)
+        .max(24 * 60)
+        .default(15),
       /** How often the runtime's process records that its instances still run (what a crash is charged up to). */
       heartbeatSeconds: z.number().int().min(1).max(600).default(60),
       /** How often days are closed and balances checked. */
       checkEveryMinutes: z.number().int().min(1).max(60).default(5),
       /** From the warning mail (balance at zero or less) to the org's services being stopped. */
-      graceHours: z.number().min(0).max(24 * 30).default(72),
+      graceHours: z
+        .number()
+        .min(0)
+        .max(24 * 30)
+        .default(72),
     })
     .refine((hosting) => hosting.closeDelayMinutes * 60 > hosting.heartbeatSeconds, {
       message: 'must be longer than heartbeatSeconds: a day is closed once every live instance was seen past its end',

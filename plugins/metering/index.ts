@@ -154,7 +154,8 @@ export const meteringPlugin = definePlugin({
         coordination,
         counterTtlMs: config.counterTtlMs,
         initialCreditMicros: usdToMicros(config.initialCreditUsd),
-      }),);
+      }),
+    );
     // The account surface's money and calls (GET /client/overview, /onboarding) and what a deletion erases.
     extensions.contribute(OverviewFiguresPoint, meteringFigures({ database, ledger, spend, initialCreditMicros: usdToMicros(config.initialCreditUsd) }));
     for (const step of meteringSteps(database)) extensions.contribute(OnboardingStepsPoint, step);

@@ -110,10 +110,7 @@ t.test('a metered day: ledger = entries = /credits/hosting = /credits/summary, t
   t.equal(usage.totals.costUsd, 0);
   t.equal(summary.aiUsd, 0);
   const series = (await test.call('GET', '/client/usage/series?from=2026-03-01&to=2026-03-04')).json();
-  t.ok(
-    series.buckets.length > 0 && series.buckets.every((bucket: { costUsd: number }) => bucket.costUsd === 0),
-    'no bucket counts hosting',
-  );
+  t.ok(series.buckets.length > 0 && series.buckets.every((bucket: { costUsd: number }) => bucket.costUsd === 0), 'no bucket counts hosting');
 
   t.test('a replayed close posts nothing more', async (t) => {
     t.same(await h.billing.closeDay(test.organizationId, '2026-03-02'), []);
@@ -206,4 +203,23 @@ t.test('at a zero balance: a warning mail, the grace, then the services are stop
     const notices = await database.query('SELECT 1 FROM app_balance_notices WHERE organization_id = $1', [test.organizationId]);
     t.equal(notices.rowCount, 0);
   });
+});
+
+t.test('a restarted host closes the runs its predecessor left open at their last heartbeat, before it restores anything', async (t) => {
+  const h = await hostingApp(t);
+  const shop = await storedApp(h.test, 'shop');
+  const host = h.test.app.svc.container.resolve(AppsTokens.Host);
+  const database = h.test.app.svc.container.resolve(Tokens.Database);
+  h.at('2026-03-02T10:00:00.000Z');
+  await instance(h, 'started', shop, 'shop-1');
+  h.at('2026-03-02T10:30:00.000Z');
+  await h.meter.heartbeat();
+  h.at('2026-03-02T13:00:00.000Z');
+  await host.stop();
+  await host.start();
+  const { rows } = await database.query<{ stopped_at: Date }>('SELECT stopped_at FROM app_instance_runs WHERE instance = $1', ['shop-1']);
+  t.same(
+    rows.map((row) => row.stopped_at.toISOString()),
+    ['2026-03-02T10:30:00.000Z'],
+  );
 });
