@@ -27,11 +27,7 @@ export class LedgerCharges implements CreditCharges {
     },
   ) {}
 
-  async charge(
-    organizationId: string,
-    lines: readonly NewLedgerLine[],
-    alsoInTransaction?: Parameters<CreditCharges['charge']>[2],
-  ): Promise<Array<LedgerLine | null>> {
+  async charge(organizationId: string, lines: readonly NewLedgerLine[], alsoInTransaction?: Parameters<CreditCharges['charge']>[2]): Promise<Array<LedgerLine | null>> {
     for (const line of lines) {
       if (line.amountMicros > 0n) throw new Error(`a charge takes credit; got ${line.amountMicros} µ$ (${line.kind})`);
     }
