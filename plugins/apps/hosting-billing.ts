@@ -147,12 +147,21 @@ export class HostingBilling {
     return rows.map((row) => ({ organizationId: row.organization_id, day: row.day }));
   }
 
-  /** Charges every due day (the periodic job); answers how many lines were written. */
+  /**
+   * Charges every due day (the periodic job); answers how many lines were written. One day that fails
+   * holds back no other: the failures are thrown together at the end, and the next run tries them again.
+   */
   async closeDue(): Promise<number> {
     let written = 0;
+    const failures: unknown[] = [];
     for (const { organizationId, day } of await this.dueDays(this.deps.clock())) {
-      written += (await this.closeDay(organizationId, day)).length;
+      try {
+        written += (await this.closeDay(organizationId, day)).length;
+      } catch (error) {
+        failures.push(error);
+      }
     }
+    if (failures.length > 0) throw new AggregateError(failures, `charging ${failures.length} hosting day(s) failed`);
     return written;
   }
 
@@ -168,64 +177,79 @@ export class HostingBilling {
     const warned: string[] = [];
     const stopped: string[] = [];
     const { rows } = await this.deps.db.query<{ organization_id: string; running: string[] | null; notice: boolean }>(
-      `SELECT o.organization_id, array_agg(s.id ORDER BY s.id) FILTER (WHERE s.id IS NOT NULL) AS running, bool_or(n.organization_id IS NOT NULL) AS notice
+      `SELECT o.organization_id, array_agg(s.id::text ORDER BY s.id) FILTER (WHERE s.id IS NOT NULL) AS running, bool_or(n.organization_id IS NOT NULL) AS notice
        FROM (SELECT organization_id FROM app_services WHERE desired = 'running'
              UNION SELECT organization_id FROM app_balance_notices) o
        LEFT JOIN app_services s ON s.organization_id = o.organization_id AND s.desired = 'running'
        LEFT JOIN app_balance_notices n ON n.organization_id = o.organization_id
        GROUP BY o.organization_id`,
     );
+    const failures: unknown[] = [];
     for (const row of rows) {
-      const organizationId = row.organization_id;
-      const running = (row.running ?? []).map(String);
-      const balance = await this.deps.charges.balance(organizationId);
-      if (balance === null || balance > 0n) {
-        if (row.notice) await this.deps.db.query('DELETE FROM app_balance_notices WHERE organization_id = $1', [organizationId]);
-        continue;
+      try {
+        await this.enforce(row, now, warned, stopped);
+      } catch (error) {
+        failures.push(error);
       }
-      if (running.length === 0) continue;
-      const notice = await this.notice(organizationId);
-      if (!notice) {
-        const graceEndsAt = new Date(now.getTime() + this.deps.settings.graceMs);
-        await this.deps.db.transaction(async (tx) => {
-          const inserted = await tx.query(
-            `INSERT INTO app_balance_notices (organization_id, balance_micros, warned_at, grace_ends_at) VALUES ($1, $2, $3, $4)
-             ON CONFLICT DO NOTHING`,
-            [organizationId, balance, now, graceEndsAt],
-          );
-          if (inserted.rowCount === 0) return;
-          await this.deps.events.emit(tx, {
-            type: 'hosting.balance_exhausted',
-            organizationId,
-            subject: null,
-            actor: null,
-            data: { balanceMicros: String(balance), runningServices: running.length, graceEndsAt: graceEndsAt.toISOString() },
-          });
-          warned.push(organizationId);
-        });
-        continue;
-      }
-      if (now < notice.graceEndsAt) continue;
-      for (const serviceId of running) await this.deps.stopService(serviceId);
+    }
+    if (failures.length > 0) throw new AggregateError(failures, `acting on ${failures.length} zero balance(s) failed`);
+    return { warned, stopped };
+  }
+
+  /** One organisation of enforceBalances. */
+  private async enforce(row: { organization_id: string; running: string[] | null; notice: boolean }, now: Date, warned: string[], stopped: string[]): Promise<void> {
+    const organizationId = row.organization_id;
+    const running = (row.running ?? []).map(String);
+    const balance = await this.deps.charges.balance(organizationId);
+    if (balance === null || balance > 0n) {
+      if (row.notice) await this.deps.db.query('DELETE FROM app_balance_notices WHERE organization_id = $1', [organizationId]);
+      return;
+    }
+    if (running.length === 0) return;
+    const notice = await this.notice(organizationId);
+    if (!notice) {
+      const graceEndsAt = new Date(now.getTime() + this.deps.settings.graceMs);
       await this.deps.db.transaction(async (tx) => {
-        await tx.query('UPDATE app_balance_notices SET stopped_at = $2 WHERE organization_id = $1', [organizationId, now]);
+        const inserted = await tx.query(
+          `INSERT INTO app_balance_notices (organization_id, balance_micros, warned_at, grace_ends_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT DO NOTHING`,
+          [organizationId, balance, now, graceEndsAt],
+        );
+        if (inserted.rowCount === 0) return;
         await this.deps.events.emit(tx, {
-          type: 'hosting.services_stopped',
+          type: 'hosting.balance_exhausted',
           organizationId,
           subject: null,
           actor: null,
-          data: { balanceMicros: String(balance), serviceIds: running },
+          data: { balanceMicros: String(balance), runningServices: running.length, graceEndsAt: graceEndsAt.toISOString() },
         });
+        warned.push(organizationId);
       });
-      stopped.push(organizationId);
+      return;
     }
-    return { warned, stopped };
+    if (now < notice.graceEndsAt) return;
+    for (const serviceId of running) await this.deps.stopService(serviceId);
+    await this.deps.db.transaction(async (tx) => {
+      await tx.query('UPDATE app_balance_notices SET stopped_at = $2 WHERE organization_id = $1', [organizationId, now]);
+      await this.deps.events.emit(tx, {
+        type: 'hosting.services_stopped',
+        organizationId,
+        subject: null,
+        actor: null,
+        data: { balanceMicros: String(balance), serviceIds: running },
+      });
+    });
+    stopped.push(organizationId);
   }
 
   /** The periodic job's run: charge what is due, then act on balances (which the charges may have moved). */
   async tick(): Promise<void> {
-    await this.closeDue();
+    const charged = await this.closeDue().then(
+      () => null,
+      (error: unknown) => error,
+    );
     await this.enforceBalances();
+    if (charged) throw charged;
   }
 
   private async notice(organizationId: string): Promise<{ graceEndsAt: Date } | null> {
