@@ -12,7 +12,7 @@ import { storedApp } from './apps-fixtures.ts';
  * `hosting` and one `hosting_base_fee` line per organisation and closed UTC day, posted once, and
  * the zero-balance rule (warning mail, grace, services stopped).
  */
-t.setTimeout(180_000);
+t.setTimeout(600_000);
 
 const MiB = 1024 * 1024;
 const HOUR = 3_600_000;
