@@ -1,4 +1,4 @@
-import type { Queryable } from './database.ts';
+import type { Queryable, Transaction } from './database.ts';
 import type { Page, PageRequest } from '../vocabulary/pagination.ts';
 import type { MeteredUnits } from '../gateway/inference-admission.ts';
 import type { ErrorCode } from '../kernel/error-catalogue.ts';
@@ -253,3 +253,18 @@ export const SpendReaderPoint = defineExtensionPoint<SpendReader>('SpendReader',
 
 /** The metering plugin provides the reader in register(); readers get it in operations(). */
 export const RequestLogReaderPoint = defineExtensionPoint<RequestLogReader>('RequestLogReader');
+
+/**
+ * Charges made outside a gateway call (a day of app hosting): lines of negative amount written
+ * together, with `alsoInTransaction`'s writes, in one transaction; a line whose reference the ledger
+ * already holds is skipped (null in the answer), so a replayed charge posts once. The admission's
+ * live credit counter is moved by what was recorded once the transaction committed.
+ */
+export interface CreditCharges {
+  charge(organizationId: string, lines: readonly NewLedgerLine[], alsoInTransaction?: (tx: Transaction) => Promise<void>): Promise<Array<LedgerLine | null>>;
+  /** The balance now; null before the organisation's first ledger line. */
+  balance(organizationId: string): Promise<bigint | null>;
+}
+
+/** The metering plugin provides it in register(); without metering nothing is charged (undefined). */
+export const CreditChargesPoint = defineExtensionPoint<CreditCharges>('CreditCharges');

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { hostingPricesSchema } from './hosting-price.ts';
+import { usdAmount } from '../../core/vocabulary/money.ts';
+import { hostingPricesSchema } from './hosting-prices.ts';
 import { appsProxyConfigSchema } from './proxy/index.ts';
 import { upkeepConfigShape } from './upkeep/upkeep-config.ts';
 
@@ -56,13 +57,40 @@ export const appsConfigSchema = z.strictObject({
       sampleEveryMs: z.number().int().min(1_000).default(60_000),
       /** Samples older than this are removed (the hosting ledger closes each day well within it). */
       retentionDays: z.number().int().min(2).max(3_650).default(90),
-      /** µUSD per instance-hour by memory tier (hosting-price.ts DEFAULT_PRICE_TIERS). */
-      prices: hostingPricesSchema,
     })
     .prefault({}),
   /** GET /githost/app-insight/estimate: the price a month's estimate is made with, µUSD per GiB of memory tier per hour. */
   insight: z.strictObject({ microsPerGibHour: z.number().int().min(0).default(5_000) }).prefault({}),
   ...upkeepConfigShape,
+  /** Hosting money (README.md: hosting money): instance time by memory tier, a daily base fee, zero balance. */
+  hosting: z
+    .strictObject({
+      prices: hostingPricesSchema,
+      /** Per organisation and UTC day with at least one instance run; 0 for none. */
+      baseFeeUsdPerDay: usdAmount.default(0.01),
+      /** A UTC day is charged this long after it ends: every live instance's last sighting is past its end by then. */
+      closeDelayMinutes: z
+        .number()
+        .int()
+        .min(1)
+        .max(24 * 60)
+        .default(15),
+      /** How often the runtime's process records that its instances still run (what a crash is charged up to). */
+      heartbeatSeconds: z.number().int().min(1).max(600).default(60),
+      /** How often days are closed and balances checked. */
+      checkEveryMinutes: z.number().int().min(1).max(60).default(5),
+      /** From the warning mail (balance at zero or less) to the org's services being stopped. */
+      graceHours: z
+        .number()
+        .min(0)
+        .max(24 * 30)
+        .default(72),
+    })
+    .refine((hosting) => hosting.closeDelayMinutes * 60 > hosting.heartbeatSeconds, {
+      message: 'must be longer than heartbeatSeconds: a day is closed once every live instance was seen past its end',
+      path: ['closeDelayMinutes'],
+    })
+    .prefault({}),
 });
 
 export type AppsConfig = z.output<typeof appsConfigSchema>;

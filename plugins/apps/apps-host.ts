@@ -4,7 +4,9 @@ import { ApiError } from '../../core/kernel/errors.ts';
 import type { AppsStore } from './apps-store.ts';
 import type { AppsConfig } from './apps-config.ts';
 import { type AppRoute, publishRoute, publishRouteRemoval, type RouteSource, type RunningAppsProxy } from './proxy/index.ts';
-import { LocalRuntime, type RouteChange, type RuntimePort } from './runtime/index.ts';
+import type { HostingBilling } from './hosting-billing.ts';
+import type { HostingMeter } from './hosting-meter.ts';
+import { LocalRuntime, type RouteChange, RuntimeError, type RuntimePort } from './runtime/index.ts';
 
 /**
  * The apps plugin's hold on the runtime and the routes. The runtime lives in the process that runs
@@ -17,6 +19,8 @@ export class AppsHost implements RouteSource {
   private current: LocalRuntime | null = null;
   /** The apps proxy, in the processes that serve HTTP. */
   proxy: RunningAppsProxy | null = null;
+  /** Hosting money, set when the plugin's periodic jobs are made; null without the metering plugin. */
+  billing: HostingBilling | null = null;
   private publishing: Promise<void> = Promise.resolve();
 
   constructor(
@@ -27,6 +31,8 @@ export class AppsHost implements RouteSource {
       dataDir: string;
       warn: (message: string) => void;
       error: (details: object, message: string) => void;
+      /** Records the runtime's instances as runs (hosting money). */
+      meter: HostingMeter;
     },
   ) {}
 
@@ -52,6 +58,10 @@ export class AppsHost implements RouteSource {
       warn: (message) => this.deps.warn(`apps runtime: ${message}`),
     });
     runtime.onChange((change) => this.follow(change));
+    // Runs a previous host left open end at their last heartbeat, before this host starts any instance.
+    await this.deps.meter.closeAbandoned();
+    runtime.onEvent((event) => this.deps.meter.record(event));
+    this.deps.meter.startHeartbeat();
     this.current = runtime;
     // Restoring waits for each app's health gate: the boot does not wait for it.
     void runtime.restoreAll().then(({ failed }) => {
@@ -63,7 +73,22 @@ export class AppsHost implements RouteSource {
     const runtime = this.current;
     this.current = null;
     await runtime?.close();
+    await this.deps.meter.stop();
     await this.publishing;
+  }
+
+  /**
+   * Stops a service, as POST /services/{id}/stop and the zero-balance rule do: it stays stopped
+   * (desired), its instances end (a service the runtime never ran here has none), its route is gone.
+   */
+  async stopService(serviceId: string): Promise<void> {
+    await this.deps.store.setDesired(serviceId, 'stopped');
+    try {
+      await this.runtime().stop(serviceId);
+    } catch (error) {
+      if (!(error instanceof RuntimeError && error.code === 'unknown_service')) throw error;
+    }
+    await this.settled();
   }
 
   /** The runtime, or a 503 in a process that runs none (a worker-less API replica). */

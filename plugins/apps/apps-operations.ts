@@ -19,7 +19,6 @@ import { type AppRecord, type AppsStore, DEPLOY_HISTORY, type DeploymentRecord, 
 import { appListView, appView, deployAnswerView, deploymentView, type ServiceState, toAppView, toDeploymentView, toServiceView } from './apps-views.ts';
 import { MAX_START_COMMAND_CHARS, missingEnv } from './build-decision/index.ts';
 import { enqueueDeployment } from './deploy-pipeline.ts';
-import { RuntimeError } from './runtime/index.ts';
 import { decideFromGitHost } from './source-checkout.ts';
 import './apps-errors.ts';
 
@@ -524,13 +523,7 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
     errors: ['runtime_unavailable_here'],
     async handler(_input, { authorization }) {
       const { service } = authorizedRecord(authorization, serviceKind).record;
-      await store.setDesired(service.id, 'stopped');
-      try {
-        await host.runtime().stop(service.id);
-      } catch (error) {
-        if (!(error instanceof RuntimeError && error.code === 'unknown_service')) throw error;
-      }
-      await host.settled();
+      await host.stopService(service.id);
       return { object: 'service' as const, id: service.id, state: 'stopped' };
     },
   });

@@ -1,4 +1,5 @@
-import { z } from 'zod';
+import type { z } from 'zod';
+import type { hostingPricesSchema } from './hosting-prices.ts';
 
 /**
  * What hosting an app costs: instance-seconds × the hourly price of the memory tier each sample
@@ -27,24 +28,16 @@ export interface CostSample {
   memoryBytes: number;
 }
 
-/** Defaults of `plugins.apps.usage.prices`: 0.2 ¢ an hour for 256 MiB, doubling with each doubling of memory. */
-export const DEFAULT_PRICE_TIERS: readonly PriceTier[] = [
-  { upToBytes: 256 * MiB, microsPerHour: 2_000 },
-  { upToBytes: 512 * MiB, microsPerHour: 4_000 },
-  { upToBytes: 1024 * MiB, microsPerHour: 8_000 },
-  { upToBytes: 2048 * MiB, microsPerHour: 16_000 },
-  { upToBytes: 4096 * MiB, microsPerHour: 32_000 },
-];
-
-export const hostingPricesSchema = z
-  .strictObject({
-    tiers: z
-      .array(z.strictObject({ upToBytes: z.number().int().min(1), microsPerHour: z.number().int().min(0) }))
-      .min(1)
-      .refine((tiers) => tiers.every((tier, i) => i === 0 || tier.upToBytes > tiers[i - 1]!.upToBytes), 'tiers ascending by upToBytes')
-      .default([...DEFAULT_PRICE_TIERS]),
-  })
-  .prefault({});
+/**
+ * The tiers of `plugins.apps.hosting.prices` (hosting-prices.ts, what the ledger charges) as this
+ * module prices samples with them: one price list for the ledger and the usage routes.
+ */
+export function priceTiersOf(prices: z.output<typeof hostingPricesSchema>): HostingPrices {
+  const tiers = [...prices]
+    .sort((a, b) => a.memoryMiB - b.memoryMiB)
+    .map((tier) => ({ upToBytes: tier.memoryMiB * MiB, microsPerHour: Math.round(tier.usdPerHour * 1e6) }));
+  return { tiers };
+}
 
 /** The tier a memory figure falls in: the smallest holding it, else the largest. */
 export function tierOf(memoryBytes: number, prices: HostingPrices): PriceTier {

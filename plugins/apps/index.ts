@@ -6,6 +6,8 @@ import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
 import { GitHostTokens } from '../githost/git-host.ts';
 import { AppKeys } from '../keys/app-keys.ts';
+import { CreditChargesPoint } from '../../core/ports/metering.ts';
+import { usdToMicros } from '../../core/vocabulary/money.ts';
 import { AppEnv, RuntimeEnv } from './app-env.ts';
 import { type AppsConfig, appsConfigSchema } from './apps-config.ts';
 import { AppsHost } from './apps-host.ts';
@@ -19,6 +21,12 @@ import { type AppRecord, AppsStore } from './apps-store.ts';
 import type { Transaction } from '../../core/ports/database.ts';
 import { DeployCancels } from './deploy-cancels.ts';
 import { buildHandler } from './deploy-pipeline.ts';
+import { HostingBilling } from './hosting-billing.ts';
+import { hostingMailSubscriber } from './hosting-events.ts';
+import { HostingMeter } from './hosting-meter.ts';
+import { hostingMigrations } from './hosting-migrations.ts';
+import { HostingPrices } from './hosting-prices.ts';
+import { priceTiersOf } from './hosting-price.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
 import { pushDeploySubscriber } from './push-deploys.ts';
 import { AppRequestStore } from './traffic/request-store.ts';
@@ -32,12 +40,34 @@ export const AppsTokens = {
   Host: createToken<AppsHost>('apps.Host'),
   Store: createToken<AppsStore>('apps.Store'),
   Cancels: createToken<DeployCancels>('apps.Cancels'),
+  Meter: createToken<HostingMeter>('apps.HostingMeter'),
 };
 
 /** Where apps reach the gateway (SVC_BASE_URL, SVC_MCP_URL): `server.publicUrl`, else this machine's port. */
 function gatewayUrlOf(ctx: PluginContext<AppsConfig>): string {
   const { server } = ctx.appConfig;
   return server.publicUrl ?? `http://127.0.0.1:${server.port}`;
+}
+
+/** Hosting money (README.md): null without the metering plugin (nothing is charged, no balance to act on). */
+function hostingBilling(ctx: PluginContext<AppsConfig>): HostingBilling | null {
+  const charges = ctx.extensions.get(CreditChargesPoint);
+  if (!charges) return null;
+  const { container, config } = ctx;
+  const host = container.resolve(AppsTokens.Host);
+  return new HostingBilling({
+    db: container.resolve(Tokens.Database),
+    charges,
+    events: container.resolve(Tokens.Events),
+    prices: new HostingPrices(config.hosting.prices),
+    clock: container.resolve(Tokens.Clock),
+    stopService: (serviceId) => host.stopService(serviceId),
+    settings: {
+      baseFeeMicrosPerDay: usdToMicros(config.hosting.baseFeeUsdPerDay),
+      closeDelayMs: config.hosting.closeDelayMinutes * 60_000,
+      graceMs: Math.round(config.hosting.graceHours * 3_600_000),
+    },
+  });
 }
 
 function parts(ctx: PluginContext<AppsConfig>) {
@@ -81,12 +111,20 @@ export const appsPlugin = definePlugin({
   description: 'Apps deployed from git: builds, the app runtime and the apps proxy at <slug>.<baseDomain>',
   dependsOn: ['githost'],
   configSchema: appsConfigSchema,
-  migrations: [...appsProxyMigrations, ...appsMigrations, ...usageMigrations, ...upkeepMigrations],
+  migrations: [...appsProxyMigrations, ...appsMigrations, ...usageMigrations, ...upkeepMigrations, ...hostingMigrations],
   register(ctx) {
     const { container, config, appConfig, extensions, logger } = ctx;
     const database = container.resolve(Tokens.Database);
     const store = new AppsStore(database);
+    const meter = new HostingMeter({
+      db: database,
+      clock: container.resolve(Tokens.Clock),
+      heartbeatMs: config.hosting.heartbeatSeconds * 1_000,
+      error: (details, message) => logger.error(details, message),
+    });
+    container.bindValue(AppsTokens.Meter, meter);
     const host = new AppsHost({
+      meter,
       store,
       pubsub: container.resolve(Tokens.Coordination).pubsub,
       config,
@@ -101,6 +139,16 @@ export const appsPlugin = definePlugin({
     extensions.contribute(OrganizationErasersPoint, appRequestsEraser);
     extensions.contribute(OrganizationErasersPoint, usageSamplesEraser);
     extensions.contribute(OrganizationErasersPoint, upkeepParts(ctx, { store, host }).eraser());
+    extensions.contribute(OrganizationErasersPoint, {
+      name: 'app hosting records',
+      async erase(tx, organizationId) {
+        let count = 0;
+        for (const table of ['app_instance_runs', 'app_hosting_days', 'app_balance_notices']) {
+          count += (await tx.query(`DELETE FROM ${table} WHERE organization_id = $1`, [organizationId])).rowCount;
+        }
+        return count;
+      },
+    });
     extensions.contribute(OrganizationErasersPoint, {
       name: 'apps',
       async erase(tx, organizationId) {
@@ -138,7 +186,7 @@ export const appsPlugin = definePlugin({
       samples: new UsageSampleStore(database),
       identity,
       clock,
-      prices: ctx.config.usage.prices,
+      prices: priceTiersOf(ctx.config.hosting.prices),
       sampleEveryMs: ctx.config.usage.sampleEveryMs,
     });
     const insight = { sources, memoryBytes: ctx.config.runtime.limits.memoryBytes, microsPerGibHour: ctx.config.insight.microsPerGibHour };
@@ -153,20 +201,24 @@ export const appsPlugin = definePlugin({
       ...upkeep.operations(),
     ];
   },
-  // The runtime's instances sampled (memory, CPU, running time) where the runtime runs; samples past retention removed.
+  // The runtime's instances sampled (memory, CPU, running time) where the runtime runs; samples past
+  // retention removed. Days are charged and balances checked by one replica; stopping needs the
+  // runtime, which runs where jobs do.
   periodic: (ctx) => {
     const { host, clock } = parts(ctx);
     const samples = new UsageSampleStore(ctx.container.resolve(Tokens.Database));
     const retentionMs = ctx.config.usage.retentionDays * 86_400_000;
-    return [
-      definePeriodic({
-        name: 'apps.usage-sample',
-        everyMs: ctx.config.usage.sampleEveryMs,
-        async run() {
-          if (host.running) await sampleUsage({ samples, clock, retentionMs }, host.runtime());
-        },
-      }),
-    ];
+    const sampling = definePeriodic({
+      name: 'apps.usage-sample',
+      everyMs: ctx.config.usage.sampleEveryMs,
+      async run() {
+        if (host.running) await sampleUsage({ samples, clock, retentionMs }, host.runtime());
+      },
+    });
+    const billing = hostingBilling(ctx);
+    host.billing = billing;
+    if (!billing) return [sampling];
+    return [sampling, definePeriodic({ name: 'apps.hosting', everyMs: ctx.config.hosting.checkEveryMinutes * 60_000, run: () => billing.tick() })];
   },
   routes(app, ctx) {
     upkeepParts(ctx, parts(ctx)).routes(app);
@@ -179,7 +231,8 @@ export const appsPlugin = definePlugin({
   },
   subscribers: (ctx) => {
     const { store, jobs, clock } = parts(ctx);
-    return [pushDeploySubscriber({ store, jobs, clock })];
+    const mail = { identity: ctx.container.resolve(Tokens.Identity), mailer: ctx.container.resolve(Tokens.Mailer), logger: ctx.logger };
+    return [pushDeploySubscriber({ store, jobs, clock }), hostingMailSubscriber(mail)];
   },
   async start(ctx) {
     const { container, config, appConfig, logger } = ctx;

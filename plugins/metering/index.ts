@@ -17,7 +17,8 @@ import { SpendHoldsPoint } from '../../core/gateway/spend-holds.ts';
 import { RequestLogWriter } from './request-log-writer.ts';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
 import { definePlugin } from '../../core/kernel/plugin.ts';
-import { type CreditLedger, RequestLogReaderPoint, SpendReaderPoint } from '../../core/ports/metering.ts';
+import { type CreditLedger, CreditChargesPoint, RequestLogReaderPoint, SpendReaderPoint } from '../../core/ports/metering.ts';
+import { LedgerCharges } from './credit-charges.ts';
 import type { SpendReader } from '../../core/ports/identity.ts';
 import { SqlSpendReader } from './spend-reader.ts';
 import { meteringErasers, meteringFigures, meteringSteps } from './account-figures.ts';
@@ -142,6 +143,19 @@ export const meteringPlugin = definePlugin({
     );
     extensions.provide(RequestLogReaderPoint, new SqlRequestLogReader(database));
     extensions.provide(SpendReaderPoint, spend);
+    // Charges that are no gateway call (a day of app hosting): the ledger and the admission counter together.
+    const events = container.resolve(Tokens.Events);
+    extensions.provide(
+      CreditChargesPoint,
+      new LedgerCharges({
+        db: database,
+        ledger,
+        events,
+        coordination,
+        counterTtlMs: config.counterTtlMs,
+        initialCreditMicros: usdToMicros(config.initialCreditUsd),
+      }),
+    );
     // The account surface's money and calls (GET /client/overview, /onboarding) and what a deletion erases.
     extensions.contribute(OverviewFiguresPoint, meteringFigures({ database, ledger, spend, initialCreditMicros: usdToMicros(config.initialCreditUsd) }));
     for (const step of meteringSteps(database)) extensions.contribute(OnboardingStepsPoint, step);

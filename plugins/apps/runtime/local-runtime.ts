@@ -73,6 +73,9 @@ export const DEFAULT_LIMITS: Required<RuntimeLimits> = {
 };
 
 const TAIL_LINES = 20;
+
+/** What names an instance in `started` and `exited`: its deployment, pid and port (a pid is not reused while it lives). */
+const instanceName = (live: Live): string => `${live.request.deploymentId}:${live.pid}:${live.port}`;
 const RUN_OUTPUT_MAX_CHARS = 1024 * 1024;
 
 /** One started process: a deploy's instance, a restart, or one on its way out. */
@@ -376,6 +379,8 @@ export class LocalRuntime implements RuntimePort {
     this.pipeLogs(live, 'stdout');
     this.pipeLogs(live, 'stderr');
     this.runtimeLog(live, `started pid ${pid} on PORT=${port} (sandbox: ${live.sandbox})`);
+    const memoryBytes = request.limits?.memoryBytes ?? this.limits.memoryBytes;
+    this.event({ kind: 'started', serviceId: request.serviceId, deploymentId: request.deploymentId, instance: instanceName(live), memoryBytes });
     entry.record.groups.push({ deploymentId: request.deploymentId, pgid: pid, startTicks: await startTicksOf(pid) });
     await this.state.save(entry.record);
     live.done = exited.then((status) => this.onExit(entry, live, status));
@@ -446,7 +451,7 @@ export class LocalRuntime implements RuntimePort {
     await this.state.save(entry.record);
     const { serviceId, deploymentId } = live.request;
     this.runtimeLog(live, `exited (${status.signal ? `signal ${status.signal}` : `code ${status.code}`})`);
-    this.event({ kind: 'exited', serviceId, deploymentId, ...status });
+    this.event({ kind: 'exited', serviceId, deploymentId, instance: instanceName(live), ...status });
     if (live.stopping || entry.active !== live || this.closed) return;
     entry.active = null;
     this.route(serviceId, null);

@@ -65,7 +65,12 @@ export interface RouteChange {
 
 /** Lifecycle facts beside the routes, for the apps plugin's records and events. */
 export type RuntimeEvent =
-  | { kind: 'exited'; serviceId: string; deploymentId: string; code: number | null; signal: string | null }
+  /**
+   * An instance's process began (a deploy, a restart after a crash, a restore at boot); `instance`
+   * names it until its `exited`; `memoryBytes` is the memory cap it runs under (what hosting bills).
+   */
+  | { kind: 'started'; serviceId: string; deploymentId: string; instance: string; memoryBytes: number }
+  | { kind: 'exited'; serviceId: string; deploymentId: string; instance: string; code: number | null; signal: string | null }
   | { kind: 'restarting'; serviceId: string; deploymentId: string; attempt: number; inMs: number }
   | { kind: 'crashed'; serviceId: string; deploymentId: string; crashes: number; windowMs: number }
   | { kind: 'health_failed'; serviceId: string; deploymentId: string; probe: string };

@@ -273,7 +273,20 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   await upkeep.updateSettings(app.serviceId, who.organizationId, { releaseCommand: 'true', mailOnFailure: true }, now);
   const fix = { id: randomUUID(), serviceId: app.serviceId, organizationId: who.organizationId, deploymentId: app.deploymentId };
   await upkeep.addFix({ ...fix, model: 'mock-small', requestId: 'req_x', proposal: 'p', createdAt: now }, 20);
+  // Its hosting records: an instance run, a charged day (plugins/apps/hosting-billing.ts).
+  await db.query(
+    `INSERT INTO app_instance_runs (id, organization_id, service_id, deployment_id, instance, memory_bytes, started_at, seen_at)
+     VALUES ($1, $2, $3, $4, $5, 536870912, $6, $6)`,
+    [randomUUID(), who.organizationId, app.serviceId, app.deploymentId, `${tag}-instance`, now],
+  );
+  await db.query('INSERT INTO app_hosting_days (organization_id, day, entries, hosting_micros, base_fee_micros, closed_at) VALUES ($1, $2, 1, 5000, 10000, $3)', [
+    who.organizationId,
+    '2026-03-01',
+    now,
+  ]);
   await test.runJobs();
+  // After the jobs: the hosting job clears a notice once the balance is above zero, as this one is.
+  await db.query('INSERT INTO app_balance_notices (organization_id, balance_micros, warned_at, grace_ends_at) VALUES ($1, 0, $2, $2)', [who.organizationId, now]);
   return { webhookId: webhook.id, supportRequestId: support.json().id as string, grantId, upstreamId, oauthAppId, oauthUpstreamId, signInId, serviceId: app.serviceId };
 }
 

@@ -119,6 +119,35 @@ t.test('a deploy whose process dies says how it ended and what it printed', asyn
   t.equal((await runtime.status('svc-d')).state, 'stopped');
 });
 
+t.test('each instance is reported started, with its memory cap, and exited under the same name; a restart is a new one', async (t) => {
+  const runtime = await runtimeFor(t, { restart: { maxCrashes: 2, windowMs: 60_000, backoffMs: 20 }, limits: { memoryBytes: 3 * 1024 ** 3 } });
+  const events: RuntimeEvent[] = [];
+  const crashed = new Promise<void>((resolve) => {
+    runtime.onEvent((event) => {
+      events.push(event);
+      if (event.kind === 'crashed') resolve();
+    });
+  });
+  await runtime.deploy(app('svc-m', 'dep-1', 'crash.cjs'));
+  await crashed;
+  const started = events.flatMap((event) => (event.kind === 'started' ? [event] : []));
+  const exited = events.flatMap((event) => (event.kind === 'exited' ? [event] : []));
+  t.equal(started.length, 2, 'the deploy and one restart');
+  t.same(
+    exited.map((event) => event.instance),
+    started.map((event) => event.instance),
+    'each ended under the name it started with',
+  );
+  t.not(started[0]!.instance, started[1]!.instance);
+  t.same(
+    started.map((event) => [event.serviceId, event.deploymentId, event.memoryBytes]),
+    [
+      ['svc-m', 'dep-1', 3 * 1024 ** 3],
+      ['svc-m', 'dep-1', 3 * 1024 ** 3],
+    ],
+  );
+});
+
 t.test('a crash loop restarts with backoff, then is marked crashed after N crashes in the window', async (t) => {
   const runtime = await runtimeFor(t, { restart: { maxCrashes: 3, windowMs: 60_000, backoffMs: 20 } });
   const events: RuntimeEvent[] = [];

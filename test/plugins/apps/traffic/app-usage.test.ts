@@ -1,10 +1,10 @@
 import t from 'tap';
 import { Tokens } from '../../../../core/kernel/di-tokens.ts';
-import { DEFAULT_PRICE_TIERS, hostingCostMicros } from '../../../../plugins/apps/hosting-price.ts';
+import { hostingCostMicros, priceTiersOf } from '../../../../plugins/apps/hosting-price.ts';
 import type { InstanceUsage } from '../../../../plugins/apps/runtime/index.ts';
 import { sampleUsage, UsageSampleStore } from '../../../../plugins/apps/traffic/usage-samples.ts';
 import { createKey, type TestApp } from '../../../helpers/app.ts';
-import { storedApp, trafficServer, writeRows } from './traffic-fixtures.ts';
+import { storedApp, TEST_HOSTING_PRICES, trafficServer, writeRows } from './traffic-fixtures.ts';
 
 const MiB = 1024 * 1024;
 const START = new Date('2026-03-10T10:00:00.000Z');
@@ -64,7 +64,7 @@ t.test('usage: memory, CPU and traffic over the window, and the cost of the inst
     { coversMs: 60_000, memoryBytes: 100 * MiB },
     { coversMs: 600_000, memoryBytes: 100 * MiB },
   ];
-  const micros = hostingCostMicros(covered, { tiers: DEFAULT_PRICE_TIERS });
+  const micros = hostingCostMicros(covered, priceTiersOf(TEST_HOSTING_PRICES));
   t.equal(micros, Math.floor((1_260_000 * 2_000 + 600_000 * 4_000) / 3_600_000));
   t.match(usage, {
     object: 'app_usage',

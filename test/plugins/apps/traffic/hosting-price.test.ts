@@ -1,8 +1,9 @@
 import t from 'tap';
-import { DEFAULT_PRICE_TIERS, hostingCostByTier, hostingCostMicros, hostingPricesSchema, tierOf } from '../../../../plugins/apps/hosting-price.ts';
+import { hostingCostByTier, hostingCostMicros, priceTiersOf, tierOf } from '../../../../plugins/apps/hosting-price.ts';
+import { TEST_HOSTING_PRICES } from './traffic-fixtures.ts';
 
 const MiB = 1024 * 1024;
-const prices = { tiers: DEFAULT_PRICE_TIERS };
+const prices = priceTiersOf(TEST_HOSTING_PRICES);
 
 t.test('an instance-hour costs its memory tier’s hourly price', async (t) => {
   t.equal(hostingCostMicros([{ coversMs: 3_600_000, memoryBytes: 100 * MiB }], prices), 2_000);
@@ -62,13 +63,7 @@ t.test('the cost per tier adds up to the samples’ instance-seconds', async (t)
   t.equal(tierOf(900 * MiB, prices).microsPerHour, 8_000);
 });
 
-t.test('configured tiers must ascend; the defaults apply when none are given', async (t) => {
-  t.same(hostingPricesSchema.parse({}).tiers, DEFAULT_PRICE_TIERS);
-  const refused = hostingPricesSchema.safeParse({
-    tiers: [
-      { upToBytes: 2, microsPerHour: 1 },
-      { upToBytes: 1, microsPerHour: 2 },
-    ],
-  });
-  t.notOk(refused.success);
+t.test('the hosting configuration’s tiers, in any order, price samples by memory ascending', async (t) => {
+  const tiers = priceTiersOf([...TEST_HOSTING_PRICES].reverse());
+  t.same(tiers.tiers.map((tier) => [tier.upToBytes / MiB, tier.microsPerHour]), [[256, 2_000], [512, 4_000], [1024, 8_000], [2048, 16_000], [4096, 32_000]]);
 });

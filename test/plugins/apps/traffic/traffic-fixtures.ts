@@ -7,11 +7,20 @@ import { storedApp } from '../apps-fixtures.ts';
 
 export { storedApp };
 
+/** Hosting prices the usage tests price with: 0.2 ¢ an hour for 256 MiB, doubling with each doubling of memory. */
+export const TEST_HOSTING_PRICES = [
+  { memoryMiB: 256, usdPerHour: 0.002 },
+  { memoryMiB: 512, usdPerHour: 0.004 },
+  { memoryMiB: 1024, usdPerHour: 0.008 },
+  { memoryMiB: 2048, usdPerHour: 0.016 },
+  { memoryMiB: 4096, usdPerHour: 0.032 },
+];
+
 /** A service with the apps plugin (no HTTP listener needed) whose clock the test moves. */
 export async function trafficServer(t: Test, now: { at: Date }): Promise<TestApp> {
   return buildTestApp(t, {
     clock: () => now.at,
-    plugins: { keys: {}, projects: {}, githost: {}, apps: { proxy: { port: 0 } } },
+    plugins: { keys: {}, projects: {}, githost: {}, apps: { proxy: { port: 0 }, hosting: { prices: TEST_HOSTING_PRICES } } },
   });
 }
 
