@@ -17,6 +17,7 @@ t.test('deploy breadth', async (t) => {
   // Loopback URLs are allowed here (outbound.allowPrivateNetwork): the "remote" is a public mirror on 127.0.0.1.
   const server = await appsServer(t, { config: { outbound: { allowPrivateNetwork: true } } });
   const { test } = server;
+  const outer = t;
   const proxyPort = () => test.app.svc.container.resolve(AppsTokens.Host).proxy?.port ?? 0;
 
   /** A git remote anyone may read: forwards to the local git server with a read key, so the URL carries no credential. */
@@ -133,7 +134,8 @@ t.test('deploy breadth', async (t) => {
   let hosted = { appId: '', serviceId: '', dir: '' };
 
   await t.test('a git-host app: branches lists the tracked one; branch switches and deploys the new branch’s head', async (t) => {
-    const { dir } = await pushedRepo(t, 'branchy', 'on main');
+    // The working copy outlives this subtest: the later ones commit to it.
+    const { dir } = await pushedRepo(outer, 'branchy', 'on main');
     await git(t, dir, ['checkout', '--quiet', '-b', 'next']);
     const nextCommit = await commitFiles(t, dir, serverSource('on next'), 'next');
     await git(t, dir, ['push', '--quiet', `${server.orgUrl}/branchy.git`, 'next'], server.deployKey);
