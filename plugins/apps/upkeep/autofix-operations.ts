@@ -130,7 +130,7 @@ export function autofixOperations(deps: AutofixDeps): AnyOperation[] {
       if (!deps.gateway) throw new ApiError('route_not_found', 'No models are served here (the inference plugin is off)');
       const history = await store.history(service.id);
       const deployment = body?.deploymentId ? history.find((entry) => entry.id === body.deploymentId) : history.find((entry) => entry.status === 'failed');
-      if (!deployment || deployment.status !== 'failed') {
+      if (deployment?.status !== 'failed') {
         throw new ApiError('nothing_to_fix', body?.deploymentId ? 'That deployment is not a failed one of the service’s last 20' : undefined, {
           param: body?.deploymentId ? 'deploymentId' : null,
         });

@@ -32,9 +32,7 @@ const egressView = z
   })
   .meta({ id: 'EgressAlert', description: 'What an app sent in the last 24 hours, against the alert threshold' });
 
-const egressListView = z
-  .object({ object: z.literal('list'), data: z.array(egressView) })
-  .meta({ id: 'EgressAlertList', description: 'Egress per service' });
+const egressListView = z.object({ object: z.literal('list'), data: z.array(egressView) }).meta({ id: 'EgressAlertList', description: 'Egress per service' });
 
 /**
  * Egress alerts: what each app answered through the apps proxy in the last 24 hours (the proxy's
@@ -49,7 +47,11 @@ export function egressOperations(deps: EgressDeps): AnyOperation[] {
   async function measure(organizationId: string, services: Array<{ id: string; app: { id: string; name: string } }>) {
     const end = clock();
     const start = new Date(end.getTime() - WINDOW_MS);
-    const bytes = await upkeep.bytesOut(organizationId, start, services.map((service) => service.id));
+    const bytes = await upkeep.bytesOut(
+      organizationId,
+      start,
+      services.map((service) => service.id),
+    );
     return services.map((service) => {
       const bytesOut = bytes.get(service.id) ?? 0;
       return {

@@ -33,8 +33,7 @@ export function failureMessage(app: { name: string }, deployment: { id: string; 
       '',
       reason,
       '',
-      'The version that was running keeps serving. The build log: GET /client/deployments/' + `${deployment.id}/logs; a fix ` +
-        'proposed by a model: POST /client/services/{id}/autofix.',
+      'The version that was running keeps serving. The build log: GET /client/deployments/' + `${deployment.id}/logs; a fix ` + 'proposed by a model: POST /client/services/{id}/autofix.',
     ].join('\n'),
   };
 }
@@ -106,11 +105,7 @@ export function mailOperations(deps: Pick<DeployMailDeps, 'store' | 'upkeep' | '
     params: z.strictObject({ id: z.uuid() }),
     body: z.strictObject({
       onFailure: z.boolean().optional().describe('Mail a failed deployment (default false)'),
-      recipients: z
-        .array(z.email().max(254))
-        .max(MAX_RECIPIENTS)
-        .optional()
-        .describe(`At most ${MAX_RECIPIENTS} addresses; empty: the organisation’s active owners`),
+      recipients: z.array(z.email().max(254)).max(MAX_RECIPIENTS).optional().describe(`At most ${MAX_RECIPIENTS} addresses; empty: the organisation’s active owners`),
     }),
     bodyRequired: false,
     resource: { kind: serviceKind, access: 'write', in: 'path', field: 'id' },

@@ -126,11 +126,7 @@ export function releaseOperations(deps: ReleaseDeps): AnyOperation[] {
     idempotent: true,
     params: idParams,
     body: z.strictObject({
-      command: z
-        .string()
-        .max(300)
-        .nullable()
-        .describe('One line, at most 300 characters, run with sh in the app’s folder (e.g. `npm run migrate`); null clears it'),
+      command: z.string().max(300).nullable().describe('One line, at most 300 characters, run with sh in the app’s folder (e.g. `npm run migrate`); null clears it'),
     }),
     resource: writeService,
     output: releaseCommandView,

@@ -84,7 +84,11 @@ function viewOf(object: StoredObject, origin: string) {
   };
 }
 
-const baseName = (filename: string) => filename.replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^\.+/, '_').slice(0, 255) || 'file';
+const baseName = (filename: string) =>
+  filename
+    .replace(/[^A-Za-z0-9._-]+/g, '_')
+    .replace(/^\.+/, '_')
+    .slice(0, 255) || 'file';
 
 /**
  * File storage for an app (wide routes) on the kernel's blobs port: list, upload (a size cap per

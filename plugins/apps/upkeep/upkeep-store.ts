@@ -97,15 +97,8 @@ export class UpkeepStore {
    * Stores the file under its name, replacing one of the same name (its public address stays);
    * answers the stored object and the blob the replaced one had, for the caller to delete.
    */
-  async putObject(
-    tx: Queryable,
-    object: Omit<StoredObject, 'publicToken' | 'createdAt' | 'updatedAt'>,
-    now: Date,
-  ): Promise<{ object: StoredObject; replacedBlob: string | null }> {
-    const previous = await tx.query<{ blob_key: string }>('SELECT blob_key FROM app_storage_objects WHERE app_id = $1 AND name = $2 FOR UPDATE', [
-      object.appId,
-      object.name,
-    ]);
+  async putObject(tx: Queryable, object: Omit<StoredObject, 'publicToken' | 'createdAt' | 'updatedAt'>, now: Date): Promise<{ object: StoredObject; replacedBlob: string | null }> {
+    const previous = await tx.query<{ blob_key: string }>('SELECT blob_key FROM app_storage_objects WHERE app_id = $1 AND name = $2 FOR UPDATE', [object.appId, object.name]);
     const { rows } = await tx.query(
       `INSERT INTO app_storage_objects (id, app_id, organization_id, name, blob_key, size, content_type, sha256, created_at, updated_at)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9)
@@ -123,10 +116,7 @@ export class UpkeepStore {
   }
 
   async setPublicToken(appId: string, name: string, token: string | null, now: Date): Promise<StoredObject | null> {
-    const { rows } = await this.db.query(
-      'UPDATE app_storage_objects SET public_token = $3, updated_at = $4 WHERE app_id = $1 AND name = $2 RETURNING *',
-      [appId, name, token, now],
-    );
+    const { rows } = await this.db.query('UPDATE app_storage_objects SET public_token = $3, updated_at = $4 WHERE app_id = $1 AND name = $2 RETURNING *', [appId, name, token, now]);
     return rows[0] ? objectOf(rows[0]) : null;
   }
 

@@ -266,7 +266,16 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   await db.transaction((tx) =>
     upkeep.putObject(
       tx,
-      { id: randomUUID(), appId: app.appId, organizationId: who.organizationId, name: 'f.txt', blobKey: stored.key, size: stored.size, contentType: stored.contentType, sha256: stored.sha256 },
+      {
+        id: randomUUID(),
+        appId: app.appId,
+        organizationId: who.organizationId,
+        name: 'f.txt',
+        blobKey: stored.key,
+        size: stored.size,
+        contentType: stored.contentType,
+        sha256: stored.sha256,
+      },
       now,
     ),
   );

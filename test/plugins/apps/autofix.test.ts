@@ -38,11 +38,9 @@ const flush = async () => {
 /** A stored app whose deployment failed with a reason and a build log, as the pipeline leaves one. */
 async function failedApp(name: string) {
   const ids = await storedApp(test, name);
-  const blob = await container
-    .resolve(Tokens.Blobs)
-    .put(Readable.from(['2026-01-01T00:00:00.000Z build $ npm install\n2026-01-01T00:00:01.000Z stderr npm ERR! missing script: start\n']), {
-      prefix: 'apps-build-logs/',
-    });
+  const blob = await container.resolve(Tokens.Blobs).put(Readable.from(['2026-01-01T00:00:00.000Z build $ npm install\n2026-01-01T00:00:01.000Z stderr npm ERR! missing script: start\n']), {
+    prefix: 'apps-build-logs/',
+  });
   await store.update(ids.deploymentId, { status: 'failed', failureReason: 'health check failed: nothing listening on PORT=20001 after 30s', logBlob: blob.key });
   return ids;
 }
@@ -67,10 +65,7 @@ t.test('the model call is billed to the calling key in the request log', async (
   const key = await createKey(test, { scopes: ['apps:deploy', 'inference'] });
   const fix = (await test.call('POST', `/client/services/${serviceId}/autofix`, { token: key.key })).json();
   await flush();
-  const { rows } = await db.query<{ key_id: string; endpoint: string; cost_micros: string }>(
-    'SELECT key_id, endpoint, cost_micros::text FROM request_logs WHERE id = $1',
-    [fix.requestId],
-  );
+  const { rows } = await db.query<{ key_id: string; endpoint: string; cost_micros: string }>('SELECT key_id, endpoint, cost_micros::text FROM request_logs WHERE id = $1', [fix.requestId]);
   t.equal(rows.length, 1);
   t.equal(rows[0]!.key_id, key.id);
   t.equal(rows[0]!.endpoint, '/v1/chat/completions');

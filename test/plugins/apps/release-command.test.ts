@@ -70,7 +70,10 @@ t.test('release command', async (t) => {
     t.equal(deployment.failureReason, 'release command (node migrate.js) failed with exit code 3');
     t.same(await answer(), [200, 'v2']);
     const lines: string[] = (await test.call('GET', `/client/deployments/${deployment.id}/logs`)).json().lines;
-    t.ok(lines.some((line) => / release migrating v3 with NOTE=from-env/.test(line)), 'its output is in the log');
+    t.ok(
+      lines.some((line) => / release migrating v3 with NOTE=from-env/.test(line)),
+      'its output is in the log',
+    );
     const outbox = new SqlMailOutbox(test.app.svc.container.resolve(Tokens.Database), test.config.mail.from);
     const [sent] = await outbox.read({ to: 'ops@example.com', limit: 1 });
     t.equal(sent?.subject, 'Deploy of release failed');
