@@ -3,13 +3,14 @@ import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { createToken } from '../../core/kernel/container.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
-import { GitHostTokens } from '../githost/git-host.ts';
+import { GitHostRepoUsersPoint, GitHostTokens } from '../githost/git-host.ts';
 import { AppEnv } from './app-env.ts';
 import { type AppsConfig, appsConfigSchema } from './apps-config.ts';
 import { AppsHost } from './apps-host.ts';
 import { appsMigrations } from './apps-migrations.ts';
 import { appsOperations } from './apps-operations.ts';
 import { AppsStore } from './apps-store.ts';
+import { appsRepoUsers } from './githost-repo-users.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
 import { pushDeploySubscriber } from './push-deploys.ts';
@@ -66,6 +67,7 @@ export const appsPlugin = definePlugin({
     container.bindValue(AppsTokens.Host, host);
     const env = new AppEnv(container.resolve(Tokens.Secrets));
     extensions.contribute(OrganizationErasersPoint, appRequestsEraser);
+    extensions.contribute(GitHostRepoUsersPoint, appsRepoUsers);
     extensions.contribute(OrganizationErasersPoint, {
       name: 'apps',
       async erase(tx, organizationId) {
