@@ -161,7 +161,12 @@ export function githostAccountOperations(deps: GitHostAccountDeps): AnyOperation
       connected: reachable !== null,
       login: stored?.githubLogin ?? null,
       connectedAt: stored?.createdAt.toISOString() ?? null,
-      installations: (reachable ?? []).map((i) => viewOfInstallation(i, held.find((h) => h.installationId === i.id))),
+      installations: (reachable ?? []).map((i) =>
+        viewOfInstallation(
+          i,
+          held.find((h) => h.installationId === i.id),
+        ),
+      ),
     };
   };
 

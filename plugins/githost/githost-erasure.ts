@@ -50,13 +50,19 @@ export function githostAccountsEraser(store: GitHostStore, vault: SecretVault): 
     name: 'git host accounts',
     async erase(tx, organizationId) {
       const people = await store.authorizedPeople(tx, organizationId);
-      const tokens = await vault.within(tx).deleteOwners(USER_TOKEN_KIND, people.map((personId) => `${organizationId}:${personId}`));
+      const tokens = await vault.within(tx).deleteOwners(
+        USER_TOKEN_KIND,
+        people.map((personId) => `${organizationId}:${personId}`),
+      );
       const { rows } = await tx.query<{ installation_id: string }>(
         `SELECT DISTINCT installation_id FROM githost_installations mine WHERE organization_id = $1 AND NOT EXISTS (
            SELECT 1 FROM githost_installations other WHERE other.installation_id = mine.installation_id AND other.organization_id <> $1)`,
         [organizationId],
       );
-      const installations = await vault.within(tx).deleteOwners(INSTALLATION_TOKEN_KIND, rows.map((row) => String(row.installation_id)));
+      const installations = await vault.within(tx).deleteOwners(
+        INSTALLATION_TOKEN_KIND,
+        rows.map((row) => String(row.installation_id)),
+      );
       const { rowCount } = await tx.query('DELETE FROM githost_installations WHERE organization_id = $1', [organizationId]);
       return tokens + installations + rowCount;
     },

@@ -87,28 +87,23 @@ export class GitHostStore {
   }
 
   async installations(organizationId: string): Promise<Installation[]> {
-    const { rows } = await this.db.query<InstallationRow>(
-      'SELECT * FROM githost_installations WHERE organization_id = $1 ORDER BY created_at, installation_id',
-      [organizationId],
-    );
+    const { rows } = await this.db.query<InstallationRow>('SELECT * FROM githost_installations WHERE organization_id = $1 ORDER BY created_at, installation_id', [organizationId]);
     return rows.map(installationOf);
   }
 
   /** Organisations holding an installation (a push webhook names the installation). */
   async organizationsOf(installationId: number): Promise<string[]> {
-    const { rows } = await this.db.query<{ organization_id: string }>(
-      'SELECT organization_id FROM githost_installations WHERE installation_id = $1 ORDER BY organization_id',
-      [installationId],
-    );
+    const { rows } = await this.db.query<{ organization_id: string }>('SELECT organization_id FROM githost_installations WHERE installation_id = $1 ORDER BY organization_id', [
+      installationId,
+    ]);
     return rows.map((row) => row.organization_id);
   }
 
   /** Which organisations hold it, and whether any of them shares it. */
   async holders(db: Queryable, installationId: number): Promise<Array<{ organizationId: string; shared: boolean }>> {
-    const { rows } = await db.query<{ organization_id: string; shared: boolean }>(
-      'SELECT organization_id, shared FROM githost_installations WHERE installation_id = $1 FOR UPDATE',
-      [installationId],
-    );
+    const { rows } = await db.query<{ organization_id: string; shared: boolean }>('SELECT organization_id, shared FROM githost_installations WHERE installation_id = $1 FOR UPDATE', [
+      installationId,
+    ]);
     return rows.map((row) => ({ organizationId: row.organization_id, shared: row.shared }));
   }
 
@@ -133,11 +128,7 @@ export class GitHostStore {
 
   /** Answers false when the organisation does not hold the installation. */
   async setShared(db: Queryable, organizationId: string, installationId: number, shared: boolean): Promise<boolean> {
-    const { rowCount } = await db.query('UPDATE githost_installations SET shared = $3 WHERE organization_id = $1 AND installation_id = $2', [
-      organizationId,
-      installationId,
-      shared,
-    ]);
+    const { rowCount } = await db.query('UPDATE githost_installations SET shared = $3 WHERE organization_id = $1 AND installation_id = $2', [organizationId, installationId, shared]);
     return (rowCount ?? 0) > 0;
   }
 
@@ -171,12 +162,7 @@ export class GitHostStore {
 
   async saveState(organizationId: string, personId: string, stateHash: string, expiresAt: Date): Promise<void> {
     await this.db.query('DELETE FROM githost_oauth_states WHERE expires_at < $1', [new Date(expiresAt.getTime() - 3_600_000)]);
-    await this.db.query('INSERT INTO githost_oauth_states (state_hash, organization_id, person_id, expires_at) VALUES ($1, $2, $3, $4)', [
-      stateHash,
-      organizationId,
-      personId,
-      expiresAt,
-    ]);
+    await this.db.query('INSERT INTO githost_oauth_states (state_hash, organization_id, person_id, expires_at) VALUES ($1, $2, $3, $4)', [stateHash, organizationId, personId, expiresAt]);
   }
 
   /** Consumes a state: answers who asked, once, and only before it expired. */

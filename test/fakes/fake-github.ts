@@ -204,7 +204,9 @@ export async function startFakeGitHub(options: { appId?: string } = {}): Promise
       if (/\.git\//.test(path)) return serveGit(req, res, url, body);
 
       if (method === 'POST' && path === '/login/oauth/access_token') {
-        const form = (req.headers['content-type'] ?? '').includes('json') ? (JSON.parse(body.toString()) as Record<string, string>) : Object.fromEntries(new URLSearchParams(body.toString()));
+        const form = (req.headers['content-type'] ?? '').includes('json')
+          ? (JSON.parse(body.toString()) as Record<string, string>)
+          : Object.fromEntries(new URLSearchParams(body.toString()));
         const user = codes.get(form.code ?? '');
         if (!user || form.client_id !== 'Iv1.fakeclient' || form.client_secret !== 'fake-client-secret') {
           return json(res, 200, {

@@ -9,9 +9,7 @@ export const CALLBACK_PATH = '/client/githost/callback';
 /** How long a person has to come back from GitHub. */
 const STATE_TTL_MS = 10 * 60_000;
 
-export type ClaimOutcome =
-  | { ok: true; installation: Installation }
-  | { ok: false; reason: 'not_authorized' | 'not_visible' | 'claimed' };
+export type ClaimOutcome = { ok: true; installation: Installation } | { ok: false; reason: 'not_authorized' | 'not_visible' | 'claimed' };
 
 /**
  * People's GitHub accounts and the installations organisations hold: the OAuth round trip (state,
@@ -44,9 +42,12 @@ export class GitHubConnections {
    * The callback: the state consumed (once, unexpired), the code traded for the person's token, stored
    * in the vault with their GitHub identity; an installation GitHub names (after an install) is claimed.
    */
-  async complete(input: { state: string; code: string | null; installationId: number | null; redirectUri: string }): Promise<
-    { ok: true; login: string | null; claimed: ClaimOutcome | null } | { ok: false; reason: 'state' | 'code' }
-  > {
+  async complete(input: {
+    state: string;
+    code: string | null;
+    installationId: number | null;
+    redirectUri: string;
+  }): Promise<{ ok: true; login: string | null; claimed: ClaimOutcome | null } | { ok: false; reason: 'state' | 'code' }> {
     const { api, store, database, vault, clock } = this.deps;
     const who = await store.takeState(database, stateHash(input.state), clock());
     if (who === null) return { ok: false, reason: 'state' };

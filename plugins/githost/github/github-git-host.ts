@@ -1,12 +1,4 @@
-import type {
-  CheckoutRequest,
-  CheckoutResult,
-  CloneFromUrl,
-  GitBranch,
-  GitHost,
-  GitHostStatus,
-  GitRepository,
-} from '../git-host.ts';
+import type { CheckoutRequest, CheckoutResult, CloneFromUrl, GitBranch, GitHost, GitHostStatus, GitRepository } from '../git-host.ts';
 import { GitRefNotFoundError, GitRepositoryNotFoundError } from '../git-host.ts';
 import { GitCommandError } from '../git-process.ts';
 import type { GitHostStore, Installation } from '../githost-store.ts';

@@ -37,7 +37,7 @@ t.test('the callback trades the code for a token kept in the secret vault, and a
   const db = server.test.app.svc.container.resolve(Tokens.Database);
   const { rows } = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM secrets WHERE owner_kind = 'githost.user'");
   t.equal(rows[0]?.n, 1, 'the token is a vault secret');
-  const tables = await db.query("SELECT person_id, github_login FROM githost_authorizations");
+  const tables = await db.query('SELECT person_id, github_login FROM githost_authorizations');
   t.notMatch(JSON.stringify(tables.rows), /ghu_/, 'no token in the authorization row');
 });
 

@@ -48,11 +48,7 @@ export async function githubServer(t: Test, options: { clock?: () => Date; plugi
 }
 
 /** Walks the OAuth round trip as the browser would: authorize, then GitHub's redirect to the callback with code and state. */
-export async function connectAccount(
-  server: GitHubServer,
-  user: { id: number; login: string; installations: number[] },
-  token?: string,
-): Promise<{ statusCode: number; body: string }> {
+export async function connectAccount(server: GitHubServer, user: { id: number; login: string; installations: number[] }, token?: string): Promise<{ statusCode: number; body: string }> {
   const started = await server.test.call('GET', '/client/githost/authorize', { token });
   if (started.statusCode !== 200) throw new Error(`authorize: ${started.statusCode} ${started.body}`);
   const state = new URL(started.json().url).searchParams.get('state') ?? '';

@@ -105,7 +105,10 @@ t.test('checkout clones with the installation token in a header, a branch or a c
   const gitRequests = server.github.requests.filter((r) => r.path.startsWith('/acme/web.git/'));
   t.ok(gitRequests.length > 0);
   for (const request of gitRequests) t.notMatch(request.path, /ghs_|x-access-token/, 'no token in a URL');
-  t.ok(gitRequests.some((r) => r.authorization?.startsWith('Basic ')), 'the token travels as an Authorization header');
+  t.ok(
+    gitRequests.some((r) => r.authorization?.startsWith('Basic ')),
+    'the token travels as an Authorization header',
+  );
   await t.rejects(host.checkout(server.test.organizationId, { repo: 'acme/web', ref: 'nope', into: join(into, 'c') }), { name: 'GitRefNotFoundError' });
 });
 
