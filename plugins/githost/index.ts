@@ -103,7 +103,7 @@ export function gitRoot(config: GithostConfig, appConfig: AppConfig): string {
  */
 export const githostPlugin = definePlugin({
   name: 'githost',
-  description: 'Git repositories apps are deployed from: the local git server (smart HTTP at /git), repositories and branches',
+  description: 'Git repositories apps are deployed from: the local git server (smart HTTP at /git) or a GitHub App, and the allow-list',
   configSchema: githostConfigSchema,
   migrations: githostMigrations,
   register({ container, extensions, config, appConfig }) {
