@@ -785,7 +785,7 @@ export interface paths {
   "/githost/status": {
     /**
      * The git host apps are deployed from, and whether it is connected
-     * @description With the local git server (the default), repositories live on this service and are pushed to over HTTPS at baseUrl.
+     * @description With the local git server (the default), repositories live on this service, pushed to at baseUrl. With GitHub: connected once the organisation holds an installation of the app.
      */
     get: operations["githost.status"];
   };
@@ -807,6 +807,65 @@ export interface paths {
      * @description The branches of one of the organisation’s git repositories. Any credential of the account may call it.
      */
     get: operations["githost.branches"];
+  };
+  "/githost/authorize": {
+    /**
+     * Start connecting your GitHub account: the URL to send the browser to
+     * @description Answers the GitHub authorization URL with a one-time state (10 minutes). GitHub sends the browser back to /client/githost/callback, which stores your token in the secret vault. Members need the owner’s member-connect policy. With the local git server: 400 githost_not_oauth (there is nothing to connect).
+     */
+    get: operations["githost.authorize"];
+  };
+  "/githost/authorization": {
+    /**
+     * Your git-host account as connected here, and the installations it reaches
+     * @description connected is false once GitHub no longer takes your token (revoked there). The local git server is always connected.
+     */
+    get: operations["githost.authorization"];
+    /**
+     * Forget your GitHub account here
+     * @description Deletes your token from the secret vault. Installations the organisation holds stay (apps keep deploying). The grant itself stays on GitHub until you revoke it in your GitHub settings. Local git server: 400 githost_not_oauth.
+     */
+    delete: operations["githost.authorization.delete"];
+  };
+  "/githost/claim": {
+    /**
+     * Deploy from an installation of the GitHub App your GitHub account reaches
+     * @description Links the installation to this organisation: its repositories become this organisation’s to deploy from. 404 when your GitHub account does not reach it; 409 when another organisation here holds it and does not share it. Claiming one held already changes nothing.
+     */
+    post: operations["githost.claim"];
+  };
+  "/githost/share": {
+    /**
+     * Let other organisations of the service claim an installation this one holds
+     * @description shared true: a person of another organisation whose GitHub account reaches the installation may claim it too (each organisation then deploys from it). false: no new organisation may; those holding it keep it. Owners and admins.
+     */
+    post: operations["githost.share"];
+  };
+  "/githost/add-installation": {
+    /**
+     * Install the GitHub App on another GitHub account: the URL to send the browser to
+     * @description GitHub asks where to install the app and which repositories it may read, then sends the browser back to /client/githost/callback with the installation, which this organisation then holds (as with claim). Local git server: 400 githost_not_oauth.
+     */
+    post: operations["githost.add_installation"];
+  };
+  "/githost/member-connect": {
+    /**
+     * Whether members may connect their own git-host accounts
+     * @description Owner only. Owners and admins always may; with allowed false (the default) members get 403 githost_member_connect_off from authorize, claim and add-installation. Kept with the local git server too, where nothing is connected.
+     */
+    post: operations["githost.member_connect"];
+  };
+  "/githost/repo-allow-list": {
+    /**
+     * The repositories apps may be deployed from
+     * @description Owner only. candidates and candidateOrgs are what the lists may name.
+     */
+    get: operations["githost.repo_allow_list"];
+    /**
+     * Replace the repository allow-list
+     * @description Owner only. A full replace, except that an omitted repos or orgs keeps the stored list (both are kept whichever mode is active). 400 for a name that is not owner/name (a plain name with the local git server), a repository the git host does not show this organisation, or an account no installation of it is on; 409 when an app here deploys from a repository the new setting leaves out.
+     */
+    put: operations["githost.repo_allow_list.replace"];
   };
   "/apps": {
     /**
@@ -1761,6 +1820,72 @@ export interface components {
       object: "list";
       /** @description By name */
       data: components["schemas"]["GitBranch"][];
+    };
+    /** @description Your own git-host account, as connected to this organisation */
+    GitHostAuthorization: {
+      /** @constant */
+      object: "githost_authorization";
+      /** @enum {string} */
+      provider: "local" | "github";
+      /** @description Whether your git-host account is connected here (the local git server: always) */
+      connected: boolean;
+      /** @description Your GitHub login; null with the local git server or before connecting */
+      login: string | null;
+      /** @description When you connected it (ISO 8601) */
+      connectedAt: string | null;
+      /** @description Installations of the GitHub App your GitHub account reaches */
+      installations: components["schemas"]["GitHostInstallation"][];
+    };
+    /** @description An installation of the service’s GitHub App */
+    GitHostInstallation: {
+      /** @constant */
+      object: "githost_installation";
+      /** @description The GitHub App installation id */
+      id: number;
+      /** @description The GitHub user or organisation it is installed on */
+      account: string;
+      /** @description User or Organization, as GitHub says */
+      accountType: string;
+      /** @description Whether this organisation deploys from it */
+      held: boolean;
+      /** @description Whether this organisation lets other organisations of the service claim it too */
+      shared: boolean;
+    };
+    /** @description Where to send the browser on GitHub */
+    GitHostLink: {
+      /** @constant */
+      object: "githost_link";
+      /** @description Open it in the browser; GitHub sends it back to /client/githost/callback */
+      url: string;
+      /** @description The link’s state is good until then (ISO 8601) */
+      expiresAt: string;
+    };
+    /** @description The organisation’s policy on members connecting git-host accounts */
+    GitHostMemberConnect: {
+      /** @constant */
+      object: "githost_member_connect";
+      /** @description Whether members (not only owners and admins) may connect their own git-host accounts */
+      allowed: boolean;
+    };
+    /** @description The repositories apps may be deployed from */
+    GitHostRepoAllowList: {
+      /** @constant */
+      object: "githost_repo_allow_list";
+      /** @description While true, repositories outside the list cannot be chosen, browsed or deployed (404) */
+      restricted: boolean;
+      /**
+       * @description Which list applies while restricted
+       * @enum {string}
+       */
+      mode: "repos" | "orgs";
+      /** @description Repositories allowed in repos mode (owner/name); kept in orgs mode */
+      allowed: string[];
+      /** @description Accounts whose repositories are allowed in orgs mode; kept in repos mode */
+      allowedOrgs: string[];
+      /** @description Every repository the git host shows this organisation */
+      candidates: string[];
+      /** @description Accounts the organisation’s installations are on */
+      candidateOrgs: string[];
     };
     /** @description The git host apps are deployed from */
     GitHostStatus: {
@@ -10282,7 +10407,7 @@ export interface operations {
   };
   /**
    * The git host apps are deployed from, and whether it is connected
-   * @description With the local git server (the default), repositories live on this service and are pushed to over HTTPS at baseUrl.
+   * @description With the local git server (the default), repositories live on this service, pushed to at baseUrl. With GitHub: connected once the organisation holds an installation of the app.
    */
   "githost.status": {
     responses: {
@@ -10422,6 +10547,409 @@ export interface operations {
       };
       /** @description No such resource, or none the caller may see: git_repository_not_found */
       404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Start connecting your GitHub account: the URL to send the browser to
+   * @description Answers the GitHub authorization URL with a one-time state (10 minutes). GitHub sends the browser back to /client/githost/callback, which stores your token in the secret vault. Members need the owner’s member-connect policy. With the local git server: 400 githost_not_oauth (there is nothing to connect).
+   */
+  "githost.authorize": {
+    responses: {
+      /** @description Where to send the browser on GitHub */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostLink"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: githost_member_connect_off, person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Your git-host account as connected here, and the installations it reaches
+   * @description connected is false once GitHub no longer takes your token (revoked there). The local git server is always connected.
+   */
+  "githost.authorization": {
+    responses: {
+      /** @description Your own git-host account, as connected to this organisation */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostAuthorization"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Forget your GitHub account here
+   * @description Deletes your token from the secret vault. Installations the organisation holds stay (apps keep deploying). The grant itself stays on GitHub until you revoke it in your GitHub settings. Local git server: 400 githost_not_oauth.
+   */
+  "githost.authorization.delete": {
+    responses: {
+      /** @description Your own git-host account, as connected to this organisation */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostAuthorization"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Deploy from an installation of the GitHub App your GitHub account reaches
+   * @description Links the installation to this organisation: its repositories become this organisation’s to deploy from. 404 when your GitHub account does not reach it; 409 when another organisation here holds it and does not share it. Claiming one held already changes nothing.
+   */
+  "githost.claim": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description A GitHub App installation id */
+          installationId: number;
+        };
+      };
+    };
+    responses: {
+      /** @description An installation of the service’s GitHub App */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostInstallation"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_authorized, githost_not_oauth, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, githost_member_connect_off, person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: githost_installation_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: githost_installation_claimed */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Let other organisations of the service claim an installation this one holds
+   * @description shared true: a person of another organisation whose GitHub account reaches the installation may claim it too (each organisation then deploys from it). false: no new organisation may; those holding it keep it. Owners and admins.
+   */
+  "githost.share": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description A GitHub App installation id */
+          installationId: number;
+          /** @description Whether other organisations may claim it */
+          shared: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description An installation of the service’s GitHub App */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostInstallation"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, role_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: githost_installation_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Install the GitHub App on another GitHub account: the URL to send the browser to
+   * @description GitHub asks where to install the app and which repositories it may read, then sends the browser back to /client/githost/callback with the installation, which this organisation then holds (as with claim). Local git server: 400 githost_not_oauth.
+   */
+  "githost.add_installation": {
+    responses: {
+      /** @description Where to send the browser on GitHub */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostLink"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, githost_member_connect_off, person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Whether members may connect their own git-host accounts
+   * @description Owner only. Owners and admins always may; with allowed false (the default) members get 403 githost_member_connect_off from authorize, claim and add-installation. Kept with the local git server too, where nothing is connected.
+   */
+  "githost.member_connect": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Whether members may connect their git-host accounts */
+          allowed: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description The organisation’s policy on members connecting git-host accounts */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostMemberConnect"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, owner_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The repositories apps may be deployed from
+   * @description Owner only. candidates and candidateOrgs are what the lists may name.
+   */
+  "githost.repo_allow_list": {
+    responses: {
+      /** @description The repositories apps may be deployed from */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostRepoAllowList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: owner_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Replace the repository allow-list
+   * @description Owner only. A full replace, except that an omitted repos or orgs keeps the stored list (both are kept whichever mode is active). 400 for a name that is not owner/name (a plain name with the local git server), a repository the git host does not show this organisation, or an account no installation of it is on; 409 when an app here deploys from a repository the new setting leaves out.
+   */
+  "githost.repo_allow_list.replace": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Whether the list applies */
+          restricted: boolean;
+          /**
+           * @description Which list applies; omitted: the stored mode (repos at first)
+           * @enum {string}
+           */
+          mode?: "repos" | "orgs";
+          /** @description owner/name; omitted: kept */
+          repos?: string[];
+          /** @description GitHub accounts; omitted: kept */
+          orgs?: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description The repositories apps may be deployed from */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostRepoAllowList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_org_not_connected, githost_repo_not_visible, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, owner_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: githost_allow_list_conflict */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -4,7 +4,7 @@ import { createToken } from '../../core/kernel/container.ts';
 import { definePlugin, type PluginContext } from '../../core/kernel/plugin.ts';
 import { definePeriodic } from '../../core/jobs/queue-definitions.ts';
 import { OrganizationErasersPoint } from '../../core/kernel/organization-erasure.ts';
-import { GitHostTokens } from '../githost/git-host.ts';
+import { GitHostRepoUsersPoint, GitHostTokens } from '../githost/git-host.ts';
 import { AppKeys } from '../keys/app-keys.ts';
 import { CreditChargesPoint } from '../../core/ports/metering.ts';
 import { usdToMicros } from '../../core/vocabulary/money.ts';
@@ -20,6 +20,7 @@ import { previewOperations } from './preview-operations.ts';
 import { type AppRecord, AppsStore } from './apps-store.ts';
 import type { Transaction } from '../../core/ports/database.ts';
 import { DeployCancels } from './deploy-cancels.ts';
+import { appsRepoUsers } from './githost-repo-users.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { HostingBilling } from './hosting-billing.ts';
 import { hostingMailSubscriber } from './hosting-events.ts';
@@ -149,6 +150,7 @@ export const appsPlugin = definePlugin({
         return count;
       },
     });
+    extensions.contribute(GitHostRepoUsersPoint, appsRepoUsers);
     extensions.contribute(OrganizationErasersPoint, {
       name: 'apps',
       async erase(tx, organizationId) {

@@ -26,6 +26,11 @@ export interface CloneRequest {
   url: string;
   /** The branch to take; the remote's default branch when absent. */
   branch?: string;
+  /**
+   * A full commit id to check out (detached) instead of the branch's head: fetched alone after the
+   * clone when the head is another commit (the remote must allow fetching a commit by id, as GitHub does).
+   */
+  commit?: string;
   /** Sent as `Authorization: Bearer <token>`; or give `authorization` to send another scheme. */
   token?: string;
   /** A whole Authorization header value (`Basic …`), when the remote does not take Bearer tokens. */
@@ -42,7 +47,7 @@ export interface CloneResult {
   commit: string;
 }
 
-export type CloneRefusal = 'url_refused' | 'credentials_in_url' | 'bad_branch';
+export type CloneRefusal = 'url_refused' | 'credentials_in_url' | 'bad_branch' | 'bad_commit';
 
 export class CloneRefusedError extends Error {
   constructor(
@@ -61,6 +66,7 @@ const REMOTE_SETTINGS = [
   ...['-c', 'http.followRedirects=false', '-c', 'credential.helper=', '-c', 'core.askPass=/bin/false'],
 ];
 
+const COMMIT_ID = /^[0-9a-f]{40}$/;
 const BRANCH_NAME = /^(?!-)(?!.*\.\.)[A-Za-z0-9._/-]{1,200}$/;
 
 export async function cloneRepository(request: CloneRequest): Promise<CloneResult> {
@@ -74,6 +80,7 @@ export async function cloneRepository(request: CloneRequest): Promise<CloneResul
     throw new CloneRefusedError('url_refused', `Refusing to clone from ${originOf(request.url)}: ${(error as Error).message}`);
   }
   if (request.branch !== undefined && !BRANCH_NAME.test(request.branch)) throw new CloneRefusedError('bad_branch', 'Not a branch name');
+  if (request.commit !== undefined && !COMMIT_ID.test(request.commit)) throw new CloneRefusedError('bad_commit', 'Not a full commit id');
   const secrets = [request.token, request.authorization].filter((value): value is string => typeof value === 'string' && value !== '');
   const redact = (text: string) => scrub(text, secrets);
   const header = request.authorization ?? (request.token ? `Bearer ${request.token}` : null);
@@ -100,8 +107,18 @@ export async function cloneRepository(request: CloneRequest): Promise<CloneResul
       what: `git clone from ${url.origin}`,
       overLimit: async () => (await directorySize(request.into)) > request.maxBytes,
     });
-    const commit = (await runGit(['-C', request.into, 'rev-parse', 'HEAD'], { ...common, what: 'git rev-parse' })).trim();
-    return { commit };
+    const head = (await runGit(['-C', request.into, 'rev-parse', 'HEAD'], { ...common, what: 'git rev-parse' })).trim();
+    if (request.commit === undefined || request.commit === head) return { commit: head };
+    await runGit([...settings, '-C', request.into, 'fetch', '--quiet', '--depth', '1', '--no-tags', 'origin', request.commit], {
+      ...common,
+      what: `git fetch from ${url.origin}`,
+      overLimit: async () => (await directorySize(request.into)) > request.maxBytes,
+    });
+    await runGit(['-C', request.into, '-c', 'advice.detachedHead=false', 'checkout', '--quiet', '--detach', request.commit], {
+      ...common,
+      what: 'git checkout',
+    });
+    return { commit: request.commit };
   } catch (error) {
     await emptyDirectory(request.into);
     if (error instanceof GitCommandError) {

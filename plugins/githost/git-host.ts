@@ -1,12 +1,15 @@
 import { createToken } from '../../core/kernel/container.ts';
+import { defineContributionPoint } from '../../core/kernel/extension-points.ts';
+import type { Queryable } from '../../core/ports/database.ts';
 import type { CloneRequest, CloneResult, RemoteBranches } from './clone.ts';
 
 /**
  * The git host port: what the apps plugin asks of wherever an organisation's code lives. The
  * `local` provider (plugins/githost/local/) keeps bare repositories on this machine's disk and
- * serves them over smart HTTP; a `github` provider (a GitHub App installation per organisation)
- * implements the same interface later, its repositories named `owner/name` where the local ones
- * are plain names. Pushes reach the apps plugin as `githost.pushed` domain events
+ * serves them over smart HTTP; the `github` provider (plugins/githost/github/, GitHub App
+ * installations held by the organisation) implements the same interface, its repositories named
+ * `owner/name` where the local ones are plain names. Both are seen through the organisation's
+ * repository allow-list (allow-list.ts). Pushes reach the apps plugin as `githost.pushed` domain events
  * (githost-events.ts), whichever provider saw them.
  */
 export interface GitHost {
@@ -98,3 +101,22 @@ export const GitHostTokens = {
   Clone: createToken<CloneFromUrl>('githost.Clone'),
   RemoteBranches: createToken<ListRemoteBranches>('githost.RemoteBranches'),
 };
+
+/** Something of the organisation deployed from a repository of the git host (an app). */
+export interface GitHostRepoUse {
+  repo: string;
+  /** What uses it, for a message: `app hello`. */
+  usedBy: string;
+}
+
+/**
+ * Plugins that deploy from the git host tell which repositories their records use, so the allow-list
+ * is not narrowed under them (PUT /githost/repo-allow-list answers 409 naming what would be cut off).
+ */
+export interface GitHostRepoUsers {
+  readonly name: string;
+  /** Read in `db`, the allow-list change's transaction. */
+  reposInUse(db: Queryable, organizationId: string): Promise<GitHostRepoUse[]>;
+}
+
+export const GitHostRepoUsersPoint = defineContributionPoint<GitHostRepoUsers>('githost.repo-users');

@@ -2,6 +2,9 @@ import { z } from 'zod';
 import type { JobQueue } from '../../core/jobs/job-queue.ts';
 import { defineQueue, type QueueDefinition } from '../../core/jobs/queue-definitions.ts';
 import type { OrganizationEraser } from '../../core/kernel/organization-erasure.ts';
+import type { SecretVault } from '../../core/services/secret-vault.ts';
+import type { GitHostStore } from './githost-store.ts';
+import { INSTALLATION_TOKEN_KIND, USER_TOKEN_KIND } from './github/github-api.ts';
 import type { LocalRepositories } from './local/local-repos.ts';
 
 const queue = defineQueue({
@@ -36,3 +39,32 @@ export const githostErasure = {
     });
   },
 };
+
+/**
+ * An erased organisation's git-host accounts: its people's GitHub tokens in the secret vault, and the
+ * installation tokens of installations no other organisation holds. The rows (settings,
+ * installations, authorizations, OAuth states) go with the organisation (ON DELETE CASCADE).
+ */
+export function githostAccountsEraser(store: GitHostStore, vault: SecretVault): OrganizationEraser {
+  return {
+    name: 'git host accounts',
+    async erase(tx, organizationId) {
+      const people = await store.authorizedPeople(tx, organizationId);
+      const tokens = await vault.within(tx).deleteOwners(
+        USER_TOKEN_KIND,
+        people.map((personId) => `${organizationId}:${personId}`),
+      );
+      const { rows } = await tx.query<{ installation_id: string }>(
+        `SELECT DISTINCT installation_id FROM githost_installations mine WHERE organization_id = $1 AND NOT EXISTS (
+           SELECT 1 FROM githost_installations other WHERE other.installation_id = mine.installation_id AND other.organization_id <> $1)`,
+        [organizationId],
+      );
+      const installations = await vault.within(tx).deleteOwners(
+        INSTALLATION_TOKEN_KIND,
+        rows.map((row) => String(row.installation_id)),
+      );
+      const { rowCount } = await tx.query('DELETE FROM githost_installations WHERE organization_id = $1', [organizationId]);
+      return tokens + installations + rowCount;
+    },
+  };
+}

@@ -158,6 +158,17 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/githost/repos', access: 'any' },
   { method: 'GET', path: '/githost/branches', access: 'any' },
   { method: 'POST', path: '/githost/repos', access: 'apps:deploy' },
+  // Git host accounts (spec: by path only, Account table and Authentication 7: member-connect and repo-allow-list owner only;
+  // plugins/githost/README.md "Accounts and policies": a person's own git-host account, sharing an owner's or admin's act)
+  { method: 'GET', path: '/githost/authorize', access: 'person' },
+  { method: 'GET', path: '/githost/authorization', access: 'person' },
+  { method: 'DELETE', path: '/githost/authorization', access: 'person' },
+  { method: 'POST', path: '/githost/claim', access: 'person' },
+  { method: 'POST', path: '/githost/share', access: 'admin' },
+  { method: 'POST', path: '/githost/add-installation', access: 'person' },
+  { method: 'POST', path: '/githost/member-connect', access: 'owner-only' },
+  { method: 'GET', path: '/githost/repo-allow-list', access: 'owner-only' },
+  { method: 'PUT', path: '/githost/repo-allow-list', access: 'owner-only' },
   // Apps and services (spec "Apps and services": a dash is no scope stated, read by any valid credential of the organisation)
   { method: 'GET', path: '/apps', access: 'apps:read' },
   { method: 'POST', path: '/apps/githost', access: 'apps:deploy' },

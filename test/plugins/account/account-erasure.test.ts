@@ -61,6 +61,9 @@ const NOT_EXERCISED: Record<string, string> = {
   'promotion_redemptions.organization_id': 'kept, like the ledger line it paid',
   'account_deletions.organization_id': 'written by the deletion itself',
   'onboarding_dismissals.organization_id': 'skipping the checklist; erased with the onboarding answers',
+  'githost_installations.organization_id': 'the github git-host provider only (this test runs the local one); ON DELETE CASCADE',
+  'githost_authorizations.organization_id': 'the github git-host provider only; ON DELETE CASCADE, tokens by the githost eraser',
+  'githost_oauth_states.organization_id': 'the github git-host provider only; ON DELETE CASCADE',
 };
 
 interface OrganizationColumn {
@@ -116,6 +119,8 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   t.equal(details.statusCode, 200);
   const repo = await test.call('POST', '/client/githost/repos', { token, body: { name: `${tag}-app` } });
   t.equal(repo.statusCode, 201, repo.body);
+  const policy = await test.call('POST', '/client/githost/member-connect', { token, body: { allowed: true } });
+  t.equal(policy.statusCode, 200, policy.body);
   const support = await postForm(test, '/client/support/requests', { subject: `${tag} invoice`, message: 'Wrong company name', attachments: [{ bytes: png, filename: 'a.png' }] }, token);
   t.equal(support.statusCode, 201, support.body);
   const body = { model: 'mock-small', messages: [{ role: 'user', content: `${tag} batch line` }] };
