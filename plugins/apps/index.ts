@@ -13,6 +13,7 @@ import { AppsStore } from './apps-store.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
 import { pushDeploySubscriber } from './push-deploys.ts';
+import { mountArtifactRoute } from './runtime/artifact-route.ts';
 import './apps-errors.ts';
 
 /** What other code (tests, the CLI) may reach of the plugin. */
@@ -59,6 +60,9 @@ export const appsPlugin = definePlugin({
       pubsub: container.resolve(Tokens.Coordination).pubsub,
       config,
       dataDir: appConfig.storage.dataDir,
+      vault: container.resolve(Tokens.Secrets),
+      now: container.resolve(Tokens.Clock),
+      publicUrl: appConfig.server.publicUrl,
       warn: (message) => logger.warn(message),
       error: (details, message) => logger.error(details, message),
     });
@@ -107,6 +111,14 @@ export const appsPlugin = definePlugin({
     const { store, host, git, env, blobs, clock } = parts(ctx);
     const handler = buildHandler({ store, host, git, env, blobs, clock, config: ctx.config });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }];
+  },
+  routes(app, { container }) {
+    const host = container.resolve(AppsTokens.Host);
+    const store = container.resolve(AppsTokens.Store);
+    mountArtifactRoute(app, {
+      urls: () => host.artifactUrls(),
+      artifactDirOf: async (deploymentId) => (await store.deploymentById(deploymentId))?.artifactDir ?? null,
+    });
   },
   subscribers: (ctx) => {
     const { store, jobs, clock } = parts(ctx);

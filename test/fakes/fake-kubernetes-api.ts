@@ -33,6 +33,8 @@ interface Pod {
   owner: string;
   templateHash: string;
   step: number;
+  /** The init container's fetch of ARTIFACT_URL (with `fetchArtifacts`): null until it settled. */
+  fetched: { ok: boolean } | null;
   /** Lines of each run of the app container, newest last: `previous` reads the one before. */
   runs: Array<Array<{ at: string; line: string }>>;
 }
@@ -43,8 +45,18 @@ export interface RecordedRequest {
   body: string;
 }
 
+export interface ArtifactFetch {
+  url: string;
+  status: number;
+  bytes: number;
+  /** Starts as a gzip stream does (1f 8b). */
+  gzip: boolean;
+}
+
 export interface FakeKubernetesApi {
   url: string;
+  /** What the init containers fetched (with `fetchArtifacts`). */
+  fetches: ArtifactFetch[];
   token: string;
   /** A kubeconfig (YAML) whose current context is this server with its token. */
   kubeconfig(namespace?: string): string;
@@ -97,7 +109,11 @@ function matches(labels: Json | undefined, selector: string | null): boolean {
   });
 }
 
-export async function startFakeKubernetesApi(options: { tickMs?: number } = {}): Promise<FakeKubernetesApi> {
+/**
+ * `fetchArtifacts`: an init container whose env reads ARTIFACT_URL from a Secret really fetches it
+ * (as its `wget` would); anything but a 200 gzip fails the init container with exit code 1.
+ */
+export async function startFakeKubernetesApi(options: { tickMs?: number; fetchArtifacts?: boolean } = {}): Promise<FakeKubernetesApi> {
   const token = `fake-${randomUUID()}`;
   const store = new Map<string, Json>();
   const pods = new Map<string, Pod>();
@@ -117,6 +133,7 @@ export async function startFakeKubernetesApi(options: { tickMs?: number } = {}):
 
   const api: FakeKubernetesApi = {
     url: '',
+    fetches: [],
     token,
     requests,
     podOutcome: () => ({ kind: 'ready' }),
@@ -198,8 +215,26 @@ export async function startFakeKubernetesApi(options: { tickMs?: number } = {}):
       },
     };
     stamp(object, namespace);
-    const pod: Pod = { object, owner, templateHash: hash, step: 0, runs: [] };
+    const pod: Pod = { object, owner, templateHash: hash, step: 0, fetched: null, runs: [] };
     pods.set(name, pod);
+    const source = spec.initContainers?.[0]?.env?.find((one: Json) => one.name === 'ARTIFACT_URL')?.valueFrom?.secretKeyRef;
+    if (options.fetchArtifacts && source) {
+      const secret = store.get(key('secrets', namespace, source.name));
+      const url = secret?.data?.[source.key] ? Buffer.from(secret.data[source.key], 'base64').toString('utf8') : '';
+      void fetch(url)
+        .then(async (response) => {
+          const bytes = Buffer.from(await response.arrayBuffer());
+          const gzip = bytes[0] === 0x1f && bytes[1] === 0x8b;
+          api.fetches.push({ url, status: response.status, bytes: bytes.length, gzip });
+          pod.fetched = { ok: response.status === 200 && gzip };
+        })
+        .catch(() => {
+          api.fetches.push({ url, status: 0, bytes: 0, gzip: false });
+          pod.fetched = { ok: false };
+        });
+    } else {
+      pod.fetched = { ok: true };
+    }
     return pod;
   }
 
@@ -209,7 +244,8 @@ export async function startFakeKubernetesApi(options: { tickMs?: number } = {}):
 
   /** One kubelet step of a Deployment's pod. */
   function advanceServing(pod: Pod): void {
-    const outcome = api.podOutcome(pod.object);
+    if (pod.fetched === null) return;
+    const outcome: PodOutcome = pod.fetched.ok ? api.podOutcome(pod.object) : { kind: 'init-fails', exitCode: 1 };
     const status = pod.object.status;
     const app = status.containerStatuses[0];
     const init = status.initContainerStatuses[0];

@@ -44,6 +44,7 @@ import {
   type ServiceStatus,
   type Unsubscribe,
 } from './runtime-port.ts';
+import type { SandboxTools } from './sandbox.ts';
 
 /** The `kubernetes` runtime (README.md beside this file): a Deployment, a Service and Secrets per service. */
 export interface KubernetesRuntimeOptions {
@@ -65,6 +66,8 @@ export interface KubernetesRuntimeOptions {
   /** Between reads of a rollout's or a one-off's status, and of followed logs (default 1 s). */
   pollMs?: number;
   limits?: RuntimeLimits;
+  /** This machine's sandbox, for the builds (the apps themselves run in pods); default none. */
+  tools?: SandboxTools;
   now?: () => Date;
 }
 
@@ -139,7 +142,7 @@ function seconds(ms: number): string {
 }
 
 export class KubernetesRuntime implements RuntimePort {
-  readonly tools = { bwrap: null, prlimit: null };
+  readonly tools: SandboxTools;
   private readonly apps: AppsV1Api;
   private readonly core: CoreV1Api;
   private readonly batch: BatchV1Api;
@@ -154,6 +157,7 @@ export class KubernetesRuntime implements RuntimePort {
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.batch = options.kubeConfig.makeApiClient(BatchV1Api);
     this.now = options.now ?? (() => new Date());
+    this.tools = options.tools ?? { bwrap: null, prlimit: '/usr/bin/prlimit' };
     this.settings = {
       namespace: options.namespace,
       baseImage: options.baseImage,
