@@ -15,10 +15,7 @@ export const kubernetesRuntimeConfigSchema = z.strictObject({
   fetchImage: z.string().min(1).default('busybox:1.36').describe('The init container image fetching the artifact (sh, wget, tar)'),
   containerPort: z.number().int().min(1).max(65_535).default(8080).describe('PORT inside the pod and the Service port'),
   clusterDomain: z.string().min(1).default('cluster.local').describe('The cluster DNS domain of the proxy targets'),
-  artifactUrlBase: z
-    .url()
-    .optional()
-    .describe('This service as the cluster reaches it, for the signed artifact URLs (default server.publicUrl)'),
+  artifactUrlBase: z.url().optional().describe('This service as the cluster reaches it, for the signed artifact URLs (default server.publicUrl)'),
   artifactUrlTtlMs: z
     .number()
     .int()

@@ -93,9 +93,12 @@ export class AppsHost implements RouteSource {
     runtime.onChange((change) => this.follow(change));
     this.current = runtime;
     // Restoring waits for each app's health gate: the boot does not wait for it.
-    void runtime.restoreAll().then(({ failed }) => {
-      for (const { serviceId, error } of failed) this.deps.error({ serviceId, err: error.message }, 'apps: restoring a service failed');
-    }, (error: unknown) => this.deps.error({ err: error instanceof Error ? error.message : String(error) }, 'apps: restoring the services failed'));
+    void runtime.restoreAll().then(
+      ({ failed }) => {
+        for (const { serviceId, error } of failed) this.deps.error({ serviceId, err: error.message }, 'apps: restoring a service failed');
+      },
+      (error: unknown) => this.deps.error({ err: error instanceof Error ? error.message : String(error) }, 'apps: restoring the services failed'),
+    );
   }
 
   /**
@@ -107,9 +110,7 @@ export class AppsHost implements RouteSource {
     if (settings.provider !== 'kubernetes' || !settings.kubernetes) return Promise.resolve(null);
     const base = settings.kubernetes.artifactUrlBase ?? this.deps.publicUrl;
     if (!base) {
-      throw new ConfigError(
-        'config: plugins.apps: runtime.provider kubernetes needs runtime.kubernetes.artifactUrlBase (or server.publicUrl): the URL the cluster fetches artifacts from',
-      );
+      throw new ConfigError('config: plugins.apps: runtime.provider kubernetes needs runtime.kubernetes.artifactUrlBase (or server.publicUrl): the URL the cluster fetches artifacts from');
     }
     const options = { base, ttlMs: settings.kubernetes.artifactUrlTtlMs, now: this.deps.now };
     this.urls ??= ArtifactUrls.fromVault(this.deps.vault, options).catch((error: unknown) => {

@@ -19,11 +19,7 @@ import type { AddressInfo } from 'node:net';
 
 type Json = Record<string, any>;
 
-export type PodOutcome =
-  | { kind: 'ready'; log?: string[] }
-  | { kind: 'crash'; exitCode: number; log?: string[] }
-  | { kind: 'image-pull' }
-  | { kind: 'init-fails'; exitCode: number };
+export type PodOutcome = { kind: 'ready'; log?: string[] } | { kind: 'crash'; exitCode: number; log?: string[] } | { kind: 'image-pull' } | { kind: 'init-fails'; exitCode: number };
 
 export type JobOutcome = { kind: 'exit'; exitCode: number; output: string } | { kind: 'hang' };
 
@@ -276,7 +272,10 @@ export async function startFakeKubernetesApi(options: { tickMs?: number; fetchAr
     }
     if (outcome.kind === 'ready') {
       status.containerStatuses[0] = { ...status.containerStatuses[0], ready: true };
-      status.conditions = [{ type: 'PodScheduled', status: 'True' }, { type: 'Ready', status: 'True' }];
+      status.conditions = [
+        { type: 'PodScheduled', status: 'True' },
+        { type: 'Ready', status: 'True' },
+      ];
       return;
     }
     // A crash: terminated, then CrashLoopBackOff with the last exit code, and a new run each time.
@@ -347,7 +346,12 @@ export async function startFakeKubernetesApi(options: { tickMs?: number; fetchAr
     }
     status.phase = outcome.exitCode === 0 ? 'Succeeded' : 'Failed';
     status.containerStatuses[0] = { ...status.containerStatuses[0], state: { terminated: { exitCode: outcome.exitCode, reason: outcome.exitCode === 0 ? 'Completed' : 'Error' } } };
-    pod.runs.push(outcome.output.split('\n').filter((line, i, all) => line !== '' || i < all.length - 1).map((line) => ({ at: new Date().toISOString(), line })));
+    pod.runs.push(
+      outcome.output
+        .split('\n')
+        .filter((line, i, all) => line !== '' || i < all.length - 1)
+        .map((line) => ({ at: new Date().toISOString(), line })),
+    );
     const done = outcome.exitCode === 0 ? 'Complete' : 'Failed';
     job.status = {
       startTime: job.status?.startTime,
@@ -398,7 +402,12 @@ export async function startFakeKubernetesApi(options: { tickMs?: number; fetchAr
     if (!existing) throw new HttpStatus(404, 'NotFound', `${kind} "${name}" not found`, { name, kind });
     const sent = body.metadata?.resourceVersion;
     if (sent && sent !== existing.metadata.resourceVersion) {
-      throw new HttpStatus(409, 'Conflict', `Operation cannot be fulfilled on ${kind} "${name}": the object has been modified; please apply your changes to the latest version and try again`, { name, kind });
+      throw new HttpStatus(
+        409,
+        'Conflict',
+        `Operation cannot be fulfilled on ${kind} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+        { name, kind },
+      );
     }
     const object = structuredClone(body);
     object.apiVersion = KINDS[kind]!.apiVersion;

@@ -149,16 +149,10 @@ export function podSpec(settings: ObjectSettings, inputs: PodInputs, restartPoli
         image: settings.baseImage,
         workingDir: '/app',
         command: ['/bin/sh', '-c', inputs.startCommand],
-        env: [
-          { name: 'HOME', value: '/tmp' },
-          { name: 'TMPDIR', value: '/tmp' },
-          ...(inputs.port === null ? [] : [{ name: 'PORT', value: String(inputs.port) }]),
-        ],
+        env: [{ name: 'HOME', value: '/tmp' }, { name: 'TMPDIR', value: '/tmp' }, ...(inputs.port === null ? [] : [{ name: 'PORT', value: String(inputs.port) }])],
         envFrom: [{ secretRef: { name: envSecretName(inputs.serviceId) } }],
         ...(inputs.port === null ? {} : { ports: [{ name: 'http', containerPort: inputs.port, protocol: 'TCP' }] }),
-        ...(inputs.port === null
-          ? {}
-          : { readinessProbe: { tcpSocket: { port: inputs.port }, periodSeconds: 2, failureThreshold: 3 } }),
+        ...(inputs.port === null ? {} : { readinessProbe: { tcpSocket: { port: inputs.port }, periodSeconds: 2, failureThreshold: 3 } }),
         ...(memory ? { resources: { limits: { memory: String(memory) } } } : {}),
         volumeMounts: [
           { name: 'app', mountPath: '/app', readOnly: true },
@@ -170,10 +164,7 @@ export function podSpec(settings: ObjectSettings, inputs: PodInputs, restartPoli
   };
 }
 
-export function deploymentObject(
-  settings: ObjectSettings,
-  inputs: PodInputs & { env: Readonly<Record<string, string>>; restartedAt: string; replicas: number },
-): V1Deployment {
+export function deploymentObject(settings: ObjectSettings, inputs: PodInputs & { env: Readonly<Record<string, string>>; restartedAt: string; replicas: number }): V1Deployment {
   const labels = { ...selectorOf(inputs.serviceId), [LABEL_DEPLOYMENT]: labelValue(inputs.deploymentId) };
   return {
     apiVersion: 'apps/v1',

@@ -1,16 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  ApiException,
-  AppsV1Api,
-  BatchV1Api,
-  CoreV1Api,
-  KubeConfig,
-  type V1ContainerStatus,
-  type V1Deployment,
-  type V1Pod,
-  type V1Secret,
-} from '@kubernetes/client-node';
+import { ApiException, AppsV1Api, BatchV1Api, CoreV1Api, KubeConfig, type V1ContainerStatus, type V1Deployment, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import {
   APP_CONTAINER,
   artifactSecret,
@@ -93,12 +83,7 @@ export function rolloutAvailable(deployment: V1Deployment): boolean {
   const wanted = deployment.spec?.replicas ?? 1;
   const status = deployment.status ?? {};
   const observed = (status.observedGeneration ?? 0) >= (deployment.metadata?.generation ?? 1);
-  return (
-    observed &&
-    (status.updatedReplicas ?? 0) >= wanted &&
-    (status.availableReplicas ?? 0) >= wanted &&
-    (status.replicas ?? 0) <= wanted
-  );
+  return observed && (status.updatedReplicas ?? 0) >= wanted && (status.availableReplicas ?? 0) >= wanted && (status.replicas ?? 0) <= wanted;
 }
 
 /** Why a pod is not serving, worded from its containers' states (`CrashLoopBackOff`, `ImagePullBackOff`, …). */
@@ -494,7 +479,13 @@ export class KubernetesRuntime implements RuntimePort {
     }
     for (const saved of [env, artifact]) {
       if (!saved) continue;
-      await this.putSecret({ apiVersion: 'v1', kind: 'Secret', metadata: { name: saved.metadata!.name!, labels: saved.metadata?.labels ?? {} }, type: saved.type ?? 'Opaque', data: saved.data ?? {} });
+      await this.putSecret({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: saved.metadata!.name!, labels: saved.metadata?.labels ?? {} },
+        type: saved.type ?? 'Opaque',
+        data: saved.data ?? {},
+      });
     }
     const current = await this.deployment(serviceId);
     const body: V1Deployment = structuredClone(current ?? previous);

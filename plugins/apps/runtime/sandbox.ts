@@ -104,12 +104,7 @@ export async function executableOrNull(candidate: string | null): Promise<string
  * The sandbox tools of this machine (the local runtime's apps and every runtime's builds): bwrap when
  * executable, else a warning, or `sandbox_required` under `requireSandbox`.
  */
-export async function resolveSandboxTools(options: {
-  bwrapPath?: string | null;
-  prlimitPath?: string;
-  requireSandbox?: boolean;
-  warn?: (message: string) => void;
-}): Promise<SandboxTools> {
+export async function resolveSandboxTools(options: { bwrapPath?: string | null; prlimitPath?: string; requireSandbox?: boolean; warn?: (message: string) => void }): Promise<SandboxTools> {
   const bwrap = await executableOrNull(options.bwrapPath === undefined ? '/usr/bin/bwrap' : options.bwrapPath);
   if (!bwrap) {
     const wanted = options.bwrapPath ?? 'bwrap';

@@ -2,11 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import {
-  ANNOTATION_ENV_SHA256,
-  ANNOTATION_RESTARTED_AT,
-  LABEL_ONE_OFF,
-} from '../../../../plugins/apps/runtime/kubernetes-objects.ts';
+import { ANNOTATION_ENV_SHA256, ANNOTATION_RESTARTED_AT, LABEL_ONE_OFF } from '../../../../plugins/apps/runtime/kubernetes-objects.ts';
 import { KubernetesRuntime, type KubernetesRuntimeOptions } from '../../../../plugins/apps/runtime/kubernetes-runtime.ts';
 import { HealthFailure, type RouteChange, RuntimeError } from '../../../../plugins/apps/runtime/runtime-port.ts';
 import { type FakeKubernetesApi, startFakeKubernetesApi } from '../../../fakes/fake-kubernetes-api.ts';
@@ -144,9 +140,7 @@ t.test('stop and start of a service never deployed are refused', async (t) => {
 t.test('a rollout that crashes fails with the pod reason and its last lines, and the previous deployment keeps serving', async (t) => {
   const { fake, runtime, routes } = await cluster(t, { rolloutTimeoutMs: 400 });
   fake.podOutcome = (pod) =>
-    pod['spec'].containers[0].command.join(' ').includes('crash')
-      ? { kind: 'crash', exitCode: 3, log: ['booting', 'Error: missing DATABASE_URL'] }
-      : { kind: 'ready' };
+    pod['spec'].containers[0].command.join(' ').includes('crash') ? { kind: 'crash', exitCode: 3, log: ['booting', 'Error: missing DATABASE_URL'] } : { kind: 'ready' };
   await runtime.deploy(deployRequest('dep-1', { V: '1' }));
   const servingPod = fake.list('pods', NAMESPACE)[0]!['metadata'].name;
   const failure = await runtime.deploy(deployRequest('dep-2', { V: '2' }, 'node crash.js')).catch((error: unknown) => error);
