@@ -6,11 +6,37 @@ import { upkeepConfigShape } from './upkeep/upkeep-config.ts';
 
 const MiB = 1024 * 1024;
 
+/** `apps.runtime.kubernetes`: the cluster apps run on when `provider` is `kubernetes` (runtime/README.md). */
+export const kubernetesRuntimeConfigSchema = z.strictObject({
+  kubeconfig: z.string().min(1).describe('Path of a kubeconfig file; its current context is used'),
+  namespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/)
+    .default('default')
+    .describe('The namespace the Deployments, Services, Secrets and Jobs are written in'),
+  baseImage: z.string().min(1).describe('The image apps run in (their interpreters), e.g. node:20-bookworm-slim'),
+  fetchImage: z.string().min(1).default('busybox:1.36').describe('The init container image fetching the artifact (sh, wget, tar)'),
+  containerPort: z.number().int().min(1).max(65_535).default(8080).describe('PORT inside the pod and the Service port'),
+  clusterDomain: z.string().min(1).default('cluster.local').describe('The cluster DNS domain of the proxy targets'),
+  artifactUrlBase: z.url().optional().describe('This service as the cluster reaches it, for the signed artifact URLs (default server.publicUrl)'),
+  artifactUrlTtlMs: z
+    .number()
+    .int()
+    .min(60_000)
+    .default(6 * 3600_000)
+    .describe('How long a signed artifact URL is valid'),
+  rolloutTimeoutMs: z.number().int().min(1_000).default(120_000).describe('How long a rollout may take to become available'),
+  pollMs: z.number().int().min(10).default(1_000).describe('Between reads of a rollout or a one-off'),
+});
+
 /** `plugins.apps`: the proxy apps answer on, how apps run, and how deploys build them. */
 export const appsConfigSchema = z.strictObject({
   proxy: appsProxyConfigSchema.prefault({}),
   runtime: z
     .strictObject({
+      /** `local`: sandboxed processes on this machine; `kubernetes`: a Deployment per service on a cluster. */
+      provider: z.enum(['local', 'kubernetes']).default('local'),
+      kubernetes: kubernetesRuntimeConfigSchema.optional(),
       /** Default `<storage.dataDir>/apps/runtime`: the runtime's state file and the apps' logs. */
       stateDir: z.string().min(1).optional(),
       /** PORTs handed to apps on 127.0.0.1. */
@@ -32,6 +58,10 @@ export const appsConfigSchema = z.strictObject({
           cpuSeconds: z.number().int().min(1).optional(),
         })
         .prefault({}),
+    })
+    .refine((runtime) => runtime.provider !== 'kubernetes' || runtime.kubernetes !== undefined, {
+      message: 'apps.runtime.provider kubernetes needs apps.runtime.kubernetes (kubeconfig, baseImage)',
+      path: ['kubernetes'],
     })
     .prefault({}),
   build: z

@@ -6,7 +6,19 @@ import type { AppsConfig } from './apps-config.ts';
 import { type AppRoute, publishRoute, publishRouteRemoval, type RouteSource, type RunningAppsProxy } from './proxy/index.ts';
 import type { HostingBilling } from './hosting-billing.ts';
 import type { HostingMeter } from './hosting-meter.ts';
+import type { SecretVault } from '../../core/services/secret-vault.ts';
+import { ConfigError } from '../../config/load.ts';
+import { ArtifactUrls } from './runtime/artifact-urls.ts';
+import { KubernetesRuntime } from './runtime/kubernetes-runtime.ts';
 import { LocalRuntime, type RouteChange, RuntimeError, type RuntimePort } from './runtime/index.ts';
+import { resolveSandboxTools, type SandboxTools } from './runtime/sandbox.ts';
+
+/** What the host holds of either provider: the port, the build sandbox, and its own start and end. */
+type HostedRuntime = RuntimePort & {
+  tools: SandboxTools;
+  close(): Promise<void>;
+  restoreAll(): Promise<{ failed: Array<{ serviceId: string; error: Error }> }>;
+};
 
 /**
  * The apps plugin's hold on the runtime and the routes. The runtime lives in the process that runs
@@ -16,7 +28,8 @@ import { LocalRuntime, type RouteChange, RuntimeError, type RuntimePort } from '
  * replica's proxy, in the order they happened.
  */
 export class AppsHost implements RouteSource {
-  private current: LocalRuntime | null = null;
+  private current: HostedRuntime | null = null;
+  private urls: Promise<ArtifactUrls | null> | null = null;
   /** The apps proxy, in the processes that serve HTTP. */
   proxy: RunningAppsProxy | null = null;
   /** Hosting money, set when the plugin's periodic jobs are made; null without the metering plugin. */
@@ -29,6 +42,10 @@ export class AppsHost implements RouteSource {
       pubsub: PubSub;
       config: AppsConfig;
       dataDir: string;
+      vault: SecretVault;
+      now: () => Date;
+      /** `server.publicUrl`: the artifact URLs' default base. */
+      publicUrl: string | undefined;
       warn: (message: string) => void;
       error: (details: object, message: string) => void;
       /** Records the runtime's instances as runs (hosting money). */
@@ -47,16 +64,38 @@ export class AppsHost implements RouteSource {
   /** Makes the runtime, follows its switches, and restores what should run (the artifacts of the live deployments). */
   async start(): Promise<void> {
     const settings = this.deps.config.runtime;
-    const runtime = await LocalRuntime.create({
-      stateDir: this.stateDir,
-      ports: settings.ports,
-      requireSandbox: settings.requireSandbox,
-      bwrapPath: settings.bwrapPath,
-      healthTimeoutMs: settings.healthTimeoutMs,
-      stopGraceMs: settings.stopGraceMs,
-      limits: settings.limits,
-      warn: (message) => this.deps.warn(`apps runtime: ${message}`),
-    });
+    const warn = (message: string) => this.deps.warn(`apps runtime: ${message}`);
+    let runtime: HostedRuntime;
+    if (settings.provider === 'kubernetes' && settings.kubernetes) {
+      const kube = settings.kubernetes;
+      // The apps run in pods; the builds still run here, in this machine's sandbox.
+      const tools = await resolveSandboxTools({ bwrapPath: settings.bwrapPath, requireSandbox: settings.requireSandbox, warn });
+      const urls = (await this.artifactUrls())!;
+      runtime = KubernetesRuntime.fromFile(kube.kubeconfig, {
+        namespace: kube.namespace,
+        baseImage: kube.baseImage,
+        fetchImage: kube.fetchImage,
+        containerPort: kube.containerPort,
+        clusterDomain: kube.clusterDomain,
+        artifactUrl: async (deploymentId) => urls.sign(deploymentId),
+        rolloutTimeoutMs: kube.rolloutTimeoutMs,
+        pollMs: kube.pollMs,
+        limits: settings.limits,
+        tools,
+        now: this.deps.now,
+      });
+    } else {
+      runtime = await LocalRuntime.create({
+        stateDir: this.stateDir,
+        ports: settings.ports,
+        requireSandbox: settings.requireSandbox,
+        bwrapPath: settings.bwrapPath,
+        healthTimeoutMs: settings.healthTimeoutMs,
+        stopGraceMs: settings.stopGraceMs,
+        limits: settings.limits,
+        warn,
+      });
+    }
     runtime.onChange((change) => this.follow(change));
     // Runs a previous host left open end at their last heartbeat, before this host starts any instance.
     await this.deps.meter.closeAbandoned();
@@ -64,9 +103,31 @@ export class AppsHost implements RouteSource {
     this.deps.meter.startHeartbeat();
     this.current = runtime;
     // Restoring waits for each app's health gate: the boot does not wait for it.
-    void runtime.restoreAll().then(({ failed }) => {
-      for (const { serviceId, error } of failed) this.deps.error({ serviceId, err: error.message }, 'apps: restoring a service failed');
+    void runtime.restoreAll().then(
+      ({ failed }) => {
+        for (const { serviceId, error } of failed) this.deps.error({ serviceId, err: error.message }, 'apps: restoring a service failed');
+      },
+      (error: unknown) => this.deps.error({ err: error instanceof Error ? error.message : String(error) }, 'apps: restoring the services failed'),
+    );
+  }
+
+  /**
+   * The signer of artifact URLs under the `kubernetes` provider (its key in the secret vault), null
+   * under `local`: what the artifact route checks in every process that serves HTTP.
+   */
+  artifactUrls(): Promise<ArtifactUrls | null> {
+    const settings = this.deps.config.runtime;
+    if (settings.provider !== 'kubernetes' || !settings.kubernetes) return Promise.resolve(null);
+    const base = settings.kubernetes.artifactUrlBase ?? this.deps.publicUrl;
+    if (!base) {
+      throw new ConfigError('config: plugins.apps: runtime.provider kubernetes needs runtime.kubernetes.artifactUrlBase (or server.publicUrl): the URL the cluster fetches artifacts from');
+    }
+    const options = { base, ttlMs: settings.kubernetes.artifactUrlTtlMs, now: this.deps.now };
+    this.urls ??= ArtifactUrls.fromVault(this.deps.vault, options).catch((error: unknown) => {
+      this.urls = null;
+      throw error;
     });
+    return this.urls;
   }
 
   async stop(): Promise<void> {
@@ -92,7 +153,7 @@ export class AppsHost implements RouteSource {
   }
 
   /** The runtime, or a 503 in a process that runs none (a worker-less API replica). */
-  runtime(): RuntimePort & { tools: LocalRuntime['tools'] } {
+  runtime(): RuntimePort & { tools: SandboxTools } {
     if (!this.current) throw new ApiError('runtime_unavailable_here');
     return this.current;
   }

@@ -34,6 +34,7 @@ import { AppRequestStore } from './traffic/request-store.ts';
 import { trafficOperations } from './traffic/traffic-operations.ts';
 import { sampleUsage, UsageSampleStore, usageMigrations, usageSamplesEraser } from './traffic/usage-samples.ts';
 import { upkeepMigrations, upkeepParts } from './upkeep/index.ts';
+import { mountArtifactRoute } from './runtime/artifact-route.ts';
 import './apps-errors.ts';
 
 /** What other code (tests, the CLI) may reach of the plugin. */
@@ -130,6 +131,9 @@ export const appsPlugin = definePlugin({
       pubsub: container.resolve(Tokens.Coordination).pubsub,
       config,
       dataDir: appConfig.storage.dataDir,
+      vault: container.resolve(Tokens.Secrets),
+      now: container.resolve(Tokens.Clock),
+      publicUrl: appConfig.server.publicUrl,
       warn: (message) => logger.warn(message),
       error: (details, message) => logger.error(details, message),
     });
@@ -222,14 +226,20 @@ export const appsPlugin = definePlugin({
     if (!billing) return [sampling];
     return [sampling, definePeriodic({ name: 'apps.hosting', everyMs: ctx.config.hosting.checkEveryMinutes * 60_000, run: () => billing.tick() })];
   },
-  routes(app, ctx) {
-    upkeepParts(ctx, parts(ctx)).routes(app);
-  },
   queues: (ctx) => {
     const { store, host, sources, cancels, runtimeEnv, blobs, clock } = parts(ctx);
     const upkeep = upkeepParts(ctx, { store, host });
     const handler = buildHandler({ store, host, sources, cancels, runtimeEnv, blobs, clock, config: ctx.config, hooks: upkeep.hooks() });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }, upkeep.erasureQueue()];
+  },
+  routes(app, ctx) {
+    upkeepParts(ctx, parts(ctx)).routes(app);
+    const host = ctx.container.resolve(AppsTokens.Host);
+    const store = ctx.container.resolve(AppsTokens.Store);
+    mountArtifactRoute(app, {
+      urls: () => host.artifactUrls(),
+      artifactDirOf: async (deploymentId) => (await store.deploymentById(deploymentId))?.artifactDir ?? null,
+    });
   },
   subscribers: (ctx) => {
     const { store, jobs, clock } = parts(ctx);

@@ -29,7 +29,7 @@ import {
 } from './runtime-port.ts';
 import { FileRuntimeState, type RuntimeState, type ServiceRecord } from './runtime-state.ts';
 import { treeUsage } from './usage.ts';
-import { executableOrNull, type SandboxTools, sandboxCommand, sandboxKind } from './sandbox.ts';
+import { resolveSandboxTools, type SandboxTools, sandboxCommand, sandboxKind } from './sandbox.ts';
 
 const execFileAsync = promisify(execFile);
 /** The `local` runtime: apps as sandboxed process groups on this machine (README.md). */
@@ -135,16 +135,8 @@ export class LocalRuntime implements RuntimePort {
 
   /** Finds the tools and reads the state; warns once when there is no sandbox, refuses under requireSandbox. */
   static async create(options: LocalRuntimeOptions): Promise<LocalRuntime> {
-    const bwrap = await executableOrNull(options.bwrapPath === undefined ? '/usr/bin/bwrap' : options.bwrapPath);
-    if (!bwrap) {
-      const wanted = options.bwrapPath ?? 'bwrap';
-      if (options.requireSandbox) {
-        throw new RuntimeError('sandbox_required', `apps.requireSandbox is set but ${wanted} is not executable: no app can run`);
-      }
-      options.warn?.(`${wanted} is not executable: apps run without a sandbox (sandbox: none), as the service's own user, under its caps only`);
-    }
+    const tools = await resolveSandboxTools(options);
     const state = options.state ?? new FileRuntimeState(options.stateDir);
-    const tools = { bwrap, prlimit: options.prlimitPath ?? '/usr/bin/prlimit' };
     return new LocalRuntime({ ...options, state }, tools, await state.load());
   }
 

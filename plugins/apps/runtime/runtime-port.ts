@@ -29,8 +29,11 @@ export interface DeployRequest {
   limits?: RuntimeLimits;
 }
 
-/** How an instance is isolated: `bwrap` namespaces, or none (a warning; refused under requireSandbox). */
-export type SandboxKind = 'bwrap' | 'none';
+/**
+ * How an instance is isolated: `bwrap` namespaces, none (a warning; refused under requireSandbox), or
+ * a `container` (the kubernetes runtime's pods).
+ */
+export type SandboxKind = 'bwrap' | 'none' | 'container';
 
 export interface Instance {
   serviceId: string;

@@ -1,6 +1,6 @@
 import { constants } from 'node:fs';
 import { access } from 'node:fs/promises';
-import type { RuntimeLimits, SandboxKind } from './runtime-port.ts';
+import { type RuntimeLimits, RuntimeError, type SandboxKind } from './runtime-port.ts';
 
 /**
  * The command line an app runs under: `prlimit` caps (inherited by everything the app starts) around
@@ -98,4 +98,20 @@ export async function executableOrNull(candidate: string | null): Promise<string
   } catch {
     return null;
   }
+}
+
+/**
+ * The sandbox tools of this machine (the local runtime's apps and every runtime's builds): bwrap when
+ * executable, else a warning, or `sandbox_required` under `requireSandbox`.
+ */
+export async function resolveSandboxTools(options: { bwrapPath?: string | null; prlimitPath?: string; requireSandbox?: boolean; warn?: (message: string) => void }): Promise<SandboxTools> {
+  const bwrap = await executableOrNull(options.bwrapPath === undefined ? '/usr/bin/bwrap' : options.bwrapPath);
+  if (!bwrap) {
+    const wanted = options.bwrapPath ?? 'bwrap';
+    if (options.requireSandbox) {
+      throw new RuntimeError('sandbox_required', `apps.requireSandbox is set but ${wanted} is not executable: no app can run`);
+    }
+    options.warn?.(`${wanted} is not executable: apps run without a sandbox (sandbox: none), as the service's own user, under its caps only`);
+  }
+  return { bwrap, prlimit: options.prlimitPath ?? '/usr/bin/prlimit' };
 }
