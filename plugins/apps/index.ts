@@ -8,7 +8,8 @@ import { AppEnv } from './app-env.ts';
 import { type AppsConfig, appsConfigSchema } from './apps-config.ts';
 import { AppsHost } from './apps-host.ts';
 import { appsMigrations } from './apps-migrations.ts';
-import { appsOperations } from './apps-operations.ts';
+import { appsOperations, serviceRecordKind } from './apps-operations.ts';
+import { logOperations } from './log-operations.ts';
 import { AppsStore } from './apps-store.ts';
 import { buildHandler } from './deploy-pipeline.ts';
 import { appRequestsEraser, appsProxyMigrations, servesAppsProxy, startAppsProxy } from './proxy/index.ts';
@@ -90,22 +91,27 @@ export const appsPlugin = definePlugin({
   },
   operations: (ctx) => {
     const { store, host, git, env, jobs, blobs, clock } = parts(ctx);
-    return appsOperations({
-      store,
-      host,
-      git,
-      env,
-      jobs,
-      blobs,
-      clock,
-      identity: ctx.container.resolve(Tokens.Identity),
-      database: ctx.container.resolve(Tokens.Database),
-      urlOf: (slug) => urlOf(ctx.config, host, slug),
-    });
+    const logs = logOperations({ host, serviceKind: serviceRecordKind(store) });
+    return [
+      ...logs,
+      ...appsOperations({
+        store,
+        host,
+        git,
+        env,
+        jobs,
+        blobs,
+        clock,
+        identity: ctx.container.resolve(Tokens.Identity),
+        database: ctx.container.resolve(Tokens.Database),
+        urlOf: (slug) => urlOf(ctx.config, host, slug),
+      }),
+    ];
   },
   queues: (ctx) => {
     const { store, host, git, env, blobs, clock } = parts(ctx);
-    const handler = buildHandler({ store, host, git, env, blobs, clock, config: ctx.config });
+    const allowPrivateNetwork = ctx.appConfig.outbound.allowPrivateNetwork;
+    const handler = buildHandler({ store, host, git, env, blobs, clock, config: ctx.config, allowPrivateNetwork });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }];
   },
   subscribers: (ctx) => {
