@@ -128,9 +128,13 @@ export async function measureAppsDeploy(): Promise<AppsDeployFigures> {
 
 export function printAppsDeploy(figures: AppsDeployFigures, log: (line: string) => void): void {
   const mark = (value: number, goal: number) => (value <= goal ? 'meets' : 'misses');
-  log(`  push → serving, no dependencies: median ${figures.noDeps.median} ms (${figures.noDeps.pushToServingMs.join(', ')}); goal ≤ ${APPS_GOALS.pushToServingMs} ms: ${mark(figures.noDeps.median, APPS_GOALS.pushToServingMs)}`);
+  log(
+    `  push → serving, no dependencies: median ${figures.noDeps.median} ms (${figures.noDeps.pushToServingMs.join(', ')}); goal ≤ ${APPS_GOALS.pushToServingMs} ms: ${mark(figures.noDeps.median, APPS_GOALS.pushToServingMs)}`,
+  );
   log(`  push → serving, one dependency from the registry proxy: median ${figures.oneDep.median} ms (${figures.oneDep.pushToServingMs.join(', ')})`);
-  log(`  rollback → serving: median ${figures.rollback.median} ms (${figures.rollback.ms.join(', ')}); goal ≤ ${APPS_GOALS.rollbackMs} ms: ${mark(figures.rollback.median, APPS_GOALS.rollbackMs)}`);
+  log(
+    `  rollback → serving: median ${figures.rollback.median} ms (${figures.rollback.ms.join(', ')}); goal ≤ ${APPS_GOALS.rollbackMs} ms: ${mark(figures.rollback.median, APPS_GOALS.rollbackMs)}`,
+  );
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
