@@ -14,9 +14,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Test } from 'tap';
-import { buildTestApp, createKey, type TestApp } from '../test/helpers/app.ts';
-import { call, git, tinyApp } from '../test/plugins/apps/apps-fixtures.ts';
-import { fakeRegistry } from '../test/plugins/apps/fake-npm-registry.ts';
+import type { TestApp } from '../test/helpers/app.ts';
 import { median } from './run-statistics.ts';
 
 const PUSHES = Number(process.env.BENCH_APPS_N ?? 5);
@@ -27,6 +25,13 @@ export interface AppsDeployFigures {
   oneDep: { pushToServingMs: number[]; median: number };
   rollback: { ms: number[]; median: number };
 }
+
+// The service is built as the apps tests build it; their helpers load tap, whose root test would
+// time the bench out after 30 s: no timeout, and the helpers loaded only once that is set.
+process.env.TAP_TIMEOUT = '0';
+const { buildTestApp, createKey } = await import('../test/helpers/app.ts');
+const { call, git, tinyApp } = await import('../test/plugins/apps/apps-fixtures.ts');
+const { fakeRegistry } = await import('../test/plugins/apps/fake-npm-registry.ts');
 
 const teardowns: Array<() => unknown> = [];
 const scope = { teardown: (fn: () => unknown) => void teardowns.push(fn) } as unknown as Test;
