@@ -808,6 +808,13 @@ export interface paths {
      */
     get: operations["githost.branches"];
   };
+  "/services/{id}/logs/refresh": {
+    /**
+     * Start the service’s runtime log afresh (rotate it) and answer its newest lines
+     * @description Earlier lines stay readable in the rotated files (GET /services/{id}/logs reads them); the oldest rotated file is dropped.
+     */
+    post: operations["services.logs.refresh"];
+  };
   "/apps": {
     /**
      * List apps with their live URL and status
@@ -857,15 +864,15 @@ export interface paths {
   };
   "/deployments/{id}/logs": {
     /**
-     * A deployment’s build log (checkout, install, build, start)
-     * @description A deployment’s build log (checkout, install, build, start). Any credential of the account may call it.
+     * A deployment’s build log (checkout, install, build, start); follow=1 streams it until the deployment ends
+     * @description While the deployment runs, the lines so far with `complete: false`. With `follow=1` the answer is server-sent events: `snapshot` (this JSON), a `line` event per new line (`{line}`), and `end` once the deployment is live, failed or cancelled.
      */
     get: operations["deployments.logs"];
   };
   "/services/{id}/logs": {
     /**
-     * What the running app printed (the last 1000 lines)
-     * @description What the running app printed (the last 1000 lines). Any credential of the account may call it.
+     * What the running app printed (the last 1000 lines); follow=1 streams new lines
+     * @description With `follow=1` the answer is server-sent events: `snapshot` (this JSON), then a `line` event per new line (`{at, deploymentId, stream, line}`) until the client disconnects.
      */
     get: operations["services.logs"];
   };
@@ -1251,7 +1258,7 @@ export interface components {
       /** @constant */
       object: "build_log";
       deploymentId: string;
-      /** @description False while the deployment is still building: the log is stored when it ends */
+      /** @description False while the deployment runs: the lines so far; the whole log is stored when it ends */
       complete: boolean;
       /** @description `<ISO time> <stream> <text>` */
       lines: string[];
@@ -1485,7 +1492,10 @@ export interface components {
       rollbackOf: string | null;
       /** @enum {string} */
       status: "queued" | "cloning" | "building" | "starting" | "live" | "failed" | "cancelled" | "retired";
+      /** @description What went wrong, worded for the person deploying */
       failureReason: string | null;
+      /** @description Why it failed: build_timeout (install and build ran past the build time limit), build_memory (an allocation failed under the build memory cap), build_failed (a step exited non-zero; the log says why, e.g. a refused registry CONNECT), checkout_failed, build_refused (the build decision refused), health_check_failed, runtime_refused, deploy_failed */
+      failureCode: ("build_timeout" | "build_memory" | "build_failed" | "checkout_failed" | "build_refused" | "health_check_failed" | "runtime_refused" | "deploy_failed") | null;
       /** @description Per-phase time; null for a deploy nothing measured yet */
       timings: ({
         /** @description ms reading the commit out of the repository; null when not run */
@@ -3143,6 +3153,7 @@ export interface components {
     ServiceLogLines: {
       /** @constant */
       object: "list";
+      serviceId: string;
       data: ({
           at: string;
           deploymentId: string;
@@ -10212,6 +10223,55 @@ export interface operations {
     };
   };
   /**
+   * Start the service’s runtime log afresh (rotate it) and answer its newest lines
+   * @description Earlier lines stay readable in the rotated files (GET /services/{id}/logs reads them); the oldest rotated file is dropped.
+   */
+  "services.logs.refresh": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description What the running app printed, oldest first (the last 1000 lines) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceLogLines"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * List apps with their live URL and status
    * @description List apps with their live URL and status. Needs the apps:read scope.
    */
@@ -10517,11 +10577,15 @@ export interface operations {
     };
   };
   /**
-   * A deployment’s build log (checkout, install, build, start)
-   * @description A deployment’s build log (checkout, install, build, start). Any credential of the account may call it.
+   * A deployment’s build log (checkout, install, build, start); follow=1 streams it until the deployment ends
+   * @description While the deployment runs, the lines so far with `complete: false`. With `follow=1` the answer is server-sent events: `snapshot` (this JSON), a `line` event per new line (`{line}`), and `end` once the deployment is live, failed or cancelled.
    */
   "deployments.logs": {
     parameters: {
+      query?: {
+        /** @description 1: answer server-sent events (`snapshot`, then `line` per new line, `end`) instead of one JSON answer */
+        follow?: "0" | "1";
+      };
       path: {
         id: string;
       };
@@ -10554,12 +10618,14 @@ export interface operations {
     };
   };
   /**
-   * What the running app printed (the last 1000 lines)
-   * @description What the running app printed (the last 1000 lines). Any credential of the account may call it.
+   * What the running app printed (the last 1000 lines); follow=1 streams new lines
+   * @description With `follow=1` the answer is server-sent events: `snapshot` (this JSON), then a `line` event per new line (`{at, deploymentId, stream, line}`) until the client disconnects.
    */
   "services.logs": {
     parameters: {
       query?: {
+        /** @description 1: answer server-sent events (`snapshot`, then `line` per new line, `end`) instead of one JSON answer */
+        follow?: "0" | "1";
         /** @description Only lines at or after this instant */
         since?: string;
       };
