@@ -99,17 +99,19 @@ const EMBEDDINGS_LATENCY_WARMUP = 100;
 const EMBEDDINGS_LATENCY_REQUESTS = 1_000;
 /**
  * `BENCH_ONLY=chat`: chat's sections alone (a commit without /v1/embeddings and /v1/responses);
- * `BENCH_ONLY=tools`: the tool calls' section alone; `BENCH_ONLY=console`: the console's alone.
+ * `BENCH_ONLY=tools`: the tool calls' section alone; `BENCH_ONLY=console`: the console's alone;
+ * `BENCH_ONLY=apps`: apps' push → serving and rollback alone (bench/apps-deploy.ts; not in `all`: it
+ * needs bwrap, git and minutes of builds).
  */
 const ONLY = process.env.BENCH_ONLY || 'all';
-if (!['all', 'chat', 'tools', 'console'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: must be chat, tools or console (or unset for every section)`);
+if (!['all', 'chat', 'tools', 'console', 'apps'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: must be chat, tools, console or apps (or unset for every section)`);
 const BREADTH = ONLY === 'all';
 /** The progress lines' count: chat's four measuring phases, and the four after them. */
 const PHASES = BREADTH ? 9 : 4;
 /** Lines of section 7's batch. */
 const BATCH_LINES = 500;
-/** The whole run, start-up included, is cut off after this (the sections after chat's take up to 3 more minutes). */
-const HARD_LIMIT_MS = BREADTH ? 480_000 : 240_000;
+/** The whole run, start-up included, is cut off after this (the sections after chat's take up to 3 more minutes; apps' builds up to 20). */
+const HARD_LIMIT_MS = ONLY === 'apps' ? 1_200_000 : BREADTH ? 480_000 : 240_000;
 
 const GOALS = { ratio: 0.2, addedP50Ms: 0.4, addedTtftMs: 1, peakRssMiB: 150 };
 
@@ -956,6 +958,13 @@ function machine() {
 // ---- The run ----------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
+  if (ONLY === 'apps') {
+    log('[1/1] apps: push → serving (no dependencies; one from a loopback registry), then rollback…');
+    const { measureAppsDeploy, printAppsDeploy } = await import('./apps-deploy.ts');
+    printAppsDeploy(await measureAppsDeploy(), log);
+    log('  BENCH_ONLY=apps: bench/results.json left as it was');
+    return;
+  }
   const startedAt = new Date();
   const host = machine();
   log('svc gateway overhead bench');

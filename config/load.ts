@@ -69,15 +69,23 @@ export function describeIssue(issue: z.core.$ZodIssue | undefined, prefix: reado
 
 /**
  * The service's arguments, as the environment variables they stand for: `--role api|worker|all`
- * (or `--role=…`) is SVC_ROLE. Anything else stops the boot rather than being silently ignored.
+ * (or `--role=…`) is SVC_ROLE, `--queues a,b.*` SVC_JOB_QUEUES. Anything else stops the boot rather than being silently ignored.
  */
 function commandLine(argv: readonly string[]): Env {
   const out: Env = {};
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i]!;
-    const [flag, inline] = arg.startsWith('--role=') ? ['--role', arg.slice('--role='.length)] : [arg, undefined];
-    if (flag !== '--role') throw new ConfigError(`config: unknown argument ${JSON.stringify(arg)} (the service takes --role api|worker|all)`);
+    const equals = arg.indexOf('=');
+    const [flag, inline] = arg.startsWith('--') && equals !== -1 ? [arg.slice(0, equals), arg.slice(equals + 1)] : [arg, undefined];
+    if (flag !== '--role' && flag !== '--queues') {
+      throw new ConfigError(`config: unknown argument ${JSON.stringify(arg)} (the service takes --role api|worker|all and --queues NAME,…)`);
+    }
     const value = inline ?? argv[(i += 1)];
+    if (flag === '--queues') {
+      if (value === undefined || value === '') throw new ConfigError('config: --queues needs a value: queue names or prefixes.*, comma-separated');
+      out.SVC_JOB_QUEUES = value;
+      continue;
+    }
     if (value === undefined || value === '') throw new ConfigError('config: --role needs a value: api, worker or all');
     out.SVC_ROLE = value;
   }
@@ -114,7 +122,7 @@ function section(config: Record<string, unknown>, name: string): Record<string, 
   return isMapping(value) ? { ...value } : null;
 }
 
-/** PORT, HOST, SVC_ROLE, SVC_WORKERS, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN, SVC_SECRET_KEYS win over the file. */
+/** PORT, HOST, SVC_ROLE, SVC_WORKERS, SVC_JOB_QUEUES, SVC_DATA_DIR, DATABASE_URL, REDIS_URL, LOG_LEVEL, SVC_OWNER_TOKEN, SVC_SECRET_KEYS win over the file. */
 function applyEnvOverrides(raw: unknown, env: Env): unknown {
   if (raw !== undefined && raw !== null && !isMapping(raw)) {
     throw new ConfigError('config: (top level): expected a mapping of sections (server, storage, plugins, …)');
@@ -156,6 +164,11 @@ function applyEnvOverrides(raw: unknown, env: Env): unknown {
   if (env.SVC_SECRET_KEYS) {
     const secrets = section(config, 'secrets');
     if (secrets) config.secrets = { ...secrets, keys: env.SVC_SECRET_KEYS.split(/[\s,]+/).filter((key) => key !== '') };
+  }
+
+  if (env.SVC_JOB_QUEUES) {
+    const jobs = section(config, 'jobs');
+    if (jobs) config.jobs = { ...jobs, queues: env.SVC_JOB_QUEUES.split(/[\s,]+/).filter((name) => name !== '') };
   }
 
   const bootstrap = section(config, 'bootstrap');

@@ -203,6 +203,16 @@ export const configSchema = z.strictObject({
       drainMs: z.number().int().min(0).optional(),
       /** Finished jobs and events older than this are deleted (an idempotency key is remembered that long). */
       retainHours: z.number().int().min(1).default(168),
+      /**
+       * The queues this process's worker claims (`--queues`, SVC_JOB_QUEUES, comma-separated): names
+       * (`apps.build`) or prefixes ending in `.*` (`event.*`, `periodic.*`). Absent: every queue. So
+       * builds can run on dedicated workers (`--role worker --queues apps.build`) while the others
+       * take `--queues` without it.
+       */
+      queues: z
+        .array(z.string().regex(/^[a-z][a-z0-9_-]*(\.[a-z0-9_-]+)*(\.\*)?$/, 'a queue name (apps.build) or a prefix ending in .* (event.*)'))
+        .min(1)
+        .optional(),
     })
     .prefault({}),
   /** The HTTP client for URLs customers give (webhook endpoints, customers' MCP servers): core/net/outbound-http-client.ts. */

@@ -785,7 +785,7 @@ export interface paths {
   "/githost/status": {
     /**
      * The git host apps are deployed from, and whether it is connected
-     * @description With the local git server (the default), repositories live on this service, pushed to at baseUrl. With GitHub: connected once the organisation holds an installation of the app.
+     * @description With the local git server (the default), repositories live on this service and are pushed to over HTTPS at baseUrl.
      */
     get: operations["githost.status"];
   };
@@ -808,64 +808,12 @@ export interface paths {
      */
     get: operations["githost.branches"];
   };
-  "/githost/authorize": {
+  "/services/{id}/logs/refresh": {
     /**
-     * Start connecting your GitHub account: the URL to send the browser to
-     * @description Answers the GitHub authorization URL with a one-time state (10 minutes). GitHub sends the browser back to /client/githost/callback, which stores your token in the secret vault. Members need the owner’s member-connect policy. With the local git server: 400 githost_not_oauth (there is nothing to connect).
+     * Start the service’s runtime log afresh (rotate it) and answer its newest lines
+     * @description Earlier lines stay readable in the rotated files (GET /services/{id}/logs reads them); the oldest rotated file is dropped.
      */
-    get: operations["githost.authorize"];
-  };
-  "/githost/authorization": {
-    /**
-     * Your git-host account as connected here, and the installations it reaches
-     * @description connected is false once GitHub no longer takes your token (revoked there). The local git server is always connected.
-     */
-    get: operations["githost.authorization"];
-    /**
-     * Forget your GitHub account here
-     * @description Deletes your token from the secret vault. Installations the organisation holds stay (apps keep deploying). The grant itself stays on GitHub until you revoke it in your GitHub settings. Local git server: 400 githost_not_oauth.
-     */
-    delete: operations["githost.authorization.delete"];
-  };
-  "/githost/claim": {
-    /**
-     * Deploy from an installation of the GitHub App your GitHub account reaches
-     * @description Links the installation to this organisation: its repositories become this organisation’s to deploy from. 404 when your GitHub account does not reach it; 409 when another organisation here holds it and does not share it. Claiming one held already changes nothing.
-     */
-    post: operations["githost.claim"];
-  };
-  "/githost/share": {
-    /**
-     * Let other organisations of the service claim an installation this one holds
-     * @description shared true: a person of another organisation whose GitHub account reaches the installation may claim it too (each organisation then deploys from it). false: no new organisation may; those holding it keep it. Owners and admins.
-     */
-    post: operations["githost.share"];
-  };
-  "/githost/add-installation": {
-    /**
-     * Install the GitHub App on another GitHub account: the URL to send the browser to
-     * @description GitHub asks where to install the app and which repositories it may read, then sends the browser back to /client/githost/callback with the installation, which this organisation then holds (as with claim). Local git server: 400 githost_not_oauth.
-     */
-    post: operations["githost.add_installation"];
-  };
-  "/githost/member-connect": {
-    /**
-     * Whether members may connect their own git-host accounts
-     * @description Owner only. Owners and admins always may; with allowed false (the default) members get 403 githost_member_connect_off from authorize, claim and add-installation. Kept with the local git server too, where nothing is connected.
-     */
-    post: operations["githost.member_connect"];
-  };
-  "/githost/repo-allow-list": {
-    /**
-     * The repositories apps may be deployed from
-     * @description Owner only. candidates and candidateOrgs are what the lists may name.
-     */
-    get: operations["githost.repo_allow_list"];
-    /**
-     * Replace the repository allow-list
-     * @description Owner only. A full replace, except that an omitted repos or orgs keeps the stored list (both are kept whichever mode is active). 400 for a name that is not owner/name (a plain name with the local git server), a repository the git host does not show this organisation, or an account no installation of it is on; 409 when an app here deploys from a repository the new setting leaves out.
-     */
-    put: operations["githost.repo_allow_list.replace"];
+    post: operations["services.logs.refresh"];
   };
   "/apps": {
     /**
@@ -916,15 +864,15 @@ export interface paths {
   };
   "/deployments/{id}/logs": {
     /**
-     * A deployment’s build log (checkout, install, build, start)
-     * @description A deployment’s build log (checkout, install, build, start). Any credential of the account may call it.
+     * A deployment’s build log (checkout, install, build, start); follow=1 streams it until the deployment ends
+     * @description While the deployment runs, the lines so far with `complete: false`. With `follow=1` the answer is server-sent events: `snapshot` (this JSON), a `line` event per new line (`{line}`), and `end` once the deployment is live, failed or cancelled.
      */
     get: operations["deployments.logs"];
   };
   "/services/{id}/logs": {
     /**
-     * What the running app printed (the last 1000 lines)
-     * @description What the running app printed (the last 1000 lines). Any credential of the account may call it.
+     * What the running app printed (the last 1000 lines); follow=1 streams new lines
+     * @description With `follow=1` the answer is server-sent events: `snapshot` (this JSON), then a `line` event per new line (`{at, deploymentId, stream, line}`) until the client disconnects.
      */
     get: operations["services.logs"];
   };
@@ -962,89 +910,6 @@ export interface paths {
      * @description Names a deployment from the service’s last 20 whose build is kept; answers the queued deployment.
      */
     post: operations["services.rollback"];
-  };
-  "/apps/{id}/storage": {
-    /**
-     * The app’s stored files; with `name` and Accept: application/octet-stream, that file
-     * @description Lists the app’s files by name with what they take. With `name`, only that file (404 when absent); a request with `Accept: application/octet-stream` then gets its bytes, always as a download.
-     */
-    get: operations["apps.storage.list"];
-    /**
-     * Store a file in the app’s storage (multipart), replacing one of the same name
-     * @description multipart/form-data with the file under `file` (at most 25 MB) and, optionally, `name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at its URL. 409 `storage_quota_exceeded` past 1024 MB or 10000 files per app.
-     */
-    post: operations["apps.storage.upload"];
-    /**
-     * Delete a file from the app’s storage (its public URL stops answering)
-     * @description Delete a file from the app’s storage (its public URL stops answering). Needs the apps:deploy scope.
-     */
-    delete: operations["apps.storage.delete"];
-  };
-  "/apps/{id}/storage/public": {
-    /**
-     * Make a stored file readable by anyone with its URL, or private again
-     * @description Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ends that URL for good (making it public again gives a new one).
-     */
-    post: operations["apps.storage.public"];
-  };
-  "/services/{id}/migrate": {
-    /**
-     * The service’s release command (migrations run before each deployment starts)
-     * @description The service’s release command (migrations run before each deployment starts). Any credential of the account may call it.
-     */
-    get: operations["services.migrate.get"];
-    /**
-     * Set or clear the release command run before each deployment starts
-     * @description Runs in the app’s sandbox against the new build and its env after the build, before the start; its output is in the deployment’s build log. A failure (exit code other than 0, a timeout) fails the deployment: the running version keeps serving. Takes effect from the next deployment; POST /services/{id}/migrations runs it now.
-     */
-    post: operations["services.migrate.set"];
-  };
-  "/services/{id}/migrations": {
-    /**
-     * Run the release command now, beside the live deployment
-     * @description With the live build and env; answers once it ended, with its output. Nothing restarts.
-     */
-    post: operations["services.migrations.run"];
-  };
-  "/services/{id}/autofix": {
-    /**
-     * Have a model read a failed deployment and propose a fix
-     * @description One chat completion (`plugins.apps.autofix.model`, default mock-small, unless `model` names another the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.
-     */
-    post: operations["services.autofix"];
-  };
-  "/services/{id}/ai-fixes": {
-    /**
-     * Fixes models proposed for the service’s failed deployments, newest first
-     * @description Fixes models proposed for the service’s failed deployments, newest first. Any credential of the account may call it.
-     */
-    get: operations["services.ai_fixes.list"];
-    /**
-     * Forget every fix proposed for the service
-     * @description Forget every fix proposed for the service. Needs the apps:deploy scope.
-     */
-    delete: operations["services.ai_fixes.delete"];
-  };
-  "/services/{id}/email": {
-    /**
-     * Mail someone when a deployment of the service fails
-     * @description Fields omitted keep what is stored, so `{}` reads the settings. A failed deployment (build, release command, health check) is mailed with its reason to `recipients`, or to the organisation’s active owners when the list is empty.
-     */
-    post: operations["services.email"];
-  };
-  "/services/{id}/egress-alert": {
-    /**
-     * What the service sent in the last 24 hours, and whether that is over the alert threshold
-     * @description What the service sent in the last 24 hours, and whether that is over the alert threshold. Any credential of the account may call it.
-     */
-    get: operations["services.egress_alert"];
-  };
-  "/egress-alerts": {
-    /**
-     * The apps over the egress alert threshold in the last 24 hours
-     * @description Only alerting services, most bytes first; `all=1` lists every service the caller may see.
-     */
-    get: operations["apps.egress_alerts"];
   };
   "/batches": {
     /**
@@ -1128,35 +993,6 @@ export interface components {
         /** Format: date-time */
         runsAt: string;
       } | null;
-    };
-    /** @description A fix a gateway model proposed for a failed deployment */
-    AiFix: {
-      /** @constant */
-      object: "ai_fix";
-      id: string;
-      serviceId: string;
-      /** @description The failed deployment it reads */
-      deploymentId: string;
-      model: string;
-      /** @description The gateway call, as the request log names it; billed like POST /v1/chat/completions */
-      requestId: string;
-      /** @description The cause and the change to make, in the model’s words */
-      proposal: string;
-      createdAt: string;
-    };
-    /** @description Proposed fixes, newest first */
-    AiFixList: {
-      /** @constant */
-      object: "list";
-      data: components["schemas"]["AiFix"][];
-    };
-    /** @description The service’s proposed fixes are gone */
-    AiFixesDeleted: {
-      /** @constant */
-      object: "ai_fixes_deleted";
-      serviceId: string;
-      /** @description How many were forgotten */
-      deleted: number;
     };
     /** @description A hosted app, its live URL and services */
     App: {
@@ -1248,46 +1084,6 @@ export interface components {
       /** @enum {string} */
       state: "deploying" | "starting" | "running" | "crashed" | "stopped" | "failed";
       liveDeploymentId: string | null;
-    };
-    /** @description An app’s stored files by name, and what they take */
-    AppStorageList: {
-      /** @constant */
-      object: "list";
-      data: components["schemas"]["AppStorageObject"][];
-      usage: {
-        bytes: number;
-        objects: number;
-        /** @description What all the app’s files may take together */
-        maxBytes: number;
-        /** @description The largest one upload may carry */
-        maxFileBytes: number;
-      };
-    };
-    /** @description A file in an app’s storage */
-    AppStorageObject: {
-      /** @constant */
-      object: "app_storage_object";
-      id: string;
-      appId: string;
-      name: string;
-      /** @description Bytes */
-      size: number;
-      /** @description Read from its bytes when it was stored */
-      contentType: string;
-      sha256: string;
-      public: boolean;
-      /** @description Readable by anyone with it, without a key; null while private */
-      publicUrl: string | null;
-      createdAt: string;
-      updatedAt: string;
-    };
-    /** @description The file and its bytes are gone */
-    AppStorageObjectDeleted: {
-      /** @constant */
-      object: "app_storage_object";
-      name: string;
-      /** @constant */
-      deleted: true;
     };
     /** @description One image drawn from a prompt, and the call it was billed as */
     AssistantImage: {
@@ -1462,7 +1258,7 @@ export interface components {
       /** @constant */
       object: "build_log";
       deploymentId: string;
-      /** @description False while the deployment is still building: the log is stored when it ends */
+      /** @description False while the deployment runs: the lines so far; the whole log is stored when it ends */
       complete: boolean;
       /** @description `<ISO time> <stream> <text>` */
       lines: string[];
@@ -1696,7 +1492,10 @@ export interface components {
       rollbackOf: string | null;
       /** @enum {string} */
       status: "queued" | "cloning" | "building" | "starting" | "live" | "failed" | "cancelled" | "retired";
+      /** @description What went wrong, worded for the person deploying */
       failureReason: string | null;
+      /** @description Why it failed: build_timeout (install and build ran past the build time limit), build_memory (an allocation failed under the build memory cap), build_failed (a step exited non-zero; the log says why, e.g. a refused registry CONNECT), checkout_failed, build_refused (the build decision refused), health_check_failed, runtime_refused, deploy_failed */
+      failureCode: ("build_timeout" | "build_memory" | "build_failed" | "checkout_failed" | "build_refused" | "health_check_failed" | "runtime_refused" | "deploy_failed") | null;
       /** @description Per-phase time; null for a deploy nothing measured yet */
       timings: ({
         /** @description ms reading the commit out of the repository; null when not run */
@@ -1717,33 +1516,6 @@ export interface components {
       /** @constant */
       object: "list";
       data: components["schemas"]["Deployment"][];
-    };
-    /** @description What an app sent in the last 24 hours, against the alert threshold */
-    EgressAlert: {
-      /** @constant */
-      object: "egress_alert";
-      serviceId: string;
-      appId: string;
-      appName: string;
-      /** @description Whether bytesOut is over thresholdBytes */
-      alerting: boolean;
-      /** @description Bytes the app answered through the apps proxy in the window */
-      bytesOut: number;
-      /** @description `plugins.apps.egress.alertBytesPerDay` */
-      thresholdBytes: number;
-      windowStart: string;
-      windowEnd: string;
-      /**
-       * @description What is measured: responses through the apps proxy (not the app’s own outbound connections)
-       * @constant
-       */
-      measuredAt: "proxy";
-    };
-    /** @description Egress per service */
-    EgressAlertList: {
-      /** @constant */
-      object: "list";
-      data: components["schemas"]["EgressAlert"][];
     };
     /** @description A person of the organisation and their organisation role */
     Employee: {
@@ -1820,72 +1592,6 @@ export interface components {
       object: "list";
       /** @description By name */
       data: components["schemas"]["GitBranch"][];
-    };
-    /** @description Your own git-host account, as connected to this organisation */
-    GitHostAuthorization: {
-      /** @constant */
-      object: "githost_authorization";
-      /** @enum {string} */
-      provider: "local" | "github";
-      /** @description Whether your git-host account is connected here (the local git server: always) */
-      connected: boolean;
-      /** @description Your GitHub login; null with the local git server or before connecting */
-      login: string | null;
-      /** @description When you connected it (ISO 8601) */
-      connectedAt: string | null;
-      /** @description Installations of the GitHub App your GitHub account reaches */
-      installations: components["schemas"]["GitHostInstallation"][];
-    };
-    /** @description An installation of the service’s GitHub App */
-    GitHostInstallation: {
-      /** @constant */
-      object: "githost_installation";
-      /** @description The GitHub App installation id */
-      id: number;
-      /** @description The GitHub user or organisation it is installed on */
-      account: string;
-      /** @description User or Organization, as GitHub says */
-      accountType: string;
-      /** @description Whether this organisation deploys from it */
-      held: boolean;
-      /** @description Whether this organisation lets other organisations of the service claim it too */
-      shared: boolean;
-    };
-    /** @description Where to send the browser on GitHub */
-    GitHostLink: {
-      /** @constant */
-      object: "githost_link";
-      /** @description Open it in the browser; GitHub sends it back to /client/githost/callback */
-      url: string;
-      /** @description The link’s state is good until then (ISO 8601) */
-      expiresAt: string;
-    };
-    /** @description The organisation’s policy on members connecting git-host accounts */
-    GitHostMemberConnect: {
-      /** @constant */
-      object: "githost_member_connect";
-      /** @description Whether members (not only owners and admins) may connect their own git-host accounts */
-      allowed: boolean;
-    };
-    /** @description The repositories apps may be deployed from */
-    GitHostRepoAllowList: {
-      /** @constant */
-      object: "githost_repo_allow_list";
-      /** @description While true, repositories outside the list cannot be chosen, browsed or deployed (404) */
-      restricted: boolean;
-      /**
-       * @description Which list applies while restricted
-       * @enum {string}
-       */
-      mode: "repos" | "orgs";
-      /** @description Repositories allowed in repos mode (owner/name); kept in orgs mode */
-      allowed: string[];
-      /** @description Accounts whose repositories are allowed in orgs mode; kept in repos mode */
-      allowedOrgs: string[];
-      /** @description Every repository the git host shows this organisation */
-      candidates: string[];
-      /** @description Accounts the organisation’s installations are on */
-      candidateOrgs: string[];
     };
     /** @description The git host apps are deployed from */
     GitHostStatus: {
@@ -3293,33 +2999,6 @@ export interface components {
        */
       previousSecretExpiresAt: string;
     };
-    /** @description The command run against each new build before it starts (migrations) */
-    ReleaseCommand: {
-      /** @constant */
-      object: "release_command";
-      serviceId: string;
-      /** @description Run before each deployment starts; null: none */
-      command: string | null;
-      /** @description How long it may run before the deployment fails */
-      timeoutSeconds: number;
-      updatedAt: string | null;
-    };
-    /** @description One run of the release command beside the live deployment */
-    ReleaseRun: {
-      /** @constant */
-      object: "release_run";
-      serviceId: string;
-      /** @description The live deployment it ran beside */
-      deploymentId: string;
-      command: string;
-      succeeded: boolean;
-      /** @description Null when a signal ended it */
-      exitCode: number | null;
-      signal: string | null;
-      timedOut: boolean;
-      /** @description stdout and stderr as they came (at most 1 MiB) */
-      output: string;
-    };
     /** @description One gateway call as the request log keeps it, without its bodies */
     RequestLog: {
       /** @constant */
@@ -3474,6 +3153,7 @@ export interface components {
     ServiceLogLines: {
       /** @constant */
       object: "list";
+      serviceId: string;
       data: ({
           at: string;
           deploymentId: string;
@@ -3481,17 +3161,6 @@ export interface components {
           stream: "stdout" | "stderr" | "runtime";
           line: string;
         })[];
-    };
-    /** @description Who is mailed when a deployment of the service fails */
-    ServiceMailSettings: {
-      /** @constant */
-      object: "service_mail";
-      serviceId: string;
-      /** @description Whether a failed deployment is mailed */
-      onFailure: boolean;
-      /** @description Who is mailed; empty: the organisation’s active owners */
-      recipients: string[];
-      updatedAt: string | null;
     };
     /** @description A spend cap: USD per period; blocking answers 402 at the cap, alert only records a warning */
     SpendCap: {
@@ -10407,7 +10076,7 @@ export interface operations {
   };
   /**
    * The git host apps are deployed from, and whether it is connected
-   * @description With the local git server (the default), repositories live on this service, pushed to at baseUrl. With GitHub: connected once the organisation holds an installation of the app.
+   * @description With the local git server (the default), repositories live on this service and are pushed to over HTTPS at baseUrl.
    */
   "githost.status": {
     responses: {
@@ -10554,18 +10223,23 @@ export interface operations {
     };
   };
   /**
-   * Start connecting your GitHub account: the URL to send the browser to
-   * @description Answers the GitHub authorization URL with a one-time state (10 minutes). GitHub sends the browser back to /client/githost/callback, which stores your token in the secret vault. Members need the owner’s member-connect policy. With the local git server: 400 githost_not_oauth (there is nothing to connect).
+   * Start the service’s runtime log afresh (rotate it) and answer its newest lines
+   * @description Earlier lines stay readable in the rotated files (GET /services/{id}/logs reads them); the oldest rotated file is dropped.
    */
-  "githost.authorize": {
+  "services.logs.refresh": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
     responses: {
-      /** @description Where to send the browser on GitHub */
+      /** @description What the running app printed, oldest first (the last 1000 lines) */
       200: {
         content: {
-          "application/json": components["schemas"]["GitHostLink"];
+          "application/json": components["schemas"]["ServiceLogLines"];
         };
       };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10577,379 +10251,20 @@ export interface operations {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description The credential lacks the scope or role this needs: githost_member_connect_off, person_required */
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
       403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
       };
-    };
-  };
-  /**
-   * Your git-host account as connected here, and the installations it reaches
-   * @description connected is false once GitHub no longer takes your token (revoked there). The local git server is always connected.
-   */
-  "githost.authorization": {
-    responses: {
-      /** @description Your own git-host account, as connected to this organisation */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitHostAuthorization"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: person_required */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Forget your GitHub account here
-   * @description Deletes your token from the secret vault. Installations the organisation holds stay (apps keep deploying). The grant itself stays on GitHub until you revoke it in your GitHub settings. Local git server: 400 githost_not_oauth.
-   */
-  "githost.authorization.delete": {
-    responses: {
-      /** @description Your own git-host account, as connected to this organisation */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitHostAuthorization"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, person_required */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Deploy from an installation of the GitHub App your GitHub account reaches
-   * @description Links the installation to this organisation: its repositories become this organisation’s to deploy from. 404 when your GitHub account does not reach it; 409 when another organisation here holds it and does not share it. Claiming one held already changes nothing.
-   */
-  "githost.claim": {
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description A GitHub App installation id */
-          installationId: number;
-        };
-      };
-    };
-    responses: {
-      /** @description An installation of the service’s GitHub App */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitHostInstallation"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_authorized, githost_not_oauth, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, githost_member_connect_off, person_required */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: githost_installation_not_found */
+      /** @description No such resource, or none the caller may see: service_not_found */
       404: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
       };
-      /** @description Conflicts with the state of the resource: githost_installation_claimed */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Let other organisations of the service claim an installation this one holds
-   * @description shared true: a person of another organisation whose GitHub account reaches the installation may claim it too (each organisation then deploys from it). false: no new organisation may; those holding it keep it. Owners and admins.
-   */
-  "githost.share": {
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description A GitHub App installation id */
-          installationId: number;
-          /** @description Whether other organisations may claim it */
-          shared: boolean;
-        };
-      };
-    };
-    responses: {
-      /** @description An installation of the service’s GitHub App */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitHostInstallation"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, role_required */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: githost_installation_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Install the GitHub App on another GitHub account: the URL to send the browser to
-   * @description GitHub asks where to install the app and which repositories it may read, then sends the browser back to /client/githost/callback with the installation, which this organisation then holds (as with claim). Local git server: 400 githost_not_oauth.
-   */
-  "githost.add_installation": {
-    responses: {
-      /** @description Where to send the browser on GitHub */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitHostLink"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, githost_member_connect_off, person_required */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Whether members may connect their own git-host accounts
-   * @description Owner only. Owners and admins always may; with allowed false (the default) members get 403 githost_member_connect_off from authorize, claim and add-installation. Kept with the local git server too, where nothing is connected.
-   */
-  "githost.member_connect": {
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description Whether members may connect their git-host accounts */
-          allowed: boolean;
-        };
-      };
-    };
-    responses: {
-      /** @description The organisation’s policy on members connecting git-host accounts */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitHostMemberConnect"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, owner_required */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * The repositories apps may be deployed from
-   * @description Owner only. candidates and candidateOrgs are what the lists may name.
-   */
-  "githost.repo_allow_list": {
-    responses: {
-      /** @description The repositories apps may be deployed from */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitHostRepoAllowList"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: owner_required */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Replace the repository allow-list
-   * @description Owner only. A full replace, except that an omitted repos or orgs keeps the stored list (both are kept whichever mode is active). 400 for a name that is not owner/name (a plain name with the local git server), a repository the git host does not show this organisation, or an account no installation of it is on; 409 when an app here deploys from a repository the new setting leaves out.
-   */
-  "githost.repo_allow_list.replace": {
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description Whether the list applies */
-          restricted: boolean;
-          /**
-           * @description Which list applies; omitted: the stored mode (repos at first)
-           * @enum {string}
-           */
-          mode?: "repos" | "orgs";
-          /** @description owner/name; omitted: kept */
-          repos?: string[];
-          /** @description GitHub accounts; omitted: kept */
-          orgs?: string[];
-        };
-      };
-    };
-    responses: {
-      /** @description The repositories apps may be deployed from */
-      200: {
-        content: {
-          "application/json": components["schemas"]["GitHostRepoAllowList"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_org_not_connected, githost_repo_not_visible, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, owner_required */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Conflicts with the state of the resource: githost_allow_list_conflict */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
+      /** @description Error: runtime_unavailable_here */
+      503: {
         content: {
           "application/json": components["schemas"]["Error"];
         };
@@ -11262,11 +10577,15 @@ export interface operations {
     };
   };
   /**
-   * A deployment’s build log (checkout, install, build, start)
-   * @description A deployment’s build log (checkout, install, build, start). Any credential of the account may call it.
+   * A deployment’s build log (checkout, install, build, start); follow=1 streams it until the deployment ends
+   * @description While the deployment runs, the lines so far with `complete: false`. With `follow=1` the answer is server-sent events: `snapshot` (this JSON), a `line` event per new line (`{line}`), and `end` once the deployment is live, failed or cancelled.
    */
   "deployments.logs": {
     parameters: {
+      query?: {
+        /** @description 1: answer server-sent events (`snapshot`, then `line` per new line, `end`) instead of one JSON answer */
+        follow?: "0" | "1";
+      };
       path: {
         id: string;
       };
@@ -11299,12 +10618,14 @@ export interface operations {
     };
   };
   /**
-   * What the running app printed (the last 1000 lines)
-   * @description What the running app printed (the last 1000 lines). Any credential of the account may call it.
+   * What the running app printed (the last 1000 lines); follow=1 streams new lines
+   * @description With `follow=1` the answer is server-sent events: `snapshot` (this JSON), then a `line` event per new line (`{at, deploymentId, stream, line}`) until the client disconnects.
    */
   "services.logs": {
     parameters: {
       query?: {
+        /** @description 1: answer server-sent events (`snapshot`, then `line` per new line, `end`) instead of one JSON answer */
+        follow?: "0" | "1";
         /** @description Only lines at or after this instant */
         since?: string;
       };
@@ -11588,718 +10909,6 @@ export interface operations {
       };
       /** @description The request body is not of a type this takes: unsupported_media_type */
       415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * The app’s stored files; with `name` and Accept: application/octet-stream, that file
-   * @description Lists the app’s files by name with what they take. With `name`, only that file (404 when absent); a request with `Accept: application/octet-stream` then gets its bytes, always as a download.
-   */
-  "apps.storage.list": {
-    parameters: {
-      query?: {
-        /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
-        name?: string;
-      };
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description An app’s stored files by name, and what they take; with Accept: application/octet-stream, the file itself, as a download */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppStorageList"];
-          "application/octet-stream": string;
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Store a file in the app’s storage (multipart), replacing one of the same name
-   * @description multipart/form-data with the file under `file` (at most 25 MB) and, optionally, `name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at its URL. 409 `storage_quota_exceeded` past 1024 MB or 10000 files per app.
-   */
-  "apps.storage.upload": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    requestBody?: {
-      content: {
-        "application/json": {
-          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
-          name?: string;
-        };
-        "multipart/form-data": {
-          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
-          name?: string;
-          /** @description One file of at most 25 MB (multipart only); its type is read from its bytes */
-          file?: string[];
-        };
-      };
-    };
-    responses: {
-      /** @description A file in an app’s storage */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppStorageObject"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: app_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Conflicts with the state of the resource: storage_quota_exceeded */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Delete a file from the app’s storage (its public URL stops answering)
-   * @description Delete a file from the app’s storage (its public URL stops answering). Needs the apps:deploy scope.
-   */
-  "apps.storage.delete": {
-    parameters: {
-      query: {
-        /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
-        name: string;
-      };
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description The file and its bytes are gone */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppStorageObjectDeleted"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Make a stored file readable by anyone with its URL, or private again
-   * @description Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ends that URL for good (making it public again gives a new one).
-   */
-  "apps.storage.public": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
-          name: string;
-          /** @description True: readable at its URL without a key; false: private */
-          public: boolean;
-        };
-      };
-    };
-    responses: {
-      /** @description A file in an app’s storage */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AppStorageObject"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * The service’s release command (migrations run before each deployment starts)
-   * @description The service’s release command (migrations run before each deployment starts). Any credential of the account may call it.
-   */
-  "services.migrate.get": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description The command run against each new build before it starts (migrations) */
-      200: {
-        content: {
-          "application/json": components["schemas"]["ReleaseCommand"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Set or clear the release command run before each deployment starts
-   * @description Runs in the app’s sandbox against the new build and its env after the build, before the start; its output is in the deployment’s build log. A failure (exit code other than 0, a timeout) fails the deployment: the running version keeps serving. Takes effect from the next deployment; POST /services/{id}/migrations runs it now.
-   */
-  "services.migrate.set": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    requestBody: {
-      content: {
-        "application/json": {
-          /** @description One line, at most 300 characters, run with sh in the app’s folder (e.g. `npm run migrate`); null clears it */
-          command: string | null;
-        };
-      };
-    };
-    responses: {
-      /** @description The command run against each new build before it starts (migrations) */
-      200: {
-        content: {
-          "application/json": components["schemas"]["ReleaseCommand"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Run the release command now, beside the live deployment
-   * @description With the live build and env; answers once it ended, with its output. Nothing restarts.
-   */
-  "services.migrations.run": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description One run of the release command beside the live deployment */
-      200: {
-        content: {
-          "application/json": components["schemas"]["ReleaseRun"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Conflicts with the state of the resource: no_release_command, nothing_to_start */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Error: runtime_unavailable_here */
-      503: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Have a model read a failed deployment and propose a fix
-   * @description One chat completion (`plugins.apps.autofix.model`, default mock-small, unless `model` names another the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.
-   */
-  "services.autofix": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    requestBody?: {
-      content: {
-        "application/json": {
-          /**
-           * Format: uuid
-           * @description A failed deployment of the service (default: the latest failed one)
-           */
-          deploymentId?: string;
-          /** @description A chat model of the gateway the caller may use */
-          model?: string;
-        };
-      };
-    };
-    responses: {
-      /** @description A fix a gateway model proposed for a failed deployment */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AiFix"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field, unsupported_model, upstream_rejected_request */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Not enough credit, or a spend cap reached: budget_exceeded, insufficient_credit */
-      402: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: model_not_found, route_not_found, service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Conflicts with the state of the resource: nothing_to_fix */
-      409: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Error: guardrail_blocked */
-      422: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Too many requests; retry after the time retry-after names: rate_limit_exceeded */
-      429: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description An upstream (a model) could not be reached; it is safe to retry: autofix_model_failed, upstream_error */
-      502: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Error: metering_unavailable */
-      503: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Fixes models proposed for the service’s failed deployments, newest first
-   * @description Fixes models proposed for the service’s failed deployments, newest first. Any credential of the account may call it.
-   */
-  "services.ai_fixes.list": {
-    parameters: {
-      query?: {
-        /** @description Only the fixes for this deployment */
-        deploymentId?: string;
-      };
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description Proposed fixes, newest first */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AiFixList"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Forget every fix proposed for the service
-   * @description Forget every fix proposed for the service. Needs the apps:deploy scope.
-   */
-  "services.ai_fixes.delete": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description The service’s proposed fixes are gone */
-      200: {
-        content: {
-          "application/json": components["schemas"]["AiFixesDeleted"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * Mail someone when a deployment of the service fails
-   * @description Fields omitted keep what is stored, so `{}` reads the settings. A failed deployment (build, release command, health check) is mailed with its reason to `recipients`, or to the organisation’s active owners when the list is empty.
-   */
-  "services.email": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    requestBody?: {
-      content: {
-        "application/json": {
-          /** @description Mail a failed deployment (default false) */
-          onFailure?: boolean;
-          /** @description At most 10 addresses; empty: the organisation’s active owners */
-          recipients?: string[];
-        };
-      };
-    };
-    responses: {
-      /** @description Who is mailed when a deployment of the service fails */
-      200: {
-        content: {
-          "application/json": components["schemas"]["ServiceMailSettings"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
-      403: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is over its limit: request_too_large */
-      413: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The request body is not of a type this takes: unsupported_media_type */
-      415: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * What the service sent in the last 24 hours, and whether that is over the alert threshold
-   * @description What the service sent in the last 24 hours, and whether that is over the alert threshold. Any credential of the account may call it.
-   */
-  "services.egress_alert": {
-    parameters: {
-      path: {
-        id: string;
-      };
-    };
-    responses: {
-      /** @description What an app sent in the last 24 hours, against the alert threshold */
-      200: {
-        content: {
-          "application/json": components["schemas"]["EgressAlert"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description No such resource, or none the caller may see: service_not_found */
-      404: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-    };
-  };
-  /**
-   * The apps over the egress alert threshold in the last 24 hours
-   * @description Only alerting services, most bytes first; `all=1` lists every service the caller may see.
-   */
-  "apps.egress_alerts": {
-    parameters: {
-      query?: {
-        /** @description 1: every service, alerting or not */
-        all?: "0" | "1";
-      };
-    };
-    responses: {
-      /** @description Egress per service */
-      200: {
-        content: {
-          "application/json": components["schemas"]["EgressAlertList"];
-        };
-      };
-      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
-      400: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
-      401: {
-        content: {
-          "application/json": components["schemas"]["Error"];
-        };
-      };
-      /** @description The credential lacks the scope or role this needs: missing_scope */
-      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

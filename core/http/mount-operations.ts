@@ -4,6 +4,7 @@ import type { OperationCaller, OperationService } from '../operations/operation-
 import type { AnyOperation, FileInput, OperationRegistry } from '../operations/operations.ts';
 import type { BlobStore } from '../ports/blobs.ts';
 import { acceptsOctetStream, sendFile } from './file-answer.ts';
+import { sendFollowed } from './follow-answer.ts';
 import { discardFiles, receiveOperationUpload } from './operation-uploads.ts';
 import { mountUploadRoutes } from './uploads.ts';
 import { requestOrigin } from './request-origin.ts';
@@ -83,6 +84,11 @@ async function answer(request: FastifyRequest, reply: FastifyReply, operation: A
   }
   if (operation.download && acceptsOctetStream(request.headers.accept)) {
     return sendFile(reply, await operation.download(result, { credential: caller.credential }));
+  }
+  // The query passed the operation's own check already; parsed again for its typed values.
+  if (operation.follow?.requested(operation.query ? operation.query.parse(request.query) : {})) {
+    const { follow } = operation;
+    return sendFollowed(reply, result, (signal) => follow.stream(result, { credential: caller.credential, signal }));
   }
   return reply.code(operation.status ?? 200).send(result);
 }

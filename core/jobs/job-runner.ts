@@ -12,6 +12,17 @@ export interface JobRunnerSettings {
   pollIntervalMs: number;
   /** On close, how long running jobs may finish before their leases are given back. */
   drainMs: number;
+  /**
+   * The queues this worker claims: names, or prefixes ending in `.*`. Absent: every registered queue.
+   * Jobs of the others wait for a worker that takes them (config `jobs.queues`).
+   */
+  queues?: readonly string[];
+}
+
+/** Whether a worker told to take `patterns` (names, or prefixes ending in `.*`) claims `queue`; none given: every queue. */
+export function takesQueue(patterns: readonly string[] | undefined, queue: string): boolean {
+  if (!patterns) return true;
+  return patterns.some((pattern) => (pattern.endsWith('.*') ? queue.startsWith(pattern.slice(0, -1)) : queue === pattern));
 }
 
 /**
@@ -253,7 +264,8 @@ export class JobRunner implements WorkerNudges {
 
   private async claimNow(): Promise<{ started: number; more: boolean }> {
     if (this.state === 'draining' || this.state === 'closed') return { started: 0, more: false };
-    const requests = this.deps.registry.queues().map((definition) => ({
+    const taken = this.deps.registry.queues().filter((definition) => takesQueue(this.deps.settings.queues, definition.spec.name));
+    const requests = taken.map((definition) => ({
       queue: definition.spec.name,
       slots: definition.spec.concurrency - (this.busy.get(definition.spec.name) ?? 0),
       leaseMs: definition.spec.leaseMs,

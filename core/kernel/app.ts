@@ -182,7 +182,11 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
       clock,
       ...(options.random ? { random: options.random } : {}),
       logger: app.log.child({ component: 'jobs' }),
-      settings: { pollIntervalMs: config.jobs.pollIntervalMs, drainMs: config.jobs.drainMs ?? Math.floor(config.server.shutdownGraceMs * 0.8) },
+      settings: {
+        pollIntervalMs: config.jobs.pollIntervalMs,
+        drainMs: config.jobs.drainMs ?? Math.floor(config.server.shutdownGraceMs * 0.8),
+        ...(config.jobs.queues ? { queues: config.jobs.queues } : {}),
+      },
     });
     const jobs = new JobQueue({ store: jobStore, database, registry: jobRegistry, clock, workers: runner });
     const events = new DomainEvents({ store: eventStore, jobs, registry: jobRegistry, clock });

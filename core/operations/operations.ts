@@ -137,6 +137,16 @@ export interface OperationDefinition<
    */
   readonly download?: (output: z.output<O>, ctx: { credential: Credential }) => Promise<FileAnswer>;
   /**
+   * The answer followed as it grows: a request whose query asks for it (`requested`, e.g.
+   * `follow=1`) gets server-sent events instead of JSON: `snapshot` with the checked output, then
+   * an event per item `stream` yields until it ends or the client goes away, then `end`
+   * (core/http/follow-answer.ts). MCP and every other caller get the JSON answer.
+   */
+  readonly follow?: {
+    requested(query: z.output<Q>): boolean;
+    stream(output: z.output<O>, ctx: { credential: Credential; signal: AbortSignal }): AsyncIterable<FollowEvent>;
+  };
+  /**
    * A person's act: only the session of a person holding one of these organisation roles may call
    * it, never an API key or a connector (managing people takes `['owner', 'admin']`). Absent: the
    * scope alone decides. Not declared together with `ownerOnly`, which is its `['owner']`.
@@ -156,6 +166,12 @@ export interface OperationDefinition<
    */
   readonly errors?: readonly ErrorCode[];
   handler(input: OperationInput<z.output<P>, z.output<Q>, z.output<B>>, ctx: OperationContext): Promise<z.input<O>>;
+}
+
+/** One server-sent event of a followed answer: its name and its JSON data. */
+export interface FollowEvent {
+  readonly event: string;
+  readonly data: unknown;
 }
 
 // Heterogeneous collections of operations; each one is type-checked inside defineOperation.

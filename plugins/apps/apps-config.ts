@@ -76,8 +76,27 @@ export const appsConfigSchema = z.strictObject({
         .int()
         .min(256 * MiB)
         .default(4096 * MiB),
-      /** Deploys this process builds at once. */
+      /** Deploys this process builds at once (the `apps.build` queue's per-worker concurrency). */
       concurrency: z.number().int().min(1).max(16).default(1),
+      /**
+       * What installs may reach: the registry proxy lets through these URLs' host:port and nothing
+       * else (registry-proxy.ts). Default: npm's registry and PyPI's index and files.
+       */
+      registries: z
+        .array(z.url({ protocol: /^https?$/ }))
+        .max(50)
+        .default(['https://registry.npmjs.org/', 'https://pypi.org/', 'https://files.pythonhosted.org/']),
+      /** npm's registry inside builds (`npm_config_registry`); one of `registries`. */
+      npmRegistry: z.url({ protocol: /^https?$/ }).default('https://registry.npmjs.org/'),
+      /** pip's index inside builds (`PIP_INDEX_URL`); one of `registries`. */
+      pypiIndex: z.url({ protocol: /^https?$/ }).default('https://pypi.org/simple/'),
+      /** Processes (and threads) a build may have at once: a fork bomb fails to fork past it. */
+      processes: z.number().int().min(8).default(256),
+      /**
+       * Run as root, a build runs as a uid of its own, `uidBase + (a hash of the deployment % 1000)`:
+       * the kernel ignores the process cap for root and counts it per uid.
+       */
+      uidBase: z.number().int().min(1000).default(200_000),
     })
     .prefault({}),
   /** What running apps use (README.md: usage and its cost). */

@@ -70,4 +70,13 @@ CREATE TABLE app_deployments (
 CREATE INDEX app_deployments_service_time ON app_deployments (service_id, created_at DESC, id DESC);
 `,
   },
+  {
+    owner: 'apps',
+    version: 2,
+    name: 'a failed deployment says why as a code',
+    sql: `
+-- build_timeout, build_memory, build_failed, … (apps-views.ts FAILURE_CODES); NULL unless failed.
+ALTER TABLE app_deployments ADD COLUMN failure_code text;
+`,
+  },
 ];

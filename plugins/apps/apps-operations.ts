@@ -18,7 +18,9 @@ import type { AppsHost } from './apps-host.ts';
 import { type AppRecord, type AppsStore, DEPLOY_HISTORY, type DeploymentRecord, type ServiceRecord } from './apps-store.ts';
 import { appListView, appView, deployAnswerView, deploymentView, type ServiceState, toAppView, toDeploymentView, toServiceView } from './apps-views.ts';
 import { MAX_START_COMMAND_CHARS, missingEnv } from './build-decision/index.ts';
+import { followBuildLog } from './build-log.ts';
 import { enqueueDeployment } from './deploy-pipeline.ts';
+import { followQuery, followRuntimeLog, lastRuntimeLines, runtimeLogView } from './log-operations.ts';
 import { decideFromGitHost } from './source-checkout.ts';
 import './apps-errors.ts';
 
@@ -79,24 +81,10 @@ const buildLogView = z
   .object({
     object: z.literal('build_log'),
     deploymentId: z.string(),
-    complete: z.boolean().describe('False while the deployment is still building: the log is stored when it ends'),
+    complete: z.boolean().describe('False while the deployment runs: the lines so far; the whole log is stored when it ends'),
     lines: z.array(z.string()).describe('`<ISO time> <stream> <text>`'),
   })
   .meta({ id: 'BuildLog', description: 'What a deployment’s checkout, build and start printed' });
-
-const runtimeLogView = z
-  .object({
-    object: z.literal('list'),
-    data: z.array(
-      z.object({
-        at: z.string(),
-        deploymentId: z.string(),
-        stream: z.enum(['stdout', 'stderr', 'runtime']),
-        line: z.string(),
-      }),
-    ),
-  })
-  .meta({ id: 'ServiceLogLines', description: 'What the running app printed, oldest first (the last 1000 lines)' });
 
 const buildDecisionView = z
   .object({
@@ -172,6 +160,8 @@ export function deploymentRecordKind(store: AppsStore): RecordKind<{ deployment:
     },
   };
 }
+
+const UNFINISHED: readonly string[] = ['queued', 'cloning', 'building', 'starting'];
 
 export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
   const { store, host, git, env, jobs, clock } = deps;
@@ -408,42 +398,73 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
     name: 'deployments.logs',
     method: 'GET',
     path: '/deployments/:id/logs',
-    summary: 'A deployment’s build log (checkout, install, build, start)',
+    summary: 'A deployment’s build log (checkout, install, build, start); follow=1 streams it until the deployment ends',
+    description:
+      'While the deployment runs, the lines so far with `complete: false`. With `follow=1` the answer is server-sent events: ' +
+      '`snapshot` (this JSON), a `line` event per new line (`{line}`), and `end` once the deployment is live, failed or cancelled.',
     scope: null,
     readOnly: true,
     params: idParams,
+    query: followQuery,
     resource: { kind: deploymentKind, access: 'read', in: 'path', field: 'id' },
     output: buildLogView,
     async handler(_input, { authorization }) {
       const { deployment } = authorizedRecord(authorization, deploymentKind).record;
-      const complete = !['queued', 'cloning', 'building', 'starting'].includes(deployment.status);
-      let text = '';
-      const blob = deployment.logBlob ? await deps.blobs.get(deployment.logBlob) : null;
-      if (blob) for await (const chunk of blob.stream) text += chunk.toString();
-      return { object: 'build_log' as const, deploymentId: deployment.id, complete, lines: text.split('\n').filter((line) => line.length > 0) };
+      const stored = await storedBuildLog(deployment);
+      if (stored) return { object: 'build_log' as const, deploymentId: deployment.id, complete: true, lines: stored };
+      // Running (or queued): what the build printed so far, from its live file (build-log.ts).
+      const { lines } = await host.buildLogs.readFrom(deployment.id);
+      return { object: 'build_log' as const, deploymentId: deployment.id, complete: false, lines };
+    },
+    follow: {
+      requested: (query) => query.follow === '1',
+      async *stream(output, { signal }) {
+        const lines = followBuildLog({
+          files: host.buildLogs,
+          deploymentId: output.deploymentId,
+          finished: async () => {
+            const deployment = await store.deploymentById(output.deploymentId);
+            return deployment ? storedBuildLog(deployment) : [];
+          },
+          pollMs: 250,
+          signal,
+        });
+        let index = 0;
+        for await (const line of lines) if (index++ >= output.lines.length) yield { event: 'line', data: { line } };
+      },
     },
   });
+
+  /** The stored log of a finished deployment; null while it runs (its log is not stored yet). */
+  async function storedBuildLog(deployment: DeploymentRecord): Promise<string[] | null> {
+    if (UNFINISHED.includes(deployment.status)) return null;
+    let text = '';
+    const blob = deployment.logBlob ? await deps.blobs.get(deployment.logBlob) : null;
+    if (blob) for await (const chunk of blob.stream) text += chunk.toString();
+    return text.split('\n').filter((line) => line.length > 0);
+  }
 
   const runtimeLogs = defineOperation({
     name: 'services.logs',
     method: 'GET',
     path: '/services/:id/logs',
-    summary: 'What the running app printed (the last 1000 lines)',
+    summary: 'What the running app printed (the last 1000 lines); follow=1 streams new lines',
+    description:
+      'With `follow=1` the answer is server-sent events: `snapshot` (this JSON), then a `line` event per new line ' + '(`{at, deploymentId, stream, line}`) until the client disconnects.',
     scope: null,
     readOnly: true,
     params: idParams,
-    query: z.strictObject({ since: z.iso.datetime({ offset: true }).optional().describe('Only lines at or after this instant') }),
+    query: followQuery.extend({ since: z.iso.datetime({ offset: true }).optional().describe('Only lines at or after this instant') }),
     resource: readService,
     output: runtimeLogView,
     errors: ['runtime_unavailable_here'],
-    async handler({ query }, { authorization }) {
+    async handler({ params, query }, { authorization }) {
       const { service } = authorizedRecord(authorization, serviceKind).record;
-      const lines: Array<{ at: string; deploymentId: string; stream: 'stdout' | 'stderr' | 'runtime'; line: string }> = [];
-      for await (const line of host.runtime().logs(service.id, query.since ? { since: new Date(query.since) } : {})) {
-        lines.push(line);
-        if (lines.length > 1000) lines.shift();
-      }
-      return { object: 'list' as const, data: lines };
+      return { object: 'list' as const, serviceId: params.id, data: await lastRuntimeLines(host, service.id, query.since ? new Date(query.since) : undefined) };
+    },
+    follow: {
+      requested: (query) => query.follow === '1',
+      stream: (output, { signal }) => followRuntimeLog(host, output.serviceId, output.data, signal),
     },
   });
 

@@ -53,6 +53,8 @@ export interface DeploymentRecord {
   rollbackOf: string | null;
   status: DeploymentStatus;
   failureReason: string | null;
+  /** Why it failed, as a code (apps-views.ts FAILURE_CODES); null unless failed. */
+  failureCode: string | null;
   timings: Timings | null;
   imageSizeBytes: number | null;
   decision: Record<string, unknown> | null;
@@ -112,6 +114,7 @@ function deploymentOf(row: Record<string, unknown>): DeploymentRecord {
     rollbackOf: (row['rollback_of'] as string | null) ?? null,
     status: row['status'] as DeploymentStatus,
     failureReason: (row['failure_reason'] as string | null) ?? null,
+    failureCode: (row['failure_code'] as string | null) ?? null,
     timings: (json(row['timings']) as Timings | null) ?? null,
     imageSizeBytes: row['image_size_bytes'] === null ? null : Number(row['image_size_bytes']),
     decision: (json(row['decision']) as Record<string, unknown> | null) ?? null,
@@ -304,12 +307,16 @@ export class AppsStore {
   async update(
     id: string,
     fields: Partial<
-      Pick<DeploymentRecord, 'status' | 'failureReason' | 'timings' | 'imageSizeBytes' | 'decision' | 'artifactDir' | 'startCommand' | 'logBlob' | 'startedAt' | 'finishedAt' | 'commitSha'>
+      Pick<
+        DeploymentRecord,
+        'status' | 'failureReason' | 'failureCode' | 'timings' | 'imageSizeBytes' | 'decision' | 'artifactDir' | 'startCommand' | 'logBlob' | 'startedAt' | 'finishedAt' | 'commitSha'
+      >
     >,
   ): Promise<void> {
     const columns: Record<string, string> = {
       status: 'status',
       failureReason: 'failure_reason',
+      failureCode: 'failure_code',
       timings: 'timings',
       imageSizeBytes: 'image_size_bytes',
       decision: 'decision',

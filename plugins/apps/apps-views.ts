@@ -1,6 +1,10 @@
 import { z } from 'zod';
 import type { AppRecord, DeploymentRecord, ServiceRecord } from './apps-store.ts';
 
+/** Why a deployment failed (the `failureCode` of a deployment). */
+export const FAILURE_CODES = ['build_timeout', 'build_memory', 'build_failed', 'checkout_failed', 'build_refused', 'health_check_failed', 'runtime_refused', 'release_failed', 'deploy_failed'] as const;
+export type FailureCode = (typeof FAILURE_CODES)[number];
+
 const timingsView = z
   .object({
     clone: z.number().nullable().describe('ms reading the commit out of the repository; null when not run'),
@@ -19,7 +23,15 @@ export const deploymentView = z
     reason: z.enum(['create', 'push', 'redeploy', 'rollback']),
     rollbackOf: z.string().nullable().describe('For a rollback: the deployment whose build it runs again'),
     status: z.enum(['queued', 'cloning', 'building', 'starting', 'live', 'failed', 'cancelled', 'retired']),
-    failureReason: z.string().nullable(),
+    failureReason: z.string().nullable().describe('What went wrong, worded for the person deploying'),
+    failureCode: z
+      .enum(FAILURE_CODES)
+      .nullable()
+      .describe(
+        'Why it failed: build_timeout (install and build ran past the build time limit), build_memory (an allocation failed under the ' +
+          'build memory cap), build_failed (a step exited non-zero; the log says why, e.g. a refused registry CONNECT), ' +
+          'checkout_failed, build_refused (the build decision refused), health_check_failed, runtime_refused, deploy_failed',
+      ),
     timings: timingsView,
     imageSizeBytes: z.number().nullable().describe('Size of the built artifact'),
     createdAt: z.string(),
@@ -82,6 +94,7 @@ export function toDeploymentView(deployment: DeploymentRecord): z.output<typeof 
     rollbackOf: deployment.rollbackOf,
     status: deployment.status,
     failureReason: deployment.failureReason,
+    failureCode: (deployment.failureCode as (typeof FAILURE_CODES)[number] | null) ?? null,
     timings: deployment.timings,
     imageSizeBytes: deployment.imageSizeBytes,
     createdAt: deployment.createdAt.toISOString(),

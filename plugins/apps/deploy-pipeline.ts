@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { promisify } from 'node:util';
 import { cp, mkdir, readdir, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
@@ -17,6 +18,8 @@ import type { RuntimeEnv } from './app-env.ts';
 import { HealthFailure, RuntimeError } from './runtime/index.ts';
 import { checkoutSource, type SourceDeps, sourceOf } from './app-sources.ts';
 import type { DeployCancels } from './deploy-cancels.ts';
+import type { FailureCode } from './apps-views.ts';
+import { proxyEnv, registryAuthority, startRegistryProxy } from './registry-proxy.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -47,6 +50,8 @@ export interface PipelineDeps {
   clock: () => Date;
   /** What runs around a deploy beside the pipeline (upkeep/: the release command, failure mail). */
   hooks?: DeployHooks;
+  /** outbound.allowPrivateNetwork: the registry proxy may reach registries on loopback or a private network. */
+  allowPrivateNetwork: boolean;
 }
 
 /** A deployment as the hooks see it. */
@@ -71,7 +76,14 @@ export interface DeployHooks {
 const UNFINISHED = new Set(['queued', 'cloning', 'building', 'starting']);
 const BUILD_LOG_MAX_LINES = 20_000;
 
-class DeployFailed extends Error {}
+class DeployFailed extends Error {
+  constructor(
+    message: string,
+    readonly code: FailureCode,
+  ) {
+    super(message);
+  }
+}
 
 /** The deployment was cancelled (its row says so): it stops where it is, and nothing is started. */
 class DeployCancelled extends Error {}
@@ -96,8 +108,14 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
   if (!service || !app) return;
 
   const lines: string[] = [];
+  // Each line also goes to the running log's file at once: the API reads it while the build runs.
+  const liveLog = deps.host.buildLogs;
+  await liveLog.begin(deployment.id);
   const log = (stream: string, line: string) => {
-    if (lines.length < BUILD_LOG_MAX_LINES) lines.push(`${deps.clock().toISOString()} ${stream} ${line}`);
+    if (lines.length >= BUILD_LOG_MAX_LINES) return;
+    const entry = `${deps.clock().toISOString()} ${stream} ${line}`;
+    lines.push(entry);
+    liveLog.append(deployment.id, entry);
   };
   const timings: Timings = { clone: null, build: null, deploy: null };
   const workDir = path.join(deps.host.buildDir, 'builds', deployment.id);
@@ -110,7 +128,7 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
       await store.update(deployment.id, { timings: { ...timings } });
     }
   };
-  await store.update(deployment.id, { startedAt: deps.clock(), failureReason: null });
+  await store.update(deployment.id, { startedAt: deps.clock(), failureReason: null, failureCode: null });
   // The log is stored before the deployment is marked finished, so whoever sees it finished can read it.
   const saveLog = async () => {
     const blob = await deps.blobs.put(Readable.from([`${lines.join('\n')}\n`]), { prefix: 'apps-build-logs/', contentType: 'text/plain; charset=utf-8' });
@@ -132,7 +150,7 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
     } else {
       log('build', `reusing the build of deployment ${deployment.rollbackOf ?? deployment.id}: nothing is built`);
     }
-    if (!startCommand) throw new DeployFailed('the build decided no start command');
+    if (!startCommand) throw new DeployFailed('the build decided no start command', 'build_refused');
 
     await advance('starting');
     log('build', `starting: ${startCommand}`);
@@ -144,7 +162,7 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
           await deps.hooks.beforeStart(hookContext, { artifactDir: artifactDir!, env });
         } catch (error) {
           if (job.signal.aborted) throw error;
-          throw new DeployFailed(error instanceof Error ? error.message : String(error));
+          throw new DeployFailed(error instanceof Error ? error.message : String(error), 'release_failed');
         }
       }
       try {
@@ -152,9 +170,9 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
       } catch (error) {
         if (error instanceof HealthFailure) {
           for (const line of error.lastLines) log('app', line);
-          throw new DeployFailed(`health check failed: ${error.probe}`);
+          throw new DeployFailed(`health check failed: ${error.probe}`, 'health_check_failed');
         }
-        if (error instanceof RuntimeError) throw new DeployFailed(`the runtime refused: ${error.message} (${error.code})`);
+        if (error instanceof RuntimeError) throw new DeployFailed(`the runtime refused: ${error.message} (${error.code})`, 'runtime_refused');
         throw error;
       }
     });
@@ -183,16 +201,18 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
       return;
     }
     const reason = error instanceof Error ? error.message : String(error);
+    const code: FailureCode = error instanceof DeployFailed || error instanceof BuildStepFailed ? error.code : 'deploy_failed';
     log('build', `failed: ${reason}`);
     await saveLog();
     // Before the deployment is marked failed: whoever sees it failed finds its mail sent.
     await deps.hooks?.afterFailure?.({ deployment, service, app, log }, reason).catch(() => undefined);
-    await store.update(deployment.id, { status: 'failed', failureReason: reason, finishedAt: deps.clock() });
+    await store.update(deployment.id, { status: 'failed', failureReason: reason, failureCode: code, finishedAt: deps.clock() });
     const live = (await store.history(service.id)).some((entry) => entry.status === 'live');
     if (!live) await store.setAppStatus(app.id, 'failed', deps.clock());
   } finally {
     cancel.done();
     await rm(workDir, { recursive: true, force: true });
+    await liveLog.remove(deployment.id);
   }
 }
 
@@ -224,7 +244,7 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
       return await checkoutSource(deps.sources, app.organizationId, from, source, { ref, signal: context.signal });
     } catch (error) {
       if (context.signal.aborted) throw error;
-      throw new DeployFailed(`checkout failed: ${error instanceof Error ? error.message : String(error)}`);
+      throw new DeployFailed(`checkout failed: ${error instanceof Error ? error.message : String(error)}`, 'checkout_failed');
     }
   });
   if (deployment.commitSha !== commit) await store.update(deployment.id, { commitSha: commit });
@@ -235,28 +255,51 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
       ...(app.rootDir !== null ? { rootDir: app.rootDir } : {}),
       overrides: app.startCommand !== null ? { startCommand: app.startCommand } : {},
     });
-    if (!result.ok) throw new DeployFailed(`the build decision refused: ${result.error.message} (${result.error.code})`);
+    if (!result.ok) throw new DeployFailed(`the build decision refused: ${result.error.message} (${result.error.code})`, 'build_refused');
     const { decision } = result;
     await store.update(deployment.id, { decision: decision as unknown as Record<string, unknown> });
     log(
       'build',
       `${decision.provider} app in ${decision.rootDir.value}: install ${decision.install.value ?? '-'}, build ${decision.build.value ?? '-'}, start ${decision.start.value ?? '-'}`,
     );
-    if (decision.start.value === null) throw new DeployFailed('static sites are not served yet: give the app a start command that serves its files');
+    if (decision.start.value === null) {
+      throw new DeployFailed('static sites are not served yet: give the app a start command that serves its files', 'build_refused');
+    }
     const appDir = path.join(source, decision.rootDir.value === '.' ? '' : (decision.rootDir.value ?? ''));
     const started = Date.now();
     const tools = deps.host.runtime().tools;
-    for (const [name, command] of [
-      ['install', decision.install.value],
-      ['build', decision.build.value],
-    ] as const) {
-      if (!command) continue;
-      const left = config.build.timeoutMs - (Date.now() - started);
-      await runBuildStep(
-        tools,
-        { name, command, appDir, scratchDir: scratchOf(workDir), env: {}, timeoutMs: Math.max(1, left), memoryBytes: config.build.memoryBytes, signal: context.signal },
-        log,
-      );
+    const steps = (
+      [
+        ['install', decision.install.value],
+        ['build', decision.build.value],
+      ] as const
+    ).filter((step): step is readonly ['install' | 'build', string] => step[1] !== null);
+    const network = await buildNetwork(deps, { workDir, sandboxed: tools.bwrap !== null, deploymentId: deployment.id, log });
+    try {
+      // Run as root, the build's folder is handed to its uid: the process cap counts per uid, never for root.
+      if (network.uid !== null) await execFileAsync('chown', ['-R', `${network.uid}:${network.uid}`, workDir]);
+      for (const [name, command] of steps) {
+        const left = config.build.timeoutMs - (Date.now() - started);
+        await runBuildStep(
+          tools,
+          {
+            name,
+            command,
+            appDir,
+            scratchDir: scratchOf(workDir),
+            env: network.env,
+            timeoutMs: Math.max(1, left),
+            memoryBytes: config.build.memoryBytes,
+            processes: config.build.processes,
+            uid: network.uid,
+            registryProxy: network.registryProxy,
+            signal: context.signal,
+          },
+          log,
+        );
+      }
+    } finally {
+      await network.close();
     }
     // The artifact is the built folder as it is, without the checkout's .git.
     const artifactDir = path.join(deps.host.buildDir, 'artifacts', deployment.id);
@@ -270,6 +313,42 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
     log('build', `artifact: ${size} bytes`);
     return { artifactDir, startCommand: decision.start.value };
   });
+}
+
+interface BuildNetwork {
+  env: Record<string, string>;
+  uid: number | null;
+  registryProxy: { socketPath: string; nodePath: string } | null;
+  close(): Promise<void>;
+}
+
+/**
+ * The network a build's steps get: in the sandbox none but the registry proxy (registry-proxy.ts),
+ * started for this build on a socket in its work dir; npm and pip pointed at the configured
+ * registries. Without bwrap nothing can take the network away: the log says so.
+ */
+async function buildNetwork(deps: PipelineDeps, context: { workDir: string; sandboxed: boolean; deploymentId: string; log: (stream: string, line: string) => void }): Promise<BuildNetwork> {
+  const { build } = deps.config;
+  // No audit or funding calls: an install asks the registry for packages and nothing else.
+  const registries = { npm_config_registry: build.npmRegistry, PIP_INDEX_URL: build.pypiIndex, npm_config_audit: 'false', npm_config_fund: 'false' };
+  if (!context.sandboxed) {
+    context.log('build', 'no sandbox (bwrap missing): install reaches the network unrestricted');
+    return { env: registries, uid: null, registryProxy: null, close: async () => undefined };
+  }
+  const proxy = await startRegistryProxy({
+    socketPath: path.join(context.workDir, 'registry.sock'),
+    registries: build.registries,
+    allowPrivate: deps.allowPrivateNetwork,
+    log: (line) => context.log('proxy', line),
+  });
+  const uid = process.getuid?.() === 0 ? build.uidBase + (createHash('sha256').update(context.deploymentId).digest().readUInt32BE(0) % 1000) : null;
+  context.log('build', `network: only ${build.registries.map(registryAuthority).join(', ')} (through the registry proxy)`);
+  return {
+    env: { ...registries, ...proxyEnv() },
+    uid,
+    registryProxy: { socketPath: path.join(context.workDir, 'registry.sock'), nodePath: process.execPath },
+    close: () => proxy.close(),
+  };
 }
 
 async function sizeOf(dir: string): Promise<number> {

@@ -13,7 +13,8 @@ import { type AppsConfig, appsConfigSchema } from './apps-config.ts';
 import { AppsHost } from './apps-host.ts';
 import { appsMigrations } from './apps-migrations.ts';
 import { analysisOperations } from './analysis-operations.ts';
-import { appsOperations } from './apps-operations.ts';
+import { appsOperations, serviceRecordKind } from './apps-operations.ts';
+import { logOperations } from './log-operations.ts';
 import { deployOperations } from './deploy-operations.ts';
 import { envOperations } from './env-operations.ts';
 import { previewOperations } from './preview-operations.ts';
@@ -198,6 +199,7 @@ export const appsPlugin = definePlugin({
     const insight = { sources, memoryBytes: ctx.config.runtime.limits.memoryBytes, microsPerGibHour: ctx.config.insight.microsPerGibHour };
     const preview = { ...deps, hostOf: (slug: string) => `${slug}.${ctx.config.proxy.baseDomain}`, proxyPort: () => host.proxy?.port ?? null };
     return [
+      ...logOperations({ host, serviceKind: serviceRecordKind(store) }),
       ...appsOperations(deps),
       ...deployOperations(deps),
       ...envOperations({ store, host, env, runtimeEnv, appKeys, identity, database }),
@@ -229,7 +231,9 @@ export const appsPlugin = definePlugin({
   queues: (ctx) => {
     const { store, host, sources, cancels, runtimeEnv, blobs, clock } = parts(ctx);
     const upkeep = upkeepParts(ctx, { store, host });
-    const handler = buildHandler({ store, host, sources, cancels, runtimeEnv, blobs, clock, config: ctx.config, hooks: upkeep.hooks() });
+    const allowPrivateNetwork = ctx.appConfig.outbound.allowPrivateNetwork;
+    const hooks = upkeep.hooks();
+    const handler = buildHandler({ store, host, sources, cancels, runtimeEnv, blobs, clock, config: ctx.config, hooks, allowPrivateNetwork });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }, upkeep.erasureQueue()];
   },
   routes(app, ctx) {

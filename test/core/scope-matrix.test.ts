@@ -184,6 +184,7 @@ const SPEC_ACCESS: ReadonlyArray<{ method: string; path: string; access: Access 
   { method: 'GET', path: '/services/{id}/deployments', access: 'any' },
   { method: 'GET', path: '/deployments/{id}/logs', access: 'any' },
   { method: 'GET', path: '/services/{id}/logs', access: 'any' },
+  { method: 'POST', path: '/services/{id}/logs/refresh', access: 'apps:deploy' },
   { method: 'GET', path: '/services/{id}/build', access: 'any' },
   { method: 'POST', path: '/services/{id}/stop', access: 'apps:deploy' },
   { method: 'POST', path: '/services/{id}/start', access: 'apps:deploy' },

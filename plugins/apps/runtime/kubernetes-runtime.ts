@@ -255,6 +255,9 @@ export class KubernetesRuntime implements RuntimePort {
     }
   }
 
+  /** The kubelet rotates containers' logs itself: a refresh here reads them afresh, nothing to rotate. */
+  rotateLogs(_serviceId: string): void {}
+
   /**
    * Pods' memory and CPU would come from the cluster's metrics API (metrics.k8s.io), which this
    * provider does not read yet: nothing is sampled, so /apps/{id}/usage shows no instance-time for

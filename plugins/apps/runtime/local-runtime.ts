@@ -240,6 +240,10 @@ export class LocalRuntime implements RuntimePort {
     return this.logStore.read(serviceId, options);
   }
 
+  rotateLogs(serviceId: string): void {
+    this.logStore.rotate(serviceId);
+  }
+
   async run(serviceId: string, command: string, options: RunOptions): Promise<RunResult> {
     const current = options.build ? { serviceId, startCommand: command, ...options.build } : this.entries.get(serviceId)?.record.current;
     if (!current) throw new RuntimeError('nothing_deployed', `service ${serviceId} has no deployment to run a command beside`);

@@ -67,19 +67,27 @@ export class LogStore {
         }
       }
       if (!options.follow) return;
-      for (;;) {
-        while (pending.length > 0) yield pending.shift()!;
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-        });
-        wake = null;
+      const stop = () => wake?.();
+      options.signal?.addEventListener('abort', stop, { once: true });
+      try {
+        for (;;) {
+          while (pending.length > 0) yield pending.shift()!;
+          if (options.signal?.aborted) return;
+          await new Promise<void>((resolve) => {
+            wake = resolve;
+          });
+          wake = null;
+        }
+      } finally {
+        options.signal?.removeEventListener('abort', stop);
       }
     } finally {
       this.appended.off(serviceId, listener);
     }
   }
 
-  private rotate(serviceId: string): void {
+  /** Starts a fresh current file; the lines so far move to the older generations (the oldest dropped). */
+  rotate(serviceId: string): void {
     for (let generation = this.keep; generation >= 1; generation--) {
       try {
         renameSync(this.fileOf(serviceId, generation - 1), this.fileOf(serviceId, generation));

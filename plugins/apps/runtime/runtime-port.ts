@@ -90,8 +90,10 @@ export interface LogLine {
 export interface LogOptions {
   /** Only lines at or after this instant. */
   since?: Date;
-  /** Keep yielding new lines as they come, until the consumer stops iterating. */
+  /** Keep yielding new lines as they come, until the consumer stops iterating or `signal` aborts. */
   follow?: boolean;
+  /** Ends a followed read (the reader went away) even while no line comes. */
+  signal?: AbortSignal;
 }
 
 export interface RunOptions {
@@ -139,6 +141,8 @@ export interface RuntimePort {
   retire(deploymentId: string): Promise<void>;
   status(serviceId: string): Promise<ServiceStatus>;
   logs(serviceId: string, options?: LogOptions): AsyncIterable<LogLine>;
+  /** Starts the service's log afresh: the current file is rotated (its lines stay readable in the older generations). */
+  rotateLogs(serviceId: string): void;
   /** A one-off command beside the app: its artifact, env and sandbox (or `options.build`'s), no PORT of its own. */
   run(serviceId: string, command: string, options: RunOptions): Promise<RunResult>;
   /** What every instance this runtime runs uses now (the usage sampler reads it periodically). */

@@ -46,7 +46,34 @@ export interface SandboxSpec {
    * enter) and `setpriv` drops to this uid just before the command.
    */
   uid?: number | null;
+  /**
+   * A build's network: none but the registry proxy (../registry-proxy.ts). bwrap unshares
+   * the network (only a loopback of its own is left), binds the proxy's socket in and starts the
+   * bridge (node) that forwards 127.0.0.1:PROXY_PORT to it; the bridge runs the capped command.
+   * Ignored without bwrap: nothing can take the network away there.
+   */
+  registryProxy?: { socketPath: string; nodePath: string } | null;
 }
+
+/** The port the bridge listens on inside the sandbox (its own network namespace: no clash with anything). */
+export const PROXY_PORT = 3128;
+/** Where the proxy's socket appears inside the sandbox. */
+export const PROXY_SOCKET_IN_SANDBOX = '/run/registry-proxy.sock';
+
+/**
+ * Run by node inside the sandbox: `node -e BRIDGE_SCRIPT -- SOCKET PORT COMMAND…`. Listens on
+ * 127.0.0.1:PORT, pipes every connection to the unix socket, then runs the command with inherited
+ * stdio and exits as it did (128 + signal number when a signal ended it).
+ */
+export const BRIDGE_SCRIPT = [
+  "const net=require('net'),{spawn}=require('child_process'),os=require('os');",
+  'const [sock,port,...cmd]=process.argv.slice(1);',
+  'const server=net.createServer((c)=>{const u=net.connect(sock);const end=()=>{c.destroy();u.destroy()};',
+  "c.on('error',end);u.on('error',end);c.pipe(u).pipe(c)});",
+  "server.listen(Number(port),'127.0.0.1',()=>{const child=spawn(cmd[0],cmd.slice(1),{stdio:'inherit'});",
+  "child.on('error',(e)=>{console.error(String(e));process.exit(127)});",
+  "child.on('exit',(code,signal)=>process.exit(code===null?128+(os.constants.signals[signal]||1):code))});",
+].join('');
 
 /** util-linux's setpriv: drops to the app's uid inside the sandbox, once bwrap has bound its folders. */
 export const SETPRIV = '/usr/bin/setpriv';
@@ -75,6 +102,15 @@ export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
     return { file: tools.prlimit, args: [...caps, '--', ...dropPrivileges, ...shell], cwd: spec.artifactDir, home: spec.unsandboxedHome };
   }
   const binds = SYSTEM_BINDS.flatMap((folder) => ['--ro-bind-try', folder, folder]);
+  const proxy = spec.registryProxy ?? null;
+  const network = proxy
+    ? [
+        '--unshare-net',
+        ...['--bind', proxy.socketPath, PROXY_SOCKET_IN_SANDBOX],
+        // node lives outside the system folders on some hosts (nvm): bound where it is, read-only.
+        ...(SYSTEM_BINDS.some((folder) => proxy.nodePath.startsWith(`${folder}/`)) ? [] : ['--ro-bind', proxy.nodePath, proxy.nodePath]),
+      ]
+    : [];
   const bwrap = [
     tools.bwrap,
     ...binds,
@@ -84,8 +120,15 @@ export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
     ...['--perms', '1777', '--tmpfs', '/tmp', '--perms', '1777', '--tmpfs', APP_HOME, '--chdir', APP_DIR],
     ...['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--hostname', 'app'],
     ...['--die-with-parent', '--new-session'],
+    ...network,
     '--',
   ];
+  if (proxy) {
+    // The bridge is the service's own code: outside the caps (node needs about 1 GiB of address space
+    // to start), it runs the capped command: bridge → prlimit → setpriv → the command.
+    const bridge = ['/usr/bin/env', '-u', 'NODE_OPTIONS', proxy.nodePath, '-e', BRIDGE_SCRIPT, '--', PROXY_SOCKET_IN_SANDBOX, String(PROXY_PORT)];
+    return { file: tools.bwrap, args: [...bwrap.slice(1), ...bridge, tools.prlimit, ...caps, '--', ...dropPrivileges, ...shell], cwd: '/', home: APP_HOME };
+  }
   return { file: tools.prlimit, args: [...caps, '--', ...bwrap, ...dropPrivileges, ...shell], cwd: '/', home: APP_HOME };
 }
 
