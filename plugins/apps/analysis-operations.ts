@@ -9,6 +9,7 @@ import { DETECTORS } from './build-decision/decide.ts';
 import { hasMarker } from './build-decision/detection.ts';
 import { findCandidates } from './build-decision/root-dir.ts';
 import { normalizeRelative } from './build-decision/source-tree.ts';
+import type { HostingPrices } from './hosting-prices.ts';
 import { DEFAULT_LIMITS } from './runtime/index.ts';
 import './deploy-errors.ts';
 
@@ -16,13 +17,12 @@ export interface AnalysisOperationDeps {
   sources: SourceDeps;
   /** The memory an app instance may use (runtime.limits.memoryBytes): its memory tier. */
   memoryBytes: number | undefined;
-  /** µUSD per GiB of memory tier per hour, for the estimate. */
-  microsPerGibHour: number;
+  /** The hosting ledger's prices (`plugins.apps.hosting.prices`): the estimate charges as the ledger does. */
+  prices: HostingPrices;
 }
 
 /** Hours in an average month (365.25 × 24 / 12). */
 export const HOURS_PER_MONTH = 730.5;
-const GiB = 1024 ** 3;
 
 const sourceQuery = {
   repo: z.string().min(1).max(200).optional().describe('A repository of the git host (or give gitUrl)'),
@@ -75,7 +75,7 @@ const estimateView = z
     memoryTierBytes: z.number().int().describe('The memory an instance may use: the tier it is billed at'),
     instances: z.number().int(),
     hoursPerMonth: z.number(),
-    microsPerGibHour: z.number().int(),
+    microsPerHour: z.number().int().describe('µUSD an instance-hour costs at that tier (plugins.apps.hosting.prices)'),
     monthlyMicros: z.number().int().describe('µUSD for a month of the instances running all the time'),
     monthlyUsd: z.string().describe('The same in USD, two decimals'),
   })
@@ -287,13 +287,14 @@ export function analysisOperations(deps: AnalysisOperationDeps): AnyOperation[] 
     async handler({ query }) {
       const tier = deps.memoryBytes ?? DEFAULT_LIMITS.memoryBytes;
       const instances = query.instances ?? 1;
-      const monthlyMicros = Math.round((tier / GiB) * instances * HOURS_PER_MONTH * deps.microsPerGibHour);
+      const microsPerHour = Number(deps.prices.tierOf(tier).microsPerHour);
+      const monthlyMicros = Math.round(instances * HOURS_PER_MONTH * microsPerHour);
       return {
         object: 'app_cost_estimate' as const,
         memoryTierBytes: tier,
         instances,
         hoursPerMonth: HOURS_PER_MONTH,
-        microsPerGibHour: deps.microsPerGibHour,
+        microsPerHour,
         monthlyMicros,
         monthlyUsd: (monthlyMicros / 1_000_000).toFixed(2),
       };

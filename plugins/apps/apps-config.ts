@@ -108,8 +108,6 @@ export const appsConfigSchema = z.strictObject({
       retentionDays: z.number().int().min(2).max(3_650).default(90),
     })
     .prefault({}),
-  /** GET /githost/app-insight/estimate: the price a month's estimate is made with, µUSD per GiB of memory tier per hour. */
-  insight: z.strictObject({ microsPerGibHour: z.number().int().min(0).default(5_000) }).prefault({}),
   ...upkeepConfigShape,
   /** Hosting money (README.md: hosting money): instance time by memory tier, a daily base fee, zero balance. */
   hosting: z

@@ -196,7 +196,7 @@ export const appsPlugin = definePlugin({
       prices: priceTiersOf(ctx.config.hosting.prices),
       sampleEveryMs: ctx.config.usage.sampleEveryMs,
     });
-    const insight = { sources, memoryBytes: ctx.config.runtime.limits.memoryBytes, microsPerGibHour: ctx.config.insight.microsPerGibHour };
+    const insight = { sources, memoryBytes: ctx.config.runtime.limits.memoryBytes, prices: new HostingPrices(ctx.config.hosting.prices) };
     const preview = { ...deps, hostOf: (slug: string) => `${slug}.${ctx.config.proxy.baseDomain}`, proxyPort: () => host.proxy?.port ?? null };
     return [
       ...logOperations({ host, serviceKind: serviceRecordKind(store) }),
