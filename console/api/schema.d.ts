@@ -785,7 +785,7 @@ export interface paths {
   "/githost/status": {
     /**
      * The git host apps are deployed from, and whether it is connected
-     * @description With the local git server (the default), repositories live on this service and are pushed to over HTTPS at baseUrl.
+     * @description With the local git server (the default), repositories live on this service, pushed to at baseUrl. With GitHub: connected once the organisation holds an installation of the app.
      */
     get: operations["githost.status"];
   };
@@ -808,6 +808,65 @@ export interface paths {
      */
     get: operations["githost.branches"];
   };
+  "/githost/authorize": {
+    /**
+     * Start connecting your GitHub account: the URL to send the browser to
+     * @description Answers the GitHub authorization URL with a one-time state (10 minutes). GitHub sends the browser back to /client/githost/callback, which stores your token in the secret vault. Members need the owner’s member-connect policy. With the local git server: 400 githost_not_oauth (there is nothing to connect).
+     */
+    get: operations["githost.authorize"];
+  };
+  "/githost/authorization": {
+    /**
+     * Your git-host account as connected here, and the installations it reaches
+     * @description connected is false once GitHub no longer takes your token (revoked there). The local git server is always connected.
+     */
+    get: operations["githost.authorization"];
+    /**
+     * Forget your GitHub account here
+     * @description Deletes your token from the secret vault. Installations the organisation holds stay (apps keep deploying). The grant itself stays on GitHub until you revoke it in your GitHub settings. Local git server: 400 githost_not_oauth.
+     */
+    delete: operations["githost.authorization.delete"];
+  };
+  "/githost/claim": {
+    /**
+     * Deploy from an installation of the GitHub App your GitHub account reaches
+     * @description Links the installation to this organisation: its repositories become this organisation’s to deploy from. 404 when your GitHub account does not reach it; 409 when another organisation here holds it and does not share it. Claiming one held already changes nothing.
+     */
+    post: operations["githost.claim"];
+  };
+  "/githost/share": {
+    /**
+     * Let other organisations of the service claim an installation this one holds
+     * @description shared true: a person of another organisation whose GitHub account reaches the installation may claim it too (each organisation then deploys from it). false: no new organisation may; those holding it keep it. Owners and admins.
+     */
+    post: operations["githost.share"];
+  };
+  "/githost/add-installation": {
+    /**
+     * Install the GitHub App on another GitHub account: the URL to send the browser to
+     * @description GitHub asks where to install the app and which repositories it may read, then sends the browser back to /client/githost/callback with the installation, which this organisation then holds (as with claim). Local git server: 400 githost_not_oauth.
+     */
+    post: operations["githost.add_installation"];
+  };
+  "/githost/member-connect": {
+    /**
+     * Whether members may connect their own git-host accounts
+     * @description Owner only. Owners and admins always may; with allowed false (the default) members get 403 githost_member_connect_off from authorize, claim and add-installation. Kept with the local git server too, where nothing is connected.
+     */
+    post: operations["githost.member_connect"];
+  };
+  "/githost/repo-allow-list": {
+    /**
+     * The repositories apps may be deployed from
+     * @description Owner only. candidates and candidateOrgs are what the lists may name.
+     */
+    get: operations["githost.repo_allow_list"];
+    /**
+     * Replace the repository allow-list
+     * @description Owner only. A full replace, except that an omitted repos or orgs keeps the stored list (both are kept whichever mode is active). 400 for a name that is not owner/name (a plain name with the local git server), a repository the git host does not show this organisation, or an account no installation of it is on; 409 when an app here deploys from a repository the new setting leaves out.
+     */
+    put: operations["githost.repo_allow_list.replace"];
+  };
   "/services/{id}/logs/refresh": {
     /**
      * Start the service’s runtime log afresh (rotate it) and answer its newest lines
@@ -821,6 +880,11 @@ export interface paths {
      * @description List apps with their live URL and status. Needs the apps:read scope.
      */
     get: operations["apps.list"];
+    /**
+     * Deploy an app from a git URL
+     * @description The URL is cloned (http(s) to a public address only, size- and time-capped) and the build decided before anything is created: a repository that cannot build is a 400 naming what to change. No databaseEnabled here: send your own DATABASE_URL in env. Every deploy clones the URL again. 202 with the app, its web service and the queued deployment.
+     */
+    post: operations["apps.create"];
   };
   "/apps/githost": {
     /**
@@ -882,6 +946,11 @@ export interface paths {
      * @description From the latest deployment that recorded a decision; every field null until one did.
      */
     get: operations["services.build"];
+    /**
+     * Decide the service’s build again from its tracked branch’s head, with the reasons
+     * @description Reads the branch as a deploy would (a URL is cloned) and answers the decision with envKeys and missingEnv, or the 400 a deploy would get. Nothing is deployed or stored: GET /services/{id}/build keeps answering what the last deploy used.
+     */
+    post: operations["services.build_decide"];
   };
   "/githost/build-check": {
     /**
@@ -910,6 +979,248 @@ export interface paths {
      * @description Names a deployment from the service’s last 20 whose build is kept; answers the queued deployment.
      */
     post: operations["services.rollback"];
+  };
+  "/apps/templates/{template}": {
+    /**
+     * Deploy one of the service’s app templates (workflow-automation, chat-ui)
+     * @description The template’s files are kept in the service (templates/apps/<id>) and deploy offline. `protection.password` makes the app ask for it (HTTP Basic) before it answers. No provided database: this service has none to give yet. 202 like a deploy.
+     */
+    post: operations["apps.templates.launch"];
+  };
+  "/services/{id}/redeploy": {
+    /**
+     * Build and deploy the service again
+     * @description `from: head` (the default) takes the tracked branch’s head now (a git URL is cloned again); `from: live` rebuilds the commit the live deployment runs (a git-host app only: a URL is cloned at its branch head). Answers the queued deployment.
+     */
+    post: operations["services.redeploy"];
+  };
+  "/services/{id}/branches": {
+    /**
+     * The branches of the repository the service deploys from, the tracked one marked
+     * @description The branches of the repository the service deploys from, the tracked one marked. Any credential of the account may call it.
+     */
+    get: operations["services.branches"];
+  };
+  "/services/{id}/branch": {
+    /**
+     * Track another branch, and deploy its head
+     * @description The branch is read and its build decided first: a branch that is not there, or cannot build, is a 400 and nothing changes. Then the app tracks it (pushes to it deploy, when deploy-on-push is on) and its head is deployed.
+     */
+    post: operations["services.branch"];
+  };
+  "/services/{id}/deploy-on-push": {
+    /**
+     * Turn deploying on every push to the tracked branch on or off
+     * @description Only a git-host app hears of pushes: turning it on for a git URL or a template is a 400.
+     */
+    post: operations["services.deploy_on_push"];
+  };
+  "/services/{id}/deploy/cancel": {
+    /**
+     * Cancel the service’s queued and building deployments
+     * @description Each is marked cancelled; one running is stopped where it is (a checkout or build is killed with its process group). A deployment already starting (its health check running) is not cancelled. The live version keeps serving. 409 nothing_to_cancel when none is queued or building.
+     */
+    post: operations["services.deploy_cancel"];
+  };
+  "/services/{id}/env": {
+    /**
+     * The service’s variables: names, values for who may read them, and the managed SVC_* ones
+     * @description Values are shown to a caller holding apps:deploy with a write role on the app’s project (owners, admins, developers; keys with apps:deploy); to everyone else who reads the project they are null with canReveal false. An app’s own key is refused (403). reveal=0 asks for names only.
+     */
+    get: operations["services.env"];
+    /**
+     * Set and remove variables: one restart per request, none when nothing changes
+     * @description The running app restarts once, with no downtime: a new instance with the new variables must pass its health check before it takes the traffic. A stopped service gets them at its next start. Nothing is rebuilt. 409 env_conflict (nothing written) when another change landed since the version sent, or since this request read the variables.
+     */
+    post: operations["services.env_change"];
+  };
+  "/services/{id}/env/{name}": {
+    /**
+     * Remove one variable: the app restarts once; the value cannot be recovered
+     * @description Remove one variable: the app restarts once; the value cannot be recovered. Needs the apps:deploy scope.
+     */
+    delete: operations["services.env_delete"];
+  };
+  "/services/{id}/gateway-key/replace": {
+    /**
+     * Give the app a new SVC_API_KEY: one restart; the old key is revoked once the app runs healthy with the new one
+     * @description A stopped service (or one with nothing live) gets the new key at its next start and the old key is revoked at once. If the restarted app fails its health check, the new key is revoked and the old one kept (replaced false).
+     */
+    post: operations["services.gateway_key_replace"];
+  };
+  "/apps/{id}/group": {
+    /**
+     * Move an app to another project; its own key moves with it
+     * @description The one way an app’s key changes project: PATCH /keys/{id} of that key answers 409 app_owned_key. The caller writes both the app’s project and the destination.
+     */
+    post: operations["apps.group"];
+  };
+  "/githost/app-roots": {
+    /**
+     * The folders of a repository that are apps: what rootDir can take
+     * @description The folders of a repository that are apps: what rootDir can take. Any credential of the account may call it.
+     */
+    get: operations["githost.app_roots"];
+  };
+  "/githost/app-analysis": {
+    /**
+     * The build decision for a repository, branch and rootDir, with envKeys, or why it cannot build
+     * @description Where build-check answers a refusal as the 400 a deploy would get, this answers it as `refusal` (200), for pickers.
+     */
+    get: operations["githost.app_analysis"];
+  };
+  "/githost/app-insight": {
+    /**
+     * What the app in a repository is: its name, description, kind, size and dependencies
+     * @description What the app in a repository is: its name, description, kind, size and dependencies. Any credential of the account may call it.
+     */
+    get: operations["githost.app_insight"];
+  };
+  "/githost/app-insight/estimate": {
+    /**
+     * An estimated monthly hosting cost: instances × memory tier × hours × the price
+     * @description Every app instance is billed at the memory tier the runtime gives it (runtime.limits.memoryBytes).
+     */
+    get: operations["githost.app_insight_estimate"];
+  };
+  "/githost/reachable": {
+    /**
+     * Whether a git URL can be cloned from here (a guarded ls-remote)
+     * @description The URL passes the outbound guard (http(s), public addresses) and git lists its branches; nothing is cloned.
+     */
+    get: operations["githost.reachable"];
+  };
+  "/apps/{id}/preview": {
+    /**
+     * The app’s live URL and what its front page answers now (status, title)
+     * @description GET / is made through the apps proxy, as a browser would; at most 64 KiB is read, within 5 s.
+     */
+    get: operations["apps.preview"];
+  };
+  "/apps/{id}/referenced-by": {
+    /**
+     * What refers to this app: apps deploying from the same source, and apps whose variables hold its address
+     * @description Among the apps the caller may see. A variable is named, never its value. Domains, scheduled jobs and app keys are not kept by this service yet, so none is listed.
+     */
+    get: operations["apps.referenced_by"];
+  };
+  "/apps/requests": {
+    /**
+     * HTTP requests the apps served, across the apps the caller sees
+     * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). appId narrows to one app (another project's app is its 404). Scope apps:read.
+     */
+    get: operations["apps.requests"];
+  };
+  "/services/{id}/requests": {
+    /**
+     * HTTP requests one service served
+     * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). Only this service's requests, the requestId search included.
+     */
+    get: operations["services.requests"];
+  };
+  "/apps/{id}/analytics": {
+    /**
+     * An app’s traffic over a window: requests, errors, durations and bytes per bucket, busiest paths, statuses
+     * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks; at most 500 buckets). Durations are the 50th, 95th and 99th percentiles in ms; errors are statuses 400 and above, server errors 500 and above.
+     */
+    get: operations["apps.analytics"];
+  };
+  "/apps/{id}/usage": {
+    /**
+     * Memory, CPU and traffic of an app, sampled by the runtime, and what running it cost
+     * @description Over [from, to) (default: the last day). Memory and CPU come from samples the runtime takes of each instance every `usage.sampleEveryMs`; the cost is instance-seconds × the hourly price of the memory tier each sample fell in (a stopped app has no instances, so costs nothing). Traffic counts the requests the apps proxy served.
+     */
+    get: operations["apps.usage"];
+  };
+  "/apps/{id}/usage/series": {
+    /**
+     * An app’s memory, CPU, traffic and cost per hour or day
+     * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks). A sample counts in the bucket it was taken in, as in the daily hosting charge.
+     */
+    get: operations["apps.usage_series"];
+  };
+  "/apps/{id}/storage": {
+    /**
+     * The app’s stored files; with `name` and Accept: application/octet-stream, that file
+     * @description Lists the app’s files by name with what they take. With `name`, only that file (404 when absent); a request with `Accept: application/octet-stream` then gets its bytes, always as a download.
+     */
+    get: operations["apps.storage.list"];
+    /**
+     * Store a file in the app’s storage (multipart), replacing one of the same name
+     * @description multipart/form-data with the file under `file` (at most 25 MB) and, optionally, `name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at its URL. 409 `storage_quota_exceeded` past 1024 MB or 10000 files per app.
+     */
+    post: operations["apps.storage.upload"];
+    /**
+     * Delete a file from the app’s storage (its public URL stops answering)
+     * @description Delete a file from the app’s storage (its public URL stops answering). Needs the apps:deploy scope.
+     */
+    delete: operations["apps.storage.delete"];
+  };
+  "/apps/{id}/storage/public": {
+    /**
+     * Make a stored file readable by anyone with its URL, or private again
+     * @description Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ends that URL for good (making it public again gives a new one).
+     */
+    post: operations["apps.storage.public"];
+  };
+  "/services/{id}/migrate": {
+    /**
+     * The service’s release command (migrations run before each deployment starts)
+     * @description The service’s release command (migrations run before each deployment starts). Any credential of the account may call it.
+     */
+    get: operations["services.migrate.get"];
+    /**
+     * Set or clear the release command run before each deployment starts
+     * @description Runs in the app’s sandbox against the new build and its env after the build, before the start; its output is in the deployment’s build log. A failure (exit code other than 0, a timeout) fails the deployment: the running version keeps serving. Takes effect from the next deployment; POST /services/{id}/migrations runs it now.
+     */
+    post: operations["services.migrate.set"];
+  };
+  "/services/{id}/migrations": {
+    /**
+     * Run the release command now, beside the live deployment
+     * @description With the live build and env; answers once it ended, with its output. Nothing restarts.
+     */
+    post: operations["services.migrations.run"];
+  };
+  "/services/{id}/autofix": {
+    /**
+     * Have a model read a failed deployment and propose a fix
+     * @description One chat completion (`plugins.apps.autofix.model`, default mock-small, unless `model` names another the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.
+     */
+    post: operations["services.autofix"];
+  };
+  "/services/{id}/ai-fixes": {
+    /**
+     * Fixes models proposed for the service’s failed deployments, newest first
+     * @description Fixes models proposed for the service’s failed deployments, newest first. Any credential of the account may call it.
+     */
+    get: operations["services.ai_fixes.list"];
+    /**
+     * Forget every fix proposed for the service
+     * @description Forget every fix proposed for the service. Needs the apps:deploy scope.
+     */
+    delete: operations["services.ai_fixes.delete"];
+  };
+  "/services/{id}/email": {
+    /**
+     * Mail someone when a deployment of the service fails
+     * @description Fields omitted keep what is stored, so `{}` reads the settings. A failed deployment (build, release command, health check) is mailed with its reason to `recipients`, or to the organisation’s active owners when the list is empty.
+     */
+    post: operations["services.email"];
+  };
+  "/services/{id}/egress-alert": {
+    /**
+     * What the service sent in the last 24 hours, and whether that is over the alert threshold
+     * @description What the service sent in the last 24 hours, and whether that is over the alert threshold. Any credential of the account may call it.
+     */
+    get: operations["services.egress_alert"];
+  };
+  "/egress-alerts": {
+    /**
+     * The apps over the egress alert threshold in the last 24 hours
+     * @description Only alerting services, most bytes first; `all=1` lists every service the caller may see.
+     */
+    get: operations["apps.egress_alerts"];
   };
   "/batches": {
     /**
@@ -994,6 +1305,35 @@ export interface components {
         runsAt: string;
       } | null;
     };
+    /** @description A fix a gateway model proposed for a failed deployment */
+    AiFix: {
+      /** @constant */
+      object: "ai_fix";
+      id: string;
+      serviceId: string;
+      /** @description The failed deployment it reads */
+      deploymentId: string;
+      model: string;
+      /** @description The gateway call, as the request log names it; billed like POST /v1/chat/completions */
+      requestId: string;
+      /** @description The cause and the change to make, in the model’s words */
+      proposal: string;
+      createdAt: string;
+    };
+    /** @description Proposed fixes, newest first */
+    AiFixList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["AiFix"][];
+    };
+    /** @description The service’s proposed fixes are gone */
+    AiFixesDeleted: {
+      /** @constant */
+      object: "ai_fixes_deleted";
+      serviceId: string;
+      /** @description How many were forgotten */
+      deleted: number;
+    };
     /** @description A hosted app, its live URL and services */
     App: {
       /** @constant */
@@ -1009,9 +1349,15 @@ export interface components {
       /** @description deploying, live or failed */
       status: string;
       source: {
-        /** @enum {string} */
-        kind: "githost" | "url";
+        /**
+         * @description githost: a repository of the git host; url: a git URL; template: a template of this service
+         * @enum {string}
+         */
+        kind: "githost" | "url" | "template";
+        /** @description githost: the repository; template: the template id */
         repo: string | null;
+        /** @description url: the git URL cloned at each deploy */
+        url: string | null;
         branch: string;
         rootDir: string | null;
       };
@@ -1020,6 +1366,64 @@ export interface components {
       cell: string;
       services: components["schemas"]["AppService"][];
       createdAt: string;
+    };
+    /** @description The build decision for a repository, branch and rootDir, or why it cannot build (never a 400) */
+    AppAnalysis: {
+      /** @constant */
+      object: "app_analysis";
+      commit: string;
+      buildable: boolean;
+      /** @description Each field {value, rule, evidence}; null when it cannot build */
+      decision: {
+        [key: string]: unknown;
+      } | null;
+      /** @description What a deploy would be refused with: code, message, param and its details (candidates, supported…) */
+      refusal: {
+        [key: string]: unknown;
+      } | null;
+      envKeys: string[] | null;
+      /** @description envKeys nothing sets yet (the service sets PORT) */
+      missingEnv: string[] | null;
+    };
+    /** @description An app’s traffic over a window: totals, per bucket, busiest paths, statuses */
+    AppAnalytics: {
+      /** @constant */
+      object: "app_analytics";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @enum {string} */
+      granularity: "hour" | "day";
+      totals: components["schemas"]["AppTrafficTotals"];
+      /** @description Newest first, empty ones included */
+      buckets: components["schemas"]["AppTrafficBucket"][];
+      /** @description The 10 busiest paths */
+      topPaths: components["schemas"]["AppPathTraffic"][];
+      /** @description Every status answered, ascending */
+      statuses: {
+          status: number;
+          count: number;
+        }[];
+    };
+    /** @description An estimate of a month’s hosting: instances × memory tier × hours × price */
+    AppCostEstimate: {
+      /** @constant */
+      object: "app_cost_estimate";
+      /** @description The memory an instance may use: the tier it is billed at */
+      memoryTierBytes: number;
+      instances: number;
+      hoursPerMonth: number;
+      /** @description µUSD an instance-hour costs at that tier (plugins.apps.hosting.prices) */
+      microsPerHour: number;
+      /** @description µUSD for a month of the instances running all the time */
+      monthlyMicros: number;
+      /** @description The same in USD, two decimals */
+      monthlyUsd: string;
     };
     /** @description The app is gone */
     AppDeleted: {
@@ -1037,11 +1441,136 @@ export interface components {
       service: components["schemas"]["AppService"];
       deployment: components["schemas"]["Deployment"];
     };
+    /** @description What an env change wrote, and the one restart it caused */
+    AppEnvChange: {
+      /** @constant */
+      object: "service_env_change";
+      serviceId: string;
+      version: number;
+      /** @description Names whose value changed or that were added */
+      set: string[];
+      removed: string[];
+      /**
+       * @description done: the app restarted with the change (the new instance healthy, then swapped in); none: nothing changed; next_start: the service is stopped and starts with it; next_deploy: nothing is live yet, the deploy takes it; failed: the new instance failed its health check, the running one keeps serving (restartFailure says why)
+       * @enum {string}
+       */
+      restart: "done" | "none" | "next_start" | "next_deploy" | "failed";
+      restartFailure: string | null;
+    };
+    /** @description A service’s variables: names, values when the caller may read them, the managed ones */
+    AppEnvView: {
+      /** @constant */
+      object: "service_env";
+      serviceId: string;
+      /** @description Changes sent with this version are refused 409 once another landed */
+      version: number;
+      /** @description Whether this caller may read the values (apps:deploy and a write role on the project) */
+      canReveal: boolean;
+      vars: ({
+          name: string;
+          /** @description Null with reveal=0 or when canReveal is false */
+          value: string | null;
+        })[];
+      /** @description Set by the service at every start; read-only */
+      managed: ({
+          /** @enum {string} */
+          name: "SVC_API_KEY" | "SVC_BASE_URL" | "SVC_MCP_URL";
+          /** @description SVC_API_KEY is never shown (its hint is); the URLs are */
+          value: string | null;
+          /** @description SVC_API_KEY: the key’s hint */
+          hint: string | null;
+          /** @description SVC_API_KEY: the app’s key id */
+          keyId: string | null;
+        })[];
+    };
+    /** @description An app moved to a project, its own key with it */
+    AppGroup: {
+      /** @constant */
+      object: "app_group";
+      appId: string;
+      /** @description The project the app, and its key, belong to now */
+      projectId: string;
+      /** @description The app’s keys that moved with it */
+      keyIds: string[];
+    };
+    /** @description What running the app cost in the window */
+    AppHostingCost: {
+      /** @description µUSD: instance-seconds × the hourly price of each sample’s memory tier, rounded down once */
+      micros: number;
+      /** @description micros / 1e6 */
+      usd: number;
+      /** @description Running time of the app’s instances in the window */
+      instanceSeconds: number;
+      /** @description The memory tiers the samples fell in */
+      tiers: {
+          upToBytes: number;
+          microsPerHour: number;
+          instanceSeconds: number;
+          micros: number;
+        }[];
+    };
+    /** @description What the app in a repository is */
+    AppInsight: {
+      /** @constant */
+      object: "app_insight";
+      commit: string;
+      /** @description The name the app gives itself (package.json, pyproject.toml, go.mod) */
+      name: string | null;
+      /** @description Its own description, else the README’s first paragraph */
+      description: string | null;
+      provider: string | null;
+      framework: string | null;
+      start: string | null;
+      /** @description Declared dependencies (package.json, requirements.txt); null when unknown */
+      dependencies: number | null;
+      /** @description Files in the app’s folder (the tree reader’s cap applies) */
+      files: number;
+      bytes: number;
+    };
     /** @description Apps, newest first */
     AppList: {
       /** @constant */
       object: "list";
       data: components["schemas"]["App"][];
+    };
+    /** @description One path’s traffic */
+    AppPathTraffic: {
+      path: string;
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description The app’s live URL and what its front page answers now */
+    AppPreview: {
+      /** @constant */
+      object: "app_preview";
+      appId: string;
+      /** @description The live URL */
+      url: string;
+      /** @description The app’s status: deploying, live or failed */
+      status: string;
+      /** @description Null when the page could not be fetched (error says why) */
+      page: ({
+        /** @description What the app answered GET / with, through the apps proxy */
+        status: number;
+        contentType: string | null;
+        /** @description The HTML page’s <title>, when it is one */
+        title: string | null;
+        /** @description Bytes read (at most 64 KiB) */
+        bytes: number;
+        durationMs: number;
+      }) | null;
+      error: string | null;
     };
     /** @description The progress of an app’s latest deployment */
     AppProgress: {
@@ -1054,6 +1583,24 @@ export interface components {
       done: boolean;
       /** @description The latest deployment */
       deployment: components["schemas"]["Deployment"] | null;
+    };
+    /** @description What refers to this app: other apps sharing its source, or whose variables name its address */
+    AppReferences: {
+      /** @constant */
+      object: "list";
+      appId: string;
+      data: ({
+          /**
+           * @description app_source: deploys from the same source; app_env: a variable holds this app’s address
+           * @enum {string}
+           */
+          kind: "app_source" | "app_env";
+          appId: string;
+          /** @description The referring app’s name */
+          name: string;
+          /** @description The repository, URL or template shared, or the variable’s name (never its value) */
+          detail: string;
+        })[];
     };
     /** @description Where apps can run (the cell field of a deploy) */
     AppRegionList: {
@@ -1070,6 +1617,102 @@ export interface components {
           databases: boolean;
         }[];
     };
+    /** @description One request the apps proxy served */
+    AppRequest: {
+      /** @constant */
+      object: "app_request";
+      /** @description The request id the proxy sent the app and the client (x-request-id) */
+      id: string;
+      /**
+       * Format: date-time
+       * @description When the request arrived
+       */
+      at: string;
+      appId: string;
+      serviceId: string;
+      /** @description The deployment that served it; null when nothing was running */
+      deploymentId: string | null;
+      method: string;
+      /** @description Without its query string */
+      path: string;
+      /** @description 499: the client went away before the answer was complete */
+      status: number;
+      /** @description From arrival to the last byte of the answer (a websocket: to its close) */
+      durationMs: number;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Counts of what the list can be filtered by, over the time window only (band, app, method and path do not narrow them) */
+    AppRequestFacets: {
+      /** @description Busiest first */
+      methods: {
+          value: string;
+          count: number;
+        }[];
+      /** @description Status classes with requests */
+      bands: ({
+          /** @enum {string} */
+          value: "1xx" | "2xx" | "3xx" | "4xx" | "5xx";
+          count: number;
+        })[];
+      /** @description The 10 busiest paths */
+      paths: {
+          value: string;
+          count: number;
+        }[];
+      /** @description Busiest first */
+      apps: ({
+          id: string;
+          name: string | null;
+          count: number;
+        })[];
+    };
+    /** @description A page of AppRequest items, newest first */
+    AppRequestList: {
+      /** @constant */
+      object: "list";
+      /** @description Newest first */
+      data: components["schemas"]["AppRequest"][];
+      /** @description Pass as cursor for the next page; null on the last page */
+      nextCursor: string | null;
+      /** @description First page only (null after): totals over every request the filters select */
+      summary: components["schemas"]["AppTrafficTotals"] | null;
+      /** @description First page only (null after) */
+      facets: components["schemas"]["AppRequestFacets"] | null;
+      /** @description First page only (null after): the filtered requests over [since, until), since defaulting to a day before until */
+      series: components["schemas"]["AppRequestSeries"] | null;
+    };
+    /** @description The filtered requests per bucket */
+    AppRequestSeries: {
+      /**
+       * @description hour for a window of two days or less, else day
+       * @enum {string}
+       */
+      granularity: "hour" | "day";
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @description Newest first, empty ones included */
+      buckets: components["schemas"]["AppTrafficBucket"][];
+    };
+    /** @description The folders of a repository that are apps, sorted (three levels deep at most) */
+    AppRootList: {
+      /** @constant */
+      object: "list";
+      commit: string;
+      /** @description Whether the repository’s top is an app itself (rootDir may be left out) */
+      topIsApp: boolean;
+      data: {
+          /** @description A folder rootDir can take */
+          path: string;
+          /** @description Who recognised it */
+          providers: string[];
+        }[];
+    };
     /** @description A service of an app: its address and state */
     AppService: {
       /** @constant */
@@ -1084,6 +1727,154 @@ export interface components {
       /** @enum {string} */
       state: "deploying" | "starting" | "running" | "crashed" | "stopped" | "failed";
       liveDeploymentId: string | null;
+    };
+    /** @description An app’s stored files by name, and what they take */
+    AppStorageList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["AppStorageObject"][];
+      usage: {
+        bytes: number;
+        objects: number;
+        /** @description What all the app’s files may take together */
+        maxBytes: number;
+        /** @description The largest one upload may carry */
+        maxFileBytes: number;
+      };
+    };
+    /** @description A file in an app’s storage */
+    AppStorageObject: {
+      /** @constant */
+      object: "app_storage_object";
+      id: string;
+      appId: string;
+      name: string;
+      /** @description Bytes */
+      size: number;
+      /** @description Read from its bytes when it was stored */
+      contentType: string;
+      sha256: string;
+      public: boolean;
+      /** @description Readable by anyone with it, without a key; null while private */
+      publicUrl: string | null;
+      createdAt: string;
+      updatedAt: string;
+    };
+    /** @description The file and its bytes are gone */
+    AppStorageObjectDeleted: {
+      /** @constant */
+      object: "app_storage_object";
+      name: string;
+      /** @constant */
+      deleted: true;
+    };
+    /** @description Traffic within one UTC hour or day */
+    AppTrafficBucket: {
+      /**
+       * Format: date-time
+       * @description UTC start of the bucket
+       */
+      start: string;
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Requests, errors, durations and bytes */
+    AppTrafficTotals: {
+      requests: number;
+      /** @description Status 400 and above */
+      errors: number;
+      /** @description errors / requests, 0 to 1; null without requests */
+      errorRate: number | null;
+      /** @description Status 500 and above (502: the app could not be reached; 503: it was stopped) */
+      serverErrors: number;
+      /** @description Median duration; null without requests */
+      p50DurationMs: number | null;
+      p95DurationMs: number | null;
+      p99DurationMs: number | null;
+      bytesIn: number;
+      bytesOut: number;
+    };
+    /** @description Memory, CPU and traffic of an app over a window, sampled by the runtime, and what it cost */
+    AppUsage: {
+      /** @constant */
+      object: "app_usage";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @description How often the runtime’s instances are sampled */
+      sampleEveryMs: number;
+      /** @description The newest sample in the window; null without one */
+      latestSampleAt: string | null;
+      /** @description Instances in the newest sample (two during a swap, 0 when stopped) */
+      instances: number;
+      /** @description Resident memory of each instance’s whole process tree; null without samples */
+      memory: {
+        /** @description Resident memory of the instances in the newest sample */
+        latestBytes: number | null;
+        /** @description Per instance, weighted by running time */
+        averageBytes: number | null;
+        /** @description The most one instance held in a sample */
+        peakBytes: number | null;
+      };
+      /** @description CPU use; null without samples */
+      cpu: {
+        /** @description CPU time per second of the newest sample (1 = one core busy) */
+        latestCores: number | null;
+        /** @description Per instance, weighted by running time */
+        averageCores: number | null;
+        peakCores: number | null;
+      };
+      traffic: components["schemas"]["AppTrafficTotals"];
+      cost: components["schemas"]["AppHostingCost"];
+    };
+    /** @description An app’s usage within one UTC hour or day */
+    AppUsageBucket: {
+      /** Format: date-time */
+      start: string;
+      instanceSeconds: number;
+      memoryAverageBytes: number | null;
+      memoryPeakBytes: number | null;
+      cpuAverageCores: number | null;
+      cpuPeakCores: number | null;
+      requests: number;
+      errors: number;
+      bytesIn: number;
+      bytesOut: number;
+      /** @description The bucket’s samples priced on their own (rounded down) */
+      costMicros: number;
+    };
+    /** @description An app’s memory, CPU, traffic and cost per bucket */
+    AppUsageSeries: {
+      /** @constant */
+      object: "app_usage_series";
+      appId: string;
+      /** Format: date-time */
+      from: string;
+      /**
+       * Format: date-time
+       * @description Exclusive
+       */
+      to: string;
+      /** @enum {string} */
+      granularity: "hour" | "day";
+      /** @description Newest first, empty ones included; a sample counts in the bucket it was taken in */
+      buckets: components["schemas"]["AppUsageBucket"][];
     };
     /** @description One image drawn from a prompt, and the call it was billed as */
     AssistantImage: {
@@ -1495,7 +2286,7 @@ export interface components {
       /** @description What went wrong, worded for the person deploying */
       failureReason: string | null;
       /** @description Why it failed: build_timeout (install and build ran past the build time limit), build_memory (an allocation failed under the build memory cap), build_failed (a step exited non-zero; the log says why, e.g. a refused registry CONNECT), checkout_failed, build_refused (the build decision refused), health_check_failed, runtime_refused, deploy_failed */
-      failureCode: ("build_timeout" | "build_memory" | "build_failed" | "checkout_failed" | "build_refused" | "health_check_failed" | "runtime_refused" | "deploy_failed") | null;
+      failureCode: ("build_timeout" | "build_memory" | "build_failed" | "checkout_failed" | "build_refused" | "health_check_failed" | "runtime_refused" | "release_failed" | "deploy_failed") | null;
       /** @description Per-phase time; null for a deploy nothing measured yet */
       timings: ({
         /** @description ms reading the commit out of the repository; null when not run */
@@ -1516,6 +2307,40 @@ export interface components {
       /** @constant */
       object: "list";
       data: components["schemas"]["Deployment"][];
+    };
+    /** @description The queued and building deployments cancelled; the live version keeps serving */
+    DeploymentsCancelled: {
+      /** @constant */
+      object: "list";
+      /** @description The deployments cancelled */
+      data: components["schemas"]["Deployment"][];
+    };
+    /** @description What an app sent in the last 24 hours, against the alert threshold */
+    EgressAlert: {
+      /** @constant */
+      object: "egress_alert";
+      serviceId: string;
+      appId: string;
+      appName: string;
+      /** @description Whether bytesOut is over thresholdBytes */
+      alerting: boolean;
+      /** @description Bytes the app answered through the apps proxy in the window */
+      bytesOut: number;
+      /** @description `plugins.apps.egress.alertBytesPerDay` */
+      thresholdBytes: number;
+      windowStart: string;
+      windowEnd: string;
+      /**
+       * @description What is measured: responses through the apps proxy (not the app’s own outbound connections)
+       * @constant
+       */
+      measuredAt: "proxy";
+    };
+    /** @description Egress per service */
+    EgressAlertList: {
+      /** @constant */
+      object: "list";
+      data: components["schemas"]["EgressAlert"][];
     };
     /** @description A person of the organisation and their organisation role */
     Employee: {
@@ -1577,6 +2402,39 @@ export interface components {
       /** @description Every public type, by name */
       data: components["schemas"]["EventType"][];
     };
+    /** @description The build decided again from the tracked branch’s head (nothing deployed) */
+    FreshBuildDecision: {
+      /** @constant */
+      object: "build_decision";
+      serviceId: string;
+      /** @description The revision decided on: the tracked branch’s head now */
+      commit: string;
+      /** @description Each field {value, rule, evidence}: what was chosen, by which rule, from what */
+      decision: {
+        [key: string]: unknown;
+      };
+      envKeys: string[];
+      missingEnv: string[];
+    };
+    /** @description The app’s own key after a replacement */
+    GatewayKeyReplacement: {
+      /** @constant */
+      object: "gateway_key_replacement";
+      serviceId: string;
+      /** @description The app’s key now */
+      keyId: string;
+      hint: string;
+      /** @description Revoked once the app ran healthy with the new key; null if there was none */
+      previousKeyId: string | null;
+      /** @description False when the restart failed: the new key is revoked and the old one kept */
+      replaced: boolean;
+      /**
+       * @description done: the app restarted with the change (the new instance healthy, then swapped in); none: nothing changed; next_start: the service is stopped and starts with it; next_deploy: nothing is live yet, the deploy takes it; failed: the new instance failed its health check, the running one keeps serving (restartFailure says why)
+       * @enum {string}
+       */
+      restart: "done" | "none" | "next_start" | "next_deploy" | "failed";
+      restartFailure: string | null;
+    };
     /** @description A branch of a git repository */
     GitBranch: {
       /** @constant */
@@ -1593,6 +2451,72 @@ export interface components {
       /** @description By name */
       data: components["schemas"]["GitBranch"][];
     };
+    /** @description Your own git-host account, as connected to this organisation */
+    GitHostAuthorization: {
+      /** @constant */
+      object: "githost_authorization";
+      /** @enum {string} */
+      provider: "local" | "github";
+      /** @description Whether your git-host account is connected here (the local git server: always) */
+      connected: boolean;
+      /** @description Your GitHub login; null with the local git server or before connecting */
+      login: string | null;
+      /** @description When you connected it (ISO 8601) */
+      connectedAt: string | null;
+      /** @description Installations of the GitHub App your GitHub account reaches */
+      installations: components["schemas"]["GitHostInstallation"][];
+    };
+    /** @description An installation of the service’s GitHub App */
+    GitHostInstallation: {
+      /** @constant */
+      object: "githost_installation";
+      /** @description The GitHub App installation id */
+      id: number;
+      /** @description The GitHub user or organisation it is installed on */
+      account: string;
+      /** @description User or Organization, as GitHub says */
+      accountType: string;
+      /** @description Whether this organisation deploys from it */
+      held: boolean;
+      /** @description Whether this organisation lets other organisations of the service claim it too */
+      shared: boolean;
+    };
+    /** @description Where to send the browser on GitHub */
+    GitHostLink: {
+      /** @constant */
+      object: "githost_link";
+      /** @description Open it in the browser; GitHub sends it back to /client/githost/callback */
+      url: string;
+      /** @description The link’s state is good until then (ISO 8601) */
+      expiresAt: string;
+    };
+    /** @description The organisation’s policy on members connecting git-host accounts */
+    GitHostMemberConnect: {
+      /** @constant */
+      object: "githost_member_connect";
+      /** @description Whether members (not only owners and admins) may connect their own git-host accounts */
+      allowed: boolean;
+    };
+    /** @description The repositories apps may be deployed from */
+    GitHostRepoAllowList: {
+      /** @constant */
+      object: "githost_repo_allow_list";
+      /** @description While true, repositories outside the list cannot be chosen, browsed or deployed (404) */
+      restricted: boolean;
+      /**
+       * @description Which list applies while restricted
+       * @enum {string}
+       */
+      mode: "repos" | "orgs";
+      /** @description Repositories allowed in repos mode (owner/name); kept in orgs mode */
+      allowed: string[];
+      /** @description Accounts whose repositories are allowed in orgs mode; kept in repos mode */
+      allowedOrgs: string[];
+      /** @description Every repository the git host shows this organisation */
+      candidates: string[];
+      /** @description Accounts the organisation’s installations are on */
+      candidateOrgs: string[];
+    };
     /** @description The git host apps are deployed from */
     GitHostStatus: {
       /** @constant */
@@ -1606,6 +2530,18 @@ export interface components {
       connected: boolean;
       /** @description Local: clone URLs are <baseUrl>/<organisation id>/<name>.git */
       baseUrl: string | null;
+    };
+    /** @description Whether a git URL can be cloned from here (a guarded ls-remote, nothing cloned) */
+    GitReachability: {
+      /** @constant */
+      object: "git_reachability";
+      reachable: boolean;
+      /** @description Why not, when not */
+      reason: string | null;
+      /** @description git_url_refused (the guard) or git_clone_failed (the remote) */
+      code: string | null;
+      defaultBranch: string | null;
+      branches: number | null;
     };
     /** @description A git repository of the organisation */
     GitRepository: {
@@ -2999,6 +3935,33 @@ export interface components {
        */
       previousSecretExpiresAt: string;
     };
+    /** @description The command run against each new build before it starts (migrations) */
+    ReleaseCommand: {
+      /** @constant */
+      object: "release_command";
+      serviceId: string;
+      /** @description Run before each deployment starts; null: none */
+      command: string | null;
+      /** @description How long it may run before the deployment fails */
+      timeoutSeconds: number;
+      updatedAt: string | null;
+    };
+    /** @description One run of the release command beside the live deployment */
+    ReleaseRun: {
+      /** @constant */
+      object: "release_run";
+      serviceId: string;
+      /** @description The live deployment it ran beside */
+      deploymentId: string;
+      command: string;
+      succeeded: boolean;
+      /** @description Null when a signal ended it */
+      exitCode: number | null;
+      signal: string | null;
+      timedOut: boolean;
+      /** @description stdout and stderr as they came (at most 1 MiB) */
+      output: string;
+    };
     /** @description One gateway call as the request log keeps it, without its bodies */
     RequestLog: {
       /** @constant */
@@ -3149,6 +4112,27 @@ export interface components {
       id: string;
       state: string;
     };
+    /** @description The branches the service’s repository has, by name */
+    ServiceBranchList: {
+      /** @constant */
+      object: "list";
+      /** @description The branch the service deploys */
+      tracked: string;
+      data: {
+          /** @constant */
+          object: "git_branch";
+          name: string;
+          commit: string;
+          tracked: boolean;
+        }[];
+    };
+    /** @description Whether a push to the tracked branch deploys the service */
+    ServiceDeployOnPush: {
+      /** @constant */
+      object: "service";
+      id: string;
+      deployOnPush: boolean;
+    };
     /** @description What the running app printed, oldest first (the last 1000 lines) */
     ServiceLogLines: {
       /** @constant */
@@ -3161,6 +4145,17 @@ export interface components {
           stream: "stdout" | "stderr" | "runtime";
           line: string;
         })[];
+    };
+    /** @description Who is mailed when a deployment of the service fails */
+    ServiceMailSettings: {
+      /** @constant */
+      object: "service_mail";
+      serviceId: string;
+      /** @description Whether a failed deployment is mailed */
+      onFailure: boolean;
+      /** @description Who is mailed; empty: the organisation’s active owners */
+      recipients: string[];
+      updatedAt: string | null;
     };
     /** @description A spend cap: USD per period; blocking answers 402 at the cap, alert only records a warning */
     SpendCap: {
@@ -10076,7 +11071,7 @@ export interface operations {
   };
   /**
    * The git host apps are deployed from, and whether it is connected
-   * @description With the local git server (the default), repositories live on this service and are pushed to over HTTPS at baseUrl.
+   * @description With the local git server (the default), repositories live on this service, pushed to at baseUrl. With GitHub: connected once the organisation holds an installation of the app.
    */
   "githost.status": {
     responses: {
@@ -10223,6 +11218,409 @@ export interface operations {
     };
   };
   /**
+   * Start connecting your GitHub account: the URL to send the browser to
+   * @description Answers the GitHub authorization URL with a one-time state (10 minutes). GitHub sends the browser back to /client/githost/callback, which stores your token in the secret vault. Members need the owner’s member-connect policy. With the local git server: 400 githost_not_oauth (there is nothing to connect).
+   */
+  "githost.authorize": {
+    responses: {
+      /** @description Where to send the browser on GitHub */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostLink"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: githost_member_connect_off, person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Your git-host account as connected here, and the installations it reaches
+   * @description connected is false once GitHub no longer takes your token (revoked there). The local git server is always connected.
+   */
+  "githost.authorization": {
+    responses: {
+      /** @description Your own git-host account, as connected to this organisation */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostAuthorization"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Forget your GitHub account here
+   * @description Deletes your token from the secret vault. Installations the organisation holds stay (apps keep deploying). The grant itself stays on GitHub until you revoke it in your GitHub settings. Local git server: 400 githost_not_oauth.
+   */
+  "githost.authorization.delete": {
+    responses: {
+      /** @description Your own git-host account, as connected to this organisation */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostAuthorization"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Deploy from an installation of the GitHub App your GitHub account reaches
+   * @description Links the installation to this organisation: its repositories become this organisation’s to deploy from. 404 when your GitHub account does not reach it; 409 when another organisation here holds it and does not share it. Claiming one held already changes nothing.
+   */
+  "githost.claim": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description A GitHub App installation id */
+          installationId: number;
+        };
+      };
+    };
+    responses: {
+      /** @description An installation of the service’s GitHub App */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostInstallation"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_authorized, githost_not_oauth, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, githost_member_connect_off, person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: githost_installation_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: githost_installation_claimed */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Let other organisations of the service claim an installation this one holds
+   * @description shared true: a person of another organisation whose GitHub account reaches the installation may claim it too (each organisation then deploys from it). false: no new organisation may; those holding it keep it. Owners and admins.
+   */
+  "githost.share": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description A GitHub App installation id */
+          installationId: number;
+          /** @description Whether other organisations may claim it */
+          shared: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description An installation of the service’s GitHub App */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostInstallation"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, role_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: githost_installation_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Install the GitHub App on another GitHub account: the URL to send the browser to
+   * @description GitHub asks where to install the app and which repositories it may read, then sends the browser back to /client/githost/callback with the installation, which this organisation then holds (as with claim). Local git server: 400 githost_not_oauth.
+   */
+  "githost.add_installation": {
+    responses: {
+      /** @description Where to send the browser on GitHub */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostLink"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_not_oauth, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, githost_member_connect_off, person_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Whether members may connect their own git-host accounts
+   * @description Owner only. Owners and admins always may; with allowed false (the default) members get 403 githost_member_connect_off from authorize, claim and add-installation. Kept with the local git server too, where nothing is connected.
+   */
+  "githost.member_connect": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Whether members may connect their git-host accounts */
+          allowed: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description The organisation’s policy on members connecting git-host accounts */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostMemberConnect"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, owner_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The repositories apps may be deployed from
+   * @description Owner only. candidates and candidateOrgs are what the lists may name.
+   */
+  "githost.repo_allow_list": {
+    responses: {
+      /** @description The repositories apps may be deployed from */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostRepoAllowList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, unexpected_body */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: owner_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Replace the repository allow-list
+   * @description Owner only. A full replace, except that an omitted repos or orgs keeps the stored list (both are kept whichever mode is active). 400 for a name that is not owner/name (a plain name with the local git server), a repository the git host does not show this organisation, or an account no installation of it is on; 409 when an app here deploys from a repository the new setting leaves out.
+   */
+  "githost.repo_allow_list.replace": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Whether the list applies */
+          restricted: boolean;
+          /**
+           * @description Which list applies; omitted: the stored mode (repos at first)
+           * @enum {string}
+           */
+          mode?: "repos" | "orgs";
+          /** @description owner/name; omitted: kept */
+          repos?: string[];
+          /** @description GitHub accounts; omitted: kept */
+          orgs?: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description The repositories apps may be deployed from */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitHostRepoAllowList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, githost_org_not_connected, githost_repo_not_visible, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, owner_required */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: githost_allow_list_conflict */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Start the service’s runtime log afresh (rotate it) and answer its newest lines
    * @description Earlier lines stay readable in the rotated files (GET /services/{id}/logs reads them); the oldest rotated file is dropped.
    */
@@ -10304,6 +11702,89 @@ export interface operations {
     };
   };
   /**
+   * Deploy an app from a git URL
+   * @description The URL is cloned (http(s) to a public address only, size- and time-capped) and the build decided before anything is created: a repository that cannot build is a 400 naming what to change. No databaseEnabled here: send your own DATABASE_URL in env. Every deploy clones the URL again. 202 with the app, its web service and the queued deployment.
+   */
+  "apps.create": {
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description An http(s) git URL, cloned at every deploy (no user name or password in it) */
+          gitUrl: string;
+          /** @description The app’s name (default: the repository’s, from the URL); its address is <name>.<baseDomain> when free */
+          name?: string;
+          /** @description The branch deployed (default: the one the remote’s HEAD names) */
+          branch?: string;
+          /** @description The app’s folder in the repository, relative to its top */
+          rootDir?: string;
+          /** @description One line, at most 300 characters */
+          startCommand?: string;
+          /** @description Variables the app runs with (values are stored encrypted); PORT and SVC_* are set by the service */
+          env?: {
+            [key: string]: string;
+          };
+          /** @description The region, from GET /apps/regions (default: local) */
+          cell?: string;
+          /**
+           * Format: uuid
+           * @description The project the app belongs to (default: the key’s, else the default project)
+           */
+          projectId?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description The app, its web service and the queued deployment (poll /apps/{id}/progress) */
+      202: {
+        content: {
+          "application/json": components["schemas"]["AppDeployAccepted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_clone_failed, git_url_refused, invalid_body, invalid_env_value, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, reserved_env_name, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: app_name_taken */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Deploy an app from a repository of the git host
    * @description The repository is read and its build decided before anything is created: a repository that cannot build is a 400 naming what to change. 202 with the app, its web service and the queued deployment; poll /apps/{id}/progress.
    */
@@ -10321,7 +11802,7 @@ export interface operations {
           rootDir?: string;
           /** @description One line, at most 300 characters */
           startCommand?: string;
-          /** @description Variables the app runs with (values are stored encrypted); PORT is set by the service */
+          /** @description Variables the app runs with (values are stored encrypted); PORT and SVC_* are set by the service */
           env?: {
             [key: string]: string;
           };
@@ -10346,7 +11827,7 @@ export interface operations {
           "application/json": components["schemas"]["AppDeployAccepted"];
         };
       };
-      /** @description Malformed input; the message and param name the field: databases_unavailable, duplicate_authorization_header, git_branch_not_found, git_repository_empty, githost_not_connected, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
+      /** @description Malformed input; the message and param name the field: databases_unavailable, duplicate_authorization_header, git_branch_not_found, git_repository_empty, githost_not_connected, invalid_body, invalid_env_value, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, reserved_env_name, root_dir_not_found, runtime_unavailable, unfinished_start_command, unknown_field */
       400: {
         content: {
           "application/json": components["schemas"]["Error"];
@@ -10704,6 +12185,49 @@ export interface operations {
     };
   };
   /**
+   * Decide the service’s build again from its tracked branch’s head, with the reasons
+   * @description Reads the branch as a deploy would (a URL is cloned) and answers the decision with envKeys and missingEnv, or the 400 a deploy would get. Nothing is deployed or stored: GET /services/{id}/build keeps answering what the last deploy used.
+   */
+  "services.build_decide": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The build decided again from the tracked branch’s head (nothing deployed) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["FreshBuildDecision"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_url_refused, invalid_parameter, invalid_request, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, root_dir_not_found, runtime_unavailable, unexpected_body, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
    * Whether a branch of a repository of the git host can build, and how
    * @description Answers the build decision, or the 400 a deploy would get, without creating anything.
    */
@@ -10909,6 +12433,1905 @@ export interface operations {
       };
       /** @description The request body is not of a type this takes: unsupported_media_type */
       415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Deploy one of the service’s app templates (workflow-automation, chat-ui)
+   * @description The template’s files are kept in the service (templates/apps/<id>) and deploy offline. `protection.password` makes the app ask for it (HTTP Basic) before it answers. No provided database: this service has none to give yet. 202 like a deploy.
+   */
+  "apps.templates.launch": {
+    parameters: {
+      path: {
+        /** @description One of workflow-automation, chat-ui */
+        template: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /** @description The app’s name (default: the template’s id) */
+          name?: string;
+          /** @description The region, from GET /apps/regions (default: local) */
+          region?: string;
+          /**
+           * Format: uuid
+           * @description The project the app belongs to (default: the key’s, else the default project)
+           */
+          projectId?: string;
+          /** @description A password gate, enforced by the template app itself (its APP_PASSWORD variable) */
+          protection?: {
+            /** @description Asked by the app (HTTP Basic, any user name) before it answers */
+            password: string;
+          };
+        };
+      };
+    };
+    responses: {
+      /** @description The app, its web service and the queued deployment (poll /apps/{id}/progress) */
+      202: {
+        content: {
+          "application/json": components["schemas"]["AppDeployAccepted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, project_required, region_not_found, root_dir_not_found, runtime_unavailable, template_not_found, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: app_name_taken */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Build and deploy the service again
+   * @description `from: head` (the default) takes the tracked branch’s head now (a git URL is cloned again); `from: live` rebuilds the commit the live deployment runs (a git-host app only: a URL is cloned at its branch head). Answers the queued deployment.
+   */
+  "services.redeploy": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /**
+           * @description head (default): the branch head now; live: the live commit
+           * @enum {string}
+           */
+          from?: "head" | "live";
+        };
+      };
+    };
+    responses: {
+      /** @description One deploy of a service: a commit built and started */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Deployment"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: nothing_to_start */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The branches of the repository the service deploys from, the tracked one marked
+   * @description The branches of the repository the service deploys from, the tracked one marked. Any credential of the account may call it.
+   */
+  "services.branches": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The branches the service’s repository has, by name */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceBranchList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_clone_failed, git_url_refused, invalid_parameter, invalid_request, source_has_no_branches, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Track another branch, and deploy its head
+   * @description The branch is read and its build decided first: a branch that is not there, or cannot build, is a 400 and nothing changes. Then the app tracks it (pushes to it deploy, when deploy-on-push is on) and its head is deployed.
+   */
+  "services.branch": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The branch to deploy and follow */
+          branch: string;
+        };
+      };
+    };
+    responses: {
+      /** @description One deploy of a service: a commit built and started */
+      200: {
+        content: {
+          "application/json": components["schemas"]["Deployment"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_url_refused, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, multiple_apps_require_root_dir, multiple_lockfiles, no_start_command, nothing_buildable, root_dir_not_found, runtime_unavailable, source_has_no_branches, unfinished_start_command, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Turn deploying on every push to the tracked branch on or off
+   * @description Only a git-host app hears of pushes: turning it on for a git URL or a template is a 400.
+   */
+  "services.deploy_on_push": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Whether a push to the tracked branch deploys it */
+          enabled: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description Whether a push to the tracked branch deploys the service */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceDeployOnPush"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Cancel the service’s queued and building deployments
+   * @description Each is marked cancelled; one running is stopped where it is (a checkout or build is killed with its process group). A deployment already starting (its health check running) is not cancelled. The live version keeps serving. 409 nothing_to_cancel when none is queued or building.
+   */
+  "services.deploy_cancel": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The queued and building deployments cancelled; the live version keeps serving */
+      200: {
+        content: {
+          "application/json": components["schemas"]["DeploymentsCancelled"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: nothing_to_cancel */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The service’s variables: names, values for who may read them, and the managed SVC_* ones
+   * @description Values are shown to a caller holding apps:deploy with a write role on the app’s project (owners, admins, developers; keys with apps:deploy); to everyone else who reads the project they are null with canReveal false. An app’s own key is refused (403). reveal=0 asks for names only.
+   */
+  "services.env": {
+    parameters: {
+      query?: {
+        /** @description 0: names only (values null) */
+        reveal?: "0" | "1";
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description A service’s variables: names, values when the caller may read them, the managed ones */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppEnvView"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: env_listing_forbidden */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set and remove variables: one restart per request, none when nothing changes
+   * @description The running app restarts once, with no downtime: a new instance with the new variables must pass its health check before it takes the traffic. A stopped service gets them at its next start. Nothing is rebuilt. 409 env_conflict (nothing written) when another change landed since the version sent, or since this request read the variables.
+   */
+  "services.env_change": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description Variables to set (added or replaced); values are stored encrypted */
+          vars?: {
+            [key: string]: string;
+          };
+          /** @description Names to remove; a name not set is ignored */
+          remove?: string[];
+          /** @description The `version` GET answered: refused 409 env_conflict when another change landed since */
+          version?: number;
+        };
+      };
+    };
+    responses: {
+      /** @description What an env change wrote, and the one restart it caused */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppEnvChange"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_env_value, invalid_json, invalid_parameter, invalid_request, missing_body, reserved_env_name, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: env_conflict */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Remove one variable: the app restarts once; the value cannot be recovered
+   * @description Remove one variable: the app restarts once; the value cannot be recovered. Needs the apps:deploy scope.
+   */
+  "services.env_delete": {
+    parameters: {
+      query?: {
+        /** @description The `version` GET answered: refused 409 env_conflict when another change landed since */
+        version?: number;
+      };
+      path: {
+        id: string;
+        /** @description The variable */
+        name: string;
+      };
+    };
+    responses: {
+      /** @description What an env change wrote, and the one restart it caused */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppEnvChange"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, reserved_env_name, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: env_var_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: env_conflict */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Give the app a new SVC_API_KEY: one restart; the old key is revoked once the app runs healthy with the new one
+   * @description A stopped service (or one with nothing live) gets the new key at its next start and the old key is revoked at once. If the restarted app fails its health check, the new key is revoked and the old one kept (replaced false).
+   */
+  "services.gateway_key_replace": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The app’s own key after a replacement */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GatewayKeyReplacement"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Move an app to another project; its own key moves with it
+   * @description The one way an app’s key changes project: PATCH /keys/{id} of that key answers 409 app_owned_key. The caller writes both the app’s project and the destination.
+   */
+  "apps.group": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /**
+           * Format: uuid
+           * @description The project the app moves to
+           */
+          projectId: string;
+        };
+      };
+    };
+    responses: {
+      /** @description An app moved to a project, its own key with it */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppGroup"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, project_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The folders of a repository that are apps: what rootDir can take
+   * @description The folders of a repository that are apps: what rootDir can take. Any credential of the account may call it.
+   */
+  "githost.app_roots": {
+    parameters: {
+      query?: {
+        /** @description A repository of the git host (or give gitUrl) */
+        repo?: string;
+        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
+        gitUrl?: string;
+        /** @description Default: the repository’s default branch */
+        branch?: string;
+      };
+    };
+    responses: {
+      /** @description The folders of a repository that are apps, sorted (three levels deep at most) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppRootList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The build decision for a repository, branch and rootDir, with envKeys, or why it cannot build
+   * @description Where build-check answers a refusal as the 400 a deploy would get, this answers it as `refusal` (200), for pickers.
+   */
+  "githost.app_analysis": {
+    parameters: {
+      query?: {
+        /** @description A repository of the git host (or give gitUrl) */
+        repo?: string;
+        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
+        gitUrl?: string;
+        /** @description Default: the repository’s default branch */
+        branch?: string;
+        /** @description The app’s folder, relative to the repository’s top */
+        rootDir?: string;
+        startCommand?: string;
+      };
+    };
+    responses: {
+      /** @description The build decision for a repository, branch and rootDir, or why it cannot build (never a 400) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppAnalysis"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * What the app in a repository is: its name, description, kind, size and dependencies
+   * @description What the app in a repository is: its name, description, kind, size and dependencies. Any credential of the account may call it.
+   */
+  "githost.app_insight": {
+    parameters: {
+      query?: {
+        /** @description A repository of the git host (or give gitUrl) */
+        repo?: string;
+        /** @description An http(s) git URL (or give repo): cloned through the guarded clone */
+        gitUrl?: string;
+        /** @description Default: the repository’s default branch */
+        branch?: string;
+        /** @description The app’s folder, relative to the repository’s top */
+        rootDir?: string;
+      };
+    };
+    responses: {
+      /** @description What the app in a repository is */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppInsight"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, git_branch_not_found, git_clone_failed, git_repository_empty, git_url_refused, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: git_repository_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An estimated monthly hosting cost: instances × memory tier × hours × the price
+   * @description Every app instance is billed at the memory tier the runtime gives it (runtime.limits.memoryBytes).
+   */
+  "githost.app_insight_estimate": {
+    parameters: {
+      query?: {
+        /** @description Instances running all month (default 1) */
+        instances?: number;
+      };
+    };
+    responses: {
+      /** @description An estimate of a month’s hosting: instances × memory tier × hours × price */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppCostEstimate"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Whether a git URL can be cloned from here (a guarded ls-remote)
+   * @description The URL passes the outbound guard (http(s), public addresses) and git lists its branches; nothing is cloned.
+   */
+  "githost.reachable": {
+    parameters: {
+      query: {
+        /** @description An http(s) git URL */
+        gitUrl: string;
+      };
+    };
+    responses: {
+      /** @description Whether a git URL can be cloned from here (a guarded ls-remote, nothing cloned) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["GitReachability"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The app’s live URL and what its front page answers now (status, title)
+   * @description GET / is made through the apps proxy, as a browser would; at most 64 KiB is read, within 5 s.
+   */
+  "apps.preview": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The app’s live URL and what its front page answers now */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppPreview"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * What refers to this app: apps deploying from the same source, and apps whose variables hold its address
+   * @description Among the apps the caller may see. A variable is named, never its value. Domains, scheduled jobs and app keys are not kept by this service yet, so none is listed.
+   */
+  "apps.referenced_by": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description What refers to this app: other apps sharing its source, or whose variables name its address */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppReferences"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * HTTP requests the apps served, across the apps the caller sees
+   * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). appId narrows to one app (another project's app is its 404). Scope apps:read.
+   */
+  "apps.requests": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only requests that arrived at or after this instant */
+        since?: string;
+        /** @description Only requests that arrived before this instant (exclusive) */
+        until?: string;
+        /** @description errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class */
+        band?: "all" | "errors" | "2xx" | "3xx" | "4xx" | "5xx";
+        /** @description Only requests of this method (any case) */
+        method?: string;
+        /** @description Only requests to exactly this path (without a query string) */
+        path?: string;
+        /** @description A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters */
+        requestId?: string;
+        /** @description Only requests to this app */
+        appId?: string;
+      };
+    };
+    responses: {
+      /** @description A page of AppRequest items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppRequestList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * HTTP requests one service served
+   * @description Newest first; pass nextCursor back as cursor, with the same filters, for the next page (no request is skipped or repeated). Filters combine: since/until ([since, until)), band, method, path (exact). requestId (the whole id, or at least its first half) searches every request held and ignores the other filters. The first page adds summary (every request the filters select), facets (counts per method, status class, path and app over the time window only: the other filters do not narrow them) and series (the filtered requests per hour, or per day for a window over two days; since defaults to a day before until there). Only this service's requests, the requestId search included.
+   */
+  "services.requests": {
+    parameters: {
+      query?: {
+        /** @description nextCursor of the previous page; the same filters must be sent with it */
+        cursor?: string;
+        /** @description Rows per page (default 50, max 200) */
+        limit?: number;
+        /** @description Only requests that arrived at or after this instant */
+        since?: string;
+        /** @description Only requests that arrived before this instant (exclusive) */
+        until?: string;
+        /** @description errors: status 400 and above (499: the client went away first); 2xx…5xx: that status class */
+        band?: "all" | "errors" | "2xx" | "3xx" | "4xx" | "5xx";
+        /** @description Only requests of this method (any case) */
+        method?: string;
+        /** @description Only requests to exactly this path (without a query string) */
+        path?: string;
+        /** @description A request id (x-request-id), whole or its first half at least: searches every request held and ignores the other filters */
+        requestId?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description A page of AppRequest items, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppRequestList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An app’s traffic over a window: requests, errors, durations and bytes per bucket, busiest paths, statuses
+   * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks; at most 500 buckets). Durations are the 50th, 95th and 99th percentiles in ms; errors are statuses 400 and above, server errors 500 and above.
+   */
+  "apps.analytics": {
+    parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+        /** @description Bucket size (default: hour for two days or less, else day) */
+        granularity?: "hour" | "day";
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An app’s traffic over a window: totals, per bucket, busiest paths, statuses */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppAnalytics"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Memory, CPU and traffic of an app, sampled by the runtime, and what running it cost
+   * @description Over [from, to) (default: the last day). Memory and CPU come from samples the runtime takes of each instance every `usage.sampleEveryMs`; the cost is instance-seconds × the hourly price of the memory tier each sample fell in (a stopped app has no instances, so costs nothing). Traffic counts the requests the apps proxy served.
+   */
+  "apps.usage": {
+    parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Memory, CPU and traffic of an app over a window, sampled by the runtime, and what it cost */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppUsage"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * An app’s memory, CPU, traffic and cost per hour or day
+   * @description Over [from, to) (default: the last day), per hour for two days or less, else per day (or as `granularity` asks). A sample counts in the bucket it was taken in, as in the daily hosting charge.
+   */
+  "apps.usage_series": {
+    parameters: {
+      query?: {
+        /** @description Start of the window (default: a day before `to`) */
+        from?: string;
+        /** @description End of the window, exclusive (default: now) */
+        to?: string;
+        /** @description Bucket size (default: hour for two days or less, else day) */
+        granularity?: "hour" | "day";
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An app’s memory, CPU, traffic and cost per bucket */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppUsageSeries"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The app’s stored files; with `name` and Accept: application/octet-stream, that file
+   * @description Lists the app’s files by name with what they take. With `name`, only that file (404 when absent); a request with `Accept: application/octet-stream` then gets its bytes, always as a download.
+   */
+  "apps.storage.list": {
+    parameters: {
+      query?: {
+        /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+        name?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description An app’s stored files by name, and what they take; with Accept: application/octet-stream, the file itself, as a download */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageList"];
+          "application/octet-stream": string;
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Store a file in the app’s storage (multipart), replacing one of the same name
+   * @description multipart/form-data with the file under `file` (at most 25 MB) and, optionally, `name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at its URL. 409 `storage_quota_exceeded` past 1024 MB or 10000 files per app.
+   */
+  "apps.storage.upload": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name?: string;
+        };
+        "multipart/form-data": {
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name?: string;
+          /** @description One file of at most 25 MB (multipart only); its type is read from its bytes */
+          file?: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description A file in an app’s storage */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageObject"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: storage_quota_exceeded */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Delete a file from the app’s storage (its public URL stops answering)
+   * @description Delete a file from the app’s storage (its public URL stops answering). Needs the apps:deploy scope.
+   */
+  "apps.storage.delete": {
+    parameters: {
+      query: {
+        /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+        name: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The file and its bytes are gone */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageObjectDeleted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Make a stored file readable by anyone with its URL, or private again
+   * @description Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ends that URL for good (making it public again gives a new one).
+   */
+  "apps.storage.public": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description The file’s name in the app’s storage, e.g. `uploads/cat.png` */
+          name: string;
+          /** @description True: readable at its URL without a key; false: private */
+          public: boolean;
+        };
+      };
+    };
+    responses: {
+      /** @description A file in an app’s storage */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AppStorageObject"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: app_not_found, storage_object_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The service’s release command (migrations run before each deployment starts)
+   * @description The service’s release command (migrations run before each deployment starts). Any credential of the account may call it.
+   */
+  "services.migrate.get": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The command run against each new build before it starts (migrations) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ReleaseCommand"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Set or clear the release command run before each deployment starts
+   * @description Runs in the app’s sandbox against the new build and its env after the build, before the start; its output is in the deployment’s build log. A failure (exit code other than 0, a timeout) fails the deployment: the running version keeps serving. Takes effect from the next deployment; POST /services/{id}/migrations runs it now.
+   */
+  "services.migrate.set": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody: {
+      content: {
+        "application/json": {
+          /** @description One line, at most 300 characters, run with sh in the app’s folder (e.g. `npm run migrate`); null clears it */
+          command: string | null;
+        };
+      };
+    };
+    responses: {
+      /** @description The command run against each new build before it starts (migrations) */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ReleaseCommand"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, missing_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Run the release command now, beside the live deployment
+   * @description With the live build and env; answers once it ended, with its output. Nothing restarts.
+   */
+  "services.migrations.run": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description One run of the release command beside the live deployment */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ReleaseRun"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: no_release_command, nothing_to_start */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: runtime_unavailable_here */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Have a model read a failed deployment and propose a fix
+   * @description One chat completion (`plugins.apps.autofix.model`, default mock-small, unless `model` names another the caller may use) reads the deployment’s build decision, failure reason and the last lines of its build log; the proposal is stored on the service (GET /services/{id}/ai-fixes). Billed like a /v1 call to the calling key (for a person, the organisation), under its model access, caps and rate limits; apps:deploy is enough (the prompt is the service’s own, so the inference scope is not needed). Without `deploymentId`, the latest failed deployment; 409 `nothing_to_fix` when there is none, or the one named did not fail.
+   */
+  "services.autofix": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /**
+           * Format: uuid
+           * @description A failed deployment of the service (default: the latest failed one)
+           */
+          deploymentId?: string;
+          /** @description A chat model of the gateway the caller may use */
+          model?: string;
+        };
+      };
+    };
+    responses: {
+      /** @description A fix a gateway model proposed for a failed deployment */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiFix"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field, unsupported_model, upstream_rejected_request */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Not enough credit, or a spend cap reached: budget_exceeded, insufficient_credit */
+      402: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: model_not_found, route_not_found, service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Conflicts with the state of the resource: nothing_to_fix */
+      409: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: guardrail_blocked */
+      422: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Too many requests; retry after the time retry-after names: rate_limit_exceeded */
+      429: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description An upstream (a model) could not be reached; it is safe to retry: autofix_model_failed, upstream_error */
+      502: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Error: metering_unavailable */
+      503: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Fixes models proposed for the service’s failed deployments, newest first
+   * @description Fixes models proposed for the service’s failed deployments, newest first. Any credential of the account may call it.
+   */
+  "services.ai_fixes.list": {
+    parameters: {
+      query?: {
+        /** @description Only the fixes for this deployment */
+        deploymentId?: string;
+      };
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description Proposed fixes, newest first */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiFixList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Forget every fix proposed for the service
+   * @description Forget every fix proposed for the service. Needs the apps:deploy scope.
+   */
+  "services.ai_fixes.delete": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description The service’s proposed fixes are gone */
+      200: {
+        content: {
+          "application/json": components["schemas"]["AiFixesDeleted"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * Mail someone when a deployment of the service fails
+   * @description Fields omitted keep what is stored, so `{}` reads the settings. A failed deployment (build, release command, health check) is mailed with its reason to `recipients`, or to the organisation’s active owners when the list is empty.
+   */
+  "services.email": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    requestBody?: {
+      content: {
+        "application/json": {
+          /** @description Mail a failed deployment (default false) */
+          onFailure?: boolean;
+          /** @description At most 10 addresses; empty: the organisation’s active owners */
+          recipients?: string[];
+        };
+      };
+    };
+    responses: {
+      /** @description Who is mailed when a deployment of the service fails */
+      200: {
+        content: {
+          "application/json": components["schemas"]["ServiceMailSettings"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_body, invalid_json, invalid_parameter, invalid_request, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: csrf_failed, missing_scope, project_role_insufficient */
+      403: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is over its limit: request_too_large */
+      413: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The request body is not of a type this takes: unsupported_media_type */
+      415: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * What the service sent in the last 24 hours, and whether that is over the alert threshold
+   * @description What the service sent in the last 24 hours, and whether that is over the alert threshold. Any credential of the account may call it.
+   */
+  "services.egress_alert": {
+    parameters: {
+      path: {
+        id: string;
+      };
+    };
+    responses: {
+      /** @description What an app sent in the last 24 hours, against the alert threshold */
+      200: {
+        content: {
+          "application/json": components["schemas"]["EgressAlert"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description No such resource, or none the caller may see: service_not_found */
+      404: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+    };
+  };
+  /**
+   * The apps over the egress alert threshold in the last 24 hours
+   * @description Only alerting services, most bytes first; `all=1` lists every service the caller may see.
+   */
+  "apps.egress_alerts": {
+    parameters: {
+      query?: {
+        /** @description 1: every service, alerting or not */
+        all?: "0" | "1";
+      };
+    };
+    responses: {
+      /** @description Egress per service */
+      200: {
+        content: {
+          "application/json": components["schemas"]["EgressAlertList"];
+        };
+      };
+      /** @description Malformed input; the message and param name the field: duplicate_authorization_header, invalid_parameter, invalid_request, unexpected_body, unknown_field */
+      400: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description Missing or invalid credential: account_suspended, invalid_api_key, invalid_session, key_disabled, key_expired, key_revoked, missing_api_key, no_organization, session_expired, session_revoked */
+      401: {
+        content: {
+          "application/json": components["schemas"]["Error"];
+        };
+      };
+      /** @description The credential lacks the scope or role this needs: missing_scope */
+      403: {
         content: {
           "application/json": components["schemas"]["Error"];
         };

@@ -2,7 +2,17 @@ import { z } from 'zod';
 import type { AppRecord, DeploymentRecord, ServiceRecord } from './apps-store.ts';
 
 /** Why a deployment failed (the `failureCode` of a deployment). */
-export const FAILURE_CODES = ['build_timeout', 'build_memory', 'build_failed', 'checkout_failed', 'build_refused', 'health_check_failed', 'runtime_refused', 'release_failed', 'deploy_failed'] as const;
+export const FAILURE_CODES = [
+  'build_timeout',
+  'build_memory',
+  'build_failed',
+  'checkout_failed',
+  'build_refused',
+  'health_check_failed',
+  'runtime_refused',
+  'release_failed',
+  'deploy_failed',
+] as const;
 export type FailureCode = (typeof FAILURE_CODES)[number];
 
 const timingsView = z

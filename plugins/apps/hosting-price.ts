@@ -33,9 +33,7 @@ export interface CostSample {
  * module prices samples with them: one price list for the ledger and the usage routes.
  */
 export function priceTiersOf(prices: z.output<typeof hostingPricesSchema>): HostingPrices {
-  const tiers = [...prices]
-    .sort((a, b) => a.memoryMiB - b.memoryMiB)
-    .map((tier) => ({ upToBytes: tier.memoryMiB * MiB, microsPerHour: Math.round(tier.usdPerHour * 1e6) }));
+  const tiers = [...prices].sort((a, b) => a.memoryMiB - b.memoryMiB).map((tier) => ({ upToBytes: tier.memoryMiB * MiB, microsPerHour: Math.round(tier.usdPerHour * 1e6) }));
   return { tiers };
 }
 

@@ -184,7 +184,21 @@ export const appsPlugin = definePlugin({
     const database = ctx.container.resolve(Tokens.Database);
     const urlOfSlug = (slug: string) => urlOf(ctx.config, host, slug);
     const upkeep = upkeepParts(ctx, { store, host });
-    const deps = { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, identity, database, urlOf: urlOfSlug, sources, cancels,
+    const deps = {
+      store,
+      host,
+      git,
+      env,
+      runtimeEnv,
+      appKeys,
+      jobs,
+      blobs,
+      clock,
+      identity,
+      database,
+      urlOf: urlOfSlug,
+      sources,
+      cancels,
       onAppDelete: (tx: Transaction, app: AppRecord) => upkeep.onAppDelete(tx, app),
     };
     const traffic = trafficOperations({

@@ -58,7 +58,8 @@ export function githostOperations({ host, local }: GitHostOperationDeps): AnyOpe
     method: 'GET',
     path: '/githost/status',
     summary: 'The git host apps are deployed from, and whether it is connected',
-    description: 'With the local git server (the default), repositories live on this service, pushed to at baseUrl. With GitHub: connected once the organisation holds an installation of the app.',
+    description:
+      'With the local git server (the default), repositories live on this service, pushed to at baseUrl. With GitHub: connected once the organisation holds an installation of the app.',
     scope: null,
     readOnly: true,
     output: statusView,

@@ -65,5 +65,14 @@ t.test('the cost per tier adds up to the samples’ instance-seconds', async (t)
 
 t.test('the hosting configuration’s tiers, in any order, price samples by memory ascending', async (t) => {
   const tiers = priceTiersOf([...TEST_HOSTING_PRICES].reverse());
-  t.same(tiers.tiers.map((tier) => [tier.upToBytes / MiB, tier.microsPerHour]), [[256, 2_000], [512, 4_000], [1024, 8_000], [2048, 16_000], [4096, 32_000]]);
+  t.same(
+    tiers.tiers.map((tier) => [tier.upToBytes / MiB, tier.microsPerHour]),
+    [
+      [256, 2_000],
+      [512, 4_000],
+      [1024, 8_000],
+      [2048, 16_000],
+      [4096, 32_000],
+    ],
+  );
 });
