@@ -15,6 +15,9 @@ const queue = defineQueue({
   backoff: { baseMs: 10_000, maxMs: 3_600_000 },
 });
 
+/** The git host's tables that name an organisation (githost-migrations.ts). */
+const GITHOST_TABLES = ['githost_oauth_states', 'githost_authorizations', 'githost_installations', 'githost_settings'] as const;
+
 /**
  * An erased organisation's git repositories. They are folders on disk, which no transaction covers:
  * the eraser enqueues, in the deletion's transaction, a job that removes the organisation's folder
@@ -30,6 +33,21 @@ export const githostErasure = {
       async erase(tx, organizationId) {
         await jobs.enqueue(queue, { organizationId }, { tx, idempotencyKey: organizationId });
         return (await repos.list(organizationId)).length;
+      },
+    };
+  },
+  /**
+   * The git host's own records, whatever the provider. The organisation's row is kept (a
+   * tombstone), so their ON DELETE CASCADE never fires. Contributed after the github eraser, which
+   * reads the authorizations it needs first.
+   */
+  records(): OrganizationEraser {
+    return {
+      name: 'git host records',
+      async erase(tx, organizationId) {
+        let rows = 0;
+        for (const table of GITHOST_TABLES) rows += (await tx.query(`DELETE FROM ${table} WHERE organization_id = $1`, [organizationId])).rowCount;
+        return rows;
       },
     };
   },

@@ -138,6 +138,7 @@ export const githostPlugin = definePlugin({
     container.bindValue(LocalTokens.Provider, provider);
     container.bindValue(LocalTokens.GitHub, github);
     extensions.contribute(OrganizationErasersPoint, githostErasure.eraser(repos, container.resolve(Tokens.Jobs)));
+    extensions.contribute(OrganizationErasersPoint, githostErasure.records());
   },
   operations: ({ container, extensions, appConfig }) => {
     const host = container.resolve(GitHostTokens.Host);

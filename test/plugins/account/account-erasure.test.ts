@@ -61,9 +61,9 @@ const NOT_EXERCISED: Record<string, string> = {
   'promotion_redemptions.organization_id': 'kept, like the ledger line it paid',
   'account_deletions.organization_id': 'written by the deletion itself',
   'onboarding_dismissals.organization_id': 'skipping the checklist; erased with the onboarding answers',
-  'githost_installations.organization_id': 'the github git-host provider only (this test runs the local one); ON DELETE CASCADE',
-  'githost_authorizations.organization_id': 'the github git-host provider only; ON DELETE CASCADE, tokens by the githost eraser',
-  'githost_oauth_states.organization_id': 'the github git-host provider only; ON DELETE CASCADE',
+  'githost_installations.organization_id': 'the github git-host provider only (this test runs the local one); deleted by the git host eraser',
+  'githost_authorizations.organization_id': 'the github git-host provider only; rows and tokens deleted by the git host erasers',
+  'githost_oauth_states.organization_id': 'the github git-host provider only; deleted by the git host eraser',
 };
 
 interface OrganizationColumn {
