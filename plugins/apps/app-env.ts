@@ -109,12 +109,12 @@ export class AppEnv {
 export class RuntimeEnv {
   constructor(
     private readonly env: AppEnv,
-    /** The gateway's address as apps reach it: `server.publicUrl`, else http://127.0.0.1:<server.port>. */
-    private readonly gatewayUrl: string,
+    /** The gateway's address as apps reach it, read at each start: `server.publicUrl`, else where it listens. */
+    private readonly gatewayUrl: () => string,
   ) {}
 
   managed(key: GatewayKeySecret | null): Record<(typeof MANAGED_ENV_NAMES)[number], string | null> {
-    const base = this.gatewayUrl.replace(/\/+$/, '');
+    const base = this.gatewayUrl().replace(/\/+$/, '');
     return { SVC_API_KEY: key?.token ?? null, SVC_BASE_URL: `${base}/v1`, SVC_MCP_URL: `${base}/mcp/gateway` };
   }
 

@@ -1,3 +1,4 @@
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { PubSub } from '../../core/ports/coordination.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
@@ -35,6 +36,8 @@ export class AppsHost implements RouteSource {
   proxy: RunningAppsProxy | null = null;
   /** Hosting money, set when the plugin's periodic jobs are made; null without the metering plugin. */
   billing: HostingBilling | null = null;
+  /** Where this process's HTTP server listens (its routes set it): apps reach the gateway there. */
+  serviceAddress: (() => AddressInfo | string | null) | null = null;
   private publishing: Promise<void> = Promise.resolve();
 
   constructor(

@@ -46,10 +46,18 @@ export const AppsTokens = {
   Meter: createToken<HostingMeter>('apps.HostingMeter'),
 };
 
-/** Where apps reach the gateway (SVC_BASE_URL, SVC_MCP_URL): `server.publicUrl`, else this machine's port. */
-function gatewayUrlOf(ctx: PluginContext<AppsConfig>): string {
+/**
+ * Where apps reach the gateway (SVC_BASE_URL, SVC_MCP_URL): `server.publicUrl`, else the loopback port
+ * this process listens on (the configured one until it listens: port 0 means a port chosen at listen).
+ */
+function gatewayUrlOf(ctx: PluginContext<AppsConfig>): () => string {
   const { server } = ctx.appConfig;
-  return server.publicUrl ?? `http://127.0.0.1:${server.port}`;
+  return () => {
+    if (server.publicUrl) return server.publicUrl;
+    const address = ctx.container.resolve(AppsTokens.Host).serviceAddress?.();
+    const port = address && typeof address === 'object' ? address.port : server.port;
+    return `http://127.0.0.1:${port}`;
+  };
 }
 
 /** Hosting money (README.md): null without the metering plugin (nothing is charged, no balance to act on). */
@@ -251,6 +259,7 @@ export const appsPlugin = definePlugin({
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }, upkeep.erasureQueue()];
   },
   routes(app, ctx) {
+    ctx.container.resolve(AppsTokens.Host).serviceAddress = () => app.server.address();
     upkeepParts(ctx, parts(ctx)).routes(app);
     const host = ctx.container.resolve(AppsTokens.Host);
     const store = ctx.container.resolve(AppsTokens.Store);

@@ -1,4 +1,5 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { EventEmitter, once } from 'node:events';
 import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
@@ -126,7 +127,10 @@ export class LocalRuntime implements RuntimePort {
     this.state = options.state ?? new FileRuntimeState(options.stateDir);
     this.logStore = new LogStore({ dir: path.join(options.stateDir, 'logs'), ...options.logs });
     this.ports = options.ports ?? { first: 20_000, last: 20_999 };
-    this.nextPort = this.ports.first;
+    // A random start in the range: another process handing out the same range (a second service on
+    // the machine, tests side by side) walks it from elsewhere, so the free-port check and the app's
+    // own listen are not raced by both at the same ports.
+    this.nextPort = this.ports.first + randomInt(this.ports.last - this.ports.first + 1);
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.restartPolicy = { maxCrashes: 5, windowMs: 60_000, backoffMs: 500, maxBackoffMs: 30_000, ...options.restart };
     this.uidBase = process.getuid?.() === 0 ? (options.uidBase === undefined ? 100_000 : options.uidBase) : null;

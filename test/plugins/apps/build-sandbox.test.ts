@@ -134,7 +134,10 @@ t.test('builds in the registries-only sandbox', { skip: bwrapWorks ? false : 'bw
       ...server("const answer = 'never';"),
     });
     const deployment = await settledDeployment(test, app.id);
-    t.match(deployment, { status: 'failed', failureCode: 'build_timeout' });
+    // The build's own shell may meet the cap first and exit (build_failed), or go on refused until the build's
+    // time is up (build_timeout): which comes first is the scheduler's; either way the build failed, contained.
+    t.equal(deployment.status, 'failed');
+    t.ok(['build_failed', 'build_timeout'].includes(String(deployment.failureCode)), `failure code ${deployment.failureCode}`);
     t.match(await log(deployment.id), /fork|Resource temporarily unavailable|Cannot/i, 'forks were refused');
     const uid = 200_000 + (createHash('sha256').update(deployment.id).digest().readUInt32BE(0) % 1000);
     const left = readdirSync('/proc').filter((pid) => /^\d+$/.test(pid) && statOwner(pid) === uid);
