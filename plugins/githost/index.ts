@@ -29,7 +29,8 @@ import './githost-events.ts';
 
 const MiB = 1024 * 1024;
 
-const LocalTokens = {
+/** What tests reach of the provider beneath the allow-list. */
+export const LocalTokens = {
   Repositories: createToken<LocalRepositories>('githost.LocalRepositories'),
   Store: createToken<GitHostStore>('githost.Store'),
   /** The provider itself, not behind the allow-list. */

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import t from 'tap';
 import { GitHostTokens } from '../../../plugins/githost/git-host.ts';
+import { LocalTokens } from '../../../plugins/githost/index.ts';
 import { createKey } from '../../helpers/app.ts';
 import { createRepo, git, gitServer, pushedEvents, tinyApp } from './git-fixtures.ts';
 
@@ -121,11 +122,9 @@ t.test('a key without apps:read may not fetch (403)', async (t) => {
 
 t.test("another organisation's repository, and paths that are no repository, answer 404", async (t) => {
   const server = await gitServer(t);
-  const repos = server.test.app.svc.container.resolve(GitHostTokens.Host);
   const elsewhere = randomUUID();
   // A repository of another organisation on the same server.
-  const local = (repos as unknown as { repos: { create(org: string, name: string): Promise<boolean> } }).repos;
-  await local.create(elsewhere, 'secret');
+  await server.test.app.svc.container.resolve(LocalTokens.Repositories).create(elsewhere, 'secret');
   const auth = { authorization: `Basic ${Buffer.from(`x:${server.deployKey}`).toString('base64')}` };
   const paths = [
     `/git/${elsewhere}/secret.git/info/refs?service=git-upload-pack`,
