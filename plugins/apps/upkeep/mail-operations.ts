@@ -33,7 +33,8 @@ export function failureMessage(app: { name: string }, deployment: { id: string; 
       '',
       reason,
       '',
-      'The version that was running keeps serving. The build log: GET /client/deployments/' + `${deployment.id}/logs; a fix ` + 'proposed by a model: POST /client/services/{id}/autofix.',
+      `The version that was running keeps serving. The build log: GET /client/deployments/${deployment.id}/logs;`,
+      'a fix proposed by a model: POST /client/services/{id}/autofix.',
     ].join('\n'),
   };
 }

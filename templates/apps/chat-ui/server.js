@@ -44,8 +44,10 @@ function readJson(req) {
     const chunks = [];
     req.on('data', (chunk) => {
       size += chunk.length;
-      if (size > MAX_BODY) reject(new Error('body too large')), req.destroy();
-      else chunks.push(chunk);
+      if (size > MAX_BODY) {
+        reject(new Error('body too large'));
+        req.destroy();
+      } else chunks.push(chunk);
     });
     req.on('end', () => {
       try {

@@ -69,7 +69,15 @@ export async function settledDeployment(
   appId: string,
   predicate: (deployment: { status: string; commit: string | null; id: string }) => boolean = () => true,
   timeoutMs = 120_000,
-): Promise<{ id: string; status: string; commit: string | null; failureReason: string | null; failureCode?: string | null; timings: Record<string, number | null> | null; imageSizeBytes: number | null }> {
+): Promise<{
+  id: string;
+  status: string;
+  commit: string | null;
+  failureReason: string | null;
+  failureCode?: string | null;
+  timings: Record<string, number | null> | null;
+  imageSizeBytes: number | null;
+}> {
   const until = Date.now() + timeoutMs;
   for (;;) {
     const progress = (await test.call('GET', `/client/apps/${appId}/progress`)).json();
