@@ -27,13 +27,13 @@ function restartHint(state: ServiceState): string {
 function restartNotice(what: string, answer: Pick<EnvChange, 'restart' | 'restartFailure'>): string {
   switch (answer.restart) {
     case 'done':
-      return `${what}: the app restarted once with it`;
+      return `${what}: the app restarted once with the change`;
     case 'none':
       return `${what}: nothing changed, so nothing restarted`;
     case 'next_start':
-      return `${what}: the service is stopped and gets it when it starts`;
+      return `${what}: the service is stopped; the change applies when it starts`;
     case 'next_deploy':
-      return `${what}: nothing is live yet; the deploy under way takes it`;
+      return `${what}: nothing is live yet; the deploy under way starts with the change`;
     case 'failed':
       return (
         `${what}, but the restarted app failed its health check (${answer.restartFailure ?? 'no answer'}): ` +

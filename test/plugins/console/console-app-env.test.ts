@@ -135,7 +135,7 @@ t.test('a variable added, changed and deleted from the page is what the API hold
   t.equal(await greeting(), 'unset');
 
   await add(page, 'GREETING', 'hello');
-  await notice(page, 'GREETING saved: the app restarted once with it');
+  await notice(page, 'GREETING saved: the app restarted once with the change');
   await envRow(page, 'GREETING').waitFor();
   t.match(await stored(), { ...SECRETS, GREETING: 'hello' });
   t.equal(await greeting(), 'hello', 'the app restarted with it');
@@ -151,7 +151,7 @@ t.test('a variable added, changed and deleted from the page is what the API hold
   t.equal(await greeting(), 'bonjour');
 
   await page.getByRole('button', { name: 'Delete GREETING' }).click();
-  await notice(page, 'GREETING deleted: the app restarted once with it');
+  await notice(page, 'GREETING deleted: the app restarted once with the change');
   await envRow(page, 'GREETING').waitFor({ state: 'detached' });
   t.same(await stored(), SECRETS);
   t.equal(await greeting(), 'unset');
@@ -222,7 +222,7 @@ t.test('replacing the gateway key asks first; then the app has a new key and the
   await page.getByRole('button', { name: 'Replace gateway key' }).click();
   await page
     .getByTestId('env-notice')
-    .filter({ hasText: /Gateway key replaced \(now .+\): the app restarted once with it/ })
+    .filter({ hasText: /Gateway key replaced \(now .+\): the app restarted once with the change/ })
     .waitFor();
   t.match(asked, [/Replace the app’s gateway key \(SVC_API_KEY\)\? The app restarts once with the new key/]);
   const after = await keyOf();
@@ -249,7 +249,7 @@ t.test('with the service stopped, the page says a change applies at the next sta
   const { page } = watched;
   t.match(await page.getByTestId('env-restart-hint').textContent(), /stopped: a change applies when it next starts/);
   await add(page, 'GREETING', 'later');
-  await notice(page, 'GREETING saved: the service is stopped and gets it when it starts');
+  await notice(page, 'GREETING saved: the service is stopped; the change applies when it starts');
   t.equal((await test.call('POST', `/client/services/${serviceId}/start`)).statusCode, 200);
   t.equal(await greeting(), 'later');
   sameOriginOnly(t, watched);
