@@ -32,6 +32,7 @@ export const APPS_GOALS = { pushToServingMs: 3_000, rollbackMs: 1_000 };
  * `health`: "started" to "healthy" (the app's own start, and the gate's probes);
  * `toServing`: "healthy" to the bench's first request answered with the new text (the route's
  * message to the proxy, and the bench's 5 ms polling).
+ * Beside them, overlapping `toJob`: `answered`, how long `git push` (or the POST) took to return.
  * Not part of the measure, `jobAfter`: how long the deployment's job went on after the proxy served
  * the new text (the previous instance stopped within its grace, the log stored, the row marked live).
  * The build queue runs one job at a time per process, so each measure starts once the previous
@@ -44,9 +45,12 @@ export interface Phases {
   toStart: number;
   health: number;
   toServing: number;
+  answered: number;
   jobAfter: number;
 }
-export const PHASE_NAMES = ['toJob', 'clone', 'build', 'toStart', 'health', 'toServing', 'jobAfter'] as const;
+/** The measure's phases in order, then the two figures beside them. */
+const IN_ORDER = ['toJob', 'clone', 'build', 'toStart', 'health', 'toServing'] as const;
+export const PHASE_NAMES = [...IN_ORDER, 'answered', 'jobAfter'] as const;
 
 export interface Measure {
   ms: number[];
@@ -103,6 +107,8 @@ async function servingWithin(port: number, host: string, expected: string, timeo
 /** One measure: when it started and when the proxy answered, on this process's clock (the service's too). */
 interface Sample {
   startedAt: number;
+  /** When `git push` (or the rollback's POST) returned. */
+  answeredAt: number;
   servedAt: number;
   /** The deployment measured: a push's by its commit, a rollback's by the id its POST answered. */
   commit?: string;
@@ -166,6 +172,7 @@ async function phasesOf(test: TestApp, serviceId: string, samples: Sample[]): Pr
       toStart: started - jobStart - (clone ?? 0) - (build ?? 0),
       health: healthy - started,
       toServing: sample.servedAt - healthy,
+      answered: sample.answeredAt - sample.startedAt,
       jobAfter: row.finishedAt ? Date.parse(row.finishedAt) - sample.servedAt : NaN,
     };
   });
@@ -208,8 +215,9 @@ async function pushes(test: TestApp, { serviceUrl, deployKey }: Origin, name: st
     // Wall clock: the deployment's record and the runtime's log lines are on it.
     const startedAt = Date.now();
     await git(scope, work.dir, ['push', '--quiet', pushUrl, 'main'], deployKey);
+    const answeredAt = Date.now();
     await servingWithin(proxyPort, `${name}.localhost`, `v${n}`);
-    const sample = { startedAt, servedAt: Date.now(), commit };
+    const sample = { startedAt, answeredAt, servedAt: Date.now(), commit };
     samples.push(sample);
     await finished(test, service.id, sample);
   }
@@ -255,11 +263,13 @@ export async function measureAppsDeploy(): Promise<AppsDeployFigures> {
       const startedAt = Date.now();
       const path = `/client/services/${noDeps.serviceId}/rollback`;
       const answer = await test.call('POST', path, { body: { deploymentId: target } });
+      const answeredAt = Date.now();
       if (answer.statusCode !== 200 && answer.statusCode !== 202) {
         throw new Error(`rollback refused: ${answer.statusCode} ${answer.body}`);
       }
       await servingWithin(noDeps.proxyPort, 'bench-plain.localhost', text);
-      const sample = { startedAt, servedAt: Date.now(), deploymentId: (answer.json() as { id: string }).id };
+      const { id } = answer.json() as { id: string };
+      const sample = { startedAt, answeredAt, servedAt: Date.now(), deploymentId: id };
       samples.push(sample);
       await finished(test, noDeps.serviceId, sample);
     }
@@ -274,11 +284,13 @@ export async function measureAppsDeploy(): Promise<AppsDeployFigures> {
 function phaseLine(phases: Array<Phases | null>): string {
   const split = phases.filter((p): p is Phases => p !== null);
   if (split.length === 0) return 'no deployment record matched';
-  const parts = PHASE_NAMES.map((name) => {
-    const values = split.map((p) => p[name]).filter((v): v is number => v !== null && Number.isFinite(v));
-    return `${name} ${values.length === 0 ? '-' : Math.round(median(values))}`;
-  });
-  return `${parts.join(', ')} ms (medians of ${split.length})`;
+  const medians = (names: ReadonlyArray<keyof Phases>) =>
+    names.map((name) => {
+      const values = split.map((p) => p[name]).filter((v): v is number => v !== null && Number.isFinite(v));
+      return `${name} ${values.length === 0 ? '-' : Math.round(median(values))}`;
+    });
+  const beside = medians(PHASE_NAMES.slice(IN_ORDER.length));
+  return `${medians(IN_ORDER).join(', ')} ms; beside: ${beside.join(', ')} ms (medians of ${split.length})`;
 }
 
 export function printAppsDeploy(figures: AppsDeployFigures, log: (line: string) => void): void {
