@@ -159,11 +159,11 @@ export function rowStoreFromEnv(): RowStore {
 
 /** The whole measurement: starts its children, measures, and stops them however it ends. */
 export async function measureAppsProxy(log: Log, rows = rowStoreFromEnv()): Promise<AppsProxyFigures> {
+  const databaseUrl = process.env.BENCH_DATABASE_URL ?? '';
+  if (rows === 'postgres' && !databaseUrl) throw new Error('BENCH_APPS_ROWS=postgres needs BENCH_DATABASE_URL');
   const children: ChildProcess[] = [];
   const dataDir = mkdtempSync(join(tmpdir(), 'svc-bench-apps-proxy-'));
   const schema = `bench_apps_proxy_${process.pid}`;
-  const databaseUrl = process.env.BENCH_DATABASE_URL ?? '';
-  if (rows === 'postgres' && !databaseUrl) throw new Error('BENCH_APPS_ROWS=postgres needs BENCH_DATABASE_URL');
   const clients: Client[] = [];
   try {
     const upstream = await start('upstream', ['--import', 'tsx', join(BENCH_DIR, 'upstream-process.ts')], {}, children);
