@@ -202,7 +202,7 @@ t.test('deploy breadth', async (t) => {
     t.equal(response.statusCode, 200, response.body);
     const head = (await git(t, hosted.dir, ['rev-parse', 'next'])).stdout.trim();
     t.match(response.json(), { object: 'build_decision', serviceId: hosted.serviceId, commit: head, envKeys: [], missingEnv: [] });
-    t.match(response.json().decision.start, { value: 'npm start', rule: String, evidence: Array });
+    t.match(response.json().decision.start, { value: 'node server.js', rule: 'start_script_node', evidence: Array });
   });
 
   await t.test('deploy/cancel cancels a queued deployment; with none left, 409 nothing_to_cancel', async (t) => {
@@ -291,7 +291,7 @@ t.test('deploy breadth', async (t) => {
   await t.test('app-insight says what the app is', async (t) => {
     const response = await test.call('GET', '/client/githost/app-insight?repo=mono&rootDir=web');
     t.equal(response.statusCode, 200, response.body);
-    t.match(response.json(), { object: 'app_insight', provider: 'node', start: 'npm start', files: 1, dependencies: 0 });
+    t.match(response.json(), { object: 'app_insight', provider: 'node', start: 'node server.js', files: 1, dependencies: 0 });
   });
 
   await t.test('app-insight/estimate: instances × memory tier × hours × price', async (t) => {
