@@ -5,15 +5,18 @@
  * profile holds the measured calls alone, not the start-up (`--cpu-prof` records the whole life of
  * the process).
  *
- *   { type: 'cpu-usage' }                      → answers { type: 'cpu-usage', micros }
- *   { type: 'profile-start', kind, interval }  → starts sampling (cpu: every `interval` µs;
- *                                                allocations: every `interval` bytes, garbage included)
- *   { type: 'profile-stop', file }             → writes the profile there, answers { type: 'profiled', file }
+ *   { type: 'cpu-usage' }                            → answers { type: 'cpu-usage', micros }
+ *   { type: 'probe-profile-start', kind, interval }  → starts sampling (cpu: every `interval` µs;
+ *                                                      allocations: every `interval` bytes, garbage included)
+ *   { type: 'probe-profile-stop', file }             → writes the profile there, answers { type: 'profiled', file }
+ *
+ * Not `profile-start`/`profile-stop`: bench/gateway-process.ts answers those with a CPU profile of
+ * its own (BENCH_PROFILE), which would run beside this one and be written over its file.
  */
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 
-type ProbeMessage = { type: 'cpu-usage' } | { type: 'profile-start'; kind: 'cpu' | 'allocations'; interval: number } | { type: 'profile-stop'; file: string };
+type ProbeMessage = { type: 'cpu-usage' } | { type: 'probe-profile-start'; kind: 'cpu' | 'allocations'; interval: number } | { type: 'probe-profile-stop'; file: string };
 
 let running: 'cpu' | 'allocations' | null = null;
 
@@ -30,7 +33,7 @@ process.on('message', (message: ProbeMessage) => {
   if (message?.type === 'cpu-usage') {
     const { user, system } = process.cpuUsage();
     process.send?.({ type: 'cpu-usage', micros: user + system });
-  } else if (message?.type === 'profile-start') {
+  } else if (message?.type === 'probe-profile-start') {
     void (async () => {
       running = message.kind;
       if (message.kind === 'cpu') {
@@ -44,7 +47,7 @@ process.on('message', (message: ProbeMessage) => {
       }
       process.send?.({ type: 'profiling' });
     })();
-  } else if (message?.type === 'profile-stop') {
+  } else if (message?.type === 'probe-profile-stop') {
     void (async () => {
       const { profile } = await post<{ profile: unknown }>(running === 'cpu' ? 'Profiler.stop' : 'HeapProfiler.stopSampling');
       writeFileSync(message.file, JSON.stringify(profile));

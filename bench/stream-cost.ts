@@ -373,7 +373,7 @@ async function writeProfiles(targets: Target[]): Promise<void> {
     if (!target.profiled) continue;
     const extension = PROFILE === 'cpu' ? 'cpuprofile' : 'heapprofile';
     const file = join(PROFILE_DIR, `stream-cost-${MODE}-${Date.now()}-${index}.${extension}`);
-    target.child.send({ type: 'profile-stop', file });
+    target.child.send({ type: 'probe-profile-stop', file });
     await target.child.next('profiled', 30_000);
     log();
     log(`Profile of ${target.name} (${file}):`);
@@ -453,7 +453,7 @@ async function main(): Promise<void> {
 
   if (PROFILE) {
     const interval = Number(args['profile-interval'] ?? (PROFILE === 'cpu' ? 100 : 1024));
-    const start = { type: 'profile-start', kind: PROFILE, interval };
+    const start = { type: 'probe-profile-start', kind: PROFILE, interval };
     const profiled = targets.filter((target) => target.profiled);
     for (const target of profiled) target.child.send(start);
     for (const target of profiled) await target.child.next('profiling', 10_000);
