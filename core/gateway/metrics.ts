@@ -1,5 +1,6 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import type { CallOutcome } from './inference-admission.ts';
+import { type HistogramSeries, TalliedHistogram } from './tallied-histogram.ts';
 
 /** The label of a response no upstream call served (a refusal), and of a refusal's model. */
 export const NO_LABEL = 'none';
@@ -14,6 +15,9 @@ interface CallTally {
   inputTokens: number;
   outputTokens: number;
   cachedInputTokens: number;
+  /** Its latency series, and its model and provider's time-to-first-token series: made when first observed. */
+  latency: HistogramSeries | null;
+  ttft: HistogramSeries | null;
 }
 
 /**
@@ -38,7 +42,7 @@ export interface CountedResponse {
  * The per-call counters (requests, tokens, cost) are plain sums kept per endpoint, model and
  * provider and handed to prom-client when /metrics is scraped: prom-client builds and hashes a
  * label key on every increment, which the hot path would otherwise pay several times per call.
- * Histograms keep observing per call (their buckets have no setter).
+ * The call histograms are observed into the tally's own series (TalliedHistogram) for the same reason.
  */
 export class GatewayMetrics {
   readonly registry = new Registry();
@@ -47,20 +51,20 @@ export class GatewayMetrics {
   /** model -> micro-USD (integers stay exact in a double up to 2^53 µUSD, about $9 billion) */
   private readonly costMicros = new Map<string, number>();
 
-  private readonly latency = new Histogram({
+  private readonly latency = new TalliedHistogram({
     name: 'svc_gateway_request_duration_seconds',
     help: 'Gateway call latency, upstream included, by the provider that served it (none: no upstream ran)',
-    labelNames: ['endpoint', 'model', 'provider'],
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
     registers: [this.registry],
   });
-  private readonly ttft = new Histogram({
+  private readonly ttft = new TalliedHistogram({
     name: 'svc_gateway_time_to_first_token_seconds',
     help: 'Time to the first streamed content',
-    labelNames: ['model', 'provider'],
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30],
     registers: [this.registry],
   });
+  /** model -> provider -> time-to-first-token series (shared by the model's endpoints, as its labels are). */
+  private readonly ttftSeries = new Map<string, Map<string, HistogramSeries>>();
   private readonly upstreamErrors = new Counter({
     name: 'svc_upstream_errors_total',
     help: 'Failed upstream attempts by provider and kind',
@@ -166,8 +170,12 @@ export class GatewayMetrics {
       tally.outputTokens += outcome.usage.outputTokens;
       tally.cachedInputTokens += outcome.usage.cachedInputTokens;
     }
-    this.latency.observe({ endpoint, model, provider: tally.provider }, outcome.latencyMs / 1000);
-    if (outcome.ttftMs !== null) this.ttft.observe({ model, provider: tally.provider }, outcome.ttftMs / 1000);
+    tally.latency ??= this.latency.newSeries({ endpoint, model, provider: tally.provider });
+    this.latency.observe(tally.latency, outcome.latencyMs / 1000);
+    if (outcome.ttftMs !== null) {
+      tally.ttft ??= this.ttftSeriesOf(model, tally.provider);
+      this.ttft.observe(tally.ttft, outcome.ttftMs / 1000);
+    }
   }
 
   /** A call observed with observeCall that was a batch line (it ran against a spend hold): marked apart. */
@@ -232,6 +240,14 @@ export class GatewayMetrics {
     });
   }
 
+  private ttftSeriesOf(model: string, provider: string): HistogramSeries {
+    let byProvider = this.ttftSeries.get(model);
+    if (!byProvider) this.ttftSeries.set(model, (byProvider = new Map()));
+    let series = byProvider.get(provider);
+    if (!series) byProvider.set(provider, (series = this.ttft.newSeries({ model, provider })));
+    return series;
+  }
+
   private tallyOf(endpoint: string, model: string, provider: string): CallTally {
     let byModel = this.tallies.get(endpoint);
     if (!byModel) this.tallies.set(endpoint, (byModel = new Map()));
@@ -239,7 +255,7 @@ export class GatewayMetrics {
     if (!byProvider) byModel.set(model, (byProvider = new Map()));
     let tally = byProvider.get(provider);
     if (!tally) {
-      tally = { endpoint, model, provider, byStatus: new Map(), inputTokens: 0, outputTokens: 0, cachedInputTokens: 0 };
+      tally = { endpoint, model, provider, byStatus: new Map(), inputTokens: 0, outputTokens: 0, cachedInputTokens: 0, latency: null, ttft: null };
       byProvider.set(provider, tally);
     }
     return tally;
