@@ -136,7 +136,11 @@ export class GatewayCallPath {
     const prepared = pending instanceof Promise ? await pending : pending;
     const model = prepared.model;
     let body = prepared.body;
-    if (deps.guards.length > 0) body = await guardInput(deps.guards, capability, body, model, exchange, deps.admission);
+    if (deps.guards.length > 0) {
+      // At once when no guard has a check for this caller (the usual call): no promise to wait for.
+      const guarded = guardInput(deps.guards, capability, body, model, exchange, deps.admission);
+      body = guarded instanceof Promise ? await guarded : guarded;
+    }
     const streaming = capability.streaming?.wanted(body) === true;
     trace?.model(model.id, streaming);
     if (streaming && !exchange.openStream) throw streamsOverHttpOnly();

@@ -14,20 +14,54 @@ import './inference-errors.ts';
  * check said so), or ends the call with 422 `guardrail_blocked`, logged without its body and
  * billed nothing. When no guard has a check for this caller, no text is read.
  */
-export async function guardInput<M extends Modality, B>(
+export function guardInput<M extends Modality, B>(
   guards: readonly InputGuard[],
   capability: GatewayCapability<M, B>,
   body: B,
   model: CatalogueModel,
   exchange: CallExchange,
   admission: InferenceAdmission,
-): Promise<B> {
+): B | Promise<B> {
+  // The body itself, without a promise, when every guard answers at once (from its cache) with no check.
   const checks: InputGuardCheck[] = [];
-  for (const guard of guards) {
+  for (let index = 0; index < guards.length; index += 1) {
+    const found = guards[index]!.forCall(exchange.credential);
+    if (found instanceof Promise) return guardedLater(guards, index, found, checks, capability, body, model, exchange, admission);
+    if (found) checks.push(found);
+  }
+  return applyChecks(checks, capability, body, model, exchange, admission);
+}
+
+/** From the first guard that had to look its checks up: the rest in turn, then the checks. */
+async function guardedLater<M extends Modality, B>(
+  guards: readonly InputGuard[],
+  from: number,
+  pending: Promise<InputGuardCheck | null>,
+  checks: InputGuardCheck[],
+  capability: GatewayCapability<M, B>,
+  body: B,
+  model: CatalogueModel,
+  exchange: CallExchange,
+  admission: InferenceAdmission,
+): Promise<B> {
+  const first = await pending;
+  if (first) checks.push(first);
+  for (const guard of guards.slice(from + 1)) {
     const found = guard.forCall(exchange.credential);
     const check = found instanceof Promise ? await found : found;
     if (check) checks.push(check);
   }
+  return applyChecks(checks, capability, body, model, exchange, admission);
+}
+
+function applyChecks<M extends Modality, B>(
+  checks: readonly InputGuardCheck[],
+  capability: GatewayCapability<M, B>,
+  body: B,
+  model: CatalogueModel,
+  exchange: CallExchange,
+  admission: InferenceAdmission,
+): B {
   if (checks.length === 0) return body;
   let blockedBy: string | null = null;
   const guarded = capability.mapInputTexts(body, (text) => {

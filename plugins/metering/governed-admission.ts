@@ -326,13 +326,16 @@ export class GovernedAdmission implements InferenceAdmission {
     const tokens: RateEntry[] = plan.tokenBuckets.map((bucket) => ({ key: bucket.key, limit: bucket.limit, periodMs: bucket.periodMs, cost: tokenEstimate }));
     const estimate = Number(estimateCostMicros(request.estimate, sheet));
     const account = policies.accountIfCached(credential.organizationId) ?? (await policies.account(credential.organizationId));
-    const caps = await this.capsOf(credential, account.cap);
+    const pendingCaps = this.capsOf(credential, account.cap);
+    const caps = pendingCaps instanceof Promise ? await pendingCaps : pendingCaps;
     const takes: AllowanceTake[] = [{ key: plan.creditKey, amount: estimate, shrink: true }];
     for (const entry of caps) if (entry.cap.mode === 'blocking') takes.push({ key: entry.counter, amount: estimate, shrink: false, headroom: Number(entry.cap.limitMicros) });
     const leaseId = `${this.leasePrefix}:${(this.leaseSequence += 1)}`;
     const gate: GateRequest = { requests: plan.requests, leases: plan.leases, leaseId, leaseTtlMs: settings.leaseTtlMs, tokens, takes, counterTtlMs: settings.counterTtlMs };
 
-    const result = await this.admitSeeded(gate, plan, caps, credential);
+    // The first ask inline: admitSeeded's own promise only when something must be seeded.
+    const first = await this.deps.coordination.gate.admit(gate);
+    const result = needsSeed(first) ? await this.admitSeeded(gate, plan, caps, credential, first) : first;
     // Refusals report the token family too when a limit is set (absent means "not measured").
     const headers = rateLimitHeaders(result.requests, result.tokens);
     if (!result.ok) {
@@ -363,11 +366,12 @@ export class GovernedAdmission implements InferenceAdmission {
   /**
    * The gate's answer, after seeding what it asked for: a counter idle past its TTL (or never used)
    * is re-read from the ledger or the request log; a rate window the coordination store lost, from
-   * the request log's last minute.
+   * the request log's last minute. `firstAnswer`: the gate's answer to the first ask, when the
+   * caller already has it.
    */
-  private async admitSeeded(gate: GateRequest, plan: ScopePlan, caps: CapEntry[], credential: Credential): Promise<GateResult> {
+  private async admitSeeded(gate: GateRequest, plan: ScopePlan, caps: CapEntry[], credential: Credential, firstAnswer?: GateResult): Promise<GateResult> {
     const { coordination } = this.deps;
-    let result = await coordination.gate.admit(gate);
+    let result = firstAnswer ?? (await coordination.gate.admit(gate));
     for (let round = 0; round < SEED_ROUNDS && needsSeed(result); round += 1) {
       if (result.refused === 'unseeded') await Promise.all(result.keys.map((key) => this.seedWindow(plan.windows.get(key))));
       else await Promise.all(result.allowance.keys.map((key) => this.seed(key, caps, credential)));
@@ -562,18 +566,25 @@ export class GovernedAdmission implements InferenceAdmission {
     return context;
   }
 
-  private async capsOf(credential: Credential, accountCap: SpendCap | null): Promise<CapEntry[]> {
+  /** The credential's spend caps; at once (no promise) when its project's policy is cached, as on nearly every call. */
+  private capsOf(credential: Credential, accountCap: SpendCap | null): CapEntry[] | Promise<CapEntry[]> {
+    if (credential.kind !== 'key') return this.capEntries(credential, null, accountCap);
+    const { policies } = this.deps;
+    const project = policies.projectIfCached(credential.projectId);
+    if (project) return this.capEntries(credential, project.cap, accountCap);
+    return policies.project(credential.organizationId, credential.projectId).then((read) => this.capEntries(credential, read.cap, accountCap));
+  }
+
+  private capEntries(credential: Credential, projectCap: SpendCap | null, accountCap: SpendCap | null): CapEntry[] {
     const entries: CapEntry[] = [];
     const add = (scope: ScopeKind, id: string, cap: SpendCap | null) => {
       if (cap) entries.push({ scope, id, cap, counter: capCounterKey(scope, id, cap.period, this.deps.clock()) });
     };
     if (credential.kind === 'key') {
-      const { policies } = this.deps;
       add('key', credential.keyId, credential.spendCap);
       // A maker's cap counts what its descendants spend (SpendReader.forKey), so minting keys cannot multiply it.
       for (const maker of credential.ancestors) add('key', maker.keyId, maker.spendCap);
-      const project = policies.projectIfCached(credential.projectId) ?? (await policies.project(credential.organizationId, credential.projectId));
-      add('project', credential.projectId, project.cap);
+      add('project', credential.projectId, projectCap);
     }
     add('account', credential.organizationId, accountCap);
     return entries;
