@@ -96,6 +96,7 @@ export class AppsHost implements RouteSource {
     } else {
       runtime = await LocalRuntime.create({
         stateDir: this.stateDir,
+        sealer: this.deps.vault,
         ports: settings.ports,
         requireSandbox: settings.requireSandbox,
         bwrapPath: settings.bwrapPath,
