@@ -1,8 +1,13 @@
+import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t, { type Test } from 'tap';
+import { Tokens } from '../../../core/kernel/di-tokens.ts';
+import { AppEnv } from '../../../plugins/apps/app-env.ts';
+import { AppsTokens } from '../../../plugins/apps/index.ts';
 import { buildTestApp, createKey } from '../../helpers/app.ts';
 import { call, git, settledDeployment } from './apps-fixtures.ts';
 import { type FakePackage, fakeRegistry } from './fake-npm-registry.ts';
@@ -55,7 +60,7 @@ async function server(t: Test) {
   const { port } = test.app.server.address() as AddressInfo;
   const deployKey = (await createKey(test, { scopes: ['apps:deploy', 'apps:read'] })).key;
   /** A repository of exactly these files, pushed and deployed; answers the app and its proxy's port. */
-  const deploy = async (name: string, files: Record<string, string>) => {
+  const deploy = async (name: string, files: Record<string, string>, env: Record<string, string> = {}) => {
     t.equal((await test.call('POST', '/client/githost/repos', { body: { name } })).statusCode, 201);
     const dir = mkdtempSync(join(tmpdir(), 'static-site-'));
     t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -67,7 +72,7 @@ async function server(t: Test) {
     await git(t, dir, ['add', '.']);
     await git(t, dir, ['commit', '--quiet', '-m', name]);
     await git(t, dir, ['push', '--quiet', `http://127.0.0.1:${port}/git/${test.organizationId}/${name}.git`, 'main'], deployKey);
-    const response = await test.call('POST', '/client/apps/githost', { body: { repo: name } });
+    const response = await test.call('POST', '/client/apps/githost', { body: { repo: name, env } });
     t.equal(response.statusCode, 202, response.body);
     const body = response.json() as { app: { id: string; url: string }; service: { id: string } };
     return { appId: body.app.id, serviceId: body.service.id, proxyPort: Number(new URL(body.app.url).port) };
@@ -87,7 +92,8 @@ const SITE = {
 
 t.test('a static site deploys, and the static file server answers through the apps proxy', async (t) => {
   const { test, deploy } = await server(t);
-  const { appId, serviceId, proxyPort } = await deploy('site', SITE);
+  const known = `known-${randomUUID()}`;
+  const { appId, serviceId, proxyPort } = await deploy('site', SITE, { SITE_TOKEN: known });
   const deployment = await settledDeployment(test, appId);
   t.equal(deployment.status, 'live', deployment.failureReason ?? '');
   const get = (path: string, headers: Record<string, string> = {}, method = 'GET') => call(proxyPort, 'site.localhost', { path, headers, method });
@@ -119,6 +125,14 @@ t.test('a static site deploys, and the static file server answers through the ap
   t.match(preview.json(), { object: 'app_preview', status: 'live', page: { status: 200, title: 'Static Hello' }, error: null });
   const app = (await test.call('GET', `/client/apps/${appId}`)).json();
   t.match(app, { status: 'live', services: [{ id: serviceId, state: 'running', liveDeploymentId: deployment.id }] });
+
+  // The runtime's state file, as the apps plugin writes it: its env values are sealed with the vault's keys.
+  const gatewayKey = await new AppEnv(test.app.svc.container.resolve(Tokens.Secrets)).gatewayKey(serviceId);
+  t.ok(gatewayKey?.token, 'the app has its own gateway key (SVC_API_KEY)');
+  const state = await readFile(join(test.app.svc.container.resolve(AppsTokens.Host).stateDir, 'runtime-state.json'), 'utf8');
+  t.match(state, serviceId, 'the service is recorded');
+  t.notOk(state.includes(known), 'the variable given at deploy is not in the file');
+  t.notOk(state.includes(gatewayKey!.token), 'nor SVC_API_KEY');
 });
 
 t.test("a front end whose build writes dist/ is served from dist/, with its build's 200.html for client routes", async (t) => {
