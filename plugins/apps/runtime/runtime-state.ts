@@ -154,3 +154,20 @@ export class FileRuntimeState implements RuntimeState {
     return this.writing;
   }
 }
+
+/**
+ * The keys the file's records are sealed under, read without opening any (none for a missing file,
+ * or one of an earlier version): the keys a rotation must keep until the runtime has sealed the
+ * records again, which it does when it next starts.
+ */
+export async function stateFileKeyIds(dir: string): Promise<string[]> {
+  let stored: StoredFile | ServiceRecord[];
+  try {
+    stored = JSON.parse(await readFile(path.join(dir, 'runtime-state.json'), 'utf8')) as StoredFile | ServiceRecord[];
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
+  if (Array.isArray(stored)) return [];
+  return [...new Set(stored.records.flatMap((record) => (record.current ? [record.current.sealedEnv.keyId] : [])))];
+}
