@@ -211,12 +211,15 @@ async function main(argv: string[]): Promise<number> {
           process.stderr.write(`cannot re-encrypt ${failure.owner.kind}/${failure.owner.id}/${failure.name}: ${failure.reason}\n`);
         }
         // The apps runtime's state file is sealed by the running service itself, never by this command.
-        const stateDir = config.plugins['apps'] === undefined ? null : runtimeStateDir(appsConfigSchema.parse(config.plugins['apps'] ?? {}), config.storage.dataDir);
-        const sealedBefore = stateDir === null ? [] : (await stateFileKeyIds(stateDir)).filter((id) => id !== report.keyId);
+        const apps = config.plugins['apps'];
+        const appsConfig = apps === undefined ? null : appsConfigSchema.parse(apps ?? {});
+        const stateDir = appsConfig === null ? null : runtimeStateDir(appsConfig, config.storage.dataDir);
+        const stateKeys = stateDir === null ? [] : await stateFileKeyIds(stateDir);
+        const sealedBefore = stateKeys.filter((id) => id !== report.keyId);
         if (sealedBefore.length > 0) {
-          process.stdout.write(
-            `the apps runtime's state in ${stateDir} is sealed under ${sealedBefore.join(', ')}: the service seals it under ${report.keyId} when it next starts; keep those keys until then\n`,
-          );
+          const older = sealedBefore.join(', ');
+          const when = `the service seals it under ${report.keyId} when it next starts; keep those keys until then`;
+          process.stdout.write(`the apps runtime's state in ${stateDir} is sealed under ${older}: ${when}\n`);
         }
         if (report.changed > 0) {
           process.stdout.write('run it again once every replica encrypts under the new key: values changed meanwhile may be under an older one\n');

@@ -224,7 +224,10 @@ export class SecretVault {
   private openSealed(owner: SecretOwner, name: string, sealed: SealedSecret): string {
     const where = label(owner, name);
     const key = this.requireKeyring().get(sealed.keyId);
-    if (key === undefined) throw new SecretVaultError('unknown_key', `secret ${where} is sealed under key ${sealed.keyId}, which is not among the configured keys`);
+    if (key === undefined) {
+      const message = `secret ${where} is sealed under key ${sealed.keyId}, which is not among the configured keys`;
+      throw new SecretVaultError('unknown_key', message);
+    }
     try {
       const decipher = createDecipheriv('aes-256-gcm', key.material, sealed.nonce, { authTagLength: TAG_BYTES });
       decipher.setAAD(associatedData(owner, name));

@@ -259,12 +259,13 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
     if (!result.ok) throw new DeployFailed(`the build decision refused: ${result.error.message} (${result.error.code})`, 'build_refused');
     const { decision } = result;
     await store.update(deployment.id, { decision: decision as unknown as Record<string, unknown> });
-    log(
-      'build',
-      `${decision.provider} app in ${decision.rootDir.value}: install ${decision.install.value ?? '-'}, build ${decision.build.value ?? '-'}, start ${decision.start.value ?? (decision.staticRoot ? `static files of ${decision.staticRoot.value}` : '-')}`,
-    );
     const staticRoot = decision.staticRoot?.value ?? null;
-    if (decision.start.value === null && staticRoot === null) throw new DeployFailed('the build decided no start command', 'build_refused');
+    const start = decision.start.value ?? (staticRoot === null ? '-' : `static files of ${staticRoot}`);
+    const commands = `install ${decision.install.value ?? '-'}, build ${decision.build.value ?? '-'}, start ${start}`;
+    log('build', `${decision.provider} app in ${decision.rootDir.value}: ${commands}`);
+    if (decision.start.value === null && staticRoot === null) {
+      throw new DeployFailed('the build decided no start command', 'build_refused');
+    }
     const appDir = path.join(source, decision.rootDir.value === '.' ? '' : (decision.rootDir.value ?? ''));
     const started = Date.now();
     const tools = deps.host.runtime().tools;
@@ -318,7 +319,8 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
       }
       log('build', `static site: ${label}/ served by the static file server`);
     } else {
-      await cp(appDir, artifactDir, { recursive: true, verbatimSymlinks: true, filter: (from) => from !== path.join(appDir, '.git') });
+      const filter = (from: string) => from !== path.join(appDir, '.git');
+      await cp(appDir, artifactDir, { recursive: true, verbatimSymlinks: true, filter });
     }
     // Private, as everything in the data directory is; the runtime hands it to the app's uid at each start.
     await execFileAsync('chmod', ['-R', 'go-rwx', artifactDir]);

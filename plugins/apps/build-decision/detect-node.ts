@@ -100,9 +100,10 @@ export const nodeDetector: Detector = {
     if (output !== null) {
       const [dependency, folder] = output;
       const build = `package.json scripts.build ${JSON.stringify(pkg.scripts['build'])} and no start`;
+      const served = `${dependency} builds ${folder}/, served by the hosting runtime's static file server`;
       return {
         ...detection,
-        start: chosen(null, 'static_build_output', `${build}: ${dependency} builds ${folder}/, served by the hosting runtime's static file server`),
+        start: chosen(null, 'static_build_output', `${build}: ${served}`),
         staticRoot: chosen(folder, 'build_output', `${dependency} writes its build to ${folder}/ by default`),
       };
     }

@@ -13,7 +13,8 @@ export const staticDetector: Detector = {
   async detect(tree) {
     if (!(await tree.isFile('index.html'))) return null;
     const evidence = ["index.html: the files are served by the hosting runtime's static file server; no command runs"];
-    if (await tree.isFile('200.html')) evidence.push('200.html: paths with no file (and no extension) answer with it, as a single-page app');
+    const spa = '200.html: paths with no file (and no extension) answer with it, as a single-page app';
+    if (await tree.isFile('200.html')) evidence.push(spa);
     if (await tree.isFile('404.html')) evidence.push('404.html: answered, with status 404, for paths with no file');
     return {
       provider: 'static',

@@ -148,8 +148,9 @@ export class LocalRuntime implements RuntimePort {
 
   private static fileState(options: LocalRuntimeOptions): RuntimeState {
     // Env values (SVC_API_KEY among them) are never written in plaintext: no sealer, no file.
-    if (!options.sealer) throw new Error('the local runtime needs a sealer (the secret vault) for its state file, or a state of its own');
-    return new FileRuntimeState(options.stateDir, { sealer: options.sealer, ...(options.warn ? { warn: options.warn } : {}) });
+    if (!options.sealer) throw new Error('the local runtime needs a sealer (the vault) for its state file, or a state');
+    const warn = options.warn ? { warn: options.warn } : {};
+    return new FileRuntimeState(options.stateDir, { sealer: options.sealer, ...warn });
   }
 
   get sandbox(): SandboxKind {

@@ -46,14 +46,17 @@ interface SealedJson {
 type StoredRequest = Omit<DeployRequest, 'env'> & { sealedEnv: SealedJson };
 type StoredRecord = Omit<ServiceRecord, 'current'> & { current: StoredRequest | null };
 
-/** The file's shape since its values are sealed; a bare array is the older, plaintext one (read once, then rewritten). */
+/** The file since its values are sealed; a bare array is the older, plaintext one (read once, then rewritten). */
 interface StoredFile {
   format: 'sealed-env/v1';
   records: StoredRecord[];
 }
 
 const OWNER_KIND = 'apps.runtime_state';
-/** The env is bound to its service (the owner) and deployment (the name): a sealed env copied elsewhere opens nowhere. */
+/**
+ * The env is bound to its service (the owner) and deployment (the name): a sealed env copied
+ * elsewhere opens nowhere.
+ */
 const envOwner = (serviceId: string): SecretOwner => ({ kind: OWNER_KIND, id: serviceId });
 const envName = (deploymentId: string): string => `env@${deploymentId}`;
 
@@ -116,13 +119,16 @@ export class FileRuntimeState implements RuntimeState {
           ciphertext: Buffer.from(sealedEnv.ciphertext, 'base64'),
           authTag: Buffer.from(sealedEnv.authTag, 'base64'),
         };
-        const env = JSON.parse(this.options.sealer.openDetached(envOwner(record.serviceId), envName(request.deploymentId), sealed).reveal()) as Record<string, string>;
+        const owner = envOwner(record.serviceId);
+        const opened = this.options.sealer.openDetached(owner, envName(request.deploymentId), sealed);
+        const env = JSON.parse(opened.reveal()) as Record<string, string>;
         return { ...record, current: { ...request, env } };
       } catch (error) {
         // A key dropped from the ring too early, or an altered file: that service cannot be restarted
         // from here (a deploy starts it again); the others still are, and its orphans are still killed.
         const reason = error instanceof Error ? error.message : String(error);
-        this.options.warn?.(`service ${record.serviceId}: its recorded deploy cannot be opened (${reason}); deploy it again to run it`);
+        const message = `its recorded deploy cannot be opened (${reason}); deploy it again to run it`;
+        this.options.warn?.(`service ${record.serviceId}: ${message}`);
         return { ...record, current: null };
       }
     });
@@ -131,7 +137,8 @@ export class FileRuntimeState implements RuntimeState {
   private sealed(record: ServiceRecord): StoredRecord {
     if (record.current === null) return { ...record, current: null };
     const { env, ...request } = record.current;
-    const sealed = this.options.sealer.sealDetached(envOwner(record.serviceId), envName(request.deploymentId), JSON.stringify(env));
+    const owner = envOwner(record.serviceId);
+    const sealed = this.options.sealer.sealDetached(owner, envName(request.deploymentId), JSON.stringify(env));
     const sealedEnv: SealedJson = {
       keyId: sealed.keyId,
       nonce: sealed.nonce.toString('base64'),
@@ -143,7 +150,8 @@ export class FileRuntimeState implements RuntimeState {
 
   /** Writes are serialised: two saves racing must not let the older snapshot land last. */
   private flush(): Promise<void> {
-    const stored: StoredFile = { format: 'sealed-env/v1', records: [...this.records!.values()].map((record) => this.sealed(record)) };
+    const records = [...this.records!.values()].map((record) => this.sealed(record));
+    const stored: StoredFile = { format: 'sealed-env/v1', records };
     const snapshot = JSON.stringify(stored, null, 1);
     this.writing = this.writing.then(async () => {
       await mkdir(path.dirname(this.file), { recursive: true });

@@ -46,7 +46,12 @@ const CONTENT_TYPES = {
   '.zip': 'application/zip',
 };
 
-const NOT_FOUND_PAGE = '<!doctype html>\n<meta charset="utf-8">\n<title>404 Not Found</title>\n<h1>404 Not Found</h1>\n<p>There is no page at this address.</p>\n';
+/** A page of its own for each error status: short, and saying no more than the status does. */
+function page(status, text) {
+  const heading = `${status} ${text}`;
+  return `<!doctype html>\n<meta charset="utf-8">\n<title>${heading}</title>\n<h1>${heading}</h1>\n`;
+}
+const NOT_FOUND_PAGE = page(404, 'Not Found');
 
 const contentTypeOf = (file) => CONTENT_TYPES[path.extname(file).toLowerCase()] ?? 'application/octet-stream';
 
@@ -140,7 +145,12 @@ function sendFile(request, response, found, status) {
 }
 
 function sendPage(request, response, status, body, extra = {}) {
-  const headers = { 'Content-Type': 'text/html; charset=utf-8', 'Content-Length': Buffer.byteLength(body), 'X-Content-Type-Options': 'nosniff', ...extra };
+  const headers = {
+    'Content-Type': 'text/html; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    'X-Content-Type-Options': 'nosniff',
+    ...extra,
+  };
   response.writeHead(status, headers).end(request.method === 'HEAD' ? undefined : body);
 }
 
@@ -162,12 +172,12 @@ async function staticHandler({ root, spa = null, notFound = null }) {
   const notFoundFile = await named(notFound);
   return async (request, response) => {
     if (request.method !== 'GET' && request.method !== 'HEAD') {
-      sendPage(request, response, 405, '<!doctype html>\n<title>405 Method Not Allowed</title>\n', { Allow: 'GET, HEAD' });
+      sendPage(request, response, 405, page(405, 'Method Not Allowed'), { Allow: 'GET, HEAD' });
       return;
     }
     const segments = segmentsOf(request.url ?? '/');
     if (segments === null) {
-      sendPage(request, response, 400, '<!doctype html>\n<title>400 Bad Request</title>\n');
+      sendPage(request, response, 400, page(400, 'Bad Request'));
       return;
     }
     try {
@@ -195,8 +205,9 @@ async function staticHandler({ root, spa = null, notFound = null }) {
       }
       sendPage(request, response, 404, NOT_FOUND_PAGE);
     } catch (error) {
-      process.stderr.write(`static server: ${request.url}: ${error instanceof Error ? error.message : String(error)}\n`);
-      if (!response.headersSent) sendPage(request, response, 500, '<!doctype html>\n<title>500 Internal Server Error</title>\n');
+      const reason = error instanceof Error ? error.message : String(error);
+      process.stderr.write(`static server: ${request.url}: ${reason}\n`);
+      if (!response.headersSent) sendPage(request, response, 500, page(500, 'Internal Server Error'));
       else response.destroy();
     }
   };
@@ -204,11 +215,17 @@ async function staticHandler({ root, spa = null, notFound = null }) {
 
 async function main() {
   const { values } = parseArgs({
-    options: { root: { type: 'string', default: 'site' }, host: { type: 'string', default: '127.0.0.1' }, spa: { type: 'string' }, 'not-found': { type: 'string' } },
+    options: {
+      root: { type: 'string', default: 'site' },
+      host: { type: 'string', default: '127.0.0.1' },
+      spa: { type: 'string' },
+      'not-found': { type: 'string' },
+    },
   });
   const port = Number(process.env.PORT);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new Error('PORT must be a port number');
-  const handler = await staticHandler({ root: path.resolve(values.root), spa: values.spa ?? null, notFound: values['not-found'] ?? null });
+  const root = path.resolve(values.root);
+  const handler = await staticHandler({ root, spa: values.spa ?? null, notFound: values['not-found'] ?? null });
   const server = http.createServer((request, response) => void handler(request, response));
   server.listen(port, values.host, () => {
     process.stdout.write(`static files of ${values.root} served on ${values.host}:${server.address().port}\n`);

@@ -34,11 +34,13 @@ export async function assembleStaticSite(options: StaticSiteOptions): Promise<st
   const info = await lstat(options.servedDir).catch(() => null);
   // A symlink is refused too: what it points to is not the build's.
   if (info === null || !info.isDirectory()) {
-    throw new StaticSiteMissing(`there is no ${options.label}/ folder to serve after the build: the decision serves ${options.label}/; build into it, or give a start command`);
+    const fix = `the decision serves ${options.label}/; build into it, or give a start command`;
+    throw new StaticSiteMissing(`there is no ${options.label}/ folder to serve after the build: ${fix}`);
   }
   const site = path.join(options.artifactDir, SITE);
   await mkdir(options.artifactDir, { recursive: true });
-  await cp(options.servedDir, site, { recursive: true, verbatimSymlinks: true, filter: (from) => path.basename(from) !== '.git' });
+  const filter = (from: string) => path.basename(from) !== '.git';
+  await cp(options.servedDir, site, { recursive: true, verbatimSymlinks: true, filter });
   await copyFile(STATIC_SERVER, path.join(options.artifactDir, 'static-server.mjs'));
   return staticStartCommand(site, options.host);
 }
