@@ -89,25 +89,34 @@ t.test("secrets rotate keeps the older key while the apps runtime's state file i
   const record = {
     serviceId: 'svc-cli',
     desired: 'running' as const,
-    current: { serviceId: 'svc-cli', deploymentId: 'dep-cli', artifactDir: '/nowhere', startCommand: 'node server.js', env: { SVC_API_KEY: 'sk-cli-value' } },
+    current: {
+      serviceId: 'svc-cli',
+      deploymentId: 'dep-cli',
+      artifactDir: '/nowhere',
+      startCommand: 'node server.js',
+      env: { SVC_API_KEY: 'sk-cli-value' },
+    },
     groups: [],
   };
   // Written by the service under the key current before the rotation.
   const before = await withDatabase(async (db, config) => {
     const { keyring } = await loadSecretKeys(config);
-    await new FileRuntimeState(stateDir, { sealer: new SecretVault((q) => new SqlSecretStore(q), db, keyring) }).save(record);
+    const sealer = new SecretVault((q) => new SqlSecretStore(q), db, keyring);
+    await new FileRuntimeState(stateDir, { sealer }).save(record);
     return keyring!.current.id;
   });
   const rotated = await cli('secrets', 'rotate', '--new-key');
   t.equal(rotated.code, 0, rotated.stderr);
   const newKeyId = /added key (\S+) in front of/.exec(rotated.stdout)?.[1];
-  t.match(rotated.stdout, `the apps runtime's state in ${stateDir} is sealed under ${before}: the service seals it under ${newKeyId} when it next starts`);
+  const told = `the apps runtime's state in ${stateDir} is sealed under ${before}`;
+  t.match(rotated.stdout, `${told}: the service seals it under ${newKeyId} when it next starts`);
   t.notMatch(rotated.stdout, /no longer needed/, 'the older keys are not declared unneeded');
 
   // The service starts with the new key in front: the state file is sealed again under it.
   await withDatabase(async (db, config) => {
     const { keyring } = await loadSecretKeys(config);
-    const state = new FileRuntimeState(stateDir, { sealer: new SecretVault((q) => new SqlSecretStore(q), db, keyring) });
+    const sealer = new SecretVault((q) => new SqlSecretStore(q), db, keyring);
+    const state = new FileRuntimeState(stateDir, { sealer });
     const [loaded] = await state.load();
     t.same(loaded, record);
     await state.save(loaded!);

@@ -14,10 +14,18 @@ export interface FakePackage {
   files: Record<string, string>;
 }
 
-export const TINY_DEP: FakePackage = { name: 'tiny-dep', version: '1.0.0', manifest: { main: 'index.js' }, files: { 'index.js': "module.exports = 'from tiny-dep';\n" } };
+export const TINY_DEP: FakePackage = {
+  name: 'tiny-dep',
+  version: '1.0.0',
+  manifest: { main: 'index.js' },
+  files: { 'index.js': "module.exports = 'from tiny-dep';\n" },
+};
+
+type Teardown = { teardown(fn: () => unknown): void };
+type Registry = { url: string; requests: string[] };
 
 /** A fake npm registry on loopback: by default one package, `tiny-dep@1.0.0`; packument and tarball of each. */
-export async function fakeRegistry(t: { teardown(fn: () => unknown): void }, packages: readonly FakePackage[] = [TINY_DEP]): Promise<{ url: string; requests: string[] }> {
+export async function fakeRegistry(t: Teardown, packages: readonly FakePackage[] = [TINY_DEP]): Promise<Registry> {
   const dir = mkdtempSync(join(tmpdir(), 'svc-registry-'));
   t.teardown(() => rmSync(dir, { recursive: true, force: true }));
   const tarballs = new Map<string, { pkg: FakePackage; file: string; tarball: Buffer }>();

@@ -105,12 +105,13 @@ t.test('a push deploys to the cluster; the init container fetches the artifact t
     t.match(stored?.value.reveal(), /^[0-9a-f]{64}$/);
   });
 
-  await t.test('a static site runs the static file server the artifact carries, listening on the pod address', async (t) => {
+  await t.test('a static site runs the file server its artifact carries, listening on the pod address', async (t) => {
     t.equal((await test.call('POST', '/client/githost/repos', { body: { name: 'site' } })).statusCode, 201);
     const site = await tinyApp(t, { 'index.html': '<!doctype html><title>Site</title>\n' });
     await git(t, site.dir, ['rm', '--quiet', 'package.json', 'index.js']);
     await git(t, site.dir, ['commit', '--quiet', '-m', 'only the site']);
-    await git(t, site.dir, ['push', '--quiet', `http://127.0.0.1:${port}/git/${test.organizationId}/site.git`, 'main'], deployKey);
+    const siteUrl = `http://127.0.0.1:${port}/git/${test.organizationId}/site.git`;
+    await git(t, site.dir, ['push', '--quiet', siteUrl, 'main'], deployKey);
     const created = await test.call('POST', '/client/apps/githost', { body: { repo: 'site' } });
     t.equal(created.statusCode, 202, created.body);
     const done = await settledDeployment(test, created.json().app.id);
@@ -120,6 +121,7 @@ t.test('a push deploys to the cluster; the init container fetches the artifact t
     const url = new URL(fake.fetches.at(-1)!.url);
     const answer = await test.app.inject({ method: 'GET', url: url.pathname + url.search });
     const listing = execFileSync('tar', ['-tzf', '-'], { input: answer.rawPayload }).toString().split('\n');
-    t.ok(listing.includes('./static-server.mjs') && listing.includes('./site/index.html'), 'the server and the site, self-contained');
+    const selfContained = listing.includes('./static-server.mjs') && listing.includes('./site/index.html');
+    t.ok(selfContained, 'the server and the site, self-contained');
   });
 });

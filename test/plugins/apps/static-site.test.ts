@@ -31,7 +31,8 @@ const FAKE_VITE: FakePackage = {
       "const fs = require('node:fs');",
       "if (process.argv[2] !== 'build') process.exit(2);",
       "fs.mkdirSync('dist/assets', { recursive: true });",
-      "fs.writeFileSync('dist/index.html', fs.readFileSync('index.html', 'utf8').replace('/src/main.js', '/assets/main.js'));",
+      "const page = fs.readFileSync('index.html', 'utf8');",
+      "fs.writeFileSync('dist/index.html', page.replace('/src/main.js', '/assets/main.js'));",
       "fs.copyFileSync('src/main.js', 'dist/assets/main.js');",
       '',
     ].join('\n'),
@@ -71,7 +72,8 @@ async function server(t: Test) {
     }
     await git(t, dir, ['add', '.']);
     await git(t, dir, ['commit', '--quiet', '-m', name]);
-    await git(t, dir, ['push', '--quiet', `http://127.0.0.1:${port}/git/${test.organizationId}/${name}.git`, 'main'], deployKey);
+    const repoUrl = `http://127.0.0.1:${port}/git/${test.organizationId}/${name}.git`;
+    await git(t, dir, ['push', '--quiet', repoUrl, 'main'], deployKey);
     const response = await test.call('POST', '/client/apps/githost', { body: { repo: name, env } });
     t.equal(response.statusCode, 202, response.body);
     const body = response.json() as { app: { id: string; url: string }; service: { id: string } };
@@ -80,8 +82,13 @@ async function server(t: Test) {
   return { test, deploy };
 }
 
+/** A front end's package.json: its build script, and vite as its one dependency. */
+const packageJson = (name: string, build: string) => {
+  return `${JSON.stringify({ name, private: true, scripts: { build }, devDependencies: { vite: '^5.4.0' } })}\n`;
+};
+
 const SITE = {
-  'index.html': '<!doctype html><html><head><title>Static Hello</title><link rel="stylesheet" href="css/site.css"></head><body><h1>Hello</h1></body></html>\n',
+  'index.html': '<!doctype html><title>Static Hello</title><link rel="stylesheet" href="css/site.css"><h1>Hello</h1>\n',
   'css/site.css': 'h1 { color: teal; }\n',
   'js/app.js': "console.log('hello');\n",
   'img/logo.svg': '<svg xmlns="http://www.w3.org/2000/svg"/>\n',
@@ -96,7 +103,9 @@ t.test('a static site deploys, and the static file server answers through the ap
   const { appId, serviceId, proxyPort } = await deploy('site', SITE, { SITE_TOKEN: known });
   const deployment = await settledDeployment(test, appId);
   t.equal(deployment.status, 'live', deployment.failureReason ?? '');
-  const get = (path: string, headers: Record<string, string> = {}, method = 'GET') => call(proxyPort, 'site.localhost', { path, headers, method });
+  const get = (path: string, headers: Record<string, string> = {}, method = 'GET') => {
+    return call(proxyPort, 'site.localhost', { path, headers, method });
+  };
 
   const home = await get('/');
   t.same([home.status, home.headers['content-type']], [200, 'text/html; charset=utf-8']);
@@ -106,7 +115,8 @@ t.test('a static site deploys, and the static file server answers through the ap
   t.equal((await get('/img/logo.svg')).headers['content-type'], 'image/svg+xml');
   t.equal((await get('/js/app.js')).headers['content-type'], 'text/javascript; charset=utf-8');
   t.equal((await get('/about/')).body, SITE['about/index.html']);
-  t.equal((await get('/css/site.css', { 'if-none-match': css.headers.etag as string })).status, 304, 'the ETag revalidates through the proxy');
+  const revalidated = await get('/css/site.css', { 'if-none-match': css.headers.etag as string });
+  t.equal(revalidated.status, 304, 'the ETag revalidates through the proxy');
   const head = await get('/css/site.css', {}, 'HEAD');
   t.same([head.status, head.body, head.headers['content-length']], [200, '', String(SITE['css/site.css'].length)]);
   const lost = await get('/no/such/page');
@@ -115,31 +125,36 @@ t.test('a static site deploys, and the static file server answers through the ap
   t.equal((await get('/../static-server.mjs')).status, 404, 'nor the server beside the site');
 
   const build = (await test.call('GET', `/client/services/${serviceId}/build`)).json();
-  t.match(build, { object: 'build_decision', decision: { provider: 'static', start: { value: null, rule: 'static_file_server' }, staticRoot: { value: '.' } } });
+  const start = { value: null, rule: 'static_file_server' };
+  const decided = { provider: 'static', start, staticRoot: { value: '.' } };
+  t.match(build, { object: 'build_decision', decision: decided });
   const log = (await test.call('GET', `/client/deployments/${deployment.id}/logs`)).json() as { lines: string[] };
+  const args = '--root site --host 127.0.0.1 --not-found 404.html';
   t.ok(
-    log.lines.some((line) => line.endsWith('build starting: exec node static-server.mjs --root site --host 127.0.0.1 --not-found 404.html')),
+    log.lines.some((line) => line.endsWith(`build starting: exec node static-server.mjs ${args}`)),
     'the log names the command that serves it',
   );
   const preview = await test.call('GET', `/client/apps/${appId}/preview`);
-  t.match(preview.json(), { object: 'app_preview', status: 'live', page: { status: 200, title: 'Static Hello' }, error: null });
+  const page = { status: 200, title: 'Static Hello' };
+  t.match(preview.json(), { object: 'app_preview', status: 'live', page, error: null });
   const app = (await test.call('GET', `/client/apps/${appId}`)).json();
   t.match(app, { status: 'live', services: [{ id: serviceId, state: 'running', liveDeploymentId: deployment.id }] });
 
   // The runtime's state file, as the apps plugin writes it: its env values are sealed with the vault's keys.
   const gatewayKey = await new AppEnv(test.app.svc.container.resolve(Tokens.Secrets)).gatewayKey(serviceId);
   t.ok(gatewayKey?.token, 'the app has its own gateway key (SVC_API_KEY)');
-  const state = await readFile(join(test.app.svc.container.resolve(AppsTokens.Host).stateDir, 'runtime-state.json'), 'utf8');
+  const stateDir = test.app.svc.container.resolve(AppsTokens.Host).stateDir;
+  const state = await readFile(join(stateDir, 'runtime-state.json'), 'utf8');
   t.match(state, serviceId, 'the service is recorded');
   t.notOk(state.includes(known), 'the variable given at deploy is not in the file');
   t.notOk(state.includes(gatewayKey!.token), 'nor SVC_API_KEY');
 });
 
-t.test("a front end whose build writes dist/ is served from dist/, with its build's 200.html for client routes", async (t) => {
+t.test("a front end's build output, dist/, is served, with the build's 200.html for client routes", async (t) => {
   const { test, deploy } = await server(t);
   const { appId, serviceId, proxyPort } = await deploy('front', {
-    'package.json': `${JSON.stringify({ name: 'front', private: true, scripts: { build: 'vite build && cp dist/index.html dist/200.html' }, devDependencies: { vite: '^5.4.0' } })}\n`,
-    'index.html': '<!doctype html><html><head><title>Front</title></head><body><div id="app"></div><script type="module" src="/src/main.js"></script></body></html>\n',
+    'package.json': packageJson('front', 'vite build && cp dist/index.html dist/200.html'),
+    'index.html': '<!doctype html><title>Front</title><div id="app"></div><script src="/src/main.js"></script>\n',
     'src/main.js': "document.querySelector('#app').textContent = 'built';\n",
   });
   const deployment = await settledDeployment(test, appId);
@@ -158,13 +173,14 @@ t.test("a front end whose build writes dist/ is served from dist/, with its buil
   t.equal((await get('/assets/missing.js')).status, 404, 'a missing asset stays a 404');
 
   const build = (await test.call('GET', `/client/services/${serviceId}/build`)).json();
-  t.match(build.decision, { provider: 'node', framework: { value: 'vite' }, start: { value: null, rule: 'static_build_output' }, staticRoot: { value: 'dist' } });
+  const start = { value: null, rule: 'static_build_output' };
+  t.match(build.decision, { provider: 'node', framework: { value: 'vite' }, start, staticRoot: { value: 'dist' } });
 });
 
 t.test('a build that writes no dist/ fails with a reason naming the folder', async (t) => {
   const { test, deploy } = await server(t);
   const { appId } = await deploy('nodist', {
-    'package.json': `${JSON.stringify({ name: 'nodist', private: true, scripts: { build: 'vite build && rm -r dist' }, devDependencies: { vite: '^5.4.0' } })}\n`,
+    'package.json': packageJson('nodist', 'vite build && rm -r dist'),
     'index.html': '<!doctype html><title>x</title>\n',
     'src/main.js': '\n',
   });

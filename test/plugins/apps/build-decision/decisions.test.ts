@@ -175,7 +175,7 @@ t.test("static-site: served by the runtime's static file server, which start.rul
   });
 });
 
-t.test('static-spa: a committed 200.html and 404.html are named in the evidence (the fallbacks the server uses)', async (t) => {
+t.test('static-spa: a committed 200.html and 404.html are named in the evidence (the fallbacks)', async (t) => {
   const decision = await decisionOf('static-spa');
   t.same(decision.start, {
     value: null,
@@ -190,17 +190,19 @@ t.test('static-spa: a committed 200.html and 404.html are named in the evidence 
 });
 
 t.test('node-vite-spa: a build script, vite and no start: its dist/ is served by the static file server', async (t) => {
+  const noLockfile = 'no lockfile of npm: dependencies resolve afresh on every build';
+  const server = "hosting runtime's static file server";
   t.same(await decisionOf('node-vite-spa'), {
     rootDir: top,
     provider: 'node',
     runtime: { value: 'node', rule: 'package_json', evidence: ['package.json'] },
     framework: { value: 'vite', rule: 'dependency', evidence: ['package.json depends on vite'] },
-    install: { value: 'npm install', rule: 'no_lockfile', evidence: ['no lockfile of npm: dependencies resolve afresh on every build'] },
+    install: { value: 'npm install', rule: 'no_lockfile', evidence: [noLockfile] },
     build: { value: 'npm run build', rule: 'build_script', evidence: ['package.json scripts.build "vite build"'] },
     start: {
       value: null,
       rule: 'static_build_output',
-      evidence: ['package.json scripts.build "vite build" and no start: vite builds dist/, served by the hosting runtime\'s static file server'],
+      evidence: [`package.json scripts.build "vite build" and no start: vite builds dist/, served by the ${server}`],
     },
     staticRoot: { value: 'dist', rule: 'build_output', evidence: ['vite writes its build to dist/ by default'] },
     alsoMatched: ['static'],

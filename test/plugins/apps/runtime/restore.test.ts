@@ -71,7 +71,7 @@ for (const bwrapPath of ['/usr/bin/bwrap', null]) {
 
     const file = path.join(settings.stateDir, 'runtime-state.json');
     const written = await readFile(file, 'utf8');
-    for (const value of Object.values(secrets)) t.notOk(written.includes(value), 'no env value is in the state file in plaintext');
+    for (const value of Object.values(secrets)) t.notOk(written.includes(value), 'no env value in plaintext');
     t.match(written, keyIdOf(oldKey), 'sealed under the key then current');
 
     // The keyring is rotated (a new key in front, the old one kept until everything is resealed).
@@ -87,7 +87,7 @@ for (const bwrapPath of ['/usr/bin/bwrap', null]) {
     });
     t.equal(after!.deploymentId, 'dep-7');
     t.not(after!.pid, before!.pid);
-    t.match((await get(after!.target)).body, /^v7 /, 'the same artifact serves again, its env opened from the sealed file');
+    t.match((await get(after!.target)).body, /^v7 /, 'the same artifact serves again, its env opened from the file');
     const resealed = await readFile(file, 'utf8');
     t.match(resealed, keyIdOf(newKey), 'the restore sealed the record again under the new key');
     t.notOk(resealed.includes(keyIdOf(oldKey)), 'nothing is left under the old key: it can be dropped');

@@ -30,8 +30,16 @@ export function portRange(): { first: number; last: number } {
 
 /** The state file's sealer: the vault's own cipher under these keys (newest first), with no store behind it. */
 export function sealerOf(entries: readonly string[]): SecretVault {
-  const refuse = () => Promise.reject(new Error('the runtime state seals values itself: it never stores one in the vault'));
-  const store: SecretStore = { get: refuse, put: refuse, delete: refuse, deleteOwners: refuse, list: refuse, listNotUnderKey: refuse, reseal: refuse };
+  const refuse = () => Promise.reject(new Error('the runtime state seals values itself: it stores none in the vault'));
+  const store: SecretStore = {
+    get: refuse,
+    put: refuse,
+    delete: refuse,
+    deleteOwners: refuse,
+    list: refuse,
+    listNotUnderKey: refuse,
+    reseal: refuse,
+  };
   return new SecretVault(() => store, null as never, SecretKeyring.fromEntries(entries));
 }
 

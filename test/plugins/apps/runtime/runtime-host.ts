@@ -15,7 +15,8 @@ const { stateDir, ports, bwrapPath, deploy, keys } = JSON.parse(process.env['RUN
   bwrapPath: string | null;
   deploy: DeployRequest | null;
 };
-const runtime = await LocalRuntime.create({ stateDir, ports, bwrapPath, healthTimeoutMs: 10_000, sealer: sealerOf(keys) });
+const sealer = sealerOf(keys);
+const runtime = await LocalRuntime.create({ stateDir, ports, bwrapPath, healthTimeoutMs: 10_000, sealer });
 const { restored, failed } = await runtime.restoreAll();
 const instance = deploy ? await runtime.deploy(deploy) : null;
 const serviceId = deploy?.serviceId ?? restored[0];

@@ -16,14 +16,14 @@ function record(serviceId: string, env: Record<string, string>): ServiceRecord {
   return {
     serviceId,
     desired: 'running',
-    current: { serviceId, deploymentId: `dep-${serviceId}`, artifactDir: '/nowhere', startCommand: 'node server.js', env },
+    current: { serviceId, deploymentId: `dep-${serviceId}`, artifactDir: '/nowhere', startCommand: 'node app.js', env },
     groups: [{ deploymentId: `dep-${serviceId}`, pgid: 4242, startTicks: 17 }],
   };
 }
 
 const secretEnv = { SVC_API_KEY: 'sk-app-0123456789abcdef', STRIPE_SECRET: 'sk_live_known-value' };
 
-t.test('env values are sealed: the file holds neither SVC_API_KEY nor any other value, and reads back whole', async (t) => {
+t.test('env values are sealed: the file holds neither SVC_API_KEY nor another value, yet reads back', async (t) => {
   const dir = await stateDir(t);
   await new FileRuntimeState(dir, { sealer: sealerOf([keyA]) }).save(record('svc-a', secretEnv));
   const text = await readFile(path.join(dir, 'runtime-state.json'), 'utf8');
@@ -34,7 +34,7 @@ t.test('env values are sealed: the file holds neither SVC_API_KEY nor any other 
   t.same(loaded, record('svc-a', secretEnv), 'a new reader (a new host) opens it with the same key');
 });
 
-t.test('a rotated keyring opens the older record, the next write seals it under the new key, the old key can go', async (t) => {
+t.test('a rotated ring opens the older record, the next write seals it under the new key', async (t) => {
   const dir = await stateDir(t);
   await new FileRuntimeState(dir, { sealer: sealerOf([keyA]) }).save(record('svc-a', secretEnv));
 
@@ -50,15 +50,16 @@ t.test('a rotated keyring opens the older record, the next write seals it under 
   t.same(later!.current!.env, secretEnv, 'the ring without the old key still opens it');
 });
 
-t.test('a record no key on the ring opens is not restarted: a warning names the service, the others load', async (t) => {
+t.test('a record no key on the ring opens is not restarted: a warning names the service', async (t) => {
   const dir = await stateDir(t);
   const writer = new FileRuntimeState(dir, { sealer: sealerOf([keyA]) });
   await writer.save(record('svc-a', secretEnv));
   const warnings: string[] = [];
-  const records = await new FileRuntimeState(dir, { sealer: sealerOf([keyC]), warn: (message) => warnings.push(message) }).load();
+  const warn = (message: string) => warnings.push(message);
+  const records = await new FileRuntimeState(dir, { sealer: sealerOf([keyC]), warn }).load();
   t.equal(records[0]!.current, null, 'nothing to start from it');
   t.same(records[0]!.groups, record('svc-a', {}).groups, 'its orphans are still known, to be killed');
-  t.match(warnings, [/service svc-a: its recorded deploy cannot be opened .*not among the configured keys.*deploy it again/]);
+  t.match(warnings, [/service svc-a: its recorded deploy cannot be opened .*not among the configured keys.*deploy it/]);
 });
 
 t.test("a sealed env moved to another service's record does not open (the owner is bound into it)", async (t) => {
@@ -71,7 +72,8 @@ t.test("a sealed env moved to another service's record does not open (the owner 
   stored.records[1]!.current.sealedEnv = stored.records[0]!.current.sealedEnv;
   await writeFile(file, JSON.stringify(stored));
   const warnings: string[] = [];
-  const records = await new FileRuntimeState(dir, { sealer: sealerOf([keyA]), warn: (message) => warnings.push(message) }).load();
+  const warn = (message: string) => warnings.push(message);
+  const records = await new FileRuntimeState(dir, { sealer: sealerOf([keyA]), warn }).load();
   t.same(records.find((one) => one.serviceId === 'svc-a')!.current!.env, secretEnv);
   t.equal(records.find((one) => one.serviceId === 'svc-b')!.current, null);
   t.match(warnings, [/svc-b: .*fails its integrity check/]);

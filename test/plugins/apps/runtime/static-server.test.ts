@@ -37,9 +37,17 @@ async function site(t: TapLike, files: Record<string, string>): Promise<string> 
   return root;
 }
 
-async function serve(t: TapLike, root: string, args: string[] = []): Promise<(path: string, options?: { method?: string; headers?: Record<string, string> }) => Promise<Answer>> {
+type Get = (path: string, options?: { method?: string; headers?: Record<string, string> }) => Promise<Answer>;
+
+/** The server on a folder, as the runtime starts it (the test runner's NODE_OPTIONS dropped, as the sandbox does). */
+function start(root: string, args: string[]): ChildProcess {
   const { NODE_OPTIONS: _, ...env } = process.env;
-  const child: ChildProcess = spawn(process.execPath, [SCRIPT, '--root', root, ...args], { env: { ...env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const options = { env: { ...env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] };
+  return spawn(process.execPath, [SCRIPT, '--root', root, ...args], options);
+}
+
+async function serve(t: TapLike, root: string, args: string[] = []): Promise<Get> {
+  const child = start(root, args);
   t.teardown(() => {
     child.kill('SIGKILL');
   });
@@ -47,15 +55,22 @@ async function serve(t: TapLike, root: string, args: string[] = []): Promise<(pa
   const port = Number(/:(\d+)\n/.exec(line.toString())![1]);
   return (requestPath, options = {}) =>
     new Promise((resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port, path: requestPath, method: options.method ?? 'GET', headers: options.headers ?? {} }, (res) => {
+      const { method = 'GET', headers = {} } = options;
+      const target = { host: '127.0.0.1', port, path: requestPath, method, headers };
+      const req = http.request(target, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (chunk: Buffer) => chunks.push(chunk));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('end', () => {
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
+        });
       });
       req.on('error', reject);
       req.end();
     });
 }
+
+const JS = 'text/javascript; charset=utf-8';
+const HTML = 'text/html; charset=utf-8';
 
 const FILES = {
   'index.html': '<h1>home</h1>',
@@ -71,7 +86,7 @@ const FILES = {
   '.well-known/security.txt': 'Contact: x',
 };
 
-t.test('files: index.html for a folder, content types by extension, a folder without its slash redirected', async (t) => {
+t.test('files: index.html for a folder, types by extension, a folder without its slash redirected', async (t) => {
   const get = await serve(t, await site(t, FILES));
   const home = await get('/');
   t.same([home.status, home.body, home.headers['content-type']], [200, '<h1>home</h1>', 'text/html; charset=utf-8']);
@@ -90,31 +105,35 @@ t.test('files: index.html for a folder, content types by extension, a folder wit
   };
   for (const [file, type] of Object.entries(types)) {
     const answer = await get(file);
-    t.same([answer.status, answer.headers['content-type'], answer.headers['x-content-type-options']], [200, type, 'nosniff'], file);
+    const { status, headers } = answer;
+    t.same([status, headers['content-type'], headers['x-content-type-options']], [200, type, 'nosniff'], file);
   }
   t.equal((await get('/.well-known/security.txt')).status, 200, '.well-known is served');
 });
 
-t.test('ETag and Last-Modified: a matching If-None-Match or a later If-Modified-Since answers 304 without a body', async (t) => {
+t.test('ETag and Last-Modified: a matching If-None-Match or a later If-Modified-Since is a 304', async (t) => {
   const get = await serve(t, await site(t, FILES));
   const first = await get('/css/site.css');
   const etag = first.headers.etag!;
   t.match(etag, /^W\/"[0-9a-f]+-[0-9a-f]+"$/);
-  t.ok(first.headers['last-modified'] && !Number.isNaN(Date.parse(first.headers['last-modified'])), 'Last-Modified is a date');
+  const lastModified = first.headers['last-modified']!;
+  t.ok(!Number.isNaN(Date.parse(lastModified)), 'Last-Modified is a date');
+  const status = async (headers: Record<string, string>) => (await get('/css/site.css', { headers })).status;
   const cached = await get('/css/site.css', { headers: { 'if-none-match': etag } });
   t.same([cached.status, cached.body, cached.headers.etag], [304, '', etag]);
-  t.equal((await get('/css/site.css', { headers: { 'if-none-match': `"other", ${etag}` } })).status, 304, 'one of a list');
-  t.equal((await get('/css/site.css', { headers: { 'if-none-match': '"other"' } })).status, 200);
-  t.equal((await get('/css/site.css', { headers: { 'if-modified-since': first.headers['last-modified']! } })).status, 304);
-  t.equal((await get('/css/site.css', { headers: { 'if-modified-since': new Date(0).toUTCString() } })).status, 200, 'changed since then');
-  const both = await get('/css/site.css', { headers: { 'if-none-match': '"other"', 'if-modified-since': first.headers['last-modified']! } });
-  t.equal(both.status, 200, 'If-None-Match decides when both are sent');
+  t.equal(await status({ 'if-none-match': `"other", ${etag}` }), 304, 'one of a list');
+  t.equal(await status({ 'if-none-match': '"other"' }), 200);
+  t.equal(await status({ 'if-modified-since': lastModified }), 304);
+  t.equal(await status({ 'if-modified-since': new Date(0).toUTCString() }), 200, 'changed since then');
+  const both = { 'if-none-match': '"other"', 'if-modified-since': lastModified };
+  t.equal(await status(both), 200, 'If-None-Match decides when both are sent');
 });
 
 t.test('HEAD answers the headers with no body; other methods 405 with Allow', async (t) => {
   const get = await serve(t, await site(t, FILES));
   const head = await get('/js/app.js', { method: 'HEAD' });
-  t.same([head.status, head.body, head.headers['content-length'], head.headers['content-type']], [200, '', String('console.log(1)'.length), 'text/javascript; charset=utf-8']);
+  const length = String('console.log(1)'.length);
+  t.same([head.status, head.body, head.headers['content-length'], head.headers['content-type']], [200, '', length, JS]);
   const post = await get('/', { method: 'POST' });
   t.same([post.status, post.headers.allow], [405, 'GET, HEAD']);
   t.equal((await get('/nope', { method: 'HEAD' })).status, 404);
@@ -128,7 +147,7 @@ t.test('a missing file is a 404 with a small page; a folder without index.html t
   t.equal((await get('/empty/')).status, 404);
 });
 
-t.test('nothing outside the root is ever served: .., encoded .., encoded slashes, NUL, dotfiles, symlinks out', async (t) => {
+t.test('nothing outside the root is served: .., encoded .., encoded slashes, NUL, dotfiles, symlinks', async (t) => {
   const root = await site(t, FILES);
   await symlink(path.join(root, '..', 'secret.txt'), path.join(root, 'link-out.txt'));
   await symlink(path.join(root, '..', 'private'), path.join(root, 'dir-out'));
@@ -157,7 +176,8 @@ t.test('nothing outside the root is ever served: .., encoded .., encoded slashes
   for (const attempt of attempts) {
     const answer = await get(attempt);
     t.ok([400, 404].includes(answer.status), `${attempt}: ${answer.status}`);
-    t.notOk(answer.body.includes(SECRET) || answer.body.includes('hidden-dotfile'), `${attempt}: nothing of the outside in the body`);
+    const leaked = answer.body.includes(SECRET) || answer.body.includes('hidden-dotfile');
+    t.notOk(leaked, `${attempt}: nothing of the outside in the body`);
   }
   t.equal((await get('/link-in.css')).body, 'body{}', 'a symlink that stays inside the root is followed');
 });
@@ -166,7 +186,7 @@ t.test('--spa answers a client route (no extension) with its file; --not-found r
   const root = await site(t, { ...FILES, '200.html': '<div id=app></div>', '404.html': '<h1>lost</h1>' });
   const spa = await serve(t, root, ['--spa', '200.html']);
   const route = await spa('/dashboard/users/7');
-  t.same([route.status, route.body, route.headers['content-type']], [200, '<div id=app></div>', 'text/html; charset=utf-8']);
+  t.same([route.status, route.body, route.headers['content-type']], [200, '<div id=app></div>', HTML]);
   t.equal((await spa('/js/missing.js')).status, 404, 'a missing asset stays a 404');
   t.equal((await spa('/about/')).body, '<h1>about</h1>', 'existing files come first');
 
@@ -177,10 +197,9 @@ t.test('--spa answers a client route (no extension) with its file; --not-found r
 
 t.test('a fallback the root does not hold stops the server with a message, before it listens', async (t) => {
   const root = await site(t, FILES);
-  const { NODE_OPTIONS: _, ...env } = process.env;
-  const child = spawn(process.execPath, [SCRIPT, '--root', root, '--spa', '200.html'], { env: { ...env, PORT: '0' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = start(root, ['--spa', '200.html']);
   let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => {
+  child.stderr!.on('data', (chunk: Buffer) => {
     stderr += chunk.toString();
   });
   const [code] = (await once(child, 'exit')) as [number];
