@@ -39,8 +39,9 @@
  *  10. the web console (bench/console-load.ts): its bundle's gzipped size, and its first load in
  *      Debian's chromium (navigation start to the overview's figures shown, fresh context each time)
  * BENCH_ONLY=chat skips 6 to 10, for a side by side with a commit that has no such routes;
- * BENCH_ONLY=tools runs section 9 alone, BENCH_ONLY=console section 10 alone (printed, results.json
- * left as it was).
+ * BENCH_ONLY=tools runs section 9 alone, BENCH_ONLY=console section 10 alone, BENCH_ONLY=apps the
+ * apps' figures alone (push → serving, rollback, the apps proxy beside the floor); each printed,
+ * results.json left as it was.
  *
  * Prints the figures with their goals and writes bench/results.json (bench/runs.ts runs this
  * several times, alternating two commits or two configurations, and prints medians and ranges).
@@ -75,6 +76,7 @@ import { dropSchema } from '../test/helpers/pg-schemas.ts';
 import { isChildMessage, type ChildMessage, type ParentMessage } from './ipc.ts';
 import { carriesContent, PACED_CONCURRENCY, PACED_CONTENT_CHUNKS, PACED_INTERVAL_MS, PACED_MODEL, runConcurrently, timedPacedStream } from './paced-streams.ts';
 import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
+import { CLOCK_TICKS_PER_S, processCpuSeconds } from './process-cpu.ts';
 
 // ---- Settings (every loop below is bounded by one of these) ---------------------------------------
 
@@ -100,8 +102,9 @@ const EMBEDDINGS_LATENCY_REQUESTS = 1_000;
 /**
  * `BENCH_ONLY=chat`: chat's sections alone (a commit without /v1/embeddings and /v1/responses);
  * `BENCH_ONLY=tools`: the tool calls' section alone; `BENCH_ONLY=console`: the console's alone;
- * `BENCH_ONLY=apps`: apps' push → serving and rollback alone (bench/apps-deploy.ts; not in `all`: it
- * needs bwrap, git and minutes of builds).
+ * `BENCH_ONLY=apps`: apps' figures alone: push → serving and rollback (bench/apps-deploy.ts), then
+ * the apps proxy beside the bare pass-through floor (bench/apps-proxy.ts); not in `all`: it needs
+ * bwrap, git and minutes of builds.
  */
 const ONLY = process.env.BENCH_ONLY || 'all';
 if (!['all', 'chat', 'tools', 'console', 'apps'].includes(ONLY)) throw new Error(`BENCH_ONLY=${ONLY}: must be chat, tools, console or apps (or unset for every section)`);
@@ -416,24 +419,6 @@ class RssSampler {
 }
 
 // ---- CPU accounting ---------------------------------------------------------------------------------
-
-/** USER_HZ: /proc/<pid>/stat counts CPU time in these ticks (100 on every mainstream Linux). */
-const CLOCK_TICKS_PER_S = 100;
-
-/** CPU seconds (user + system) processes have used so far (summed), or NaN when one cannot be read. */
-function processCpuSeconds(pids: number | number[]): number {
-  let total = 0;
-  for (const pid of typeof pids === 'number' ? [pids] : pids) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      total += (Number(fields[11]) + Number(fields[12])) / CLOCK_TICKS_PER_S;
-    } catch {
-      return NaN;
-    }
-  }
-  return total;
-}
 
 interface CpuShares {
   /** CPU used by each process during the window, as a share of one core (1 = one full core). */
@@ -959,9 +944,20 @@ function machine() {
 
 async function main(): Promise<void> {
   if (ONLY === 'apps') {
-    log('[1/1] apps: push → serving (no dependencies; one from a loopback registry), then rollback…');
+    const loadAtStart = os.loadavg().map((x) => x.toFixed(2));
+    log(`svc apps bench, ${new Date().toISOString()}, load average ${loadAtStart.join(' ')} before starting`);
+    log('[1/2] apps: push → serving (no dependencies; one from a loopback registry), then rollback…');
     const { measureAppsDeploy, printAppsDeploy } = await import('./apps-deploy.ts');
     printAppsDeploy(await measureAppsDeploy(), log);
+    log('[2/2] apps proxy beside the bare pass-through floor…');
+    const { measureAppsProxy, printAppsProxy } = await import('./apps-proxy.ts');
+    printAppsProxy(await measureAppsProxy(log), log);
+    log(
+      `  load average ${os
+        .loadavg()
+        .map((x) => x.toFixed(2))
+        .join(' ')} at the end`,
+    );
     log('  BENCH_ONLY=apps: bench/results.json left as it was');
     return;
   }

@@ -2075,6 +2075,8 @@ export interface components {
         /** Format: uuid */
         id: string;
         name: string;
+        /** @description The app this key belongs to (its `SVC_API_KEY`), which it may act on as itself; null for other keys */
+        appId: string | null;
       }, {
         /** @constant */
         type: "session";

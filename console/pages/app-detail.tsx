@@ -5,9 +5,11 @@ import { unwrap } from '../api/errors.ts';
 import type { components } from '../api/schema.d.ts';
 import { session } from '../api/session.ts';
 import { count } from '../format.ts';
+import { served } from '../layout.tsx';
 import { may } from '../permissions.ts';
 import { FormError, Loading, TableRegion, Time } from '../ui.tsx';
 import { useVisiblePolling } from '../visible-polling.ts';
+import { EnvSection } from './app-env.tsx';
 import { BuildDecisionView } from './build-decision.tsx';
 
 type App = components['schemas']['App'];
@@ -141,6 +143,7 @@ export function AppDetailPage() {
   const logged = history.find((deployment) => deployment.id === shown) ?? history[0];
   const serviceId = service?.id ?? '';
   const withService = { params: { path: { id: serviceId } } };
+  const envServed = served.value.has('GET /services/{id}/env');
   return (
     <section>
       <h1>{app.name}</h1>
@@ -268,6 +271,7 @@ export function AppDetailPage() {
       )}
       {logged ? <BuildLogSection key={`${logged.id}:${logged.status}`} deployment={logged} /> : null}
       {decision ? <BuildDecisionView answer={decision} /> : null}
+      {service && envServed ? <EnvSection key={service.id} serviceId={service.id} state={service.state} /> : null}
       {service ? <RuntimeLogSection serviceId={service.id} /> : null}
     </section>
   );

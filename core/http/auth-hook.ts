@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Authenticator } from '../identity/authenticator.ts';
 import type { Credential, SessionCredential } from '../identity/credential.ts';
-import { scopeRefusal } from '../identity/authorization.ts';
+import { declaredScopeRefusal } from '../identity/authorization.ts';
 import { ApiError } from '../kernel/errors.ts';
 import { authorizationHeader, withXApiKey } from './authorization-header.ts';
 import { csrfRefusal } from './csrf.ts';
@@ -26,13 +26,13 @@ export function installAuthHook(app: FastifyInstance, authenticator: Authenticat
     if (request.is404) return done();
     const { auth, surface } = request.routeOptions.config;
     if (auth === false) return done();
-    const scope = auth?.scope ?? null;
+    const declared = auth || {};
     const admit = (credential: Credential) => {
       // Connectors' OAuth tokens are for {auth_url}/mcp only, which authenticates them itself.
       if (credential.kind === 'connector') return done(new ApiError('connector_token_not_accepted'));
       if (surface === 'v1' && credential.kind !== 'key') return done(apiKeyRequired());
       request.credential = credential;
-      const refusal = scopeRefusal(credential, scope);
+      const refusal = declaredScopeRefusal(credential, declared);
       if (refusal) return done(refusal);
       done();
     };

@@ -21,6 +21,8 @@ export interface RouteAuth {
    * null for an id not of its shape.
    */
   resource?: RouteResourceDeclaration | readonly RouteResourceDeclaration[];
+  /** An app's own key may call it on its own app without the scope (core/operations/operations.ts `ownAppKey`). */
+  ownAppKey?: true;
 }
 
 declare module 'fastify' {

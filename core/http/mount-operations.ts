@@ -54,7 +54,7 @@ function routeOf(prefix: string, operation: AnyOperation, deps: MountDeps) {
   return {
     method: operation.method,
     url: prefix + operation.path,
-    config: { auth: { scope: operation.scope }, surface: 'client' as const },
+    config: { auth: { scope: operation.scope, ...(operation.ownAppKey ? { ownAppKey: true as const } : {}) }, surface: 'client' as const },
     handler: (request: FastifyRequest, reply: FastifyReply) => answer(request, reply, operation, deps),
   };
 }

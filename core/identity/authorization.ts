@@ -80,6 +80,14 @@ export interface AuthorizationDeps {
  */
 export interface DeclaresResources {
   readonly resource?: AnyResourceDeclaration | readonly AnyResourceDeclaration[] | undefined;
+  readonly scope?: Scope | null;
+  readonly ownAppKey?: true;
+}
+
+/** An app's own key calling an operation declared `ownAppKey` without holding its scope. */
+function actsAsOwnApp(credential: Credential, operation: DeclaresResources): credential is Credential & { appId: string } {
+  if (!operation.ownAppKey || credential.kind !== 'key' || credential.appId === null) return false;
+  return !operation.scope || !credential.scopes.has(operation.scope);
 }
 
 // Declarations of any input shape: an operation's are typed against its schemas, a raw route's against its raw input.
@@ -115,6 +123,15 @@ export function scopeRefusal(credential: Credential, scope: Scope | null): ApiEr
 }
 
 /**
+ * `scopeRefusal` for what an operation or a route declares: an app's own key passes a route declared
+ * `ownAppKey` without the scope, on the condition `authorizeResources` then checks (the app is its own).
+ */
+export function declaredScopeRefusal(credential: Credential, declared: DeclaresResources): ApiError | null {
+  const refusal = scopeRefusal(credential, declared.scope ?? null);
+  return refusal && !actsAsOwnApp(credential, declared) ? refusal : null;
+}
+
+/**
  * The organisation roles whose sessions may call the operation (`ownerOnly` is `['owner']`), or
  * null when the operation is not reserved to people.
  */
@@ -137,7 +154,7 @@ export function roleRefusalCode(roles: readonly OrgRole[]): 'owner_required' | '
  * (a person's session or connector; API keys never).
  */
 export function authorizeCredential(credential: Credential, operation: AnyOperation): void {
-  const refusal = scopeRefusal(credential, operation.scope);
+  const refusal = declaredScopeRefusal(credential, operation);
   if (refusal) throw refusal;
   const roles = sessionRolesOf(operation);
   if (roles !== null && !(credential.kind === 'session' && roles.includes(credential.role))) {
@@ -178,6 +195,7 @@ export async function authorizeResources(
   deps: AuthorizationDeps,
 ): Promise<Authorization> {
   const declarations = resourcesOf(operation);
+  if (actsAsOwnApp(credential, operation)) ownAppOnly(credential, declarations[0], input);
   if (declarations.length === 0) return NO_RESOURCES;
   const resources: AuthorizedResource[] = [];
   for (const declaration of declarations) {
@@ -188,6 +206,15 @@ export async function authorizeResources(
 }
 
 const NO_RESOURCES: Authorization = { resources: [] };
+
+/** An app's own key reaches only its app: any other id is the kind's 404, as a record out of reach is. */
+function ownAppOnly(credential: Credential & { appId: string }, app: ResourceDeclaration | undefined, input: OperationInput<unknown, unknown, unknown>): void {
+  if (!app || typeof app.kind !== 'object') {
+    throw new Error('An operation open to an app’s own key must declare the app as its first resource');
+  }
+  const id = resourceId(app, input);
+  if (id !== credential.appId) throw new ApiError(app.kind.notFound, `No ${app.kind.name} ${id ?? ''}`.trim(), { param: app.field });
+}
 
 async function resolve(identity: IdentityStores, credential: Credential, declaration: ResourceDeclaration, id: string | undefined): Promise<AuthorizedResource | null> {
   const param = declaration.field;

@@ -128,6 +128,13 @@ export interface OperationDefinition<
    * connector may call it, an API key never (403 `person_required`).
    */
   readonly personOnly?: true;
+  /**
+   * What an app does to itself while it runs (its own file storage): the app's own key
+   * (`SVC_API_KEY`, a key made with an app) may call it on that app although it holds none of the
+   * management scopes. The first declared resource must be the app, named in the input; the key's
+   * call on any other app answers that kind's 404 (core/identity/authorization.ts `ownAppOnly`).
+   */
+  readonly ownAppKey?: true;
   /** Files taken beside the body, as multipart (see FileInput). */
   readonly files?: FileInput;
   /**

@@ -26,7 +26,12 @@ const whoamiView = z
       .nullable()
       .describe("The one project a key or a connector is confined to; null for a person's session, which reaches every project its roles allow"),
     credential: z.discriminatedUnion('type', [
-      z.object({ type: z.literal('api_key'), id: z.uuid(), name: z.string() }),
+      z.object({
+        type: z.literal('api_key'),
+        id: z.uuid(),
+        name: z.string(),
+        appId: z.uuid().nullable().describe('The app this key belongs to (its `SVC_API_KEY`), which it may act on as itself; null for other keys'),
+      }),
       z.object({ type: z.literal('session'), personId: z.uuid(), email: z.string(), role: z.enum(['owner', 'admin', 'member']) }),
       z
         .object({
@@ -64,7 +69,7 @@ const defaultOrganizationView = z
 function credentialView(credential: Credential): z.input<typeof whoamiView>['credential'] {
   switch (credential.kind) {
     case 'key':
-      return { type: 'api_key', id: credential.keyId, name: credential.keyName };
+      return { type: 'api_key', id: credential.keyId, name: credential.keyName, appId: credential.appId };
     case 'session':
       return { type: 'session', personId: credential.personId, email: credential.email, role: credential.role };
     case 'connector':

@@ -70,7 +70,7 @@ export const appsConfigSchema = z.strictObject({
       dir: z.string().min(1).optional(),
       /** The longest install plus build may take (`build_timeout`). */
       timeoutMs: z.number().int().min(1_000).default(900_000),
-      /** Address-space cap of the install and build commands (`build_memory`). */
+      /** Memory cap (RLIMIT_DATA) of the install and build commands (`build_memory`). */
       memoryBytes: z
         .number()
         .int()

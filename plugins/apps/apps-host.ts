@@ -97,6 +97,7 @@ export class AppsHost implements RouteSource {
         limits: settings.limits,
         tools,
         now: this.deps.now,
+        warn,
       });
     } else {
       runtime = await LocalRuntime.create({

@@ -115,7 +115,7 @@ export async function runBuildStep(tools: SandboxTools, step: BuildStep, log: Bu
 }
 
 /**
- * What a process prints when an allocation failed under the address-space cap (prlimit --as): the
+ * What a process prints when an allocation failed under the memory cap (prlimit --data): the
  * kernel refuses the mapping (ENOMEM) rather than killing anything, so the step's own output is the
  * evidence: node's and V8's fatal errors, C++'s bad_alloc, Python's MemoryError, libc's message.
  */

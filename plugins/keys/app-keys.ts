@@ -10,7 +10,8 @@ import { keyEventData } from './key-events.ts';
 /**
  * What an app's own gateway key may do: call the models (`/v1`, files included) and the tool gateway
  * (`/mcp/gateway`, which asks no scope of its own). No management scope: an app cannot read or change
- * keys, apps or usage through its key.
+ * keys, apps or usage through its key; only operations declared `ownAppKey` (its own storage) let it
+ * act on its own app.
  */
 export const APP_KEY_SCOPES: readonly Scope[] = ['inference'];
 

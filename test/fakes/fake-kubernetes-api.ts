@@ -71,7 +71,21 @@ export interface FakeKubernetesApi {
   tick(): void;
   /** Resolves at the next request matching the method and path (a regular expression on the path). */
   nextRequest(method: string, path: RegExp): Promise<RecordedRequest>;
+  /**
+   * The metrics API (`metrics.k8s.io/v1beta1` PodMetrics), as metrics-server serves it: a running
+   * pod's entry is what is set here by pod name (none set: no entry, as before its first scrape);
+   * null answers 404, a cluster without metrics-server.
+   */
+  podMetrics: Map<string, PodUsage> | null;
   close(): Promise<void>;
+}
+
+/** One pod's metrics reading: its containers' usage (quantities: `250m`, `64Mi`) over `window` ending at `timestamp`. */
+export interface PodUsage {
+  cpu: string;
+  memory: string;
+  timestamp: string;
+  window: string;
 }
 
 const KINDS: Record<string, { group: string; kind: string; apiVersion: string }> = {
@@ -100,8 +114,11 @@ function statusBody(code: number, reason: string, message: string, details: Json
 function matches(labels: Json | undefined, selector: string | null): boolean {
   if (!selector) return true;
   return selector.split(',').every((term) => {
-    const [key, value] = term.split(/==?/);
-    return labels?.[key!.trim()] === value?.trim();
+    // Equality (`k=v`, `k==v`), existence (`k`) and absence (`!k`), as the API server reads them.
+    const [key, value] = term.split(/==?/).map((part) => part.trim());
+    if (value !== undefined) return labels?.[key!] === value;
+    if (key!.startsWith('!')) return labels?.[key!.slice(1)] === undefined;
+    return labels?.[key!] !== undefined;
   });
 }
 
@@ -129,6 +146,7 @@ export async function startFakeKubernetesApi(options: { tickMs?: number; fetchAr
 
   const api: FakeKubernetesApi = {
     url: '',
+    podMetrics: new Map(),
     fetches: [],
     token,
     requests,
@@ -458,6 +476,21 @@ export async function startFakeKubernetesApi(options: { tickMs?: number; fetchAr
     return lines.map((entry) => `${timestamps ? `${entry.at.replace('Z', '000000Z')} ` : ''}${entry.line}\n`).join('');
   }
 
+  function podMetricsList(namespace: string, selector: string | null): Json {
+    if (!api.podMetrics) throw new HttpStatus(404, 'NotFound', 'the server could not find the requested resource');
+    const items = api
+      .list('pods', namespace)
+      .filter((pod) => pod.status?.phase === 'Running' && matches(pod.metadata?.labels, selector))
+      .flatMap((pod) => {
+        const usage = api.podMetrics!.get(pod.metadata.name);
+        if (!usage) return [];
+        const { cpu, memory, timestamp, window } = usage;
+        const containers = pod.spec.containers.map((container: Json) => ({ name: container.name, usage: { cpu, memory } }));
+        return [{ metadata: { name: pod.metadata.name, namespace, labels: pod.metadata.labels }, timestamp, window, containers }];
+      });
+    return { kind: 'PodMetricsList', apiVersion: 'metrics.k8s.io/v1beta1', metadata: {}, items };
+  }
+
   async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const chunks: Buffer[] = [];
     for await (const chunk of request) chunks.push(chunk as Buffer);
@@ -473,6 +506,8 @@ export async function startFakeKubernetesApi(options: { tickMs?: number; fetchAr
     };
     try {
       if (request.headers.authorization !== `Bearer ${token}`) throw new HttpStatus(401, 'Unauthorized', 'Unauthorized');
+      const metrics = /^\/apis\/metrics\.k8s\.io\/v1beta1\/namespaces\/([^/]+)\/pods$/.exec(url.pathname);
+      if (metrics) return send(200, podMetricsList(metrics[1]!, url.searchParams.get('labelSelector')));
       const match = /^\/(?:api\/v1|apis\/apps\/v1|apis\/batch\/v1)\/namespaces\/([^/]+)\/([a-z]+)(?:\/([^/]+))?(?:\/(log))?$/.exec(url.pathname);
       const group = url.pathname.startsWith('/apis/apps/v1') ? '/apis/apps/v1' : url.pathname.startsWith('/apis/batch/v1') ? '/apis/batch/v1' : '/api/v1';
       if (!match || !KINDS[match[2]!] || KINDS[match[2]!]!.group !== group) throw new HttpStatus(404, 'NotFound', `the server could not find the requested resource`);

@@ -54,8 +54,18 @@ interface PackageJson {
   main: string | null;
   engines: string | null;
   packageManager: string | null;
+  /** `dependencies` and `devDependencies`: what names the framework. */
   dependencies: Set<string>;
+  /** What an install has to do, or null when the package declares nothing to install. */
+  installs: string | null;
 }
+
+/** Lifecycle scripts an install runs: a package with one of them has something to install. */
+const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall', 'prepare'] as const;
+const DEPENDENCY_FIELDS = ['dependencies', 'devDependencies', 'optionalDependencies', 'peerDependencies', 'bundleDependencies', 'bundledDependencies'] as const;
+
+/** `scripts.start` that is a plain `node <file> [args]`: no shell syntax, nothing npm would add but its own start-up. */
+const PLAIN_NODE = /^node(\s+[A-Za-z0-9_./@:=,+-]+)+$/;
 
 export const nodeDetector: Detector = {
   provider: 'node',
@@ -65,7 +75,7 @@ export const nodeDetector: Detector = {
     if (read.kind === 'absent') return null;
     const problem = read.kind === 'too_large' ? `package.json is larger than ${tree.limits.maxFileBytes} bytes and was not read` : null;
     const parsed = read.kind === 'text' ? parsePackageJson(read.text) : null;
-    const pkg = parsed ?? { scripts: {}, main: null, engines: null, packageManager: null, dependencies: new Set<string>() };
+    const pkg = parsed ?? { scripts: {}, main: null, engines: null, packageManager: null, dependencies: new Set<string>(), installs: 'unread' };
     const unreadable = problem ?? (parsed === null ? 'package.json is not a valid JSON object' : null);
 
     const lockfiles: Array<readonly [string, Manager]> = [];
@@ -86,7 +96,7 @@ export const nodeDetector: Detector = {
       provider: 'node',
       runtime,
       framework: frameworkOf(pkg.dependencies, unreadable),
-      install: await installOf(tree, manager, declared, lockfiles),
+      install: pkg.installs === null ? nothingToInstall() : await installOf(tree, manager, declared, lockfiles),
       build:
         pkg.scripts['build'] !== undefined
           ? chosen(runScript(manager, 'build'), 'build_script', `package.json scripts.build ${JSON.stringify(pkg.scripts['build'])}`)
@@ -128,8 +138,16 @@ function parsePackageJson(text: string): PackageJson | null {
       ? Object.fromEntries(Object.entries(value).filter((entry): entry is [string, string] => typeof entry[1] === 'string'))
       : {};
   const engines = strings(record['engines'])['node'] ?? null;
+  const scripts = strings(record['scripts']);
+  const declaresSome = (field: string) => {
+    const value = record[field];
+    return Array.isArray(value) ? value.length > 0 : typeof value === 'object' && value !== null && Object.keys(value).length > 0;
+  };
+  const installs =
+    DEPENDENCY_FIELDS.find(declaresSome) ?? (record['workspaces'] !== undefined ? 'workspaces' : null) ?? INSTALL_SCRIPTS.find((script) => scripts[script] !== undefined) ?? null;
   return {
-    scripts: strings(record['scripts']),
+    installs,
+    scripts,
     main: typeof record['main'] === 'string' && record['main'].trim() !== '' ? record['main'].trim() : null,
     engines,
     packageManager: typeof record['packageManager'] === 'string' ? record['packageManager'] : null,
@@ -148,6 +166,12 @@ function frameworkOf(dependencies: Set<string>, unreadable: string | null): Chos
     if (dependencies.has(dependency)) return chosen(framework, 'dependency', `package.json depends on ${dependency}`);
   }
   return chosen(null, 'no_known_framework', unreadable ?? 'no dependency names a known framework');
+}
+
+/** A package.json declaring no dependency of any kind, no workspaces and no install script: an install would do nothing but start. */
+function nothingToInstall(): Chosen {
+  const fields = [...DEPENDENCY_FIELDS.slice(0, 4), 'workspaces', ...INSTALL_SCRIPTS.map((script) => `scripts.${script}`)];
+  return chosen(null, 'nothing_to_install', `package.json declares none of ${fields.join(', ')}`);
 }
 
 async function installOf(tree: SourceTree, manager: Manager, declared: Manager | null, lockfiles: ReadonlyArray<readonly [string, Manager]>): Promise<Chosen> {
@@ -183,6 +207,11 @@ function runScript(manager: Manager, script: string): string {
 
 async function startOf(tree: SourceTree, manager: Manager, pkg: PackageJson): Promise<Chosen | null> {
   const script = pkg.scripts['start'];
+  const around = ['prestart', 'poststart'].filter((name) => pkg.scripts[name] !== undefined);
+  if (script !== undefined && PLAIN_NODE.test(script.trim()) && around.length === 0) {
+    // What `npm start` would run, without npm: its own start-up (~0.5 s) on every start, rollback and restart.
+    return chosen(script.trim(), 'start_script_node', `package.json scripts.start ${JSON.stringify(script)}`, 'no prestart or poststart: run as written, not through the package manager');
+  }
   if (script !== undefined) {
     const command = manager === 'bun' ? 'bun run start' : `${manager} start`;
     return chosen(command, 'start_script', `package.json scripts.start ${JSON.stringify(script)}`);

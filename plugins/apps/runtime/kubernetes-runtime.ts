@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { ApiException, AppsV1Api, BatchV1Api, CoreV1Api, KubeConfig, type V1ContainerStatus, type V1Deployment, type V1Pod, type V1Secret } from '@kubernetes/client-node';
+import { ApiException, AppsV1Api, BatchV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type V1ContainerStatus, type V1Deployment, type V1Pod, type V1Secret } from '@kubernetes/client-node';
 import {
   APP_CONTAINER,
   artifactSecret,
@@ -36,6 +36,7 @@ import {
   type Unsubscribe,
 } from './runtime-port.ts';
 import type { SandboxTools } from './sandbox.ts';
+import { PodUsageReader } from './kubernetes-usage.ts';
 
 /** The `kubernetes` runtime (README.md beside this file): a Deployment, a Service and Secrets per service. */
 export interface KubernetesRuntimeOptions {
@@ -57,6 +58,8 @@ export interface KubernetesRuntimeOptions {
   /** Between reads of a rollout's or a one-off's status, and of followed logs (default 1 s). */
   pollMs?: number;
   limits?: RuntimeLimits;
+  /** Told what the operator should know once (a cluster without the metrics API). */
+  warn?: (message: string) => void;
   /** This machine's sandbox, for the builds (the apps themselves run in pods); default none. */
   tools?: SandboxTools;
   now?: () => Date;
@@ -137,11 +140,18 @@ export class KubernetesRuntime implements RuntimePort {
   private readonly queues = new Map<string, Promise<unknown>>();
   private readonly now: () => Date;
   private oneOffs = 0;
+  private readonly podUsage: PodUsageReader;
 
   constructor(private readonly options: KubernetesRuntimeOptions) {
     this.apps = options.kubeConfig.makeApiClient(AppsV1Api);
     this.core = options.kubeConfig.makeApiClient(CoreV1Api);
     this.batch = options.kubeConfig.makeApiClient(BatchV1Api);
+    this.podUsage = new PodUsageReader({
+      core: this.core,
+      metrics: options.kubeConfig.makeApiClient(CustomObjectsApi),
+      namespace: options.namespace,
+      ...(options.warn ? { warn: options.warn } : {}),
+    });
     this.now = options.now ?? (() => new Date());
     this.tools = options.tools ?? { bwrap: null, prlimit: '/usr/bin/prlimit' };
     this.settings = {
@@ -258,13 +268,9 @@ export class KubernetesRuntime implements RuntimePort {
   /** The kubelet rotates containers' logs itself: a refresh here reads them afresh, nothing to rotate. */
   rotateLogs(_serviceId: string): void {}
 
-  /**
-   * Pods' memory and CPU would come from the cluster's metrics API (metrics.k8s.io), which this
-   * provider does not read yet: nothing is sampled, so /apps/{id}/usage shows no instance-time for
-   * apps on kubernetes (README: not yet).
-   */
-  async usage(): Promise<InstanceUsage[]> {
-    return [];
+  /** Pods' memory and CPU from the cluster's metrics API (kubernetes-usage.ts). */
+  usage(): Promise<InstanceUsage[]> {
+    return this.podUsage.read();
   }
 
   async status(serviceId: string): Promise<ServiceStatus> {

@@ -85,7 +85,11 @@ export function sandboxKind(tools: SandboxTools): SandboxKind {
 export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
   const { tools, limits } = spec;
   const caps = [
-    `--as=${limits.memoryBytes}`,
+    // Private writable memory (RLIMIT_DATA: heap and anonymous mappings), not address space
+    // (RLIMIT_AS): runtimes reserve far more address space than they use (node's fetch instantiates
+    // WebAssembly, whose memory reserves ~10 GiB of guard pages), so an address-space cap breaks
+    // ordinary apps while this one still stops a process from taking more memory than it is given.
+    `--data=${limits.memoryBytes}`,
     `--nproc=${limits.processes}`,
     `--nofile=${limits.openFiles}`,
     `--cpu=${limits.cpuSeconds}`,
@@ -124,8 +128,8 @@ export function sandboxCommand(spec: SandboxSpec): SandboxCommand {
     '--',
   ];
   if (proxy) {
-    // The bridge is the service's own code: outside the caps (node needs about 1 GiB of address space
-    // to start), it runs the capped command: bridge → prlimit → setpriv → the command.
+    // The bridge is the service's own code: outside the caps (which are the app's, not its own),
+    // it runs the capped command: bridge → prlimit → setpriv → the command.
     const bridge = ['/usr/bin/env', '-u', 'NODE_OPTIONS', proxy.nodePath, '-e', BRIDGE_SCRIPT, '--', PROXY_SOCKET_IN_SANDBOX, String(PROXY_PORT)];
     return { file: tools.bwrap, args: [...bwrap.slice(1), ...bridge, tools.prlimit, ...caps, '--', ...dropPrivileges, ...shell], cwd: '/', home: APP_HOME };
   }

@@ -4,6 +4,7 @@ import type { Row } from '../../../adapters/sql/rows.ts';
 import type { Queryable } from '../../../core/ports/database.ts';
 import type { Page, PageRequest } from '../../../core/vocabulary/pagination.ts';
 import { type Bucketing, bucketStarts } from './buckets.ts';
+import type { AppRequestRow } from '../proxy/request-rows.ts';
 
 /**
  * Reads of the apps proxy's request rows (`app_requests`, written by proxy/request-rows.ts): the
@@ -34,19 +35,8 @@ export interface RequestFilters {
   requestId?: string | undefined;
 }
 
-export interface AppRequestView {
-  id: string;
-  at: Date;
-  appId: string;
-  serviceId: string;
-  deploymentId: string | null;
-  method: string;
-  path: string;
-  status: number;
-  durationMs: number;
-  bytesIn: number;
-  bytesOut: number;
-}
+/** A row as the proxy wrote it (proxy/request-rows.ts), read back within its organisation. */
+export type AppRequestView = Omit<AppRequestRow, 'organizationId'>;
 
 export interface TrafficTotals {
   requests: number;

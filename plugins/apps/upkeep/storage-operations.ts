@@ -157,6 +157,7 @@ export function storageOperations(deps: StorageDeps): AnyOperation[] {
       '`name` (default: the uploaded file’s name); over MCP, which carries no file, it is a 400. A file of the same name is replaced; a public one stays public at ' +
       `its URL. 409 \`storage_quota_exceeded\` past ${describeBytes(limits.maxAppBytes)} or ${limits.maxObjects} files per app.`,
     scope: 'apps:deploy',
+    ownAppKey: true,
     wide: true,
     readOnly: false,
     idempotent: true,
@@ -209,6 +210,7 @@ export function storageOperations(deps: StorageDeps): AnyOperation[] {
     path: '/apps/:id/storage',
     summary: 'Delete a file from the app’s storage (its public URL stops answering)',
     scope: 'apps:deploy',
+    ownAppKey: true,
     wide: true,
     readOnly: false,
     destructive: true,
@@ -236,6 +238,7 @@ export function storageOperations(deps: StorageDeps): AnyOperation[] {
       'Public gives the file an unguessable URL (`<origin>/app-storage/<token>`) that answers it without a key; private ' +
       'ends that URL for good (making it public again gives a new one).',
     scope: 'apps:deploy',
+    ownAppKey: true,
     wide: true,
     readOnly: false,
     idempotent: false,

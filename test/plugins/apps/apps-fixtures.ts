@@ -19,7 +19,7 @@ export interface AppsServer {
 }
 
 /** The service with the git host and apps, listening on loopback (git pushes over HTTP), the proxy on a free port. */
-export async function appsServer(t: Test, options: { config?: TestAppOptions['config'] } = {}): Promise<AppsServer> {
+export async function appsServer(t: Test, options: { config?: TestAppOptions['config']; plugins?: Record<string, unknown> } = {}): Promise<AppsServer> {
   // Private, as the service's data directory is (its default home): apps running as uids of their own
   // still reach their folders, which the sandbox binds in before dropping to the app's uid.
   const buildDir = mkdtempSync(join(tmpdir(), 'svc-apps-'));
@@ -31,6 +31,8 @@ export async function appsServer(t: Test, options: { config?: TestAppOptions['co
       keys: {},
       projects: {},
       githost: {},
+      // Others beside these (the gateway's, for an app that calls it): `plugins`.
+      ...options.plugins,
       apps: { proxy: { port: 0 }, runtime: { healthTimeoutMs: 15_000, stopGraceMs: 2_000 }, build: { dir: buildDir, timeoutMs: 120_000 } },
     },
   });

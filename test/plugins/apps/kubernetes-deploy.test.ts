@@ -69,7 +69,7 @@ t.test('a push deploys to the cluster; the init container fetches the artifact t
 
   const written = fake.get('deployments', `app-${service.id}`, 'apps');
   t.equal(written?.['spec'].template.metadata.labels['apps.svc.dev/deployment'], deployment.id);
-  t.same(written?.['spec'].template.spec.containers[0].command, ['/bin/sh', '-c', 'npm start']);
+  t.same(written?.['spec'].template.spec.containers[0].command, ['/bin/sh', '-c', 'node server.js']);
   t.equal(fake.fetches.length, 1);
   const fetched = fake.fetches[0]!;
   t.match(fetched, { status: 200, gzip: true });

@@ -116,7 +116,7 @@ t.test('the app’s page shows each phase’s time, the build log and what the a
   await row.waitFor();
   t.match(await row.textContent(), /create/);
   t.match(await row.textContent(), /\d+(\.\d)? (ms|s)/, 'phases are timed');
-  await page.getByTestId('build-log').filter({ hasText: 'npm install' }).waitFor();
+  await page.getByTestId('build-log').filter({ hasText: 'start node server.js' }).waitFor();
   await page.getByTestId('runtime-log').filter({ hasText: 'storefront v1 listening' }).waitFor();
   t.match(await page.getByTestId('build-decision').textContent(), /API_TOKEN/);
   t.same(await seriousViolations(page), []);

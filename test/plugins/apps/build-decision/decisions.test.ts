@@ -1,7 +1,7 @@
 import t from 'tap';
-import { decideBuild } from '../../../../plugins/apps/build-decision/index.ts';
+import { decideBuild, SourceTree } from '../../../../plugins/apps/build-decision/index.ts';
 import type { BuildDecision } from '../../../../plugins/apps/build-decision/types.ts';
-import { AVAILABLE, fixture } from './fixtures.ts';
+import { AVAILABLE, fixture, scratchRepository } from './fixtures.ts';
 
 /**
  * The decision for each fixture repository, whole: every field's value, rule and evidence. A change
@@ -15,7 +15,7 @@ async function decisionOf(name: string, options: Parameters<typeof decideBuild>[
 
 const top = { value: '.', rule: 'repository_top', evidence: ['the top of the repository is an app'] };
 
-t.test('node-express: npm ci from package-lock.json, npm start from scripts.start, envKeys from .env.example', async (t) => {
+t.test('node-express: npm ci from package-lock.json, scripts.start run as written (a plain node command), envKeys from .env.example', async (t) => {
   t.same(await decisionOf('node-express'), {
     rootDir: top,
     provider: 'node',
@@ -23,7 +23,11 @@ t.test('node-express: npm ci from package-lock.json, npm start from scripts.star
     framework: { value: 'express', rule: 'dependency', evidence: ['package.json depends on express'] },
     install: { value: 'npm ci', rule: 'lockfile', evidence: ['package-lock.json'] },
     build: { value: null, rule: 'no_build_script', evidence: ['package.json has no scripts.build'] },
-    start: { value: 'npm start', rule: 'start_script', evidence: ['package.json scripts.start "node server.js"'] },
+    start: {
+      value: 'node server.js',
+      rule: 'start_script_node',
+      evidence: ['package.json scripts.start "node server.js"', 'no prestart or poststart: run as written, not through the package manager'],
+    },
     staticRoot: null,
     alsoMatched: [],
     envKeys: ['DATABASE_URL', 'SESSION_SECRET', 'STRIPE_KEY', 'PRIVATE_KEY', 'PORT'],
@@ -31,7 +35,7 @@ t.test('node-express: npm ci from package-lock.json, npm start from scripts.star
   });
 });
 
-t.test('node-pnpm: the pnpm lockfile picks pnpm for install, build and start', async (t) => {
+t.test('node-pnpm: the pnpm lockfile picks pnpm for install and build; the plain node start runs without it', async (t) => {
   t.same(await decisionOf('node-pnpm'), {
     rootDir: top,
     provider: 'node',
@@ -39,7 +43,11 @@ t.test('node-pnpm: the pnpm lockfile picks pnpm for install, build and start', a
     framework: { value: 'fastify', rule: 'dependency', evidence: ['package.json depends on fastify'] },
     install: { value: 'pnpm install --frozen-lockfile', rule: 'lockfile', evidence: ['pnpm-lock.yaml'] },
     build: { value: 'pnpm run build', rule: 'build_script', evidence: ['package.json scripts.build "tsc -p ."'] },
-    start: { value: 'pnpm start', rule: 'start_script', evidence: ['package.json scripts.start "node dist/server.js"'] },
+    start: {
+      value: 'node dist/server.js',
+      rule: 'start_script_node',
+      evidence: ['package.json scripts.start "node dist/server.js"', 'no prestart or poststart: run as written, not through the package manager'],
+    },
     staticRoot: null,
     alsoMatched: [],
     envKeys: [],
@@ -249,5 +257,50 @@ t.test('a start command given for an app whose start cannot be read makes it dep
 t.test('an installCommand settles two lockfiles: the caller said which manager', async (t) => {
   const decision = await decisionOf('node-two-lockfiles', { overrides: { installCommand: 'yarn install --frozen-lockfile' } });
   t.equal(decision.install.value, 'yarn install --frozen-lockfile');
-  t.equal(decision.start.value, 'npm start');
+  t.equal(decision.start.value, 'node index.js');
+});
+
+t.test('a start script around which npm runs prestart or poststart is started through npm', async (t) => {
+  const root = scratchRepository(t, {
+    'package.json': JSON.stringify({ scripts: { prestart: 'node migrate.js', start: 'node server.js' } }),
+    'server.js': '',
+    'migrate.js': '',
+  });
+  const result = await decideBuild(await SourceTree.open(root), { available: AVAILABLE });
+  t.same(result.ok && result.decision.start, { value: 'npm start', rule: 'start_script', evidence: ['package.json scripts.start "node server.js"'] });
+});
+
+t.test('a start script with shell syntax is started through npm', async (t) => {
+  const root = scratchRepository(t, { 'package.json': JSON.stringify({ scripts: { start: 'node server.js && echo done' } }), 'server.js': '' });
+  const result = await decideBuild(await SourceTree.open(root), { available: AVAILABLE });
+  t.equal(result.ok && result.decision.start.value, 'npm start');
+});
+
+t.test('a package declaring nothing to install is not installed', async (t) => {
+  const root = scratchRepository(t, { 'package.json': JSON.stringify({ scripts: { start: 'node server.js' } }), 'server.js': '' });
+  const result = await decideBuild(await SourceTree.open(root), { available: AVAILABLE });
+  t.same(result.ok && result.decision.install, {
+    value: null,
+    rule: 'nothing_to_install',
+    evidence: [
+      'package.json declares none of dependencies, devDependencies, optionalDependencies, peerDependencies, workspaces, ' +
+        'scripts.preinstall, scripts.install, scripts.postinstall, scripts.prepare',
+    ],
+  });
+});
+
+t.test('a dependency of any kind, workspaces or an install script make an install', async (t) => {
+  const cases: Array<[string, Record<string, unknown>]> = [
+    ['dependencies', { dependencies: { a: '1' } }],
+    ['devDependencies', { devDependencies: { a: '1' } }],
+    ['optionalDependencies', { optionalDependencies: { a: '1' } }],
+    ['workspaces', { workspaces: ['packages/*'] }],
+    ['postinstall', { scripts: { postinstall: 'node setup.js' } }],
+    ['prepare', { scripts: { prepare: 'node setup.js' } }],
+  ];
+  for (const [what, pkg] of cases) {
+    const root = scratchRepository(t, { 'package.json': JSON.stringify({ ...pkg, main: 'server.js' }), 'server.js': '' });
+    const result = await decideBuild(await SourceTree.open(root), { available: AVAILABLE });
+    t.equal(result.ok && result.decision.install.value, 'npm install', what);
+  }
 });

@@ -252,3 +252,70 @@ t.test('a kubeconfig whose token the server refuses fails the deploy with the AP
   const runtime = KubernetesRuntime.fromFile(kubeconfig, { namespace: NAMESPACE, baseImage: 'x', artifactUrl: async () => 'http://a' });
   await t.rejects(runtime.deploy(deployRequest('dep-1')), { code: 401 });
 });
+
+/** The service's serving pod (not a one-off), once running. */
+function servingPod(fake: FakeKubernetesApi): Record<string, any> {
+  const pod = fake.list('pods', NAMESPACE).find((one) => one['status']?.phase === 'Running' && !one['metadata'].labels[LABEL_ONE_OFF]);
+  if (!pod) throw new Error('no serving pod');
+  return pod;
+}
+
+t.test('usage comes from the metrics API: memory as read, CPU time integrated from its rates', async (t) => {
+  const { fake, runtime } = await cluster(t);
+  await runtime.deploy(deployRequest('dep-1'));
+  const pod = servingPod(fake);
+  const started = Date.parse(pod['status'].startTime);
+  const at = (ms: number) => new Date(started + ms).toISOString();
+  fake.podMetrics!.set(pod['metadata'].name, { cpu: '250m', memory: '64Mi', timestamp: at(60_000), window: '30s' });
+  const first = await runtime.usage();
+  t.same(first, [
+    {
+      serviceId: 'svc-1',
+      deploymentId: 'dep-1',
+      instance: `${pod['metadata'].name}@${new Date(started).toISOString()}`,
+      startedAt: new Date(started).toISOString(),
+      memoryBytes: 64 * 1024 * 1024,
+      cpuMs: 7_500,
+      processes: 1,
+    },
+  ]);
+  fake.podMetrics!.set(pod['metadata'].name, { cpu: '500m', memory: '80Mi', timestamp: at(70_000), window: '30s' });
+  t.match(await runtime.usage(), [{ cpuMs: 12_500, memoryBytes: 80 * 1024 * 1024 }], '0.5 core over the 10 s since the last reading');
+  t.match(await runtime.usage(), [{ cpuMs: 12_500 }], 'the same reading again adds nothing');
+});
+
+t.test('a first reading counts no more CPU time than the pod has lived', async (t) => {
+  const { fake, runtime } = await cluster(t);
+  await runtime.deploy(deployRequest('dep-1'));
+  const pod = servingPod(fake);
+  const timestamp = new Date(Date.parse(pod['status'].startTime) + 4_000).toISOString();
+  fake.podMetrics!.set(pod['metadata'].name, { cpu: '1', memory: '1Mi', timestamp, window: '1m0s' });
+  t.match(await runtime.usage(), [{ cpuMs: 4_000 }]);
+});
+
+t.test('a one-off beside the app is no instance of it', async (t) => {
+  const { fake, runtime } = await cluster(t);
+  await runtime.deploy(deployRequest('dep-1'));
+  const app = servingPod(fake);
+  fake.jobOutcome = () => ({ kind: 'hang' });
+  const running = runtime.run('svc-1', 'sleep 60', { timeoutMs: 3_000 });
+  await fake.nextRequest('GET', /pods\?.*one-off/);
+  const reading = { cpu: '100m', memory: '10Mi', timestamp: new Date().toISOString(), window: '30s' };
+  for (const pod of fake.list('pods', NAMESPACE)) fake.podMetrics!.set(pod['metadata'].name, reading);
+  t.same(
+    (await runtime.usage()).map((usage) => usage.instance.split('@')[0]),
+    [app['metadata'].name],
+  );
+  t.match(await running, { timedOut: true });
+});
+
+t.test('a cluster without the metrics API gives no usage and says so once', async (t) => {
+  const warnings: string[] = [];
+  const { fake, runtime } = await cluster(t, { warn: (message) => warnings.push(message) });
+  await runtime.deploy(deployRequest('dep-1'));
+  fake.podMetrics = null;
+  t.same(await runtime.usage(), []);
+  t.same(await runtime.usage(), []);
+  t.equal(warnings.length, 1);
+  t.match(warnings[0], /metrics-server/);
+});
