@@ -12,6 +12,9 @@ import { meteringMigrations } from './plugins/metering/metering-migrations.ts';
 import { generatePromotionCode, type PromotionCode, SqlPromotionCodes } from './plugins/metering/promotion-codes.ts';
 import { runSupportCommand, SUPPORT_USAGE, SupportCliUsageError } from './plugins/support/support-cli.ts';
 import { manifest } from './plugins/index.ts';
+import { appsConfigSchema } from './plugins/apps/apps-config.ts';
+import { runtimeStateDir } from './plugins/apps/apps-host.ts';
+import { stateFileKeyIds } from './plugins/apps/runtime/index.ts';
 import { PeopleTokens } from './plugins/people/index.ts';
 import { gitBaseUrl, githostConfigSchema, gitRoot } from './plugins/githost/index.ts';
 import { LocalGitHost } from './plugins/githost/local/local-git-host.ts';
@@ -207,9 +210,20 @@ async function main(argv: string[]): Promise<number> {
         for (const failure of report.failed) {
           process.stderr.write(`cannot re-encrypt ${failure.owner.kind}/${failure.owner.id}/${failure.name}: ${failure.reason}\n`);
         }
+        // The apps runtime's state file is sealed by the running service itself, never by this command.
+        const apps = config.plugins['apps'];
+        const appsConfig = apps === undefined ? null : appsConfigSchema.parse(apps ?? {});
+        const stateDir = appsConfig === null ? null : runtimeStateDir(appsConfig, config.storage.dataDir);
+        const stateKeys = stateDir === null ? [] : await stateFileKeyIds(stateDir);
+        const sealedBefore = stateKeys.filter((id) => id !== report.keyId);
+        if (sealedBefore.length > 0) {
+          const older = sealedBefore.join(', ');
+          const when = `the service seals it under ${report.keyId} when it next starts; keep those keys until then`;
+          process.stdout.write(`the apps runtime's state in ${stateDir} is sealed under ${older}: ${when}\n`);
+        }
         if (report.changed > 0) {
           process.stdout.write('run it again once every replica encrypts under the new key: values changed meanwhile may be under an older one\n');
-        } else if (report.failed.length === 0 && keyring.keys.length > 1) {
+        } else if (report.failed.length === 0 && sealedBefore.length === 0 && keyring.keys.length > 1) {
           process.stdout.write(
             `every secret is under ${report.keyId}; the older keys (${keyring.keys
               .slice(1)

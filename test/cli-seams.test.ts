@@ -13,6 +13,7 @@ import { SqlSecretStore } from '../adapters/sql/secret-store.ts';
 import type { Database } from '../core/ports/database.ts';
 import { loadSecretKeys } from '../core/services/secret-keys.ts';
 import { SecretVault } from '../core/services/secret-vault.ts';
+import { FileRuntimeState } from '../plugins/apps/runtime/index.ts';
 
 const run = promisify(execFile);
 const dataDir = mkdtempSync(join(tmpdir(), 'svc-cli-seams-'));
@@ -81,4 +82,47 @@ t.test('secrets rotate --new-key puts a new key in the key file and re-encrypts 
     const got = await new SecretVault((q) => new SqlSecretStore(q), db, keyring).get(owner, 'signing_secret');
     t.equal(got!.value.reveal(), 'whsec_cli-value');
   });
+});
+
+t.test("secrets rotate keeps the older key while the apps runtime's state file is sealed under it", async (t) => {
+  const stateDir = join(dataDir, 'apps', 'runtime');
+  const record = {
+    serviceId: 'svc-cli',
+    desired: 'running' as const,
+    current: {
+      serviceId: 'svc-cli',
+      deploymentId: 'dep-cli',
+      artifactDir: '/nowhere',
+      startCommand: 'node server.js',
+      env: { SVC_API_KEY: 'sk-cli-value' },
+    },
+    groups: [],
+  };
+  // Written by the service under the key current before the rotation.
+  const before = await withDatabase(async (db, config) => {
+    const { keyring } = await loadSecretKeys(config);
+    const sealer = new SecretVault((q) => new SqlSecretStore(q), db, keyring);
+    await new FileRuntimeState(stateDir, { sealer }).save(record);
+    return keyring!.current.id;
+  });
+  const rotated = await cli('secrets', 'rotate', '--new-key');
+  t.equal(rotated.code, 0, rotated.stderr);
+  const newKeyId = /added key (\S+) in front of/.exec(rotated.stdout)?.[1];
+  const told = `the apps runtime's state in ${stateDir} is sealed under ${before}`;
+  t.match(rotated.stdout, `${told}: the service seals it under ${newKeyId} when it next starts`);
+  t.notMatch(rotated.stdout, /no longer needed/, 'the older keys are not declared unneeded');
+
+  // The service starts with the new key in front: the state file is sealed again under it.
+  await withDatabase(async (db, config) => {
+    const { keyring } = await loadSecretKeys(config);
+    const sealer = new SecretVault((q) => new SqlSecretStore(q), db, keyring);
+    const state = new FileRuntimeState(stateDir, { sealer });
+    const [loaded] = await state.load();
+    t.same(loaded, record);
+    await state.save(loaded!);
+  });
+  const again = await cli('secrets', 'rotate');
+  t.equal(again.code, 0, again.stderr);
+  t.notMatch(again.stdout, /apps runtime/);
+  t.match(again.stdout, /are no longer needed/);
 });

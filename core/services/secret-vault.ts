@@ -201,15 +201,38 @@ export class SecretVault {
     return this.requireKeyring().current;
   }
 
+  /**
+   * Seals a value kept outside the store, under the same keys and owner binding: for a file that
+   * must be read without the database (the apps runtime's state). `rotate` never sees it: whoever
+   * keeps it seals it again (under the current key) before an older key is dropped.
+   */
+  sealDetached(owner: SecretOwner, name: string, value: string | SecretValue): SealedSecret {
+    checkNames(owner, name);
+    return seal(this.currentKey(), owner, name, typeof value === 'string' ? value : value.reveal());
+  }
+
+  /** Opens what `sealDetached` made, with whichever listed key sealed it. */
+  openDetached(owner: SecretOwner, name: string, sealed: SealedSecret): SecretValue {
+    checkNames(owner, name);
+    return new SecretValue(this.openSealed(owner, name, sealed));
+  }
+
   private open(stored: StoredSecret): string {
-    const where = label(stored.owner, stored.name);
-    const key = this.requireKeyring().get(stored.sealed.keyId);
-    if (key === undefined) throw new SecretVaultError('unknown_key', `secret ${where} is sealed under key ${stored.sealed.keyId}, which is not among the configured keys`);
+    return this.openSealed(stored.owner, stored.name, stored.sealed);
+  }
+
+  private openSealed(owner: SecretOwner, name: string, sealed: SealedSecret): string {
+    const where = label(owner, name);
+    const key = this.requireKeyring().get(sealed.keyId);
+    if (key === undefined) {
+      const message = `secret ${where} is sealed under key ${sealed.keyId}, which is not among the configured keys`;
+      throw new SecretVaultError('unknown_key', message);
+    }
     try {
-      const decipher = createDecipheriv('aes-256-gcm', key.material, stored.sealed.nonce, { authTagLength: TAG_BYTES });
-      decipher.setAAD(associatedData(stored.owner, stored.name));
-      decipher.setAuthTag(stored.sealed.authTag);
-      return Buffer.concat([decipher.update(stored.sealed.ciphertext), decipher.final()]).toString('utf8');
+      const decipher = createDecipheriv('aes-256-gcm', key.material, sealed.nonce, { authTagLength: TAG_BYTES });
+      decipher.setAAD(associatedData(owner, name));
+      decipher.setAuthTag(sealed.authTag);
+      return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]).toString('utf8');
     } catch {
       throw new SecretVaultError('undecryptable', `secret ${where} fails its integrity check: it was altered or belongs to another owner`);
     }

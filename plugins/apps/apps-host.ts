@@ -15,6 +15,11 @@ import { KubernetesRuntime } from './runtime/kubernetes-runtime.ts';
 import { LocalRuntime, type RouteChange, RuntimeError, type RuntimePort } from './runtime/index.ts';
 import { resolveSandboxTools, type SandboxTools } from './runtime/sandbox.ts';
 
+/** Where the local runtime keeps its state and logs (also what `secrets rotate` looks at). */
+export function runtimeStateDir(config: Pick<AppsConfig, 'runtime'>, dataDir: string): string {
+  return path.resolve(config.runtime.stateDir ?? path.join(dataDir, 'apps', 'runtime'));
+}
+
 /** What the host holds of either provider: the port, the build sandbox, and its own start and end. */
 type HostedRuntime = RuntimePort & {
   tools: SandboxTools;
@@ -67,7 +72,7 @@ export class AppsHost implements RouteSource {
   }
 
   get stateDir(): string {
-    return path.resolve(this.deps.config.runtime.stateDir ?? path.join(this.deps.dataDir, 'apps', 'runtime'));
+    return runtimeStateDir(this.deps.config, this.deps.dataDir);
   }
 
   /** Makes the runtime, follows its switches, and restores what should run (the artifacts of the live deployments). */
@@ -97,6 +102,7 @@ export class AppsHost implements RouteSource {
     } else {
       runtime = await LocalRuntime.create({
         stateDir: this.stateDir,
+        sealer: this.deps.vault,
         ports: settings.ports,
         requireSandbox: settings.requireSandbox,
         bwrapPath: settings.bwrapPath,

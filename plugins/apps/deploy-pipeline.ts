@@ -16,6 +16,7 @@ import { decideBuild, SourceTree } from './build-decision/index.ts';
 import { BuildStepFailed, runBuildStep, scratchOf } from './build-runner.ts';
 import type { RuntimeEnv } from './app-env.ts';
 import { HealthFailure, RuntimeError } from './runtime/index.ts';
+import { assembleStaticSite, StaticSiteMissing } from './runtime/static-site.ts';
 import { checkoutSource, type SourceDeps, sourceOf } from './app-sources.ts';
 import type { DeployCancels } from './deploy-cancels.ts';
 import type { FailureCode } from './apps-views.ts';
@@ -258,12 +259,12 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
     if (!result.ok) throw new DeployFailed(`the build decision refused: ${result.error.message} (${result.error.code})`, 'build_refused');
     const { decision } = result;
     await store.update(deployment.id, { decision: decision as unknown as Record<string, unknown> });
-    log(
-      'build',
-      `${decision.provider} app in ${decision.rootDir.value}: install ${decision.install.value ?? '-'}, build ${decision.build.value ?? '-'}, start ${decision.start.value ?? '-'}`,
-    );
-    if (decision.start.value === null) {
-      throw new DeployFailed('static sites are not served yet: give the app a start command that serves its files', 'build_refused');
+    const staticRoot = decision.staticRoot?.value ?? null;
+    const start = decision.start.value ?? (staticRoot === null ? '-' : `static files of ${staticRoot}`);
+    const commands = `install ${decision.install.value ?? '-'}, build ${decision.build.value ?? '-'}, start ${start}`;
+    log('build', `${decision.provider} app in ${decision.rootDir.value}: ${commands}`);
+    if (decision.start.value === null && staticRoot === null) {
+      throw new DeployFailed('the build decided no start command', 'build_refused');
     }
     const appDir = path.join(source, decision.rootDir.value === '.' ? '' : (decision.rootDir.value ?? ''));
     const started = Date.now();
@@ -305,13 +306,28 @@ async function build(deps: PipelineDeps, context: BuildContext): Promise<{ artif
     const artifactDir = path.join(deps.host.buildDir, 'artifacts', deployment.id);
     await rm(artifactDir, { recursive: true, force: true });
     await mkdir(path.dirname(artifactDir), { recursive: true, mode: 0o755 });
-    await cp(appDir, artifactDir, { recursive: true, verbatimSymlinks: true, filter: (from) => from !== path.join(appDir, '.git') });
+    let startCommand = decision.start.value;
+    if (staticRoot !== null) {
+      // A static site (or a front end's build output): the folder and the static file server, self-contained.
+      const label = staticRoot === '.' ? decision.rootDir.value! : staticRoot;
+      const host = config.runtime.provider === 'kubernetes' ? '0.0.0.0' : '127.0.0.1';
+      try {
+        startCommand = await assembleStaticSite({ servedDir: path.join(appDir, staticRoot), label, artifactDir, host });
+      } catch (error) {
+        if (error instanceof StaticSiteMissing) throw new DeployFailed(error.message, 'build_failed');
+        throw error;
+      }
+      log('build', `static site: ${label}/ served by the static file server`);
+    } else {
+      const filter = (from: string) => from !== path.join(appDir, '.git');
+      await cp(appDir, artifactDir, { recursive: true, verbatimSymlinks: true, filter });
+    }
     // Private, as everything in the data directory is; the runtime hands it to the app's uid at each start.
     await execFileAsync('chmod', ['-R', 'go-rwx', artifactDir]);
     const size = await sizeOf(artifactDir);
-    await store.update(deployment.id, { artifactDir, startCommand: decision.start.value, imageSizeBytes: size });
+    await store.update(deployment.id, { artifactDir, startCommand, imageSizeBytes: size });
     log('build', `artifact: ${size} bytes`);
-    return { artifactDir, startCommand: decision.start.value };
+    return { artifactDir, startCommand };
   });
 }
 

@@ -102,6 +102,8 @@ export async function decideBuild(tree: SourceTree, options: DecideOptions = {})
       install: overrides.installCommand !== undefined ? callerCommand(overrides.installCommand, 'installCommand') : primary.install,
       build: overrides.buildCommand !== undefined ? callerCommand(overrides.buildCommand, 'buildCommand') : primary.build,
       start: start.chosen,
+      // Only while the provider's own start stands: a caller's command or a Procfile runs a server instead.
+      staticRoot: start.chosen === primary.start ? (primary.staticRoot ?? null) : null,
       alsoMatched: detections.slice(1).map((detection) => detection.provider),
       envKeys: envKeys.keys,
       envFile: envKeys.file,

@@ -34,6 +34,21 @@ const FRAMEWORKS: ReadonlyArray<readonly [string, string]> = [
   ['vite', 'vite'],
 ];
 
+/**
+ * Build tools whose default output is a folder of files to serve, most specific first: a package
+ * with a build script, one of these, and no way to start (no start script, main file or server.js)
+ * is a front end whose build is served by the static file server. Only with no server framework
+ * (the FRAMEWORKS above vite) and no server adapter: those build something to run, not to serve.
+ */
+const STATIC_OUTPUTS: ReadonlyArray<readonly [string, string]> = [
+  ['astro', 'dist'],
+  ['react-scripts', 'build'],
+  ['@vue/cli-service', 'dist'],
+  ['vite', 'dist'],
+  ['parcel', 'dist'],
+];
+const SERVER_ADAPTERS = ['@astrojs/node', '@astrojs/vercel', '@astrojs/netlify', '@astrojs/cloudflare'];
+
 interface PackageJson {
   scripts: Record<string, string>;
   main: string | null;
@@ -91,6 +106,17 @@ export const nodeDetector: Detector = {
       ...(conflicting ? { conflictingLockfiles: conflicting } : {}),
     };
     if (detection.start !== null) return detection;
+    const output = staticOutputOf(pkg, detection.framework);
+    if (output !== null) {
+      const [dependency, folder] = output;
+      const build = `package.json scripts.build ${JSON.stringify(pkg.scripts['build'])} and no start`;
+      const served = `${dependency} builds ${folder}/, served by the hosting runtime's static file server`;
+      return {
+        ...detection,
+        start: chosen(null, 'static_build_output', `${build}: ${served}`),
+        staticRoot: chosen(folder, 'build_output', `${dependency} writes its build to ${folder}/ by default`),
+      };
+    }
     const startHint = unreadable
       ? `${unreadable}: fix it, or give startCommand`
       : 'package.json has no scripts.start and no main file, and there is no server.js: add a start script, or give startCommand';
@@ -165,6 +191,14 @@ async function installOf(tree: SourceTree, manager: Manager, declared: Manager |
     bun: 'bun install --frozen-lockfile',
   };
   return chosen(commands[manager], 'lockfile', ...because, own);
+}
+
+/** The build tool and the folder it writes, when the package is a front end to serve once built. */
+function staticOutputOf(pkg: PackageJson, framework: Chosen): readonly [string, string] | null {
+  if (pkg.scripts['build'] === undefined) return null;
+  if (framework.value !== null && framework.value !== 'astro' && framework.value !== 'vite') return null;
+  if (SERVER_ADAPTERS.some((adapter) => pkg.dependencies.has(adapter))) return null;
+  return STATIC_OUTPUTS.find(([dependency]) => pkg.dependencies.has(dependency)) ?? null;
 }
 
 function runScript(manager: Manager, script: string): string {

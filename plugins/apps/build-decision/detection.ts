@@ -13,6 +13,8 @@ export interface Detection {
   readonly install: Chosen;
   readonly build: Chosen;
   readonly start: Chosen | null;
+  /** Set with a `start` that runs no command: the folder the static file server serves (types.ts). */
+  readonly staticRoot?: Chosen;
   readonly startHint?: string;
   /** Lockfiles of more than one package manager, when the provider cannot pick among them. */
   readonly conflictingLockfiles?: readonly string[];

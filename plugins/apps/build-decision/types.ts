@@ -28,6 +28,11 @@ export interface BuildDecision {
   readonly install: Chosen;
   readonly build: Chosen;
   readonly start: Chosen;
+  /**
+   * The folder the hosting runtime's static file server serves, relative to rootDir (`.`: the files
+   * as committed; `dist`: what a Vite build writes); null when the app runs a command of its own.
+   */
+  readonly staticRoot: Chosen | null;
   readonly alsoMatched: readonly Provider[];
   /** Variable names the committed example env file asks for; `[]` when the folder has none. */
   readonly envKeys: readonly string[];

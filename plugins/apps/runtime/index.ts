@@ -21,4 +21,10 @@ export {
   type ServiceStatus,
 } from './runtime-port.ts';
 export { type ProcUnits, type TreeUsage, treeUsage } from './usage.ts';
-export { FileRuntimeState, type RuntimeState, type ServiceRecord } from './runtime-state.ts';
+export {
+  FileRuntimeState,
+  type RuntimeState,
+  type ServiceRecord,
+  type StateSealer,
+  stateFileKeyIds,
+} from './runtime-state.ts';

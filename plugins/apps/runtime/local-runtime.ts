@@ -28,7 +28,7 @@ import {
   type ServiceStatus,
   type Unsubscribe,
 } from './runtime-port.ts';
-import { FileRuntimeState, type RuntimeState, type ServiceRecord } from './runtime-state.ts';
+import { FileRuntimeState, type RuntimeState, type ServiceRecord, type StateSealer } from './runtime-state.ts';
 import { treeUsage } from './usage.ts';
 import { resolveSandboxTools, type SandboxTools, sandboxCommand, sandboxKind } from './sandbox.ts';
 
@@ -37,8 +37,10 @@ const execFileAsync = promisify(execFile);
 export interface LocalRuntimeOptions {
   /** Logs, the file-backed state and unsandboxed apps' homes live here. */
   stateDir: string;
-  /** What should run, across hosts; a JSON file under stateDir by default. */
+  /** What should run, across hosts; a JSON file under stateDir by default, its env values sealed by `sealer`. */
   state?: RuntimeState;
+  /** Seals the default state file's env values (the secret vault); required unless `state` is given. */
+  sealer?: StateSealer;
   /** PORTs handed to apps, on 127.0.0.1 (default 20000–20999). */
   ports?: { first: number; last: number };
   healthTimeoutMs?: number;
@@ -124,7 +126,7 @@ export class LocalRuntime implements RuntimePort {
     readonly tools: SandboxTools,
     records: ServiceRecord[],
   ) {
-    this.state = options.state ?? new FileRuntimeState(options.stateDir);
+    this.state = options.state!;
     this.logStore = new LogStore({ dir: path.join(options.stateDir, 'logs'), ...options.logs });
     this.ports = options.ports ?? { first: 20_000, last: 20_999 };
     // A random start in the range: another process handing out the same range (a second service on
@@ -140,8 +142,15 @@ export class LocalRuntime implements RuntimePort {
   /** Finds the tools and reads the state; warns once when there is no sandbox, refuses under requireSandbox. */
   static async create(options: LocalRuntimeOptions): Promise<LocalRuntime> {
     const tools = await resolveSandboxTools(options);
-    const state = options.state ?? new FileRuntimeState(options.stateDir);
+    const state = options.state ?? LocalRuntime.fileState(options);
     return new LocalRuntime({ ...options, state }, tools, await state.load());
+  }
+
+  private static fileState(options: LocalRuntimeOptions): RuntimeState {
+    // Env values (SVC_API_KEY among them) are never written in plaintext: no sealer, no file.
+    if (!options.sealer) throw new Error('the local runtime needs a sealer (the vault) for its state file, or a state');
+    const warn = options.warn ? { warn: options.warn } : {};
+    return new FileRuntimeState(options.stateDir, { sealer: options.sealer, ...warn });
   }
 
   get sandbox(): SandboxKind {

@@ -1,5 +1,7 @@
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { SealedSecret, SecretOwner } from '../../../core/ports/secrets.ts';
+import type { SecretVault } from '../../../core/services/secret-vault.ts';
 import type { DeployRequest } from './runtime-port.ts';
 
 /**
@@ -30,13 +32,51 @@ export interface RuntimeState {
   remove(serviceId: string): Promise<void>;
 }
 
-/** One JSON file, rewritten whole through a rename so a crash mid-write leaves the previous one. */
+/** What seals the file's env values: the secret vault's keys and cipher (core/services/secret-vault.ts). */
+export type StateSealer = Pick<SecretVault, 'sealDetached' | 'openDetached'>;
+
+/** A sealed value as JSON holds it: the key's id and the cipher's parts in base64. */
+interface SealedJson {
+  keyId: string;
+  nonce: string;
+  ciphertext: string;
+  authTag: string;
+}
+
+type StoredRequest = Omit<DeployRequest, 'env'> & { sealedEnv: SealedJson };
+type StoredRecord = Omit<ServiceRecord, 'current'> & { current: StoredRequest | null };
+
+/** The file since its values are sealed; a bare array is the older, plaintext one (read once, then rewritten). */
+interface StoredFile {
+  format: 'sealed-env/v1';
+  records: StoredRecord[];
+}
+
+const OWNER_KIND = 'apps.runtime_state';
+/**
+ * The env is bound to its service (the owner) and deployment (the name): a sealed env copied
+ * elsewhere opens nowhere.
+ */
+const envOwner = (serviceId: string): SecretOwner => ({ kind: OWNER_KIND, id: serviceId });
+const envName = (deploymentId: string): string => `env@${deploymentId}`;
+
+/**
+ * One JSON file, rewritten whole through a rename so a crash mid-write leaves the previous one.
+ * Each record's env (the app's variables, SVC_API_KEY among them) is sealed with the vault's
+ * current key at every write; the rest (ids, folder, command, process groups) is no secret. The
+ * file is read without the database, at boot: a record sealed under an older key on the ring opens
+ * and is sealed again under the current one at the next write (restoreAll writes every record), so
+ * a rotation strands nothing as long as the older key stays on the ring until the service restarted.
+ */
 export class FileRuntimeState implements RuntimeState {
   private readonly file: string;
   private records: Map<string, ServiceRecord> | null = null;
   private writing: Promise<void> = Promise.resolve();
 
-  constructor(dir: string) {
+  constructor(
+    dir: string,
+    private readonly options: { sealer: StateSealer; warn?: (message: string) => void },
+  ) {
     this.file = path.join(dir, 'runtime-state.json');
   }
 
@@ -58,7 +98,7 @@ export class FileRuntimeState implements RuntimeState {
     if (this.records) return this.records;
     let parsed: ServiceRecord[] = [];
     try {
-      parsed = JSON.parse(await readFile(this.file, 'utf8')) as ServiceRecord[];
+      parsed = this.opened(JSON.parse(await readFile(this.file, 'utf8')) as StoredFile | ServiceRecord[]);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw error;
     }
@@ -66,15 +106,76 @@ export class FileRuntimeState implements RuntimeState {
     return this.records;
   }
 
+  private opened(stored: StoredFile | ServiceRecord[]): ServiceRecord[] {
+    // The plaintext file of earlier versions: taken as it is; the next write seals it.
+    if (Array.isArray(stored)) return stored;
+    return stored.records.map((record) => {
+      if (record.current === null) return { ...record, current: null };
+      const { sealedEnv, ...request } = record.current;
+      try {
+        const sealed: SealedSecret = {
+          keyId: sealedEnv.keyId,
+          nonce: Buffer.from(sealedEnv.nonce, 'base64'),
+          ciphertext: Buffer.from(sealedEnv.ciphertext, 'base64'),
+          authTag: Buffer.from(sealedEnv.authTag, 'base64'),
+        };
+        const owner = envOwner(record.serviceId);
+        const opened = this.options.sealer.openDetached(owner, envName(request.deploymentId), sealed);
+        const env = JSON.parse(opened.reveal()) as Record<string, string>;
+        return { ...record, current: { ...request, env } };
+      } catch (error) {
+        // A key dropped from the ring too early, or an altered file: that service cannot be restarted
+        // from here (a deploy starts it again); the others still are, and its orphans are still killed.
+        const reason = error instanceof Error ? error.message : String(error);
+        const message = `its recorded deploy cannot be opened (${reason}); deploy it again to run it`;
+        this.options.warn?.(`service ${record.serviceId}: ${message}`);
+        return { ...record, current: null };
+      }
+    });
+  }
+
+  private sealed(record: ServiceRecord): StoredRecord {
+    if (record.current === null) return { ...record, current: null };
+    const { env, ...request } = record.current;
+    const owner = envOwner(record.serviceId);
+    const sealed = this.options.sealer.sealDetached(owner, envName(request.deploymentId), JSON.stringify(env));
+    const sealedEnv: SealedJson = {
+      keyId: sealed.keyId,
+      nonce: sealed.nonce.toString('base64'),
+      ciphertext: sealed.ciphertext.toString('base64'),
+      authTag: sealed.authTag.toString('base64'),
+    };
+    return { ...record, current: { ...request, sealedEnv } };
+  }
+
   /** Writes are serialised: two saves racing must not let the older snapshot land last. */
   private flush(): Promise<void> {
-    const snapshot = JSON.stringify([...this.records!.values()], null, 1);
+    const records = [...this.records!.values()].map((record) => this.sealed(record));
+    const stored: StoredFile = { format: 'sealed-env/v1', records };
+    const snapshot = JSON.stringify(stored, null, 1);
     this.writing = this.writing.then(async () => {
       await mkdir(path.dirname(this.file), { recursive: true });
       const temporary = `${this.file}.${process.pid}.tmp`;
-      await writeFile(temporary, snapshot);
+      await writeFile(temporary, snapshot, { mode: 0o600 });
       await rename(temporary, this.file);
     });
     return this.writing;
   }
+}
+
+/**
+ * The keys the file's records are sealed under, read without opening any (none for a missing file,
+ * or one of an earlier version): the keys a rotation must keep until the runtime has sealed the
+ * records again, which it does when it next starts.
+ */
+export async function stateFileKeyIds(dir: string): Promise<string[]> {
+  let stored: StoredFile | ServiceRecord[];
+  try {
+    stored = JSON.parse(await readFile(path.join(dir, 'runtime-state.json'), 'utf8')) as StoredFile | ServiceRecord[];
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
+  if (Array.isArray(stored)) return [];
+  return [...new Set(stored.records.flatMap((record) => (record.current ? [record.current.sealedEnv.keyId] : [])))];
 }

@@ -104,4 +104,24 @@ t.test('a push deploys to the cluster; the init container fetches the artifact t
     const stored = await test.app.svc.container.resolve(Tokens.Secrets).get({ kind: 'apps.runtime', id: 'artifact-urls' }, 'hmac-key');
     t.match(stored?.value.reveal(), /^[0-9a-f]{64}$/);
   });
+
+  await t.test('a static site runs the file server its artifact carries, listening on the pod address', async (t) => {
+    t.equal((await test.call('POST', '/client/githost/repos', { body: { name: 'site' } })).statusCode, 201);
+    const site = await tinyApp(t, { 'index.html': '<!doctype html><title>Site</title>\n' });
+    await git(t, site.dir, ['rm', '--quiet', 'package.json', 'index.js']);
+    await git(t, site.dir, ['commit', '--quiet', '-m', 'only the site']);
+    const siteUrl = `http://127.0.0.1:${port}/git/${test.organizationId}/site.git`;
+    await git(t, site.dir, ['push', '--quiet', siteUrl, 'main'], deployKey);
+    const created = await test.call('POST', '/client/apps/githost', { body: { repo: 'site' } });
+    t.equal(created.statusCode, 202, created.body);
+    const done = await settledDeployment(test, created.json().app.id);
+    t.equal(done.status, 'live', done.failureReason ?? '');
+    const pod = fake.get('deployments', `app-${created.json().service.id}`, 'apps')?.['spec'].template.spec;
+    t.same(pod.containers[0].command, ['/bin/sh', '-c', 'exec node static-server.mjs --root site --host 0.0.0.0']);
+    const url = new URL(fake.fetches.at(-1)!.url);
+    const answer = await test.app.inject({ method: 'GET', url: url.pathname + url.search });
+    const listing = execFileSync('tar', ['-tzf', '-'], { input: answer.rawPayload }).toString().split('\n');
+    const selfContained = listing.includes('./static-server.mjs') && listing.includes('./site/index.html');
+    t.ok(selfContained, 'the server and the site, self-contained');
+  });
 });

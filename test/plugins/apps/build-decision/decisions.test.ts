@@ -28,6 +28,7 @@ t.test('node-express: npm ci from package-lock.json, scripts.start run as writte
       rule: 'start_script_node',
       evidence: ['package.json scripts.start "node server.js"', 'no prestart or poststart: run as written, not through the package manager'],
     },
+    staticRoot: null,
     alsoMatched: [],
     envKeys: ['DATABASE_URL', 'SESSION_SECRET', 'STRIPE_KEY', 'PRIVATE_KEY', 'PORT'],
     envFile: '.env.example',
@@ -47,6 +48,7 @@ t.test('node-pnpm: the pnpm lockfile picks pnpm for install and build; the plain
       rule: 'start_script_node',
       evidence: ['package.json scripts.start "node dist/server.js"', 'no prestart or poststart: run as written, not through the package manager'],
     },
+    staticRoot: null,
     alsoMatched: [],
     envKeys: [],
     envFile: null,
@@ -62,6 +64,7 @@ t.test('node-bun: a bun lockfile makes bun the runtime', async (t) => {
     install: { value: 'bun install --frozen-lockfile', rule: 'lockfile', evidence: ['bun.lock'] },
     build: { value: null, rule: 'no_build_script', evidence: ['package.json has no scripts.build'] },
     start: { value: 'bun run start', rule: 'start_script', evidence: ['package.json scripts.start "bun server.js"'] },
+    staticRoot: null,
     alsoMatched: [],
     envKeys: [],
     envFile: null,
@@ -77,6 +80,7 @@ t.test('node-and-python: node is asked first and decides; python and static also
     install: { value: 'npm install', rule: 'no_lockfile', evidence: ['no lockfile of npm: dependencies resolve afresh on every build'] },
     build: { value: null, rule: 'no_build_script', evidence: ['package.json has no scripts.build'] },
     start: { value: 'node src/index.js', rule: 'main_field', evidence: ['package.json main "src/index"', 'src/index.js exists'] },
+    staticRoot: null,
     alsoMatched: ['python', 'static'],
     envKeys: [],
     envFile: null,
@@ -96,6 +100,7 @@ t.test('python-flask-procfile: the Procfile web line starts it', async (t) => {
       rule: 'procfile_web',
       evidence: ['Procfile web: gunicorn app:app --bind 0.0.0.0:$PORT --workers 2'],
     },
+    staticRoot: null,
     alsoMatched: [],
     envKeys: ['SECRET_KEY', 'MAIL_SERVER'],
     envFile: '.env.sample',
@@ -111,6 +116,7 @@ t.test('python-fastapi: uvicorn serves the variable main.py assigns FastAPI() to
     install: { value: 'pip install -r requirements.txt', rule: 'requirements_txt', evidence: ['requirements.txt'] },
     build: { value: null, rule: 'no_build_step', evidence: ['a Python app is run from its sources'] },
     start: { value: 'uvicorn main:api --host 0.0.0.0 --port $PORT', rule: 'asgi_uvicorn', evidence: ['main.py defines api', 'uvicorn is declared'] },
+    staticRoot: null,
     alsoMatched: [],
     envKeys: ['OPENAI_API_KEY', 'SVC_API_KEY'],
     envFile: '.env.template',
@@ -126,6 +132,7 @@ t.test('python-django: pyproject.toml with uv.lock, gunicorn on the project wsgi
     install: { value: 'uv sync --frozen', rule: 'uv_lock', evidence: ['pyproject.toml', 'uv.lock'] },
     build: { value: null, rule: 'no_build_step', evidence: ['a Python app is run from its sources'] },
     start: { value: 'gunicorn mysite.wsgi --bind 0.0.0.0:$PORT', rule: 'django_gunicorn', evidence: ['manage.py', 'mysite/wsgi.py', 'gunicorn is declared'] },
+    staticRoot: null,
     alsoMatched: [],
     envKeys: [],
     envFile: null,
@@ -143,6 +150,7 @@ t.test('go-http: go build of the main package at the top, then the binary', asyn
     install: { value: 'go mod download', rule: 'go_mod', evidence: ['go.mod'] },
     build: { value: 'go build -o app .', rule: 'go_main_package', evidence: ['package main in main.go'] },
     start: { value: './app', rule: 'go_built_binary', evidence: ['the binary go build made from .'] },
+    staticRoot: null,
     alsoMatched: [],
     envKeys: [],
     envFile: null,
@@ -168,10 +176,53 @@ t.test("static-site: served by the runtime's static file server, which start.rul
       rule: 'static_file_server',
       evidence: ["index.html: the files are served by the hosting runtime's static file server; no command runs"],
     },
+    staticRoot: { value: '.', rule: 'committed_files', evidence: ['the folder is served as committed'] },
     alsoMatched: [],
     envKeys: [],
     envFile: null,
   });
+});
+
+t.test('static-spa: a committed 200.html and 404.html are named in the evidence (the fallbacks)', async (t) => {
+  const decision = await decisionOf('static-spa');
+  t.same(decision.start, {
+    value: null,
+    rule: 'static_file_server',
+    evidence: [
+      "index.html: the files are served by the hosting runtime's static file server; no command runs",
+      '200.html: paths with no file (and no extension) answer with it, as a single-page app',
+      '404.html: answered, with status 404, for paths with no file',
+    ],
+  });
+  t.same(decision.staticRoot, { value: '.', rule: 'committed_files', evidence: ['the folder is served as committed'] });
+});
+
+t.test('node-vite-spa: a build script, vite and no start: its dist/ is served by the static file server', async (t) => {
+  const noLockfile = 'no lockfile of npm: dependencies resolve afresh on every build';
+  const server = "hosting runtime's static file server";
+  t.same(await decisionOf('node-vite-spa'), {
+    rootDir: top,
+    provider: 'node',
+    runtime: { value: 'node', rule: 'package_json', evidence: ['package.json'] },
+    framework: { value: 'vite', rule: 'dependency', evidence: ['package.json depends on vite'] },
+    install: { value: 'npm install', rule: 'no_lockfile', evidence: [noLockfile] },
+    build: { value: 'npm run build', rule: 'build_script', evidence: ['package.json scripts.build "vite build"'] },
+    start: {
+      value: null,
+      rule: 'static_build_output',
+      evidence: [`package.json scripts.build "vite build" and no start: vite builds dist/, served by the ${server}`],
+    },
+    staticRoot: { value: 'dist', rule: 'build_output', evidence: ['vite writes its build to dist/ by default'] },
+    alsoMatched: ['static'],
+    envKeys: [],
+    envFile: null,
+  });
+});
+
+t.test('node-vite-spa with a startCommand: the command runs, nothing is served statically', async (t) => {
+  const decision = await decisionOf('node-vite-spa', { overrides: { startCommand: 'npm run dev' } });
+  t.equal(decision.start.value, 'npm run dev');
+  t.equal(decision.staticRoot, null);
 });
 
 t.test('monorepo-one-app: the only folder that builds becomes the root directory', async (t) => {

@@ -1,6 +1,10 @@
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import t from 'tap';
+import { generateKeyEntry } from '../../../../core/services/secret-keys.ts';
 import type { Instance } from '../../../../plugins/apps/runtime/index.ts';
 import type { TapLike } from '../../../helpers/app.ts';
 import { eventually } from '../../../helpers/eventually.ts';
@@ -11,6 +15,8 @@ import { app, get, portRange, stateDir } from './runtime-helpers.ts';
  * directory brings the apps back from their artifacts, unrebuilt, killing what the dead one left.
  */
 t.setTimeout(120_000);
+
+const keyIdOf = (entry: string): string => entry.slice(0, entry.indexOf(':'));
 
 interface HostReport {
   restored: string[];
@@ -53,15 +59,23 @@ function alive(pid: number): boolean {
 for (const bwrapPath of ['/usr/bin/bwrap', null]) {
   t.test(`after the host's SIGKILL a new host serves the app again, unrebuilt (sandbox: ${bwrapPath ? 'bwrap' : 'none'})`, async (t) => {
     const settings = { stateDir: await stateDir(t), ports: portRange(), bwrapPath };
-    const deploy = app('svc-boot', 'dep-7', 'server.cjs', { VERSION: 'v7' });
-    const first = await startHost(t, { ...settings, deploy });
+    const [oldKey, newKey] = [generateKeyEntry(), generateKeyEntry()];
+    const secrets = { SVC_API_KEY: `sk-app-${randomUUID()}`, DATABASE_PASSWORD: `pw-${randomUUID()}` };
+    const deploy = app('svc-boot', 'dep-7', 'server.cjs', { VERSION: 'v7', ...secrets });
+    const first = await startHost(t, { ...settings, keys: [oldKey], deploy });
     const [before] = first.report.instances;
     t.match((await get(before!.target)).body, /^v7 /);
 
     await first.kill();
     if (!bwrapPath) t.ok(alive(before!.pid!), 'without bwrap the app outlives its host: an orphan the next host must kill');
 
-    const second = await startHost(t, { ...settings, deploy: null });
+    const file = path.join(settings.stateDir, 'runtime-state.json');
+    const written = await readFile(file, 'utf8');
+    for (const value of Object.values(secrets)) t.notOk(written.includes(value), 'no env value in plaintext');
+    t.match(written, keyIdOf(oldKey), 'sealed under the key then current');
+
+    // The keyring is rotated (a new key in front, the old one kept until everything is resealed).
+    const second = await startHost(t, { ...settings, keys: [newKey, oldKey], deploy: null });
     t.same(second.report.restored, ['svc-boot']);
     t.same(second.report.failures, []);
     const [after] = second.report.instances;
@@ -73,7 +87,11 @@ for (const bwrapPath of ['/usr/bin/bwrap', null]) {
     });
     t.equal(after!.deploymentId, 'dep-7');
     t.not(after!.pid, before!.pid);
-    t.match((await get(after!.target)).body, /^v7 /, 'the same artifact serves again');
+    t.match((await get(after!.target)).body, /^v7 /, 'the same artifact serves again, its env opened from the file');
+    const resealed = await readFile(file, 'utf8');
+    t.match(resealed, keyIdOf(newKey), 'the restore sealed the record again under the new key');
+    t.notOk(resealed.includes(keyIdOf(oldKey)), 'nothing is left under the old key: it can be dropped');
+    for (const value of Object.values(secrets)) t.notOk(resealed.includes(value), 'still no env value in plaintext');
     await eventually(() => !alive(before!.pid!), "the dead host's process group to be gone");
     t.pass('the orphaned group is gone');
     await second.kill();

@@ -4,6 +4,9 @@ import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { SecretStore } from '../../../../core/ports/secrets.ts';
+import { generateKeyEntry, SecretKeyring } from '../../../../core/services/secret-keys.ts';
+import { SecretVault } from '../../../../core/services/secret-vault.ts';
 import { type LocalRuntimeOptions, LocalRuntime } from '../../../../plugins/apps/runtime/index.ts';
 import type { DeployRequest, RouteChange } from '../../../../plugins/apps/runtime/runtime-port.ts';
 import type { TapLike } from '../../../helpers/app.ts';
@@ -25,12 +28,31 @@ export function portRange(): { first: number; last: number } {
   return { first, last: first + 19 };
 }
 
+/** The state file's sealer: the vault's own cipher under these keys (newest first), with no store behind it. */
+export function sealerOf(entries: readonly string[]): SecretVault {
+  const refuse = () => Promise.reject(new Error('the runtime state seals values itself: it stores none in the vault'));
+  const store: SecretStore = {
+    get: refuse,
+    put: refuse,
+    delete: refuse,
+    deleteOwners: refuse,
+    list: refuse,
+    listNotUnderKey: refuse,
+    reseal: refuse,
+  };
+  return new SecretVault(() => store, null as never, SecretKeyring.fromEntries(entries));
+}
+
+/** This process's key for the runtimes the tests make. */
+export const TEST_KEYS = [generateKeyEntry()];
+
 export async function runtimeFor(t: TapLike, options: Partial<LocalRuntimeOptions> = {}): Promise<LocalRuntime> {
   const runtime = await LocalRuntime.create({
     stateDir: options.stateDir ?? (await stateDir(t)),
     ports: portRange(),
     healthTimeoutMs: 10_000,
     stopGraceMs: 2_000,
+    sealer: sealerOf(TEST_KEYS),
     ...options,
   });
   t.teardown(() => runtime.close());

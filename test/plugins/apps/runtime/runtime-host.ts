@@ -1,4 +1,5 @@
 import { LocalRuntime } from '../../../../plugins/apps/runtime/index.ts';
+import { sealerOf } from './runtime-helpers.ts';
 import type { DeployRequest } from '../../../../plugins/apps/runtime/runtime-port.ts';
 
 /**
@@ -6,13 +7,16 @@ import type { DeployRequest } from '../../../../plugins/apps/runtime/runtime-por
  * says should run, deploys RUNTIME_HOST_DEPLOY when given, prints one JSON line with each
  * service's target, then keeps running until killed.
  */
-const { stateDir, ports, bwrapPath, deploy } = JSON.parse(process.env['RUNTIME_HOST'] ?? '{}') as {
+const { stateDir, ports, bwrapPath, deploy, keys } = JSON.parse(process.env['RUNTIME_HOST'] ?? '{}') as {
   stateDir: string;
+  /** The secret keys, newest first: what seals the state file. */
+  keys: string[];
   ports: { first: number; last: number };
   bwrapPath: string | null;
   deploy: DeployRequest | null;
 };
-const runtime = await LocalRuntime.create({ stateDir, ports, bwrapPath, healthTimeoutMs: 10_000 });
+const sealer = sealerOf(keys);
+const runtime = await LocalRuntime.create({ stateDir, ports, bwrapPath, healthTimeoutMs: 10_000, sealer });
 const { restored, failed } = await runtime.restoreAll();
 const instance = deploy ? await runtime.deploy(deploy) : null;
 const serviceId = deploy?.serviceId ?? restored[0];
