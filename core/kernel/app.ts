@@ -60,6 +60,8 @@ import { ConnectorTokensPoint } from '../identity/connector-tokens.ts';
 import { type AdvertisedSurface, SurfacesPoint } from './surfaces.ts';
 import { OutboundHttpClient } from '../net/outbound-http-client.ts';
 import { LongRunningOperations } from '../operations/long-running.ts';
+import { JobLogs } from '../jobs/job-logs.ts';
+import { OrganizationErasersPoint } from './organization-erasure.ts';
 import { Tracing } from '../observability/tracing.ts';
 
 export interface AppOptions {
@@ -227,6 +229,13 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.Jobs, jobs);
     container.bindValue(Tokens.Events, events);
     container.bindValue(Tokens.LongRunning, new LongRunningOperations({ store: stores.longRunning(database), jobs, database, clock }));
+    const jobLogs = new JobLogs({
+      store: stores.jobLogs(database),
+      pubsub: coordination.pubsub,
+      clock,
+      report: (error, stream) => app.log.warn({ err: error, stream }, 'a running job log could not be written or followers woken; it is tried again'),
+    });
+    container.bindValue(Tokens.JobLogs, jobLogs);
     const outbound = new OutboundHttpClient({ ...config.outbound, ...(options.outboundLookup ? { lookup: options.outboundLookup } : {}) });
     container.bindValue(Tokens.OutboundHttp, outbound);
     container.bindValue(Tokens.Tracing, tracing);
@@ -279,6 +288,8 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     installRouteResources(app, { identity });
 
     const extensions = new ExtensionRegistry();
+    // The kernel's own table naming organisations: a running job's log goes with its organisation.
+    extensions.forPlugin('kernel').contribute(OrganizationErasersPoint, { name: 'running job logs', erase: (tx, organizationId) => jobLogs.eraseForOrganization(tx, organizationId) });
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
       plugin,
       ctx: {
