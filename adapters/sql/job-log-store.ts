@@ -8,7 +8,8 @@ export class SqlJobLogStore implements JobLogStore {
   async append(chunk: JobLogChunk): Promise<void> {
     if (chunk.lines.length === 0) return;
     await this.db.query(
-      `INSERT INTO job_log_chunks (stream, first_line, organization_id, lines, written_at) VALUES ($1, $2, $3, $4::text[], $5)
+      `INSERT INTO job_log_chunks (stream, first_line, organization_id, lines, written_at)
+       VALUES ($1, $2, $3, $4::text[], $5)
        ON CONFLICT (stream, first_line) DO UPDATE SET lines = EXCLUDED.lines, written_at = EXCLUDED.written_at`,
       [chunk.stream, chunk.firstLine, chunk.organizationId, [...chunk.lines], chunk.writtenAt],
     );
@@ -26,7 +27,8 @@ export class SqlJobLogStore implements JobLogStore {
     const { rows } = await this.db.query<{ first_line: number; lines: string[] }>(
       `SELECT first_line, lines FROM job_log_chunks
        WHERE stream = $1
-         AND first_line >= coalesce((SELECT max(first_line) FROM job_log_chunks WHERE stream = $1 AND first_line <= $2), 0)
+         AND first_line >= coalesce(
+           (SELECT max(first_line) FROM job_log_chunks WHERE stream = $1 AND first_line <= $2), 0)
          AND first_line < $2 + $3
        ORDER BY first_line`,
       [stream, from, maxLines],

@@ -12,13 +12,25 @@ export interface JobLogSettings {
   pollMs: number;
 }
 
-export const DEFAULT_JOB_LOG_SETTINGS: JobLogSettings = { flushIntervalMs: 250, flushLines: 500, flushBytes: 64 * 1024, pollMs: 2_000 };
+export const DEFAULT_JOB_LOG_SETTINGS: JobLogSettings = {
+  flushIntervalMs: 250,
+  flushLines: 500,
+  flushBytes: 64 * 1024,
+  pollMs: 2_000,
+};
 
 /** Lines read per query: a follower far behind catches up in pages of this many. */
 const READ_PAGE = 5_000;
 
 /** The channel a stream's writer publishes on after each write, and its followers listen to. */
 export const jobLogChannel = (stream: string): string => `job-logs:${stream}`;
+
+export interface FollowOptions {
+  /** The first line wanted (the lines before it the caller has). */
+  from?: number;
+  signal: AbortSignal;
+  ended: () => Promise<boolean>;
+}
 
 interface Deps {
   store: JobLogStore;
@@ -66,14 +78,16 @@ export class JobLogs {
    * given, is its owner's to give), or until `signal` aborts. `ended` is asked each time the
    * follower has caught up, so it should be a cheap read (a row's status).
    */
-  async *follow(stream: string, options: { from?: number; signal: AbortSignal; ended: () => Promise<boolean> }): AsyncGenerator<string> {
+  async *follow(stream: string, options: FollowOptions): AsyncGenerator<string> {
     const { signal, ended } = options;
     let next = options.from ?? 0;
     const wake = new Wake();
-    const unsubscribe = await this.deps.pubsub.subscribe(jobLogChannel(stream), () => wake.ring()).catch((error: unknown) => {
-      this.deps.report?.(error, stream);
-      return null;
-    });
+    const unsubscribe = await this.deps.pubsub
+      .subscribe(jobLogChannel(stream), () => wake.ring())
+      .catch((error: unknown) => {
+        this.deps.report?.(error, stream);
+        return null;
+      });
     try {
       while (!signal.aborted) {
         wake.reset();
@@ -133,7 +147,8 @@ export class JobLogWriter {
     if (this.abandoned) return;
     this.pending.push(line);
     this.pendingBytes += Buffer.byteLength(line) + 1;
-    if (this.pending.length >= this.settings.flushLines || this.pendingBytes >= this.settings.flushBytes) void this.flush();
+    const full = this.pending.length >= this.settings.flushLines || this.pendingBytes >= this.settings.flushBytes;
+    if (full) void this.flush();
     else if (this.timer === null) {
       this.timer = setTimeout(() => void this.flush(), this.settings.flushIntervalMs);
       this.timer.unref();
@@ -144,7 +159,13 @@ export class JobLogWriter {
   flush(): Promise<void> {
     this.stopTimer();
     if (this.pending.length > 0) {
-      this.unwritten.push({ stream: this.stream, organizationId: this.organizationId, firstLine: this.nextLine, lines: this.pending, writtenAt: this.deps.clock() });
+      this.unwritten.push({
+        stream: this.stream,
+        organizationId: this.organizationId,
+        firstLine: this.nextLine,
+        lines: this.pending,
+        writtenAt: this.deps.clock(),
+      });
       this.nextLine += this.pending.length;
       this.pending = [];
       this.pendingBytes = 0;
@@ -196,7 +217,8 @@ export class JobLogWriter {
   }
 
   private publish(): void {
-    this.deps.pubsub.publish(jobLogChannel(this.stream), '').catch((error: unknown) => this.deps.report?.(error, this.stream));
+    const report = (error: unknown) => this.deps.report?.(error, this.stream);
+    this.deps.pubsub.publish(jobLogChannel(this.stream), '').catch(report);
   }
 
   private stopTimer(): void {

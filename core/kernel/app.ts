@@ -33,7 +33,7 @@ import { ApiError } from './errors.ts';
 import type { AnyPlugin, PluginContext } from './plugin.ts';
 import { resolvePlugins } from './plugin-loader.ts';
 import type { Coordination } from '../ports/coordination.ts';
-import type { Database } from '../ports/database.ts';
+import type { Database, Transaction } from '../ports/database.ts';
 import type { KernelAdapters } from '../ports/kernel-adapters.ts';
 import { Tokens } from './di-tokens.ts';
 import { newRequestId } from './request-ids.ts';
@@ -233,7 +233,7 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
       store: stores.jobLogs(database),
       pubsub: coordination.pubsub,
       clock,
-      report: (error, stream) => app.log.warn({ err: error, stream }, 'a running job log could not be written or followers woken; it is tried again'),
+      report: (error, stream) => app.log.warn({ err: error, stream }, 'a running job log was not written (tried again) or woken'),
     });
     container.bindValue(Tokens.JobLogs, jobLogs);
     const outbound = new OutboundHttpClient({ ...config.outbound, ...(options.outboundLookup ? { lookup: options.outboundLookup } : {}) });
@@ -289,7 +289,9 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
 
     const extensions = new ExtensionRegistry();
     // The kernel's own table naming organisations: a running job's log goes with its organisation.
-    extensions.forPlugin('kernel').contribute(OrganizationErasersPoint, { name: 'running job logs', erase: (tx, organizationId) => jobLogs.eraseForOrganization(tx, organizationId) });
+    const eraseJobLogs = (tx: Transaction, id: string) => jobLogs.eraseForOrganization(tx, id);
+    const jobLogsEraser = { name: 'running job logs', erase: eraseJobLogs };
+    extensions.forPlugin('kernel').contribute(OrganizationErasersPoint, jobLogsEraser);
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
       plugin,
       ctx: {

@@ -420,8 +420,8 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
       // Finished meanwhile (its running log discarded once the blob was stored): the stored log.
       const now = lines.length === 0 ? await store.deploymentById(deployment.id) : null;
       const finished = now ? await storedBuildLog(now) : null;
-      if (finished) return { object: 'build_log' as const, deploymentId: deployment.id, complete: true, lines: finished };
-      return { object: 'build_log' as const, deploymentId: deployment.id, complete: false, lines };
+      const complete = finished !== null;
+      return { object: 'build_log' as const, deploymentId: deployment.id, complete, lines: finished ?? lines };
     },
     follow: {
       requested: (query) => query.follow === '1',

@@ -32,7 +32,9 @@ export async function* followBuildLog(source: FollowSource): AsyncGenerator<stri
     end.stored = await source.finished();
     return end.stored !== null;
   };
-  for await (const line of source.logs.follow(buildLogStream(source.deploymentId), { from: source.from, signal: source.signal, ended })) {
+  const { from, signal } = source;
+  const lines = source.logs.follow(buildLogStream(source.deploymentId), { from, signal, ended });
+  for await (const line of lines) {
     sent++;
     yield line;
   }

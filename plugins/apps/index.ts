@@ -257,7 +257,8 @@ export const appsPlugin = definePlugin({
     const upkeep = upkeepParts(ctx, { store, host });
     const allowPrivateNetwork = ctx.appConfig.outbound.allowPrivateNetwork;
     const hooks = upkeep.hooks();
-    const handler = buildHandler({ store, host, sources, cancels, runtimeEnv, blobs, jobLogs, clock, config: ctx.config, hooks, allowPrivateNetwork });
+    const pipeline = { store, host, sources, cancels, runtimeEnv, blobs, jobLogs, clock, hooks, allowPrivateNetwork };
+    const handler = buildHandler({ ...pipeline, config: ctx.config });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }, upkeep.erasureQueue()];
   },
   routes(app, ctx) {

@@ -40,7 +40,8 @@ async function storeContract(t: Test, db: Database) {
   t.test('lines are read from any line number, across chunks, in order, up to the number asked', async (t) => {
     await store.append({ stream: 's1', organizationId: ORG, firstLine: 0, lines: numbered(0, 3), writtenAt: AT });
     await store.append({ stream: 's1', organizationId: ORG, firstLine: 3, lines: numbered(3, 4), writtenAt: AT });
-    await store.append({ stream: 's1', organizationId: ORG, firstLine: 7, lines: ['with, "quotes" and {braces}', ''], writtenAt: AT });
+    const awkward = ['with, "quotes" and {braces}', ''];
+    await store.append({ stream: 's1', organizationId: ORG, firstLine: 7, lines: awkward, writtenAt: AT });
     await store.append({ stream: 'other', organizationId: ORG, firstLine: 0, lines: ['not s1'], writtenAt: AT });
     t.same(await store.read('s1', 0, 100), [...numbered(0, 7), 'with, "quotes" and {braces}', '']);
     t.same(await store.read('s1', 2, 3), ['line 2', 'line 3', 'line 4'], 'from inside a chunk, into the next');
@@ -103,7 +104,8 @@ async function storeContract(t: Test, db: Database) {
   });
 
   t.test('without pub/sub a follower finds the lines by looking again', async (t) => {
-    const writing = new JobLogs({ store, pubsub: deafPubSub, clock: () => AT, settings: { flushIntervalMs: HOUR, flushLines: 100, pollMs: HOUR } });
+    const settings = { flushIntervalMs: HOUR, flushLines: 100, pollMs: HOUR };
+    const writing = new JobLogs({ store, pubsub: deafPubSub, clock: () => AT, settings });
     const following = new JobLogs({ store, pubsub: deafPubSub, clock: () => AT, settings: { pollMs: 5 } });
     const writer = writing.writer('job:2', ORG);
     await writer.begin();
@@ -117,7 +119,8 @@ async function storeContract(t: Test, db: Database) {
   });
 
   t.test('a run begun again starts the stream afresh; a run that lost the job writes nothing more', async (t) => {
-    const logs = new JobLogs({ store, pubsub: new MemoryPubSub(), clock: () => AT, settings: { flushIntervalMs: HOUR } });
+    const settings = { flushIntervalMs: HOUR };
+    const logs = new JobLogs({ store, pubsub: new MemoryPubSub(), clock: () => AT, settings });
     const first = logs.writer('job:3', ORG);
     await first.begin();
     first.append('first run');
@@ -137,7 +140,8 @@ async function storeContract(t: Test, db: Database) {
   });
 
   t.test('a long log is read whole, past one query page', async (t) => {
-    const logs = new JobLogs({ store, pubsub: new MemoryPubSub(), clock: () => AT, settings: { flushIntervalMs: HOUR, flushLines: 700 } });
+    const settings = { flushIntervalMs: HOUR, flushLines: 700 };
+    const logs = new JobLogs({ store, pubsub: new MemoryPubSub(), clock: () => AT, settings });
     const writer = logs.writer('job:4', ORG);
     await writer.begin();
     for (const line of numbered(0, 12_000)) writer.append(line);

@@ -288,7 +288,8 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   const fix = { id: randomUUID(), serviceId: app.serviceId, organizationId: who.organizationId, deploymentId: app.deploymentId };
   await upkeep.addFix({ ...fix, model: 'mock-small', requestId: 'req_x', proposal: 'p', createdAt: now }, 20);
   // The log of a build still running, as its worker writes it (core/jobs/job-logs.ts).
-  const buildLog = test.app.svc.container.resolve(Tokens.JobLogs).writer(`apps.build:${app.deploymentId}`, who.organizationId);
+  const jobLogs = test.app.svc.container.resolve(Tokens.JobLogs);
+  const buildLog = jobLogs.writer(`apps.build:${app.deploymentId}`, who.organizationId);
   buildLog.append(`${tag} building`);
   await buildLog.close();
   // Its hosting records: an instance run, a charged day (plugins/apps/hosting-billing.ts).

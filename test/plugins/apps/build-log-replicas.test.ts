@@ -19,17 +19,22 @@ t.setTimeout(300_000);
 
 const servers = realServersConfig();
 
+const SERVER = `const http = require('node:http');
+http.createServer((q, s) => s.end('ok')).listen(Number(process.env.PORT), '127.0.0.1');
+`;
+
 interface ServerSentEvent {
   event: string;
   data: Record<string, unknown>;
 }
 
-/** Follows `url` on `test`'s HTTP server, calling `onEvent` as each event arrives; resolves with all of them at the end. */
-function follow(test: TestApp, url: string, token: string, onEvent: (event: ServerSentEvent) => void): Promise<ServerSentEvent[]> {
+/** Follows `url` on `test`'s HTTP server, `onEvent` as each event arrives; resolves with them all at the end. */
+function follow(test: TestApp, url: string, token: string, onEvent: (event: ServerSentEvent) => void) {
   const { port } = test.app.server.address() as AddressInfo;
-  return new Promise((resolve, reject) => {
+  const headers = { authorization: `Bearer ${token}` };
+  return new Promise<ServerSentEvent[]>((resolve, reject) => {
     const events: ServerSentEvent[] = [];
-    const request = http.get(`http://127.0.0.1:${port}${url}`, { headers: { authorization: `Bearer ${token}` } }, (response) => {
+    const request = http.get(`http://127.0.0.1:${port}${url}`, { headers }, (response) => {
       response.setEncoding('utf8');
       let buffered = '';
       response.on('data', (chunk: string) => {
@@ -54,7 +59,9 @@ function follow(test: TestApp, url: string, token: string, onEvent: (event: Serv
   });
 }
 
-t.test('a build running on one replica has its log read and followed on another', { skip: servers ? false : 'needs TEST_PG_URL and TEST_REDIS_URL' }, async (t) => {
+const skip = servers ? false : 'needs TEST_PG_URL and TEST_REDIS_URL';
+
+t.test('a build running on one replica has its log read and followed on another', { skip }, async (t) => {
   t.teardown(() => servers!.dropSchema());
   const ownerToken = generateToken(SESSION_PREFIX);
   // The repositories are on a volume both replicas see (the git host's `local.dir`), as in production.
@@ -75,7 +82,11 @@ t.test('a build running on one replica has its log read and followed on another'
         keys: {},
         projects: {},
         githost: { local: { dir: gitDir } },
-        apps: { proxy: { port: 0 }, runtime: { healthTimeoutMs: 15_000, stopGraceMs: 2_000 }, build: { dir: buildDir, timeoutMs: 120_000 } },
+        apps: {
+          proxy: { port: 0 },
+          runtime: { healthTimeoutMs: 15_000, stopGraceMs: 2_000 },
+          build: { dir: buildDir, timeoutMs: 120_000 },
+        },
       },
     });
     await test.app.listen({ host: '127.0.0.1', port: 0 });
@@ -91,10 +102,11 @@ t.test('a build running on one replica has its log read and followed on another'
   const work = await tinyApp(t, {
     'package.json': '{"name":"waits","scripts":{"build":"sh wait.sh","start":"node server.js"}}\n',
     'wait.sh': 'echo halfway\nwhile [ ! -e go ]; do sleep 0.05; done\necho finishing\n',
-    'server.js': "require('node:http').createServer((q, s) => s.end('waited')).listen(Number(process.env.PORT), '127.0.0.1');\n",
+    'server.js': SERVER,
   });
   const { port } = worker.test.app.server.address() as AddressInfo;
-  await git(t, work.dir, ['push', '--quiet', `http://127.0.0.1:${port}/git/${organizationId}/waits.git`, 'main'], deployKey);
+  const remote = `http://127.0.0.1:${port}/git/${organizationId}/waits.git`;
+  await git(t, work.dir, ['push', '--quiet', remote, 'main'], deployKey);
   // Asked of the API replica; the job runs on the worker, the only one that takes jobs.
   const created = await api.test.call('POST', '/client/apps/githost', { body: { repo: 'waits' } });
   t.equal(created.statusCode, 202, created.body);
@@ -105,7 +117,7 @@ t.test('a build running on one replica has its log read and followed on another'
   let whileRunning: { complete: boolean; lines: string[] } | null = null;
   let release: Promise<void> = Promise.resolve();
   const events = await follow(api.test, `${logsUrl}?follow=1`, readKey, (event) => {
-    const seen = event.event === 'snapshot' ? (event.data['lines'] as string[]) : event.event === 'line' ? [event.data['line'] as string] : [];
+    const seen = event.event === 'snapshot' ? (event.data['lines'] as string[]) : [String(event.data['line'])];
     if (released || !seen.some((line) => line.endsWith('stdout halfway'))) return;
     released = true;
     // The build waits for this file: the line came from the worker while it was still building.
@@ -121,18 +133,21 @@ t.test('a build running on one replica has its log read and followed on another'
   t.ok(whileRunning!.lines.some((line) => line.endsWith('stdout halfway')));
   t.equal(events[0]?.event, 'snapshot');
   t.equal(events.at(-1)?.event, 'end');
-  const finishing = events.findIndex((event) => event.event === 'line' && String(event.data['line']).endsWith('stdout finishing'));
-  t.ok(finishing > 0, 'a line printed after the file was written is streamed');
+  const lineEvents = events.filter((event) => event.event === 'line').map((event) => String(event.data['line']));
+  const finishing = lineEvents.findIndex((line) => line.endsWith('stdout finishing'));
+  t.ok(finishing >= 0, 'a line printed after the file was written is streamed');
 
   const settled = await settledDeployment(api.test, app.id);
   t.equal(settled.status, 'live', settled.failureReason ?? '');
-  const stored = (await api.test.call('GET', logsUrl, { token: readKey })).json() as { complete: boolean; lines: string[] };
+  const storedAnswer = await api.test.call('GET', logsUrl, { token: readKey });
+  const stored: { complete: boolean; lines: string[] } = storedAnswer.json();
   t.equal(stored.complete, true);
-  const followed = [...((events[0]!.data['lines'] as string[]) ?? []), ...events.filter((event) => event.event === 'line').map((event) => String(event.data['line']))];
+  const followed = [...((events[0]!.data['lines'] as string[]) ?? []), ...lineEvents];
   t.same(followed, stored.lines, 'the follower got the stored log, each line once, in order');
 
   const db = api.test.app.svc.container.resolve(Tokens.Database);
-  const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM job_log_chunks WHERE stream = $1', [`apps.build:${deployment.id}`]);
+  const count = 'SELECT count(*)::int AS n FROM job_log_chunks WHERE stream = $1';
+  const { rows } = await db.query<{ n: number }>(count, [`apps.build:${deployment.id}`]);
   t.equal(rows[0]?.n, 0, 'the running log is deleted once the blob holds it');
   t.notOk(existsSync(join(worker.buildDir, 'logs')), 'no log file on the worker’s disk');
   t.notOk(existsSync(join(api.buildDir, 'builds')), 'nothing was built on the API replica');
