@@ -3,6 +3,7 @@ import { SqlEventStore } from '../adapters/sql/event-store.ts';
 import { sqlIdentityStores } from '../adapters/sql/identity-stores.ts';
 import { SqlJobStore, SqlPeriodicStore } from '../adapters/sql/job-store.ts';
 import { SqlLongRunningStore } from '../adapters/sql/long-running-store.ts';
+import { SqlJobLogStore } from '../adapters/sql/job-log-store.ts';
 import { SqlSecretStore } from '../adapters/sql/secret-store.ts';
 
 /** The kernel's stores in SQL: one implementation, over the embedded database and PostgreSQL alike. */
@@ -13,4 +14,5 @@ export const sqlKernelStores: KernelStores = {
   events: (db) => new SqlEventStore(db),
   secrets: (db) => new SqlSecretStore(db),
   longRunning: (db) => new SqlLongRunningStore(db),
+  jobLogs: (db) => new SqlJobLogStore(db),
 };

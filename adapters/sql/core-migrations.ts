@@ -395,4 +395,25 @@ CREATE INDEX api_key_retired_secrets_key ON api_key_retired_secrets (key_id);
 CREATE INDEX memberships_org_time ON memberships (organization_id, created_at DESC, person_id DESC);
 `,
   },
+  {
+    owner: 'core-job-logs',
+    version: 1,
+    name: "a running job's log lines, readable from every replica",
+    sql: `
+-- What a long job prints while it runs (core/jobs/job-logs.ts): its worker writes the lines in
+-- chunks, any replica reads them from a line number on. A chunk's lines are numbered from
+-- first_line; the stream's lines are the chunks in first_line order. The rows last as long as the
+-- job runs (its owner keeps the finished log elsewhere and clears the stream), and an
+-- organisation's erasure deletes its streams. Times come from the service's clock.
+CREATE TABLE job_log_chunks (
+  stream text NOT NULL,
+  first_line integer NOT NULL CHECK (first_line >= 0),
+  organization_id uuid NOT NULL,
+  lines text[] NOT NULL,
+  written_at timestamptz NOT NULL,
+  PRIMARY KEY (stream, first_line)
+);
+CREATE INDEX job_log_chunks_org ON job_log_chunks (organization_id);
+`,
+  },
 ];

@@ -33,7 +33,7 @@ import { ApiError } from './errors.ts';
 import type { AnyPlugin, PluginContext } from './plugin.ts';
 import { resolvePlugins } from './plugin-loader.ts';
 import type { Coordination } from '../ports/coordination.ts';
-import type { Database } from '../ports/database.ts';
+import type { Database, Transaction } from '../ports/database.ts';
 import type { KernelAdapters } from '../ports/kernel-adapters.ts';
 import { Tokens } from './di-tokens.ts';
 import { newRequestId } from './request-ids.ts';
@@ -60,6 +60,8 @@ import { ConnectorTokensPoint } from '../identity/connector-tokens.ts';
 import { type AdvertisedSurface, SurfacesPoint } from './surfaces.ts';
 import { OutboundHttpClient } from '../net/outbound-http-client.ts';
 import { LongRunningOperations } from '../operations/long-running.ts';
+import { JobLogs } from '../jobs/job-logs.ts';
+import { OrganizationErasersPoint } from './organization-erasure.ts';
 import { Tracing } from '../observability/tracing.ts';
 
 export interface AppOptions {
@@ -227,6 +229,13 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     container.bindValue(Tokens.Jobs, jobs);
     container.bindValue(Tokens.Events, events);
     container.bindValue(Tokens.LongRunning, new LongRunningOperations({ store: stores.longRunning(database), jobs, database, clock }));
+    const jobLogs = new JobLogs({
+      store: stores.jobLogs(database),
+      pubsub: coordination.pubsub,
+      clock,
+      report: (error, stream) => app.log.warn({ err: error, stream }, 'a running job log was not written (tried again) or woken'),
+    });
+    container.bindValue(Tokens.JobLogs, jobLogs);
     const outbound = new OutboundHttpClient({ ...config.outbound, ...(options.outboundLookup ? { lookup: options.outboundLookup } : {}) });
     container.bindValue(Tokens.OutboundHttp, outbound);
     container.bindValue(Tokens.Tracing, tracing);
@@ -279,6 +288,10 @@ export async function buildKernel(config: AppConfig, adapters: KernelAdapters, o
     installRouteResources(app, { identity });
 
     const extensions = new ExtensionRegistry();
+    // The kernel's own table naming organisations: a running job's log goes with its organisation.
+    const eraseJobLogs = (tx: Transaction, id: string) => jobLogs.eraseForOrganization(tx, id);
+    const jobLogsEraser = { name: 'running job logs', erase: eraseJobLogs };
+    extensions.forPlugin('kernel').contribute(OrganizationErasersPoint, jobLogsEraser);
     const contexts = plugins.map(({ plugin, config: pluginConfig }) => ({
       plugin,
       ctx: {

@@ -17,6 +17,7 @@ import type { PeopleSignIn } from '../identity/people-sign-in.ts';
 import type { SecretVault } from '../services/secret-vault.ts';
 import type { OutboundHttpClient } from '../net/outbound-http-client.ts';
 import type { LongRunningOperations } from '../operations/long-running.ts';
+import type { JobLogs } from '../jobs/job-logs.ts';
 import type { Tracing } from '../observability/tracing.ts';
 
 /** Container tokens for what the kernel provides to every plugin. */
@@ -54,6 +55,8 @@ export const Tokens = {
   OutboundHttp: createToken<OutboundHttpClient>('OutboundHttpClient'),
   /** Work that outlives a request, polled as an operation record: started with its job in one transaction. */
   LongRunning: createToken<LongRunningOperations>('LongRunningOperations'),
+  /** A running job's log lines: written by its worker, read and followed from any replica while it runs. */
+  JobLogs: createToken<JobLogs>('JobLogs'),
   /** OpenTelemetry traces (`tracing.*`): `tracer` is null when off, which the call path checks once per call. */
   Tracing: createToken<Tracing>('Tracing'),
 } as const;

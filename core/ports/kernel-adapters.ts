@@ -6,6 +6,7 @@ import type { IdentityStoresFactory } from './identity.ts';
 import type { Mailer } from './mail.ts';
 import type { JobLeaseStore, JobQueueStore, PeriodicStore } from './queue.ts';
 import type { LongRunningStore } from './long-running.ts';
+import type { JobLogStore } from './job-logs.ts';
 import type { SecretStore } from './secrets.ts';
 
 /**
@@ -38,4 +39,5 @@ export interface KernelStores {
   events(db: Database): EventStore;
   secrets(db: Queryable): SecretStore;
   longRunning(db: Database): LongRunningStore;
+  jobLogs(db: Database): JobLogStore;
 }

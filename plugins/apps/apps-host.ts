@@ -3,7 +3,6 @@ import path from 'node:path';
 import type { PubSub } from '../../core/ports/coordination.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import type { AppsStore } from './apps-store.ts';
-import { BuildLogFiles } from './build-log.ts';
 import type { AppsConfig } from './apps-config.ts';
 import { type AppRoute, publishRoute, publishRouteRemoval, type RouteSource, type RunningAppsProxy } from './proxy/index.ts';
 import type { HostingBilling } from './hosting-billing.ts';
@@ -64,11 +63,6 @@ export class AppsHost implements RouteSource {
 
   get buildDir(): string {
     return path.resolve(this.deps.config.build.dir ?? path.join(this.deps.dataDir, 'apps'));
-  }
-
-  /** Running builds' logs (build-log.ts): read by the API while the deployment runs. */
-  get buildLogs(): BuildLogFiles {
-    return new BuildLogFiles(path.join(this.buildDir, 'logs'));
   }
 
   get stateDir(): string {

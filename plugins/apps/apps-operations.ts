@@ -18,7 +18,8 @@ import type { AppsHost } from './apps-host.ts';
 import { type AppRecord, type AppsStore, DEPLOY_HISTORY, type DeploymentRecord, type ServiceRecord } from './apps-store.ts';
 import { appListView, appView, deployAnswerView, deploymentView, type ServiceState, toAppView, toDeploymentView, toServiceView } from './apps-views.ts';
 import { MAX_START_COMMAND_CHARS, missingEnv } from './build-decision/index.ts';
-import { followBuildLog } from './build-log.ts';
+import { buildLogStream, followBuildLog } from './build-log.ts';
+import type { JobLogs } from '../../core/jobs/job-logs.ts';
 import { enqueueDeployment } from './deploy-pipeline.ts';
 import { followQuery, followRuntimeLog, lastRuntimeLines, runtimeLogView } from './log-operations.ts';
 import { decideFromGitHost } from './source-checkout.ts';
@@ -112,6 +113,8 @@ export interface AppsOperationDeps {
   appKeys: AppKeys;
   jobs: JobQueue;
   blobs: BlobStore;
+  /** Running builds' logs (build-log.ts), read from whichever replica the build runs on. */
+  jobLogs: JobLogs;
   identity: IdentityStores;
   clock: () => Date;
   /** `http://<slug>.<baseDomain>:<port>`. */
@@ -412,25 +415,28 @@ export function appsOperations(deps: AppsOperationDeps): AnyOperation[] {
       const { deployment } = authorizedRecord(authorization, deploymentKind).record;
       const stored = await storedBuildLog(deployment);
       if (stored) return { object: 'build_log' as const, deploymentId: deployment.id, complete: true, lines: stored };
-      // Running (or queued): what the build printed so far, from its live file (build-log.ts).
-      const { lines } = await host.buildLogs.readFrom(deployment.id);
-      return { object: 'build_log' as const, deploymentId: deployment.id, complete: false, lines };
+      // Running (or queued): what the build printed so far, from the running job log any replica reads (build-log.ts).
+      const lines = await deps.jobLogs.read(buildLogStream(deployment.id));
+      // Finished meanwhile (its running log discarded once the blob was stored): the stored log.
+      const now = lines.length === 0 ? await store.deploymentById(deployment.id) : null;
+      const finished = now ? await storedBuildLog(now) : null;
+      const complete = finished !== null;
+      return { object: 'build_log' as const, deploymentId: deployment.id, complete, lines: finished ?? lines };
     },
     follow: {
       requested: (query) => query.follow === '1',
       async *stream(output, { signal }) {
         const lines = followBuildLog({
-          files: host.buildLogs,
+          logs: deps.jobLogs,
           deploymentId: output.deploymentId,
+          from: output.lines.length,
           finished: async () => {
             const deployment = await store.deploymentById(output.deploymentId);
             return deployment ? storedBuildLog(deployment) : [];
           },
-          pollMs: 250,
           signal,
         });
-        let index = 0;
-        for await (const line of lines) if (index++ >= output.lines.length) yield { event: 'line', data: { line } };
+        for await (const line of lines) yield { event: 'line', data: { line } };
       },
     },
   });

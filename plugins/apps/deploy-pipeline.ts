@@ -8,6 +8,8 @@ import { z } from 'zod';
 import type { JobQueue } from '../../core/jobs/job-queue.ts';
 import { defineQueue, type Job, type QueueDefinition } from '../../core/jobs/queue-definitions.ts';
 import type { BlobStore } from '../../core/ports/blobs.ts';
+import type { JobLogs } from '../../core/jobs/job-logs.ts';
+import { buildLogStream } from './build-log.ts';
 import type { Transaction } from '../../core/ports/database.ts';
 import type { AppsConfig } from './apps-config.ts';
 import type { AppsHost } from './apps-host.ts';
@@ -45,6 +47,8 @@ export interface PipelineDeps {
   sources: SourceDeps;
   cancels: DeployCancels;
   blobs: BlobStore;
+  /** Where the running build's lines go (build-log.ts). */
+  jobLogs: JobLogs;
   /** The stored variables plus the managed SVC_* ones, read at the deploy. */
   runtimeEnv: RuntimeEnv;
   config: AppsConfig;
@@ -109,14 +113,14 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
   if (!service || !app) return;
 
   const lines: string[] = [];
-  // Each line also goes to the running log's file at once: the API reads it while the build runs.
-  const liveLog = deps.host.buildLogs;
-  await liveLog.begin(deployment.id);
+  // Each line also goes to the running job log: the API on any replica reads it while the build runs.
+  const liveLog = deps.jobLogs.writer(buildLogStream(deployment.id), app.organizationId);
+  await liveLog.begin();
   const log = (stream: string, line: string) => {
     if (lines.length >= BUILD_LOG_MAX_LINES) return;
     const entry = `${deps.clock().toISOString()} ${stream} ${line}`;
     lines.push(entry);
-    liveLog.append(deployment.id, entry);
+    liveLog.append(entry);
   };
   const timings: Timings = { clone: null, build: null, deploy: null };
   const workDir = path.join(deps.host.buildDir, 'builds', deployment.id);
@@ -132,12 +136,17 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
   await store.update(deployment.id, { startedAt: deps.clock(), failureReason: null, failureCode: null });
   // The log is stored before the deployment is marked finished, so whoever sees it finished can read it.
   const saveLog = async () => {
+    // Followers read every line from the running log before it is replaced by the blob.
+    await liveLog.flush();
     const blob = await deps.blobs.put(Readable.from([`${lines.join('\n')}\n`]), { prefix: 'apps-build-logs/', contentType: 'text/plain; charset=utf-8' });
     const previous = (await store.deploymentById(deployment.id))?.logBlob;
     await store.update(deployment.id, { logBlob: blob.key });
     if (previous) await deps.blobs.delete(previous).catch(() => undefined);
   };
 
+  // An interrupted run gives the log up at once: the run taking the job over begins it afresh.
+  const abandonLog = () => liveLog.abandon();
+  job.signal.addEventListener('abort', abandonLog, { once: true });
   const cancel = deps.cancels.track(deployment.id);
   const signal = AbortSignal.any([job.signal, cancel.signal]);
   const advance = async (status: 'cloning' | 'building' | 'starting') => {
@@ -213,7 +222,11 @@ async function runDeployment(deps: PipelineDeps, job: Job<{ deploymentId: string
   } finally {
     cancel.done();
     await rm(workDir, { recursive: true, force: true });
-    await liveLog.remove(deployment.id);
+    job.signal.removeEventListener('abort', abandonLog);
+    // After the deployment is marked finished (its blob stored before): readers take the blob from now on.
+    // An interrupted run leaves the log to the run taking the job over (it may have begun already).
+    const now = await store.deploymentById(deployment.id);
+    if (!now || !UNFINISHED.has(now.status)) await liveLog.discard();
   }
 }
 

@@ -103,6 +103,7 @@ function parts(ctx: PluginContext<AppsConfig>) {
     cancels: container.resolve(AppsTokens.Cancels),
     jobs: container.resolve(Tokens.Jobs),
     blobs: container.resolve(Tokens.Blobs),
+    jobLogs: container.resolve(Tokens.JobLogs),
     clock: container.resolve(Tokens.Clock),
   };
 }
@@ -187,7 +188,7 @@ export const appsPlugin = definePlugin({
     });
   },
   operations: (ctx) => {
-    const { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, clock, sources, cancels } = parts(ctx);
+    const { store, host, git, env, runtimeEnv, appKeys, jobs, blobs, jobLogs, clock, sources, cancels } = parts(ctx);
     const identity = ctx.container.resolve(Tokens.Identity);
     const database = ctx.container.resolve(Tokens.Database);
     const urlOfSlug = (slug: string) => urlOf(ctx.config, host, slug);
@@ -201,6 +202,7 @@ export const appsPlugin = definePlugin({
       appKeys,
       jobs,
       blobs,
+      jobLogs,
       clock,
       identity,
       database,
@@ -251,11 +253,12 @@ export const appsPlugin = definePlugin({
     return [sampling, definePeriodic({ name: 'apps.hosting', everyMs: ctx.config.hosting.checkEveryMinutes * 60_000, run: () => billing.tick() })];
   },
   queues: (ctx) => {
-    const { store, host, sources, cancels, runtimeEnv, blobs, clock } = parts(ctx);
+    const { store, host, sources, cancels, runtimeEnv, blobs, jobLogs, clock } = parts(ctx);
     const upkeep = upkeepParts(ctx, { store, host });
     const allowPrivateNetwork = ctx.appConfig.outbound.allowPrivateNetwork;
     const hooks = upkeep.hooks();
-    const handler = buildHandler({ store, host, sources, cancels, runtimeEnv, blobs, clock, config: ctx.config, hooks, allowPrivateNetwork });
+    const pipeline = { store, host, sources, cancels, runtimeEnv, blobs, jobLogs, clock, hooks, allowPrivateNetwork };
+    const handler = buildHandler({ ...pipeline, config: ctx.config });
     return [{ ...handler, spec: { ...handler.spec, concurrency: ctx.config.build.concurrency } }, upkeep.erasureQueue()];
   },
   routes(app, ctx) {

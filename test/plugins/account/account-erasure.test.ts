@@ -287,6 +287,11 @@ async function useEveryFeature(t: Test, test: AccountApp, who: Member, receiverU
   await upkeep.updateSettings(app.serviceId, who.organizationId, { releaseCommand: 'true', mailOnFailure: true }, now);
   const fix = { id: randomUUID(), serviceId: app.serviceId, organizationId: who.organizationId, deploymentId: app.deploymentId };
   await upkeep.addFix({ ...fix, model: 'mock-small', requestId: 'req_x', proposal: 'p', createdAt: now }, 20);
+  // The log of a build still running, as its worker writes it (core/jobs/job-logs.ts).
+  const jobLogs = test.app.svc.container.resolve(Tokens.JobLogs);
+  const buildLog = jobLogs.writer(`apps.build:${app.deploymentId}`, who.organizationId);
+  buildLog.append(`${tag} building`);
+  await buildLog.close();
   // Its hosting records: an instance run, a charged day (plugins/apps/hosting-billing.ts).
   await db.query(
     `INSERT INTO app_instance_runs (id, organization_id, service_id, deployment_id, instance, memory_bytes, started_at, seen_at)
@@ -393,6 +398,7 @@ t.test("a deletion leaves no row naming the organisation but the kept records, a
     'git repositories': 1,
     apps: 1,
     'app request logs': 1,
+    'running job logs': 1,
   });
   t.ok(done.result.erased['webhook deliveries'] >= 1, 'the deliveries were counted');
   t.equal((await db.query('SELECT 1 FROM long_running_operations WHERE id = $1', [cancelled.id])).rows.length, 0, 'the cancelled deletion went');
