@@ -216,9 +216,11 @@ t.test('deploy breadth', async (t) => {
   });
 
   await t.test('deploy/cancel kills a running build; the deployment is cancelled and the live version keeps serving', async (t) => {
+    // A duration no other process on the machine sleeps for, so the one watched below is this build's.
+    const duration = `120.${String(Math.floor(Math.random() * 1e6)).padStart(6, '0')}`;
     const slow = {
       ...serverSource('never served'),
-      'package.json': '{"name":"hello","scripts":{"build":"sleep 120","start":"node server.js"}}\n',
+      'package.json': `{"name":"hello","scripts":{"build":"sleep ${duration}","start":"node server.js"}}\n`,
     };
     await git(t, hosted.dir, ['checkout', '--quiet', 'next']);
     await commitFiles(t, hosted.dir, slow, 'slow build');
@@ -231,8 +233,8 @@ t.test('deploy breadth', async (t) => {
       if (Date.now() > until) throw new Error('the build never started');
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
-    // The build's `sleep 120` is running before it is cancelled; it is gone when its process group was killed.
-    const sleeping = () => readdirSync('/proc').some((pid) => /^\d+$/.test(pid) && cmdline(pid) === 'sleep\u0000120\u0000');
+    // The build's `sleep` is running before it is cancelled; it is gone when its process group was killed.
+    const sleeping = () => readdirSync('/proc').some((pid) => /^\d+$/.test(pid) && cmdline(pid) === `sleep\u0000${duration}\u0000`);
     while (!sleeping()) {
       if (Date.now() > until) throw new Error('the build’s sleep never started');
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -291,7 +293,7 @@ t.test('deploy breadth', async (t) => {
   await t.test('app-insight says what the app is', async (t) => {
     const response = await test.call('GET', '/client/githost/app-insight?repo=mono&rootDir=web');
     t.equal(response.statusCode, 200, response.body);
-    t.match(response.json(), { object: 'app_insight', provider: 'node', start: 'node server.js', files: 1, dependencies: 0 });
+    t.match(response.json(), { object: 'app_insight', provider: 'node', start: 'node a.js', files: 1, dependencies: 0 });
   });
 
   await t.test('app-insight/estimate: instances × memory tier × hours × price', async (t) => {
