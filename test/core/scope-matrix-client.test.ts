@@ -5,7 +5,7 @@ import { SCOPES } from '../../core/identity/scopes.ts';
 import { sampleBody, sampleBodyIsValid } from '../fixtures/operation-inputs.ts';
 import { declaredAccess, mountMatrix, SPEC_ACCESS, scopeMatrixApp, specAccess, specPath } from '../helpers/scope-matrix-app.ts';
 
-// The scope matrix (test/helpers/scope-matrix-app.ts): the spec's scope table against the registry, and the /client mount.
+// The scope matrix (test/helpers/scope-matrix-app.ts): the spec's table against the registry, and the /client mount.
 const matrix = await scopeMatrixApp(t);
 const { operations } = matrix;
 

@@ -34,6 +34,7 @@ import { allPlugins, buildTestApp, createKey, type TapLike } from './app.ts';
 import { listeningBase, mcpClient } from './mcp-client.ts';
 import { connectorMcpClient, connectorToken, onAuthHost } from './oauth.ts';
 import { fastDeriveKey } from './people.ts';
+import { invalidNamesFailAtOnce } from './invalid-names.ts';
 
 /*
  * Input fuzzing of every route a caller can reach: every operation of the OpenAPI document, every
@@ -268,6 +269,7 @@ const FLUSH_EVERY = 100;
 export async function fuzzingApp(t: TapLike) {
   const test = await buildTestApp(t, {
     deriveKey: fastDeriveKey,
+    outboundLookup: invalidNamesFailAtOnce,
     plugins: {
       ...allPlugins(),
       oauth: { authUrl: AUTH_URL },

@@ -9,6 +9,7 @@ import { Tokens } from '../../core/kernel/di-tokens.ts';
 import { fillPath, sampleBody, sampleQuery, sampleRequest, type InputFields } from '../fixtures/operation-inputs.ts';
 import { addPerson, allPlugins, buildTestApp, createKey } from './app.ts';
 import { fastDeriveKey } from './people.ts';
+import { invalidNamesFailAtOnce } from './invalid-names.ts';
 import { toolError } from './mcp-client.ts';
 import { formBody } from './multipart.ts';
 import { storedApp } from '../plugins/apps/apps-fixtures.ts';
@@ -336,6 +337,7 @@ export async function scopeMatrixApp(t: TapLike) {
       'tool-gateway': { maxUpstreamsPerOrganization: 10_000 },
     },
     deriveKey: fastDeriveKey,
+    outboundLookup: invalidNamesFailAtOnce,
   });
   const operations: AnyOperation[] = test.app.svc.container.resolve(Tokens.Operations).list();
 
