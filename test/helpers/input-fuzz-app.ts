@@ -484,6 +484,8 @@ export async function fuzzingApp(t: TapLike) {
    */
   async function fuzzMcp(t: Test, shard: number): Promise<void> {
     const operations = test.app.svc.container.resolve(Tokens.Operations);
+    // As when the tools followed /v1 in one file: request logging on, so bodies the tools log are stored too.
+    t.equal((await test.call('POST', '/client/log-requests', { body: { enabled: true } })).statusCode, 200, 'request logging is on');
     const clients = await mcpClients(t);
     t.ok(clients[2]!.lists.size >= 25, `the connector lists ${clients[2]!.lists.size} tools`);
     const tools = clients[0]!.tools;
