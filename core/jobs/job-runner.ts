@@ -75,9 +75,9 @@ interface ActiveJob {
 /**
  * Runs the jobs of every registered queue in this process. The policy:
  * - Claims happen one at a time per process, in one statement for all queues with free slots
- *   (each queue's `concurrency` is per process), when a job is enqueued here or a slot frees up,
- *   and otherwise every `pollIntervalMs`; that idle poll also re-queues jobs whose lease expired
- *   and claims due periodic ticks.
+ *   (each queue's `concurrency` is per process), when a job is enqueued here or a slot frees up on
+ *   a queue that was full, and otherwise every `pollIntervalMs`; that idle poll also re-queues jobs
+ *   whose lease expired and claims due periodic ticks.
  * - A running job's lease is renewed every third of its length; a renewal that finds the lease
  *   gone (or the job cancelled) aborts the job's signal.
  * - Every write about a job is fenced by its lease token, so a worker presumed dead can never
@@ -309,9 +309,13 @@ export class JobRunner implements WorkerNudges {
         free = true;
         this.stopHeartbeat(active);
         this.active.delete(claimed.id);
-        this.busy.set(claimed.queue, (this.busy.get(claimed.queue) ?? 1) - 1);
+        const busy = this.busy.get(claimed.queue) ?? 1;
+        this.busy.set(claimed.queue, busy - 1);
         slotFree();
-        this.wake(claimed.queue);
+        // Only a full queue can have left due jobs behind for want of a slot. One with room took every
+        // due job at its last claim, and jobs enqueued since woke the loop themselves: claiming again
+        // would be a second claim statement per job (each domain event's) that finds nothing.
+        if (busy >= definition.spec.concurrency) this.wake(claimed.queue);
       },
     };
     this.active.set(claimed.id, active);

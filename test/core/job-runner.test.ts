@@ -927,6 +927,22 @@ t.test('the loop', async (t) => {
     await leases.claims.reached(2, 'the claim for the freed slot');
   });
 
+  t.test('a slot freed on a queue that had room asks for no claim: its last one took every due job', async (t) => {
+    mockedTimers(t);
+    const { runner, leases } = harness(t, {
+      queues: [defineQueue({ name: 'test.a', payload: empty, concurrency: 2 }).handle(async () => undefined)],
+    });
+    leases.add('test.a');
+    runner.start();
+    await leases.claims.reached(1, 'the first claim');
+    await runner.settled();
+    await flush();
+    t.equal(leases.finished.list.length, 1, 'the job ran');
+    t.equal(leases.claims.list.length, 1, 'no claim for the freed slot');
+    runner.wake('test.a');
+    await leases.claims.reached(2, 'a wake (an enqueue) still claims at once');
+  });
+
   t.test('a claim that filled every slot a queue asked for is followed at once by another', async (t) => {
     mockedTimers(t);
     const { runner, leases } = harness(t, {

@@ -1,0 +1,6 @@
+import t from 'tap';
+import { fuzzingApp } from '../helpers/input-fuzz-app.ts';
+
+// Input fuzzing (test/helpers/input-fuzz-app.ts): the operations of the OpenAPI document in shard 3.
+const fuzzing = await fuzzingApp(t);
+t.test('every operation of the OpenAPI document in management shard 3', async (t) => fuzzing.fuzzManagement(t, 3));
