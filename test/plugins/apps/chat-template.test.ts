@@ -2,6 +2,7 @@ import t from 'tap';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { AppEnv } from '../../../plugins/apps/app-env.ts';
 import { AppsTokens } from '../../../plugins/apps/index.ts';
+import { MeteringTokens } from '../../../plugins/metering/index.ts';
 import type { TestApp } from '../../helpers/app.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
 import { appsServer, call, settledDeployment } from './apps-fixtures.ts';
@@ -70,6 +71,8 @@ t.test('the chat template', async (t) => {
     const answer = JSON.parse(sent.body);
     t.match(answer, { message: { role: 'assistant', content: String }, saved: true, saved_error: null });
 
+    // The request log is written in batches: what is queued is written before it is read.
+    await test.app.svc.container.resolve(MeteringTokens.Writer).flush();
     const requests = await test.call('GET', `/client/requests?keyId=${appKey.keyId}`);
     t.equal(requests.statusCode, 200, requests.body);
     t.match(requests.json().data, [{ model: 'mock-small', status: 200 }], 'the call is logged under the app’s key');
