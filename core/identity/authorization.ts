@@ -86,7 +86,7 @@ export interface DeclaresResources {
 
 /** An app's own key calling an operation declared `ownAppKey` without holding its scope. */
 function actsAsOwnApp(credential: Credential, operation: DeclaresResources): credential is Credential & { appId: string } {
-  if (!operation.ownAppKey || credential.kind !== 'key' || credential.appId === null) return false;
+  if (!operation.ownAppKey || credential.kind !== 'key' || !credential.appId) return false;
   return !operation.scope || !credential.scopes.has(operation.scope);
 }
 

@@ -4,6 +4,7 @@ import {
   authorizedKey,
   authorizedProject,
   authorizedRecord,
+  declaredScopeRefusal,
   resourceId,
   resourcesOf,
   roleRefusalCode,
@@ -84,7 +85,13 @@ function connector(projectId: string, role: OrgRole = 'owner', personId: string 
   };
 }
 
-function operation(fields: { scope?: Scope | null; ownerOnly?: boolean; roles?: readonly OrgRole[]; resource?: ResourceDeclaration | ResourceDeclaration[] }): AnyOperation {
+function operation(fields: {
+  scope?: Scope | null;
+  ownerOnly?: boolean;
+  roles?: readonly OrgRole[];
+  resource?: ResourceDeclaration | ResourceDeclaration[];
+  ownAppKey?: true;
+}): AnyOperation {
   return {
     name: 'test.op',
     method: 'POST',
@@ -93,6 +100,7 @@ function operation(fields: { scope?: Scope | null; ownerOnly?: boolean; roles?: 
     ownerOnly: fields.ownerOnly ?? false,
     roles: fields.roles,
     resource: fields.resource,
+    ownAppKey: fields.ownAppKey,
   } as unknown as AnyOperation;
 }
 const keyInPath = (access: 'read' | 'write' = 'read'): ResourceDeclaration => ({ kind: 'key', access, in: 'path', field: 'id' });
@@ -451,4 +459,45 @@ t.test('the registry refuses an operation declared both owner-only and for roles
   t.throws(() => registry.add(op('nobody', { roles: [] })), /admit nobody/);
   registry.add(op('managers', { roles: ['owner', 'admin'] }));
   t.ok(registry.get('managers'));
+});
+
+// An app's own key (its SVC_API_KEY): a key of project A carrying the app's id, holding `inference` only.
+const appKey = (appId: string | null = 'record-of-A'): KeyCredential => ({ ...keyCredential('A', ['inference']), appId }) as KeyCredential;
+const ownAppWrite = (extra: { scope?: Scope } = {}) => operation({ scope: 'apps:deploy', ownAppKey: true, resource: recordInPath('write'), ...extra });
+
+t.test('an app’s own key passes an ownAppKey operation on its own app without the scope', async (t) => {
+  const decision = await authorize(appKey(), ownAppWrite(), onRecord('record-of-A'), organisation());
+  t.same(authorizedRecord(decision, recordKind), { record: { name: 'of A' }, project: projects.get('A') });
+});
+
+t.test('an app’s own key meets any other app as absent: the kind’s 404 naming the field', async (t) => {
+  t.same(await refusal(appKey(), ownAppWrite(), onRecord('record-of-org')), { status: 404, code: 'webhook_not_found', param: 'id' });
+  t.same(await refusal(appKey(), ownAppWrite(), input()), { status: 404, code: 'webhook_not_found', param: 'id' }, 'no id given');
+});
+
+t.test('without ownAppKey, or for a key of no app, the scope is still asked', async (t) => {
+  const missing = { status: 403, code: 'missing_scope', param: null };
+  t.same(await refusal(appKey(), operation({ scope: 'apps:deploy', resource: recordInPath('write') }), onRecord('record-of-A')), missing);
+  t.same(await refusal(appKey(null), ownAppWrite(), onRecord('record-of-A')), missing, 'a key of no app');
+  t.same(await refusal(session('member', 'developer'), ownAppWrite({ scope: 'projects:write' }), onRecord('record-of-A')), missing, 'a session');
+});
+
+t.test('an app’s key holding the scope is a key like any other: it reaches its project’s other records', async (t) => {
+  const holding = { ...appKey(), scopes: new Set<Scope>(['inference', 'apps:deploy']) } as KeyCredential;
+  t.equal(await refusal(holding, ownAppWrite(), onRecord('record-of-A')), null);
+  const other = await authorize(holding, ownAppWrite(), onRecord('record-of-A'), organisation());
+  t.ok(other.resources.length === 1);
+});
+
+t.test('declaredScopeRefusal answers what the auth hook asks of a route: the waiver for an app’s own key only', async (t) => {
+  t.equal(declaredScopeRefusal(appKey(), { scope: 'apps:deploy', ownAppKey: true }), null);
+  t.equal(declaredScopeRefusal(appKey(), { scope: 'apps:deploy' })?.code, 'missing_scope');
+  t.equal(declaredScopeRefusal(keyCredential('A', ['inference']), { scope: 'apps:deploy', ownAppKey: true })?.code, 'missing_scope');
+  t.equal(declaredScopeRefusal(appKey(), { scope: null }), null);
+  t.equal(declaredScopeRefusal(appKey(), {}), null);
+});
+
+t.test('an operation open to an app’s key but declaring no app resource is a programming error', async (t) => {
+  await t.rejects(authorize(appKey(), operation({ scope: 'apps:deploy', ownAppKey: true }), input(), organisation()), /first resource/);
+  await t.rejects(authorize(appKey(), operation({ scope: 'apps:deploy', ownAppKey: true, resource: keyInPath() }), input({ params: { id: 'key-of-A' } }), organisation()), /first resource/);
 });
