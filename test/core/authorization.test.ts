@@ -483,10 +483,10 @@ t.test('without ownAppKey, or for a key of no app, the scope is still asked', as
 });
 
 t.test('an app’s key holding the scope is a key like any other: it reaches its project’s other records', async (t) => {
-  const holding = { ...appKey(), scopes: new Set<Scope>(['inference', 'apps:deploy']) } as KeyCredential;
-  t.equal(await refusal(holding, ownAppWrite(), onRecord('record-of-A')), null);
-  const other = await authorize(holding, ownAppWrite(), onRecord('record-of-A'), organisation());
-  t.ok(other.resources.length === 1);
+  // Its own app is record-of-B here: holding the scope, it writes record-of-A, as any key of project A does.
+  const holding = { ...appKey('record-of-B'), scopes: new Set<Scope>(['inference', 'apps:deploy']) } as KeyCredential;
+  const decision = await authorize(holding, ownAppWrite(), onRecord('record-of-A'), organisation());
+  t.same(authorizedRecord(decision, recordKind), { record: { name: 'of A' }, project: projects.get('A') });
 });
 
 t.test('declaredScopeRefusal answers what the auth hook asks of a route: the waiver for an app’s own key only', async (t) => {
