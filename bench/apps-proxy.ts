@@ -18,19 +18,22 @@
  * client (one keep-alive connection) alternating one request to each, LATENCY_N each per round; p50
  * of all. Done means the proxy reaches 0.8 of the floor's throughput and its p50 is within 0.1 ms of it.
  *
- * BENCH_ROUNDS, BENCH_ROUND_S and BENCH_LATENCY_N override the defaults.
+ * BENCH_ROUNDS, BENCH_ROUND_S and BENCH_LATENCY_N override the defaults. BENCH_PROFILE=1 CPU-profiles the
+ * apps proxy process over its whole run (idle while the floor is measured) and prints where its busy
+ * time went.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from 'undici';
 import { dropSchema } from '../test/helpers/pg-schemas.ts';
 import { bundleForNode } from './bundle.ts';
 import { type ChildMessage, isChildMessage } from './ipc.ts';
 import { processCpuSeconds } from './process-cpu.ts';
+import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
 import { median } from './run-statistics.ts';
 
 const BENCH_DIR = dirname(fileURLToPath(import.meta.url));
@@ -39,6 +42,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const ROUND_S = Number(process.env.BENCH_ROUND_S ?? 5);
 const LATENCY_N = Number(process.env.BENCH_LATENCY_N ?? 1000);
 const CONNECTIONS = 32;
+const PROFILE = process.env.BENCH_PROFILE === '1';
+const PROFILE_FILE = join(BENCH_DIR, 'profiles', `apps-proxy-${new Date().toISOString().replace(/[:.]/g, '-')}.cpuprofile`);
 const BENCH_APP = 'bench';
 const HOST = `${BENCH_APP}.localhost`;
 const PATH = '/v1/chat/completions';
@@ -127,6 +132,11 @@ async function stopAll(children: ChildProcess[], graceMs = 30_000): Promise<void
   );
 }
 
+/** node's own profiler for the apps proxy child when BENCH_PROFILE=1: written when it exits. */
+function profileFlags(): string[] {
+  return PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${dirname(PROFILE_FILE)}`, `--cpu-prof-name=${basename(PROFILE_FILE)}`] : [];
+}
+
 async function compiled(name: string): Promise<string[]> {
   return [await bundleForNode(join(BENCH_DIR, `${name}.ts`), join(BENCH_DIR, '.build', name))];
 }
@@ -171,7 +181,7 @@ export async function measureAppsProxy(log: Log, rows = rowStoreFromEnv()): Prom
     const database = { BENCH_DATABASE_URL: databaseUrl, BENCH_DATABASE_SCHEMA: schema };
     const store = { BENCH_APPS_ROWS: rows, BENCH_DATA_DIR: dataDir, ...database };
     const floor = await start('bare proxy', await compiled('bare-proxy-process'), env, children);
-    const proxy = await start('apps proxy', await compiled('apps-proxy-process'), { ...env, ...store }, children);
+    const proxy = await start('apps proxy', [...profileFlags(), ...(await compiled('apps-proxy-process'))], { ...env, ...store }, children);
     const targets = [floor, proxy].map((started) => {
       const client = new Client(started.url, { pipelining: 1 });
       clients.push(client);
@@ -210,6 +220,7 @@ export async function measureAppsProxy(log: Log, rows = rowStoreFromEnv()): Prom
   } finally {
     await Promise.allSettled(clients.map((client) => client.close()));
     await stopAll(children);
+    if (PROFILE) printProfileSummary(summarizeProfile(PROFILE_FILE), log);
     rmSync(dataDir, { recursive: true, force: true });
     if (rows === 'postgres') {
       const warn = (error: unknown) => log(`could not drop schema ${schema}: ${String(error)}`);

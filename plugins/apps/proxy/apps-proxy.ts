@@ -1,7 +1,7 @@
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
-import { type Duplex, Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import { Pool } from 'undici';
 import type Dispatcher from 'undici/types/dispatcher.js';
 import { newRequestId } from '../../../core/kernel/request-ids.ts';
@@ -258,7 +258,9 @@ class ProxiedRequest implements Dispatcher.DispatchHandler {
         path: req.url ?? '/',
         method: req.method ?? 'GET',
         headers: this.proxy.forwardedHeaders(req, this.requestId, false),
-        body: this.hasBody ? Readable.from(this.countedBody(), { objectMode: false }) : null,
+        // The client's stream itself: undici reads it as it writes (pausing it when the target is
+        // slow), with no stream or iterator in between.
+        body: this.hasBody ? req : null,
       },
       this,
     );
@@ -266,7 +268,14 @@ class ProxiedRequest implements Dispatcher.DispatchHandler {
 
   onRequestStart(controller: Dispatcher.DispatchController): void {
     this.controller = controller;
-    if (this.finished) controller.abort(new Error('client closed the connection'));
+    if (this.finished) {
+      controller.abort(new Error('client closed the connection'));
+      return;
+    }
+    // undici attaches its own 'data' listener to the body right after this call, in the same
+    // synchronous step, so no chunk can flow before either listener is there. A retry never
+    // carries a body, so this counts each byte once.
+    if (this.hasBody) this.req.on('data', (chunk: Buffer) => (this.bytesIn += chunk.length));
   }
 
   onResponseStart(_controller: Dispatcher.DispatchController, statusCode: number, headers: Record<string, string | string[] | undefined>, statusMessage?: string): void {
@@ -340,14 +349,6 @@ class ProxiedRequest implements Dispatcher.DispatchHandler {
     if (this.finished) return;
     this.finished = true;
     this.proxy.options.record(rowOf(this.route, this.req, this.requestId, this.arrived, status, this.bytesIn, this.bytesOut));
-  }
-
-  /** The client's body streamed to the target as it arrives, counted on the way. */
-  private async *countedBody(): AsyncGenerator<Buffer> {
-    for await (const chunk of this.req as AsyncIterable<Buffer>) {
-      this.bytesIn += chunk.length;
-      yield chunk;
-    }
   }
 }
 

@@ -1,3 +1,5 @@
+import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
 import t from 'tap';
 import { runMigrations } from '../../../../adapters/sql/migrator.ts';
 import { DatabaseUnavailable, type Queryable } from '../../../../core/ports/database.ts';
@@ -73,6 +75,47 @@ for (const backend of databaseBackends()) {
     );
   });
 }
+
+t.test('a large chunked upload the app reads slowly arrives whole, and its row counts every byte once', async (t) => {
+  const received = createHash('sha256');
+  let receivedBytes = 0;
+  const app = await startUpstream(t, (req, res) => {
+    // Reads one chunk at a time with a pause between, so the proxy must hold the client back.
+    req.on('data', (chunk: Buffer) => {
+      received.update(chunk);
+      receivedBytes += chunk.length;
+      req.pause();
+      setImmediate(() => req.resume());
+    });
+    req.on('end', () => res.end(`${receivedBytes}`));
+  });
+  // The insert's parameters are one array per column: id first, bytes_in eleventh.
+  const written: Array<{ id: unknown; bytesIn: unknown }> = [];
+  const capturing: Queryable = {
+    async query(_sql, params) {
+      const [ids, , , , , , , , , , bytesIn] = (params ?? []) as unknown[][];
+      for (const [i, id] of (ids ?? []).entries()) written.push({ id, bytesIn: bytesIn?.[i] });
+      return { rows: [], rowCount: 0 };
+    },
+  };
+  const { port, rows } = await startProxy(t, { source: listSource([route('upload', app.target)]), database: capturing });
+  const body = randomBytes(3 * 1024 * 1024 + 17);
+  const answer = await new Promise<{ status: number; text: string; id: string }>((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'PUT', path: '/blob', headers: { host: 'upload.localhost' } }, (res) => {
+      let text = '';
+      res.on('data', (chunk: Buffer) => (text += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text, id: String(res.headers['x-request-id']) }));
+    });
+    req.on('error', reject);
+    // No content-length: sent chunked, in 64 KiB writes.
+    for (let at = 0; at < body.length; at += 65_536) req.write(body.subarray(at, at + 65_536));
+    req.end();
+  });
+  await rows.flush();
+  t.same({ status: answer.status, text: answer.text }, { status: 200, text: String(body.length) });
+  t.equal(received.digest('hex'), createHash('sha256').update(body).digest('hex'), 'the same bytes, in order');
+  t.same(written, [{ id: answer.id, bytesIn: body.length }]);
+});
 
 t.test('the proxy keeps serving while the database is unreachable; rows past the queue are dropped and counted', async (t) => {
   const down: Queryable = {
