@@ -32,9 +32,19 @@ export class BatchedWriter<Row> {
   private readonly stats = { written: 0, dropped: 0, failedFlushes: 0 };
   /** `dropped` when a write last succeeded: the first drop after it is reported. */
   private droppedAtLastWrite = 0;
+  /**
+   * Rows at the head of the queue whose last write failed. A failure may come after the database
+   * stored them (the answer to a commit lost), so their next write is told they may be there.
+   */
+  private uncertain = 0;
 
   constructor(
-    private readonly write: (rows: readonly Row[]) => Promise<void>,
+    /**
+     * Stores a batch. `mayBeStored`: some of these rows were in a write that failed, and may have
+     * been stored by it; the write must then not store them twice (a unique key with ON CONFLICT DO
+     * NOTHING, say). Otherwise every row is new, and the write may skip that cost.
+     */
+    private readonly write: (rows: readonly Row[], attempt: { mayBeStored: boolean }) => Promise<void>,
     private readonly settings: BatchedWriterSettings,
     /** Told of each failed write (the rows stay queued) and of the first row dropped after a write succeeded. */
     private readonly report: (event: { kind: 'write_failed'; error: unknown; rows: number } | { kind: 'dropping' }) => void,
@@ -94,13 +104,15 @@ export class BatchedWriter<Row> {
     while (this.queue.length > 0 && (due > 0 || this.queue.length >= this.settings.batchSize)) {
       const batch = this.queue.slice(0, this.settings.batchSize);
       try {
-        await this.write(batch);
+        await this.write(batch, { mayBeStored: this.uncertain > 0 });
       } catch (error) {
+        this.uncertain = Math.max(this.uncertain, batch.length);
         this.stats.failedFlushes += 1;
         this.report({ kind: 'write_failed', error, rows: batch.length });
         return;
       }
       this.queue = this.queue.slice(batch.length);
+      this.uncertain = Math.max(0, this.uncertain - batch.length);
       due -= batch.length;
       this.stats.written += batch.length;
       this.droppedAtLastWrite = this.stats.dropped;

@@ -21,3 +21,14 @@ export function newRequestId(nowMs: number = Date.now()): string {
   offset += RANDOM_BYTES_PER_ID;
   return `req_${nowMs.toString(16).padStart(12, '0')}${random}`;
 }
+
+const ISSUED_AT = /^req_([0-9a-f]{12})/;
+
+/**
+ * The millisecond a request id was issued in, read from its first 16 characters (any longer
+ * prefix of an id works); null when the text does not start like an id of ours.
+ */
+export function requestIdIssuedAt(idOrPrefix: string): number | null {
+  const match = ISSUED_AT.exec(idOrPrefix);
+  return match ? Number.parseInt(match[1] as string, 16) : null;
+}

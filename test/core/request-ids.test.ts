@@ -1,5 +1,5 @@
 import t from 'tap';
-import { newRequestId } from '../../core/kernel/request-ids.ts';
+import { newRequestId, requestIdIssuedAt } from '../../core/kernel/request-ids.ts';
 
 t.test('a request id is req_ and 32 lowercase hex digits', async (t) => {
   t.match(newRequestId(), /^req_[0-9a-f]{32}$/);
@@ -18,4 +18,14 @@ t.test('request ids issued in the same millisecond differ (random part), also ac
   t.equal(ids.size, 2_000);
   const randomParts = new Set([...ids].map((id) => id.slice(16)));
   t.equal(randomParts.size, 2_000, 'no random part repeats after the pool is refilled');
+});
+
+t.test('an id, or a prefix of 16 characters or more, tells the millisecond it was issued in', async (t) => {
+  const at = Date.UTC(2026, 10, 27, 14, 30, 0, 123);
+  const id = newRequestId(at);
+  t.equal(requestIdIssuedAt(id), at);
+  t.equal(requestIdIssuedAt(id.slice(0, 16)), at);
+  t.equal(requestIdIssuedAt(id.slice(0, 15)), null, 'too short to hold the whole time');
+  t.equal(requestIdIssuedAt(`REQ_${id.slice(4)}`), null);
+  t.equal(requestIdIssuedAt('chatcmpl-123456789012345'), null);
 });

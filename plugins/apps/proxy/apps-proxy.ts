@@ -110,13 +110,13 @@ export class AppsProxy {
   }
 
   private onRequest(req: IncomingMessage, res: ServerResponse): void {
-    const arrived = performance.now();
+    const arrived = arrivalNow();
     const route = this.routeOf(req.headers.host);
     if (!route) {
       answerPlain(res, 404, `No app is served at ${req.headers.host ?? 'this address'}.\n`);
       return;
     }
-    const requestId = newRequestId();
+    const requestId = newRequestId(arrived.wallMs);
     if (!route.target) {
       res.setHeader('retry-after', String(this.options.stoppedRetryAfterSeconds));
       res.setHeader('x-request-id', requestId);
@@ -129,7 +129,7 @@ export class AppsProxy {
 
   /** A websocket (or any Upgrade): the handshake is written to the target as received, then bytes are piped both ways. */
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
-    const arrived = performance.now();
+    const arrived = arrivalNow();
     socket.on('error', () => socket.destroy());
     const route = this.routeOf(req.headers.host);
     if (!route) {
@@ -140,7 +140,7 @@ export class AppsProxy {
       rawAnswer(socket, 503, 'Service Unavailable', 'This app is not running right now.\n', this.options.stoppedRetryAfterSeconds);
       return;
     }
-    const requestId = newRequestId();
+    const requestId = newRequestId(arrived.wallMs);
     const [host, port] = splitTarget(route.target);
     const upstream = net.connect(port, host);
     this.tunnels.add(socket);
@@ -236,7 +236,7 @@ class ProxiedRequest implements Dispatcher.DispatchHandler {
     private readonly res: ServerResponse,
     private route: AppRoute,
     private readonly requestId: string,
-    private readonly arrived: number,
+    private readonly arrived: Arrival,
   ) {
     const length = req.headers['content-length'];
     this.hasBody = length !== undefined ? length !== '0' : req.headers['transfer-encoding'] !== undefined;
@@ -352,14 +352,27 @@ class ProxiedRequest implements Dispatcher.DispatchHandler {
   }
 }
 
-function rowOf(route: AppRoute, req: IncomingMessage, id: string, arrived: number, status: number, bytesIn: number, bytesOut: number): AppRequestRow {
-  const durationMs = performance.now() - arrived;
+/**
+ * When a request arrived: the wall-clock millisecond, which is also its id's (so a search by id
+ * finds its row by time), and the monotonic clock its duration is measured on.
+ */
+interface Arrival {
+  wallMs: number;
+  monotonicMs: number;
+}
+
+function arrivalNow(): Arrival {
+  return { wallMs: Date.now(), monotonicMs: performance.now() };
+}
+
+function rowOf(route: AppRoute, req: IncomingMessage, id: string, arrived: Arrival, status: number, bytesIn: number, bytesOut: number): AppRequestRow {
+  const durationMs = performance.now() - arrived.monotonicMs;
   const url = req.url ?? '/';
   const query = url.indexOf('?');
   const path = query === -1 ? url : url.slice(0, query);
   return {
     id,
-    at: new Date(Date.now() - durationMs),
+    at: new Date(arrived.wallMs),
     organizationId: route.organizationId,
     appId: route.appId,
     serviceId: route.serviceId,

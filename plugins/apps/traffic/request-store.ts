@@ -1,6 +1,7 @@
 import { Conditions } from '../../../adapters/sql/conditions.ts';
 import { selectPage } from '../../../adapters/sql/keyset.ts';
 import type { Row } from '../../../adapters/sql/rows.ts';
+import { requestIdIssuedAt } from '../../../core/kernel/request-ids.ts';
 import type { Queryable } from '../../../core/ports/database.ts';
 import type { Page, PageRequest } from '../../../core/vocabulary/pagination.ts';
 import { type Bucketing, bucketStarts } from './buckets.ts';
@@ -20,7 +21,8 @@ export interface RequestScope {
   organizationId: string;
   /** null: every project of the organisation. */
   projectIds: readonly string[] | null;
-  serviceId?: string | undefined;
+  /** One service's own list; its app's id lets the table's app index find its rows. */
+  service?: { id: string; appId: string } | undefined;
 }
 
 export interface RequestFilters {
@@ -122,7 +124,11 @@ function scopeConditions(scope: RequestScope): Conditions {
   if (scope.projectIds !== null) {
     c.add(`app_id IN (SELECT id FROM apps WHERE organization_id = ${org}::uuid AND project_id = ANY(${c.param(scope.projectIds)}::uuid[]))`);
   }
-  if (scope.serviceId !== undefined) c.add(`service_id = ${c.param(scope.serviceId)}::uuid`);
+  if (scope.service !== undefined) {
+    // Through its app, whose index the table has (an app has one web service: proxy/request-rows.ts).
+    c.add(`app_id = ${c.param(scope.service.appId)}::uuid`);
+    c.add(`service_id = ${c.param(scope.service.id)}::uuid`);
+  }
   return c;
 }
 
@@ -130,6 +136,8 @@ function addTime(c: Conditions, filters: RequestFilters): void {
   if (filters.since) c.add(`created_at >= ${c.param(filters.since)}::timestamptz`);
   if (filters.until) c.add(`created_at < ${c.param(filters.until)}::timestamptz`);
 }
+
+const ID_TIME_SLACK_MS = 1_000;
 
 /**
  * The list's conditions. A request id (whole, or a prefix at least half as long as the id) searches
@@ -140,6 +148,13 @@ function listConditions(scope: RequestScope, filters: RequestFilters): Condition
   if (filters.requestId !== undefined) {
     const id = c.param(filters.requestId);
     c.add(`(id = ${id}::text OR (char_length(${id}::text) * 2 >= char_length(id) AND left(id, char_length(${id}::text)) = ${id}::text))`);
+    // A row's time is its id's millisecond: the index finds it by time. The second either side
+    // keeps rows stamped before that held (arrival then read back from the request's end).
+    const issuedAt = requestIdIssuedAt(filters.requestId);
+    if (issuedAt !== null) {
+      c.add(`created_at >= ${c.param(new Date(issuedAt - ID_TIME_SLACK_MS))}::timestamptz`);
+      c.add(`created_at < ${c.param(new Date(issuedAt + ID_TIME_SLACK_MS))}::timestamptz`);
+    }
     return c;
   }
   addTime(c, filters);

@@ -115,7 +115,7 @@ export function trafficOperations(deps: TrafficOperationDeps): AnyOperation[] {
     output: appRequestListView,
     async handler({ query }, { authorization }) {
       const { service } = authorizedRecord(authorization, serviceKind).record;
-      return listPage({ organizationId: service.organizationId, projectIds: null, serviceId: service.id }, query);
+      return listPage({ organizationId: service.organizationId, projectIds: null, service: { id: service.id, appId: service.appId } }, query);
     },
   });
 

@@ -39,6 +39,16 @@ CREATE INDEX app_usage_samples_app_time ON app_usage_samples (app_id, sampled_at
 CREATE INDEX app_usage_samples_org_time ON app_usage_samples (organization_id, sampled_at);
 `,
   },
+  {
+    owner: 'apps-traffic',
+    version: 2,
+    name: 'app_requests by app, time and id: the lists of an app and of its service',
+    sql: `
+-- With the id last, a service's list pages by (created_at, id) straight from this index.
+DROP INDEX app_requests_app_time;
+CREATE INDEX app_requests_app_time ON app_requests (app_id, created_at DESC, id DESC);
+`,
+  },
 ];
 
 export interface UsageSample {

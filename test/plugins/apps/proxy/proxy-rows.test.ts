@@ -1,9 +1,10 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import http from 'node:http';
 import t from 'tap';
 import { runMigrations } from '../../../../adapters/sql/migrator.ts';
 import { DatabaseUnavailable, type Queryable } from '../../../../core/ports/database.ts';
-import { appsProxyMigrations } from '../../../../plugins/apps/proxy/index.ts';
+import { newRequestId } from '../../../../core/kernel/request-ids.ts';
+import { type AppRequestRow, appsProxyMigrations, insertAppRequests } from '../../../../plugins/apps/proxy/index.ts';
 import { databaseBackends } from '../../../helpers/databases.ts';
 import { call, listSource, route, startProxy, startUpstream } from './proxy-fixtures.ts';
 
@@ -73,6 +74,39 @@ for (const backend of databaseBackends()) {
       { method: 'GET', path: '/', service_id: sleepy.serviceId, deployment_id: sleepy.deploymentId },
       'a stopped app leaves a 503 row',
     );
+  });
+}
+
+for (const backend of databaseBackends()) {
+  t.test(`a batch written again after a failed write is stored once; a new batch pays no conflict check (${backend.name})`, async (t) => {
+    const { db, cleanup } = await backend.create();
+    t.teardown(cleanup);
+    await runMigrations(db, appsProxyMigrations);
+    const organizationId = randomUUID();
+    const appId = randomUUID();
+    const batch: AppRequestRow[] = [1, 2, 3].map((n) => {
+      const at = Date.UTC(2026, 10, 27, 12, 0, 0, n);
+      return {
+        id: newRequestId(at),
+        at: new Date(at),
+        organizationId,
+        appId,
+        serviceId: appId,
+        deploymentId: null,
+        method: 'GET',
+        path: `/${n}`,
+        status: 200,
+        durationMs: 0.5,
+        bytesIn: 0,
+        bytesOut: 2,
+      };
+    });
+    await insertAppRequests(db, batch);
+    // The write whose answer was lost is tried again: told its rows may be there, it adds none twice.
+    await insertAppRequests(db, [...batch, { ...(batch[0] as AppRequestRow), id: newRequestId(Date.UTC(2026, 10, 27, 12, 0, 1)) }], { mayBeStored: true });
+    const { rows } = await db.query<{ n: number }>('SELECT count(*)::int AS n FROM app_requests');
+    t.equal(rows[0]?.n, 4);
+    await t.rejects(insertAppRequests(db, batch), 'the same rows as new: the unique index refuses them');
   });
 }
 
