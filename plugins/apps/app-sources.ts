@@ -28,6 +28,8 @@ export interface SourceDeps {
 
 /** The templates kept in this repository, each a folder of templates/apps. */
 export const TEMPLATES_DIR = fileURLToPath(new URL('../../templates/apps/', import.meta.url));
+/** Files every template's app gets too (templates/apps/_shared), copied into its folder. */
+const TEMPLATES_SHARED_DIR = path.join(TEMPLATES_DIR, '_shared');
 export const TEMPLATE_IDS = ['workflow-automation', 'chat-ui'] as const;
 export type TemplateId = (typeof TEMPLATE_IDS)[number];
 
@@ -65,6 +67,8 @@ export async function checkoutSource(
   const folder = templateFolder(source.template);
   await mkdir(into, { recursive: true, mode: 0o700 });
   await cp(folder, into, { recursive: true });
+  // What the templates share (their client for the service, HTTP helpers), beside each one's own files.
+  await cp(TEMPLATES_SHARED_DIR, into, { recursive: true });
   return { commit: `template:${await treeHash(into)}` };
 }
 

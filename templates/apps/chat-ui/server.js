@@ -6,141 +6,19 @@
 // http and fetch. APP_PASSWORD, when set, is asked for.
 
 const http = require('node:http');
+const { connected, errorText, inference, passwordGate, readJson, send, storage } = require('./app-kit.js');
 
 const MAX_BODY = 512 * 1024;
-
-function api() {
-  const key = process.env.SVC_API_KEY;
-  const base = process.env.SVC_BASE_URL;
-  if (!key || !base) return null;
-  const trimmed = base.replace(/\/+$/, '');
-  return { key, base: /\/v1$/.test(trimmed) ? trimmed : `${trimmed}/v1` };
-}
-
-const NOT_CONNECTED = { status: 503, body: { error: 'This app is not connected to the service: SVC_API_KEY and SVC_BASE_URL are not set' } };
-
-/** The service's management API (its app storage): the gateway's origin with /client. */
-function management() {
-  const target = api();
-  return target ? { key: target.key, base: `${target.base.replace(/\/v1$/, '')}/client` } : null;
-}
-
-async function upstream(path, init = {}) {
-  const target = api();
-  if (!target) return NOT_CONNECTED;
-  return answerOf(
-    await fetch(`${target.base}${path}`, {
-      ...init,
-      headers: { authorization: `Bearer ${target.key}`, 'content-type': 'application/json' },
-      signal: AbortSignal.timeout(120_000),
-    }),
-  );
-}
-
-/** A call to the management API with the app's key (headers as given: multipart sets its own type). */
-async function service(path, init = {}) {
-  const target = management();
-  if (!target) return NOT_CONNECTED;
-  return answerOf(
-    await fetch(`${target.base}${path}`, {
-      ...init,
-      headers: { authorization: `Bearer ${target.key}`, ...(init.headers || {}) },
-      signal: AbortSignal.timeout(30_000),
-    }),
-  );
-}
-
-async function answerOf(response) {
-  const text = await response.text();
-  let body;
-  try {
-    body = JSON.parse(text);
-  } catch {
-    body = { error: text.slice(0, 1000) };
-  }
-  return { status: response.status, body };
-}
-
-// The app's own id, which its storage routes name: asked of the service once (whoami says which app a key belongs to).
-let appId = null;
-async function ownAppId() {
-  if (appId) return appId;
-  const { status, body } = await service('/whoami');
-  if (status !== 200 || !body.credential || !body.credential.appId) throw new Error(`the service did not say which app this is (${status})`);
-  appId = body.credential.appId;
-  return appId;
-}
 
 const CHAT_ID = /^[A-Za-z0-9_-]{1,64}$/;
 const chatFile = (id) => `chats/${id}.json`;
 
-/** Saved conversations, newest first: [{id, title, updatedAt}]. */
+/** Saved conversations, newest first: [{id, updatedAt}]. */
 async function listChats() {
-  const { status, body } = await service(`/apps/${await ownAppId()}/storage`);
+  const { status, body } = await storage.list('chats/');
   if (status !== 200) return { status, body };
-  const chats = (body.data || [])
-    .filter((file) => file.name.startsWith('chats/') && file.name.endsWith('.json'))
-    .map((file) => ({ id: file.name.slice(6, -5), updatedAt: file.updatedAt || file.createdAt || null }))
-    .sort((a, b) => String(b.updatedAt).localeCompare(String(a.updatedAt)));
+  const chats = body.data.filter((file) => file.name.endsWith('.json')).map((file) => ({ id: file.name.slice(6, -5), updatedAt: file.updatedAt }));
   return { status: 200, body: { data: chats } };
-}
-
-async function readChat(id) {
-  const target = management();
-  if (!target) return NOT_CONNECTED;
-  const path = `/apps/${await ownAppId()}/storage?name=${encodeURIComponent(chatFile(id))}`;
-  const response = await fetch(`${target.base}${path}`, {
-    headers: { authorization: `Bearer ${target.key}`, accept: 'application/octet-stream' },
-    signal: AbortSignal.timeout(30_000),
-  });
-  if (!response.ok) return answerOf(response);
-  return { status: 200, body: JSON.parse(await response.text()) };
-}
-
-async function saveChat(id, chat) {
-  const form = new FormData();
-  form.set('name', chatFile(id));
-  form.set('file', new Blob([JSON.stringify(chat)], { type: 'application/json' }), `${id}.json`);
-  return service(`/apps/${await ownAppId()}/storage`, { method: 'POST', body: form });
-}
-
-async function deleteChat(id) {
-  return service(`/apps/${await ownAppId()}/storage?name=${encodeURIComponent(chatFile(id))}`, { method: 'DELETE' });
-}
-
-function send(res, status, body, type = 'application/json') {
-  res.writeHead(status, { 'content-type': type });
-  res.end(type === 'application/json' ? JSON.stringify(body) : body);
-}
-
-function readJson(req) {
-  return new Promise((resolve, reject) => {
-    let size = 0;
-    const chunks = [];
-    req.on('data', (chunk) => {
-      size += chunk.length;
-      if (size > MAX_BODY) {
-        reject(new Error('body too large'));
-        req.destroy();
-      } else chunks.push(chunk);
-    });
-    req.on('end', () => {
-      try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8') || '{}'));
-      } catch {
-        reject(new Error('the body is not JSON'));
-      }
-    });
-  });
-}
-
-function allowed(req) {
-  const password = process.env.APP_PASSWORD;
-  if (!password) return true;
-  const [scheme, value] = String(req.headers.authorization || '').split(' ');
-  if (scheme !== 'Basic' || !value) return false;
-  const given = Buffer.from(value, 'base64').toString('utf8');
-  return given.slice(given.indexOf(':') + 1) === password;
 }
 
 const PAGE = `<!doctype html><html><head><meta charset="utf-8"><title>Chat</title>
@@ -180,30 +58,27 @@ document.getElementById('form').onsubmit = async (e) => {
 
 const server = http.createServer(async (req, res) => {
   const url = new URL(req.url, 'http://app');
-  if (url.pathname === '/healthz') return send(res, 200, { ok: true, connected: api() !== null });
-  if (!allowed(req)) {
-    res.writeHead(401, { 'www-authenticate': 'Basic realm="chat"', 'content-type': 'text/plain' });
-    return res.end('password required\n');
-  }
+  if (url.pathname === '/healthz') return send(res, 200, { ok: true, connected: connected() });
+  if (!passwordGate(req, res, 'chat')) return;
   try {
     if (req.method === 'GET' && url.pathname === '/') return send(res, 200, PAGE, 'text/html; charset=utf-8');
     if (req.method === 'GET' && url.pathname === '/api/models') {
-      const { status, body } = await upstream('/models');
+      const { status, body } = await inference('/models');
       return send(res, status, body);
     }
     if (req.method === 'POST' && url.pathname === '/api/chat') {
-      const { model, messages, id } = await readJson(req);
+      const { model, messages, id } = await readJson(req, MAX_BODY);
       if (typeof model !== 'string' || !Array.isArray(messages) || messages.length === 0) return send(res, 400, { error: 'send {model, messages}' });
-      const { status, body } = await upstream('/chat/completions', { method: 'POST', body: JSON.stringify({ model, messages }) });
+      const { status, body } = await inference('/chat/completions', { method: 'POST', body: JSON.stringify({ model, messages }) });
       if (status !== 200) return send(res, status, body);
       const message = body.choices[0].message;
       // The conversation with its answer is saved under its id; the answer is sent even when saving fails.
       let saved = false;
       let savedError = null;
       if (typeof id === 'string' && CHAT_ID.test(id)) {
-        const stored = await saveChat(id, { id, model, messages: [...messages, message] }).catch((error) => ({ status: 502, body: { error: error.message } }));
+        const stored = await storage.write(chatFile(id), { id, model, messages: [...messages, message] }).catch((error) => ({ status: 502, body: { error: error.message } }));
         saved = stored.status === 200 || stored.status === 201;
-        if (!saved) savedError = (stored.body.error && (stored.body.error.message || stored.body.error)) || String(stored.status);
+        if (!saved) savedError = errorText(stored);
       }
       return send(res, 200, { message, usage: body.usage, saved, saved_error: savedError });
     }
@@ -215,11 +90,11 @@ const server = http.createServer(async (req, res) => {
     if (chat) {
       if (!CHAT_ID.test(chat[1])) return send(res, 400, { error: 'a chat id is letters, digits, _ and -' });
       if (req.method === 'GET') {
-        const { status, body } = await readChat(chat[1]);
+        const { status, body } = await storage.read(chatFile(chat[1]));
         return send(res, status, body);
       }
       if (req.method === 'DELETE') {
-        const { status, body } = await deleteChat(chat[1]);
+        const { status, body } = await storage.remove(chatFile(chat[1]));
         return send(res, status, body);
       }
     }

@@ -1,19 +1,28 @@
 // A small workflow-automation app: workflows are lists of steps run when their webhook is called
 // (POST /hooks/<id>) or on a schedule (everySeconds). Steps: http (call a URL), set (store a value
-// in the run's state), log, delay. Workflows come from workflows.json and from POST /api/workflows;
-// the latter and the run history live in memory (a restart keeps only workflows.json).
-// No dependencies: node's http and fetch. APP_PASSWORD, when set, is asked for (HTTP Basic).
+// in the run's state), log, delay. Workflows come from workflows.json (built in) and from
+// POST /api/workflows, which saves each as `workflows/<id>.json` in the app's storage on the
+// service (through its own key, SVC_API_KEY), so they survive restarts and redeploys; DELETE
+// /api/workflows/<id> removes one. The run history (the last 200) is kept in memory only.
+// No dependencies: node's http and fetch, and app-kit.js. APP_PASSWORD, when set, is asked for.
 
 const http = require('node:http');
 const fs = require('node:fs');
 const path = require('node:path');
+const { connected, errorText, passwordGate, readJson, send, storage } = require('./app-kit.js');
 
 const MAX_BODY = 256 * 1024;
 const MAX_RUNS = 200;
 const MAX_DELAY_MS = 10_000;
+const STORED_PREFIX = 'workflows/';
+const RELOAD_EVERY_MS = 5_000;
 const workflows = new Map();
+/** The ids workflows.json defines: built in, not removable through the API. */
+const builtIn = new Set();
 const timers = new Map();
 const runs = [];
+/** Whether the stored workflows are in: 'loading' until the service answered, 'loaded', or 'not connected'. */
+let stored = connected() ? 'loading' : 'not connected';
 
 function template(text, scope) {
   return String(text).replace(/\{\{\s*([\w.]+)\s*\}\}/g, (_, key) => {
@@ -39,6 +48,32 @@ function define(workflow) {
   clearInterval(timers.get(workflow.id));
   workflows.set(workflow.id, workflow);
   if (workflow.everySeconds) timers.set(workflow.id, setInterval(() => run(workflow, { trigger: 'schedule' }), workflow.everySeconds * 1000).unref());
+}
+
+function forget(id) {
+  clearInterval(timers.get(id));
+  timers.delete(id);
+  workflows.delete(id);
+}
+
+const storedName = (id) => `${STORED_PREFIX}${id}.json`;
+
+/** Reads the saved workflows from storage, trying again every few seconds while the service does not answer. */
+async function loadStored() {
+  try {
+    const listed = await storage.list(STORED_PREFIX);
+    if (listed.status !== 200) throw new Error(errorText(listed));
+    for (const file of listed.body.data) {
+      const read = await storage.read(file.name);
+      const problem = read.status === 200 ? validWorkflow(read.body) : errorText(read);
+      if (problem) console.error(`${file.name}: not loaded: ${problem}`);
+      else if (!builtIn.has(read.body.id) && !workflows.has(read.body.id)) define(read.body);
+    }
+    stored = 'loaded';
+  } catch (error) {
+    console.error(`stored workflows not loaded yet (${error.message}); trying again in ${RELOAD_EVERY_MS / 1000}s`);
+    setTimeout(loadStored, RELOAD_EVERY_MS).unref();
+  }
 }
 
 async function run(workflow, input) {
@@ -73,42 +108,6 @@ async function run(workflow, input) {
   return record;
 }
 
-function send(res, status, body, type = 'application/json') {
-  res.writeHead(status, { 'content-type': type });
-  res.end(type === 'application/json' ? JSON.stringify(body) : body);
-}
-
-function readJson(req) {
-  return new Promise((resolve, reject) => {
-    let size = 0;
-    const chunks = [];
-    req.on('data', (chunk) => {
-      size += chunk.length;
-      if (size > MAX_BODY) {
-        reject(new Error('body too large'));
-        req.destroy();
-      } else chunks.push(chunk);
-    });
-    req.on('end', () => {
-      const text = Buffer.concat(chunks).toString('utf8');
-      try {
-        resolve(text ? JSON.parse(text) : {});
-      } catch {
-        reject(new Error('the body is not JSON'));
-      }
-    });
-  });
-}
-
-function allowed(req) {
-  const password = process.env.APP_PASSWORD;
-  if (!password) return true;
-  const [scheme, value] = String(req.headers.authorization || '').split(' ');
-  if (scheme !== 'Basic' || !value) return false;
-  const given = Buffer.from(value, 'base64').toString('utf8');
-  return given.slice(given.indexOf(':') + 1) === password;
-}
-
 const escapeHtml = (text) => String(text).replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c]);
 
 function page() {
@@ -122,27 +121,39 @@ function page() {
 
 const server = http.createServer(async (req, res) => {
   const url = new URL(req.url, 'http://app');
-  if (url.pathname === '/healthz') return send(res, 200, { ok: true });
-  if (!allowed(req)) {
-    res.writeHead(401, { 'www-authenticate': 'Basic realm="workflows"', 'content-type': 'text/plain' });
-    return res.end('password required\n');
-  }
+  if (url.pathname === '/healthz') return send(res, 200, { ok: true, stored });
+  if (!passwordGate(req, res, 'workflows')) return;
   try {
     if (req.method === 'GET' && url.pathname === '/') return send(res, 200, page(), 'text/html; charset=utf-8');
-    if (req.method === 'GET' && url.pathname === '/api/workflows') return send(res, 200, { data: [...workflows.values()] });
+    if (req.method === 'GET' && url.pathname === '/api/workflows') {
+      return send(res, 200, { data: [...workflows.values()].map((workflow) => ({ ...workflow, builtIn: builtIn.has(workflow.id) })), stored });
+    }
     if (req.method === 'GET' && url.pathname === '/api/runs') return send(res, 200, { data: runs });
     if (req.method === 'POST' && url.pathname === '/api/workflows') {
-      const workflow = await readJson(req);
+      const workflow = await readJson(req, MAX_BODY);
       const problem = validWorkflow(workflow);
       if (problem) return send(res, 400, { error: problem });
+      if (builtIn.has(workflow.id)) return send(res, 409, { error: `${workflow.id} is defined in workflows.json` });
+      // Saved first: a workflow the service could not keep is not defined either.
+      const saved = await storage.write(storedName(workflow.id), workflow);
+      if (saved.status !== 200 && saved.status !== 201) return send(res, saved.status >= 500 ? saved.status : 502, { error: `not saved: ${errorText(saved)}` });
       define(workflow);
       return send(res, 201, workflow);
+    }
+    const one = /^\/api\/workflows\/([a-z0-9-]{1,40})$/.exec(url.pathname);
+    if (req.method === 'DELETE' && one) {
+      if (builtIn.has(one[1])) return send(res, 409, { error: `${one[1]} is defined in workflows.json` });
+      if (!workflows.has(one[1])) return send(res, 404, { error: `no workflow ${one[1]}` });
+      const removed = await storage.remove(storedName(one[1]));
+      if (removed.status !== 200 && removed.status !== 204 && removed.status !== 404) return send(res, 502, { error: `not removed: ${errorText(removed)}` });
+      forget(one[1]);
+      return send(res, 200, { id: one[1], deleted: true });
     }
     const hook = /^\/hooks\/([a-z0-9-]{1,40})$/.exec(url.pathname);
     if (req.method === 'POST' && hook) {
       const workflow = workflows.get(hook[1]);
       if (!workflow) return send(res, 404, { error: `no workflow ${hook[1]}` });
-      return send(res, 200, await run(workflow, await readJson(req)));
+      return send(res, 200, await run(workflow, await readJson(req, MAX_BODY)));
     }
     return send(res, 404, { error: 'not found' });
   } catch (error) {
@@ -153,7 +164,9 @@ const server = http.createServer(async (req, res) => {
 for (const workflow of JSON.parse(fs.readFileSync(path.join(__dirname, 'workflows.json'), 'utf8'))) {
   const problem = validWorkflow(workflow);
   if (problem) throw new Error(`workflows.json: ${workflow?.id}: ${problem}`);
+  builtIn.add(workflow.id);
   define(workflow);
 }
 server.listen(Number(process.env.PORT), process.env.HOST || '127.0.0.1');
+if (connected()) void loadStored();
 process.on('SIGTERM', () => server.close(() => process.exit(0)));
