@@ -16,10 +16,20 @@ export interface AppsServer {
   test: TestApp;
   orgUrl: string;
   deployKey: string;
+  /** The builds' folder (`apps.build.dir`): where a test looks at what a build left. */
+  buildDir: string;
+}
+
+export interface AppsServerOptions {
+  config?: TestAppOptions['config'];
+  /** Plugins beside the git host and apps (the gateway's, for an app that calls it). */
+  plugins?: Record<string, unknown>;
+  /** `apps.build` settings over the defaults (its folder and a 120 s timeout): registries, limits. */
+  build?: Record<string, unknown>;
 }
 
 /** The service with the git host and apps, listening on loopback (git pushes over HTTP), the proxy on a free port. */
-export async function appsServer(t: Test, options: { config?: TestAppOptions['config']; plugins?: Record<string, unknown> } = {}): Promise<AppsServer> {
+export async function appsServer(t: Test, options: AppsServerOptions = {}): Promise<AppsServer> {
   // Private, as the service's data directory is (its default home): apps running as uids of their own
   // still reach their folders, which the sandbox binds in before dropping to the app's uid.
   const buildDir = mkdtempSync(join(tmpdir(), 'svc-apps-'));
@@ -31,15 +41,18 @@ export async function appsServer(t: Test, options: { config?: TestAppOptions['co
       keys: {},
       projects: {},
       githost: {},
-      // Others beside these (the gateway's, for an app that calls it): `plugins`.
       ...options.plugins,
-      apps: { proxy: { port: 0 }, runtime: { healthTimeoutMs: 15_000, stopGraceMs: 2_000 }, build: { dir: buildDir, timeoutMs: 120_000 } },
+      apps: {
+        proxy: { port: 0 },
+        runtime: { healthTimeoutMs: 15_000, stopGraceMs: 2_000 },
+        build: { dir: buildDir, timeoutMs: 120_000, ...options.build },
+      },
     },
   });
   await test.app.listen({ host: '127.0.0.1', port: 0 });
   const { port } = test.app.server.address() as AddressInfo;
   const deployKey = (await createKey(test, { scopes: ['apps:deploy', 'apps:read'] })).key;
-  return { test, orgUrl: `http://127.0.0.1:${port}/git/${test.organizationId}`, deployKey };
+  return { test, orgUrl: `http://127.0.0.1:${port}/git/${test.organizationId}`, deployKey, buildDir };
 }
 
 /** A 5-line node server answering `text` on PORT, closing its server on SIGTERM (so a swap loses nothing). */

@@ -1,13 +1,12 @@
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { buildTestApp, createKey } from '../../helpers/app.ts';
-import { call, git, settledDeployment, tinyApp } from './apps-fixtures.ts';
+import { createKey } from '../../helpers/app.ts';
+import { appsServer, call, git, settledDeployment, tinyApp } from './apps-fixtures.ts';
 import { fakeRegistry } from './fake-npm-registry.ts';
 
 /**
@@ -28,29 +27,14 @@ const bwrapWorks = (() => {
 })();
 
 async function buildServer(t: Test, registryUrl: string, build: Record<string, unknown> = {}) {
-  const buildDir = mkdtempSync(join(tmpdir(), 'svc-apps-'));
-  chmodSync(buildDir, 0o700);
-  t.teardown(() => rmSync(buildDir, { recursive: true, force: true }));
-  const test = await buildTestApp(t, {
+  const { test, orgUrl, deployKey, buildDir } = await appsServer(t, {
     config: { outbound: { allowPrivateNetwork: true } },
-    plugins: {
-      keys: {},
-      projects: {},
-      githost: {},
-      apps: {
-        proxy: { port: 0 },
-        runtime: { healthTimeoutMs: 15_000, stopGraceMs: 2_000 },
-        build: { dir: buildDir, timeoutMs: 120_000, registries: [registryUrl], npmRegistry: registryUrl, ...build },
-      },
-    },
+    build: { registries: [registryUrl], npmRegistry: registryUrl, ...build },
   });
-  await test.app.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = test.app.server.address() as AddressInfo;
-  const deployKey = (await createKey(test, { scopes: ['apps:deploy', 'apps:read'] })).key;
   const deploy = async (name: string, files: Record<string, string>) => {
     t.equal((await test.call('POST', '/client/githost/repos', { body: { name } })).statusCode, 201);
     const work = await tinyApp(t, files);
-    await git(t, work.dir, ['push', '--quiet', `http://127.0.0.1:${port}/git/${test.organizationId}/${name}.git`, 'main'], deployKey);
+    await git(t, work.dir, ['push', '--quiet', `${orgUrl}/${name}.git`, 'main'], deployKey);
     const response = await test.call('POST', '/client/apps/githost', { body: { repo: name } });
     t.equal(response.statusCode, 202, response.body);
     return response.json() as { app: { id: string; url: string }; service: { id: string }; deployment: { id: string } };

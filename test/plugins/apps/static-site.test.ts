@@ -1,15 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import t, { type Test } from 'tap';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { AppEnv } from '../../../plugins/apps/app-env.ts';
 import { AppsTokens } from '../../../plugins/apps/index.ts';
-import { buildTestApp, createKey } from '../../helpers/app.ts';
-import { call, git, settledDeployment } from './apps-fixtures.ts';
+import { appsServer, call, git, settledDeployment } from './apps-fixtures.ts';
 import { type FakePackage, fakeRegistry } from './fake-npm-registry.ts';
 
 /**
@@ -41,25 +39,10 @@ const FAKE_VITE: FakePackage = {
 
 async function server(t: Test) {
   const registry = await fakeRegistry(t, [FAKE_VITE]);
-  const buildDir = mkdtempSync(join(tmpdir(), 'svc-apps-'));
-  chmodSync(buildDir, 0o700);
-  t.teardown(() => rmSync(buildDir, { recursive: true, force: true }));
-  const test = await buildTestApp(t, {
+  const { test, orgUrl, deployKey } = await appsServer(t, {
     config: { outbound: { allowPrivateNetwork: true } },
-    plugins: {
-      keys: {},
-      projects: {},
-      githost: {},
-      apps: {
-        proxy: { port: 0 },
-        runtime: { healthTimeoutMs: 15_000, stopGraceMs: 2_000 },
-        build: { dir: buildDir, timeoutMs: 120_000, registries: [registry.url], npmRegistry: registry.url },
-      },
-    },
+    build: { registries: [registry.url], npmRegistry: registry.url },
   });
-  await test.app.listen({ host: '127.0.0.1', port: 0 });
-  const { port } = test.app.server.address() as AddressInfo;
-  const deployKey = (await createKey(test, { scopes: ['apps:deploy', 'apps:read'] })).key;
   /** A repository of exactly these files, pushed and deployed; answers the app and its proxy's port. */
   const deploy = async (name: string, files: Record<string, string>, env: Record<string, string> = {}) => {
     t.equal((await test.call('POST', '/client/githost/repos', { body: { name } })).statusCode, 201);
@@ -72,7 +55,7 @@ async function server(t: Test) {
     }
     await git(t, dir, ['add', '.']);
     await git(t, dir, ['commit', '--quiet', '-m', name]);
-    const repoUrl = `http://127.0.0.1:${port}/git/${test.organizationId}/${name}.git`;
+    const repoUrl = `${orgUrl}/${name}.git`;
     await git(t, dir, ['push', '--quiet', repoUrl, 'main'], deployKey);
     const response = await test.call('POST', '/client/apps/githost', { body: { repo: name, env } });
     t.equal(response.statusCode, 202, response.body);
