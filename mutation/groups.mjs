@@ -50,4 +50,10 @@ export const GROUPS = {
     mutate: ['core/jobs/job-runner.ts'],
     testFiles: ['test/core/job-runner.test.ts', 'test/contracts/job-queue.test.ts'],
   },
+  // Loss-tolerant logs (the apps proxy's rows): the bounded queue, the retry, and telling a retried
+  // batch that it may already be stored. A unit test over a scripted store, well under a second per mutant.
+  'batched-writer': {
+    mutate: ['core/kernel/batched-writer.ts'],
+    testFiles: ['test/core/batched-writer.test.ts'],
+  },
 };
