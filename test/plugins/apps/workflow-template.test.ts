@@ -23,7 +23,8 @@ t.test('the workflow template keeps the workflows added through its API', async 
 
   /** The app's workflows once its stored ones are in (a fresh instance reads them just after it starts). */
   const loadedWorkflows = async (): Promise<Array<{ id: string; builtIn: boolean }>> => {
-    for (let attempt = 0; attempt < 200; attempt += 1) {
+    // Generous: a first read that fails is tried again after 5 s, and CI machines are slow.
+    for (const until = Date.now() + 30_000; Date.now() < until; ) {
       const listed = await call(proxyPort(), host, { path: '/api/workflows' });
       const body = JSON.parse(listed.body);
       if (body.stored === 'loaded') return body.data;
