@@ -78,14 +78,8 @@ const storage = {
     return { status: 200, body: { data: files } };
   },
   async read(name) {
-    const target = managementApi();
-    if (!target) return NOT_CONNECTED;
-    const response = await fetch(`${target.base}/apps/${await ownAppId()}/storage?name=${encodeURIComponent(name)}`, {
-      headers: { authorization: `Bearer ${target.key}`, accept: 'application/octet-stream' },
-      signal: AbortSignal.timeout(30_000),
-    });
-    if (!response.ok) return answerOf(response);
-    return { status: 200, body: JSON.parse(await response.text()) };
+    // The file's own bytes (a document saved by write), parsed as any answer is.
+    return management(`/apps/${await ownAppId()}/storage?name=${encodeURIComponent(name)}`, { headers: { accept: 'application/octet-stream' } });
   },
   async write(name, value) {
     const form = new FormData();
@@ -97,6 +91,9 @@ const storage = {
     return management(`/apps/${await ownAppId()}/storage?name=${encodeURIComponent(name)}`, { method: 'DELETE' });
   },
 };
+
+/** Whether the service did what it was asked (any 2xx). */
+const succeeded = (answer) => answer.status >= 200 && answer.status < 300;
 
 /** The service's error as one line, whatever its shape. */
 function errorText(answer) {
@@ -147,4 +144,4 @@ function passwordGate(req, res, realm) {
   return false;
 }
 
-module.exports = { connected: () => inferenceApi() !== null, inference, management, ownAppId, storage, errorText, send, readJson, passwordGate };
+module.exports = { connected: () => inferenceApi() !== null, inference, storage, succeeded, errorText, send, readJson, passwordGate };

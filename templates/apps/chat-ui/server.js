@@ -6,7 +6,7 @@
 // http and fetch. APP_PASSWORD, when set, is asked for.
 
 const http = require('node:http');
-const { connected, errorText, inference, passwordGate, readJson, send, storage } = require('./app-kit.js');
+const { connected, errorText, inference, passwordGate, readJson, send, storage, succeeded } = require('./app-kit.js');
 
 const MAX_BODY = 512 * 1024;
 
@@ -77,7 +77,7 @@ const server = http.createServer(async (req, res) => {
       let savedError = null;
       if (typeof id === 'string' && CHAT_ID.test(id)) {
         const stored = await storage.write(chatFile(id), { id, model, messages: [...messages, message] }).catch((error) => ({ status: 502, body: { error: error.message } }));
-        saved = stored.status === 200 || stored.status === 201;
+        saved = succeeded(stored);
         if (!saved) savedError = errorText(stored);
       }
       return send(res, 200, { message, usage: body.usage, saved, saved_error: savedError });

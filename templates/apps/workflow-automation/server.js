@@ -9,7 +9,7 @@
 const http = require('node:http');
 const fs = require('node:fs');
 const path = require('node:path');
-const { connected, errorText, passwordGate, readJson, send, storage } = require('./app-kit.js');
+const { connected, errorText, passwordGate, readJson, send, storage, succeeded } = require('./app-kit.js');
 
 const MAX_BODY = 256 * 1024;
 const MAX_RUNS = 200;
@@ -62,10 +62,10 @@ const storedName = (id) => `${STORED_PREFIX}${id}.json`;
 async function loadStored() {
   try {
     const listed = await storage.list(STORED_PREFIX);
-    if (listed.status !== 200) throw new Error(errorText(listed));
+    if (!succeeded(listed)) throw new Error(errorText(listed));
     for (const file of listed.body.data) {
       const read = await storage.read(file.name);
-      const problem = read.status === 200 ? validWorkflow(read.body) : errorText(read);
+      const problem = succeeded(read) ? validWorkflow(read.body) : errorText(read);
       if (problem) console.error(`${file.name}: not loaded: ${problem}`);
       else if (!builtIn.has(read.body.id) && !workflows.has(read.body.id)) define(read.body);
     }
@@ -136,7 +136,7 @@ const server = http.createServer(async (req, res) => {
       if (builtIn.has(workflow.id)) return send(res, 409, { error: `${workflow.id} is defined in workflows.json` });
       // Saved first: a workflow the service could not keep is not defined either.
       const saved = await storage.write(storedName(workflow.id), workflow);
-      if (saved.status !== 200 && saved.status !== 201) return send(res, saved.status >= 500 ? saved.status : 502, { error: `not saved: ${errorText(saved)}` });
+      if (!succeeded(saved)) return send(res, saved.status >= 500 ? saved.status : 502, { error: `not saved: ${errorText(saved)}` });
       define(workflow);
       return send(res, 201, workflow);
     }
@@ -145,7 +145,7 @@ const server = http.createServer(async (req, res) => {
       if (builtIn.has(one[1])) return send(res, 409, { error: `${one[1]} is defined in workflows.json` });
       if (!workflows.has(one[1])) return send(res, 404, { error: `no workflow ${one[1]}` });
       const removed = await storage.remove(storedName(one[1]));
-      if (removed.status !== 200 && removed.status !== 204 && removed.status !== 404) return send(res, 502, { error: `not removed: ${errorText(removed)}` });
+      if (!succeeded(removed) && removed.status !== 404) return send(res, 502, { error: `not removed: ${errorText(removed)}` });
       forget(one[1]);
       return send(res, 200, { id: one[1], deleted: true });
     }
