@@ -10,6 +10,7 @@
  *   npx tsx bench/stream-cost.ts --profile=allocations # where the measured calls allocate, garbage included
  *   npx tsx bench/stream-cost.ts --perf                # `perf record` of every target meanwhile: kernel time too
  *   npx tsx bench/stream-cost.ts --perf --perf-graph   # with call graphs, for `perf script` / `perf report -g`
+ *   npx tsx bench/stream-cost.ts --governed-floor      # also the least a governed call costs (bench/governed-floor-process.ts)
  *
  * Streams are what the issue's figures describe: STREAM_COST_CHUNKS chunks (default 20, plus the
  * usage chunk) written 5 ms apart by the fake upstream, 16 streams at a time. Every target (the
@@ -56,6 +57,11 @@ const { values: args } = parseArgs({
     database: { type: 'string' },
     redis: { type: 'string' },
     'no-proxy': { type: 'boolean', default: false },
+    /**
+     * Also the governed floor: only the work no governed gateway can skip (key, admission, journal,
+     * parse and serialise), so the gateway's cost splits into governance's and our own path's.
+     */
+    'governed-floor': { type: 'boolean', default: false },
     /** Every target at once in each repeat: a build against another under the very same conditions. */
     together: { type: 'boolean', default: false },
     /** `cpu` (or no value) or `allocations`. */
@@ -266,15 +272,17 @@ async function startUpstream(): Promise<string> {
   return String((await upstream.next('ready', 30_000)).url);
 }
 
-async function startProxy(upstreamUrl: string, probe: string): Promise<Target> {
-  const entry = await buildEntry(REPO_ROOT, 'bench/bare-proxy-process.ts', 'bare-proxy-process');
+/** A floor the gateways are read against: the bare proxy, or the governed floor. */
+async function startFloor(upstreamUrl: string, probe: string, name: 'bare proxy' | 'governed floor'): Promise<Target> {
+  const file = name === 'bare proxy' ? 'bare-proxy-process' : 'governed-floor-process';
+  const entry = await buildEntry(REPO_ROOT, `bench/${file}.ts`, file);
   const env = { BENCH_UPSTREAM_URL: upstreamUrl };
   const nodeArgs = ['--import', probe, ...CHILD_NODE_ARGS];
-  const proxy = startChild('bare proxy', { entry: [entry], env, cwd: REPO_ROOT, nodeArgs });
-  const url = String((await proxy.next('ready', 30_000)).url);
+  const floor = startChild(name, { entry: [entry], env, cwd: REPO_ROOT, nodeArgs });
+  const url = String((await floor.next('ready', 30_000)).url);
   const pool = new Pool(url, { connections: CONCURRENCY });
   const authorization = 'Bearer sk-bench-upstream';
-  return { name: 'bare proxy', pid: proxy.process.pid!, child: proxy, profiled: false, pool, origin: url, authorization };
+  return { name, pid: floor.process.pid!, child: floor, profiled: false, pool, origin: url, authorization };
 }
 
 /** One build of the gateway, on its own schema, with a real key made through the management API. */
@@ -438,7 +446,9 @@ async function main(): Promise<void> {
   const upstreamUrl = await startUpstream();
   const targets: Target[] = [];
   const probe = await buildEntry(REPO_ROOT, 'bench/stream-cost-probe.ts', 'stream-cost-probe');
-  if (!args['no-proxy']) targets.push(await startProxy(upstreamUrl, probe));
+  if (!args['no-proxy']) targets.push(await startFloor(upstreamUrl, probe, 'bare proxy'));
+  // Before the gateways: the first of them is then read against it repeat by repeat.
+  if (args['governed-floor']) targets.push(await startFloor(upstreamUrl, probe, 'governed floor'));
   for (const [index, tree] of TREES.entries()) targets.push(await startGateway(tree, index, upstreamUrl, probe));
 
   log(`stream-cost: ${describeRun()}`);
