@@ -63,7 +63,7 @@ function hash32(name: string): number {
 export const randomFor = (name: string): Random => seededRandom((SEED ^ hash32(name)) >>> 0);
 
 /** How many files each sharded part is split into: raise a count (and add its files) when a shard nears the timeout. */
-export const SHARDS = { management: 3, mcp: 4 } as const;
+export const SHARDS = { management: 3, mcp: 6 } as const;
 export type ShardedPart = keyof typeof SHARDS;
 
 /** The shard (1-based) an operation or tool belongs to: a stable split by a hash of its name. */
