@@ -10,7 +10,6 @@ import type { HostingMeter } from './hosting-meter.ts';
 import type { SecretVault } from '../../core/services/secret-vault.ts';
 import { ConfigError } from '../../config/load.ts';
 import { ArtifactUrls } from './runtime/artifact-urls.ts';
-import { KubernetesRuntime } from './runtime/kubernetes-runtime.ts';
 import { LocalRuntime, type RouteChange, RuntimeError, type RuntimePort } from './runtime/index.ts';
 import { resolveSandboxTools, type SandboxTools } from './runtime/sandbox.ts';
 
@@ -79,6 +78,8 @@ export class AppsHost implements RouteSource {
       // The apps run in pods; the builds still run here, in this machine's sandbox.
       const tools = await resolveSandboxTools({ bwrapPath: settings.bwrapPath, requireSandbox: settings.requireSandbox, warn });
       const urls = (await this.artifactUrls())!;
+      // Loaded only here: the Kubernetes client alone adds about 70 MiB to every process that imports it.
+      const { KubernetesRuntime } = await import('./runtime/kubernetes-runtime.ts');
       runtime = KubernetesRuntime.fromFile(kube.kubeconfig, {
         namespace: kube.namespace,
         baseImage: kube.baseImage,
