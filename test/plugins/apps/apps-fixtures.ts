@@ -6,6 +6,7 @@ import type { Test } from 'tap';
 import { randomUUID } from 'node:crypto';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { AppsStore } from '../../../plugins/apps/apps-store.ts';
+import { AppsTokens } from '../../../plugins/apps/index.ts';
 import { buildTestApp, createKey, type TestApp, type TestAppOptions } from '../../helpers/app.ts';
 import { git } from '../githost/git-fixtures.ts';
 
@@ -100,6 +101,20 @@ export async function settledDeployment(
     if (Date.now() > until) throw new Error(`deployment not settled: ${JSON.stringify(progress)}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/**
+ * An app launched from one of the service's templates and waited for until live (both asserted):
+ * its records, the `Host` the proxy serves it under, its first deployment and the proxy's port.
+ */
+export async function liveTemplateApp(t: Test, test: TestApp, template: string, name: string) {
+  const launched = await test.call('POST', `/client/apps/templates/${template}`, { body: { name } });
+  t.equal(launched.statusCode, 202, launched.body);
+  const { app, service } = launched.json() as { app: { id: string; slug: string }; service: { id: string } };
+  const deployment = await settledDeployment(test, app.id);
+  t.equal(deployment.status, 'live', deployment.failureReason ?? '');
+  const proxyPort = () => test.app.svc.container.resolve(AppsTokens.Host).proxy?.port ?? 0;
+  return { app, service, host: `${app.slug}.localhost`, deployment, proxyPort };
 }
 
 /**

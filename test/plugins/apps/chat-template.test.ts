@@ -1,11 +1,10 @@
 import t from 'tap';
 import { Tokens } from '../../../core/kernel/di-tokens.ts';
 import { AppEnv } from '../../../plugins/apps/app-env.ts';
-import { AppsTokens } from '../../../plugins/apps/index.ts';
 import { MeteringTokens } from '../../../plugins/metering/index.ts';
 import type { TestApp } from '../../helpers/app.ts';
 import { TEST_PRICES } from '../../helpers/gateway.ts';
-import { appsServer, call, settledDeployment } from './apps-fixtures.ts';
+import { appsServer, call, liveTemplateApp, settledDeployment } from './apps-fixtures.ts';
 
 /**
  * The chat template end to end (plugins/apps/README.md, templates): deployed from the repo, it calls
@@ -42,13 +41,7 @@ t.test('the chat template', async (t) => {
       account: {},
     },
   });
-  const proxyPort = () => test.app.svc.container.resolve(AppsTokens.Host).proxy?.port ?? 0;
-  const launched = await test.call('POST', '/client/apps/templates/chat-ui', { body: { name: 'chat' } });
-  t.equal(launched.statusCode, 202, launched.body);
-  const { app, service } = launched.json();
-  const host = `${app.slug}.localhost`;
-  const done = await settledDeployment(test, app.id);
-  t.equal(done.status, 'live', done.failureReason ?? '');
+  const { app, service, host, proxyPort } = await liveTemplateApp(t, test, 'chat-ui', 'chat');
   const appKey = await appKeyOf(test, service.id);
 
   await t.test('it lists the models through the gateway, from inside its sandbox', async (t) => {

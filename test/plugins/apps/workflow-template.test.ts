@@ -1,6 +1,5 @@
 import t from 'tap';
-import { AppsTokens } from '../../../plugins/apps/index.ts';
-import { appsServer, call, settledDeployment } from './apps-fixtures.ts';
+import { appsServer, call, liveTemplateApp, settledDeployment } from './apps-fixtures.ts';
 
 /**
  * The workflow template end to end (plugins/apps/README.md, templates): a workflow added through its
@@ -13,13 +12,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
 
 t.test('the workflow template keeps the workflows added through its API', async (t) => {
   const { test } = await appsServer(t, { plugins: { account: {} } });
-  const proxyPort = () => test.app.svc.container.resolve(AppsTokens.Host).proxy?.port ?? 0;
-  const launched = await test.call('POST', '/client/apps/templates/workflow-automation', { body: { name: 'flows' } });
-  t.equal(launched.statusCode, 202, launched.body);
-  const { app, service } = launched.json();
-  const host = `${app.slug}.localhost`;
-  const first = await settledDeployment(test, app.id);
-  t.equal(first.status, 'live', first.failureReason ?? '');
+  const { app, service, host, deployment: first, proxyPort } = await liveTemplateApp(t, test, 'workflow-automation', 'flows');
 
   /** The app's workflows once its stored ones are in (a fresh instance reads them just after it starts). */
   const loadedWorkflows = async (): Promise<Array<{ id: string; builtIn: boolean }>> => {
