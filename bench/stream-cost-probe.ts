@@ -7,7 +7,9 @@
  *
  *   { type: 'cpu-usage' }                            → answers { type: 'cpu-usage', micros }
  *   { type: 'probe-profile-start', kind, interval }  → starts sampling (cpu: every `interval` µs;
- *                                                      allocations: every `interval` bytes, garbage included)
+ *                                                      allocations: every `interval` bytes, garbage included;
+ *                                                      promoted: only what outlived a scavenge, whether or not
+ *                                                      a full collection has freed it since)
  *   { type: 'probe-profile-stop', file }             → writes the profile there, answers { type: 'profiled', file }
  *
  * Not `profile-start`/`profile-stop`: bench/gateway-process.ts answers those with a CPU profile of
@@ -16,9 +18,9 @@
 import { writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
 
-type ProbeMessage = { type: 'cpu-usage' } | { type: 'probe-profile-start'; kind: 'cpu' | 'allocations'; interval: number } | { type: 'probe-profile-stop'; file: string };
+type ProbeMessage = { type: 'cpu-usage' } | { type: 'probe-profile-start'; kind: 'cpu' | 'allocations' | 'promoted'; interval: number } | { type: 'probe-profile-stop'; file: string };
 
-let running: 'cpu' | 'allocations' | null = null;
+let running: 'cpu' | 'allocations' | 'promoted' | null = null;
 
 const session = new Session();
 session.connect();
@@ -41,8 +43,10 @@ process.on('message', (message: ProbeMessage) => {
         await post('Profiler.setSamplingInterval', { interval: message.interval });
         await post('Profiler.start');
       } else {
-        // Garbage too: what a call allocates and drops is what the scavenger is kept busy by.
-        const options = { samplingInterval: message.interval, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true };
+        // Garbage too: what a call allocates and drops is what the scavenger is kept busy by. `promoted`
+        // leaves out what died young: what is left was copied by scavenges and then marked by full collections.
+        const includeObjectsCollectedByMinorGC = message.kind === 'allocations';
+        const options = { samplingInterval: message.interval, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC };
         await post('HeapProfiler.startSampling', options);
       }
       process.send?.({ type: 'profiling' });

@@ -8,6 +8,7 @@
  *   npx tsx bench/stream-cost.ts --tree /tmp/parent --tree . --together --no-proxy   # both loaded at once
  *   npx tsx bench/stream-cost.ts --profile             # CPU profile of the measured calls only
  *   npx tsx bench/stream-cost.ts --profile=allocations # where the measured calls allocate, garbage included
+ *   npx tsx bench/stream-cost.ts --profile=promoted    # where what outlives a scavenge (what old space fills with) is allocated
  *   npx tsx bench/stream-cost.ts --perf                # `perf record` of every target meanwhile: kernel time too
  *   npx tsx bench/stream-cost.ts --perf --perf-graph   # with call graphs, for `perf script` / `perf report -g`
  *   npx tsx bench/stream-cost.ts --governed-floor      # also the least a governed call costs (bench/governed-floor-process.ts)
@@ -87,7 +88,7 @@ const TREES = (args.tree ?? [REPO_ROOT]).map((tree) => resolve(tree));
 const PACKAGE: { scripts: Record<string, string> } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'));
 const NODE_ARGS = (args['node-args'] ?? PACKAGE.scripts['start:prod']!).split(/\s+/).filter((arg) => arg.startsWith('--'));
 const PROFILE_DIR = join(BENCH_DIR, 'profiles');
-const PROFILE = args.profile === undefined ? null : args.profile === 'allocations' ? 'allocations' : 'cpu';
+const PROFILE = args.profile === undefined ? null : args.profile === 'allocations' || args.profile === 'promoted' ? args.profile : 'cpu';
 /** perf names JIT-compiled JavaScript functions from the map node writes with this flag. */
 const CHILD_NODE_ARGS = args.perf ? [...NODE_ARGS, '--perf-basic-prof-only-functions'] : NODE_ARGS;
 
@@ -396,20 +397,26 @@ interface AllocationNode {
   children: AllocationNode[];
 }
 
-/** Bytes allocated (garbage included) per measured call, by the function that allocated them. */
+/**
+ * Bytes per measured call by the function that allocated them: every allocation (garbage included),
+ * or with `promoted` what outlived a scavenge, named with its caller too (where a call's objects are
+ * kept: a queue, a timer, a pending promise, is usually the caller's doing).
+ */
 function printAllocations(file: string, calls: number): void {
   const { head } = JSON.parse(readFileSync(file, 'utf8')) as { head: AllocationNode };
   const bySite = new Map<string, number>();
   let total = 0;
-  const visit = (node: AllocationNode) => {
-    const { functionName, url, lineNumber } = node.callFrame;
-    const site = `${functionName || '(anonymous)'} ${url.replace(/^.*\//, '')}:${lineNumber + 1}`;
+  const frame = (node: AllocationNode) => `${node.callFrame.functionName || '(anonymous)'} ${node.callFrame.url.replace(/^.*\//, '')}:${node.callFrame.lineNumber + 1}`;
+  const visit = (node: AllocationNode, caller: string | null) => {
+    const own = frame(node);
+    const site = PROFILE === 'promoted' && caller !== null ? `${own} < ${caller}` : own;
     bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize);
     total += node.selfSize;
-    for (const child of node.children) visit(child);
+    for (const child of node.children) visit(child, own);
   };
-  visit(head);
-  log(`  ${(total / calls / 1024).toFixed(1)} KiB allocated per ${MODE === 'stream' ? 'stream' : 'call'}; by function:`);
+  visit(head, null);
+  const what = PROFILE === 'promoted' ? 'outlived a scavenge' : 'allocated';
+  log(`  ${(total / calls / 1024).toFixed(1)} KiB ${what} per ${MODE === 'stream' ? 'stream' : 'call'}; by function:`);
   for (const [site, bytes] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 30)) {
     log(`    ${((100 * bytes) / total).toFixed(1).padStart(5)}%  ${(bytes / calls / 1024).toFixed(2).padStart(7)} KiB  ${site}`);
   }

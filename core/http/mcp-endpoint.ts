@@ -1,6 +1,4 @@
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { scopeRefusal } from '../identity/authorization.ts';
 import type { Credential } from '../identity/credential.ts';
@@ -10,6 +8,7 @@ import { ApiError } from '../kernel/errors.ts';
 import { defineExtensionPoint } from '../kernel/extension-points.ts';
 import type { OperationCaller } from '../operations/operation-service.ts';
 import type { OperationTools } from '../operations/operation-tools.ts';
+import { mcpServerSdk } from './mcp-server-sdk.ts';
 import { publicOriginOf, requestOrigin } from './request-origin.ts';
 
 /**
@@ -88,9 +87,10 @@ export function operationToolsEndpoint(tools: OperationTools, publicOrigin: stri
     const refusal = scopeRefusal(credential, 'mcp:read');
     if (refusal) throw refusal;
     const caller: OperationCaller = { credential, requestId: request.id, logger: request.log, clientAddress: request.ip, origin: requestOrigin(request, publicOrigin) };
+    const { Server, types } = await mcpServerSdk();
     const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
-    server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: tools.list(caller.credential) }));
-    server.setRequestHandler(CallToolRequestSchema, (call) => tools.call(call.params.name, call.params.arguments, caller));
+    server.setRequestHandler(types.ListToolsRequestSchema, () => ({ tools: tools.list(caller.credential) }));
+    server.setRequestHandler(types.CallToolRequestSchema, (call) => tools.call(call.params.name, call.params.arguments, caller));
     await answerWithServer(server, request, reply, { stream: false });
   };
 }
@@ -101,6 +101,7 @@ export function operationToolsEndpoint(tools: OperationTools, publicOrigin: stri
  * before its result. Closing the connection closes the server, which aborts its handlers' signals.
  */
 export async function answerWithServer(server: Server, request: FastifyRequest, reply: FastifyReply, options: { stream: boolean }): Promise<void> {
+  const { StreamableHTTPServerTransport } = await mcpServerSdk();
   const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: !options.stream });
   reply.raw.on('close', () => {
     void transport.close();

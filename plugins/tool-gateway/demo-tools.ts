@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { z } from 'zod';
+import { loadOnce } from '../../core/kernel/load-once.ts';
 
 export type DemoNotes = Map<string, { id: string; title: string; body: string; createdAt: string }>;
 
@@ -19,6 +19,12 @@ const MAX_NOTES = 100;
  */
 const notesByUpstream = new Map<string, DemoNotes>();
 
+/** The SDK's in-process transport and high-level server, imported on the first demo connection (mcp-client-sdk.ts says why). */
+const demoSdk = loadOnce(async () => {
+  const [inMemory, server] = await Promise.all([import('@modelcontextprotocol/sdk/inMemory.js'), import('@modelcontextprotocol/sdk/server/mcp.js')]);
+  return { InMemoryTransport: inMemory.InMemoryTransport, McpServer: server.McpServer };
+});
+
 /**
  * A client transport connected to a fresh demo server in this process (an SDK server serves one
  * transport at a time, so each connection gets its own; they share the upstream's notes). Closing
@@ -30,8 +36,9 @@ export async function connectDemoTools(upstreamId: string | null, clock: () => D
     notes = notesByUpstream.get(upstreamId) ?? notes;
     notesByUpstream.set(upstreamId, notes);
   }
+  const { InMemoryTransport, McpServer } = await demoSdk();
   const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-  await demoToolsServer(clock, notes).connect(serverSide);
+  await demoToolsServer(new McpServer({ name: 'svc-demo-tools', version: '1.0.0' }, { capabilities: { tools: {} } }), clock, notes).connect(serverSide);
   return clientSide;
 }
 
@@ -43,8 +50,7 @@ export async function connectDemoTools(upstreamId: string | null, clock: () => D
  * read-only tools, a write, a destructive tool (approval by default), progress, a tool error and
  * structured output. Notes live in this process's memory: a demo, not a store.
  */
-export function demoToolsServer(clock: () => Date = () => new Date(), notes: DemoNotes = new Map()): McpServer {
-  const server = new McpServer({ name: 'svc-demo-tools', version: '1.0.0' }, { capabilities: { tools: {} } });
+function demoToolsServer(server: McpServer, clock: () => Date, notes: DemoNotes): McpServer {
   const text = (value: string) => ({ content: [{ type: 'text' as const, text: value }] });
 
   server.registerTool('echo', { description: 'Answers the text it is given.', inputSchema: { text: z.string().max(10_000) }, annotations: { readOnlyHint: true } }, async ({ text: given }) =>

@@ -1,22 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import {
-  CallToolRequestSchema,
-  type CallToolResult,
-  CallToolResultSchema,
-  CancelledNotificationSchema,
-  ErrorCode,
-  ListToolsRequestSchema,
-  McpError,
-  type Progress,
-  type ServerNotification,
-  type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Progress, ServerNotification, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyBaseLogger } from 'fastify';
 import type { InferenceAdmission } from '../../core/gateway/inference-admission.ts';
 import type { GatewayMetrics } from '../../core/gateway/metrics.ts';
 import { answerWithServer, type McpEndpoint } from '../../core/http/mcp-endpoint.ts';
+import { mcpServerSdk } from '../../core/http/mcp-server-sdk.ts';
+import { mcpClientSdk } from './mcp-client-sdk.ts';
 import type { KeyCredential } from '../../core/identity/credential.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import type { SecretVault } from '../../core/services/secret-vault.ts';
@@ -64,6 +54,8 @@ const flightKey = (keyId: string, requestId: string | number) => `${keyId}\u0000
 export function gatewayEndpoint(deps: GatewayDeps): McpEndpoint {
   return async (request, reply, credential) => {
     if (credential.kind !== 'key') throw new ApiError('invalid_api_key', '/mcp/gateway takes API keys only');
+    const { Server, types } = await mcpServerSdk();
+    const { CallToolRequestSchema, CancelledNotificationSchema, ErrorCode, ListToolsRequestSchema, McpError } = types;
     const server = new Server(SERVER_INFO, { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS });
     server.setRequestHandler(ListToolsRequestSchema, async () => {
       const { tools } = await toolsOfKey(deps, keyOf(credential), deps.clock());
@@ -222,13 +214,14 @@ async function run(deps: GatewayDeps, call: ToolCall, argumentsSha256: string): 
   const upstream = await deps.upstreams.get(call.credential.organizationId, tool.upstreamId);
   if (!upstream) return { status: 'upstream_error', errorKind: 'connect', approvalId, result: failed(`The tool server "${slug}" is no longer registered.`) };
   try {
+    const { types } = await mcpClientSdk();
     const headers = await credentialHeaders(() => upstreamHeaders(deps, upstream));
     const target = { url: upstream.url, transport: upstream.transport, headers, timeoutMs: upstream.timeoutMs, upstreamId: upstream.id };
     const result = await deps.sessions.use(
       target,
       'the tools/call',
       ({ client }) =>
-        client.callTool({ name: tool.name, arguments: call.arguments }, CallToolResultSchema, {
+        client.callTool({ name: tool.name, arguments: call.arguments }, types.CallToolResultSchema, {
           signal: call.signal,
           // The upstream's timeout is how long it may stay silent: its progress shows it is working.
           timeout: upstream.timeoutMs,

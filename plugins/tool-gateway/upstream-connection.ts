@@ -1,13 +1,11 @@
 import { setMaxListeners } from 'node:events';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { SSEClientTransport, SseError } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { type FetchLike, outboundFetch } from '../../core/net/outbound-fetch.ts';
 import { type OutboundHttpClient, OutboundHttpError } from '../../core/net/outbound-http-client.ts';
 import { connectDemoTools } from './demo-tools.ts';
+import { type McpClientSdk, mcpClientSdk } from './mcp-client-sdk.ts';
 import type { UpstreamTransport } from './upstream-store.ts';
 
 /** What the gateway needs to reach a server: where, how, with which header (its value read from the vault just now). */
@@ -106,15 +104,16 @@ export async function openUpstream(http: OutboundHttpClient, target: UpstreamTar
       throw error;
     }
   };
-  const client = new Client({ name: 'svc-tool-gateway', version: '1.0.0' }, { capabilities: {} });
+  const sdk = await mcpClientSdk();
+  const client = new sdk.Client({ name: 'svc-tool-gateway', version: '1.0.0' }, { capabilities: {} });
   const close = () => client.close().catch(() => undefined);
   try {
-    const transport = await transportFor(target, fetch);
+    const transport = await transportFor(sdk, target, fetch);
     await client.connect(transport, { timeout: target.timeoutMs, maxTotalTimeout: target.timeoutMs });
-    return { session: { client, transport, origin }, classify: (error, what) => classify(error, lastRefusal, origin, what), close };
+    return { session: { client, transport, origin }, classify: (error, what) => classify(sdk, error, lastRefusal, origin, what), close };
   } catch (error) {
     await close();
-    throw classify(error, lastRefusal, origin, 'the MCP handshake');
+    throw classify(sdk, error, lastRefusal, origin, 'the MCP handshake');
   }
 }
 
@@ -130,22 +129,23 @@ export async function withUpstream<T>(http: OutboundHttpClient, target: Upstream
   }
 }
 
-async function transportFor(target: UpstreamTarget, fetch: FetchLike): Promise<Transport> {
+async function transportFor(sdk: McpClientSdk, target: UpstreamTarget, fetch: FetchLike): Promise<Transport> {
   // The demo tools are served in this process: no URL, no network, no header; the rest of the path is the same.
   if (target.transport === 'demo') return connectDemoTools(target.upstreamId ?? null);
   const url = new URL(target.url);
   const requestInit: RequestInit = { headers: target.headers, redirect: 'manual' };
   if (target.transport === 'sse') {
     // The SDK sends requestInit's headers on the event stream's GET too.
-    return new SSEClientTransport(url, { fetch, requestInit });
+    return new sdk.SSEClientTransport(url, { fetch, requestInit });
   }
-  return new StreamableHTTPClientTransport(url, { fetch, requestInit });
+  return new sdk.StreamableHTTPClientTransport(url, { fetch, requestInit });
 }
 
-function classify(error: unknown, refusal: OutboundHttpError | null, origin: string, what: string): UpstreamFailure {
+function classify(sdk: McpClientSdk, error: unknown, refusal: OutboundHttpError | null, origin: string, what: string): UpstreamFailure {
+  const { ErrorCode, McpError } = sdk.types;
   if (error instanceof UpstreamFailure) return error;
   if (error instanceof OutboundHttpError) return new UpstreamFailure(error.kind, error.message);
-  const status = httpStatusOf(error);
+  const status = httpStatusOf(sdk, error);
   if (status !== null) return new UpstreamFailure('http_status', `${origin} answered HTTP ${status}${status === 401 || status === 403 ? ' (check the authentication header)' : ''}`);
   if (refusal) return new UpstreamFailure(refusal.kind, refusal.message);
   if (error instanceof McpError && error.code === ErrorCode.RequestTimeout) return new UpstreamFailure('timeout', `${origin} did not answer the MCP request in time`);
@@ -154,7 +154,7 @@ function classify(error: unknown, refusal: OutboundHttpError | null, origin: str
   return new UpstreamFailure('protocol', `${origin} did not complete ${what}`);
 }
 
-function httpStatusOf(error: unknown): number | null {
-  if ((error instanceof StreamableHTTPError || error instanceof SseError) && typeof error.code === 'number' && error.code >= 300) return error.code;
+function httpStatusOf(sdk: McpClientSdk, error: unknown): number | null {
+  if ((error instanceof sdk.StreamableHTTPError || error instanceof sdk.SseError) && typeof error.code === 'number' && error.code >= 300) return error.code;
   return null;
 }

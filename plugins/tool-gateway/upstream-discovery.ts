@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { OutboundHttpClient } from '../../core/net/outbound-http-client.ts';
+import { mcpClientSdk } from './mcp-client-sdk.ts';
 import type { ToolDefinition } from './tool-store.ts';
 import { UpstreamFailure, type UpstreamFailureKind, type UpstreamTarget, withUpstream } from './upstream-connection.ts';
 
@@ -50,6 +50,8 @@ export async function discoverTools(http: OutboundHttpClient, target: UpstreamTa
         seenCursors.add(cursor);
       }
       const version = client.getServerVersion();
+      // Loaded by withUpstream already: this only names the class.
+      const { StreamableHTTPClientTransport } = await mcpClientSdk();
       return {
         ok: true as const,
         serverInfo: version ? { name: version.name, version: version.version } : null,

@@ -1,17 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import {
-  discoverAuthorizationServerMetadata,
-  discoverOAuthProtectedResourceMetadata,
-  discoverOAuthServerInfo,
-  exchangeAuthorization,
-  refreshAuthorization,
-  registerClient,
-  startAuthorization,
-} from '@modelcontextprotocol/sdk/client/auth.js';
-import { InvalidClientError, InvalidGrantError, OAuthError, UnauthorizedClientError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import type { AuthorizationServerMetadata, OAuthClientInformation, OAuthProtectedResourceMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
-import { checkResourceAllowed } from '@modelcontextprotocol/sdk/shared/auth-utils.js';
 import type { DomainEvents } from '../../core/events/domain-events.ts';
 import { ApiError } from '../../core/kernel/errors.ts';
 import { type FetchLike, outboundFetch } from '../../core/net/outbound-fetch.ts';
@@ -19,6 +8,7 @@ import { type OutboundHttpClient, OutboundHttpError } from '../../core/net/outbo
 import type { Database, Queryable } from '../../core/ports/database.ts';
 import type { SecretOwner } from '../../core/ports/secrets.ts';
 import type { SecretVault } from '../../core/services/secret-vault.ts';
+import { type McpOAuthSdk, mcpOAuthSdk } from './mcp-client-sdk.ts';
 import type { OAuthAppStore } from './oauth-app-store.ts';
 import type { ToolGatewayConfig } from './tool-gateway-config.ts';
 import type { OAuthConnection, OAuthFlow, UpstreamOAuthStore } from './upstream-oauth-store.ts';
@@ -99,6 +89,7 @@ export class UpstreamOAuth {
 
   /** Begins a sign-in: where the person's browser goes, and the state the callback and status are found by. */
   async start(upstream: Upstream, startedBy: string): Promise<StartedSignIn> {
+    const oauth = await mcpOAuthSdk();
     const auth = upstream.auth;
     if (auth.type !== 'oauth') throw new ApiError('upstream_not_oauth', undefined, { param: 'id' });
     const redirectUri = this.redirectUri();
@@ -108,7 +99,7 @@ export class UpstreamOAuth {
     const state = randomBytes(32).toString('base64url');
     let started: { authorizationUrl: URL; codeVerifier: string };
     try {
-      started = await startAuthorization(server.issuer, {
+      started = await oauth.startAuthorization(server.issuer, {
         metadata: server.metadata,
         clientInformation: server.client,
         redirectUrl: redirectUri,
@@ -117,7 +108,7 @@ export class UpstreamOAuth {
         ...(server.resource ? { resource: server.resource } : {}),
       });
     } catch (error) {
-      throw new ApiError('oauth_discovery_failed', `The authorization server ${originOf(server.issuer)} cannot start a sign-in: ${ourWords(error)}`, { cause: error });
+      throw new ApiError('oauth_discovery_failed', `The authorization server ${originOf(server.issuer)} cannot start a sign-in: ${ourWords(oauth, error)}`, { cause: error });
     }
     // The person's browser goes there, not us; still, a private address is no place to send them.
     await this.checkUrl(started.authorizationUrl);
@@ -171,18 +162,19 @@ export class UpstreamOAuth {
 
   /** The customer's own app: its authorization server's metadata, and the MCP server's resource when it names that server. */
   private async appServer(upstream: Upstream, appId: string) {
+    const oauth = await mcpOAuthSdk();
     const app = await this.deps.apps.get(upstream.organizationId, appId);
     if (!app) throw new ApiError('oauth_app_not_found', `No OAuth app ${appId}`, { param: 'id' });
     const fetchFn = this.fetch();
     const metadata = await this.metadataOf(app.authorizationServerUrl, fetchFn);
-    const resourceMetadata = await discoverOAuthProtectedResourceMetadata(upstream.url, {}, fetchFn).catch(() => undefined);
+    const resourceMetadata = await oauth.discoverOAuthProtectedResourceMetadata(upstream.url, {}, fetchFn).catch(() => undefined);
     const namesApp = resourceMetadata?.authorization_servers?.some((each) => sameUrl(each, app.authorizationServerUrl)) ?? false;
     const secret = app.hasClientSecret ? await this.deps.vault.get({ kind: APP_KIND, id: app.id }, APP_SECRET) : null;
     const client: OAuthClientInformation = { client_id: app.clientId, ...(secret ? { client_secret: secret.value.reveal() } : {}) };
     return {
       issuer: app.authorizationServerUrl,
       metadata,
-      resource: namesApp ? this.resourceOf(upstream, resourceMetadata) : null,
+      resource: namesApp ? this.resourceOf(oauth, upstream, resourceMetadata) : null,
       oauthAppId: app.id,
       registeredClientId: null,
       registeredSecret: undefined as string | null | undefined,
@@ -193,18 +185,19 @@ export class UpstreamOAuth {
 
   /** No app: the server's protected resource metadata names the authorization server, where a client is registered once. */
   private async discoveredServer(upstream: Upstream, redirectUri: string) {
+    const oauth = await mcpOAuthSdk();
     const fetchFn = this.fetch();
     const origin = originOf(upstream.url);
-    let info: Awaited<ReturnType<typeof discoverOAuthServerInfo>>;
+    let info: Awaited<ReturnType<McpOAuthSdk['discoverOAuthServerInfo']>>;
     try {
-      info = await discoverOAuthServerInfo(upstream.url, { fetchFn });
+      info = await oauth.discoverOAuthServerInfo(upstream.url, { fetchFn });
     } catch (error) {
-      throw new ApiError('oauth_discovery_failed', `${origin} did not say where to sign in: ${ourWords(error)}`, { cause: error });
+      throw new ApiError('oauth_discovery_failed', `${origin} did not say where to sign in: ${ourWords(oauth, error)}`, { cause: error });
     }
     const metadata = info.authorizationServerMetadata;
     if (!metadata) throw new ApiError('oauth_discovery_failed', `${originOf(info.authorizationServerUrl)} publishes no OAuth authorization server metadata`);
     const issuer = info.authorizationServerUrl;
-    const resource = this.resourceOf(upstream, info.resourceMetadata);
+    const resource = this.resourceOf(oauth, upstream, info.resourceMetadata);
     const known = await this.deps.connections.get(upstream.id);
     const reusable = known !== null && known.oauthAppId === null && known.registeredClientId !== null && sameUrl(known.issuer, issuer) && known.registeredRedirectUri === redirectUri;
     let client: OAuthClientInformation;
@@ -219,7 +212,7 @@ export class UpstreamOAuth {
           `${originOf(issuer)} does not register clients dynamically; register an OAuth app there and create it with POST /mcp/oauth-apps`,
         );
       try {
-        const registered = await registerClient(issuer, {
+        const registered = await oauth.registerClient(issuer, {
           metadata,
           clientMetadata: { redirect_uris: [redirectUri], client_name: 'MCP tool gateway', grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] },
           ...(upstream.auth.type === 'oauth' && upstream.auth.scopes ? { scope: upstream.auth.scopes.join(' ') } : {}),
@@ -228,27 +221,28 @@ export class UpstreamOAuth {
         client = { client_id: registered.client_id, ...(registered.client_secret ? { client_secret: registered.client_secret } : {}) };
         registeredSecret = registered.client_secret ?? null;
       } catch (error) {
-        throw new ApiError('oauth_registration_failed', `${originOf(issuer)} refused to register the gateway as a client: ${ourWords(error)}`, { cause: error });
+        throw new ApiError('oauth_registration_failed', `${originOf(issuer)} refused to register the gateway as a client: ${ourWords(oauth, error)}`, { cause: error });
       }
     }
     return { issuer, metadata, resource, oauthAppId: null, registeredClientId: client.client_id, registeredSecret, client, defaultScopes: info.resourceMetadata?.scopes_supported ?? null };
   }
 
   private async metadataOf(issuer: string, fetchFn: FetchLike): Promise<AuthorizationServerMetadata> {
+    const oauth = await mcpOAuthSdk();
     let metadata: AuthorizationServerMetadata | undefined;
     try {
-      metadata = await discoverAuthorizationServerMetadata(issuer, { fetchFn });
+      metadata = await oauth.discoverAuthorizationServerMetadata(issuer, { fetchFn });
     } catch (error) {
-      throw new ApiError('oauth_discovery_failed', `${originOf(issuer)} answered no usable OAuth metadata: ${ourWords(error)}`, { cause: error });
+      throw new ApiError('oauth_discovery_failed', `${originOf(issuer)} answered no usable OAuth metadata: ${ourWords(oauth, error)}`, { cause: error });
     }
     if (!metadata) throw new ApiError('oauth_discovery_failed', `${originOf(issuer)} publishes no OAuth authorization server metadata`);
     return metadata;
   }
 
   /** The resource indicator (RFC 8707) the server's metadata names, if it is the upstream's URL or a parent of it. */
-  private resourceOf(upstream: Upstream, metadata: OAuthProtectedResourceMetadata | undefined): string | null {
+  private resourceOf(oauth: McpOAuthSdk, upstream: Upstream, metadata: OAuthProtectedResourceMetadata | undefined): string | null {
     if (!metadata?.resource) return null;
-    return checkResourceAllowed({ requestedResource: upstream.url, configuredResource: metadata.resource }) ? metadata.resource : null;
+    return oauth.checkResourceAllowed({ requestedResource: upstream.url, configuredResource: metadata.resource }) ? metadata.resource : null;
   }
 
   /** The client a connection signs in with: the app's or the registered one, secret from the vault. */
@@ -269,6 +263,7 @@ export class UpstreamOAuth {
    * recorded on the sign-in, for its status.
    */
   async complete(query: Record<string, unknown>): Promise<CallbackOutcome> {
+    const oauth = await mcpOAuthSdk();
     const { clock, connections, database, vault } = this.deps;
     const state = typeof query.state === 'string' ? query.state : '';
     const flow = state === '' ? null : await connections.takeFlow(stateHash(state), clock());
@@ -292,7 +287,7 @@ export class UpstreamOAuth {
     if (!connection || !verifier) return fail('unknown_sign_in', 'This upstream changed its authentication since the sign-in started. Start it again.');
     let tokens: OAuthTokens;
     try {
-      tokens = await exchangeAuthorization(connection.issuer, {
+      tokens = await oauth.exchangeAuthorization(connection.issuer, {
         metadata: connection.metadata,
         clientInformation: await this.clientOf(connection),
         authorizationCode: code,
@@ -302,7 +297,10 @@ export class UpstreamOAuth {
         fetchFn: this.fetch(),
       });
     } catch (error) {
-      return fail(error instanceof OAuthError ? error.errorCode : 'token_exchange_failed', `${originOf(connection.issuer)} did not exchange the code for tokens: ${ourWords(error)}`);
+      return fail(
+        error instanceof oauth.OAuthError ? error.errorCode : 'token_exchange_failed',
+        `${originOf(connection.issuer)} did not exchange the code for tokens: ${ourWords(oauth, error)}`,
+      );
     }
     await database.transaction(async (tx) => {
       const now = clock();
@@ -367,6 +365,7 @@ export class UpstreamOAuth {
 
   /** The claimed refresh: the new access token, or null when the version moved on meanwhile (read again). */
   private async refresh(upstream: Upstream, connection: OAuthConnection): Promise<string | null> {
+    const oauth = await mcpOAuthSdk();
     const { clock, connections, database, vault } = this.deps;
     const version = connection.tokenVersion;
     const refreshToken = await vault.get(upstreamOwner(upstream.id), REFRESH_TOKEN);
@@ -380,7 +379,7 @@ export class UpstreamOAuth {
     }
     let tokens: OAuthTokens;
     try {
-      tokens = await refreshAuthorization(connection.issuer, {
+      tokens = await oauth.refreshAuthorization(connection.issuer, {
         metadata: connection.metadata,
         clientInformation: await this.clientOf(connection),
         refreshToken: refreshToken.value.reveal(),
@@ -388,7 +387,7 @@ export class UpstreamOAuth {
         fetchFn: this.fetch(),
       });
     } catch (error) {
-      if (error instanceof InvalidGrantError || error instanceof InvalidClientError || error instanceof UnauthorizedClientError) {
+      if (error instanceof oauth.InvalidGrantError || error instanceof oauth.InvalidClientError || error instanceof oauth.UnauthorizedClientError) {
         const reason = `${originOf(connection.issuer)} refused the refresh (${error.errorCode})`;
         await this.markNeedsSignIn(upstream, version, reason);
         throw new ApiError('upstream_needs_sign_in', `Sign in to ${upstream.name} again: ${reason}`);
@@ -396,7 +395,7 @@ export class UpstreamOAuth {
       // A passing failure (the server unreachable, a 5xx): the claim is given back for the next caller.
       await connections.releaseClaim(upstream.id, version);
       if ((connection.expiresAt?.getTime() ?? 0) > clock().getTime()) return this.storedAccessToken(upstream.id);
-      throw new ApiError('upstream_oauth_unavailable', `${originOf(connection.issuer)} did not refresh the access token: ${ourWords(error)}`, { cause: error });
+      throw new ApiError('upstream_oauth_unavailable', `${originOf(connection.issuer)} did not refresh the access token: ${ourWords(oauth, error)}`, { cause: error });
     }
     const stored = await database
       .transaction(async (tx) => {
@@ -486,9 +485,9 @@ const sameUrl = (a: string, b: string) => {
  * A failure in our words: the guarded client's message (method, origin, limit), an OAuth error's
  * code, or a generic sentence. Never the SDK's own text, which may quote an answer body.
  */
-function ourWords(error: unknown): string {
+function ourWords(oauth: McpOAuthSdk, error: unknown): string {
   if (error instanceof OutboundHttpError) return error.message;
-  if (error instanceof OAuthError) return `OAuth error ${error.errorCode}`;
+  if (error instanceof oauth.OAuthError) return `OAuth error ${error.errorCode}`;
   if (error instanceof ApiError) return error.message;
   return 'the answer was not what OAuth prescribes';
 }

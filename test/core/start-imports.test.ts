@@ -9,7 +9,7 @@ import t from 'tap';
 /**
  * What the production build (`npm run build`, run by `npm run start:prod`) loads when it starts:
  * only what every process needs. A database or coordination driver the config does not choose, the
- * SMTP transport, the media libraries and the tracing SDK are tens of MiB of memory, so they are imported on use;
+ * SMTP transport, the media libraries, the tracing SDK and the MCP SDK are tens of MiB of memory, so they are imported on use;
  * and an import on use inside the bundle stays one only if the build splits it into its own chunk.
  */
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -27,6 +27,8 @@ const IMPORTED_ON_USE = [
   '@opentelemetry/exporter-trace-otlp-http',
   '@opentelemetry/resources',
   '@opentelemetry/semantic-conventions',
+  // The MCP SDK: on the first request to /mcp or /mcp/gateway, or the first call to a customer's tool server.
+  '@modelcontextprotocol/sdk',
 ];
 
 /** `npm run build` as package.json has it, writing to `outdir` instead of dist/. */
@@ -70,7 +72,7 @@ function packagesLoadedAtStart(outdir: string, entry: string): Set<string> {
   return packages;
 }
 
-t.test('the built service loads no driver, mail transport, media library or tracing SDK at start', async (t) => {
+t.test('the built service loads no driver, mail transport, media library, tracing or MCP SDK at start', async (t) => {
   t.setTimeout(120_000);
   const outdir = mkdtempSync(join(tmpdir(), 'svc-build-'));
   t.teardown(() => rmSync(outdir, { recursive: true, force: true }));
