@@ -22,23 +22,25 @@ export class SseResponse {
     });
   }
 
-  async data(payload: unknown): Promise<void> {
-    await this.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+  /**
+   * Writes one `data:` frame. Answers a promise only when the client reads slower than we write
+   * (wait for it before the next frame); otherwise nothing, so a stream's frames cost no promise each.
+   */
+  data(payload: unknown): Promise<void> | undefined {
+    return this.write(`data: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
   }
 
-  /** A named event (`event:` line), as the Responses API and Anthropic's Messages API stream them. */
-  async event(name: string, payload: unknown): Promise<void> {
-    await this.write(`event: ${name}\ndata: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
+  /** A named event (`event:` line), as the Responses API and Anthropic's Messages API stream them; answers as data() does. */
+  event(name: string, payload: unknown): Promise<void> | undefined {
+    return this.write(`event: ${name}\ndata: ${typeof payload === 'string' ? payload : JSON.stringify(payload)}\n\n`);
   }
 
   end(): void {
     if (!this.raw.writableEnded) this.raw.end();
   }
 
-  private async write(text: string): Promise<void> {
-    if (this.clientGone) return;
-    if (!this.raw.write(text)) {
-      await Promise.race([once(this.raw, 'drain'), once(this.raw, 'close')]);
-    }
+  private write(text: string): Promise<void> | undefined {
+    if (this.clientGone || this.raw.write(text)) return undefined;
+    return Promise.race([once(this.raw, 'drain'), once(this.raw, 'close')]).then(() => undefined);
   }
 }

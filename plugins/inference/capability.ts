@@ -107,14 +107,18 @@ export interface StreamCall {
   logBodies: boolean;
 }
 
-/** Where events go: the SSE response (sse-response.ts) with its backpressure. */
+/**
+ * Where events go: the SSE response (sse-response.ts) with its backpressure. A write answers a
+ * promise only when the client is slow, to be awaited before the next; otherwise nothing.
+ */
 export interface EventSink {
-  data(payload: unknown): Promise<void>;
-  event(name: string, payload: unknown): Promise<void>;
+  data(payload: unknown): Promise<void> | undefined;
+  event(name: string, payload: unknown): Promise<void> | undefined;
 }
 
 export interface StreamWriter<E> {
-  write(event: E, sink: EventSink): Promise<void>;
+  /** Forwards one event; as the sink, a promise only while the client is slow (the call path awaits it then). */
+  write(event: E, sink: EventSink): Promise<void> | undefined;
   /** After the upstream's last event: trailing frames (chat: the usage chunk and `[DONE]`). */
   close(sink: EventSink): Promise<void>;
   /** After the commit point, a failure in-band (chat: a `data:` error envelope). */

@@ -126,11 +126,11 @@ class ChatStreamWriter implements StreamWriter<ChatStreamEvent> {
     this.tally = new ChatStreamTally(call);
   }
 
-  async write(event: ChatStreamEvent, sink: EventSink): Promise<void> {
+  write(event: ChatStreamEvent, sink: EventSink): Promise<void> | undefined {
     const chunk = this.tally.count(event);
-    if (!chunk) return;
+    if (!chunk) return undefined;
     chunk.model = this.model.id;
-    await sink.data(chunk);
+    return sink.data(chunk);
   }
 
   async close(sink: EventSink): Promise<void> {

@@ -302,12 +302,17 @@ export class GatewayCallPath {
       });
     };
     try {
-      for (const event of buffered) await writer.write(event, sink);
+      // A write is a promise only while the client is slow: no promise per chunk otherwise.
+      for (const event of buffered) {
+        const written = writer.write(event, sink);
+        if (written) await written;
+      }
       for (;;) {
         if (exchange.signal.aborted) throw new ClientGoneError();
         const next = await iterator.next();
         if (next.done) break;
-        await writer.write(next.value, sink);
+        const written = writer.write(next.value, sink);
+        if (written) await written;
       }
       // Settled (its row journaled) before the closing events go out: a process killed after its client
       // read the whole answer then bills the call by its own row, never as interrupted. A client that

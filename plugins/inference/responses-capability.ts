@@ -111,10 +111,10 @@ class ResponsesStreamWriter implements StreamWriter<ResponsesStreamEvent> {
     private readonly call: StreamCall,
   ) {}
 
-  async write(event: ResponsesStreamEvent, sink: EventSink): Promise<void> {
+  write(event: ResponsesStreamEvent, sink: EventSink): Promise<void> | undefined {
     if (event.type === 'usage') {
       this.usage = event.usage;
-      return;
+      return undefined;
     }
     let data = event.data;
     if (typeof data['sequence_number'] === 'number') this.lastSequence = data['sequence_number'];
@@ -125,7 +125,7 @@ class ResponsesStreamWriter implements StreamWriter<ResponsesStreamEvent> {
       data = { ...data, response: { ...data['response'], model: this.model.id } };
       if (FINISHED.has(event.event) && this.call.logBodies) this.finalResponse = data['response'] as JsonObject;
     }
-    await sink.event(event.event, data);
+    return sink.event(event.event, data);
   }
 
   async close(): Promise<void> {
