@@ -60,7 +60,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { bundleForNode } from './bundle.ts';
 import { BATCH_CONCURRENCY, measureBatchThroughput } from './batch-throughput.ts';
 import { grantEcho, measureToolCalls, startEchoUpstream, TOOL_CONCURRENCY, TOOL_CONCURRENT_CALLS, TOOL_SEQUENTIAL_CALLS, type ToolCallFigures } from './tool-calls.ts';
-import { median } from './run-statistics.ts';
+import { median, percentile } from './run-statistics.ts';
 import { CHROMIUM } from '../tools/chromium.ts';
 import { type ConsoleLoad, buildConsoleBundle, consoleSignIn, CONSOLE_GOALS, CONSOLE_LOADS, measureConsoleLoad } from './console-load.ts';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
@@ -466,12 +466,6 @@ async function withCpu<T>(pids: Pids, work: () => Promise<T>): Promise<{ value: 
 }
 
 // ---- Measurement helpers ----------------------------------------------------------------------------
-
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  const rank = Math.ceil((p / 100) * sorted.length);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
-}
 
 function stats(samples: number[]) {
   const sorted = [...samples].sort((a, b) => a - b);

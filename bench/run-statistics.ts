@@ -30,6 +30,13 @@ export function at(label: string, path: string, unit: string, digits: number): F
   return { label, unit, digits, of: (results) => pick(results, path) };
 }
 
+/** The nearest-rank percentile `p` (0–100) of values sorted ascending; NaN when there are none. */
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.ceil((p / 100) * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))]!;
+}
+
 /** The middle value; the mean of the two middle ones for an even count. */
 export function median(values: number[]): number {
   if (values.length === 0) return NaN;

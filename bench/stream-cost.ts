@@ -6,7 +6,7 @@
  *   npx tsx bench/stream-cost.ts --mode json           # non-streamed calls at 32 connections
  *   npx tsx bench/stream-cost.ts --tree /tmp/parent --tree .   # two builds, alternating repeats
  *   npx tsx bench/stream-cost.ts --tree /tmp/parent --tree . --together --no-proxy   # both loaded at once
- *   npx tsx bench/stream-cost.ts --profile             # CPU profile of the measured calls only
+ *   npx tsx bench/stream-cost.ts --profile=cpu         # CPU profile of the measured calls only
  *   npx tsx bench/stream-cost.ts --profile=allocations # where the measured calls allocate, garbage included
  *   npx tsx bench/stream-cost.ts --profile=promoted    # where what outlives a scavenge (what old space fills with) is allocated
  *   npx tsx bench/stream-cost.ts --perf                # `perf record` of every target meanwhile: kernel time too
@@ -20,6 +20,7 @@
  * each repeat; the figure is the target's process CPU time (user + system, all threads, read by
  * bench/stream-cost-probe.ts inside it) over its own calls, divided by their number. That is much
  * steadier on a shared machine than throughput; comparing builds repeat by repeat steadier still.
+ * Streams also give each target's time to first content (p50 and p99, medians over the repeats).
  *
  * A tree is a directory holding the project's sources (e.g. `git archive <commit> | tar -x -C dir`,
  * with node_modules linked in); its bench/gateway-process.ts is built as the bench builds it.
@@ -34,6 +35,7 @@ import { Pool } from 'undici';
 import { generateToken, SESSION_PREFIX } from '../core/identity/api-tokens.ts';
 import { dropSchema } from '../test/helpers/pg-schemas.ts';
 import { printProfileSummary, summarizeProfile } from './profile-summary.ts';
+import { median, percentile } from './run-statistics.ts';
 
 const BENCH_DIR = fileURLToPath(new URL('.', import.meta.url));
 const REPO_ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -65,7 +67,7 @@ const { values: args } = parseArgs({
     'governed-floor': { type: 'boolean', default: false },
     /** Every target at once in each repeat: a build against another under the very same conditions. */
     together: { type: 'boolean', default: false },
-    /** `cpu` (or no value) or `allocations`. */
+    /** `cpu`, `allocations` or `promoted`. */
     profile: { type: 'string' },
     /** µs between CPU samples, or bytes between allocation samples. */
     'profile-interval': { type: 'string' },
@@ -219,47 +221,63 @@ function framesOf(text: string): { frames: number; done: boolean } {
   return { frames, done: text.trimEnd().endsWith('data: [DONE]') };
 }
 
-async function oneCall(target: Target): Promise<number> {
+/** A chat chunk whose delta carries text: the first token a user sees (the role chunk carries none). */
+const CONTENT = /"content":"[^"]/;
+
+/** One call: its frame count (1 for JSON), and for a stream ms until its first content chunk arrived. */
+async function oneCall(target: Target): Promise<{ frames: number; firstContentMs: number }> {
+  const started = performance.now();
   const response = await target.pool.request({
     path: '/v1/chat/completions',
     method: 'POST',
     headers: { 'content-type': 'application/json', authorization: target.authorization },
     body: BODY,
   });
-  const text = await response.body.text();
+  let text = '';
+  let firstContentMs = -1;
+  response.body.setEncoding('utf8');
+  for await (const piece of response.body as AsyncIterable<string>) {
+    text += piece;
+    if (firstContentMs < 0 && CONTENT.test(piece)) firstContentMs = performance.now() - started;
+  }
   if (response.statusCode !== 200) throw new Error(`${target.name}: HTTP ${response.statusCode}: ${text.slice(0, 200)}`);
-  if (MODE === 'json') return 1;
+  if (MODE === 'json') return { frames: 1, firstContentMs };
   const { frames, done } = framesOf(text);
   if (!done) throw new Error(`${target.name}: a stream ended without [DONE]`);
-  return frames;
+  return { frames, firstContentMs };
 }
 
-/** `count` calls, `CONCURRENCY` at a time; the set of frame counts seen (one value when every stream was whole). */
-async function run(target: Target, count: number): Promise<Set<number>> {
+/**
+ * `count` calls, `CONCURRENCY` at a time: the set of frame counts seen (one value when every stream
+ * was whole), and each stream's ms to its first content.
+ */
+async function run(target: Target, count: number): Promise<{ frames: Set<number>; firstContentMs: number[] }> {
   let left = count;
   const frames = new Set<number>();
+  const firstContentMs: number[] = [];
   await Promise.all(
     Array.from({ length: Math.min(CONCURRENCY, count) }, async () => {
       while (left > 0) {
         left -= 1;
-        frames.add(await oneCall(target));
+        const call = await oneCall(target);
+        frames.add(call.frames);
+        firstContentMs.push(call.firstContentMs);
       }
     }),
   );
-  return frames;
+  return { frames, firstContentMs };
 }
 
-async function measured(target: Target): Promise<number> {
+interface Repeat {
+  cpuPerCallUs: number;
+  firstContentMs: number[];
+}
+
+async function measured(target: Target): Promise<Repeat> {
   const before = await cpuMicros(target.child);
-  await run(target, CALLS);
-  return ((await cpuMicros(target.child)) - before) / CALLS;
+  const { firstContentMs } = await run(target, CALLS);
+  return { cpuPerCallUs: ((await cpuMicros(target.child)) - before) / CALLS, firstContentMs };
 }
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
 
 // ---- The run ------------------------------------------------------------------------------------
 
@@ -331,8 +349,8 @@ function describeRun(): string {
  * --together all of them at once (each still at its own concurrency), so that whatever else the
  * machine does at the time weighs on each build alike.
  */
-async function measureAll(targets: Target[]): Promise<Map<string, number[]>> {
-  const samples = new Map<string, number[]>(targets.map((target) => [target.name, []]));
+async function measureAll(targets: Target[]): Promise<Map<string, Repeat[]>> {
+  const samples = new Map<string, Repeat[]>(targets.map((target) => [target.name, []]));
   for (let repeat = 0; repeat < REPEATS; repeat++) {
     if (args.together) {
       const figures = await Promise.all(targets.map(measured));
@@ -343,13 +361,14 @@ async function measureAll(targets: Target[]): Promise<Map<string, number[]>> {
         samples.get(target.name)!.push(await measured(target));
       }
     }
-    const figures = targets.map((target) => `${target.name} ${samples.get(target.name)!.at(-1)!.toFixed(0)} µs`);
+    const figures = targets.map((target) => `${target.name} ${samples.get(target.name)!.at(-1)!.cpuPerCallUs.toFixed(0)} µs`);
     log(`  repeat ${repeat + 1}: ${figures.join(', ')}`);
   }
   return samples;
 }
 
-function printMedians(targets: Target[], samples: Map<string, number[]>): void {
+function printMedians(targets: Target[], repeats: Map<string, Repeat[]>): void {
+  const samples = new Map([...repeats].map(([name, rows]) => [name, rows.map((row) => row.cpuPerCallUs)]));
   log();
   log(`CPU per ${MODE === 'stream' ? 'stream' : 'call'}, median (range) over ${REPEATS} repeats:`);
   const floor = samples.get('bare proxy');
@@ -358,6 +377,7 @@ function printMedians(targets: Target[], samples: Map<string, number[]>): void {
     const ratio = floor && target.name !== 'bare proxy' ? `   ${spread(ratios(values, floor), 2)}× the bare proxy` : '';
     log(`  ${target.name.padEnd(24)} ${spread(values, 0)} µs${ratio}`);
   }
+  if (MODE === 'stream') printFirstContent(targets, repeats);
   // Repeat by repeat, each build against the one before it (a commit against its parent): a drift
   // of the machine moves both alike.
   const gateways = targets.filter((target) => target.name !== 'bare proxy');
@@ -365,6 +385,23 @@ function printMedians(targets: Target[], samples: Map<string, number[]>): void {
     if (index === 0) continue;
     const parent = gateways[index - 1]!;
     log(`  ${target.name} / ${parent.name}, repeat by repeat: ${spread(ratios(samples.get(target.name)!, samples.get(parent.name)!), 3)}`);
+  }
+}
+
+/**
+ * Time to the first content chunk, p50 and p99 of each repeat's streams, median (range) over the
+ * repeats. Every stream is paced alike, so CONCURRENCY streams start together each round and the
+ * last of them waits for the others' starts: the p99 is about CONCURRENCY times what starting a
+ * stream costs the process.
+ */
+function printFirstContent(targets: Target[], repeats: Map<string, Repeat[]>): void {
+  log();
+  log(`Time to first content, ms, median (range) over ${REPEATS} repeats:`);
+  for (const target of targets) {
+    const sorted = repeats.get(target.name)!.map((row) => [...row.firstContentMs].sort((a, b) => a - b));
+    const p50 = sorted.map((values) => percentile(values, 50));
+    const p99 = sorted.map((values) => percentile(values, 99));
+    log(`  ${target.name.padEnd(24)} p50 ${spread(p50, 3)}   p99 ${spread(p99, 3)}`);
   }
 }
 
@@ -464,7 +501,7 @@ async function main(): Promise<void> {
   log(`  database ${database}, coordination ${coordination}; node flags ${NODE_ARGS.join(' ') || '(none)'}`);
   // Warm-up, and a check that every target answers the same stream.
   const frameCounts = new Set<number>();
-  for (const target of targets) for (const frames of await run(target, WARMUP)) frameCounts.add(frames);
+  for (const target of targets) for (const frames of (await run(target, WARMUP)).frames) frameCounts.add(frames);
   if (frameCounts.size !== 1) throw new Error(`the targets answered different frame counts: ${[...frameCounts]}`);
   if (MODE === 'stream') log(`  ${[...frameCounts][0]} data: frames per stream ([DONE] included)`);
 
