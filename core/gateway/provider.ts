@@ -79,8 +79,16 @@ export interface ChatCompletionChunk {
   [extra: string]: unknown;
 }
 
-/** What a stream yields: OpenAI-shaped chunks, and once, near the end, the usage. */
-export type ChatStreamEvent = { type: 'chunk'; chunk: ChatCompletionChunk } | { type: 'usage'; usage: Usage };
+/**
+ * What a stream yields: OpenAI-shaped chunks, and once, near the end, the usage.
+ *
+ * `raw` is optional, for providers that read OpenAI's own chunks: the JSON text the chunk was
+ * parsed from, exactly as the upstream sent it, offered only when the chunk had no usage (or
+ * `"usage": null`). The gateway may then send that text on, with its own model id put in, rather
+ * than serialise the chunk again: on a stream's hottest path that is a tenth of its CPU. Whatever
+ * it cannot rewrite exactly it serialises from `chunk`, so `raw` must say what `chunk` says.
+ */
+export type ChatStreamEvent = { type: 'chunk'; chunk: ChatCompletionChunk; raw?: string } | { type: 'usage'; usage: Usage };
 
 /**
  * What every call of every modality gets besides its body. Deliberately only standard things:

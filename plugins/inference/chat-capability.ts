@@ -114,6 +114,40 @@ export class ChatStreamTally {
   }
 }
 
+const USAGE_NULL = ',"usage":null';
+
+/**
+ * The upstream's chunk text (`raw`, see ChatStreamEvent) as the client must get it: under our model
+ * id, without OpenAI's `"usage":null` (the gateway writes its own usage chunk). Null where that
+ * cannot be done by exact replacement (another spelling, a second match, a line break that would
+ * end the SSE frame): the caller then serialises the parsed chunk, as it would anyway.
+ */
+export function chunkTextAs(raw: string, upstreamModel: string, modelId: string): string | null {
+  if (raw.includes('\n') || raw.includes('\r')) return null;
+  let text = raw;
+  if (upstreamModel !== modelId) {
+    // The one `"model"` key is the chunk's own: anything quoted inside a string is escaped.
+    const from = `"model":${JSON.stringify(upstreamModel)}`;
+    const at = onlyMatch(text, '"model"');
+    if (at === -1 || !text.startsWith(from, at)) return null;
+    text = `${text.slice(0, at)}"model":${JSON.stringify(modelId)}${text.slice(at + from.length)}`;
+  }
+  // Likewise `"usage":` is the key, and what the upstream sends with it here is null.
+  if (text.includes('"usage":')) {
+    const at = onlyMatch(text, USAGE_NULL);
+    if (at === -1) return null;
+    text = text.slice(0, at) + text.slice(at + USAGE_NULL.length);
+    if (text.includes('"usage":')) return null;
+  }
+  return text;
+}
+
+/** Where `part` occurs in `text` if it does exactly once, else -1. */
+function onlyMatch(text: string, part: string): number {
+  const at = text.indexOf(part);
+  return at !== -1 && text.indexOf(part, at + part.length) === -1 ? at : -1;
+}
+
 /** Forwards a chat stream's chunks under the gateway's model id, and counts what it sent. */
 class ChatStreamWriter implements StreamWriter<ChatStreamEvent> {
   private readonly tally: ChatStreamTally;
@@ -129,6 +163,8 @@ class ChatStreamWriter implements StreamWriter<ChatStreamEvent> {
   write(event: ChatStreamEvent, sink: EventSink): Promise<void> | undefined {
     const chunk = this.tally.count(event);
     if (!chunk) return undefined;
+    const text = event.type === 'chunk' && event.raw !== undefined ? chunkTextAs(event.raw, chunk.model, this.model.id) : null;
+    if (text !== null) return sink.data(text);
     chunk.model = this.model.id;
     return sink.data(chunk);
   }

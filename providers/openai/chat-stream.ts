@@ -72,14 +72,17 @@ class ChatChunkReader {
       const detail = (chunk.error ?? chunk) as { type?: unknown; code?: unknown };
       throw errorFromInBand(this.errors, kindForErrorType(detail.code ?? detail.type), chunk);
     }
-    if (chunk.usage !== undefined) {
-      this.usage = usageFromOpenAI(chunk.usage) ?? this.usage;
+    const usage = chunk.usage;
+    if (usage !== undefined) {
+      this.usage = usageFromOpenAI(usage) ?? this.usage;
       delete chunk.usage;
     }
     const choices = chunk.choices;
     if (!Array.isArray(choices) || choices.length === 0) return null;
     for (const choice of choices) if (choice.finish_reason) this.finished = true;
     this.bytesOut += chunkOutputBytes({ choices });
+    // The text as it came may go on as it is (the gateway writes its own usage chunk).
+    if (usage === undefined || usage === null) return { type: 'chunk', chunk: chunk as ChatCompletionChunk, raw: event.data };
     return { type: 'chunk', chunk: chunk as ChatCompletionChunk };
   }
 }

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { modalitiesOf, type ChatRequestBody, type ChatStreamEvent, type Provider } from '../../core/gateway/provider.ts';
 import { openAIProviderType } from '../../providers/openai/index.ts';
+import { openAIChatEvents } from '../../providers/openai/chat-stream.ts';
 import { createProviderContext } from '../../providers/provider-context.ts';
 import { callOptions as options, collect, failure } from './provider-test-kit.ts';
 import { startFakeOpenAIUpstream, type FakeOpenAIUpstream } from '../fakes/fake-openai-upstream.ts';
@@ -89,6 +90,37 @@ t.test('stream yields chunks, then the usage that arrives after the finish chunk
     chunks.every((chunk) => !('usage' in chunk)),
     'chunks carry no usage: the usage event does',
   );
+});
+
+t.test("stream chunks offer the upstream's own text, which says what the chunk says", async (t) => {
+  fake.enqueue({ kind: 'reply', content: 'one two' });
+  const events = await collect(provider().language!.chatStream(body(), options()));
+  const chunks = events.filter((event) => event.type === 'chunk');
+  t.ok(chunks.length >= 3);
+  for (const event of chunks) {
+    t.type(event.raw, 'string');
+    // OpenAI sends `"usage": null` on every chunk once include_usage is asked; the chunk drops it.
+    t.same({ ...JSON.parse(event.raw!), usage: undefined }, { ...event.chunk, usage: undefined });
+  }
+});
+
+t.test('a chunk that carries usage offers no text of its own: the usage is not forwarded', async (t) => {
+  const frames = [
+    { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: null }] },
+    { id: 'c1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }], usage: { prompt_tokens: 3, completion_tokens: 1 } },
+  ];
+  const bytes = new TextEncoder().encode(`${frames.map((frame) => `data: ${JSON.stringify(frame)}\n\n`).join('')}data: [DONE]\n\n`);
+  const open = async () => ({
+    body: (async function* () {
+      yield bytes;
+    })(),
+  });
+  const events = await collect(openAIChatEvents(open, body(), { label: 'openai-test', secrets: [] }));
+  const [first, second] = events.filter((event) => event.type === 'chunk');
+  t.type(first?.raw, 'string');
+  t.equal(second?.raw, undefined);
+  t.notOk(second && 'usage' in second.chunk);
+  t.same(events.at(-1), { type: 'usage', usage: { inputTokens: 3, cachedInputTokens: 0, cacheWriteTokens: 0, outputTokens: 1, reasoningTokens: 0, estimated: false } });
 });
 
 t.test('stream asks for include_usage without clobbering other stream_options', async (t) => {

@@ -53,6 +53,31 @@ t.test('chat completions through the official OpenAI SDK', async (t) => {
     );
   });
 
+  t.test('streamed chunks go out under the public model id with no usage field but the usage chunk', async (t) => {
+    for (const includeUsage of [false, true]) {
+      gw.primary.enqueue({ kind: 'reply', content: 'one two three', usage: { prompt_tokens: 5, completion_tokens: 3 } });
+      const response = await fetch(`${gw.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${gw.key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'duo', messages: user('count'), stream: true, stream_options: { include_usage: includeUsage } }),
+      });
+      const frames = (await response.text()).split('\n\n').filter((frame) => frame.startsWith('data: {'));
+      const chunks = frames.map((frame) => JSON.parse(frame.slice('data: '.length)) as { model: string; usage?: unknown; choices: unknown[] });
+      t.ok(chunks.length >= 4, `include_usage ${includeUsage}: ${chunks.length} chunks`);
+      t.ok(chunks.every((chunk) => chunk.model === 'duo'));
+      const withUsage = chunks.filter((chunk) => 'usage' in chunk);
+      t.same(
+        withUsage.map((chunk) => chunk.choices),
+        includeUsage ? [[]] : [],
+        'only the usage chunk has the field',
+      );
+      t.notOk(
+        frames.some((frame) => frame.includes('up-primary')),
+        "the upstream's model name never reaches the client",
+      );
+    }
+  });
+
   t.test('tool calls pass through both ways', async (t) => {
     gw.primary.enqueue({ kind: 'reply', toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: { city: 'Oslo' } }] });
     const tools = [{ type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
