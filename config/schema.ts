@@ -48,7 +48,7 @@ const outboxMail = z.strictObject({
 const smtpMail = z
   .strictObject({
     driver: z.literal('smtp'),
-    /** `smtp://user:pass@host:587` or `smtps://…:465`; or host/port/secure/auth below. */
+    /** `smtp://user:pass@host:587` or `smtps://...:465`; or host/port/secure/auth below. */
     url: z
       .string()
       .regex(/^smtps?:\/\//, 'must start with smtp:// or smtps://')
@@ -256,7 +256,7 @@ export const configSchema = z.strictObject({
       serviceName: z.string().min(1).default('svc-gateway'),
       /** Share of new traces recorded; a caller's `traceparent` decides for its own trace (parent-based sampling). */
       sampleRatio: z.number().min(0).max(1).default(1),
-      /** Sent with every export (a collector's API key); OTEL_EXPORTER_OTLP_HEADERS and …_TRACES_HEADERS add to them. */
+      /** Sent with every export (a collector's API key); OTEL_EXPORTER_OTLP_HEADERS and OTEL_EXPORTER_OTLP_TRACES_HEADERS add to them. */
       headers: z.record(z.string().min(1), z.string()).default({}),
       /** The longest one export may take (also the most a shutdown waits for the last one). */
       exportTimeoutMs: z.number().int().min(100).max(60_000).default(10_000),

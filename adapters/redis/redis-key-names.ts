@@ -12,7 +12,7 @@ export const redisKeyNames = (prefix: string) => ({
   epochLost: `${prefix}epoch:lost`,
   /** The replicas that reported what they hold in an epoch begun after a loss. */
   epochReported: (epoch: string) => `${prefix}epoch:reported:${epoch}`,
-  /** Per scope, a hash of replica id → what that replica reported holding after the server lost its data. */
+  /** Per scope, a hash from replica id to what that replica reported holding after the server lost its data. */
   outstanding: (scope: string) => `${prefix}out:${scope}`,
   /** A rate bucket's mark: re-seeded in this epoch (redis-scripts.ts WINDOW_SEED). */
   seeded: (key: string) => `${prefix}seeded:${key}`,

@@ -27,7 +27,7 @@ const OPERATION_EVENTS = defineEventTypes('core', {
   'management.operation': {
     schema: operationPerformed,
     description: 'A management call that writes was made, over HTTP or MCP, whatever its outcome (the audit log)',
-    // The audit log reads it; webhooks see the specific events (key.created, …) instead.
+    // The audit log reads it; webhooks see the specific events (key.created and the rest) instead.
     public: false,
     example: {
       operation: 'keys.update',

@@ -104,7 +104,7 @@ export class BatchFileReader {
   private pending: Buffer[] = [];
   private pendingBytes = 0;
   private lineNumber = 0;
-  /** custom_id → the line that used it first. */
+  /** By custom_id, the line that used it first. */
   private readonly seen = new Map<string, number>();
   private readonly decoder = new TextDecoder('utf-8', { fatal: true });
 

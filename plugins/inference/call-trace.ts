@@ -167,7 +167,7 @@ export class CallTrace {
     span.end();
   }
 
-  /** A call that failed before admission (400, 404, 422…) or whose error ended it: a no-op once ended. */
+  /** A call that failed before admission (400, 404, 422 and so on) or whose error ended it: a no-op once ended. */
   fail(error: unknown): void {
     if (this.ended) return;
     this.ended = true;
@@ -199,7 +199,7 @@ export class AttemptTrace {
     this.span.end();
   }
 
-  /** The upstream's failure: its kind (`server`, `timeout`, `connect`…) as `error.type`, its status when it answered one. */
+  /** The upstream's failure: its kind (`server`, `timeout`, `connect` and so on) as `error.type`, its status when it answered one. */
   failed(error: unknown): void {
     const span = this.span;
     if (error instanceof UpstreamError) {

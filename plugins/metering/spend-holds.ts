@@ -83,7 +83,7 @@ export interface HoldAccountsDeps {
 
 /** The hold side of counter seeding and of batch lines' settlement (HeldMoney), on the database and the coordination store. */
 export class HoldAccounts implements HeldMoney {
-  /** Scope → micro-USD of holds placed or released here whose row does not say so yet. */
+  /** By scope, micro-USD of holds placed or released here whose row does not say so yet. */
   private readonly moving = new Map<string, number>();
 
   constructor(private readonly deps: HoldAccountsDeps) {}

@@ -259,7 +259,7 @@ export class UpstreamOAuth {
 
   /**
    * The authorization server sent the browser back: takes the sign-in (once), exchanges the code
-   * with its PKCE verifier, and stores the tokens. An error the server sent (access_denied…) is
+   * with its PKCE verifier, and stores the tokens. An error the server sent (access_denied and the like) is
    * recorded on the sign-in, for its status.
    */
   async complete(query: Record<string, unknown>): Promise<CallbackOutcome> {

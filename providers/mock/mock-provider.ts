@@ -113,7 +113,7 @@ export class MockProvider implements Provider, LanguageModelProvider, EmbeddingP
   }
 
   /**
-   * PNGs at the requested size; `url` is a `data:image/png;base64,…` URL, since an offline
+   * PNGs at the requested size; `url` is a `data:image/png;base64,...` URL, since an offline
    * provider has nowhere to host files (every client that fetches or displays URLs reads it).
    */
   async generate(body: ImageRequestBody, options: CallOptions): Promise<ImageResult> {

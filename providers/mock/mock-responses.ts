@@ -77,7 +77,7 @@ function webSearchQuery(body: ResponsesRequestBody, chat: ChatRequestBody): stri
   const last = chat.messages.at(-1);
   const asked = last?.role === 'user' ? messageText(last) : '';
   if (!forced && !ASKS_SOMETHING.test(asked)) return null;
-  const query = snippet(asked).replace(/[?!.…\s]+$/u, '');
+  const query = snippet(asked).replace(/[?!.\u2026\s]+$/u, '');
   return query === '' ? null : query;
 }
 

@@ -28,7 +28,7 @@ export class MessageStreamEncoder {
   private started = false;
   private nextIndex = 0;
   private open: OpenBlock | null = null;
-  /** OpenAI numbers tool calls, Anthropic numbers every block: tool-call index → block index. */
+  /** OpenAI numbers tool calls, Anthropic numbers every block: from tool-call index to block index. */
   private readonly blockOfTool = new Map<number, number>();
   private finishReason: string | null = null;
   private matchedStop: unknown;
