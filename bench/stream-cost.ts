@@ -12,6 +12,8 @@
  *   npx tsx bench/stream-cost.ts --perf                # `perf record` of every target meanwhile: kernel time too
  *   npx tsx bench/stream-cost.ts --perf --perf-graph   # with call graphs, for `perf script` / `perf report -g`
  *   npx tsx bench/stream-cost.ts --governed-floor      # also the least a governed call costs (bench/governed-floor-process.ts)
+ *   npx tsx bench/stream-cost.ts --tree . --tree . --together "--node-args=--max-semi-space-size=8" "--node-args=--max-semi-space-size=4"
+ *                                                      # node flags side by side: one --node-args per --tree
  *
  * Streams are what the issue's figures describe: STREAM_COST_CHUNKS chunks (default 20, plus the
  * usage chunk) written 5 ms apart by the fake upstream, 16 streams at a time. Every target (the
@@ -74,7 +76,8 @@ const { values: args } = parseArgs({
     perf: { type: 'boolean', default: false },
     /** With --perf: call graphs too (`perf script` then says which code each sample ran under). */
     'perf-graph': { type: 'boolean', default: false },
-    'node-args': { type: 'string' },
+    /** Node's flags for every target; given once per --tree, each build's own (flags side by side). */
+    'node-args': { type: 'string', multiple: true },
   },
 });
 
@@ -88,11 +91,16 @@ const REDIS_URL = args.redis ?? null;
 const TREES = (args.tree ?? [REPO_ROOT]).map((tree) => resolve(tree));
 /** The production node flags (`npm run start:prod`), as the bench uses them. */
 const PACKAGE: { scripts: Record<string, string> } = JSON.parse(readFileSync(join(REPO_ROOT, 'package.json'), 'utf8'));
-const NODE_ARGS = (args['node-args'] ?? PACKAGE.scripts['start:prod']!).split(/\s+/).filter((arg) => arg.startsWith('--'));
+const flagsOf = (line: string) => line.split(/\s+/).filter((arg) => arg.startsWith('--'));
+const NODE_ARGS_GIVEN = (args['node-args'] ?? [PACKAGE.scripts['start:prod']!]).map(flagsOf);
+const NODE_ARGS = NODE_ARGS_GIVEN[0]!;
 const PROFILE_DIR = join(BENCH_DIR, 'profiles');
 const PROFILE = args.profile === undefined ? null : args.profile === 'allocations' || args.profile === 'promoted' ? args.profile : 'cpu';
 /** perf names JIT-compiled JavaScript functions from the map node writes with this flag. */
-const CHILD_NODE_ARGS = args.perf ? [...NODE_ARGS, '--perf-basic-prof-only-functions'] : NODE_ARGS;
+const withPerfMap = (flags: string[]) => (args.perf ? [...flags, '--perf-basic-prof-only-functions'] : flags);
+const CHILD_NODE_ARGS = withPerfMap(NODE_ARGS);
+/** The flags of the gateway built from TREES[index]. */
+const gatewayNodeArgs = (index: number) => withPerfMap(NODE_ARGS_GIVEN[NODE_ARGS_GIVEN.length > 1 ? index : 0]!);
 
 /** The bench's chat request (bench/gateway-overhead.ts). */
 const SYSTEM = 'You are a concise assistant for a developer tools company. Answer in at most two sentences.';
@@ -323,7 +331,8 @@ async function startGateway(tree: string, index: number, upstreamUrl: string, pr
   };
   if (REDIS_URL) Object.assign(env, { BENCH_REDIS_URL: REDIS_URL, BENCH_REDIS_PREFIX: `cost:${schema}` });
   const name = TREES.length > 1 ? `gateway ${index + 1} (${tree.split('/').pop()})` : 'gateway';
-  const nodeArgs = ['--import', probe, ...CHILD_NODE_ARGS];
+  const nodeArgs = ['--import', probe, ...gatewayNodeArgs(index)];
+  if (NODE_ARGS_GIVEN.length > 1) log(`  ${name}: node flags ${gatewayNodeArgs(index).join(' ') || '(none)'}`);
   const gateway = startChild(name, { entry: [entry], env, cwd: tree, nodeArgs });
   const url = String((await gateway.next('ready', 90_000)).url);
   const created = await fetch(`${url}/client/keys`, {
