@@ -39,6 +39,8 @@ t.test('what cannot be rewritten exactly is left to serialising the chunk', asyn
   t.equal(chunkTextAs(chunk('"model":"other"'), 'up', 'ours'), null, 'a model the chunk does not name');
   t.equal(chunkTextAs(`${chunk('"model":"up"').slice(0, -1)},"usage": null}`, 'up', 'up'), null, 'usage spelled otherwise');
   t.equal(chunkTextAs(`{"usage":null,${chunk('"model":"up"').slice(1)}`, 'up', 'up'), null, 'usage first');
+  const twice = `{"usage":{"total_tokens":3},${chunk('"model":"up"').slice(1, -1)},"usage":null}`;
+  t.equal(chunkTextAs(twice, 'up', 'up'), null, 'a usage key besides the null one (JSON.parse keeps the last)');
   t.equal(chunkTextAs(`{"id":"c1",\n"model":"up"}`, 'up', 'up'), null, 'a line break would end the SSE frame');
   t.equal(chunkTextAs(`{"id":"c1",\r"model":"up"}`, 'up', 'up'), null, 'so would a carriage return');
 });
