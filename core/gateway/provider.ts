@@ -85,8 +85,9 @@ export interface ChatCompletionChunk {
  * `raw` is optional, for providers that read OpenAI's own chunks: the JSON text the chunk was
  * parsed from, exactly as the upstream sent it, offered only when the chunk had no usage (or
  * `"usage": null`). The gateway may then send that text on, with its own model id put in, rather
- * than serialise the chunk again: on a stream's hottest path that is a tenth of its CPU. Whatever
- * it cannot rewrite exactly it serialises from `chunk`, so `raw` must say what `chunk` says.
+ * than serialise the chunk again (about 6 % of a paced stream's CPU, measured 2026-11-28). Whatever
+ * it cannot rewrite exactly it serialises from `chunk`, so `raw` must say what `chunk` says, and
+ * whatever changes a chunk on its way to the writer must drop its `raw`.
  */
 export type ChatStreamEvent = { type: 'chunk'; chunk: ChatCompletionChunk; raw?: string } | { type: 'usage'; usage: Usage };
 
