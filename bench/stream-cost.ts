@@ -246,7 +246,7 @@ async function oneCall(target: Target): Promise<{ frames: number; firstContentMs
   response.body.setEncoding('utf8');
   for await (const piece of response.body as AsyncIterable<string>) {
     text += piece;
-    if (firstContentMs < 0 && CONTENT.test(piece)) firstContentMs = performance.now() - started;
+    if (MODE === 'stream' && firstContentMs < 0 && CONTENT.test(piece)) firstContentMs = performance.now() - started;
   }
   if (response.statusCode !== 200) throw new Error(`${target.name}: HTTP ${response.statusCode}: ${text.slice(0, 200)}`);
   if (MODE === 'json') return { frames: 1, firstContentMs };

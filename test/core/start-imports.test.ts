@@ -72,14 +72,19 @@ function packagesLoadedAtStart(outdir: string, entry: string): Set<string> {
   return packages;
 }
 
-/** The build, made once for the tests below. */
-async function built(t: Test): Promise<string> {
+/** The build, made once for the tests below and removed after them. */
+let building: Promise<string> | undefined;
+function built(t: Test): Promise<string> {
   t.setTimeout(120_000);
-  const outdir = mkdtempSync(join(tmpdir(), 'svc-build-'));
-  t.teardown(() => rmSync(outdir, { recursive: true, force: true }));
-  await build(outdir);
-  return outdir;
+  if (!building) {
+    const outdir = mkdtempSync(join(tmpdir(), 'svc-build-'));
+    building = build(outdir).then(() => outdir);
+  }
+  return building;
 }
+t.teardown(async () => {
+  if (building) rmSync(await building, { recursive: true, force: true });
+});
 
 t.test('the built service loads no driver, mail transport, media library, tracing or MCP SDK at start', async (t) => {
   const outdir = await built(t);
