@@ -95,3 +95,16 @@ export async function emitKeyCreated(test: TestApp, body: Record<string, unknown
 export function database(test: TestApp) {
   return test.app.svc.container.resolve(Tokens.Database);
 }
+
+/**
+ * The jobs that carry webhooks (their events' fan-out and the deliveries), one line each with
+ * their last error: what a delivery test prints when an attempt it expected is missing.
+ */
+export async function webhookJobsReport(test: TestApp): Promise<string> {
+  const { rows } = await database(test).query<Record<string, unknown>>(
+    `SELECT queue, state, attempts, run_at, last_error FROM jobs
+     WHERE queue = 'event.webhooks' OR queue LIKE 'webhooks.%' ORDER BY created_at, id`,
+  );
+  const lines = rows.map((row) => `${row['queue']} ${row['state']} attempts=${row['attempts']} runAt=${(row['run_at'] as Date).toISOString()} lastError=${row['last_error'] ?? '-'}`);
+  return ['webhook jobs:', ...lines].join('\n');
+}
