@@ -72,18 +72,20 @@ function packagesLoadedAtStart(outdir: string, entry: string): Set<string> {
   return packages;
 }
 
-/** The build, made once for the tests below and removed after them. */
+/** The build, made once for the tests below and removed after them (also when it failed). */
+let outdir: string | undefined;
 let building: Promise<string> | undefined;
 function built(t: Test): Promise<string> {
   t.setTimeout(120_000);
   if (!building) {
-    const outdir = mkdtempSync(join(tmpdir(), 'svc-build-'));
-    building = build(outdir).then(() => outdir);
+    const dir = mkdtempSync(join(tmpdir(), 'svc-build-'));
+    outdir = dir;
+    building = build(dir).then(() => dir);
   }
   return building;
 }
-t.teardown(async () => {
-  if (building) rmSync(await building, { recursive: true, force: true });
+t.teardown(() => {
+  if (outdir) rmSync(outdir, { recursive: true, force: true });
 });
 
 t.test('the built service loads no driver, mail transport, media library, tracing or MCP SDK at start', async (t) => {
